@@ -1,0 +1,88 @@
+//===- CleaveCost.cpp - CostOpInterface implementations --------------------===//
+
+#include "Cleave/IR/CleaveOps.h"
+
+#include "mlir/IR/TypeUtilities.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+int64_t cleave::detail::getNumElements(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped)
+    return 1;
+  return shaped.hasStaticShape() ? shaped.getNumElements() : 0;
+}
+
+int64_t cleave::detail::getSizeInBytes(Type type) {
+  Type et = getElementTypeOrSelf(type);
+  int64_t bits = et.isIntOrFloat() ? et.getIntOrFloatBitWidth() : 64;
+  return cleave::detail::getNumElements(type) * ((bits + 7) / 8);
+}
+
+int64_t cleave::detail::getTotalResultElements(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getResultTypes())
+    n += cleave::detail::getNumElements(t);
+  return n;
+}
+
+int64_t cleave::detail::getTotalOperandBytes(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getOperandTypes())
+    n += cleave::detail::getSizeInBytes(t);
+  return n;
+}
+
+int64_t cleave::detail::getTotalResultBytes(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getResultTypes())
+    n += cleave::detail::getSizeInBytes(t);
+  return n;
+}
+
+// Pure data movement performs no arithmetic.
+int64_t ReshapeOp::getFlops() { return 0; }
+int64_t TransposeOp::getFlops() { return 0; }
+int64_t SliceOp::getFlops() { return 0; }
+int64_t ReverseOp::getFlops() { return 0; }
+int64_t ConcatOp::getFlops() { return 0; }
+int64_t PadOp::getFlops() { return 0; }
+int64_t GatherOp::getFlops() { return 0; }
+int64_t GatherElementsOp::getFlops() { return 0; }
+
+/// A multiply and an add per result element and contracted index.
+int64_t ContractOp::getFlops() {
+  int64_t contracted = 1;
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  for (int64_t d : getLhsContractingDimensions())
+    contracted *= lhs.getDimSize(d);
+  return 2 * getType().getNumElements() * contracted;
+}
+
+int64_t ReduceOp::getFlops() {
+  return cleave::detail::getNumElements(getOperand().getType());
+}
+
+// max, subtract, exp, sum, divide (or log) per element.
+int64_t SoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
+int64_t LogSoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
+// mean, centre, square, variance, normalize, scale, shift.
+int64_t LayerNormOp::getFlops() { return 8 * getType().getNumElements(); }
+
+int64_t ConvOp::getFlops() {
+  auto filter = cast<RankedTensorType>(getFilter().getType());
+  int64_t perOutput = 1;
+  for (int64_t d = 1; d < filter.getRank(); ++d)
+    perOutput *= filter.getDimSize(d);
+  return 2 * getType().getNumElements() * perOutput;
+}
+
+int64_t ReduceWindowOp::getFlops() {
+  int64_t window = 1;
+  for (int64_t w : getWindow())
+    window *= w;
+  return getType().getNumElements() * window;
+}

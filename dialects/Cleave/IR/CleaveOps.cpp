@@ -1,0 +1,550 @@
+//===- CleaveOps.cpp - Cleave op verifiers ---------------------------------===//
+
+#include "Cleave/IR/CleaveOps.h"
+
+#include "mlir/IR/TypeUtilities.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+/// Checks that `dims` are distinct dimensions of a rank-`rank` tensor.
+static LogicalResult checkDimList(Operation *op, ArrayRef<int64_t> dims,
+                                  int64_t rank, StringRef what) {
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t d : dims) {
+    if (d < 0 || d >= rank)
+      return op->emitOpError() << what << " dimension " << d
+                               << " is out of range for rank " << rank;
+    if (!seen.insert(d).second)
+      return op->emitOpError() << what << " dimension " << d
+                               << " appears twice";
+  }
+  return success();
+}
+
+static LogicalResult checkDim(Operation *op, int64_t dim, int64_t rank,
+                              StringRef what) {
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError() << what << " " << dim
+                             << " is out of range for rank " << rank;
+  return success();
+}
+
+static LogicalResult checkSameElementType(Operation *op, Type a, Type b,
+                                          StringRef aName, StringRef bName) {
+  Type ea = getElementTypeOrSelf(a), eb = getElementTypeOrSelf(b);
+  if (ea != eb)
+    return op->emitOpError() << aName << " element type " << ea
+                             << " differs from " << bName << " element type "
+                             << eb;
+  return success();
+}
+
+static LogicalResult checkResultShape(Operation *op, ArrayRef<int64_t> expected) {
+  auto actual = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  if (actual != expected)
+    return op->emitOpError() << "result shape " << shapeStr(actual)
+                             << " does not match the expected shape "
+                             << shapeStr(expected);
+  return success();
+}
+
+static LogicalResult checkStaticShapes(Operation *op) {
+  for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+    if (auto rt = dyn_cast<RankedTensorType>(t); rt && !rt.hasStaticShape())
+      return op->emitOpError() << "requires static shapes, got " << t;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult IotaOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  return checkDim(*this, getDimension(), getType().getRank(), "dimension");
+}
+
+static bool isFloatOnly(UnaryKind kind) {
+  switch (kind) {
+  case UnaryKind::neg:
+  case UnaryKind::abs:
+  case UnaryKind::sign:
+  case UnaryKind::lnot:
+    return false;
+  default:
+    return true;
+  }
+}
+
+LogicalResult UnaryOp::verify() {
+  Type et = getType().getElementType();
+  if (isFloatOnly(getKind()) && !isa<FloatType>(et))
+    return emitOpError() << "'" << stringifyUnaryKind(getKind())
+                         << "' needs a float element type, got " << et;
+  if (getKind() == UnaryKind::lnot && !isa<IntegerType>(et))
+    return emitOpError() << "'not' needs an integer element type, got " << et;
+  return checkStaticShapes(*this);
+}
+
+LogicalResult BinaryOp::verify() {
+  Type et = getType().getElementType();
+  switch (getKind()) {
+  case BinaryKind::land:
+  case BinaryKind::lor:
+  case BinaryKind::lxor:
+  case BinaryKind::shl:
+  case BinaryKind::shr:
+    if (!isa<IntegerType>(et))
+      return emitOpError() << "'" << stringifyBinaryKind(getKind())
+                           << "' needs an integer element type, got " << et;
+    break;
+  default:
+    break;
+  }
+  return checkStaticShapes(*this);
+}
+
+LogicalResult CompareOp::verify() {
+  if (getLhs().getType() != getRhs().getType())
+    return emitOpError() << "operand types " << getLhs().getType() << " and "
+                         << getRhs().getType() << " differ";
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  return checkResultShape(*this, tensorType(getLhs()).getShape());
+}
+
+LogicalResult SelectOp::verify() {
+  if (getOnTrue().getType() != getType() || getOnFalse().getType() != getType())
+    return emitOpError() << "value operands must both have the result type "
+                         << getType();
+  if (tensorType(getCond()).getShape() != getType().getShape())
+    return emitOpError() << "condition shape "
+                         << shapeStr(tensorType(getCond()).getShape())
+                         << " differs from result shape "
+                         << shapeStr(getType().getShape());
+  return checkStaticShapes(*this);
+}
+
+LogicalResult ConvertOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  return checkResultShape(*this, tensorType(getOperand()).getShape());
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastInDimOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  auto out = getType().getShape();
+  ArrayRef<int64_t> dims = getBroadcastDimensions();
+  if (static_cast<int64_t>(dims.size()) != static_cast<int64_t>(in.size()))
+    return emitOpError() << "has " << dims.size()
+                         << " broadcast dimensions for an operand of rank "
+                         << in.size();
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (d < 0 || d >= static_cast<int64_t>(out.size()))
+      return emitOpError() << "broadcast dimension " << d
+                           << " is out of range for result rank " << out.size();
+    if (i > 0 && d <= dims[i - 1])
+      return emitOpError() << "broadcast dimensions must be strictly increasing";
+    if (in[i] != 1 && in[i] != out[d])
+      return emitOpError() << "operand dimension " << i << " of size " << in[i]
+                           << " cannot broadcast to result dimension " << d
+                           << " of size " << out[d];
+  }
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  if (tensorType(getOperand()).getNumElements() != getType().getNumElements())
+    return emitOpError() << "operand has "
+                         << tensorType(getOperand()).getNumElements()
+                         << " elements but the result has "
+                         << getType().getNumElements();
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  ArrayRef<int64_t> perm = getPermutation();
+  if (perm.size() != in.size())
+    return emitOpError() << "permutation has " << perm.size()
+                         << " entries for an operand of rank " << in.size();
+  if (failed(checkDimList(*this, perm, in.size(), "permutation")))
+    return failure();
+  SmallVector<int64_t> expected;
+  for (int64_t p : perm)
+    expected.push_back(in[p]);
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult SliceOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  ArrayRef<int64_t> start = getStartIndices(), limit = getLimitIndices(),
+                    strides = getStrides();
+  if (start.size() != in.size() || limit.size() != in.size() ||
+      strides.size() != in.size())
+    return emitOpError() << "start, limit and strides need " << in.size()
+                         << " entries each";
+  SmallVector<int64_t> expected;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (strides[d] < 1)
+      return emitOpError() << "stride " << strides[d] << " in dimension " << d
+                           << " must be at least 1";
+    if (start[d] < 0 || start[d] > limit[d] || limit[d] > in[d])
+      return emitOpError() << "slice [" << start[d] << ", " << limit[d]
+                           << ") of dimension " << d << " is outside [0, "
+                           << in[d] << "]";
+    expected.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+  }
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult ReverseOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  return checkDimList(*this, getDimensions(), getType().getRank(), "reverse");
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  int64_t rank = getType().getRank();
+  if (failed(checkDim(*this, getDimension(), rank, "dimension")))
+    return failure();
+  SmallVector<int64_t> expected(getType().getShape());
+  expected[getDimension()] = 0;
+  for (auto [i, v] : llvm::enumerate(getInputs())) {
+    auto t = tensorType(v);
+    if (t.getRank() != rank)
+      return emitOpError() << "input " << i << " has rank " << t.getRank()
+                           << ", expected " << rank;
+    if (failed(checkSameElementType(*this, t, getType(), "input", "result")))
+      return failure();
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == static_cast<int64_t>(getDimension()))
+        continue;
+      if (t.getDimSize(d) != getType().getDimSize(d))
+        return emitOpError() << "input " << i << " has size " << t.getDimSize(d)
+                             << " in dimension " << d << ", expected "
+                             << getType().getDimSize(d);
+    }
+    expected[getDimension()] += t.getDimSize(getDimension());
+  }
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult PadOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")) ||
+      failed(checkSameElementType(*this, getPaddingValue().getType(), getType(),
+                                  "padding value", "result")))
+    return failure();
+  if (tensorType(getPaddingValue()).getRank() != 0)
+    return emitOpError() << "padding value must be a 0-d tensor";
+  auto in = tensorType(getOperand()).getShape();
+  if (getLow().size() != in.size() || getHigh().size() != in.size())
+    return emitOpError() << "low and high need " << in.size()
+                         << " entries each";
+  SmallVector<int64_t> expected;
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t lo = getLow()[d], hi = getHigh()[d];
+    if (lo < 0 || hi < 0)
+      return emitOpError() << "padding of dimension " << d
+                           << " must be non-negative";
+    if (getMode() == PadMode::reflect && (lo >= in[d] || hi >= in[d]) &&
+        (lo || hi))
+      return emitOpError() << "reflect padding of dimension " << d
+                           << " must be smaller than its size " << in[d];
+    if (getMode() == PadMode::edge && in[d] == 0 && (lo || hi))
+      return emitOpError() << "edge padding of empty dimension " << d;
+    expected.push_back(in[d] + lo + hi);
+  }
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult GatherOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  if (failed(checkDim(*this, getAxis(), in.size(), "axis")))
+    return failure();
+  SmallVector<int64_t> expected(in.begin(), in.begin() + getAxis());
+  llvm::append_range(expected, tensorType(getIndices()).getShape());
+  expected.append(in.begin() + getAxis() + 1, in.end());
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult GatherElementsOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  auto in = tensorType(getOperand());
+  auto idx = tensorType(getIndices());
+  if (in.getRank() != idx.getRank())
+    return emitOpError() << "indices rank " << idx.getRank()
+                         << " differs from operand rank " << in.getRank();
+  if (failed(checkDim(*this, getAxis(), in.getRank(), "axis")))
+    return failure();
+  return checkResultShape(*this, idx.getShape());
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult ContractOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getLhs().getType(),
+                                  getRhs().getType(), "lhs", "rhs")) ||
+      failed(checkSameElementType(*this, getLhs().getType(), getType(), "lhs",
+                                  "result")))
+    return failure();
+  auto lhs = tensorType(getLhs()).getShape();
+  auto rhs = tensorType(getRhs()).getShape();
+  ArrayRef<int64_t> lb = getLhsBatchingDimensions(),
+                    rb = getRhsBatchingDimensions(),
+                    lc = getLhsContractingDimensions(),
+                    rc = getRhsContractingDimensions();
+  if (lb.size() != rb.size())
+    return emitOpError() << "lhs has " << lb.size() << " batch dimensions, rhs "
+                         << rb.size();
+  if (lc.size() != rc.size())
+    return emitOpError() << "lhs has " << lc.size()
+                         << " contracting dimensions, rhs " << rc.size();
+  SmallVector<int64_t> lhsAll(lb), rhsAll(rb);
+  llvm::append_range(lhsAll, lc);
+  llvm::append_range(rhsAll, rc);
+  if (failed(checkDimList(*this, lhsAll, lhs.size(), "lhs batch/contracting")) ||
+      failed(checkDimList(*this, rhsAll, rhs.size(), "rhs batch/contracting")))
+    return failure();
+  for (size_t i = 0; i < lhsAll.size(); ++i)
+    if (lhs[lhsAll[i]] != rhs[rhsAll[i]])
+      return emitOpError() << "lhs dimension " << lhsAll[i] << " (size "
+                           << lhs[lhsAll[i]] << ") is paired with rhs dimension "
+                           << rhsAll[i] << " (size " << rhs[rhsAll[i]] << ")";
+  SmallVector<int64_t> expected;
+  for (int64_t d : lb)
+    expected.push_back(lhs[d]);
+  for (int64_t d = 0; d < static_cast<int64_t>(lhs.size()); ++d)
+    if (!llvm::is_contained(lhsAll, d))
+      expected.push_back(lhs[d]);
+  for (int64_t d = 0; d < static_cast<int64_t>(rhs.size()); ++d)
+    if (!llvm::is_contained(rhsAll, d))
+      expected.push_back(rhs[d]);
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult ReduceOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  if (failed(checkDimList(*this, getDimensions(), in.size(), "reduction")))
+    return failure();
+  SmallVector<int64_t> expected;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
+    if (!llvm::is_contained(getDimensions(), d))
+      expected.push_back(in[d]);
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult ArgReduceOp::verify() {
+  if (getKind() != ReduceKind::max && getKind() != ReduceKind::min)
+    return emitOpError() << "kind must be 'max' or 'min'";
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  if (failed(checkDim(*this, getDimension(), in.size(), "dimension")))
+    return failure();
+  SmallVector<int64_t> expected(in);
+  expected.erase(expected.begin() + getDimension());
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult CumSumOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  return checkDim(*this, getDimension(), getType().getRank(), "dimension");
+}
+
+//===----------------------------------------------------------------------===//
+// Composites
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  return checkDim(*this, getDimension(), getType().getRank(), "dimension");
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  return checkDim(*this, getDimension(), getType().getRank(), "dimension");
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  if (getOperand().getType() != getType())
+    return emitOpError() << "result type " << getType()
+                         << " differs from operand type "
+                         << getOperand().getType();
+  auto in = tensorType(getOperand()).getShape();
+  if (failed(checkDim(*this, getAxis(), in.size(), "axis")))
+    return failure();
+  ArrayRef<int64_t> normalized = in.drop_front(getAxis());
+  for (auto [name, v] : {std::pair<StringRef, Value>{"scale", getScale()},
+                         {"bias", getBias()}}) {
+    if (failed(checkSameElementType(*this, v.getType(), getType(), name,
+                                    "result")))
+      return failure();
+    if (tensorType(v).getShape() != normalized)
+      return emitOpError() << name << " shape "
+                           << shapeStr(tensorType(v).getShape())
+                           << " differs from the normalized shape "
+                           << shapeStr(normalized);
+  }
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError() << "epsilon must be non-negative";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and windows
+//===----------------------------------------------------------------------===//
+
+/// Output size of a window of `k` elements with dilation `dil` moved by
+/// `stride` over `size + lo + hi` elements.
+static int64_t windowOutputSize(int64_t size, int64_t lo, int64_t hi, int64_t k,
+                                int64_t stride, int64_t dil) {
+  int64_t span = dil * (k - 1) + 1;
+  int64_t padded = size + lo + hi;
+  if (padded < span)
+    return 0;
+  return (padded - span) / stride + 1;
+}
+
+LogicalResult ConvOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getInput().getType(),
+                                  getFilter().getType(), "input", "filter")) ||
+      failed(checkSameElementType(*this, getInput().getType(), getType(),
+                                  "input", "result")))
+    return failure();
+  auto in = tensorType(getInput()).getShape();
+  auto w = tensorType(getFilter()).getShape();
+  if (in.size() < 3)
+    return emitOpError() << "input must have rank >= 3 (N x C x spatial...)";
+  if (w.size() != in.size())
+    return emitOpError() << "filter rank " << w.size()
+                         << " differs from input rank " << in.size();
+  size_t spatial = in.size() - 2;
+  for (auto [name, arr] :
+       {std::pair<StringRef, ArrayRef<int64_t>>{"strides", getStrides()},
+        {"pad_low", getPadLow()},
+        {"pad_high", getPadHigh()},
+        {"dilations", getDilations()}})
+    if (arr.size() != spatial)
+      return emitOpError() << name << " needs " << spatial << " entries, got "
+                           << arr.size();
+  int64_t groups = getGroups();
+  if (groups < 1 || in[1] % groups != 0 || w[0] % groups != 0)
+    return emitOpError() << "groups " << groups
+                         << " must divide the input channels " << in[1]
+                         << " and the output channels " << w[0];
+  if (w[1] * groups != in[1])
+    return emitOpError() << "filter has " << w[1]
+                         << " input channels per group, expected "
+                         << in[1] / groups;
+  SmallVector<int64_t> expected = {in[0], w[0]};
+  for (size_t i = 0; i < spatial; ++i) {
+    if (getStrides()[i] < 1 || getDilations()[i] < 1 || getPadLow()[i] < 0 ||
+        getPadHigh()[i] < 0)
+      return emitOpError() << "strides and dilations must be >= 1 and pads "
+                              ">= 0 in spatial dimension "
+                           << i;
+    expected.push_back(windowOutputSize(in[i + 2], getPadLow()[i],
+                                        getPadHigh()[i], w[i + 2],
+                                        getStrides()[i], getDilations()[i]));
+  }
+  return checkResultShape(*this, expected);
+}
+
+LogicalResult ReduceWindowOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(), getType(),
+                                  "operand", "result")))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  for (auto [name, arr] :
+       {std::pair<StringRef, ArrayRef<int64_t>>{"window", getWindow()},
+        {"strides", getStrides()},
+        {"pad_low", getPadLow()},
+        {"pad_high", getPadHigh()},
+        {"dilations", getDilations()}})
+    if (arr.size() != in.size())
+      return emitOpError() << name << " needs " << in.size()
+                           << " entries, got " << arr.size();
+  SmallVector<int64_t> expected;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (getWindow()[i] < 1 || getStrides()[i] < 1 || getDilations()[i] < 1 ||
+        getPadLow()[i] < 0 || getPadHigh()[i] < 0)
+      return emitOpError() << "window, strides and dilations must be >= 1 "
+                              "and pads >= 0 in dimension "
+                           << i;
+    expected.push_back(windowOutputSize(in[i], getPadLow()[i], getPadHigh()[i],
+                                        getWindow()[i], getStrides()[i],
+                                        getDilations()[i]));
+  }
+  return checkResultShape(*this, expected);
+}
+
+#define GET_OP_CLASSES
+#include "Cleave/IR/CleaveOps.cpp.inc"

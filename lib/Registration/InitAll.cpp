@@ -1,0 +1,13 @@
+//===- InitAll.cpp - Register every Cleave dialect and pass ----------------===//
+
+#include "cleave/InitAll.h"
+
+#include "Cleave/IR/CleaveDialect.h"
+
+#include "mlir/IR/DialectRegistry.h"
+
+void cleave::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<mlir::cleave::CleaveDialect>();
+}
+
+void cleave::registerAllPasses() {}

@@ -1,0 +1,20 @@
+# Cleave lit configuration: runs the .mlir and .test files under test/.
+import os
+import shutil
+
+import lit.formats
+
+config.name = "Cleave"
+config.test_format = lit.formats.ShTest(not config.is_windows if hasattr(config, "is_windows") else True)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "runtime", "conformance", "benchmarks"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
+
+# Tools: the project's own binaries first, then LLVM's FileCheck/not.
+config.environment["PATH"] = os.pathsep.join(
+    [config.cleave_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%cleave_src", config.cleave_src_root))
+config.substitutions.append(("%python", config.python_executable))
+if shutil.which("onnxruntime_test", path=config.environment["PATH"]) or os.path.exists(config.python_executable):
+    config.available_features.add("python")

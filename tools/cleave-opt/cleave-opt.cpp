@@ -1,0 +1,22 @@
+//===- cleave-opt.cpp - Cleave's mlir-opt: every dialect, pass and pipeline -===//
+
+#include "cleave/InitAll.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::registerAllPasses();
+  cleave::registerAllPasses();
+
+  mlir::DialectRegistry registry;
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  cleave::registerAllDialects(registry);
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "Cleave optimizer driver: runs Cleave and MLIR passes\n",
+      registry));
+}

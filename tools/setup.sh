@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Cleave set-up: installs the Debian packages and the pinned Python test
+# references that building and testing Cleave need. Idempotent; run as root on
+# Debian bookworm (the CUDA toolkit at /usr/local/cuda is not needed yet).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenblas-dev libgtest-dev
+  cmake ninja-build ccache
+  python3-venv python3-pip
+  libonnx-testdata
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python test references, pinned, in a venv of the project's own.
+venv="$root/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  /usr/bin/python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+  "$venv/bin/pip" install -q --disable-pip-version-check \
+    -r "$root/tools/requirements.txt"
+fi
+echo "setup: done"
