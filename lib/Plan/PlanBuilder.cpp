@@ -1,0 +1,449 @@
+//===- PlanBuilder.cpp - Partition a cleave program into plan commands -----===//
+//
+// Walks @main in program order. Reshapes alias their operand's buffer; f32 and
+// f64 contractions become library GEMM commands; every other op joins a fused
+// kernel: an op joins the group of one of its producers when the op is
+// elementwise (epilogue fusion) or the group is purely elementwise (prologue
+// fusion), and when none of its other operands comes from a command issued
+// after that group started. Groups are outlined into a kernel module; values
+// crossing a command boundary get arena buffers placed by planMemory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Plan/PlanBuilder.h"
+
+#include "Cleave/IR/CleaveOps.h"
+#include "cleave/Plan/MemoryPlanner.h"
+#include "cleave/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+
+#include <cstring>
+#include <limits>
+
+#define DEBUG_TYPE "cleave-plan-builder"
+
+using namespace mlir;
+using namespace mlir::cleave;
+using ::cleave::PartitionedProgram;
+using ::cleave::PlanBuildOptions;
+using ::cleave::BufferInterval;
+using ::cleave::MemoryPlan;
+namespace plan = ::cleave::plan;
+
+//===----------------------------------------------------------------------===//
+// Types and constants
+//===----------------------------------------------------------------------===//
+
+static FailureOr<plan::DType> toDType(Type t) {
+  if (t.isF32()) return plan::DType::F32;
+  if (t.isF64()) return plan::DType::F64;
+  if (t.isF16()) return plan::DType::F16;
+  if (t.isBF16()) return plan::DType::BF16;
+  if (auto it = dyn_cast<IntegerType>(t)) {
+    bool u = it.isUnsigned();
+    switch (it.getWidth()) {
+    case 1: return plan::DType::Bool;
+    case 8: return u ? plan::DType::U8 : plan::DType::I8;
+    case 16: return u ? plan::DType::U16 : plan::DType::I16;
+    case 32: return u ? plan::DType::U32 : plan::DType::I32;
+    case 64: return u ? plan::DType::U64 : plan::DType::I64;
+    default: break;
+    }
+  }
+  return failure();
+}
+
+static uint64_t byteSize(RankedTensorType t) {
+  return static_cast<uint64_t>(mlir::cleave::detail::getSizeInBytes(t));
+}
+
+/// The little-endian bytes of a constant, one element after another (i1 as
+/// one byte per element).
+static FailureOr<std::vector<uint8_t>> constantBytes(ConstantOp op) {
+  auto type = cast<RankedTensorType>(op.getType());
+  std::vector<uint8_t> bytes(byteSize(type));
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(op.getValue())) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob || blob->getData().size() != bytes.size())
+      return failure();
+    std::memcpy(bytes.data(), blob->getData().data(), bytes.size());
+    return bytes;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return failure();
+  Type et = type.getElementType();
+  unsigned width = et.isInteger(1) ? 8 : et.getIntOrFloatBitWidth();
+  size_t elemBytes = width / 8, i = 0;
+  auto put = [&](const APInt &v) {
+    APInt ext = et.isInteger(1) ? v.zext(8) : v;
+    for (size_t b = 0; b < elemBytes; ++b)
+      bytes[i * elemBytes + b] =
+          static_cast<uint8_t>(ext.extractBitsAsZExtValue(8, 8 * b));
+    ++i;
+  };
+  if (isa<FloatType>(et)) {
+    for (const APFloat &v : dense.getValues<APFloat>())
+      put(v.bitcastToAPInt());
+  } else {
+    for (const APInt &v : dense.getValues<APInt>())
+      put(v);
+  }
+  return bytes;
+}
+
+static bool isElementwise(Operation *op) {
+  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp,
+             BroadcastInDimOp>(op);
+}
+
+static std::string kernelName(size_t index, Operation *op) {
+  std::string name = "k" + std::to_string(index) + "_" +
+                     op->getName().stripDialect().str();
+  for (char &c : name)
+    if (!isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  return name;
+}
+
+static uint64_t doubleBits(double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof(bits));
+  return bits;
+}
+
+//===----------------------------------------------------------------------===//
+// Partitioning
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct Node {
+  enum Kind { Kernel, Gemm } kind;
+  SmallVector<Operation *> ops; ///< Kernel members in program order.
+  ContractOp contract;          ///< For GEMMs.
+  SmallVector<Value> inputs, outputs;
+  std::string name;
+};
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp main, const PlanBuildOptions &options)
+      : main(main), options(options) {}
+
+  FailureOr<PartitionedProgram> run();
+
+private:
+  /// The value whose buffer `v` lives in (follows reshapes).
+  Value root(Value v) const {
+    while (auto reshape = v.getDefiningOp<ReshapeOp>())
+      v = reshape.getOperand();
+    return v;
+  }
+  /// Index of the node computing `v`'s buffer, or -1 for arguments and
+  /// constants.
+  int nodeOf(Value v) const {
+    auto it = nodeOfOp.find(root(v).getDefiningOp());
+    return it == nodeOfOp.end() ? -1 : it->second;
+  }
+  bool isInlinableConstant(Value v) const {
+    auto cst = v.getDefiningOp<ConstantOp>();
+    return cst && isa<DenseElementsAttr>(cst.getValue()) &&
+           cast<RankedTensorType>(cst.getType()).getNumElements() <=
+               options.inlineConstantLimit;
+  }
+  bool isGemm(Operation *op) const;
+  void addKernelOp(Operation *op);
+  LogicalResult outline(ModuleOp kernels);
+  LogicalResult assemble(PartitionedProgram &result);
+
+  func::FuncOp main;
+  const PlanBuildOptions &options;
+  std::vector<Node> nodes;
+  DenseMap<Operation *, int> nodeOfOp;
+};
+
+} // namespace
+
+bool Partitioner::isGemm(Operation *op) const {
+  auto contract = dyn_cast<ContractOp>(op);
+  if (!contract || !options.useLibraryGemm)
+    return false;
+  Type et = contract.getType().getElementType();
+  return (et.isF32() || et.isF64()) && succeeded(::cleave::getGemmShape(contract));
+}
+
+void Partitioner::addKernelOp(Operation *op) {
+  // Try the groups producing an operand, latest first.
+  SmallVector<int> candidates;
+  for (Value v : op->getOperands())
+    if (Operation *def = v.getDefiningOp())
+      if (auto it = nodeOfOp.find(def);
+          it != nodeOfOp.end() && nodes[it->second].kind == Node::Kernel)
+        candidates.push_back(it->second);
+  llvm::sort(candidates, std::greater<int>());
+  for (int g : candidates) {
+    Node &group = nodes[g];
+    bool groupElementwise = llvm::all_of(group.ops, isElementwise);
+    if (!isElementwise(op) && !groupElementwise)
+      continue;
+    bool legal = llvm::all_of(op->getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (def && nodeOfOp.lookup(def) == g && nodeOfOp.count(def))
+        return true; // produced inside the group
+      int n = nodeOf(v);
+      return n < g; // earlier command, argument or constant; not via alias
+    });
+    if (!legal)
+      continue;
+    group.ops.push_back(op);
+    nodeOfOp[op] = g;
+    return;
+  }
+  Node node{Node::Kernel, {op}, {}, {}, {}, {}};
+  nodeOfOp[op] = nodes.size();
+  nodes.push_back(std::move(node));
+}
+
+LogicalResult Partitioner::outline(ModuleOp kernels) {
+  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(kernels.getBody());
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (node.kind == Node::Gemm) {
+      node.inputs = {node.contract.getLhs(), node.contract.getRhs()};
+      node.outputs = {node.contract.getResult()};
+      node.name = "gemm" + std::to_string(index);
+      continue;
+    }
+    llvm::SmallPtrSet<Operation *, 16> members(node.ops.begin(), node.ops.end());
+    SmallVector<Value> inlined;
+    for (Operation *op : node.ops) {
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && members.contains(def))
+          continue;
+        if (isInlinableConstant(v)) {
+          if (!llvm::is_contained(inlined, v))
+            inlined.push_back(v);
+        } else if (!llvm::is_contained(node.inputs, v)) {
+          node.inputs.push_back(v);
+        }
+      }
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *user) {
+              return !members.contains(user);
+            }))
+          node.outputs.push_back(r);
+    }
+    node.name = kernelName(index, node.ops.front());
+    SmallVector<Type> inTypes, outTypes;
+    for (Value v : node.inputs)
+      inTypes.push_back(v.getType());
+    for (Value v : node.outputs)
+      outTypes.push_back(v.getType());
+    auto fn = func::FuncOp::create(
+        moduleBuilder, node.ops.front()->getLoc(), node.name,
+        moduleBuilder.getFunctionType(inTypes, outTypes));
+    Block *body = fn.addEntryBlock();
+    OpBuilder b = OpBuilder::atBlockEnd(body);
+    IRMapping mapping;
+    for (auto [v, arg] : llvm::zip(node.inputs, body->getArguments()))
+      mapping.map(v, arg);
+    for (Value v : inlined)
+      b.clone(*v.getDefiningOp(), mapping);
+    for (Operation *op : node.ops)
+      b.clone(*op, mapping);
+    SmallVector<Value> results;
+    for (Value v : node.outputs)
+      results.push_back(mapping.lookup(v));
+    func::ReturnOp::create(b, fn.getLoc(), results);
+  }
+  return success();
+}
+
+LogicalResult Partitioner::assemble(PartitionedProgram &result) {
+  plan::Plan &p = result.plan;
+  const int64_t end = nodes.size();
+
+  // Buffers: one per root value that crosses a command boundary.
+  struct Buffer {
+    Value value;
+    BufferInterval interval;
+  };
+  std::vector<Buffer> buffers;
+  DenseMap<Value, size_t> bufferOf;
+  auto bufferFor = [&](Value v, int64_t first, int64_t last) -> size_t {
+    Value r = root(v);
+    auto [it, inserted] = bufferOf.try_emplace(r, buffers.size());
+    if (inserted)
+      buffers.push_back({r, {byteSize(cast<RankedTensorType>(r.getType())),
+                             first, last}});
+    BufferInterval &iv = buffers[it->second].interval;
+    iv.firstUse = std::min(iv.firstUse, first);
+    iv.lastUse = std::max(iv.lastUse, last);
+    return it->second;
+  };
+
+  // Inputs and constants live for the whole plan, so the plan can run again.
+  for (BlockArgument arg : main.getArguments())
+    bufferFor(arg, 0, end);
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    int64_t t = index;
+    for (Value v : node.inputs) {
+      bool isConstant = root(v).getDefiningOp<ConstantOp>() != nullptr;
+      bufferFor(v, isConstant ? 0 : t, isConstant ? end : t);
+    }
+    for (Value v : node.outputs)
+      bufferFor(v, t, t);
+  }
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  for (Value v : ret.getOperands()) {
+    bool isConstant = root(v).getDefiningOp<ConstantOp>() != nullptr;
+    bufferFor(v, isConstant ? 0 : end, end);
+  }
+
+  std::vector<BufferInterval> intervals;
+  for (const Buffer &b : buffers)
+    intervals.push_back(b.interval);
+  MemoryPlan memory = ::cleave::planMemory(intervals, p.alignment);
+  p.arenaBytes = memory.arenaBytes;
+  auto offsetOf = [&](Value v) { return memory.offsets[bufferOf.lookup(root(v))]; };
+
+  auto tensorInfo = [&](Value v, StringRef name,
+                        plan::TensorInfo &info) -> LogicalResult {
+    auto type = cast<RankedTensorType>(v.getType());
+    FailureOr<plan::DType> dtype = toDType(type.getElementType());
+    if (failed(dtype))
+      return mlir::emitError(v.getLoc())
+             << "tensor '" << name << "' has element type "
+             << type.getElementType() << ", which plans cannot hold";
+    info.name = name.str();
+    info.dtype = *dtype;
+    info.shape.assign(type.getShape().begin(), type.getShape().end());
+    info.offset = offsetOf(v);
+    return success();
+  };
+
+  // Tables.
+  for (BlockArgument arg : main.getArguments()) {
+    auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
+    plan::TensorInfo info;
+    if (failed(tensorInfo(arg, name ? name.getValue()
+                                    : StringRef("input" + std::to_string(arg.getArgNumber())),
+                          info)))
+      return failure();
+    p.inputs.push_back(std::move(info));
+  }
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto name = main.getResultAttrOfType<StringAttr>(i, "cleave.name");
+    std::string fallback = "output" + std::to_string(i);
+    plan::TensorInfo info;
+    if (failed(tensorInfo(v, name ? name.getValue() : StringRef(fallback), info)))
+      return failure();
+    p.outputs.push_back(std::move(info));
+  }
+  for (const Buffer &b : buffers) {
+    auto cst = b.value.getDefiningOp<ConstantOp>();
+    if (!cst)
+      continue;
+    auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
+    plan::Constant c;
+    if (failed(tensorInfo(b.value, name ? name.getValue() : "constant", c.info)))
+      return failure();
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(cst);
+    if (failed(bytes))
+      return cst.emitError() << "cannot serialize constant data";
+    c.data = std::move(*bytes);
+    p.constants.push_back(std::move(c));
+  }
+
+  // Commands.
+  for (Node &node : nodes) {
+    plan::Command cmd;
+    if (node.kind == Node::Kernel) {
+      cmd.kind = plan::CommandKind::Kernel;
+      cmd.params = {static_cast<int64_t>(p.kernelNames.size())};
+      p.kernelNames.push_back(node.name);
+      for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
+        cmd.buffers.push_back(offsetOf(v));
+    } else {
+      ::cleave::GemmShape g = *::cleave::getGemmShape(node.contract);
+      bool f64 = node.contract.getType().getElementType().isF64();
+      cmd.kind = plan::CommandKind::Gemm;
+      cmd.params.assign(plan::kGemmNumParams, 0);
+      cmd.params[plan::kGemmDType] =
+          static_cast<int64_t>(f64 ? plan::DType::F64 : plan::DType::F32);
+      cmd.params[plan::kGemmTransA] = g.transA;
+      cmd.params[plan::kGemmTransB] = g.transB;
+      cmd.params[plan::kGemmM] = g.m;
+      cmd.params[plan::kGemmN] = g.n;
+      cmd.params[plan::kGemmK] = g.k;
+      cmd.params[plan::kGemmBatch] = g.batch;
+      cmd.params[plan::kGemmLda] = g.transA ? g.m : g.k;
+      cmd.params[plan::kGemmLdb] = g.transB ? g.k : g.n;
+      cmd.params[plan::kGemmLdc] = g.n;
+      cmd.params[plan::kGemmStrideA] = g.m * g.k;
+      cmd.params[plan::kGemmStrideB] = g.k * g.n;
+      cmd.params[plan::kGemmStrideC] = g.m * g.n;
+      cmd.params[plan::kGemmAlphaBits] = doubleBits(1.0);
+      cmd.params[plan::kGemmBetaBits] = doubleBits(0.0);
+      cmd.buffers = {offsetOf(node.contract.getLhs()),
+                     offsetOf(node.contract.getRhs()),
+                     offsetOf(node.contract.getResult())};
+    }
+    p.commands.push_back(std::move(cmd));
+  }
+
+  // Metadata: what the plan costs.
+  int64_t flops = 0, constantBytes = 0;
+  main.walk([&](CostOpInterface op) { flops += op.getFlops(); });
+  for (const plan::Constant &c : p.constants)
+    constantBytes += c.data.size();
+  size_t numGemms = llvm::count_if(nodes, [](const Node &n) { return n.kind == Node::Gemm; });
+  p.metadata = {{"producer", "cleave-compile"},
+                {"model", options.modelName},
+                {"flops", std::to_string(flops)},
+                {"kernels", std::to_string(nodes.size() - numGemms)},
+                {"gemms", std::to_string(numGemms)},
+                {"constant_bytes", std::to_string(constantBytes)},
+                {"unplanned_bytes", std::to_string(memory.naiveBytes)}};
+  return success();
+}
+
+FailureOr<PartitionedProgram> Partitioner::run() {
+  for (Operation &op : main.getBody().front()) {
+    if (isa<func::ReturnOp, ConstantOp, ReshapeOp>(op))
+      continue;
+    if (op.getDialect() != op.getContext()->getLoadedDialect<CleaveDialect>())
+      return op.emitOpError() << "cannot be planned: only cleave ops may "
+                                 "appear in @main at this point";
+    if (isGemm(&op)) {
+      nodeOfOp[&op] = nodes.size();
+      Node node{Node::Gemm, {}, cast<ContractOp>(op), {}, {}, {}};
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    addKernelOp(&op);
+  }
+  PartitionedProgram result;
+  result.kernels = ModuleOp::create(main.getLoc());
+  if (failed(outline(*result.kernels)) || failed(assemble(result)))
+    return failure();
+  return result;
+}
+
+FailureOr<PartitionedProgram>
+(::cleave::partitionProgram)(ModuleOp module, const PlanBuildOptions &options) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main || main.getBody().getBlocks().size() != 1)
+    return module.emitError() << "expected a single-block func.func @main";
+  return Partitioner(main, options).run();
+}

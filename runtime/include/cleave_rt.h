@@ -1,0 +1,141 @@
+/*===- cleave_rt.h - C API of the Cleave runtime ------------------*- C -*-===*\
+ *
+ * Loads a compiled plan (.cleave) and runs it. No dependency on MLIR/LLVM.
+ *
+ * Conventions: every fallible call returns a cleave_rt_status, NULL meaning
+ * success; a non-NULL status must be released with cleave_rt_status_free.
+ * Results come back through `out_` parameters, which are left untouched on
+ * failure. Objects are opaque handles with create/destroy pairs; destroy
+ * accepts NULL. An executor keeps what it needs of its program alive, so a
+ * program may be destroyed before its executors.
+ *
+ * Typical use:
+ *   cleave_rt_program program;
+ *   cleave_rt_executor exec;
+ *   check(cleave_rt_program_load_file("m.cleave", &program));
+ *   check(cleave_rt_executor_create(program, "cpu", &exec));
+ *   check(cleave_rt_executor_set_input(exec, 0, x, sizeof(x)));
+ *   check(cleave_rt_executor_run(exec));
+ *   check(cleave_rt_executor_output(exec, 0, &data, &bytes));
+ *   cleave_rt_executor_destroy(exec);
+ *   cleave_rt_program_destroy(program);
+ *
+\*===----------------------------------------------------------------------===*/
+
+#ifndef CLEAVE_RT_H
+#define CLEAVE_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===-- Status ------------------------------------------------------------===*/
+
+typedef enum cleave_rt_status_code_e {
+  CLEAVE_RT_OK = 0,
+  CLEAVE_RT_INVALID_ARGUMENT = 1,  /* bad argument (index, size, name...) */
+  CLEAVE_RT_NOT_FOUND = 2,         /* missing file or symbol */
+  CLEAVE_RT_OUT_OF_RANGE = 3,      /* index past the end */
+  CLEAVE_RT_DATA_LOSS = 4,         /* malformed, truncated or corrupted plan */
+  CLEAVE_RT_UNAVAILABLE = 5,       /* backend not built or no device */
+  CLEAVE_RT_RESOURCE_EXHAUSTED = 6, /* out of memory */
+  CLEAVE_RT_FAILED_PRECONDITION = 7, /* e.g. running with unset inputs */
+  CLEAVE_RT_UNIMPLEMENTED = 8,     /* a plan feature this runtime lacks */
+  CLEAVE_RT_INTERNAL = 9
+} cleave_rt_status_code_t;
+
+typedef struct cleave_rt_status_t *cleave_rt_status;
+
+/* CLEAVE_RT_OK for NULL. */
+cleave_rt_status_code_t cleave_rt_status_code(cleave_rt_status status);
+/* "" for NULL; valid until the status is freed. */
+const char *cleave_rt_status_message(cleave_rt_status status);
+/* "OK", "INVALID_ARGUMENT", ... */
+const char *cleave_rt_status_code_name(cleave_rt_status_code_t code);
+void cleave_rt_status_free(cleave_rt_status status);
+
+/*===-- Program: a loaded, validated plan ---------------------------------===*/
+
+typedef struct cleave_rt_program_t *cleave_rt_program;
+
+cleave_rt_status cleave_rt_program_load_file(const char *path,
+                                             cleave_rt_program *out_program);
+/* The bytes are copied; `data` may be freed after the call. */
+cleave_rt_status cleave_rt_program_load_memory(const void *data, size_t size,
+                                               cleave_rt_program *out_program);
+void cleave_rt_program_destroy(cleave_rt_program program);
+
+/* Describes an input or output. Pointers stay valid while the program lives. */
+typedef struct cleave_rt_tensor_desc_t {
+  const char *name;
+  uint32_t dtype; /* ONNX TensorProto element type code (1 = float32, ...) */
+  size_t rank;
+  const int64_t *dims; /* `rank` entries */
+  size_t byte_size;
+} cleave_rt_tensor_desc_t;
+
+size_t cleave_rt_program_input_count(cleave_rt_program program);
+size_t cleave_rt_program_output_count(cleave_rt_program program);
+cleave_rt_status cleave_rt_program_input_desc(cleave_rt_program program,
+                                              size_t index,
+                                              cleave_rt_tensor_desc_t *out_desc);
+cleave_rt_status cleave_rt_program_output_desc(cleave_rt_program program,
+                                               size_t index,
+                                               cleave_rt_tensor_desc_t *out_desc);
+/* Index of the input/output named `name`, or OUT_OF_RANGE/NOT_FOUND. */
+cleave_rt_status cleave_rt_program_find_input(cleave_rt_program program,
+                                              const char *name,
+                                              size_t *out_index);
+cleave_rt_status cleave_rt_program_find_output(cleave_rt_program program,
+                                               const char *name,
+                                               size_t *out_index);
+
+/* Peak memory of one executor: the arena size in bytes. */
+uint64_t cleave_rt_program_peak_bytes(cleave_rt_program program);
+/* Bytes of constant data held by the plan (included in the peak). */
+uint64_t cleave_rt_program_constant_bytes(cleave_rt_program program);
+size_t cleave_rt_program_command_count(cleave_rt_program program);
+/* The target triple-like string the plan was compiled for ("cpu-x86_64"). */
+const char *cleave_rt_program_target(cleave_rt_program program);
+/* Value of metadata `key`, or NULL if absent. */
+const char *cleave_rt_program_metadata(cleave_rt_program program,
+                                       const char *key);
+
+/* "float32", "int64", ... for an ONNX element type code; "unknown" else. */
+const char *cleave_rt_dtype_name(uint32_t dtype);
+/* Bytes per element; 0 for an unknown code. */
+size_t cleave_rt_dtype_size(uint32_t dtype);
+
+/*===-- Executor: one arena + a backend that runs the commands ------------===*/
+
+typedef struct cleave_rt_executor_t *cleave_rt_executor;
+
+/* `backend` is "cpu" (also accepted: NULL or ""). "cuda" returns
+ * UNAVAILABLE until the CUDA backend is built. Allocates the arena, copies the
+ * constants in and loads the kernels. */
+cleave_rt_status cleave_rt_executor_create(cleave_rt_program program,
+                                           const char *backend,
+                                           cleave_rt_executor *out_executor);
+void cleave_rt_executor_destroy(cleave_rt_executor executor);
+
+/* Copies `bytes` bytes into input `index`; `bytes` must equal its byte size. */
+cleave_rt_status cleave_rt_executor_set_input(cleave_rt_executor executor,
+                                              size_t index, const void *data,
+                                              size_t bytes);
+/* Runs every command in order. All inputs must have been set once. */
+cleave_rt_status cleave_rt_executor_run(cleave_rt_executor executor);
+/* Points *out_data at output `index` (host memory owned by the executor,
+ * valid until the next run or destroy) and sets *out_bytes to its size. */
+cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
+                                           size_t index,
+                                           const void **out_data,
+                                           size_t *out_bytes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CLEAVE_RT_H */

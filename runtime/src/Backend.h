@@ -1,0 +1,47 @@
+//===- Backend.h - Interface every executor backend implements -*- C++ -*-===//
+//
+// The executor (Executor.cpp) does the device-independent work: argument
+// checks, input bookkeeping. A backend owns the arena on its device and runs
+// the commands. A CUDA backend implements the same interface (arena in device
+// memory, readTensor copying to a host staging buffer); collectives and
+// send/recv commands will reach a communicator handed to the backend factory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_BACKEND_H
+#define CLEAVE_RUNTIME_BACKEND_H
+
+#include "Status.h"
+#include "cleave/PlanFormat.h"
+
+#include <memory>
+
+namespace cleave::rt {
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  /// Copies tensor.byteSize() bytes from host `data` to the tensor's place.
+  virtual cleave_rt_status writeTensor(const plan::TensorInfo &tensor,
+                                       const void *data) = 0;
+  /// Runs every command of the plan, in order.
+  virtual cleave_rt_status run() = 0;
+  /// Host-readable pointer to the tensor's bytes, valid until the next run.
+  virtual cleave_rt_status readTensor(const plan::TensorInfo &tensor,
+                                      const void **out_data) = 0;
+};
+
+using PlanRef = std::shared_ptr<const plan::Plan>;
+
+/// The CPU backend (CpuBackend.cpp): arena in host memory, kernels from the
+/// plan's ELF object, GEMMs through CBLAS.
+cleave_rt_status createCpuBackend(PlanRef plan, std::unique_ptr<Backend> *out);
+
+/// Creates the backend named `name` ("cpu"; "cuda" is UNAVAILABLE for now).
+cleave_rt_status createBackend(const std::string &name, PlanRef plan,
+                               std::unique_ptr<Backend> *out);
+
+} // namespace cleave::rt
+
+#endif // CLEAVE_RUNTIME_BACKEND_H

@@ -1,0 +1,107 @@
+//===- Executor.cpp - cleave_rt_executor_* functions ----------------------===//
+//
+// Device-independent checks and bookkeeping; the work is done by a Backend.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Program.h"
+
+using namespace cleave;
+using namespace cleave::rt;
+
+struct cleave_rt_executor_t {
+  PlanRef plan;
+  std::unique_ptr<Backend> backend;
+  std::vector<bool> inputSet;
+};
+
+static std::string shapeString(const plan::TensorInfo &t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(t.shape[i]);
+  return s + "] " + plan::dtypeName(t.dtype);
+}
+
+extern "C" {
+
+cleave_rt_status cleave_rt_executor_create(cleave_rt_program program,
+                                           const char *backend,
+                                           cleave_rt_executor *out_executor) {
+  if (!program || !out_executor)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "program and out_executor must not be NULL");
+  std::unique_ptr<Backend> impl;
+  CLEAVE_RT_RETURN_IF_ERROR(
+      createBackend(backend ? backend : "", program->plan, &impl));
+  auto *exec = new cleave_rt_executor_t();
+  exec->plan = program->plan;
+  exec->backend = std::move(impl);
+  exec->inputSet.assign(exec->plan->inputs.size(), false);
+  *out_executor = exec;
+  return nullptr;
+}
+
+void cleave_rt_executor_destroy(cleave_rt_executor executor) {
+  delete executor;
+}
+
+cleave_rt_status cleave_rt_executor_set_input(cleave_rt_executor executor,
+                                              size_t index, const void *data,
+                                              size_t bytes) {
+  if (!executor)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "executor is NULL");
+  const auto &inputs = executor->plan->inputs;
+  if (index >= inputs.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "input index " + std::to_string(index) +
+                          " is out of range (the plan has " +
+                          std::to_string(inputs.size()) + " inputs)");
+  const plan::TensorInfo &t = inputs[index];
+  if (bytes != t.byteSize())
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "input " + std::to_string(index) + " '" + t.name +
+                          "' expects " + std::to_string(t.byteSize()) +
+                          " bytes (" + shapeString(t) + "), got " +
+                          std::to_string(bytes));
+  if (!data && bytes)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "input " + std::to_string(index) + " '" + t.name +
+                          "': data is NULL");
+  CLEAVE_RT_RETURN_IF_ERROR(executor->backend->writeTensor(t, data));
+  executor->inputSet[index] = true;
+  return nullptr;
+}
+
+cleave_rt_status cleave_rt_executor_run(cleave_rt_executor executor) {
+  if (!executor)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "executor is NULL");
+  for (size_t i = 0; i < executor->inputSet.size(); ++i)
+    if (!executor->inputSet[i])
+      return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                        "input " + std::to_string(i) + " '" +
+                            executor->plan->inputs[i].name +
+                            "' was not set before run");
+  return executor->backend->run();
+}
+
+cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
+                                           size_t index,
+                                           const void **out_data,
+                                           size_t *out_bytes) {
+  if (!executor || !out_data || !out_bytes)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const auto &outputs = executor->plan->outputs;
+  if (index >= outputs.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "output index " + std::to_string(index) +
+                          " is out of range (the plan has " +
+                          std::to_string(outputs.size()) + " outputs)");
+  const void *data = nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(
+      executor->backend->readTensor(outputs[index], &data));
+  *out_data = data;
+  *out_bytes = outputs[index].byteSize();
+  return nullptr;
+}
+
+} // extern "C"

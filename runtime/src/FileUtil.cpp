@@ -1,0 +1,114 @@
+//===- FileUtil.cpp - Whole-file reads and atomic writes ------------------===//
+
+#include "cleave/FileUtil.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cleave {
+
+static std::string errnoText() { return std::strerror(errno); }
+
+bool readWholeFile(const std::string &path, std::vector<uint8_t> *out,
+                   std::string *error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open '" + path + "': " + errnoText();
+    return false;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    *error = "cannot stat '" + path + "': " + errnoText();
+    ::close(fd);
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = "'" + path + "' is not a regular file";
+    ::close(fd);
+    return false;
+  }
+  out->clear();
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out->size()) {
+    ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      *error = "cannot read '" + path + "': " + errnoText();
+      ::close(fd);
+      return false;
+    }
+    if (n == 0)
+      break; // The file shrank while reading.
+    done += static_cast<size_t>(n);
+  }
+  out->resize(done);
+  ::close(fd);
+  return true;
+}
+
+bool writeFileAtomically(const std::string &path, const void *data,
+                         size_t size, std::string *error) {
+  std::string dir = ".";
+  size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos)
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+  std::string tmp = path + ".tmp.XXXXXX";
+  std::vector<char> tmpName(tmp.begin(), tmp.end());
+  tmpName.push_back('\0');
+  int fd = ::mkstemp(tmpName.data());
+  if (fd < 0) {
+    *error = "cannot create a temporary file next to '" + path +
+             "': " + errnoText();
+    return false;
+  }
+  auto fail = [&](const std::string &what) {
+    *error = what + " '" + tmpName.data() + "': " + errnoText();
+    ::close(fd);
+    ::unlink(tmpName.data());
+    return false;
+  };
+  const uint8_t *bytes = static_cast<const uint8_t *>(data);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::write(fd, bytes + done, size - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return fail("cannot write");
+    done += static_cast<size_t>(n);
+  }
+  // mkstemp creates 0600 files; give the result ordinary permissions.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  if (::fsync(fd) != 0)
+    return fail("cannot fsync");
+  if (::close(fd) != 0) {
+    *error = "cannot close '" + std::string(tmpName.data()) +
+             "': " + errnoText();
+    ::unlink(tmpName.data());
+    return false;
+  }
+  if (::rename(tmpName.data(), path.c_str()) != 0) {
+    *error = "cannot rename '" + std::string(tmpName.data()) + "' to '" +
+             path + "': " + errnoText();
+    ::unlink(tmpName.data());
+    return false;
+  }
+  // Make the rename durable; failure here does not lose the data.
+  int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd >= 0) {
+    ::fsync(dirFd);
+    ::close(dirFd);
+  }
+  return true;
+}
+
+} // namespace cleave

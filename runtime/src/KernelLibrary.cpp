@@ -1,0 +1,76 @@
+//===- KernelLibrary.cpp - Loads the plan's kernel shared object ----------===//
+
+#include "KernelLibrary.h"
+
+#include <cerrno>
+#include <cstring>
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace cleave::rt {
+
+KernelLibrary::~KernelLibrary() {
+  if (handle)
+    ::dlclose(handle);
+}
+
+static std::string dlerrorText() {
+  const char *e = ::dlerror();
+  return e ? e : "unknown dlopen error";
+}
+
+cleave_rt_status KernelLibrary::load(const std::vector<uint8_t> &object,
+                                     const std::vector<std::string> &names,
+                                     std::unique_ptr<KernelLibrary> *out) {
+  std::unique_ptr<KernelLibrary> lib(new KernelLibrary());
+  if (names.empty()) {
+    *out = std::move(lib);
+    return nullptr;
+  }
+  int fd = ::memfd_create("cleave-kernels", MFD_CLOEXEC);
+  if (fd < 0)
+    return makeStatus(CLEAVE_RT_INTERNAL,
+                      std::string("cannot create an in-memory file for the "
+                                  "kernel object: ") +
+                          std::strerror(errno));
+  size_t done = 0;
+  while (done < object.size()) {
+    ssize_t n = ::write(fd, object.data() + done, object.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return makeStatus(CLEAVE_RT_INTERNAL,
+                        std::string("cannot write the kernel object to "
+                                    "memory: ") +
+                            std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  ::dlerror();
+  lib->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ::close(fd); // The mapping keeps the object alive.
+  if (!lib->handle)
+    return makeStatus(CLEAVE_RT_DATA_LOSS,
+                      "cannot load the plan's kernel object (" +
+                          std::to_string(object.size()) +
+                          " bytes): " + dlerrorText());
+  lib->kernels.reserve(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    ::dlerror();
+    void *sym = ::dlsym(lib->handle, names[i].c_str());
+    if (!sym)
+      return makeStatus(CLEAVE_RT_NOT_FOUND,
+                        "kernel " + std::to_string(i) + " '" + names[i] +
+                            "' is not exported by the plan's kernel object: " +
+                            dlerrorText());
+    lib->kernels.push_back(reinterpret_cast<KernelFn>(sym));
+  }
+  *out = std::move(lib);
+  return nullptr;
+}
+
+} // namespace cleave::rt

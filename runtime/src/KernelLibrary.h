@@ -1,0 +1,38 @@
+//===- KernelLibrary.h - Loads the plan's kernel shared object -*- C++ -*-===//
+
+#ifndef CLEAVE_RUNTIME_KERNELLIBRARY_H
+#define CLEAVE_RUNTIME_KERNELLIBRARY_H
+
+#include "Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cleave::rt {
+
+/// Every kernel has this signature: args[i] is the address of argument i.
+using KernelFn = void (*)(void **args);
+
+/// An ELF shared object held in memory, loaded through memfd_create + dlopen
+/// (so nothing is written to disk), with its kernels resolved by name.
+class KernelLibrary {
+public:
+  ~KernelLibrary();
+  /// Loads `object` and resolves every name of `names`, in order.
+  static cleave_rt_status load(const std::vector<uint8_t> &object,
+                               const std::vector<std::string> &names,
+                               std::unique_ptr<KernelLibrary> *out);
+  KernelFn kernel(size_t index) const { return kernels[index]; }
+  size_t size() const { return kernels.size(); }
+
+private:
+  KernelLibrary() = default;
+  void *handle = nullptr;
+  std::vector<KernelFn> kernels;
+};
+
+} // namespace cleave::rt
+
+#endif // CLEAVE_RUNTIME_KERNELLIBRARY_H

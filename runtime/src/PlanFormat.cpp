@@ -1,0 +1,399 @@
+//===- PlanFormat.cpp - Encoding and decoding of .cleave plan files -------===//
+//
+// Layout: a 32-byte header (magic "CLEAVEPL", u32 version, u32 headerSize,
+// u64 payloadSize, u64 FNV-1a-64 of the payload) then the payload, all
+// little-endian. Strings are u32 length + bytes, blobs u64 length + bytes,
+// lists u32 count + elements.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/PlanFormat.h"
+#include "cleave/FileUtil.h"
+
+#include <cstring>
+
+namespace cleave::plan {
+
+static const char kMagic[8] = {'C', 'L', 'E', 'A', 'V', 'E', 'P', 'L'};
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+size_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F32: return 4;
+  case DType::U8: return 1;
+  case DType::I8: return 1;
+  case DType::U16: return 2;
+  case DType::I16: return 2;
+  case DType::I32: return 4;
+  case DType::I64: return 8;
+  case DType::Bool: return 1;
+  case DType::F16: return 2;
+  case DType::F64: return 8;
+  case DType::U32: return 4;
+  case DType::U64: return 8;
+  case DType::BF16: return 2;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32: return "float32";
+  case DType::U8: return "uint8";
+  case DType::I8: return "int8";
+  case DType::U16: return "uint16";
+  case DType::I16: return "int16";
+  case DType::I32: return "int32";
+  case DType::I64: return "int64";
+  case DType::Bool: return "bool";
+  case DType::F16: return "float16";
+  case DType::F64: return "float64";
+  case DType::U32: return "uint32";
+  case DType::U64: return "uint64";
+  case DType::BF16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+bool isKnownDType(uint32_t code) {
+  return dtypeSize(static_cast<DType>(code)) != 0;
+}
+
+const char *commandKindName(CommandKind k) {
+  switch (k) {
+  case CommandKind::Kernel: return "kernel";
+  case CommandKind::Gemm: return "gemm";
+  case CommandKind::Copy: return "copy";
+  case CommandKind::Fill: return "fill";
+  }
+  return "unknown";
+}
+
+int64_t TensorInfo::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d != 0 && n > INT64_MAX / d))
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+uint64_t TensorInfo::byteSize() const {
+  int64_t n = numElements();
+  uint64_t size = dtypeSize(dtype);
+  if (n < 0 || size == 0 || static_cast<uint64_t>(n) > UINT64_MAX / size)
+    return 0;
+  return static_cast<uint64_t>(n) * size;
+}
+
+uint64_t fnv1a64(const uint8_t *data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= data[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+class Writer {
+public:
+  std::vector<uint8_t> out;
+  void u32(uint32_t v) { le(v, 4); }
+  void u64(uint64_t v) { le(v, 8); }
+  void i64(int64_t v) { le(static_cast<uint64_t>(v), 8); }
+  void str(const std::string &s) {
+    u32(static_cast<uint32_t>(s.size()));
+    out.insert(out.end(), s.begin(), s.end());
+  }
+  void blob(const std::vector<uint8_t> &b) {
+    u64(b.size());
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  void tensor(const TensorInfo &t) {
+    str(t.name);
+    u32(static_cast<uint32_t>(t.dtype));
+    u32(static_cast<uint32_t>(t.shape.size()));
+    for (int64_t d : t.shape)
+      i64(d);
+    u64(t.offset);
+  }
+
+private:
+  void le(uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i)
+      out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+};
+} // namespace
+
+std::vector<uint8_t> serialize(const Plan &plan) {
+  Writer w;
+  w.str(plan.target);
+  w.u64(plan.arenaBytes);
+  w.u64(plan.alignment);
+  for (const auto *list : {&plan.inputs, &plan.outputs}) {
+    w.u32(static_cast<uint32_t>(list->size()));
+    for (const TensorInfo &t : *list)
+      w.tensor(t);
+  }
+  w.u32(static_cast<uint32_t>(plan.constants.size()));
+  for (const Constant &c : plan.constants) {
+    w.tensor(c.info);
+    w.blob(c.data);
+  }
+  w.u32(static_cast<uint32_t>(plan.kernelNames.size()));
+  for (const std::string &name : plan.kernelNames)
+    w.str(name);
+  w.blob(plan.kernelObject);
+  w.u32(static_cast<uint32_t>(plan.commands.size()));
+  for (const Command &c : plan.commands) {
+    w.u32(static_cast<uint32_t>(c.kind));
+    w.u32(static_cast<uint32_t>(c.params.size()));
+    for (int64_t p : c.params)
+      w.i64(p);
+    w.u32(static_cast<uint32_t>(c.buffers.size()));
+    for (uint64_t b : c.buffers)
+      w.u64(b);
+  }
+  w.u32(static_cast<uint32_t>(plan.metadata.size()));
+  for (const auto &kv : plan.metadata) {
+    w.str(kv.first);
+    w.str(kv.second);
+  }
+
+  Writer file;
+  file.out.insert(file.out.end(), kMagic, kMagic + 8);
+  file.u32(kFormatVersion);
+  file.u32(kHeaderSize);
+  file.u64(w.out.size());
+  file.u64(fnv1a64(w.out.data(), w.out.size()));
+  file.out.insert(file.out.end(), w.out.begin(), w.out.end());
+  return file.out;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A bounds-checked cursor. After the first failure every read returns
+/// zero/empty and `ok()` stays false; the first error message is kept.
+class Reader {
+public:
+  Reader(const uint8_t *data, size_t size) : p(data), left(size) {}
+  bool ok() const { return error.empty(); }
+  size_t remaining() const { return left; }
+  std::string error;
+
+  uint64_t le(size_t bytes, const char *what) {
+    if (!need(bytes, what))
+      return 0;
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i)
+      v |= static_cast<uint64_t>(p[i]) << (8 * i);
+    p += bytes;
+    left -= bytes;
+    return v;
+  }
+  uint32_t u32(const char *what) { return static_cast<uint32_t>(le(4, what)); }
+  uint64_t u64(const char *what) { return le(8, what); }
+  int64_t i64(const char *what) { return static_cast<int64_t>(le(8, what)); }
+
+  /// Reads a list count; each element takes at least `minElemBytes`, so a
+  /// count the remaining bytes cannot hold is reported as truncation.
+  uint32_t count(const char *what, size_t minElemBytes) {
+    uint32_t n = u32(what);
+    if (ok() && minElemBytes != 0 && n > left / minElemBytes) {
+      fail(std::string("truncated: ") + what + " says " + std::to_string(n) +
+           " entries but only " + std::to_string(left) + " bytes remain");
+      return 0;
+    }
+    return n;
+  }
+  std::string str(const char *what) {
+    uint32_t n = u32(what);
+    if (!need(n, what))
+      return {};
+    std::string s(reinterpret_cast<const char *>(p), n);
+    p += n;
+    left -= n;
+    return s;
+  }
+  std::vector<uint8_t> blob(const char *what) {
+    uint64_t n = u64(what);
+    if (!need(n, what))
+      return {};
+    std::vector<uint8_t> b(p, p + n);
+    p += n;
+    left -= n;
+    return b;
+  }
+  void tensor(TensorInfo *t, const std::string &ctx) {
+    t->name = str((ctx + " name").c_str());
+    t->dtype = static_cast<DType>(u32((ctx + " dtype").c_str()));
+    uint32_t rank = count((ctx + " rank").c_str(), 8);
+    t->shape.resize(rank);
+    for (uint32_t i = 0; i < rank; ++i)
+      t->shape[i] = i64((ctx + " dims").c_str());
+    t->offset = u64((ctx + " offset").c_str());
+  }
+  void fail(const std::string &msg) {
+    if (ok())
+      error = msg;
+    left = 0;
+  }
+
+private:
+  bool need(uint64_t bytes, const char *what) {
+    if (!ok())
+      return false;
+    if (bytes > left) {
+      fail(std::string("truncated: ") + what + " needs " +
+           std::to_string(bytes) + " bytes but only " + std::to_string(left) +
+           " remain");
+      return false;
+    }
+    return true;
+  }
+  const uint8_t *p;
+  size_t left;
+};
+} // namespace
+
+bool deserialize(const uint8_t *data, size_t size, Plan *out,
+                 std::string *error) {
+  if (size < kHeaderSize) {
+    *error = "truncated: the file has " + std::to_string(size) +
+             " bytes, fewer than the " + std::to_string(kHeaderSize) +
+             "-byte header";
+    return false;
+  }
+  if (std::memcmp(data, kMagic, 8) != 0) {
+    *error = "bad magic: not a Cleave plan file (expected it to start with "
+             "\"CLEAVEPL\")";
+    return false;
+  }
+  Reader header(data + 8, kHeaderSize - 8);
+  uint32_t version = header.u32("version");
+  uint32_t headerSize = header.u32("header size");
+  uint64_t payloadSize = header.u64("payload size");
+  uint64_t checksum = header.u64("checksum");
+  if (version != kFormatVersion) {
+    *error = "unsupported version " + std::to_string(version) +
+             " (this runtime reads version " + std::to_string(kFormatVersion) +
+             ")";
+    return false;
+  }
+  if (headerSize != kHeaderSize) {
+    *error = "bad header size " + std::to_string(headerSize) + " (expected " +
+             std::to_string(kHeaderSize) + ")";
+    return false;
+  }
+  size_t available = size - kHeaderSize;
+  if (payloadSize > available) {
+    *error = "truncated: the header announces a payload of " +
+             std::to_string(payloadSize) + " bytes but the file holds only " +
+             std::to_string(available);
+    return false;
+  }
+  if (payloadSize < available) {
+    *error = "trailing data: " + std::to_string(available - payloadSize) +
+             " bytes after the payload";
+    return false;
+  }
+  const uint8_t *payload = data + kHeaderSize;
+  if (fnv1a64(payload, payloadSize) != checksum) {
+    *error = "checksum mismatch: file is corrupted";
+    return false;
+  }
+
+  Plan plan;
+  Reader r(payload, payloadSize);
+  plan.target = r.str("target");
+  plan.arenaBytes = r.u64("arena size");
+  plan.alignment = r.u64("alignment");
+  // Each tensor record is at least name(4) + dtype(4) + rank(4) + offset(8).
+  const size_t kMinTensor = 20;
+  uint32_t n = r.count("input list", kMinTensor);
+  plan.inputs.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    r.tensor(&plan.inputs[i], "input " + std::to_string(i));
+  n = r.count("output list", kMinTensor);
+  plan.outputs.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    r.tensor(&plan.outputs[i], "output " + std::to_string(i));
+  n = r.count("constant list", kMinTensor + 8);
+  plan.constants.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string ctx = "constant " + std::to_string(i);
+    r.tensor(&plan.constants[i].info, ctx);
+    plan.constants[i].data = r.blob((ctx + " data").c_str());
+  }
+  n = r.count("kernel name list", 4);
+  plan.kernelNames.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    plan.kernelNames[i] = r.str("kernel name");
+  plan.kernelObject = r.blob("kernel object");
+  n = r.count("command list", 12);
+  plan.commands.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    Command &c = plan.commands[i];
+    c.kind = static_cast<CommandKind>(r.u32("command kind"));
+    uint32_t np = r.count("command params", 8);
+    c.params.resize(np);
+    for (uint32_t j = 0; j < np; ++j)
+      c.params[j] = r.i64("command param");
+    uint32_t nb = r.count("command buffers", 8);
+    c.buffers.resize(nb);
+    for (uint32_t j = 0; j < nb; ++j)
+      c.buffers[j] = r.u64("command buffer");
+  }
+  n = r.count("metadata list", 8);
+  plan.metadata.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    plan.metadata[i].first = r.str("metadata key");
+    plan.metadata[i].second = r.str("metadata value");
+  }
+  if (!r.ok()) {
+    *error = r.error;
+    return false;
+  }
+  if (r.remaining() != 0) {
+    *error = "malformed payload: " + std::to_string(r.remaining()) +
+             " unread bytes at its end";
+    return false;
+  }
+  if (!validate(plan, error))
+    return false;
+  *out = std::move(plan);
+  return true;
+}
+
+bool writeFile(const std::string &path, const Plan &plan, std::string *error) {
+  if (!validate(plan, error))
+    return false;
+  std::vector<uint8_t> bytes = serialize(plan);
+  return writeFileAtomically(path, bytes.data(), bytes.size(), error);
+}
+
+bool readFile(const std::string &path, Plan *out, std::string *error) {
+  std::vector<uint8_t> bytes;
+  if (!readWholeFile(path, &bytes, error))
+    return false;
+  if (!deserialize(bytes.data(), bytes.size(), out, error)) {
+    *error = "'" + path + "': " + *error;
+    return false;
+  }
+  return true;
+}
+
+} // namespace cleave::plan

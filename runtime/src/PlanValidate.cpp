@@ -1,0 +1,242 @@
+//===- PlanValidate.cpp - Structural checks of a plan ---------------------===//
+//
+// Everything the executors rely on is checked here, once, at load time: after
+// validate() succeeds no command can touch memory outside the arena.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/PlanFormat.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <set>
+
+namespace cleave::plan {
+
+namespace {
+class Validator {
+public:
+  Validator(const Plan &plan, std::string *error) : plan(plan), error(error) {}
+  bool run();
+
+private:
+  bool fail(const std::string &msg) {
+    *error = msg;
+    return false;
+  }
+  bool checkRange(const std::string &what, uint64_t offset, uint64_t bytes);
+  bool checkTensor(const std::string &what, const TensorInfo &t);
+  bool checkCommand(size_t index, const Command &c);
+  bool checkGemm(const std::string &what, const Command &c);
+
+  const Plan &plan;
+  std::string *error;
+};
+} // namespace
+
+static std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+bool Validator::checkRange(const std::string &what, uint64_t offset,
+                           uint64_t bytes) {
+  if (offset > plan.arenaBytes || bytes > plan.arenaBytes - offset)
+    return fail(what + ": buffer offset " + std::to_string(offset) + " + " +
+                std::to_string(bytes) + " bytes lies outside the arena of " +
+                std::to_string(plan.arenaBytes) + " bytes");
+  return true;
+}
+
+bool Validator::checkTensor(const std::string &what, const TensorInfo &t) {
+  if (!isKnownDType(static_cast<uint32_t>(t.dtype)))
+    return fail(what + ": unknown dtype code " +
+                std::to_string(static_cast<uint32_t>(t.dtype)));
+  for (int64_t d : t.shape)
+    if (d < 0)
+      return fail(what + ": negative dimension in shape " +
+                  shapeString(t.shape));
+  int64_t n = t.numElements();
+  if (n < 0 || (n > 0 && t.byteSize() == 0))
+    return fail(what + ": shape " + shapeString(t.shape) +
+                " has too many elements");
+  return checkRange(what, t.offset, t.byteSize());
+}
+
+bool Validator::run() {
+  if (plan.alignment == 0 || (plan.alignment & (plan.alignment - 1)) != 0)
+    return fail("alignment " + std::to_string(plan.alignment) +
+                " is not a power of two");
+  std::set<std::string> names;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const TensorInfo &t = plan.inputs[i];
+    if (!checkTensor("input " + std::to_string(i) + " '" + t.name + "'", t))
+      return false;
+    if (!names.insert(t.name).second)
+      return fail("input name '" + t.name + "' is used twice");
+  }
+  names.clear();
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    const TensorInfo &t = plan.outputs[i];
+    if (!checkTensor("output " + std::to_string(i) + " '" + t.name + "'", t))
+      return false;
+    if (!names.insert(t.name).second)
+      return fail("output name '" + t.name + "' is used twice");
+  }
+  for (size_t i = 0; i < plan.constants.size(); ++i) {
+    const Constant &c = plan.constants[i];
+    std::string what = "constant " + std::to_string(i) + " '" + c.info.name +
+                       "'";
+    if (!checkTensor(what, c.info))
+      return false;
+    if (c.data.size() != c.info.byteSize())
+      return fail(what + ": holds " + std::to_string(c.data.size()) +
+                  " bytes of data but its shape " +
+                  shapeString(c.info.shape) + " " + dtypeName(c.info.dtype) +
+                  " needs " + std::to_string(c.info.byteSize()));
+  }
+  if (!plan.kernelNames.empty()) {
+    if (plan.kernelObject.size() < 4 ||
+        std::memcmp(plan.kernelObject.data(), "\x7f"
+                                              "ELF",
+                    4) != 0)
+      return fail("the plan names " + std::to_string(plan.kernelNames.size()) +
+                  " kernels but its kernel object is not an ELF file");
+    for (size_t i = 0; i < plan.kernelNames.size(); ++i)
+      if (plan.kernelNames[i].empty() ||
+          plan.kernelNames[i].find('\0') != std::string::npos)
+        return fail("kernel name " + std::to_string(i) +
+                    " is empty or contains a NUL byte");
+  }
+  for (size_t i = 0; i < plan.commands.size(); ++i)
+    if (!checkCommand(i, plan.commands[i]))
+      return false;
+  return true;
+}
+
+bool Validator::checkCommand(size_t index, const Command &c) {
+  std::string what = "command " + std::to_string(index) + " (" +
+                     commandKindName(c.kind) + ")";
+  auto counts = [&](size_t params, size_t buffers) {
+    if (c.params.size() != params)
+      return fail(what + ": has " + std::to_string(c.params.size()) +
+                  " parameters, expected " + std::to_string(params));
+    if (c.buffers.size() != buffers)
+      return fail(what + ": has " + std::to_string(c.buffers.size()) +
+                  " buffers, expected " + std::to_string(buffers));
+    return true;
+  };
+  switch (c.kind) {
+  case CommandKind::Kernel: {
+    if (c.params.size() != 1)
+      return fail(what + ": has " + std::to_string(c.params.size()) +
+                  " parameters, expected 1 (the kernel index)");
+    int64_t k = c.params[0];
+    if (k < 0 || static_cast<uint64_t>(k) >= plan.kernelNames.size())
+      return fail(what + ": kernel index " + std::to_string(k) +
+                  " is out of range (the plan has " +
+                  std::to_string(plan.kernelNames.size()) + " kernels)");
+    for (size_t j = 0; j < c.buffers.size(); ++j)
+      if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j],
+                      0))
+        return false;
+    return true;
+  }
+  case CommandKind::Copy:
+    if (!counts(1, 2))
+      return false;
+    if (c.params[0] < 0)
+      return fail(what + ": negative byte count " +
+                  std::to_string(c.params[0]));
+    return checkRange(what + " source", c.buffers[0], c.params[0]) &&
+           checkRange(what + " destination", c.buffers[1], c.params[0]);
+  case CommandKind::Fill:
+    if (!counts(2, 1))
+      return false;
+    if (c.params[0] < 0)
+      return fail(what + ": negative byte count " +
+                  std::to_string(c.params[0]));
+    if (c.params[1] < 0 || c.params[1] > 255)
+      return fail(what + ": fill value " + std::to_string(c.params[1]) +
+                  " is not a byte (0..255)");
+    return checkRange(what + " destination", c.buffers[0], c.params[0]);
+  case CommandKind::Gemm:
+    if (!counts(kGemmNumParams, 3))
+      return false;
+    return checkGemm(what, c);
+  }
+  return fail(what + ": unknown command kind " +
+              std::to_string(static_cast<uint32_t>(c.kind)));
+}
+
+bool Validator::checkGemm(const std::string &what, const Command &c) {
+  const std::vector<int64_t> &p = c.params;
+  uint32_t code = static_cast<uint32_t>(p[kGemmDType]);
+  if (p[kGemmDType] != static_cast<int64_t>(DType::F32) &&
+      p[kGemmDType] != static_cast<int64_t>(DType::F64))
+    return fail(what + ": unsupported dtype " +
+                (isKnownDType(code) && p[kGemmDType] == code
+                     ? std::string(dtypeName(static_cast<DType>(code)))
+                     : "code " + std::to_string(p[kGemmDType])) +
+                " (only float32 and float64 are supported)");
+  for (size_t i : {kGemmTransA, kGemmTransB})
+    if (p[i] != 0 && p[i] != 1)
+      return fail(what + ": transpose flag " + std::to_string(p[i]) +
+                  " is not 0 or 1");
+  static const char *const names[] = {"dtype", "transA", "transB", "M",
+                                      "N",     "K",      "batch",  "lda",
+                                      "ldb",   "ldc",    "strideA", "strideB",
+                                      "strideC"};
+  for (size_t i = kGemmM; i <= kGemmStrideC; ++i)
+    if (p[i] < 0 || p[i] > INT_MAX)
+      return fail(what + ": " + names[i] + " = " + std::to_string(p[i]) +
+                  " is outside [0, " + std::to_string(INT_MAX) + "]");
+  int64_t M = p[kGemmM], N = p[kGemmN], K = p[kGemmK];
+  if (p[kGemmBatch] < 1)
+    return fail(what + ": batch must be at least 1");
+  bool tA = p[kGemmTransA], tB = p[kGemmTransB];
+  // Row-major operands: rows x cols as stored.
+  struct Operand {
+    const char *name;
+    int64_t rows, cols, ld, stride;
+    uint64_t offset;
+  } ops[3] = {
+      {"A", tA ? K : M, tA ? M : K, p[kGemmLda], p[kGemmStrideA], c.buffers[0]},
+      {"B", tB ? N : K, tB ? K : N, p[kGemmLdb], p[kGemmStrideB], c.buffers[1]},
+      {"C", M, N, p[kGemmLdc], p[kGemmStrideC], c.buffers[2]}};
+  size_t elem = dtypeSize(static_cast<DType>(code));
+  for (const Operand &op : ops) {
+    std::string opName = what + " operand " + op.name;
+    if (op.ld < std::max<int64_t>(1, op.cols))
+      return fail(opName + ": leading dimension " + std::to_string(op.ld) +
+                  " is smaller than its " + std::to_string(op.cols) +
+                  " columns");
+    if (op.offset % elem != 0)
+      return fail(opName + ": offset " + std::to_string(op.offset) +
+                  " is not a multiple of the element size");
+    if (op.rows == 0 || op.cols == 0)
+      continue;
+    // Last element touched, computed in 128 bits so nothing overflows.
+    unsigned __int128 lastElem =
+        static_cast<unsigned __int128>(p[kGemmBatch] - 1) * op.stride +
+        static_cast<unsigned __int128>(op.rows - 1) * op.ld + op.cols;
+    unsigned __int128 end = op.offset + lastElem * elem;
+    if (end > plan.arenaBytes)
+      return fail(opName + ": buffer offset " + std::to_string(op.offset) +
+                  " with extent up to byte " +
+                  (end > UINT64_MAX ? std::string("2^64+")
+                                    : std::to_string(static_cast<uint64_t>(end))) +
+                  " lies outside the arena of " +
+                  std::to_string(plan.arenaBytes) + " bytes");
+  }
+  return true;
+}
+
+bool validate(const Plan &plan, std::string *error) {
+  return Validator(plan, error).run();
+}
+
+} // namespace cleave::plan

@@ -1,0 +1,170 @@
+//===- Program.cpp - cleave_rt_program_* functions ------------------------===//
+
+#include "Program.h"
+#include "cleave/FileUtil.h"
+
+#include <cstring>
+
+using namespace cleave;
+using namespace cleave::rt;
+
+static cleave_rt_status finishLoad(plan::Plan &&p,
+                                   cleave_rt_program *out_program) {
+  auto *program = new cleave_rt_program_t();
+  for (const plan::Constant &c : p.constants)
+    program->constantBytes += c.data.size();
+  program->plan = std::make_shared<const plan::Plan>(std::move(p));
+  *out_program = program;
+  return nullptr;
+}
+
+static cleave_rt_status describe(const plan::TensorInfo &t,
+                                 cleave_rt_tensor_desc_t *out_desc) {
+  out_desc->name = t.name.c_str();
+  out_desc->dtype = static_cast<uint32_t>(t.dtype);
+  out_desc->rank = t.shape.size();
+  out_desc->dims = t.shape.data();
+  out_desc->byte_size = t.byteSize();
+  return nullptr;
+}
+
+static cleave_rt_status find(const std::vector<plan::TensorInfo> &list,
+                             const char *kind, const char *name,
+                             size_t *out_index) {
+  if (!name)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "name is NULL");
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].name == name) {
+      *out_index = i;
+      return nullptr;
+    }
+  std::string known;
+  for (const plan::TensorInfo &t : list)
+    known += (known.empty() ? "'" : ", '") + t.name + "'";
+  return makeStatus(CLEAVE_RT_NOT_FOUND,
+                    std::string("the plan has no ") + kind + " named '" +
+                        name + "' (its " + kind + "s: " +
+                        (known.empty() ? "none" : known) + ")");
+}
+
+extern "C" {
+
+cleave_rt_status cleave_rt_program_load_file(const char *path,
+                                             cleave_rt_program *out_program) {
+  if (!path || !out_program)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "path and out_program must not be NULL");
+  std::vector<uint8_t> bytes;
+  std::string error;
+  if (!readWholeFile(path, &bytes, &error))
+    return makeStatus(CLEAVE_RT_NOT_FOUND, error);
+  plan::Plan p;
+  if (!plan::deserialize(bytes.data(), bytes.size(), &p, &error))
+    return makeStatus(CLEAVE_RT_DATA_LOSS,
+                      "invalid plan '" + std::string(path) + "': " + error);
+  return finishLoad(std::move(p), out_program);
+}
+
+cleave_rt_status cleave_rt_program_load_memory(const void *data, size_t size,
+                                               cleave_rt_program *out_program) {
+  if ((!data && size) || !out_program)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "data and out_program must not be NULL");
+  plan::Plan p;
+  std::string error;
+  static const uint8_t empty = 0;
+  if (!plan::deserialize(data ? static_cast<const uint8_t *>(data) : &empty,
+                         size, &p, &error))
+    return makeStatus(CLEAVE_RT_DATA_LOSS, "invalid plan: " + error);
+  return finishLoad(std::move(p), out_program);
+}
+
+void cleave_rt_program_destroy(cleave_rt_program program) { delete program; }
+
+size_t cleave_rt_program_input_count(cleave_rt_program program) {
+  return program ? program->plan->inputs.size() : 0;
+}
+
+size_t cleave_rt_program_output_count(cleave_rt_program program) {
+  return program ? program->plan->outputs.size() : 0;
+}
+
+cleave_rt_status cleave_rt_program_input_desc(cleave_rt_program program,
+                                              size_t index,
+                                              cleave_rt_tensor_desc_t *out_desc) {
+  if (!program || !out_desc)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  if (index >= program->plan->inputs.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "input index " + std::to_string(index) +
+                          " is out of range (the plan has " +
+                          std::to_string(program->plan->inputs.size()) +
+                          " inputs)");
+  return describe(program->plan->inputs[index], out_desc);
+}
+
+cleave_rt_status
+cleave_rt_program_output_desc(cleave_rt_program program, size_t index,
+                              cleave_rt_tensor_desc_t *out_desc) {
+  if (!program || !out_desc)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  if (index >= program->plan->outputs.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "output index " + std::to_string(index) +
+                          " is out of range (the plan has " +
+                          std::to_string(program->plan->outputs.size()) +
+                          " outputs)");
+  return describe(program->plan->outputs[index], out_desc);
+}
+
+cleave_rt_status cleave_rt_program_find_input(cleave_rt_program program,
+                                              const char *name,
+                                              size_t *out_index) {
+  if (!program || !out_index)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  return find(program->plan->inputs, "input", name, out_index);
+}
+
+cleave_rt_status cleave_rt_program_find_output(cleave_rt_program program,
+                                               const char *name,
+                                               size_t *out_index) {
+  if (!program || !out_index)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  return find(program->plan->outputs, "output", name, out_index);
+}
+
+uint64_t cleave_rt_program_peak_bytes(cleave_rt_program program) {
+  return program ? program->plan->arenaBytes : 0;
+}
+
+uint64_t cleave_rt_program_constant_bytes(cleave_rt_program program) {
+  return program ? program->constantBytes : 0;
+}
+
+size_t cleave_rt_program_command_count(cleave_rt_program program) {
+  return program ? program->plan->commands.size() : 0;
+}
+
+const char *cleave_rt_program_target(cleave_rt_program program) {
+  return program ? program->plan->target.c_str() : "";
+}
+
+const char *cleave_rt_program_metadata(cleave_rt_program program,
+                                       const char *key) {
+  if (!program || !key)
+    return nullptr;
+  for (const auto &kv : program->plan->metadata)
+    if (kv.first == key)
+      return kv.second.c_str();
+  return nullptr;
+}
+
+const char *cleave_rt_dtype_name(uint32_t dtype) {
+  return plan::dtypeName(static_cast<plan::DType>(dtype));
+}
+
+size_t cleave_rt_dtype_size(uint32_t dtype) {
+  return plan::dtypeSize(static_cast<plan::DType>(dtype));
+}
+
+} // extern "C"

@@ -1,0 +1,13 @@
+//===- Program.h - The object behind cleave_rt_program ---------*- C++ -*-===//
+
+#ifndef CLEAVE_RUNTIME_PROGRAM_H
+#define CLEAVE_RUNTIME_PROGRAM_H
+
+#include "Backend.h"
+
+struct cleave_rt_program_t {
+  cleave::rt::PlanRef plan;
+  uint64_t constantBytes = 0;
+};
+
+#endif // CLEAVE_RUNTIME_PROGRAM_H

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""ONNX backend node-test conformance run for Cleave's CPU backend.
+
+Compiles every test model under the node-test directory with cleave-compile,
+runs it with cleave-run on test_data_set_0's inputs and compares every output
+with the expected one (rtol 1e-3, atol 1e-7, NaNs equal, dtypes and shapes
+exact). Each test runs in its own processes, so a crash fails that test only
+and is listed. Prints per-op results and the summary line
+
+    conformance: P passed, F failed, U unsupported of N
+
+and exits non-zero when P is below --floor.
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+RTOL, ATOL = 1e-3, 1e-7
+
+
+def sanitize(name):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def describe_signal(rc):
+    if rc < 0:
+        try:
+            return "crashed with " + signal.Signals(-rc).name
+        except ValueError:
+            return "crashed with signal %d" % -rc
+    return None
+
+
+def op_label(test_dir, model):
+    ops = [n.op_type for n in model.graph.node]
+    base = ops[0] if len(set(ops)) == 1 else (ops[0] if ops else "(none)")
+    if os.path.basename(test_dir).endswith("_expanded"):
+        return base + " (expanded)"
+    return base
+
+
+def compare(name, got, want):
+    if got.dtype != want.dtype:
+        return "output '%s': dtype %s, expected %s" % (name, got.dtype, want.dtype)
+    if got.shape != want.shape:
+        return "output '%s': shape %s, expected %s" % (name, got.shape, want.shape)
+    if want.dtype.kind in "fc":
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        both_nan = np.isnan(g) & np.isnan(w)
+        ok = (np.abs(g - w) <= ATOL + RTOL * np.abs(w)) | both_nan | (g == w)
+        if not ok.all():
+            bad = np.argwhere(~ok)[0]
+            idx = tuple(int(i) for i in bad)
+            return "output '%s': mismatch at %s: got %r, expected %r (%d of %d differ)" % (
+                name, idx, g[idx], w[idx], int((~ok).sum()), ok.size)
+    elif not np.array_equal(got, want):
+        return "output '%s': values differ" % name
+    return None
+
+
+def run_test(args, test_dir):
+    """Returns (status, op, detail); status in passed/failed/unsupported."""
+    name = os.path.basename(test_dir)
+    try:
+        model = onnx.load(os.path.join(test_dir, "model.onnx"))
+    except Exception as e:  # a broken test file is a failure, not a crash
+        return "failed", "(unreadable)", "cannot load model: %s" % e
+    op = op_label(test_dir, model)
+    data_dir = os.path.join(test_dir, "test_data_set_0")
+    inputs = sorted((f for f in os.listdir(data_dir) if f.startswith("input_")),
+                    key=lambda f: int(f[6:-3]))
+    outputs = sorted((f for f in os.listdir(data_dir) if f.startswith("output_")),
+                     key=lambda f: int(f[7:-3]))
+    work = tempfile.mkdtemp(prefix="cleave-conf-" + name + "-")
+    try:
+        plan = os.path.join(work, "model.cleave")
+        try:
+            c = subprocess.run([args.compile, os.path.join(test_dir, "model.onnx"), "-o", plan],
+                               capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            return "failed", op, "compile timed out"
+        crash = describe_signal(c.returncode)
+        if crash:
+            return "failed", op, "compiler " + crash
+        if c.returncode != 0:
+            msg = c.stderr.strip().splitlines()
+            msg = msg[0] if msg else "exit %d" % c.returncode
+            status = "unsupported" if ("unsupported" in msg or "not supported" in msg) else "failed"
+            return status, op, msg
+        outdir = os.path.join(work, "out")
+        os.mkdir(outdir)
+        try:
+            r = subprocess.run([args.run, plan] + [os.path.join(data_dir, f) for f in inputs]
+                               + ["--output-dir", outdir],
+                               capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            return "failed", op, "run timed out"
+        crash = describe_signal(r.returncode)
+        if crash:
+            return "failed", op, "runtime " + crash
+        if r.returncode != 0:
+            msg = r.stderr.strip().splitlines()
+            return "failed", op, msg[0] if msg else "exit %d" % r.returncode
+        for f, out in zip(outputs, model.graph.output):
+            want = numpy_helper.to_array(onnx.load_tensor(os.path.join(data_dir, f)))
+            path = os.path.join(outdir, sanitize(out.name) + ".npy")
+            if not os.path.exists(path):
+                return "failed", op, "output '%s' not written" % out.name
+            got = np.load(path)
+            err = compare(out.name, got, want)
+            if err:
+                return "failed", op, err
+        return "passed", op, ""
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--compile", required=True, help="path of cleave-compile")
+    p.add_argument("--run", required=True, help="path of cleave-run")
+    p.add_argument("--tests", default="/usr/share/libonnx-testdata/data/node")
+    p.add_argument("--filter", default="", help="regex on test names")
+    p.add_argument("--floor", type=int, default=0, help="fail if fewer tests pass")
+    p.add_argument("--floor-file", help="file holding the floor (overrides --floor)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--timeout", type=int, default=120)
+    p.add_argument("--report", help="write one line per test here")
+    args = p.parse_args()
+
+    if args.floor_file:
+        with open(args.floor_file) as f:
+            args.floor = int(f.read().split()[0])
+    tests = sorted(d for d in os.listdir(args.tests)
+                   if os.path.isdir(os.path.join(args.tests, d)) and re.search(args.filter, d))
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(run_test, args, os.path.join(args.tests, t)): t for t in tests}
+        for fut in concurrent.futures.as_completed(futures):
+            results[futures[fut]] = fut.result()
+
+    per_op = collections.defaultdict(collections.Counter)
+    for t, (status, op, _) in results.items():
+        per_op[op][status] += 1
+    print("%-36s %6s %6s %6s" % ("op", "passed", "failed", "unsup"))
+    for op in sorted(per_op):
+        c = per_op[op]
+        print("%-36s %6d %6d %6d" % (op, c["passed"], c["failed"], c["unsupported"]))
+    crashes = [(t, d) for t, (s, _, d) in sorted(results.items()) if "crashed" in d or "timed out" in d]
+    if crashes:
+        print("\ncrashes and time-outs:")
+        for t, d in crashes:
+            print("  %s: %s" % (t, d))
+    if args.report:
+        with open(args.report, "w") as f:
+            for t in sorted(results):
+                s, op, d = results[t]
+                f.write("%s\t%s\t%s\t%s\n" % (t, s, op, d))
+    counts = collections.Counter(s for s, _, _ in results.values())
+    print("\nconformance: %d passed, %d failed, %d unsupported of %d" % (
+        counts["passed"], counts["failed"], counts["unsupported"], len(results)))
+    if counts["passed"] < args.floor:
+        print("conformance: %d passed is below the floor of %d" % (counts["passed"], args.floor))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

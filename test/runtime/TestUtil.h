@@ -1,0 +1,85 @@
+//===- TestUtil.h - Helpers shared by the runtime tests --------*- C++ -*-===//
+
+#ifndef CLEAVE_TEST_RUNTIME_TESTUTIL_H
+#define CLEAVE_TEST_RUNTIME_TESTUTIL_H
+
+#include "cleave/PlanFormat.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace cleave::test {
+
+inline int64_t doubleBits(double d) {
+  int64_t bits;
+  std::memcpy(&bits, &d, sizeof(bits));
+  return bits;
+}
+
+inline plan::TensorInfo tensor(std::string name, plan::DType dtype,
+                               std::vector<int64_t> shape, uint64_t offset) {
+  plan::TensorInfo t;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.offset = offset;
+  return t;
+}
+
+template <typename T> std::vector<uint8_t> bytesOf(const std::vector<T> &v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+/// Row-major gemm parameters with tight leading dimensions.
+inline plan::Command gemm(plan::DType dtype, bool tA, bool tB, int64_t M,
+                          int64_t N, int64_t K, uint64_t a, uint64_t b,
+                          uint64_t c, int64_t batch = 1, int64_t strideA = 0,
+                          int64_t strideB = 0, int64_t strideC = 0,
+                          double alpha = 1.0, double beta = 0.0) {
+  plan::Command cmd;
+  cmd.kind = plan::CommandKind::Gemm;
+  cmd.params = {static_cast<int64_t>(dtype), tA, tB, M, N, K, batch,
+                tA ? M : K, tB ? K : N, N, strideA, strideB, strideC,
+                doubleBits(alpha), doubleBits(beta)};
+  cmd.buffers = {a, b, c};
+  return cmd;
+}
+
+/// A fresh temporary directory, removed with its files on destruction.
+class TempDir {
+public:
+  TempDir() {
+    char tmpl[] = "/tmp/cleave-rt-test-XXXXXX";
+    const char *d = ::mkdtemp(tmpl);
+    path = d ? d : "/tmp";
+  }
+  ~TempDir() {
+    std::string cmd = "rm -rf '" + path + "'";
+    if (path != "/tmp")
+      (void)std::system(cmd.c_str());
+  }
+  std::string file(const std::string &name) const { return path + "/" + name; }
+  std::string path;
+};
+
+inline bool writeBytes(const std::string &path,
+                       const std::vector<uint8_t> &bytes) {
+  FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f)
+    return false;
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+inline bool fileExists(const std::string &path) {
+  return ::access(path.c_str(), F_OK) == 0;
+}
+
+} // namespace cleave::test
+
+#endif // CLEAVE_TEST_RUNTIME_TESTUTIL_H

@@ -1,0 +1,368 @@
+//===- cleave-run.cpp - Runs a compiled .cleave plan ----------------------===//
+//
+// cleave-run model.cleave [inputs...] [options]: reads the inputs (.npy/.pb),
+// runs the plan through the runtime's C API and writes the outputs as .npy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/TensorFile.h"
+#include "cleave_rt.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+using namespace cleave;
+using tensorfile::HostTensor;
+
+static const char kUsage[] =
+    "usage: cleave-run MODEL.cleave [INPUT...] [options]\n";
+
+static const char kHelp[] =
+    "Runs a compiled Cleave plan on the CPU.\n"
+    "\n"
+    "Inputs:\n"
+    "  INPUT...                 tensor files for the plan's inputs, in input\n"
+    "                           order\n"
+    "  --input NAME=FILE        the file for the input named NAME\n"
+    "                           (repeatable; mixes with positional inputs,\n"
+    "                           which fill the inputs not named, in order)\n"
+    "  Every input must be given. Formats, by extension:\n"
+    "    .npy  numpy format 1.0/2.0/3.0, little-endian, C order; dtypes\n"
+    "          f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1\n"
+    "    .pb   a serialized onnx.TensorProto (raw_data or typed fields)\n"
+    "  The shape and dtype must equal the plan's exactly.\n"
+    "\n"
+    "Outputs:\n"
+    "  --output-dir DIR         write each output as DIR/<name>.npy (default:\n"
+    "                           the current directory); characters of the name\n"
+    "                           outside [A-Za-z0-9_.-] become '_'. Files are\n"
+    "                           written atomically. bfloat16 outputs are written\n"
+    "                           as float32 (numpy has no bfloat16), float16 as\n"
+    "                           '<f2', bool as '|b1'.\n"
+    "  --no-output              do not write output files\n"
+    "  --print-outputs          print each output's name, shape, dtype and\n"
+    "                           first values\n"
+    "\n"
+    "Execution and statistics:\n"
+    "  --backend NAME           backend to run on: cpu (default); cuda is not\n"
+    "                           built yet\n"
+    "  --warmup N               untimed runs before the timed ones (default 0)\n"
+    "  --repeat N               timed runs (default 1); outputs come from the\n"
+    "                           last run\n"
+    "  --print-stats            print the plan's peak memory (arena bytes and\n"
+    "                           constant bytes), the load time and the run time\n"
+    "                           (min and mean over the timed runs)\n"
+    "  --help                   print this help\n"
+    "\n"
+    "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
+
+namespace {
+struct Options {
+  std::string model;
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> named;
+  std::string outputDir = ".";
+  std::string backend = "cpu";
+  bool noOutput = false, printOutputs = false, printStats = false;
+  long warmup = 0, repeat = 1;
+};
+
+/// Owns the runtime objects so every exit path releases them.
+struct Session {
+  cleave_rt_program program = nullptr;
+  cleave_rt_executor executor = nullptr;
+  ~Session() {
+    cleave_rt_executor_destroy(executor);
+    cleave_rt_program_destroy(program);
+  }
+};
+} // namespace
+
+static int error(const std::string &message) {
+  std::fprintf(stderr, "cleave-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+static int usageError(const std::string &message) {
+  std::fprintf(stderr, "cleave-run: error: %s\n%sRun 'cleave-run --help' for "
+               "the options.\n",
+               message.c_str(), kUsage);
+  return 2;
+}
+
+/// Converts a failed status to an error exit; frees it.
+static int statusError(cleave_rt_status status) {
+  std::string msg = cleave_rt_status_message(status);
+  cleave_rt_status_free(status);
+  return error(msg);
+}
+
+static bool parseCount(const char *text, long *out) {
+  char *end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 10);
+  if (errno || end == text || *end || v < 0 || v > 1000000000)
+    return false;
+  *out = v;
+  return true;
+}
+
+/// Returns -1 on success, otherwise the exit code.
+static int parseArgs(int argc, char **argv, Options *o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char **out) {
+      if (i + 1 >= argc)
+        return false;
+      *out = argv[++i];
+      return true;
+    };
+    const char *v = nullptr;
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s\n%s", kUsage, kHelp);
+      return 0;
+    } else if (arg == "--no-output") {
+      o->noOutput = true;
+    } else if (arg == "--print-outputs") {
+      o->printOutputs = true;
+    } else if (arg == "--print-stats") {
+      o->printStats = true;
+    } else if (arg == "--output-dir" || arg == "--backend" ||
+               arg == "--input" || arg == "--warmup" || arg == "--repeat") {
+      if (!value(&v))
+        return usageError("option " + arg + " needs a value");
+      if (arg == "--output-dir") {
+        o->outputDir = v;
+      } else if (arg == "--backend") {
+        o->backend = v;
+      } else if (arg == "--input") {
+        const char *eq = std::strchr(v, '=');
+        if (!eq || eq == v || !eq[1])
+          return usageError("--input expects NAME=FILE, got '" +
+                            std::string(v) + "'");
+        o->named.emplace_back(std::string(v, eq), std::string(eq + 1));
+      } else if (!parseCount(v, arg == "--warmup" ? &o->warmup
+                                                  : &o->repeat)) {
+        return usageError(arg + " expects a non-negative integer, got '" +
+                          std::string(v) + "'");
+      }
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return usageError("unknown option '" + arg + "'");
+    } else if (o->model.empty()) {
+      o->model = arg;
+    } else {
+      o->positional.push_back(arg);
+    }
+  }
+  if (o->model.empty())
+    return usageError("no model given");
+  if (o->repeat < 1)
+    return usageError("--repeat must be at least 1");
+  return -1;
+}
+
+static std::string describe(uint32_t dtype, const std::vector<int64_t> &shape) {
+  return "shape " + tensorfile::shapeToString(shape) + " " +
+         cleave_rt_dtype_name(dtype);
+}
+
+static std::string fileNameFor(const std::string &name) {
+  std::string s = name;
+  for (char &c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
+        c != '-')
+      c = '_';
+  if (s.empty() || s == "." || s == "..")
+    s = "output" + s;
+  return s + ".npy";
+}
+
+/// Assigns a file to every input, reads it and checks it against the plan.
+static int loadInputs(const Options &o, cleave_rt_program program,
+                      std::vector<HostTensor> *tensors) {
+  size_t count = cleave_rt_program_input_count(program);
+  std::vector<std::string> files(count);
+  for (const auto &nf : o.named) {
+    size_t index;
+    if (cleave_rt_status s =
+            cleave_rt_program_find_input(program, nf.first.c_str(), &index))
+      return statusError(s);
+    if (!files[index].empty())
+      return error("input '" + nf.first + "' is given twice");
+    files[index] = nf.second;
+  }
+  size_t next = 0;
+  for (const std::string &file : o.positional) {
+    while (next < count && !files[next].empty())
+      ++next;
+    if (next == count)
+      return error("too many inputs: the plan has " + std::to_string(count) +
+                   " inputs, '" + file + "' is one too many");
+    files[next] = file;
+  }
+  tensors->resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    cleave_rt_tensor_desc_t desc;
+    if (cleave_rt_status s = cleave_rt_program_input_desc(program, i, &desc))
+      return statusError(s);
+    if (files[i].empty())
+      return error("input " + std::to_string(i) + " '" + desc.name +
+                   "' is not given (" + describe(desc.dtype, {desc.dims,
+                   desc.dims + desc.rank}) + "); pass it positionally or "
+                   "with --input " + desc.name + "=FILE");
+    HostTensor &t = (*tensors)[i];
+    std::string err;
+    if (!tensorfile::readTensorFile(files[i], &t, &err))
+      return error("input '" + std::string(desc.name) + "': " + err);
+    std::vector<int64_t> want(desc.dims, desc.dims + desc.rank);
+    if (t.shape != want || static_cast<uint32_t>(t.dtype) != desc.dtype)
+      return error("input '" + std::string(desc.name) + "' from '" +
+                   files[i] + "': expected " + describe(desc.dtype, want) +
+                   ", got " +
+                   describe(static_cast<uint32_t>(t.dtype), t.shape));
+  }
+  return -1;
+}
+
+static void printValues(uint32_t dtype, const uint8_t *p, size_t bytes) {
+  size_t elem = cleave_rt_dtype_size(dtype);
+  size_t n = elem ? bytes / elem : 0, shown = std::min<size_t>(n, 8);
+  std::printf("[");
+  for (size_t i = 0; i < shown; ++i, p += elem) {
+    if (i)
+      std::printf(", ");
+    switch (static_cast<plan::DType>(dtype)) {
+    case plan::DType::F32: { float v; std::memcpy(&v, p, 4); std::printf("%g", v); break; }
+    case plan::DType::F64: { double v; std::memcpy(&v, p, 8); std::printf("%g", v); break; }
+    case plan::DType::BF16: {
+      uint32_t bits = uint32_t(p[0]) << 16 | uint32_t(p[1]) << 24;
+      float v; std::memcpy(&v, &bits, 4); std::printf("%g", v); break;
+    }
+    case plan::DType::I8: std::printf("%d", int8_t(p[0])); break;
+    case plan::DType::U8: std::printf("%u", p[0]); break;
+    case plan::DType::Bool: std::printf("%s", p[0] ? "true" : "false"); break;
+    case plan::DType::I16: { int16_t v; std::memcpy(&v, p, 2); std::printf("%d", v); break; }
+    case plan::DType::U16: { uint16_t v; std::memcpy(&v, p, 2); std::printf("%u", v); break; }
+    case plan::DType::I32: { int32_t v; std::memcpy(&v, p, 4); std::printf("%" PRId32, v); break; }
+    case plan::DType::U32: { uint32_t v; std::memcpy(&v, p, 4); std::printf("%" PRIu32, v); break; }
+    case plan::DType::I64: { int64_t v; std::memcpy(&v, p, 8); std::printf("%" PRId64, v); break; }
+    case plan::DType::U64: { uint64_t v; std::memcpy(&v, p, 8); std::printf("%" PRIu64, v); break; }
+    case plan::DType::F16: { uint16_t v; std::memcpy(&v, p, 2); std::printf("f16:0x%04x", v); break; }
+    }
+  }
+  std::printf("%s]\n", n > shown ? ", ..." : "");
+}
+
+static double msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+int main(int argc, char **argv) {
+  Options o;
+  int rc = parseArgs(argc, argv, &o);
+  if (rc >= 0)
+    return rc;
+
+  Session session;
+  auto t0 = std::chrono::steady_clock::now();
+  if (cleave_rt_status s =
+          cleave_rt_program_load_file(o.model.c_str(), &session.program))
+    return statusError(s);
+  double loadMs = msSince(t0);
+  cleave_rt_program program = session.program;
+
+  // Output file names are checked before running, so a collision costs
+  // nothing and no file is half-written.
+  size_t numOutputs = cleave_rt_program_output_count(program);
+  std::vector<cleave_rt_tensor_desc_t> outs(numOutputs);
+  std::map<std::string, std::string> fileOwners;
+  for (size_t i = 0; i < numOutputs; ++i) {
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &outs[i]))
+      return statusError(s);
+    std::string file = fileNameFor(outs[i].name);
+    auto it = fileOwners.emplace(file, outs[i].name);
+    if (!o.noOutput && !it.second)
+      return error("outputs '" + it.first->second + "' and '" + outs[i].name +
+                   "' would both be written to '" + file + "'");
+  }
+
+  struct stat st;
+  if (!o.noOutput &&
+      (::stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    return error("output directory '" + o.outputDir +
+                 "' does not exist or is not a directory");
+
+  std::vector<HostTensor> inputs;
+  rc = loadInputs(o, program, &inputs);
+  if (rc >= 0)
+    return rc;
+
+  t0 = std::chrono::steady_clock::now();
+  if (cleave_rt_status s = cleave_rt_executor_create(
+          program, o.backend.c_str(), &session.executor))
+    return statusError(s);
+  double createMs = msSince(t0);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (cleave_rt_status s = cleave_rt_executor_set_input(
+            session.executor, i, inputs[i].data.data(), inputs[i].data.size()))
+      return statusError(s);
+
+  for (long i = 0; i < o.warmup; ++i)
+    if (cleave_rt_status s = cleave_rt_executor_run(session.executor))
+      return statusError(s);
+  double minMs = 0, totalMs = 0;
+  for (long i = 0; i < o.repeat; ++i) {
+    t0 = std::chrono::steady_clock::now();
+    if (cleave_rt_status s = cleave_rt_executor_run(session.executor))
+      return statusError(s);
+    double ms = msSince(t0);
+    minMs = i == 0 ? ms : std::min(minMs, ms);
+    totalMs += ms;
+  }
+
+  for (size_t i = 0; i < numOutputs; ++i) {
+    const void *data;
+    size_t bytes;
+    if (cleave_rt_status s =
+            cleave_rt_executor_output(session.executor, i, &data, &bytes))
+      return statusError(s);
+    std::vector<int64_t> shape(outs[i].dims, outs[i].dims + outs[i].rank);
+    if (o.printOutputs) {
+      std::printf("%s: %s ", outs[i].name, describe(outs[i].dtype, shape).c_str());
+      printValues(outs[i].dtype, static_cast<const uint8_t *>(data), bytes);
+    }
+    if (o.noOutput)
+      continue;
+    std::string path = o.outputDir + "/" + fileNameFor(outs[i].name);
+    std::string err;
+    if (!tensorfile::writeNpyFile(path, static_cast<plan::DType>(outs[i].dtype),
+                                  shape, data, bytes, &err))
+      return error("output '" + std::string(outs[i].name) + "': " + err);
+  }
+
+  if (o.printStats) {
+    std::printf("peak memory: %" PRIu64 " bytes (arena), of which %" PRIu64
+                " bytes of constants\n",
+                cleave_rt_program_peak_bytes(program),
+                cleave_rt_program_constant_bytes(program));
+    std::printf("load time: %.3f ms (plan) + %.3f ms (executor)\n", loadMs,
+                createMs);
+    std::printf("run time: min %.3f ms, mean %.3f ms over %ld run%s "
+                "(%ld warmup)\n",
+                minMs, totalMs / o.repeat, o.repeat, o.repeat == 1 ? "" : "s",
+                o.warmup);
+  }
+  return 0;
+}

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Generates a GPT-2-style decoder-only transformer as an ONNX model.
+
+The graph is what PyTorch exports for GPT-2 (opset 17): token and position
+embeddings (Gather), pre-norm blocks with LayerNormalization, fused QKV
+projection (MatMul + Add), Split, Reshape/Transpose into heads, scaled
+QK^T with a causal mask (Where), Softmax, attention output projection, a
+GELU MLP (Erf form), residual Adds, a final LayerNormalization and logits
+tied to the token embedding. Weights are random (seeded) with GPT-2's
+initialization scale.
+
+    make_gpt.py --layers 4 --d-model 128 --heads 4 --seq 64 --vocab 256 -o gpt.onnx
+    make_gpt.py --preset gpt2-small -o gpt2.onnx   # 124M parameters
+"""
+
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+PRESETS = {
+    "tiny": dict(layers=4, d_model=128, heads=4, seq=64, vocab=256, batch=2),
+    "gpt2-small": dict(layers=12, d_model=768, heads=12, seq=1024, vocab=50257, batch=1),
+}
+
+
+def build(layers, d_model, heads, seq, vocab, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+    hd = d_model // heads
+
+    def param(name, shape, std=0.02, value=None):
+        if value is None:
+            value = (rng.standard_normal(shape) * std).astype(np.float32)
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(op, inputs, n_out=1, name=None, **attrs):
+        name = name or "%s_%d" % (op, len(nodes))
+        outs = ["%s_out%d" % (name, i) for i in range(n_out)]
+        nodes.append(helper.make_node(op, inputs, outs, name=name, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def const(name, value):
+        return param(name, None, value=value)
+
+    wte = param("wte", (vocab, d_model))
+    wpe = param("wpe", (seq, d_model), std=0.01)
+    positions = const("positions", np.arange(seq, dtype=np.int64))
+    tok = node("Gather", [wte, "input_ids"], name="embed_tokens")
+    pos = node("Gather", [wpe, positions], name="embed_positions")
+    x = node("Add", [tok, pos], name="embed_add")
+
+    mask = const("causal_mask", np.tril(np.ones((seq, seq), dtype=bool)))
+    neg = const("neg_inf", np.array(-1e9, dtype=np.float32))
+    scale = const("attn_scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32))
+    heads_shape = const("heads_shape", np.array([batch, seq, heads, hd], dtype=np.int64))
+    model_shape = const("model_shape", np.array([batch, seq, d_model], dtype=np.int64))
+    split_sizes = const("qkv_split", np.array([d_model] * 3, dtype=np.int64))
+    half = const("half", np.array(0.5, dtype=np.float32))
+    one = const("one", np.array(1.0, dtype=np.float32))
+    rsqrt2 = const("rsqrt2", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
+    proj_std = 0.02 / np.sqrt(2 * layers)
+
+    for l in range(layers):
+        p = "h%d." % l
+        ln1 = node("LayerNormalization", [x, param(p + "ln_1.weight", None, value=np.ones(d_model, np.float32)),
+                                          param(p + "ln_1.bias", None, value=np.zeros(d_model, np.float32))],
+                   name=p + "ln_1", axis=-1, epsilon=1e-5)
+        qkv = node("MatMul", [ln1, param(p + "attn.c_attn.weight", (d_model, 3 * d_model))], name=p + "qkv")
+        qkv = node("Add", [qkv, param(p + "attn.c_attn.bias", None, value=np.zeros(3 * d_model, np.float32))],
+                   name=p + "qkv_bias")
+        q, k, v = node("Split", [qkv, split_sizes], n_out=3, name=p + "split", axis=-1)
+        def to_heads(t, nm, perm):
+            r = node("Reshape", [t, heads_shape], name=p + nm + "_reshape")
+            return node("Transpose", [r], name=p + nm + "_transpose", perm=perm)
+        q = to_heads(q, "q", [0, 2, 1, 3])
+        k = to_heads(k, "k", [0, 2, 3, 1])
+        v = to_heads(v, "v", [0, 2, 1, 3])
+        s = node("MatMul", [q, k], name=p + "scores")
+        s = node("Mul", [s, scale], name=p + "scale")
+        s = node("Where", [mask, s, neg], name=p + "causal")
+        a = node("Softmax", [s], name=p + "softmax", axis=-1)
+        o = node("MatMul", [a, v], name=p + "context")
+        o = node("Transpose", [o], name=p + "merge_transpose", perm=[0, 2, 1, 3])
+        o = node("Reshape", [o, model_shape], name=p + "merge_reshape")
+        o = node("MatMul", [o, param(p + "attn.c_proj.weight", (d_model, d_model), std=proj_std)], name=p + "proj")
+        o = node("Add", [o, param(p + "attn.c_proj.bias", None, value=np.zeros(d_model, np.float32))],
+                 name=p + "proj_bias")
+        x = node("Add", [x, o], name=p + "residual_1")
+        ln2 = node("LayerNormalization", [x, param(p + "ln_2.weight", None, value=np.ones(d_model, np.float32)),
+                                          param(p + "ln_2.bias", None, value=np.zeros(d_model, np.float32))],
+                   name=p + "ln_2", axis=-1, epsilon=1e-5)
+        h = node("MatMul", [ln2, param(p + "mlp.c_fc.weight", (d_model, 4 * d_model))], name=p + "fc")
+        h = node("Add", [h, param(p + "mlp.c_fc.bias", None, value=np.zeros(4 * d_model, np.float32))],
+                 name=p + "fc_bias")
+        # GELU, erf form: 0.5 * h * (1 + erf(h / sqrt(2)))
+        g = node("Mul", [h, rsqrt2], name=p + "gelu_scale")
+        g = node("Erf", [g], name=p + "gelu_erf")
+        g = node("Add", [g, one], name=p + "gelu_add")
+        g = node("Mul", [h, g], name=p + "gelu_mul")
+        g = node("Mul", [g, half], name=p + "gelu_half")
+        h = node("MatMul", [g, param(p + "mlp.c_proj.weight", (4 * d_model, d_model), std=proj_std)],
+                 name=p + "mlp_proj")
+        h = node("Add", [h, param(p + "mlp.c_proj.bias", None, value=np.zeros(d_model, np.float32))],
+                 name=p + "mlp_proj_bias")
+        x = node("Add", [x, h], name=p + "residual_2")
+
+    x = node("LayerNormalization", [x, param("ln_f.weight", None, value=np.ones(d_model, np.float32)),
+                                     param("ln_f.bias", None, value=np.zeros(d_model, np.float32))],
+             name="ln_f", axis=-1, epsilon=1e-5)
+    wte_t = node("Transpose", [wte], name="lm_head_transpose", perm=[1, 0])
+    logits = node("MatMul", [x, wte_t], name="lm_head")
+    nodes[-1].output[0] = "logits"
+
+    graph = helper.make_graph(
+        nodes, "gpt",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="cleave-make-gpt")
+    model.ir_version = 8
+    return model
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    for k in ("layers", "d_model", "heads", "seq", "vocab", "batch"):
+        p.add_argument("--" + k.replace("_", "-"), type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--external-data", action="store_true",
+                   help="store the weights in a .data file beside the model")
+    p.add_argument("-o", "--output", required=True)
+    a = p.parse_args()
+    cfg = dict(PRESETS[a.preset])
+    for k in cfg:
+        if getattr(a, k) is not None:
+            cfg[k] = getattr(a, k)
+    model = build(seed=a.seed, **cfg)
+    if a.external_data:
+        onnx.save_model(model, a.output, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=os.path.basename(a.output) + ".data", size_threshold=1024)
+    else:
+        onnx.save_model(model, a.output)
+    n = sum(int(np.prod(t.dims)) for t in model.graph.initializer if t.data_type == TensorProto.FLOAT)
+    print("wrote %s: %d layers, d=%d, %d heads, T=%d, vocab %d, batch %d, %.1fM parameters" % (
+        a.output, cfg["layers"], cfg["d_model"], cfg["heads"], cfg["seq"], cfg["vocab"], cfg["batch"], n / 1e6))
+
+
+if __name__ == "__main__":
+    main()
