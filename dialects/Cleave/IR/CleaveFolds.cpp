@@ -77,7 +77,8 @@ OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
     case BinaryKind::sub: out.push_back(a - b); break;
     case BinaryKind::mul: out.push_back(a * b); break;
     case BinaryKind::div:
-      if (b.isZero())
+      // Division by zero and signed INT_MIN / -1 are left to the runtime.
+      if (b.isZero() || (!isUnsigned && a.isMinSignedValue() && b.isAllOnes()))
         return {};
       out.push_back(isUnsigned ? a.udiv(b) : a.sdiv(b));
       break;

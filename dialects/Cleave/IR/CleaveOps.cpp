@@ -125,18 +125,14 @@ LogicalResult BinaryOp::verify() {
 }
 
 LogicalResult CompareOp::verify() {
-  if (getLhs().getType() != getRhs().getType())
-    return emitOpError() << "operand types " << getLhs().getType() << " and "
-                         << getRhs().getType() << " differ";
+  // Equal operand types are checked by AllTypesMatch (ODS).
   if (failed(checkStaticShapes(*this)))
     return failure();
   return checkResultShape(*this, tensorType(getLhs()).getShape());
 }
 
 LogicalResult SelectOp::verify() {
-  if (getOnTrue().getType() != getType() || getOnFalse().getType() != getType())
-    return emitOpError() << "value operands must both have the result type "
-                         << getType();
+  // Equal value and result types are checked by AllTypesMatch (ODS).
   if (tensorType(getCond()).getShape() != getType().getShape())
     return emitOpError() << "condition shape "
                          << shapeStr(tensorType(getCond()).getShape())
@@ -330,6 +326,12 @@ LogicalResult GatherElementsOp::verify() {
                          << " differs from operand rank " << in.getRank();
   if (failed(checkDim(*this, getAxis(), in.getRank(), "axis")))
     return failure();
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (d != static_cast<int64_t>(getAxis()) &&
+        idx.getDimSize(d) > in.getDimSize(d))
+      return emitOpError() << "indices size " << idx.getDimSize(d)
+                           << " in dimension " << d
+                           << " exceeds the operand size " << in.getDimSize(d);
   return checkResultShape(*this, idx.getShape());
 }
 
@@ -451,8 +453,9 @@ LogicalResult LayerNormOp::verify() {
                            << " differs from the normalized shape "
                            << shapeStr(normalized);
   }
-  if (getEpsilon().convertToDouble() < 0)
-    return emitOpError() << "epsilon must be non-negative";
+  if (!(getEpsilon().convertToDouble() >= 0))
+    return emitOpError() << "epsilon must be non-negative, got "
+                         << getEpsilon().convertToDouble();
   return success();
 }
 
@@ -505,6 +508,10 @@ LogicalResult ConvOp::verify() {
                          << in[1] / groups;
   SmallVector<int64_t> expected = {in[0], w[0]};
   for (size_t i = 0; i < spatial; ++i) {
+    if (w[i + 2] < 1)
+      return emitOpError() << "filter has size " << w[i + 2]
+                           << " in spatial dimension " << i
+                           << ", expected at least 1";
     if (getStrides()[i] < 1 || getDilations()[i] < 1 || getPadLow()[i] < 0 ||
         getPadHigh()[i] < 0)
       return emitOpError() << "strides and dilations must be >= 1 and pads "

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Cleave's test suite: sets up, builds, and runs every test (lit, GoogleTest,
+# and the ONNX conformance run over Debian's libonnx-testdata node tests).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$root/tools/setup.sh"
+bash "$root/tools/build.sh"
+ctest --test-dir "${CLEAVE_BUILD_DIR:-$root/build}" --output-on-failure "$@"
