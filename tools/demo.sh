@@ -20,7 +20,7 @@ np.save(sys.argv[1] + "/input_ids.npy", rng.integers(0, 256, (2, 64)).astype(np.
 PY
 
 echo "== compiling"
-"$build/bin/cleave-compile" "$demo/gpt_tiny.onnx" -o "$demo/gpt_tiny.cleave" --stats
+"$build/bin/cleave-compile" "$demo/gpt_tiny.onnx" -o "$demo/gpt_tiny.cleave" --print-stats
 
 echo "== running on the CPU backend"
 "$build/bin/cleave-run" "$demo/gpt_tiny.cleave" "$demo/input_ids.npy" \

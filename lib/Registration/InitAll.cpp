@@ -3,6 +3,9 @@
 #include "cleave/InitAll.h"
 
 #include "Cleave/IR/CleaveDialect.h"
+#include "cleave/Conversion/Passes.h"
+#include "cleave/Target/CPU/CPUCodegen.h"
+#include "cleave/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 
@@ -10,4 +13,8 @@ void cleave::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::cleave::CleaveDialect>();
 }
 
-void cleave::registerAllPasses() {}
+void cleave::registerAllPasses() {
+  registerCleaveTransformsPasses();
+  mlir::cleave::registerCleaveConversionPasses();
+  registerCPUPipelines();
+}

@@ -1,0 +1,42 @@
+//===- ONNXImporter.h - Import ONNX models into the cleave dialect -*- C++ -*-===//
+
+#ifndef CLEAVE_IMPORT_ONNXIMPORTER_H
+#define CLEAVE_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace cleave {
+
+struct ImportOptions {
+  /// Pins symbolic/unknown input dimensions: input name -> full static shape.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+};
+
+/// Loads, checks and converts an ONNX model file into a module holding
+/// `func.func @main`. Reports errors through the context's diagnostic engine
+/// (mlir::emitError with a location naming the node/tensor) and returns
+/// failure.
+///
+/// `@main` takes the graph inputs that are not initializers, in order, each
+/// with the argument attribute `cleave.name`, and returns the graph outputs in
+/// order, each with the result attribute `cleave.name`. Every initializer
+/// becomes one `cleave.constant` carrying `cleave.initializer = "<name>"`.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+importONNXFile(llvm::StringRef path, mlir::MLIRContext &context,
+               const ImportOptions &options);
+
+/// Parses "name=2x3x4" into options; returns an error message or empty.
+std::string parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options);
+
+} // namespace cleave
+
+#endif // CLEAVE_IMPORT_ONNXIMPORTER_H

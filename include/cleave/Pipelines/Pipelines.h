@@ -1,0 +1,48 @@
+//===- Pipelines.h - Cleave's compiler phases as pass pipelines -*- C++ -*-===//
+//
+// Each phase of the compiler is one function here, so cleave-compile,
+// cleave-opt (as a registered pipeline) and the Python bindings run exactly
+// the same passes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PIPELINES_PIPELINES_H
+#define CLEAVE_PIPELINES_PIPELINES_H
+
+#include "cleave/Plan/PlanBuilder.h"
+#include "cleave/PlanFormat.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
+
+namespace cleave {
+
+/// `--cleave-prepare-pipeline`: cleans up an imported program (folding,
+/// CSE) and puts contractions in GEMM form, ready for planning.
+void buildPreparePipeline(mlir::OpPassManager &pm);
+
+/// Registers the pipelines above with the global pass registry.
+void registerPipelines();
+
+/// Where compileToPlan stops to show IR: after import (no passes run),
+/// after preparation, the kernel module in cleave ops, or the kernel module
+/// lowered to the LLVM dialect.
+enum class CompilePhase { Import, Prepared, Kernels, LLVM, Plan };
+
+struct CompileOptions {
+  PlanBuildOptions plan;
+  /// Stop after this phase; `dump` receives the IR of that phase.
+  CompilePhase stopAfter = CompilePhase::Plan;
+  std::function<void(mlir::Operation *)> dump;
+};
+
+/// Runs every phase after import on `module`. Returns the plan (empty when
+/// stopping early), or failure after emitting diagnostics.
+mlir::FailureOr<plan::Plan> compileToPlan(mlir::ModuleOp module,
+                                          const CompileOptions &options);
+
+} // namespace cleave
+
+#endif // CLEAVE_PIPELINES_PIPELINES_H

@@ -1,0 +1,55 @@
+//===- CPUCodegen.h - Compile cleave kernels to an x86-64 shared object -*- C++ -*-===//
+
+#ifndef CLEAVE_TARGET_CPU_CPUCODEGEN_H
+#define CLEAVE_TARGET_CPU_CPUCODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cleave {
+
+struct CPUCodegenOptions {
+  /// The linker that turns the object file into a shared object. Empty:
+  /// the ld.lld found when Cleave was built, else `ld.lld` on PATH.
+  std::string lldPath;
+  /// LLVM optimization level (0-3).
+  int optLevel = 3;
+  /// Prints the LLVM dialect module and the optimized LLVM IR to stderr.
+  bool dumpIR = false;
+  /// Target CPU (`-mcpu`). Empty means the host CPU (with its features):
+  /// the code then runs only on machines with the same instruction sets, so
+  /// plans compiled this way are host-specific. `x86-64` is portable.
+  std::string cpu = "";
+};
+
+/// Compiles every func.func in `kernels` into one x86-64 ELF shared object.
+/// Each function takes ranked static tensors and returns tensors; its symbol
+/// `@name` is exported with the ABI `void name(void **args)`, where args holds
+/// one pointer per input followed by one pointer per result, each pointing at
+/// the first element of a dense row-major buffer the caller owns (results are
+/// written in place; no result aliases an input). Kernels may malloc/free
+/// temporaries internally. On failure emits diagnostics and returns failure.
+/// `kernels` is not modified (a clone is lowered).
+mlir::FailureOr<std::vector<uint8_t>>
+compileCPUKernels(mlir::ModuleOp kernels, const CPUCodegenOptions &options);
+
+/// Adds the passes that lower a module of cleave kernels to the LLVM
+/// dialect (`--cleave-cpu-kernel-pipeline`).
+void buildCPUKernelPipeline(mlir::OpPassManager &pm);
+
+/// Adds the dialects and interface models (bufferization, deallocation,
+/// LLVM translation) the pipeline needs; compileCPUKernels adds them to the
+/// kernels' context itself.
+void registerCPUCodegenDialects(mlir::DialectRegistry &registry);
+
+/// Registers `--cleave-cpu-kernel-pipeline` (cleave -> LLVM dialect) for cleave-opt.
+void registerCPUPipelines();
+
+} // namespace cleave
+
+#endif // CLEAVE_TARGET_CPU_CPUCODEGEN_H

@@ -1,0 +1,417 @@
+//===- Reductions.cpp - Lower cleave contractions and reductions -----------===//
+//
+// contract, reduce, arg_reduce, cumsum and the composites softmax,
+// log_softmax and layer_norm. Half floats accumulate in f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+using namespace mlir::cleave::lowering;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// contract
+//===----------------------------------------------------------------------===//
+
+struct ContractLowering : OpConversionPattern<ContractOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ContractOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto outType = cast<RankedTensorType>(
+        getTypeConverter()->convertType(op.getType()));
+    auto lhsType = cast<RankedTensorType>(adaptor.getLhs().getType());
+    auto rhsType = cast<RankedTensorType>(adaptor.getRhs().getType());
+    ArrayRef<int64_t> lb = op.getLhsBatchingDimensions();
+    ArrayRef<int64_t> rb = op.getRhsBatchingDimensions();
+    ArrayRef<int64_t> lc = op.getLhsContractingDimensions();
+    ArrayRef<int64_t> rc = op.getRhsContractingDimensions();
+    int64_t numBatch = lb.size();
+    int64_t numLhsFree = lhsType.getRank() - lb.size() - lc.size();
+    int64_t numRhsFree = rhsType.getRank() - rb.size() - rc.size();
+    int64_t numOut = numBatch + numLhsFree + numRhsFree;
+    int64_t numLoops = numOut + lc.size();
+    MLIRContext *ctx = rewriter.getContext();
+
+    // Loop order: batch, lhs free, rhs free, contracting.
+    auto operandMap = [&](RankedTensorType type, ArrayRef<int64_t> batch,
+                          ArrayRef<int64_t> contract, int64_t freeStart) {
+      SmallVector<AffineExpr> exprs;
+      int64_t nextFree = freeStart;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        if (auto *it = llvm::find(batch, d); it != batch.end())
+          exprs.push_back(getAffineDimExpr(it - batch.begin(), ctx));
+        else if (auto *it = llvm::find(contract, d); it != contract.end())
+          exprs.push_back(getAffineDimExpr(numOut + (it - contract.begin()), ctx));
+        else
+          exprs.push_back(getAffineDimExpr(nextFree++, ctx));
+      }
+      return AffineMap::get(numLoops, 0, exprs, ctx);
+    };
+    SmallVector<AffineExpr> outExprs;
+    for (int64_t d = 0; d < numOut; ++d)
+      outExprs.push_back(getAffineDimExpr(d, ctx));
+    SmallVector<AffineMap> maps = {
+        operandMap(lhsType, lb, lc, numBatch),
+        operandMap(rhsType, rb, rc, numBatch + numLhsFree),
+        AffineMap::get(numLoops, 0, outExprs, ctx)};
+    SmallVector<utils::IteratorType> iterators = parallelIterators(numLoops);
+    for (int64_t d = numOut; d < numLoops; ++d)
+      iterators[d] = utils::IteratorType::reduction;
+
+    Location loc = op.getLoc();
+    Type elementType = outType.getElementType();
+    Type accType = getComputeType(elementType);
+    Value zero = arith::ConstantOp::create(rewriter, loc,
+                                           rewriter.getZeroAttr(accType));
+    Value init =
+        createFilled(rewriter, loc, outType.getShape(), accType, zero);
+    bool isFloat = isa<FloatType>(accType);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{init.getType()},
+        ValueRange{adaptor.getLhs(), adaptor.getRhs()}, ValueRange{init}, maps,
+        iterators, [&](OpBuilder &b, Location l, ValueRange args) {
+          Value x = convertScalar(b, l, args[0], accType, false, false);
+          Value y = convertScalar(b, l, args[1], accType, false, false);
+          Value r;
+          if (isFloat)
+            r = arith::AddFOp::create(b, l, args[2],
+                                      arith::MulFOp::create(b, l, x, y));
+          else
+            r = arith::AddIOp::create(b, l, args[2],
+                                      arith::MulIOp::create(b, l, x, y));
+          linalg::YieldOp::create(b, l, r);
+        });
+    rewriter.replaceOp(op, convertTensor(rewriter, loc, generic.getResult(0),
+                                         elementType));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// reduce, arg_reduce
+//===----------------------------------------------------------------------===//
+
+struct ReduceLowering : OpConversionPattern<ReduceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ReduceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value input = adaptor.getOperand();
+    Type elementType = getElementType(input.getType());
+    Type accType = getComputeType(elementType);
+    input = convertTensor(rewriter, loc, input, accType);
+    Value result =
+        createReduction(rewriter, loc, input, op.getDimensions(), op.getKind(),
+                        isUnsignedElement(op.getOperand().getType()));
+    rewriter.replaceOp(op, convertTensor(rewriter, loc, result, elementType));
+    return success();
+  }
+};
+
+struct ArgReduceLowering : OpConversionPattern<ArgReduceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ArgReduceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (op.getKind() != ReduceKind::max && op.getKind() != ReduceKind::min)
+      return rewriter.notifyMatchFailure(op, "arg_reduce needs max or min");
+    Location loc = op.getLoc();
+    Value input = adaptor.getOperand();
+    Type elementType = getElementType(input.getType());
+    Type accType = getComputeType(elementType);
+    input = convertTensor(rewriter, loc, input, accType);
+    auto inType = cast<RankedTensorType>(input.getType());
+    auto outType = cast<RankedTensorType>(op.getType());
+    bool isUnsigned = isUnsignedElement(op.getOperand().getType());
+    bool isMax = op.getKind() == ReduceKind::max;
+    bool last = op.getSelectLastIndex();
+    int64_t dim = op.getDimension();
+    unsigned rank = inType.getRank();
+
+    Value identity = arith::ConstantOp::create(
+        rewriter, loc,
+        getReductionIdentity(rewriter, accType, op.getKind(), isUnsigned));
+    Value valInit =
+        createFilled(rewriter, loc, outType.getShape(), accType, identity);
+    Value zero = arith::ConstantOp::create(rewriter, loc,
+                                           rewriter.getI64IntegerAttr(0));
+    Value idxInit = createFilled(rewriter, loc, outType.getShape(),
+                                 rewriter.getI64Type(), zero);
+    SmallVector<AffineExpr> outExprs;
+    for (unsigned d = 0; d < rank; ++d)
+      if (d != dim)
+        outExprs.push_back(rewriter.getAffineDimExpr(d));
+    AffineMap outMap =
+        AffineMap::get(rank, 0, outExprs, rewriter.getContext());
+    SmallVector<AffineMap> maps = {rewriter.getMultiDimIdentityMap(rank),
+                                   outMap, outMap};
+    SmallVector<utils::IteratorType> iterators = parallelIterators(rank);
+    iterators[dim] = utils::IteratorType::reduction;
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{valInit.getType(), idxInit.getType()},
+        ValueRange{input}, ValueRange{valInit, idxInit}, maps, iterators,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value v = args[0], acc = args[1], accIdx = args[2];
+          Value better;
+          if (isa<FloatType>(accType)) {
+            arith::CmpFPredicate pred =
+                isMax ? (last ? arith::CmpFPredicate::OGE
+                              : arith::CmpFPredicate::OGT)
+                      : (last ? arith::CmpFPredicate::OLE
+                              : arith::CmpFPredicate::OLT);
+            better = arith::CmpFOp::create(b, l, pred, v, acc);
+          } else {
+            bool u = isUnsigned || accType.isInteger(1);
+            arith::CmpIPredicate pred;
+            if (isMax)
+              pred = last ? (u ? arith::CmpIPredicate::uge
+                               : arith::CmpIPredicate::sge)
+                          : (u ? arith::CmpIPredicate::ugt
+                               : arith::CmpIPredicate::sgt);
+            else
+              pred = last ? (u ? arith::CmpIPredicate::ule
+                               : arith::CmpIPredicate::sle)
+                          : (u ? arith::CmpIPredicate::ult
+                               : arith::CmpIPredicate::slt);
+            better = arith::CmpIOp::create(b, l, pred, v, acc);
+          }
+          Value i = arith::IndexCastOp::create(
+              b, l, b.getI64Type(), linalg::IndexOp::create(b, l, dim));
+          Value newVal = arith::SelectOp::create(b, l, better, v, acc);
+          Value newIdx = arith::SelectOp::create(b, l, better, i, accIdx);
+          linalg::YieldOp::create(b, l, ValueRange{newVal, newIdx});
+        });
+    rewriter.replaceOp(op, generic.getResult(1));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// cumsum
+//===----------------------------------------------------------------------===//
+
+struct CumSumLowering : OpConversionPattern<CumSumOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CumSumOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value input = adaptor.getOperand();
+    Type elementType = getElementType(input.getType());
+    Type accType = getComputeType(elementType);
+    input = convertTensor(rewriter, loc, input, accType);
+    auto type = cast<RankedTensorType>(input.getType());
+    int64_t dim = op.getDimension();
+    int64_t n = type.getDimSize(dim);
+    bool exclusive = op.getExclusive(), reverse = op.getReverse();
+    if (type.getNumElements() == 0) {
+      rewriter.replaceOp(op, createEmpty(rewriter, loc, type.getShape(),
+                                         elementType));
+      return success();
+    }
+    unsigned rank = type.getRank();
+    SmallVector<int64_t> sliceShape(type.getShape());
+    sliceShape[dim] = 1;
+    auto sliceType = RankedTensorType::get(sliceShape, accType);
+
+    // Slice `k` (a Value or constant) of `t` along `dim`.
+    auto offsetsAt = [&](OpFoldResult k) {
+      SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
+      offsets[dim] = k;
+      return offsets;
+    };
+    SmallVector<OpFoldResult> sizes, strides(rank, rewriter.getIndexAttr(1));
+    for (int64_t s : sliceShape)
+      sizes.push_back(rewriter.getIndexAttr(s));
+
+    // First position: x[first] (inclusive) or 0 (exclusive).
+    int64_t first = reverse ? n - 1 : 0;
+    Value firstSlice;
+    if (exclusive) {
+      Value zero = arith::ConstantOp::create(rewriter, loc,
+                                             rewriter.getZeroAttr(accType));
+      firstSlice = createFilled(rewriter, loc, sliceShape, accType, zero);
+    } else {
+      firstSlice = tensor::ExtractSliceOp::create(
+          rewriter, loc, sliceType, input,
+          offsetsAt(rewriter.getIndexAttr(first)), sizes, strides);
+    }
+    Value result = createEmpty(rewriter, loc, type.getShape(), accType);
+    result = tensor::InsertSliceOp::create(
+        rewriter, loc, firstSlice, result,
+        offsetsAt(rewriter.getIndexAttr(first)), sizes, strides);
+
+    // For k in [1, n): out[p] = out[prev] + x[exclusive ? prev : p].
+    Value lb = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value ub = arith::ConstantIndexOp::create(rewriter, loc, n);
+    Value step = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, lb, ub, step, ValueRange{result},
+        [&](OpBuilder &b, Location l, Value k, ValueRange iterArgs) {
+          Value p, prev;
+          Value one = arith::ConstantIndexOp::create(b, l, 1);
+          if (reverse) {
+            Value nm1 = arith::ConstantIndexOp::create(b, l, n - 1);
+            p = arith::SubIOp::create(b, l, nm1, k);
+            prev = arith::AddIOp::create(b, l, p, one);
+          } else {
+            p = k;
+            prev = arith::SubIOp::create(b, l, k, one);
+          }
+          Value acc = tensor::ExtractSliceOp::create(
+              b, l, sliceType, iterArgs[0], offsetsAt(prev), sizes, strides);
+          Value x = tensor::ExtractSliceOp::create(
+              b, l, sliceType, input, offsetsAt(exclusive ? prev : p), sizes,
+              strides);
+          Value sum = createElementwise(
+              b, l, {acc, x}, sliceShape, accType,
+              [&](OpBuilder &bb, Location ll, ValueRange args) {
+                return combineReduction(bb, ll, ReduceKind::sum, args[0],
+                                        args[1], false);
+              });
+          Value updated = tensor::InsertSliceOp::create(
+              b, l, sum, iterArgs[0], offsetsAt(p), sizes, strides);
+          scf::YieldOp::create(b, l, updated);
+        });
+    rewriter.replaceOp(
+        op, convertTensor(rewriter, loc, loop.getResult(0), elementType));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// softmax, log_softmax, layer_norm
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy, bool isLog>
+struct SoftmaxLowering : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  using OpAdaptor = typename OpConversionPattern<OpTy>::OpAdaptor;
+  LogicalResult
+  matchAndRewrite(OpTy op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value input = adaptor.getOperand();
+    Type elementType = getElementType(input.getType());
+    Type f = getComputeType(elementType);
+    input = convertTensor(rewriter, loc, input, f);
+    int64_t dims[] = {static_cast<int64_t>(op.getDimension())};
+    Value max = createReduction(rewriter, loc, input, dims, ReduceKind::max,
+                                false);
+    Value shifted = createBroadcastBinary(
+        rewriter, loc, input, max, dims,
+        [](OpBuilder &b, Location l, Value x, Value m) -> Value {
+          return arith::SubFOp::create(b, l, x, m);
+        });
+    Value exp = createElementwise(
+        rewriter, loc, shifted,
+        cast<RankedTensorType>(shifted.getType()).getShape(), f,
+        [](OpBuilder &b, Location l, ValueRange args) -> Value {
+          return math::ExpOp::create(b, l, args[0]);
+        });
+    Value sum =
+        createReduction(rewriter, loc, exp, dims, ReduceKind::sum, false);
+    Value result;
+    if (isLog)
+      result = createBroadcastBinary(
+          rewriter, loc, shifted, sum, dims,
+          [](OpBuilder &b, Location l, Value x, Value s) -> Value {
+            return arith::SubFOp::create(b, l, x, math::LogOp::create(b, l, s));
+          });
+    else
+      result = createBroadcastBinary(
+          rewriter, loc, exp, sum, dims,
+          [](OpBuilder &b, Location l, Value e, Value s) -> Value {
+            return arith::DivFOp::create(b, l, e, s);
+          });
+    rewriter.replaceOp(op, convertTensor(rewriter, loc, result, elementType));
+    return success();
+  }
+};
+
+struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(LayerNormOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type elementType = getElementType(op.getType());
+    Type f = getComputeType(elementType);
+    Value x = convertTensor(rewriter, loc, adaptor.getOperand(), f);
+    Value scale = convertTensor(rewriter, loc, adaptor.getScale(), f);
+    Value bias = convertTensor(rewriter, loc, adaptor.getBias(), f);
+    auto type = cast<RankedTensorType>(x.getType());
+    int64_t rank = type.getRank();
+    int64_t axis = op.getAxis();
+    SmallVector<int64_t> dims;
+    int64_t count = 1;
+    for (int64_t d = axis; d < rank; ++d) {
+      dims.push_back(d);
+      count *= type.getDimSize(d);
+    }
+    double invCount = count ? 1.0 / static_cast<double>(count) : 0.0;
+    double eps = op.getEpsilon().convertToDouble();
+
+    Value sum = createReduction(rewriter, loc, x, dims, ReduceKind::sum, false);
+    Value centered = createBroadcastBinary(
+        rewriter, loc, x, sum, dims,
+        [&](OpBuilder &b, Location l, Value v, Value s) -> Value {
+          Value mean = arith::MulFOp::create(b, l, s,
+                                             createScalar(b, l, f, invCount));
+          return arith::SubFOp::create(b, l, v, mean);
+        });
+    Value squares = createElementwise(
+        rewriter, loc, centered, type.getShape(), f,
+        [](OpBuilder &b, Location l, ValueRange args) -> Value {
+          return arith::MulFOp::create(b, l, args[0], args[0]);
+        });
+    Value sumSq =
+        createReduction(rewriter, loc, squares, dims, ReduceKind::sum, false);
+
+    // y = centered * rsqrt(sumSq / count + eps) * scale + bias.
+    SmallVector<AffineExpr> lead, trail;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < axis ? lead : trail).push_back(rewriter.getAffineDimExpr(d));
+    MLIRContext *ctx = rewriter.getContext();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    SmallVector<AffineMap> maps = {id, AffineMap::get(rank, 0, lead, ctx),
+                                   AffineMap::get(rank, 0, trail, ctx),
+                                   AffineMap::get(rank, 0, trail, ctx), id};
+    Value init = createEmpty(rewriter, loc, type.getShape(), f);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{init.getType()},
+        ValueRange{centered, sumSq, scale, bias}, ValueRange{init}, maps,
+        parallelIterators(rank), [&](OpBuilder &b, Location l, ValueRange a) {
+          Value var = arith::MulFOp::create(b, l, a[1],
+                                            createScalar(b, l, f, invCount));
+          Value inv = math::RsqrtOp::create(
+              b, l, arith::AddFOp::create(b, l, var, createScalar(b, l, f, eps)));
+          Value y = arith::MulFOp::create(
+              b, l, arith::MulFOp::create(b, l, a[0], inv), a[2]);
+          linalg::YieldOp::create(b, l,
+                                  Value(arith::AddFOp::create(b, l, y, a[3])));
+        });
+    rewriter.replaceOp(
+        op, convertTensor(rewriter, loc, generic.getResult(0), elementType));
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::cleave::lowering::populateReductionPatterns(
+    const TypeConverter &converter, RewritePatternSet &patterns) {
+  patterns.add<ContractLowering, ReduceLowering, ArgReduceLowering,
+               CumSumLowering, SoftmaxLowering<SoftmaxOp, false>,
+               SoftmaxLowering<LogSoftmaxOp, true>, LayerNormLowering>(
+      converter, patterns.getContext());
+}

@@ -1,0 +1,396 @@
+//===- ElementwiseOps.cpp - Elementwise ONNX ops and activations ---------===//
+
+#include "NodeContext.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace cleave::onnximport {
+namespace {
+
+bool isFloatValue(Value v) { return isa<FloatType>(elemOf(v)); }
+
+LogicalResult requireFloat(NodeContext &ctx, Value v) {
+  if (isFloatValue(v))
+    return success();
+  ctx.error() << "needs a floating-point input, got " << v.getType();
+  return failure();
+}
+
+LogicalResult done(NodeContext &ctx, Value v, int output = 0) {
+  if (!v)
+    return failure();
+  ctx.setOutput(output, v);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Direct unary and binary ops
+//===----------------------------------------------------------------------===//
+
+std::optional<UnaryKind> unaryKindFor(StringRef op) {
+  return llvm::StringSwitch<std::optional<UnaryKind>>(op)
+      .Case("Neg", UnaryKind::neg)
+      .Case("Abs", UnaryKind::abs)
+      .Case("Exp", UnaryKind::exp)
+      .Case("Log", UnaryKind::log)
+      .Case("Sqrt", UnaryKind::sqrt)
+      .Case("Reciprocal", UnaryKind::reciprocal)
+      .Case("Tanh", UnaryKind::tanh)
+      .Case("Sigmoid", UnaryKind::sigmoid)
+      .Case("Erf", UnaryKind::erf)
+      .Case("Sin", UnaryKind::sin)
+      .Case("Cos", UnaryKind::cos)
+      .Case("Tan", UnaryKind::tan)
+      .Case("Asin", UnaryKind::asin)
+      .Case("Acos", UnaryKind::acos)
+      .Case("Atan", UnaryKind::atan)
+      .Case("Sinh", UnaryKind::sinh)
+      .Case("Cosh", UnaryKind::cosh)
+      .Case("Asinh", UnaryKind::asinh)
+      .Case("Acosh", UnaryKind::acosh)
+      .Case("Atanh", UnaryKind::atanh)
+      .Case("Floor", UnaryKind::floor)
+      .Case("Ceil", UnaryKind::ceil)
+      .Case("Round", UnaryKind::round)
+      .Case("Sign", UnaryKind::sign)
+      .Case("Not", UnaryKind::lnot)
+      .Default(std::nullopt);
+}
+
+LogicalResult convertUnary(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  UnaryKind kind = *unaryKindFor(ctx.opType());
+  bool anyType = kind == UnaryKind::neg || kind == UnaryKind::abs ||
+                 kind == UnaryKind::sign || kind == UnaryKind::lnot;
+  if (!anyType && failed(requireFloat(ctx, x)))
+    return failure();
+  if ((kind == UnaryKind::floor || kind == UnaryKind::ceil ||
+       kind == UnaryKind::round) &&
+      !isFloatValue(x))
+    return done(ctx, x);
+  return done(ctx, ctx.unary(kind, x));
+}
+
+LogicalResult convertBinary(NodeContext &ctx) {
+  StringRef op = ctx.opType();
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b)
+    return failure();
+  BinaryKind kind = llvm::StringSwitch<BinaryKind>(op)
+                        .Case("Add", BinaryKind::add)
+                        .Case("Sub", BinaryKind::sub)
+                        .Case("Mul", BinaryKind::mul)
+                        .Case("Div", BinaryKind::div)
+                        .Case("And", BinaryKind::land)
+                        .Case("Or", BinaryKind::lor)
+                        .Case("Xor", BinaryKind::lxor)
+                        .Default(BinaryKind::add);
+  if (op == "Pow") {
+    // The exponent may have another type than the base.
+    kind = BinaryKind::pow;
+    b = ctx.convert(b, elemOf(a));
+  } else if (op == "Mod") {
+    bool fmod = ctx.attrInt("fmod", 0) != 0;
+    if (!fmod && isFloatValue(a)) {
+      ctx.error() << "fmod=0 needs integer inputs";
+      return failure();
+    }
+    kind = fmod ? BinaryKind::rem : BinaryKind::mod;
+  } else if (op == "BitShift") {
+    std::string dir = ctx.attrString("direction", "");
+    if (dir != "LEFT" && dir != "RIGHT") {
+      ctx.error() << "direction must be LEFT or RIGHT, got '" << dir << "'";
+      return failure();
+    }
+    kind = dir == "LEFT" ? BinaryKind::shl : BinaryKind::shr;
+  }
+  return done(ctx, ctx.binary(kind, a, b));
+}
+
+LogicalResult convertCompare(NodeContext &ctx) {
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b)
+    return failure();
+  CompareKind kind = llvm::StringSwitch<CompareKind>(ctx.opType())
+                         .Case("Equal", CompareKind::eq)
+                         .Case("Less", CompareKind::lt)
+                         .Case("LessOrEqual", CompareKind::le)
+                         .Case("Greater", CompareKind::gt)
+                         .Default(CompareKind::ge);
+  return done(ctx, ctx.compare(kind, a, b));
+}
+
+/// Max, Min, Sum, Mean: variadic with multidirectional broadcasting.
+LogicalResult convertVariadic(NodeContext &ctx) {
+  StringRef op = ctx.opType();
+  if (ctx.numInputs() == 0) {
+    ctx.error() << "needs at least one input";
+    return failure();
+  }
+  BinaryKind kind = op == "Max"   ? BinaryKind::max
+                    : op == "Min" ? BinaryKind::min
+                                  : BinaryKind::add;
+  Value acc = ctx.input(0);
+  for (int i = 1; acc && i < ctx.numInputs(); ++i) {
+    Value v = ctx.input(i);
+    acc = v ? ctx.binary(kind, acc, v) : Value();
+  }
+  if (acc && op == "Mean" && ctx.numInputs() > 1)
+    acc = ctx.binary(BinaryKind::div, acc,
+                     ctx.splat(elemOf(acc), {}, ctx.numInputs()));
+  return done(ctx, acc);
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertActivation(NodeContext &ctx) {
+  StringRef op = ctx.opType();
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  auto c = [&](double v) { return ctx.splat(elemOf(x), {}, v); };
+  auto bin = [&](BinaryKind k, Value a, Value b) { return ctx.binary(k, a, b); };
+  auto un = [&](UnaryKind k, Value a) { return ctx.unary(k, a); };
+  if (op == "Relu")
+    return done(ctx, bin(BinaryKind::max, x, c(0)));
+  if (failed(requireFloat(ctx, x)))
+    return failure();
+  if (op == "LeakyRelu") {
+    double alpha = ctx.attrFloat("alpha", 0.01);
+    Value neg = ctx.compare(CompareKind::lt, x, c(0));
+    return done(ctx, ctx.select(neg, bin(BinaryKind::mul, x, c(alpha)), x));
+  }
+  if (op == "Elu") {
+    double alpha = ctx.attrFloat("alpha", 1.0);
+    Value neg = ctx.compare(CompareKind::lt, x, c(0));
+    Value e = bin(BinaryKind::mul,
+                  bin(BinaryKind::sub, un(UnaryKind::exp, x), c(1)), c(alpha));
+    return done(ctx, ctx.select(neg, e, x));
+  }
+  if (op == "Selu") {
+    double alpha = ctx.attrFloat("alpha", 1.67326319217681884765625);
+    double gamma = ctx.attrFloat("gamma", 1.05070102214813232421875);
+    Value neg = ctx.compare(CompareKind::le, x, c(0));
+    Value e = bin(BinaryKind::sub,
+                  bin(BinaryKind::mul, un(UnaryKind::exp, x), c(alpha)),
+                  c(alpha));
+    return done(ctx, bin(BinaryKind::mul, ctx.select(neg, e, x), c(gamma)));
+  }
+  if (op == "Celu") {
+    double alpha = ctx.attrFloat("alpha", 1.0);
+    if (alpha == 0) {
+      ctx.error() << "alpha must be non-zero";
+      return failure();
+    }
+    Value e = bin(BinaryKind::mul,
+                  bin(BinaryKind::sub,
+                      un(UnaryKind::exp, bin(BinaryKind::div, x, c(alpha))),
+                      c(1)),
+                  c(alpha));
+    return done(ctx, bin(BinaryKind::add, bin(BinaryKind::max, x, c(0)),
+                         bin(BinaryKind::min, e, c(0))));
+  }
+  if (op == "HardSigmoid" || op == "HardSwish") {
+    double alpha = op == "HardSwish" ? 1.0 / 6 : ctx.attrFloat("alpha", 0.2);
+    double beta = op == "HardSwish" ? 0.5 : ctx.attrFloat("beta", 0.5);
+    Value h = bin(BinaryKind::add, bin(BinaryKind::mul, x, c(alpha)), c(beta));
+    h = bin(BinaryKind::max, bin(BinaryKind::min, h, c(1)), c(0));
+    return done(ctx, op == "HardSwish" ? bin(BinaryKind::mul, x, h) : h);
+  }
+  if (op == "Softplus" || op == "Mish") {
+    // max(x, 0) + log(1 + exp(-|x|)), stable for large |x|.
+    Value sp = bin(
+        BinaryKind::add, bin(BinaryKind::max, x, c(0)),
+        un(UnaryKind::log,
+           bin(BinaryKind::add, c(1),
+               un(UnaryKind::exp, un(UnaryKind::neg, un(UnaryKind::abs, x))))));
+    if (op == "Mish")
+      return done(ctx, bin(BinaryKind::mul, x, un(UnaryKind::tanh, sp)));
+    return done(ctx, sp);
+  }
+  if (op == "Softsign")
+    return done(ctx, bin(BinaryKind::div, x,
+                         bin(BinaryKind::add, c(1), un(UnaryKind::abs, x))));
+  if (op == "Gelu") {
+    std::string approx = ctx.attrString("approximate", "none");
+    if (approx == "tanh") {
+      // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+      Value x3 = bin(BinaryKind::mul, bin(BinaryKind::mul, x, x), x);
+      Value inner = bin(BinaryKind::mul,
+                        bin(BinaryKind::add, x,
+                            bin(BinaryKind::mul, x3, c(0.044715))),
+                        c(std::sqrt(2.0 / M_PI)));
+      Value t = bin(BinaryKind::add, c(1), un(UnaryKind::tanh, inner));
+      return done(ctx, bin(BinaryKind::mul, bin(BinaryKind::mul, x, t), c(0.5)));
+    }
+    if (approx != "none") {
+      ctx.error() << "approximate must be 'none' or 'tanh', got '" << approx
+                  << "'";
+      return failure();
+    }
+    Value e = un(UnaryKind::erf, bin(BinaryKind::mul, x, c(M_SQRT1_2)));
+    return done(ctx, bin(BinaryKind::mul, bin(BinaryKind::mul, x, c(0.5)),
+                         bin(BinaryKind::add, c(1), e)));
+  }
+  if (op == "ThresholdedRelu") {
+    double alpha = ctx.attrFloat("alpha", 1.0);
+    return done(ctx, ctx.select(ctx.compare(CompareKind::gt, x, c(alpha)), x,
+                                c(0)));
+  }
+  if (op == "Shrink") {
+    double bias = ctx.attrFloat("bias", 0), lambd = ctx.attrFloat("lambd", 0.5);
+    Value lo = ctx.compare(CompareKind::lt, x, c(-lambd));
+    Value hi = ctx.compare(CompareKind::gt, x, c(lambd));
+    Value r = ctx.select(lo, bin(BinaryKind::add, x, c(bias)), c(0));
+    return done(ctx, ctx.select(hi, bin(BinaryKind::sub, x, c(bias)), r));
+  }
+  ctx.error() << "internal: no activation rule";
+  return failure();
+}
+
+LogicalResult convertPRelu(NodeContext &ctx) {
+  Value x = ctx.input(0), slope = ctx.input(1);
+  if (!x || !slope)
+    return failure();
+  Value neg = ctx.compare(CompareKind::lt, x, ctx.splat(elemOf(x), {}, 0));
+  Value scaled = ctx.binary(BinaryKind::mul, x, slope);
+  if (!neg || !scaled)
+    return failure();
+  if (shapeOf(scaled) != shapeOf(x)) {
+    ctx.error() << "slope must broadcast to the input's shape";
+    return failure();
+  }
+  return done(ctx, ctx.select(neg, scaled, x));
+}
+
+LogicalResult convertClip(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  Value lo, hi;
+  if (ctx.opset < 11) {
+    lo = ctx.splat(elemOf(x), {}, ctx.attrFloat("min", -3.4028234663852886e38));
+    hi = ctx.splat(elemOf(x), {}, ctx.attrFloat("max", 3.4028234663852886e38));
+  } else {
+    if (ctx.hasInput(1) && !(lo = ctx.input(1)))
+      return failure();
+    if (ctx.hasInput(2) && !(hi = ctx.input(2)))
+      return failure();
+  }
+  if (lo)
+    x = ctx.binary(BinaryKind::max, x, lo);
+  if (x && hi)
+    x = ctx.binary(BinaryKind::min, x, hi);
+  return done(ctx, x);
+}
+
+LogicalResult convertIsNaNInf(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x || failed(requireFloat(ctx, x)))
+    return failure();
+  if (ctx.opType() == "IsNaN")
+    return done(ctx, ctx.compare(CompareKind::ne, x, x));
+  bool pos = ctx.attrInt("detect_positive", 1) != 0;
+  bool neg = ctx.attrInt("detect_negative", 1) != 0;
+  Value r = ctx.splat(ctx.b.getI1Type(), shapeOf(x), 0);
+  double inf = std::numeric_limits<double>::infinity();
+  if (pos)
+    r = ctx.binary(BinaryKind::lor, r,
+                   ctx.compare(CompareKind::eq, x, ctx.splat(elemOf(x), {}, inf)));
+  if (neg)
+    r = ctx.binary(BinaryKind::lor, r,
+                   ctx.compare(CompareKind::eq, x,
+                               ctx.splat(elemOf(x), {}, -inf)));
+  return done(ctx, r);
+}
+
+//===----------------------------------------------------------------------===//
+// Identity, casts, select
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertIdentity(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  ctx.setOutput(0, x);
+  if (ctx.opType() == "Dropout" && ctx.hasOutput(1)) {
+    if (ctx.hasInput(2)) {
+      const ConstTensor *training = ctx.constInput(2);
+      if (!training || training->getI(0) != 0) {
+        ctx.error() << "training_mode must be a constant false; dropout is "
+                       "imported for inference";
+        return failure();
+      }
+    }
+    ctx.setOutput(1, ctx.splat(ctx.b.getI1Type(), shapeOf(x), 1));
+  }
+  return success();
+}
+
+LogicalResult convertCast(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  Type to;
+  if (ctx.opType() == "CastLike") {
+    Value like = ctx.input(1);
+    if (!like)
+      return failure();
+    to = elemOf(like);
+  } else {
+    std::string why;
+    to = convertElementType(ctx.b.getContext(), ctx.attrInt("to", 0), why);
+    if (!to) {
+      ctx.error() << "cannot cast: " << why;
+      return failure();
+    }
+  }
+  return done(ctx, ctx.convert(x, to));
+}
+
+LogicalResult convertWhere(NodeContext &ctx) {
+  Value c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
+  if (!c || !a || !b)
+    return failure();
+  return done(ctx, ctx.select(ctx.convert(c, ctx.b.getI1Type()), a, b));
+}
+
+} // namespace
+
+void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
+  for (StringRef op :
+       {"Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Tanh", "Sigmoid",
+        "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+        "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign", "Not"})
+    t[op] = convertUnary;
+  for (StringRef op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or",
+                       "Xor", "BitShift"})
+    t[op] = convertBinary;
+  for (StringRef op :
+       {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+    t[op] = convertCompare;
+  for (StringRef op : {"Max", "Min", "Sum", "Mean"})
+    t[op] = convertVariadic;
+  for (StringRef op : {"Relu", "LeakyRelu", "Elu", "Selu", "Celu",
+                       "HardSigmoid", "HardSwish", "Softplus", "Softsign",
+                       "Gelu", "ThresholdedRelu", "Mish", "Shrink"})
+    t[op] = convertActivation;
+  t["PRelu"] = convertPRelu;
+  t["Clip"] = convertClip;
+  t["IsNaN"] = convertIsNaNInf;
+  t["IsInf"] = convertIsNaNInf;
+  t["Identity"] = convertIdentity;
+  t["Dropout"] = convertIdentity;
+  t["Cast"] = convertCast;
+  t["CastLike"] = convertCast;
+  t["Where"] = convertWhere;
+}
+
+} // namespace cleave::onnximport

@@ -1,0 +1,455 @@
+//===- NNOps.cpp - Softmax, normalizations, convolution and pooling ------===//
+
+#include "NodeContext.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace cleave::onnximport {
+namespace {
+
+LogicalResult done(NodeContext &ctx, Value v, int output = 0) {
+  if (!v)
+    return failure();
+  ctx.setOutput(output, v);
+  return success();
+}
+
+LogicalResult requireFloat(NodeContext &ctx, Value v) {
+  if (isa<FloatType>(elemOf(v)))
+    return success();
+  ctx.error() << "needs a floating-point input, got " << v.getType();
+  return failure();
+}
+
+/// Broadcasts a per-channel vector [C] along dim 1 of `shape`.
+Value channelBroadcast(NodeContext &ctx, Value v, ArrayRef<int64_t> shape) {
+  return BroadcastInDimOp::create(ctx.b, ctx.loc,
+                                  RankedTensorType::get(shape, elemOf(v)), v,
+                                  ArrayRef<int64_t>{1})
+      .getResult();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertSoftmax(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x || failed(requireFloat(ctx, x)))
+    return failure();
+  int64_t rank = rankOf(x);
+  if (rank == 0) {
+    ctx.error() << "input must have rank >= 1";
+    return failure();
+  }
+  bool legacy = ctx.opset < 13;
+  auto axis = ctx.normAxis(ctx.attrInt("axis", legacy ? 1 : -1), rank);
+  if (failed(axis))
+    return failure();
+  auto shape = shapeOf(x);
+  Value in = x;
+  int64_t dim = *axis;
+  if (legacy) { // coerce to 2-D [prod(:axis), prod(axis:)]
+    in = ctx.reshape(x, {product(shape.take_front(dim)),
+                         product(shape.drop_front(dim))});
+    dim = 1;
+  }
+  StringRef op = ctx.opType();
+  Value r;
+  if (op == "Softmax")
+    r = SoftmaxOp::create(ctx.b, ctx.loc, in.getType(), in,
+                          static_cast<uint64_t>(dim));
+  else if (op == "LogSoftmax")
+    r = LogSoftmaxOp::create(ctx.b, ctx.loc, in.getType(), in,
+                             static_cast<uint64_t>(dim));
+  else { // Hardmax: one-hot of the first maximum
+    auto is = shapeOf(in);
+    if (is[dim] == 0)
+      return done(ctx, x);
+    SmallVector<int64_t> red;
+    for (int64_t d = 0; d < (int64_t)is.size(); ++d)
+      if (d != dim)
+        red.push_back(is[d]);
+    Type i64 = ctx.b.getI64Type();
+    Value arg = ArgReduceOp::create(ctx.b, ctx.loc,
+                                    RankedTensorType::get(red, i64),
+                                    ReduceKind::max, in,
+                                    static_cast<uint64_t>(dim), false);
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < (int64_t)is.size(); ++d)
+      if (d != dim)
+        dims.push_back(d);
+    auto it = RankedTensorType::get(is, i64);
+    Value argB = BroadcastInDimOp::create(ctx.b, ctx.loc, it, arg, dims);
+    Value iota = IotaOp::create(ctx.b, ctx.loc, it, static_cast<uint64_t>(dim));
+    r = ctx.convert(ctx.compare(CompareKind::eq, argB, iota), elemOf(x));
+  }
+  return done(ctx, ctx.reshape(r, shape));
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertLayerNorm(NodeContext &ctx) {
+  Value x = ctx.input(0), scale = ctx.input(1);
+  if (!x || !scale || failed(requireFloat(ctx, x)))
+    return failure();
+  int64_t rank = rankOf(x);
+  auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  double eps = ctx.attrFloat("epsilon", 1e-5);
+  auto normShape = shapeOf(x).drop_front(*axis);
+  auto fits = broadcastShapes(normShape, shapeOf(scale));
+  if (!fits || ArrayRef<int64_t>(*fits) != normShape ||
+      elemOf(scale) != elemOf(x)) {
+    ctx.error() << "scale " << scale.getType()
+                << " does not broadcast to the normalized shape";
+    return failure();
+  }
+  scale = ctx.broadcastTo(scale, normShape);
+  Value bias;
+  if (ctx.hasInput(2)) {
+    bias = ctx.input(2);
+    if (!bias)
+      return failure();
+    auto f = broadcastShapes(normShape, shapeOf(bias));
+    if (!f || ArrayRef<int64_t>(*f) != normShape || elemOf(bias) != elemOf(x)) {
+      ctx.error() << "bias does not broadcast to the normalized shape";
+      return failure();
+    }
+    bias = ctx.broadcastTo(bias, normShape);
+  } else {
+    bias = ctx.splat(elemOf(x), normShape, 0);
+  }
+  ctx.setOutput(0, LayerNormOp::create(ctx.b, ctx.loc, x.getType(), x, scale,
+                                       bias, static_cast<uint64_t>(*axis),
+                                       APFloat(eps))
+                       .getResult());
+  if (ctx.hasOutput(1) || ctx.hasOutput(2)) {
+    SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(*axis, rank));
+    Value n = ctx.splat(elemOf(x), {}, product(normShape));
+    Value mean =
+        ctx.binary(BinaryKind::div, ctx.reduce(ReduceKind::sum, x, dims, true), n);
+    Value diff = ctx.binary(BinaryKind::sub, x, mean);
+    Value var = ctx.binary(BinaryKind::div,
+                           ctx.reduce(ReduceKind::sum,
+                                      ctx.binary(BinaryKind::mul, diff, diff),
+                                      dims, true),
+                           n);
+    Value inv = ctx.unary(UnaryKind::rsqrt,
+                          ctx.binary(BinaryKind::add, var,
+                                     ctx.splat(elemOf(x), {}, eps)));
+    ctx.setOutput(1, mean);
+    ctx.setOutput(2, inv);
+  }
+  return success();
+}
+
+LogicalResult convertBatchNorm(NodeContext &ctx) {
+  Value x = ctx.input(0), scale = ctx.input(1), b = ctx.input(2),
+        mean = ctx.input(3), var = ctx.input(4);
+  if (!x || !scale || !b || !mean || !var || failed(requireFloat(ctx, x)))
+    return failure();
+  if (ctx.attrInt("training_mode", 0) != 0 || ctx.hasOutput(1) ||
+      ctx.hasOutput(2)) {
+    ctx.error() << "training mode (batch statistics outputs) is not supported; "
+                   "BatchNormalization is imported for inference";
+    return failure();
+  }
+  if (rankOf(x) < 2) {
+    ctx.error() << "input must have rank >= 2";
+    return failure();
+  }
+  int64_t c = shapeOf(x)[1];
+  for (Value p : {scale, b, mean, var})
+    if (shapeOf(p) != ArrayRef<int64_t>{c} || elemOf(p) != elemOf(x)) {
+      ctx.error() << "parameters must be [" << c << "] of the input's type";
+      return failure();
+    }
+  double eps = ctx.attrFloat("epsilon", 1e-5);
+  Value inv = ctx.unary(UnaryKind::rsqrt,
+                        ctx.binary(BinaryKind::add, var,
+                                   ctx.splat(elemOf(x), {}, eps)));
+  Value mul = ctx.binary(BinaryKind::mul, scale, inv);
+  auto shape = shapeOf(x);
+  Value y = ctx.binary(BinaryKind::sub, x, channelBroadcast(ctx, mean, shape));
+  y = ctx.binary(BinaryKind::mul, y, channelBroadcast(ctx, mul, shape));
+  y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, b, shape));
+  return done(ctx, y);
+}
+
+LogicalResult convertInstanceNorm(NodeContext &ctx) {
+  Value x = ctx.input(0), scale = ctx.input(1), b = ctx.input(2);
+  if (!x || !scale || !b || failed(requireFloat(ctx, x)))
+    return failure();
+  if (rankOf(x) < 3) {
+    ctx.error() << "input must have rank >= 3";
+    return failure();
+  }
+  int64_t c = shapeOf(x)[1];
+  for (Value p : {scale, b})
+    if (shapeOf(p) != ArrayRef<int64_t>{c} || elemOf(p) != elemOf(x)) {
+      ctx.error() << "scale and B must be [" << c << "] of the input's type";
+      return failure();
+    }
+  double eps = ctx.attrFloat("epsilon", 1e-5);
+  auto spatial = shapeOf(x).drop_front(2);
+  Value ones = ctx.splat(elemOf(x), spatial, 1);
+  Value zeros = ctx.splat(elemOf(x), spatial, 0);
+  Value y = LayerNormOp::create(ctx.b, ctx.loc, x.getType(), x, ones, zeros,
+                                2, APFloat(eps));
+  auto shape = shapeOf(x);
+  y = ctx.binary(BinaryKind::mul, y, channelBroadcast(ctx, scale, shape));
+  y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, b, shape));
+  return done(ctx, y);
+}
+
+//===----------------------------------------------------------------------===//
+// Windows: convolution and pooling
+//===----------------------------------------------------------------------===//
+
+struct Window {
+  SmallVector<int64_t> kernel, strides, dilations, low, high, out;
+  SmallVector<int64_t> ceilExtra; // high padding added by ceil_mode only
+};
+
+FailureOr<Window> computeWindow(NodeContext &ctx, ArrayRef<int64_t> in,
+                                ArrayRef<int64_t> kernel, bool ceilMode) {
+  size_t n = in.size();
+  Window w;
+  w.kernel.assign(kernel.begin(), kernel.end());
+  w.strides = ctx.attrInts("strides");
+  w.dilations = ctx.attrInts("dilations");
+  SmallVector<int64_t> pads = ctx.attrInts("pads");
+  if (w.strides.empty())
+    w.strides.assign(n, 1);
+  if (w.dilations.empty())
+    w.dilations.assign(n, 1);
+  if (pads.empty())
+    pads.assign(2 * n, 0);
+  if (w.kernel.size() != n || w.strides.size() != n ||
+      w.dilations.size() != n || pads.size() != 2 * n) {
+    ctx.error() << "kernel_shape, strides, dilations and pads must match the "
+                << n << " spatial dimensions";
+    return failure();
+  }
+  std::string autoPad = ctx.attrString("auto_pad", "NOTSET");
+  for (size_t i = 0; i < n; ++i) {
+    int64_t k = w.kernel[i], s = w.strides[i], d = w.dilations[i];
+    if (k < 1 || s < 1 || d < 1 || pads[i] < 0 || pads[i + n] < 0) {
+      ctx.error() << "kernel, strides and dilations must be >= 1 and pads >= 0";
+      return failure();
+    }
+    int64_t eff = (k - 1) * d + 1, lo = pads[i], hi = pads[i + n], out;
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      out = (in[i] + s - 1) / s;
+      int64_t total = std::max<int64_t>(0, (out - 1) * s + eff - in[i]);
+      lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      hi = total - lo;
+    } else if (autoPad == "VALID") {
+      lo = hi = 0;
+      out = in[i] >= eff ? (in[i] - eff) / s + 1 : 0;
+    } else if (autoPad == "NOTSET") {
+      int64_t span = in[i] + lo + hi - eff;
+      if (span < 0) {
+        ctx.error() << "window (" << eff << ") is larger than padded input ("
+                    << in[i] + lo + hi << ") in spatial dim " << i;
+        return failure();
+      }
+      out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
+      if (ceilMode && (out - 1) * s >= in[i] + lo)
+        --out; // the last window must start inside the input or left pad
+    } else {
+      ctx.error() << "auto_pad '" << autoPad << "' is not valid";
+      return failure();
+    }
+    int64_t extra = std::max<int64_t>(0, (out - 1) * s + eff - (in[i] + lo + hi));
+    w.low.push_back(lo);
+    w.high.push_back(hi + extra);
+    w.ceilExtra.push_back(extra);
+    w.out.push_back(out);
+  }
+  return w;
+}
+
+SmallVector<int64_t> kernelFromAttr(NodeContext &ctx, ArrayRef<int64_t> def) {
+  if (ctx.hasAttr("kernel_shape"))
+    return ctx.attrInts("kernel_shape");
+  return SmallVector<int64_t>(def.begin(), def.end());
+}
+
+LogicalResult convertConv(NodeContext &ctx) {
+  Value x = ctx.input(0), w = ctx.input(1);
+  if (!x || !w || failed(requireFloat(ctx, x)))
+    return failure();
+  int64_t rank = rankOf(x);
+  if (rank < 3 || rankOf(w) != rank || elemOf(w) != elemOf(x)) {
+    ctx.error() << "needs N x C x spatial input and a filter of equal rank "
+                   "and type, got "
+                << x.getType() << " and " << w.getType();
+    return failure();
+  }
+  auto xs = shapeOf(x), ws = shapeOf(w);
+  int64_t groups = ctx.attrInt("group", 1);
+  if (groups < 1 || xs[1] % groups != 0 || ws[0] % groups != 0 ||
+      ws[1] != xs[1] / groups) {
+    ctx.error() << "group " << groups << " does not fit input channels "
+                << xs[1] << " and filter " << w.getType();
+    return failure();
+  }
+  auto kernel = kernelFromAttr(ctx, ws.drop_front(2));
+  if (ArrayRef<int64_t>(kernel) != ws.drop_front(2)) {
+    ctx.error() << "kernel_shape does not match the filter";
+    return failure();
+  }
+  auto win = computeWindow(ctx, xs.drop_front(2), kernel, false);
+  if (failed(win))
+    return failure();
+  SmallVector<int64_t> shape{xs[0], ws[0]};
+  shape.append(win->out);
+  Value y = ConvOp::create(ctx.b, ctx.loc,
+                           RankedTensorType::get(shape, elemOf(x)), x, w,
+                           win->strides, win->low, win->high, win->dilations,
+                           static_cast<uint64_t>(groups));
+  if (ctx.hasInput(2)) {
+    Value bias = ctx.input(2);
+    if (!bias)
+      return failure();
+    if (shapeOf(bias) != ArrayRef<int64_t>{ws[0]} || elemOf(bias) != elemOf(x)) {
+      ctx.error() << "bias must be [" << ws[0] << "]";
+      return failure();
+    }
+    y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, bias, shape));
+  }
+  return done(ctx, y);
+}
+
+LogicalResult convertPool(NodeContext &ctx) {
+  StringRef op = ctx.opType();
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  int64_t rank = rankOf(x);
+  if (rank < 3) {
+    ctx.error() << "input must be N x C x spatial";
+    return failure();
+  }
+  auto xs = shapeOf(x);
+  if (op == "MaxPool" && ctx.hasOutput(1)) {
+    ctx.error() << "the Indices output is not supported";
+    return failure();
+  }
+  if (!ctx.hasAttr("kernel_shape")) {
+    ctx.error() << "needs kernel_shape";
+    return failure();
+  }
+  if (op != "MaxPool" && failed(requireFloat(ctx, x)))
+    return failure();
+  auto win = computeWindow(ctx, xs.drop_front(2), ctx.attrInts("kernel_shape"),
+                           ctx.attrInt("ceil_mode", 0) != 0);
+  if (failed(win))
+    return failure();
+  auto full = [&](ArrayRef<int64_t> v, int64_t fill) {
+    SmallVector<int64_t> r{fill, fill};
+    r.append(v.begin(), v.end());
+    return r;
+  };
+  SmallVector<int64_t> shape = full(win->out, 0);
+  shape[0] = xs[0];
+  shape[1] = xs[1];
+  auto type = RankedTensorType::get(shape, elemOf(x));
+  Value in = x;
+  double p = 1;
+  if (op == "LpPool") {
+    p = ctx.attrInt("p", 2);
+    in = ctx.binary(BinaryKind::pow, ctx.unary(UnaryKind::abs, x),
+                    ctx.splat(elemOf(x), {}, p));
+  }
+  Value y = ReduceWindowOp::create(
+      ctx.b, ctx.loc, type, op == "MaxPool" ? ReduceKind::max : ReduceKind::sum,
+      in, full(win->kernel, 1), full(win->strides, 1), full(win->low, 0),
+      full(win->high, 0), full(win->dilations, 1));
+  if (op == "LpPool")
+    return done(ctx, ctx.binary(BinaryKind::pow, y,
+                                ctx.splat(elemOf(x), {}, 1.0 / p)));
+  if (op == "MaxPool")
+    return done(ctx, y);
+  // AveragePool: divide by the number of counted elements per window, a
+  // constant since shapes are static. Padding counts only with
+  // count_include_pad, and ceil_mode's extra padding never does.
+  bool includePad = ctx.attrInt("count_include_pad", 0) != 0;
+  size_t n = win->out.size();
+  SmallVector<SmallVector<double>> perDim(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = xs[i + 2];
+    int64_t lb = includePad ? -win->low[i] : 0;
+    int64_t ub = includePad ? in + win->high[i] - win->ceilExtra[i] : in;
+    for (int64_t o = 0; o < win->out[i]; ++o) {
+      int64_t cnt = 0;
+      for (int64_t k = 0; k < win->kernel[i]; ++k) {
+        int64_t pos = o * win->strides[i] - win->low[i] + k * win->dilations[i];
+        cnt += pos >= lb && pos < ub;
+      }
+      perDim[i].push_back(std::max<int64_t>(cnt, 1));
+    }
+  }
+  SmallVector<double> counts;
+  int64_t total = product(win->out);
+  for (int64_t idx = 0; idx < total; ++idx) {
+    int64_t rem = idx;
+    double c = 1;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      c *= perDim[i][rem % win->out[i]];
+      rem /= win->out[i];
+    }
+    counts.push_back(c);
+  }
+  ConstTensor ct;
+  ct.elemType = elemOf(x);
+  ct.shape = win->out;
+  ct.floats.assign(counts.begin(), counts.end());
+  return done(ctx, ctx.binary(BinaryKind::div, y, ctx.constant(ct)));
+}
+
+LogicalResult convertGlobalPool(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  if (rankOf(x) < 3) {
+    ctx.error() << "input must be N x C x spatial";
+    return failure();
+  }
+  SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(2, rankOf(x)));
+  if (ctx.opType() == "GlobalMaxPool")
+    return done(ctx, ctx.reduce(ReduceKind::max, x, dims, true));
+  if (failed(requireFloat(ctx, x)))
+    return failure();
+  Value s = ctx.reduce(ReduceKind::sum, x, dims, true);
+  return done(ctx, ctx.binary(BinaryKind::div, s,
+                              ctx.splat(elemOf(x), {},
+                                        product(shapeOf(x).drop_front(2)))));
+}
+
+} // namespace
+
+void registerNNConverters(llvm::StringMap<ConverterFn> &t) {
+  t["Softmax"] = convertSoftmax;
+  t["LogSoftmax"] = convertSoftmax;
+  t["Hardmax"] = convertSoftmax;
+  t["LayerNormalization"] = convertLayerNorm;
+  t["BatchNormalization"] = convertBatchNorm;
+  t["InstanceNormalization"] = convertInstanceNorm;
+  t["Conv"] = convertConv;
+  t["MaxPool"] = convertPool;
+  t["AveragePool"] = convertPool;
+  t["LpPool"] = convertPool;
+  t["GlobalAveragePool"] = convertGlobalPool;
+  t["GlobalMaxPool"] = convertGlobalPool;
+}
+
+} // namespace cleave::onnximport

@@ -1,0 +1,253 @@
+//===- NodeContext.h - Shared state of the ONNX importer's op converters -===//
+//
+// Internal to lib/Import/ONNX. Op converters see one node through a
+// NodeContext: its inputs (as values or as known constants), attributes,
+// outputs, and helpers that build cleave ops with static shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_IMPORT_ONNX_NODECONTEXT_H
+#define CLEAVE_LIB_IMPORT_ONNX_NODECONTEXT_H
+
+#include "Cleave/IR/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cleave::onnximport {
+
+using mlir::Location;
+using mlir::LogicalResult;
+using mlir::RankedTensorType;
+using mlir::Type;
+using mlir::Value;
+using llvm::ArrayRef;
+using llvm::SmallVector;
+using llvm::StringRef;
+
+/// Largest constant (in elements) the importer tracks for folding.
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+//===----------------------------------------------------------------------===//
+// Known constant values
+//===----------------------------------------------------------------------===//
+
+/// A tensor whose value is known at import time (initializers, Constant
+/// nodes, folded shape computations). Integers are held as int64, floats as
+/// double.
+struct ConstTensor {
+  Type elemType;
+  SmallVector<int64_t> shape;
+  std::vector<int64_t> ints;   // when the element type is an integer
+  std::vector<double> floats;  // when the element type is a float
+
+  bool isFloat() const { return mlir::isa<mlir::FloatType>(elemType); }
+  int64_t numel() const;
+  double getF(int64_t i) const { return isFloat() ? floats[i] : ints[i]; }
+  int64_t getI(int64_t i) const {
+    return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
+  }
+  /// Resizes storage to shape's element count.
+  void allocate();
+  void set(int64_t i, double f, int64_t n) {
+    if (isFloat())
+      floats[i] = f;
+    else
+      ints[i] = n;
+  }
+  RankedTensorType type() const {
+    return RankedTensorType::get(shape, elemType);
+  }
+};
+
+/// Builds an attribute from a ConstTensor (wrapping integers to the width).
+mlir::DenseElementsAttr toAttr(const ConstTensor &c);
+/// Reads a small dense attribute back; nullopt when too large or unsupported.
+std::optional<ConstTensor> fromAttr(mlir::ElementsAttr attr);
+/// Normalizes an integer value to the element type (wraps, sign/zero-extends).
+int64_t wrapInt(Type elemType, int64_t v);
+
+//===----------------------------------------------------------------------===//
+// ONNX types and tensors
+//===----------------------------------------------------------------------===//
+
+/// Maps an ONNX element type to MLIR; null for unsupported ones (string,
+/// complex), with `why` naming the type.
+Type convertElementType(mlir::MLIRContext *ctx, int32_t onnxType,
+                        std::string &why);
+/// Converts a TensorProto (inline or external data) into an elements
+/// attribute. `modelDir` resolves external data. Errors are emitted at loc.
+mlir::FailureOr<mlir::ElementsAttr>
+convertTensorProto(const onnx::TensorProto &tensor, StringRef modelDir,
+                   Location loc, mlir::MLIRContext *ctx);
+/// Reads the bytes of an externally stored tensor, validating its location.
+mlir::FailureOr<std::vector<char>>
+readExternalData(const onnx::TensorProto &tensor, StringRef modelDir,
+                 int64_t expectedBytes, Location loc);
+
+//===----------------------------------------------------------------------===//
+// Per-tensor state of the graph walk
+//===----------------------------------------------------------------------===//
+
+struct TensorEntry {
+  Value value;                      // materialized value, if any
+  std::optional<ConstTensor> known; // known constant value, if any
+};
+
+class NodeContext;
+using ConverterFn = LogicalResult (*)(NodeContext &);
+
+/// The op-type -> converter table (default ONNX domain).
+const llvm::StringMap<ConverterFn> &getConverterRegistry();
+
+void registerElementwiseConverters(llvm::StringMap<ConverterFn> &table);
+void registerMathConverters(llvm::StringMap<ConverterFn> &table);
+void registerNNConverters(llvm::StringMap<ConverterFn> &table);
+void registerTensorConverters(llvm::StringMap<ConverterFn> &table);
+void registerShapeConverters(llvm::StringMap<ConverterFn> &table);
+void registerReductionConverters(llvm::StringMap<ConverterFn> &table);
+void registerLossConverters(llvm::StringMap<ConverterFn> &table);
+
+/// Tries to evaluate a node whose inputs are all known constants; on success
+/// sets the node's outputs as constants and returns true.
+bool tryFoldNode(NodeContext &ctx);
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+class NodeContext {
+public:
+  NodeContext(const onnx::NodeProto &node, Location loc, int64_t opset,
+              mlir::OpBuilder &builder, llvm::StringMap<TensorEntry> &tensors)
+      : node(node), loc(loc), opset(opset), b(builder), tensors(tensors) {}
+
+  const onnx::NodeProto &node;
+  Location loc;
+  int64_t opset;
+  mlir::OpBuilder &b;
+
+  StringRef opType() const { return node.op_type(); }
+
+  /// An error about this node: "<OpType> node '<name>': ...".
+  mlir::InFlightDiagnostic error();
+
+  // Inputs ----------------------------------------------------------------
+  int numInputs() const { return node.input_size(); }
+  bool hasInput(int i) const {
+    return i < node.input_size() && !node.input(i).empty();
+  }
+  /// The value of input i; emits an error and returns null when missing.
+  Value input(int i);
+  /// The known constant value of input i, or null.
+  const ConstTensor *constInput(int i) const;
+  /// Type of input i (null when missing).
+  RankedTensorType inputType(int i);
+  /// Reads input i as a constant integer list; errors name `what`.
+  mlir::FailureOr<SmallVector<int64_t>> constInts(int i, StringRef what);
+  /// Reads input i as a constant scalar float; errors name `what`.
+  mlir::FailureOr<double> constScalar(int i, StringRef what);
+
+  // Attributes ------------------------------------------------------------
+  const onnx::AttributeProto *attr(StringRef name) const;
+  bool hasAttr(StringRef name) const { return attr(name) != nullptr; }
+  int64_t attrInt(StringRef name, int64_t def) const;
+  double attrFloat(StringRef name, double def) const;
+  std::string attrString(StringRef name, StringRef def) const;
+  SmallVector<int64_t> attrInts(StringRef name) const;
+  SmallVector<double> attrFloats(StringRef name) const;
+
+  // Outputs ---------------------------------------------------------------
+  int numOutputs() const { return node.output_size(); }
+  bool hasOutput(int i) const {
+    return i < node.output_size() && !node.output(i).empty();
+  }
+  void setOutput(int i, Value v);
+  void setConstOutput(int i, ConstTensor c);
+
+  // Helpers ---------------------------------------------------------------
+  /// Normalizes a possibly negative axis into [0, rank); error when out of
+  /// range.
+  mlir::FailureOr<int64_t> normAxis(int64_t axis, int64_t rank,
+                                    StringRef what = "axis");
+  mlir::FailureOr<SmallVector<int64_t>>
+  normAxes(ArrayRef<int64_t> axes, int64_t rank, StringRef what = "axes");
+
+  Value unary(mlir::cleave::UnaryKind kind, Value v);
+  /// Elementwise binary op; broadcasts both sides (numpy rules).
+  Value binary(mlir::cleave::BinaryKind kind, Value a, Value b);
+  Value compare(mlir::cleave::CompareKind kind, Value a, Value b);
+  Value select(Value cond, Value a, Value b);
+  Value convert(Value v, Type elemType);
+  Value reshape(Value v, ArrayRef<int64_t> shape);
+  Value transpose(Value v, ArrayRef<int64_t> perm);
+  /// Numpy-style (right-aligned) broadcast of v to `shape`.
+  Value broadcastTo(Value v, ArrayRef<int64_t> shape);
+  /// Broadcasts all values to their common numpy shape (null on error).
+  SmallVector<Value> broadcastAll(ArrayRef<Value> values);
+  /// A splat constant of the given type filled with `value`.
+  Value splat(Type elemType, ArrayRef<int64_t> shape, double value);
+  /// A splat constant shaped like `like`.
+  Value splatLike(Value like, double value);
+  Value constant(const ConstTensor &c);
+  /// Reduces over dims (sorted, unique); keepDims reshapes to keep 1s.
+  Value reduce(mlir::cleave::ReduceKind kind, Value v, ArrayRef<int64_t> dims,
+               bool keepDims);
+  Value slice(Value v, ArrayRef<int64_t> start, ArrayRef<int64_t> limit,
+              ArrayRef<int64_t> strides);
+
+  TensorEntry *lookup(StringRef name);
+
+private:
+  llvm::StringMap<TensorEntry> &tensors;
+};
+
+/// Numpy broadcast of two shapes; nullopt when incompatible.
+std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                    ArrayRef<int64_t> b);
+
+inline ArrayRef<int64_t> shapeOf(Value v) {
+  return mlir::cast<RankedTensorType>(v.getType()).getShape();
+}
+inline Type elemOf(Value v) {
+  return mlir::cast<RankedTensorType>(v.getType()).getElementType();
+}
+inline int64_t rankOf(Value v) {
+  return mlir::cast<RankedTensorType>(v.getType()).getRank();
+}
+int64_t product(ArrayRef<int64_t> dims);
+
+/// ONNX Reshape's target shape (0 copies the input dim unless allowZero, -1
+/// is inferred); `why` explains a failure.
+std::optional<SmallVector<int64_t>>
+computeReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> spec, bool allowZero,
+               std::string &why);
+
+/// One dimension of an ONNX Slice, as first index, step and count.
+struct SliceDim {
+  int64_t start = 0, step = 1, count = 0;
+};
+/// ONNX Slice semantics (clamping, negative indices and steps) per dim;
+/// nullopt with `why` on invalid axes or steps.
+std::optional<SmallVector<SliceDim>>
+computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
+             ArrayRef<int64_t> ends, ArrayRef<int64_t> axes,
+             ArrayRef<int64_t> steps, std::string &why);
+
+/// Axes of Squeeze/Unsqueeze/Reduce*: from the `axes` attribute before
+/// `inputOpset`, from input 1 since. Missing -> empty list, `present` false.
+mlir::FailureOr<SmallVector<int64_t>> getAxes(NodeContext &ctx,
+                                              int64_t inputOpset,
+                                              int inputIndex, bool &present);
+
+} // namespace cleave::onnximport
+
+#endif // CLEAVE_LIB_IMPORT_ONNX_NODECONTEXT_H

@@ -1,0 +1,340 @@
+//===- ONNXImporter.cpp - Walk an ONNX graph into func.func @main --------===//
+//
+// Entry points of the importer: loads the model (ONNXLoader.cpp), checks
+// every op is supported, turns graph inputs into arguments, initializers into
+// `cleave.constant`s, and converts nodes in order through the converter
+// table, folding shape computations on known constants.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Import/ONNXImporter.h"
+
+#include "NodeContext.h"
+#include "ONNXLoader.h"
+
+#include "Cleave/IR/CleaveDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+
+namespace cleave {
+namespace onnximport {
+namespace {
+
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
+                StringRef path)
+      : ctx(ctx), model(model), graph(model.graph()), path(path),
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {
+    modelDir = llvm::sys::path::parent_path(path).str();
+    if (modelDir.empty())
+      modelDir = ".";
+    opset = getDefaultOpset(model);
+  }
+
+  FailureOr<OwningOpRef<ModuleOp>> run();
+
+private:
+  LogicalResult checkSupported();
+  FailureOr<RankedTensorType> convertValueInfo(const onnx::ValueInfoProto &vi,
+                                               bool isInput);
+  Location nodeLoc(const onnx::NodeProto &node, int index);
+  LogicalResult crossCheck(NodeContext &node);
+
+  MLIRContext *ctx;
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  StringRef path;
+  std::string modelDir;
+  Location fileLoc;
+  int64_t opset;
+  llvm::StringMap<TensorEntry> tensors;
+  llvm::StringMap<const onnx::TypeProto *> inferred;
+};
+
+} // namespace
+
+Location GraphImporter::nodeLoc(const onnx::NodeProto &node, int index) {
+  std::string name = node.name().empty()
+                         ? node.op_type() + "#" + std::to_string(index)
+                         : node.name();
+  return NameLoc::get(StringAttr::get(ctx, name), fileLoc);
+}
+
+LogicalResult GraphImporter::checkSupported() {
+  const auto &registry = getConverterRegistry();
+  struct Use {
+    int64_t count = 0;
+    std::string firstNode;
+  };
+  std::vector<std::pair<std::string, Use>> unsupported; // first-seen order
+  llvm::StringMap<size_t> index;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && registry.count(node.op_type()))
+      continue;
+    std::string key =
+        defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
+    auto [it, inserted] = index.insert({key, unsupported.size()});
+    if (inserted)
+      unsupported.push_back({key, Use()});
+    Use &use = unsupported[it->second].second;
+    if (use.count++ == 0)
+      use.firstNode = node.name().empty()
+                          ? node.op_type() + "#" + std::to_string(i)
+                          : node.name();
+  }
+  if (unsupported.empty())
+    return success();
+  auto diag = mlir::emitError(fileLoc) << "unsupported ONNX ops: ";
+  bool first = true;
+  for (auto &[op, use] : unsupported) {
+    diag << (first ? "" : ", ") << op << " (x" << use.count
+         << ", first node '" << use.firstNode << "')";
+    first = false;
+  }
+  return failure();
+}
+
+FailureOr<RankedTensorType>
+GraphImporter::convertValueInfo(const onnx::ValueInfoProto &vi, bool isInput) {
+  Location loc = NameLoc::get(StringAttr::get(ctx, vi.name()), fileLoc);
+  const char *what = isInput ? "input" : "output";
+  if (!vi.type().has_tensor_type()) {
+    mlir::emitError(loc) << what << " '" << vi.name()
+                         << "' is not a tensor (sequences, maps and optionals "
+                            "are not supported)";
+    return failure();
+  }
+  const auto &tt = vi.type().tensor_type();
+  std::string why;
+  Type et = convertElementType(ctx, tt.elem_type(), why);
+  if (!et) {
+    mlir::emitError(loc) << what << " '" << vi.name() << "': " << why;
+    return failure();
+  }
+  if (!tt.has_shape()) {
+    mlir::emitError(loc) << what << " '" << vi.name()
+                         << "' has no shape; pin it with --input-shape "
+                         << vi.name() << "=...";
+    return failure();
+  }
+  SmallVector<int64_t> shape;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto &d = tt.shape().dim(i);
+    if (!d.has_dim_value() || d.dim_value() < 0) {
+      auto diag = mlir::emitError(loc) << what << " '" << vi.name() << "' ";
+      if (d.has_dim_param() && !d.dim_param().empty())
+        diag << "has symbolic dimension '" << d.dim_param() << "'";
+      else
+        diag << "has an unknown dimension";
+      diag << " (dim " << i << "); pin it with --input-shape " << vi.name()
+           << "=...";
+      return failure();
+    }
+    shape.push_back(d.dim_value());
+  }
+  return RankedTensorType::get(shape, et);
+}
+
+/// Compares the importer's result type with ONNX shape inference's, when the
+/// latter is fully static.
+LogicalResult GraphImporter::crossCheck(NodeContext &node) {
+  for (int i = 0; i < node.numOutputs(); ++i) {
+    if (!node.hasOutput(i))
+      continue;
+    const std::string &name = node.node.output(i);
+    TensorEntry *e = node.lookup(name);
+    if (!e || (!e->value && !e->known)) {
+      node.error() << "output " << i << " ('" << name
+                   << "') is not supported by the importer";
+      return failure();
+    }
+    RankedTensorType mine =
+        e->value ? cast<RankedTensorType>(e->value.getType())
+                 : e->known->type();
+    auto it = inferred.find(name);
+    if (it == inferred.end() || !it->second->has_tensor_type())
+      continue;
+    const auto &tt = it->second->tensor_type();
+    std::string why;
+    Type et = tt.elem_type() ? convertElementType(ctx, tt.elem_type(), why)
+                             : Type();
+    if (et && et != mine.getElementType()) {
+      node.error() << "importer computed element type "
+                   << mine.getElementType() << " for output '" << name
+                   << "' but ONNX shape inference says " << et;
+      return failure();
+    }
+    if (!tt.has_shape())
+      continue;
+    SmallVector<int64_t> theirs;
+    bool complete = true;
+    for (const auto &d : tt.shape().dim()) {
+      complete &= d.has_dim_value();
+      theirs.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
+    if (!complete)
+      continue;
+    if (ArrayRef<int64_t>(theirs) != mine.getShape()) {
+      auto diag = node.error() << "importer computed shape [";
+      llvm::interleaveComma(mine.getShape(), diag);
+      diag << "] for output '" << name << "' but ONNX shape inference says [";
+      llvm::interleaveComma(theirs, diag);
+      diag << "]";
+      return failure();
+    }
+  }
+  return success();
+}
+
+FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
+  if (failed(checkSupported()))
+    return failure();
+
+  for (const auto &vi : graph.value_info())
+    inferred[vi.name()] = &vi.type();
+  for (const auto &vi : graph.output())
+    inferred[vi.name()] = &vi.type();
+
+  llvm::StringSet<> initNames;
+  for (const auto &t : graph.initializer())
+    initNames.insert(t.name());
+  if (graph.sparse_initializer_size() > 0) {
+    mlir::emitError(fileLoc) << "sparse initializers are not supported";
+    return failure();
+  }
+
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const auto &in : graph.input()) {
+    if (initNames.contains(in.name()))
+      continue;
+    auto type = convertValueInfo(in, /*isInput=*/true);
+    if (failed(type))
+      return failure();
+    argTypes.push_back(*type);
+    argNames.push_back(in.name());
+  }
+
+  OpBuilder b(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(b, fileLoc, "main",
+                                   b.getFunctionType(argTypes, {}));
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  for (size_t i = 0; i < argNames.size(); ++i) {
+    func.setArgAttr(i, "cleave.name", b.getStringAttr(argNames[i]));
+    tensors[argNames[i]].value = body->getArgument(i);
+  }
+
+  for (const auto &t : graph.initializer()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), fileLoc);
+    auto attr = convertTensorProto(t, modelDir, loc, ctx);
+    if (failed(attr))
+      return failure();
+    auto cst = mlir::cleave::ConstantOp::create(b, loc, *attr);
+    cst->setDiscardableAttr("cleave.initializer", b.getStringAttr(t.name()));
+    TensorEntry &e = tensors[t.name()];
+    e.value = cst.getResult();
+    e.known = fromAttr(*attr);
+  }
+
+  const auto &registry = getConverterRegistry();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    NodeContext nc(node, nodeLoc(node, i), opset, b, tensors);
+    for (int j = 0; j < nc.numInputs(); ++j) {
+      if (nc.hasInput(j) && !nc.lookup(node.input(j))) {
+        nc.error() << "input '" << node.input(j)
+                   << "' is not produced by any earlier node, initializer or "
+                      "graph input";
+        return failure();
+      }
+    }
+    if (tryFoldNode(nc)) {
+      if (failed(crossCheck(nc)))
+        return failure();
+      continue;
+    }
+    auto it = registry.find(node.op_type());
+    if (it == registry.end()) {
+      nc.error() << "unsupported op";
+      return failure();
+    }
+    if (failed(it->second(nc)) || failed(crossCheck(nc)))
+      return failure();
+  }
+
+  SmallVector<Value> results;
+  for (const auto &out : graph.output()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, out.name()), fileLoc);
+    auto it = tensors.find(out.name());
+    if (it == tensors.end()) {
+      mlir::emitError(loc) << "graph output '" << out.name()
+                           << "' is not produced by the graph";
+      return failure();
+    }
+    TensorEntry &e = it->second;
+    if (!e.value)
+      e.value = mlir::cleave::ConstantOp::create(b, loc, toAttr(*e.known));
+    results.push_back(e.value);
+  }
+  func::ReturnOp::create(b, fileLoc, results);
+  func.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (int i = 0; i < graph.output_size(); ++i)
+    func.setResultAttr(i, "cleave.name",
+                       b.getStringAttr(graph.output(i).name()));
+
+  if (failed(mlir::verify(*module))) {
+    mlir::emitError(fileLoc)
+        << "internal error: the imported module does not verify";
+    return failure();
+  }
+  return module;
+}
+
+} // namespace onnximport
+
+FailureOr<OwningOpRef<ModuleOp>>
+importONNXFile(StringRef path, MLIRContext &context,
+               const ImportOptions &options) {
+  context.loadDialect<mlir::cleave::CleaveDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (failed(onnximport::loadONNXModel(path, options, &context, model)))
+    return failure();
+  onnximport::GraphImporter importer(&context, model, path);
+  return importer.run();
+}
+
+std::string parseInputShapeFlag(StringRef flag, ImportOptions &options) {
+  size_t eq = flag.rfind('=');
+  if (eq == StringRef::npos || eq == 0)
+    return "invalid --input-shape '" + flag.str() +
+           "': expected name=DIMxDIM... (e.g. x=2x3)";
+  StringRef name = flag.take_front(eq);
+  StringRef dims = flag.drop_front(eq + 1).trim();
+  SmallVector<int64_t> shape;
+  if (!dims.empty() && dims != "scalar") {
+    SmallVector<StringRef> parts;
+    dims.split(parts, 'x');
+    for (StringRef p : parts) {
+      int64_t d;
+      if (p.trim().getAsInteger(10, d) || d < 0)
+        return "invalid dimension '" + p.str() + "' in --input-shape '" +
+               flag.str() + "': dimensions are non-negative integers";
+      shape.push_back(d);
+    }
+  }
+  options.inputShapes[name] = shape;
+  return {};
+}
+
+} // namespace cleave

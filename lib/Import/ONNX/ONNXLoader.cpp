@@ -1,0 +1,245 @@
+//===- ONNXLoader.cpp - Parse, convert, check and shape-infer a model ----===//
+//
+// Built with -fexceptions: libonnx reports errors by throwing. Every call
+// into libonnx is wrapped, and each exception becomes a diagnostic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ONNXLoader.h"
+
+#include "NodeContext.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
+
+#include <exception>
+#include <limits>
+
+using namespace mlir;
+
+namespace cleave::onnximport {
+
+int64_t getDefaultOpset(const onnx::ModelProto &model) {
+  for (const auto &op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx")
+      return op.version();
+  return 0;
+}
+
+/// Replaces the shapes of graph inputs named in `options`.
+static LogicalResult pinInputShapes(onnx::ModelProto &model,
+                                    const ImportOptions &options,
+                                    Location loc) {
+  auto *graph = model.mutable_graph();
+  for (const auto &entry : options.inputShapes) {
+    onnx::ValueInfoProto *input = nullptr;
+    for (auto &in : *graph->mutable_input())
+      if (in.name() == entry.getKey())
+        input = &in;
+    if (!input) {
+      auto diag = mlir::emitError(loc)
+                  << "--input-shape names '" << entry.getKey()
+                  << "', which is not a graph input; inputs are:";
+      for (const auto &in : graph->input())
+        diag << " '" << in.name() << "'";
+      return failure();
+    }
+    auto *tensorType = input->mutable_type()->mutable_tensor_type();
+    const auto &pinned = entry.getValue();
+    if (tensorType->has_shape() &&
+        tensorType->shape().dim_size() != static_cast<int>(pinned.size())) {
+      mlir::emitError(loc) << "--input-shape for '" << entry.getKey()
+                           << "' gives " << pinned.size()
+                           << " dimensions but the input has rank "
+                           << tensorType->shape().dim_size();
+      return failure();
+    }
+    if (tensorType->has_shape()) {
+      for (int i = 0; i < tensorType->shape().dim_size(); ++i) {
+        const auto &d = tensorType->shape().dim(i);
+        if (d.has_dim_value() && d.dim_value() != pinned[i]) {
+          mlir::emitError(loc)
+              << "--input-shape for '" << entry.getKey() << "' sets dim " << i
+              << " to " << pinned[i] << " but the model fixes it to "
+              << d.dim_value();
+          return failure();
+        }
+      }
+    }
+    auto *shape = tensorType->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : pinned)
+      shape->add_dim()->set_dim_value(d);
+  }
+  return success();
+}
+
+/// Reads every initializer stored as external data (validating its location)
+/// into raw_data, so the checker and the importer see self-contained tensors.
+static LogicalResult internalizeExternalData(onnx::ModelProto &model,
+                                             StringRef path, MLIRContext *ctx) {
+  std::string dir = llvm::sys::path::parent_path(path).str();
+  for (auto &t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    Location loc = NameLoc::get(StringAttr::get(ctx, t.name()),
+                                FileLineColLoc::get(ctx, path, 0, 0));
+    std::string why;
+    Type et = convertElementType(ctx, t.data_type(), why);
+    if (!et) {
+      mlir::emitError(loc) << "tensor '" << t.name() << "': " << why;
+      return failure();
+    }
+    int64_t n = 1;
+    for (int64_t d : t.dims()) {
+      if (d < 0 || (d != 0 && n > (int64_t(1) << 40) / d)) {
+        mlir::emitError(loc) << "tensor '" << t.name()
+                             << "' has an invalid shape";
+        return failure();
+      }
+      n *= d;
+    }
+    int64_t eb = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
+    auto data = readExternalData(t, dir, n * eb, loc);
+    if (failed(data))
+      return failure();
+    t.set_raw_data(data->data(), data->size());
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+  }
+  return success();
+}
+
+/// Every node input and graph output must name a graph input, initializer
+/// or earlier node output. libonnx's version converter dereferences
+/// undefined names, so this runs before it.
+static LogicalResult checkGraphStructure(const onnx::GraphProto &graph,
+                                         StringRef path, MLIRContext *ctx) {
+  llvm::StringSet<> defined;
+  for (const auto &in : graph.input())
+    defined.insert(in.name());
+  for (const auto &t : graph.initializer())
+    defined.insert(t.name());
+  auto undefined = [&](StringRef what, StringRef name, StringRef where) {
+    mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
+                                 FileLineColLoc::get(ctx, path, 0, 0)))
+        << what << " '" << name << "' of '" << where
+        << "' is not produced by any earlier node, initializer or graph input";
+    return failure();
+  };
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    std::string where = node.name().empty()
+                            ? node.op_type() + "#" + std::to_string(i)
+                            : node.name();
+    for (const auto &in : node.input())
+      if (!in.empty() && !defined.contains(in))
+        return undefined("input", in, where);
+    for (const auto &out : node.output())
+      if (!out.empty())
+        defined.insert(out);
+  }
+  for (const auto &out : graph.output())
+    if (!defined.contains(out.name()))
+      return undefined("output", out.name(), "graph");
+  return success();
+}
+
+LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
+                            MLIRContext *ctx, onnx::ModelProto &model) {
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  auto fileOrErr = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                               /*RequiresNullTerminator=*/false);
+  if (!fileOrErr) {
+    mlir::emitError(loc) << "cannot open ONNX model '" << path
+                         << "': " << fileOrErr.getError().message();
+    return failure();
+  }
+  llvm::StringRef bytes = (*fileOrErr)->getBuffer();
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    mlir::emitError(loc) << "cannot parse ONNX model '" << path
+                         << "': file is larger than 2 GiB; store the weights "
+                            "as external data";
+    return failure();
+  }
+  bool parsed = false;
+  try {
+    parsed = model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  } catch (const std::exception &e) {
+    parsed = false;
+  }
+  if (!parsed || !model.has_graph()) {
+    mlir::emitError(loc) << "cannot parse ONNX model '" << path << "': "
+                         << (parsed ? "the file holds no graph"
+                                    : "not a valid ONNX protobuf (truncated "
+                                      "or corrupt file?)");
+    return failure();
+  }
+  int64_t opset = getDefaultOpset(model);
+  // A model without the default opset (only custom domains) goes on: the
+  // importer's pre-pass then lists its ops as unsupported.
+  if (failed(pinInputShapes(model, options, loc)) ||
+      failed(internalizeExternalData(model, path, ctx)))
+    return failure();
+
+  if (opset > kMaxCheckedOpset || model.ir_version() > onnx::IR_VERSION) {
+    mlir::emitWarning(loc) << "model '" << path << "' uses opset " << opset
+                           << " / IR version " << model.ir_version()
+                           << ", newer than libonnx's checker (opset "
+                           << kMaxCheckedOpset << ", IR version "
+                           << onnx::IR_VERSION
+                           << "); skipping the checker and ONNX shape "
+                              "inference";
+    return success();
+  }
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception &e) {
+    mlir::emitError(loc) << "ONNX checker rejected model '" << path
+                         << "': " << e.what();
+    return failure();
+  } catch (...) {
+    mlir::emitError(loc) << "ONNX checker rejected model '" << path << "'";
+    return failure();
+  }
+  // Old opsets: convert up to 13 when libonnx can; otherwise import as is.
+  // (After the checker: the converter crashes on malformed graphs.)
+  if (failed(checkGraphStructure(model.graph(), path, ctx)))
+    return failure();
+  if (opset > 0 && opset < kMinConvertedOpset) {
+    try {
+      onnx::ModelProto converted =
+          onnx::version_conversion::ConvertVersion(model, kMinConvertedOpset);
+      model = std::move(converted);
+      opset = getDefaultOpset(model);
+    } catch (...) {
+      // Import with the original opset; the converters handle old forms.
+    }
+  }
+
+  try {
+    onnx::ShapeInferenceOptions siOptions(/*check_type=*/true,
+                                          /*strict_mode=*/1,
+                                          /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), siOptions);
+  } catch (const std::exception &e) {
+    mlir::emitError(loc) << "ONNX shape inference failed on model '" << path
+                         << "': " << e.what();
+    return failure();
+  } catch (...) {
+    mlir::emitError(loc) << "ONNX shape inference failed on model '" << path
+                         << "'";
+    return failure();
+  }
+  return success();
+}
+
+} // namespace cleave::onnximport

@@ -1,0 +1,35 @@
+//===- ONNXLoader.h - Parse, check and shape-infer an ONNX model ---------===//
+//
+// Internal to lib/Import/ONNX: the only code that calls libonnx, which
+// reports errors with C++ exceptions (ONNXLoader.cpp builds with
+// -fexceptions and turns every exception into a diagnostic).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_IMPORT_ONNX_ONNXLOADER_H
+#define CLEAVE_LIB_IMPORT_ONNX_ONNXLOADER_H
+
+#include "cleave/Import/ONNXImporter.h"
+
+#include <onnx/onnx_pb.h>
+
+namespace cleave::onnximport {
+
+/// Opset of the default ONNX domain the importer converts old models to.
+constexpr int64_t kMinConvertedOpset = 13;
+/// Newest opset libonnx's checker and shape inference know.
+constexpr int64_t kMaxCheckedOpset = 17;
+
+/// Opset version of the default domain ("" or "ai.onnx"); 0 when absent.
+int64_t getDefaultOpset(const onnx::ModelProto &model);
+
+/// Parses `path` into `model`, pins input shapes from `options`, converts
+/// opsets below 13, runs the checker and strict shape inference (opset <= 17).
+mlir::LogicalResult loadONNXModel(llvm::StringRef path,
+                                  const ImportOptions &options,
+                                  mlir::MLIRContext *ctx,
+                                  onnx::ModelProto &model);
+
+} // namespace cleave::onnximport
+
+#endif // CLEAVE_LIB_IMPORT_ONNX_ONNXLOADER_H

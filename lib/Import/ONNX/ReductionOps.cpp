@@ -1,0 +1,181 @@
+//===- ReductionOps.cpp - Reduce*, ArgMax/ArgMin and CumSum ---------------===//
+
+#include "NodeContext.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace cleave::onnximport {
+namespace {
+
+LogicalResult convertReduce(NodeContext &ctx) {
+  StringRef op = ctx.opType();
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  // ReduceSum takes axes as an input since opset 13, the others since 18.
+  int64_t inputOpset = op == "ReduceSum" ? 13 : 18;
+  bool present;
+  auto axes = getAxes(ctx, inputOpset, 1, present);
+  if (failed(axes))
+    return failure();
+  bool keepDims = ctx.attrInt("keepdims", 1) != 0;
+  int64_t rank = rankOf(x);
+  SmallVector<int64_t> dims;
+  if (axes->empty()) {
+    if (ctx.attrInt("noop_with_empty_axes", 0) != 0) {
+      ctx.setOutput(0, x);
+      if (op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" ||
+          op == "ReduceProd" || op == "ReduceSum")
+        return success();
+      // The norm-like reductions still apply their elementwise part.
+    } else {
+      dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    }
+  } else {
+    auto n = ctx.normAxes(*axes, rank);
+    if (failed(n))
+      return failure();
+    dims = *n;
+  }
+  bool fp = isa<FloatType>(elemOf(x));
+  auto needFloat = [&]() {
+    if (!fp)
+      ctx.error() << "needs a floating-point input, got " << x.getType();
+    return fp;
+  };
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= shapeOf(x)[d];
+  Value r;
+  if (op == "ReduceSum") {
+    r = ctx.reduce(ReduceKind::sum, x, dims, keepDims);
+  } else if (op == "ReduceProd") {
+    r = ctx.reduce(ReduceKind::prod, x, dims, keepDims);
+  } else if (op == "ReduceMax") {
+    r = ctx.reduce(ReduceKind::max, x, dims, keepDims);
+  } else if (op == "ReduceMin") {
+    r = ctx.reduce(ReduceKind::min, x, dims, keepDims);
+  } else if (op == "ReduceMean") {
+    r = ctx.reduce(ReduceKind::sum, x, dims, keepDims);
+    r = ctx.binary(BinaryKind::div, r, ctx.splat(elemOf(x), {}, count));
+  } else if (op == "ReduceL1") {
+    r = ctx.reduce(ReduceKind::sum, ctx.unary(UnaryKind::abs, x), dims,
+                   keepDims);
+  } else if (op == "ReduceSumSquare") {
+    r = ctx.reduce(ReduceKind::sum, ctx.binary(BinaryKind::mul, x, x), dims,
+                   keepDims);
+  } else if (op == "ReduceL2") {
+    if (!needFloat())
+      return failure();
+    r = ctx.unary(UnaryKind::sqrt,
+                  ctx.reduce(ReduceKind::sum, ctx.binary(BinaryKind::mul, x, x),
+                             dims, keepDims));
+  } else if (op == "ReduceLogSum") {
+    if (!needFloat())
+      return failure();
+    r = ctx.unary(UnaryKind::log,
+                  ctx.reduce(ReduceKind::sum, x, dims, keepDims));
+  } else { // ReduceLogSumExp, stable: max + log(sum(exp(x - max)))
+    if (!needFloat())
+      return failure();
+    if (dims.empty()) {
+      r = x;
+    } else {
+      Value m = ctx.reduce(ReduceKind::max, x, dims, /*keepDims=*/true);
+      // Guard -inf maxima (all -inf rows) so x - max stays defined.
+      Value finite = ctx.compare(
+          CompareKind::gt, m,
+          ctx.splat(elemOf(x), {}, -std::numeric_limits<double>::infinity()));
+      m = ctx.select(finite, m, ctx.splatLike(m, 0));
+      Value e = ctx.unary(UnaryKind::exp, ctx.binary(BinaryKind::sub, x, m));
+      Value s = ctx.unary(UnaryKind::log,
+                          ctx.reduce(ReduceKind::sum, e, dims, true));
+      r = ctx.binary(BinaryKind::add, s, m);
+      if (!keepDims) {
+        SmallVector<int64_t> shape;
+        for (int64_t d = 0; d < rank; ++d)
+          if (!llvm::is_contained(dims, d))
+            shape.push_back(shapeOf(x)[d]);
+        r = ctx.reshape(r, shape);
+      }
+    }
+  }
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
+  return success();
+}
+
+LogicalResult convertArgReduce(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  int64_t rank = rankOf(x);
+  if (rank == 0) {
+    ctx.error() << "input must have rank >= 1";
+    return failure();
+  }
+  auto axis = ctx.normAxis(ctx.attrInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  bool keepDims = ctx.attrInt("keepdims", 1) != 0;
+  bool last = ctx.attrInt("select_last_index", 0) != 0;
+  if (shapeOf(x)[*axis] == 0) {
+    ctx.error() << "cannot take the arg-max/min of an empty axis";
+    return failure();
+  }
+  SmallVector<int64_t> shape, kept;
+  for (int64_t d = 0; d < rank; ++d) {
+    kept.push_back(d == *axis ? 1 : shapeOf(x)[d]);
+    if (d != *axis)
+      shape.push_back(shapeOf(x)[d]);
+  }
+  auto kind = ctx.opType() == "ArgMax" ? ReduceKind::max : ReduceKind::min;
+  Value r = ArgReduceOp::create(ctx.b, ctx.loc,
+                                RankedTensorType::get(shape, ctx.b.getI64Type()),
+                                kind, x, static_cast<uint64_t>(*axis), last)
+                .getResult();
+  ctx.setOutput(0, keepDims ? ctx.reshape(r, kept) : r);
+  return success();
+}
+
+LogicalResult convertCumSum(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  auto axisVals = ctx.constInts(1, "axis");
+  if (failed(axisVals))
+    return failure();
+  if (axisVals->size() != 1) {
+    ctx.error() << "axis must hold one value";
+    return failure();
+  }
+  if (rankOf(x) == 0) {
+    ctx.error() << "input must have rank >= 1";
+    return failure();
+  }
+  auto axis = ctx.normAxis((*axisVals)[0], rankOf(x));
+  if (failed(axis))
+    return failure();
+  ctx.setOutput(0, CumSumOp::create(ctx.b, ctx.loc, x.getType(), x,
+                                    static_cast<uint64_t>(*axis),
+                                    ctx.attrInt("exclusive", 0) != 0,
+                                    ctx.attrInt("reverse", 0) != 0)
+                       .getResult());
+  return success();
+}
+
+} // namespace
+
+void registerReductionConverters(llvm::StringMap<ConverterFn> &t) {
+  for (StringRef op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                       "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                       "ReduceLogSumExp", "ReduceSumSquare"})
+    t[op] = convertReduce;
+  t["ArgMax"] = convertArgReduce;
+  t["ArgMin"] = convertArgReduce;
+  t["CumSum"] = convertCumSum;
+}
+
+} // namespace cleave::onnximport

@@ -1,0 +1,193 @@
+//===- TensorData.cpp - ONNX element types and TensorProto contents -------===//
+
+#include "NodeContext.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace cleave::onnximport {
+
+/// Tensors above this many elements become resource blobs.
+static constexpr int64_t kMaxInlineElements = 1024;
+
+Type convertElementType(MLIRContext *ctx, int32_t t, std::string &why) {
+  Builder b(ctx);
+  using TP = onnx::TensorProto;
+  switch (t) {
+  case TP::FLOAT:
+    return b.getF32Type();
+  case TP::DOUBLE:
+    return b.getF64Type();
+  case TP::FLOAT16:
+    return b.getF16Type();
+  case TP::BFLOAT16:
+    return b.getBF16Type();
+  case TP::BOOL:
+    return b.getI1Type();
+  case TP::INT8:
+    return b.getIntegerType(8);
+  case TP::INT16:
+    return b.getIntegerType(16);
+  case TP::INT32:
+    return b.getIntegerType(32);
+  case TP::INT64:
+    return b.getIntegerType(64);
+  case TP::UINT8:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case TP::UINT16:
+    return b.getIntegerType(16, false);
+  case TP::UINT32:
+    return b.getIntegerType(32, false);
+  case TP::UINT64:
+    return b.getIntegerType(64, false);
+  case TP::STRING:
+    why = "string tensors are not supported";
+    return {};
+  case TP::COMPLEX64:
+  case TP::COMPLEX128:
+    why = "complex tensors are not supported";
+    return {};
+  default:
+    why = "ONNX element type " + std::to_string(t) + " is not supported";
+    return {};
+  }
+}
+
+/// Bytes per element in ONNX raw_data (bool is one byte).
+static int64_t elementBytes(Type t) {
+  if (t.isInteger(1))
+    return 1;
+  return (t.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// Copies the typed repeated fields of a TensorProto into little-endian raw
+/// bytes of the element type.
+static LogicalResult typedFieldsToBytes(const onnx::TensorProto &t, Type et,
+                                        int64_t n, std::vector<char> &out,
+                                        std::string &why) {
+  int64_t eb = elementBytes(et);
+  out.assign(n * eb, 0);
+  auto put = [&](int64_t i, uint64_t bits) {
+    std::memcpy(out.data() + i * eb, &bits, eb); // little-endian host
+  };
+  auto count = [&](int64_t have) {
+    if (have != n) {
+      why = "holds " + std::to_string(have) + " values but its shape needs " +
+            std::to_string(n);
+      return false;
+    }
+    return true;
+  };
+  using TP = onnx::TensorProto;
+  switch (t.data_type()) {
+  case TP::FLOAT:
+    if (!count(t.float_data_size()))
+      return failure();
+    for (int64_t i = 0; i < n; ++i) {
+      float f = t.float_data(i);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      put(i, bits);
+    }
+    return success();
+  case TP::DOUBLE:
+    if (!count(t.double_data_size()))
+      return failure();
+    for (int64_t i = 0; i < n; ++i) {
+      double d = t.double_data(i);
+      uint64_t bits;
+      std::memcpy(&bits, &d, 8);
+      put(i, bits);
+    }
+    return success();
+  case TP::INT64:
+    if (!count(t.int64_data_size()))
+      return failure();
+    for (int64_t i = 0; i < n; ++i)
+      put(i, static_cast<uint64_t>(t.int64_data(i)));
+    return success();
+  case TP::UINT32:
+  case TP::UINT64:
+    if (!count(t.uint64_data_size()))
+      return failure();
+    for (int64_t i = 0; i < n; ++i)
+      put(i, t.uint64_data(i));
+    return success();
+  default: // int32_data holds bool, (u)int8/16, int32, float16, bfloat16
+    if (!count(t.int32_data_size()))
+      return failure();
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t v = static_cast<uint32_t>(t.int32_data(i));
+      if (et.isInteger(1))
+        v = v != 0;
+      put(i, v);
+    }
+    return success();
+  }
+}
+
+FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
+                                           StringRef modelDir, Location loc,
+                                           MLIRContext *ctx) {
+  auto fail = [&](const Twine &why) -> FailureOr<ElementsAttr> {
+    mlir::emitError(loc) << "tensor '" << t.name() << "': " << why;
+    return failure();
+  };
+  std::string why;
+  Type et = convertElementType(ctx, t.data_type(), why);
+  if (!et)
+    return fail(why);
+  SmallVector<int64_t> shape;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      return fail("negative dimension " + Twine(d));
+    if (d != 0 && n > (int64_t(1) << 40) / d)
+      return fail("is too large");
+    n *= d;
+    shape.push_back(d);
+  }
+  int64_t eb = elementBytes(et);
+  std::vector<char> bytes;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto data = readExternalData(t, modelDir, n * eb, loc);
+    if (failed(data))
+      return failure();
+    bytes = std::move(*data);
+  } else if (t.has_raw_data()) {
+    if (static_cast<int64_t>(t.raw_data().size()) != n * eb)
+      return fail("raw_data has " + Twine(t.raw_data().size()) +
+                  " bytes but its shape and type need " + Twine(n * eb));
+    bytes.assign(t.raw_data().begin(), t.raw_data().end());
+  } else if (failed(typedFieldsToBytes(t, et, n, bytes, why))) {
+    return fail(why);
+  }
+
+  auto type = RankedTensorType::get(shape, et);
+  if (n > kMaxInlineElements) {
+    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
+    std::string name = t.name().empty() ? std::string("tensor") : t.name();
+    return ElementsAttr(
+        DenseResourceElementsAttr::get(type, name, std::move(blob)));
+  }
+  if (n == 0)
+    return ElementsAttr(DenseElementsAttr::get(type, ArrayRef<Attribute>()));
+  if (et.isInteger(1)) {
+    SmallVector<bool> vals;
+    for (char c : bytes)
+      vals.push_back(c != 0);
+    return ElementsAttr(DenseElementsAttr::get(type, vals));
+  }
+  bool detectedSplat = false;
+  if (!DenseElementsAttr::isValidRawBuffer(type, bytes, detectedSplat))
+    return fail("has an invalid data buffer");
+  return ElementsAttr(DenseElementsAttr::getFromRawBuffer(type, bytes));
+}
+
+} // namespace cleave::onnximport

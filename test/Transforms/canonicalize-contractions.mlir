@@ -1,0 +1,47 @@
+// RUN: cleave-opt %s --cleave-canonicalize-contractions | FileCheck %s
+
+// A matmul already in GEMM layout is left alone.
+// CHECK-LABEL: func.func @plain_matmul
+func.func @plain_matmul(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
+  // CHECK-NOT: cleave.transpose
+  // CHECK: cleave.contract %arg0, %arg1 batch = [] x [] contract = [1] x [0]
+  %0 = cleave.contract %a, %b batch = [] x [] contract = [1] x [0] : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// Q K^T contracts the last dimension of both operands: a transposed-B GEMM, no copy.
+// CHECK-LABEL: func.func @attention_scores
+func.func @attention_scores(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32> {
+  // CHECK-NOT: cleave.transpose
+  // CHECK: cleave.contract %arg0, %arg1 batch = [0, 1] x [0, 1] contract = [3] x [3]
+  %0 = cleave.contract %q, %k batch = [0, 1] x [0, 1] contract = [3] x [3] : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+// A weight broadcast over the batch becomes one GEMM with the batch folded into M.
+// CHECK-LABEL: func.func @broadcast_weight
+func.func @broadcast_weight(%x: tensor<4x8x16xf32>, %w: tensor<16x32xf32>) -> tensor<4x8x32xf32> {
+  // CHECK-NOT: cleave.broadcast_in_dim
+  // CHECK: cleave.contract %arg0, %arg1 batch = [] x [] contract = [2] x [0] : tensor<4x8x16xf32>, tensor<16x32xf32> -> tensor<4x8x32xf32>
+  %wb = cleave.broadcast_in_dim %w dims = [1, 2] : tensor<16x32xf32> -> tensor<4x16x32xf32>
+  %0 = cleave.contract %x, %wb batch = [0] x [0] contract = [2] x [1] : tensor<4x8x16xf32>, tensor<4x16x32xf32> -> tensor<4x8x32xf32>
+  return %0 : tensor<4x8x32xf32>
+}
+
+// A batch dimension that is not leading is transposed to the front.
+// CHECK-LABEL: func.func @inner_batch
+func.func @inner_batch(%a: tensor<8x2x16xf32>, %b: tensor<2x16x4xf32>) -> tensor<2x8x4xf32> {
+  // CHECK: %[[T:.*]] = cleave.transpose %arg0 perm = [1, 0, 2] : tensor<8x2x16xf32> -> tensor<2x8x16xf32>
+  // CHECK: cleave.contract %[[T]], %arg1 batch = [0] x [0] contract = [2] x [1]
+  %0 = cleave.contract %a, %b batch = [1] x [0] contract = [2] x [1] : tensor<8x2x16xf32>, tensor<2x16x4xf32> -> tensor<2x8x4xf32>
+  return %0 : tensor<2x8x4xf32>
+}
+
+// Contracting pairs in a different order on each side transpose the rhs.
+// CHECK-LABEL: func.func @crossed_pairs
+func.func @crossed_pairs(%a: tensor<3x4x5xf32>, %b: tensor<5x4x6xf32>) -> tensor<3x6xf32> {
+  // CHECK: %[[T:.*]] = cleave.transpose %arg1 perm = [1, 0, 2] : tensor<5x4x6xf32> -> tensor<4x5x6xf32>
+  // CHECK: cleave.contract %arg0, %[[T]] batch = [] x [] contract = [1, 2] x [0, 1]
+  %0 = cleave.contract %a, %b batch = [] x [] contract = [1, 2] x [1, 0] : tensor<3x4x5xf32>, tensor<5x4x6xf32> -> tensor<3x6xf32>
+  return %0 : tensor<3x6xf32>
+}
