@@ -23,8 +23,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cstring>
 #include <limits>
@@ -170,6 +169,8 @@ private:
   const PlanBuildOptions &options;
   std::vector<Node> nodes;
   DenseMap<Operation *, int> nodeOfOp;
+  /// Printed kernel body -> the name of the kernel compiled for it.
+  llvm::StringMap<std::string> kernelByBody;
 };
 
 } // namespace
@@ -265,6 +266,20 @@ LogicalResult Partitioner::outline(ModuleOp kernels) {
     for (Value v : node.outputs)
       results.push_back(mapping.lookup(v));
     func::ReturnOp::create(b, fn.getLoc(), results);
+
+    // Repeated layers produce identical kernels: compile each body once.
+    std::string key;
+    {
+      llvm::raw_string_ostream os(key);
+      fn.setSymName("kernel");
+      fn.print(os, OpPrintingFlags().skipRegions(false).elideLargeElementsAttrs(0));
+      fn.setSymName(node.name);
+    }
+    auto [it, inserted] = kernelByBody.try_emplace(key, node.name);
+    if (!inserted) {
+      fn.erase();
+      node.name = it->second;
+    }
   }
   return success();
 }
@@ -366,12 +381,16 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   }
 
   // Commands.
+  llvm::StringMap<size_t> kernelIndex;
   for (Node &node : nodes) {
     plan::Command cmd;
     if (node.kind == Node::Kernel) {
       cmd.kind = plan::CommandKind::Kernel;
-      cmd.params = {static_cast<int64_t>(p.kernelNames.size())};
-      p.kernelNames.push_back(node.name);
+      auto [it, inserted] =
+          kernelIndex.try_emplace(node.name, p.kernelNames.size());
+      if (inserted)
+        p.kernelNames.push_back(node.name);
+      cmd.params = {static_cast<int64_t>(it->second)};
       for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
         cmd.buffers.push_back(offsetOf(v));
     } else {
@@ -412,6 +431,7 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
                 {"model", options.modelName},
                 {"flops", std::to_string(flops)},
                 {"kernels", std::to_string(nodes.size() - numGemms)},
+                {"unique_kernels", std::to_string(p.kernelNames.size())},
                 {"gemms", std::to_string(numGemms)},
                 {"constant_bytes", std::to_string(constantBytes)},
                 {"unplanned_bytes", std::to_string(memory.naiveBytes)}};
