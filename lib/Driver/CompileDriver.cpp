@@ -49,6 +49,12 @@ struct Options {
       cl::desc("Pin the shape of a model input, e.g. --input-shape "
                "input_ids=8x1024 (repeatable)"),
       cl::value_desc("name=d0xd1..."), cl::cat(category)};
+  cl::list<std::string> freezeInputs{
+      "freeze-input",
+      cl::desc("Freeze a model input to the value in an ONNX TensorProto "
+               "file, making it a compile-time constant (for inputs that "
+               "decide shapes, e.g. a Reshape's target shape; repeatable)"),
+      cl::value_desc("name=value.pb"), cl::cat(category)};
   cl::opt<EmitKind> emit{
       "emit", cl::desc("What to write"), cl::init(EmitKind::Plan),
       cl::values(clEnumValN(EmitKind::Plan, "plan",
@@ -92,12 +98,20 @@ void printDiagnostic(Diagnostic &diag) {
   case DiagnosticSeverity::Note: os << "note: "; break;
   case DiagnosticSeverity::Remark: os << "remark: "; break;
   }
+  // Say where, unless the message names the place itself.
+  std::string message = diag.str();
   Location loc = diag.getLocation();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    os << "node '" << name.getName().getValue() << "': ";
-  else if (auto file = dyn_cast<FileLineColLoc>(loc))
-    os << file.getFilename().getValue() << ": ";
-  os << diag.str() << "\n";
+  auto mentions = [&](StringRef what) {
+    return StringRef(message).contains(("'" + what + "'").str());
+  };
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    if (!mentions(name.getName().getValue()))
+      os << "node '" << name.getName().getValue() << "': ";
+  } else if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    if (!mentions(file.getFilename().getValue()))
+      os << file.getFilename().getValue() << ": ";
+  }
+  os << message << "\n";
   for (Diagnostic &note : diag.getNotes())
     printDiagnostic(note);
 }
@@ -135,6 +149,11 @@ int (::cleave::compileMain)(int argc, char **argv) {
   ImportOptions importOptions;
   for (const std::string &flag : opts.inputShapes) {
     std::string error = parseInputShapeFlag(flag, importOptions);
+    if (!error.empty())
+      return fail(error);
+  }
+  for (const std::string &flag : opts.freezeInputs) {
+    std::string error = parseFreezeInputFlag(flag, importOptions);
     if (!error.empty())
       return fail(error);
   }
@@ -194,6 +213,8 @@ int (::cleave::compileMain)(int argc, char **argv) {
   }
 
   std::string error;
+  if (!plan::validate(*plan, &error))
+    return fail("the compiled plan is invalid: " + error);
   if (!plan::writeFile(output, *plan, &error))
     return fail("cannot write '" + output + "': " + error);
   if (opts.stats) {

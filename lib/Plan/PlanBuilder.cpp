@@ -445,6 +445,12 @@ FailureOr<PartitionedProgram> Partitioner::run() {
     if (op.getDialect() != op.getContext()->getLoadedDialect<CleaveDialect>())
       return op.emitOpError() << "cannot be planned: only cleave ops may "
                                  "appear in @main at this point";
+    // An op that produces only empty tensors needs no command: its result
+    // is a zero-byte buffer.
+    if (llvm::all_of(op.getResultTypes(), [](Type t) {
+          return cast<RankedTensorType>(t).getNumElements() == 0;
+        }))
+      continue;
     if (isGemm(&op)) {
       nodeOfOp[&op] = nodes.size();
       Node node{Node::Gemm, {}, cast<ContractOp>(op), {}, {}, {}};

@@ -40,7 +40,8 @@ static const char kHelp[] =
     "    .npy  numpy format 1.0/2.0/3.0, little-endian, C order; dtypes\n"
     "          f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1\n"
     "    .pb   a serialized onnx.TensorProto (raw_data or typed fields)\n"
-    "  The shape and dtype must equal the plan's exactly.\n"
+    "  The shape and dtype must equal the plan's exactly; a bfloat16 input\n"
+    "  may be given as uint16 data holding its bit patterns.\n"
     "\n"
     "Outputs:\n"
     "  --output-dir DIR         write each output as DIR/<name>.npy (default:\n"
@@ -225,6 +226,11 @@ static int loadInputs(const Options &o, cleave_rt_program program,
     if (!tensorfile::readTensorFile(files[i], &t, &err))
       return error("input '" + std::string(desc.name) + "': " + err);
     std::vector<int64_t> want(desc.dims, desc.dims + desc.rank);
+    // numpy has no bfloat16: bf16 data arrives as uint16 bit patterns (the
+    // ONNX backend test data stores it so too) and is taken as such.
+    if (desc.dtype == static_cast<uint32_t>(plan::DType::BF16) &&
+        t.dtype == plan::DType::U16)
+      t.dtype = plan::DType::BF16;
     if (t.shape != want || static_cast<uint32_t>(t.dtype) != desc.dtype)
       return error("input '" + std::string(desc.name) + "' from '" +
                    files[i] + "': expected " + describe(desc.dtype, want) +

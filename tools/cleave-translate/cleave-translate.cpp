@@ -12,19 +12,22 @@
 
 namespace cl = llvm::cl;
 
+static cl::OptionCategory category("cleave-translate options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(category));
 static cl::opt<bool> importONNX("import-onnx",
                                 cl::desc("Import an ONNX model (default)"),
-                                cl::init(true));
+                                cl::init(true), cl::cat(category));
 static cl::list<std::string>
     inputShapes("input-shape",
-                cl::desc("Pin an input's shape: name=2x3 (repeatable)"));
+                cl::desc("Pin an input's shape: name=2x3 (repeatable)"),
+                cl::cat(category));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
-                                       cl::init("-"));
+                                       cl::init("-"), cl::cat(category));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "Cleave translator: ONNX model -> cleave MLIR\n");
   cleave::ImportOptions options;

@@ -19,6 +19,11 @@ namespace cleave {
 struct ImportOptions {
   /// Pins symbolic/unknown input dimensions: input name -> full static shape.
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Freezes graph inputs to the values in ONNX TensorProto (.pb) files:
+  /// input name -> path. A frozen input becomes an initializer, so values
+  /// that decide shapes (a Reshape's shape, Slice bounds, ...) are known at
+  /// compile time; the compiled plan no longer takes that input.
+  llvm::StringMap<std::string> frozenInputs;
 };
 
 /// Loads, checks and converts an ONNX model file into a module holding
@@ -36,6 +41,9 @@ importONNXFile(llvm::StringRef path, mlir::MLIRContext &context,
 
 /// Parses "name=2x3x4" into options; returns an error message or empty.
 std::string parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options);
+
+/// Parses "name=value.pb" into options; returns an error message or empty.
+std::string parseFreezeInputFlag(llvm::StringRef flag, ImportOptions &options);
 
 } // namespace cleave
 

@@ -319,18 +319,22 @@ LogicalResult convertIdentity(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
     return failure();
-  ctx.setOutput(0, x);
-  if (ctx.opType() == "Dropout" && ctx.hasOutput(1)) {
-    if (ctx.hasInput(2)) {
-      const ConstTensor *training = ctx.constInput(2);
-      if (!training || training->getI(0) != 0) {
-        ctx.error() << "training_mode must be a constant false; dropout is "
-                       "imported for inference";
-        return failure();
-      }
+  // Dropout is the identity for inference: training_mode must be absent or
+  // a constant false (or the ratio a constant 0).
+  if (ctx.opType() == "Dropout" && ctx.hasInput(2)) {
+    const ConstTensor *training = ctx.constInput(2);
+    const ConstTensor *ratio = ctx.hasInput(1) ? ctx.constInput(1) : nullptr;
+    bool zeroRatio = ratio && ratio->getF(0) == 0.0;
+    if (!zeroRatio && (!training || training->getI(0) != 0)) {
+      ctx.error() << "training_mode must be a constant false computable at "
+                     "import time: training-mode dropout is not supported "
+                     "(dropout is imported for inference)";
+      return failure();
     }
-    ctx.setOutput(1, ctx.splat(ctx.b.getI1Type(), shapeOf(x), 1));
   }
+  ctx.setOutput(0, x);
+  if (ctx.opType() == "Dropout" && ctx.hasOutput(1))
+    ctx.setOutput(1, ctx.splat(ctx.b.getI1Type(), shapeOf(x), 1));
   return success();
 }
 

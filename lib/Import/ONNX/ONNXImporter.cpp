@@ -333,7 +333,21 @@ std::string parseInputShapeFlag(StringRef flag, ImportOptions &options) {
       shape.push_back(d);
     }
   }
-  options.inputShapes[name] = shape;
+  if (!options.inputShapes.try_emplace(name, shape).second)
+    return "--input-shape gives input '" + name.str() +
+           "' twice; give each input's shape once";
+  return {};
+}
+
+std::string parseFreezeInputFlag(StringRef flag, ImportOptions &options) {
+  size_t eq = flag.find('=');
+  if (eq == StringRef::npos || eq == 0 || eq + 1 == flag.size())
+    return "invalid --freeze-input '" + flag.str() +
+           "': expected name=value.pb (an ONNX TensorProto file)";
+  StringRef name = flag.take_front(eq);
+  if (!options.frozenInputs.try_emplace(name, flag.drop_front(eq + 1).str())
+           .second)
+    return "--freeze-input gives input '" + name.str() + "' twice";
   return {};
 }
 

@@ -81,6 +81,72 @@ static LogicalResult pinInputShapes(onnx::ModelProto &model,
   return success();
 }
 
+/// Turns the graph inputs named in `options.frozenInputs` into initializers
+/// holding the values read from their TensorProto files.
+static LogicalResult freezeInputs(onnx::ModelProto &model,
+                                  const ImportOptions &options, Location loc) {
+  auto *graph = model.mutable_graph();
+  for (const auto &entry : options.frozenInputs) {
+    StringRef name = entry.getKey();
+    const onnx::ValueInfoProto *input = nullptr;
+    for (const auto &in : graph->input())
+      if (in.name() == name)
+        input = &in;
+    if (!input) {
+      mlir::emitError(loc) << "--freeze-input names '" << name
+                           << "', which is not a graph input";
+      return failure();
+    }
+    auto fileOrErr = llvm::MemoryBuffer::getFile(entry.getValue(),
+                                                 /*IsText=*/false,
+                                                 /*RequiresNullTerminator=*/false);
+    if (!fileOrErr) {
+      mlir::emitError(loc) << "--freeze-input '" << name << "': cannot open '"
+                           << entry.getValue()
+                           << "': " << fileOrErr.getError().message();
+      return failure();
+    }
+    onnx::TensorProto value;
+    StringRef bytes = (*fileOrErr)->getBuffer();
+    bool parsed = false;
+    try {
+      parsed = bytes.size() <= static_cast<size_t>(std::numeric_limits<int>::max()) &&
+               value.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+    } catch (...) {
+      parsed = false;
+    }
+    if (!parsed) {
+      mlir::emitError(loc) << "--freeze-input '" << name << "': '"
+                           << entry.getValue()
+                           << "' is not an ONNX TensorProto file";
+      return failure();
+    }
+    const auto &type = input->type().tensor_type();
+    if (type.elem_type() != value.data_type()) {
+      mlir::emitError(loc) << "--freeze-input '" << name
+                           << "': the file holds element type "
+                           << value.data_type() << ", the input has "
+                           << type.elem_type();
+      return failure();
+    }
+    if (type.has_shape()) {
+      bool match = type.shape().dim_size() == value.dims_size();
+      for (int i = 0; match && i < value.dims_size(); ++i)
+        if (type.shape().dim(i).has_dim_value() &&
+            type.shape().dim(i).dim_value() != value.dims(i))
+          match = false;
+      if (!match) {
+        mlir::emitError(loc) << "--freeze-input '" << name
+                             << "': the file's shape does not match the input";
+        return failure();
+      }
+    }
+    value.set_name(name.str());
+    *graph->add_initializer() = std::move(value);
+  }
+  return success();
+}
+
 /// Reads every initializer stored as external data (validating its location)
 /// into raw_data, so the checker and the importer see self-contained tensors.
 static LogicalResult internalizeExternalData(onnx::ModelProto &model,
@@ -186,6 +252,7 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   // A model without the default opset (only custom domains) goes on: the
   // importer's pre-pass then lists its ops as unsupported.
   if (failed(pinInputShapes(model, options, loc)) ||
+      failed(freezeInputs(model, options, loc)) ||
       failed(internalizeExternalData(model, path, ctx)))
     return failure();
 

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""Cleave's benchmarks: Cleave against references measured in the same run.
+
+Prints one table with:
+  1. matmul GFLOP/s at 512^3, 1024^3 and (M,K,N) = (2048,768,3072):
+     (a) Cleave (a single-MatMul ONNX model, compiled by cleave-compile, timed
+         by cleave-run --print-stats), (b) cblas_sgemm called directly through
+         ctypes on the same OpenBLAS library cleave-run links, (c) Cleave with
+         --no-library-gemm (generated loops);
+  2. inference time of the demo model (make_gpt.py --preset tiny), Cleave vs
+     onnxruntime (CPUExecutionProvider);
+  3. the same for a GPT-2-small-shaped model (124M parameters, T=1024,
+     batch 1), with the output checked against onnxruntime;
+  4. compile time (wall) of that model and its plan's peak memory.
+
+    run_benchmarks.py                 # everything (a few minutes)
+    run_benchmarks.py --quick         # skips gpt2-small, fewer repeats
+    run_benchmarks.py --only matmul   # or tiny, gpt2 (repeatable)
+    run_benchmarks.py --threads 1     # pin every side to one thread
+
+What is timed:
+  * Cleave: the "run time" cleave-run prints with --print-stats: wall time of
+    cleave_rt_executor_run alone, i.e. all commands of the plan (kernels,
+    GEMMs, copies, fills) over the arena. The inputs are copied into the
+    arena once before the warmup runs and the outputs are read after the
+    timed runs, so neither is in the figure; process start, plan load and
+    executor creation are not in it either.
+  * OpenBLAS: one cblas_sgemm call (row-major, no transposes, alpha 1,
+    beta 0) on preallocated float32 arrays, wall time around the ctypes call.
+  * onnxruntime: wall time of InferenceSession.run, which includes its
+    input binding and the allocation of the output array.
+Thread counts: OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set to --threads
+(default: all cores) for cleave-run and for this process (hence the ctypes
+OpenBLAS), and onnxruntime gets intra_op_num_threads = --threads. Cleave's
+generated kernels are single-threaded; only its GEMM commands use threads.
+OPENBLAS_CORETYPE is left as found and printed.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="skip gpt2-small and use fewer repeats (smoke run)")
+    p.add_argument("--only", action="append", choices=["matmul", "tiny", "gpt2"],
+                   help="run only this part (repeatable); gpt2 covers rows 3 and 4")
+    p.add_argument("--threads", type=int, default=os.cpu_count(),
+                   help="threads for OpenBLAS (Cleave and reference) and onnxruntime (default: all cores, %(default)s)")
+    p.add_argument("--build", default=os.environ.get("CLEAVE_BUILD_DIR", os.path.join(ROOT, "build")),
+                   help="Cleave build directory (default: %(default)s)")
+    p.add_argument("--keep", metavar="DIR", help="work in DIR and keep the generated files (default: a temp dir)")
+    p.add_argument("--gemm-limit-s", type=float, default=30.0,
+                   help="skip a --no-library-gemm shape whose estimated time exceeds this (default %(default)s)")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+# Before numpy/onnxruntime load any BLAS: the thread counts for this process
+# (the ctypes OpenBLAS reference) and, inherited, for cleave-run.
+os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+
+import ctypes  # noqa: E402
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+
+BIN = os.path.join(ARGS.build, "bin")
+COMPILE = os.path.join(BIN, "cleave-compile")
+RUN = os.path.join(BIN, "cleave-run")
+PY = sys.executable
+
+
+def log(msg):
+    print("[bench] " + msg, file=sys.stderr, flush=True)
+
+
+class Failure(Exception):
+    pass
+
+
+def sh(cmd, what):
+    """Runs cmd; returns (stdout, stderr, wall seconds); raises Failure with the exact error."""
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        tail = (r.stderr.strip() or r.stdout.strip()).splitlines()[-8:]
+        raise Failure("%s failed (exit %d): %s\n    command: %s" % (
+            what, r.returncode, "\n    ".join(tail), " ".join(cmd)))
+    return r.stdout, r.stderr, wall
+
+
+# --- Cleave ------------------------------------------------------------------
+
+def cleave_compile(model, plan, extra=()):
+    out, err, wall = sh([COMPILE, model, "-o", plan, "--print-stats", *extra], "cleave-compile " + os.path.basename(model))
+    text = out + err
+    m = re.search(r"plan: (\d+) commands \((\d+) kernels, (\d+) gemms\), arena (\d+) bytes \(constants (\d+)\)"
+                  r".*compiled in ([0-9.]+) s", text)
+    if not m:
+        raise Failure("cannot parse cleave-compile --print-stats output: %r" % text[-400:])
+    return dict(commands=int(m[1]), kernels=int(m[2]), gemms=int(m[3]), arena=int(m[4]),
+                constants=int(m[5]), compile_s_reported=float(m[6]), compile_s_wall=wall)
+
+
+def cleave_run(plan, inputs, outdir, warmup, repeat):
+    cmd = [RUN, plan, *inputs, "--print-stats", "--warmup", str(warmup), "--repeat", str(repeat)]
+    cmd += ["--output-dir", outdir] if outdir else ["--no-output"]
+    out, err, wall = sh(cmd, "cleave-run " + os.path.basename(plan))
+    text = out + err
+    m = re.search(r"run time: min ([0-9.]+) ms, mean ([0-9.]+) ms over (\d+) run", text)
+    p = re.search(r"peak memory: (\d+) bytes \(arena\), of which (\d+) bytes of constants", text)
+    ld = re.search(r"load time: ([0-9.]+) ms \(plan\) \+ ([0-9.]+) ms \(executor\)", text)
+    if not (m and p and ld):
+        raise Failure("cannot parse cleave-run --print-stats output: %r" % text[-400:])
+    return dict(min_ms=float(m[1]), mean_ms=float(m[2]), runs=int(m[3]), arena=int(p[1]),
+                load_ms=float(ld[1]) + float(ld[2]), wall_s=wall)
+
+
+# --- references --------------------------------------------------------------
+
+def openblas_path():
+    out = subprocess.run(["ldd", RUN], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if "openblas" in line and "=>" in line:
+            return line.split("=>")[1].split("(")[0].strip()
+    raise Failure("cleave-run does not link an OpenBLAS library (ldd %s)" % RUN)
+
+
+class OpenBLAS:
+    ROW_MAJOR, NO_TRANS = 101, 111
+
+    def __init__(self, path):
+        self.path = path
+        self.real = os.path.realpath(path)
+        self.lib = ctypes.CDLL(path)
+        f = self.lib.cblas_sgemm
+        P, I, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+        f.argtypes = [I, I, I, I, I, I, F, P, I, P, I, F, P, I]
+        f.restype = None
+        self.sgemm = f
+        for name in ("openblas_get_config", "openblas_get_corename"):
+            getattr(self.lib, name).restype = ctypes.c_char_p
+        self.lib.openblas_set_num_threads(ARGS.threads)
+
+    def config(self):
+        return "%s; core %s; %d threads" % (self.lib.openblas_get_config().decode(),
+                                            self.lib.openblas_get_corename().decode(),
+                                            self.lib.openblas_get_num_threads())
+
+    def time_gemm(self, a, b, c, warmup, repeat):
+        M, K = a.shape
+        N = b.shape[1]
+        args = (self.ROW_MAJOR, self.NO_TRANS, self.NO_TRANS, M, N, K, 1.0, a.ctypes.data, K,
+                b.ctypes.data, N, 0.0, c.ctypes.data, N)
+        for _ in range(warmup):
+            self.sgemm(*args)
+        ts = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            self.sgemm(*args)
+            ts.append(time.perf_counter() - t0)
+        return min(ts) * 1e3, sum(ts) / len(ts) * 1e3
+
+
+def ort_session(model):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = ARGS.threads
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def time_ort(sess, feeds, warmup, repeat):
+    out = None
+    for _ in range(warmup):
+        out = sess.run(None, feeds)
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = sess.run(None, feeds)
+        ts.append(time.perf_counter() - t0)
+    return min(ts) * 1e3, sum(ts) / len(ts) * 1e3, out
+
+
+# --- the table ---------------------------------------------------------------
+
+ROWS = []  # (section, item, cleave, reference, ratio, note)
+
+
+def row(section, item, cleave, ref, ratio, note=""):
+    ROWS.append((section, item, cleave, ref, ratio, note))
+
+
+def fmt_ms(mn, mean):
+    return "%.2f ms (mean %.2f)" % (mn, mean) if mn < 1000 else "%.3f s (mean %.3f)" % (mn / 1e3, mean / 1e3)
+
+
+def print_table():
+    head = ("#", "benchmark", "Cleave", "reference", "ratio", "notes")
+    w = [max(len(str(r[i])) for r in ROWS + [head]) for i in range(5)]
+    line = "  ".join("%-*s" % (w[i], head[i]) for i in range(5)) + "  " + head[5]
+    print(line)
+    print("-" * max(len(line), 100))
+    last = None
+    for r in ROWS:
+        if last is not None and r[0] != last:
+            print()
+        last = r[0]
+        print("  ".join("%-*s" % (w[i], r[i]) for i in range(5)) + "  " + r[5])
+
+
+# --- 1. matmul -----------------------------------------------------------------
+
+def matmul_model(path, M, K, N):
+    g = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"])], "matmul",
+                          [helper.make_tensor_value_info("A", TensorProto.FLOAT, [M, K]),
+                           helper.make_tensor_value_info("B", TensorProto.FLOAT, [K, N])],
+                          [helper.make_tensor_value_info("C", TensorProto.FLOAT, [M, N])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="cleave-bench")
+    m.ir_version = 8
+    onnx.save(m, path)
+
+
+def bench_matmul(work, blas):
+    shapes = [(512, 512, 512), (1024, 1024, 1024), (2048, 768, 3072)]
+    repeats = {512: 30, 1024: 10, 2048: 5} if not ARGS.quick else {512: 10, 1024: 4, 2048: 2}
+    rng = np.random.default_rng(0)
+    gen_s_per_flop = None  # --no-library-gemm seconds per flop at the last shape
+    for M, K, N in shapes:
+        name = "%dx%dx%d" % (M, K, N)
+        flop = 2.0 * M * K * N
+        gf = lambda ms: flop / (ms * 1e-3) / 1e9  # noqa: E731
+        n = repeats[M]
+        d = os.path.join(work, "mm_" + name)
+        os.makedirs(d, exist_ok=True)
+        model = os.path.join(d, "mm.onnx")
+        matmul_model(model, M, K, N)
+        a = rng.standard_normal((M, K), dtype=np.float32)
+        b = rng.standard_normal((K, N), dtype=np.float32)
+        np.save(os.path.join(d, "A.npy"), a)
+        np.save(os.path.join(d, "B.npy"), b)
+        inputs = [os.path.join(d, "A.npy"), os.path.join(d, "B.npy")]
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        scale = np.abs(want).max()
+
+        def check(out_npy):
+            got = np.load(out_npy)
+            err = float(np.abs(got - want).max())
+            ok = err <= 1e-4 * scale
+            return err, ok
+
+        sec = "1 matmul %s" % name
+        # (a) Cleave with library GEMM
+        log("matmul %s: Cleave (library gemm), warmup 2, repeat %d" % (name, n))
+        cleave_ms = None
+        try:
+            st = cleave_compile(model, os.path.join(d, "mm.cleave"))
+            r = cleave_run(os.path.join(d, "mm.cleave"), inputs, d, 2, n)
+            err, ok = check(os.path.join(d, "C.npy"))
+            cleave_ms = r
+            cleave_note = "plan: %d gemm, %d kernel, %d commands; max|err| %.2g%s" % (
+                st["gemms"], st["kernels"], st["commands"], err, "" if ok else " WRONG RESULT")
+        except Failure as e:
+            cleave_note = "FAILED: " + str(e)
+        # (b) OpenBLAS directly
+        log("matmul %s: OpenBLAS cblas_sgemm via ctypes, warmup 2, repeat %d" % (name, n))
+        c = np.empty((M, N), np.float32)
+        bl_min, bl_mean = blas.time_gemm(a, b, c, 2, n)
+        if cleave_ms:
+            row(sec, "Cleave (library GEMM) GFLOP/s",
+                "%.1f (mean %.1f)" % (gf(cleave_ms["min_ms"]), gf(cleave_ms["mean_ms"])),
+                "OpenBLAS %.1f (mean %.1f)" % (gf(bl_min), gf(bl_mean)),
+                "%.2f" % (bl_min / cleave_ms["min_ms"]),
+                "best of %d; %s" % (n, cleave_note))
+        else:
+            row(sec, "Cleave (library GEMM) GFLOP/s", "-", "OpenBLAS %.1f (mean %.1f)" % (gf(bl_min), gf(bl_mean)),
+                "-", cleave_note)
+        # (c) Cleave, generated loops. Their rate falls with size (cache), so
+        # the time of a shape is estimated from the previous shape's rate; a
+        # shape estimated over --gemm-limit-s per run is skipped, and the
+        # repeats shrink to fit the limit.
+        item = "Cleave --no-library-gemm GFLOP/s"
+        ng, ngw = (1, 0) if ARGS.quick else (3, 1)
+        if gen_s_per_flop is not None:
+            est = gen_s_per_flop * flop
+            if est > ARGS.gemm_limit_s:
+                row(sec, item, "skipped", "OpenBLAS %.1f" % gf(bl_min), "-",
+                    "estimated %.0f s per run at the previous shape's rate (> %.0f s)" % (est, ARGS.gemm_limit_s))
+                continue
+            ng = max(1, min(ng, int(ARGS.gemm_limit_s // est)))
+            ngw = ngw if est * (ng + 1) <= ARGS.gemm_limit_s else 0
+        log("matmul %s: Cleave --no-library-gemm, warmup %d, repeat %d" % (name, ngw, ng))
+        try:
+            plan = os.path.join(d, "mm_gen.cleave")
+            st = cleave_compile(model, plan, ["--no-library-gemm"])
+            gd = os.path.join(d, "gen")
+            os.makedirs(gd, exist_ok=True)
+            r = cleave_run(plan, inputs, gd, ngw, ng)
+            err, ok = check(os.path.join(gd, "C.npy"))
+            gen_s_per_flop = r["mean_ms"] * 1e-3 / flop
+            row(sec, item, "%.2f (mean %.2f)" % (gf(r["min_ms"]), gf(r["mean_ms"])),
+                "OpenBLAS %.1f" % gf(bl_min), "%.3f" % (bl_min / r["min_ms"]),
+                "best of %d, warmup %d (%s per run); plan: %d kernel, %d gemm; max|err| %.2g%s" % (
+                    ng, ngw, fmt_ms(r["min_ms"], r["mean_ms"]).split(" (")[0], st["kernels"], st["gemms"], err,
+                    "" if ok else " WRONG RESULT"))
+        except Failure as e:
+            row(sec, item, "-", "OpenBLAS %.1f" % gf(bl_min), "-", "FAILED: " + str(e))
+
+
+# --- 2./3. models --------------------------------------------------------------
+
+def bench_model(work, preset, sec, warmup, repeat, extra_gen=(), compile_row=None):
+    d = os.path.join(work, preset)
+    os.makedirs(d, exist_ok=True)
+    model = os.path.join(d, "model.onnx")
+    log("%s: generating the model" % preset)
+    t0 = time.perf_counter()
+    out, _, _ = sh([PY, os.path.join(ROOT, "tools", "models", "make_gpt.py"), "--preset", preset, "-o", model,
+                    *extra_gen], "make_gpt.py --preset " + preset)
+    log("  %s (%.1f s)" % (out.strip(), time.perf_counter() - t0))
+    m = onnx.load(model, load_external_data=False)
+    shape = [dd.dim_value for dd in m.graph.input[0].type.tensor_type.shape.dim]
+    del m
+    vocab = 256 if preset == "tiny" else 50257
+    ids = np.random.default_rng(0).integers(0, vocab, shape).astype(np.int64)
+    ids_npy = os.path.join(d, "input_ids.npy")
+    np.save(ids_npy, ids)
+
+    # Cleave first (no onnxruntime threads around), then onnxruntime.
+    plan = os.path.join(d, "model.cleave")
+    cl, st, err_text = None, None, None
+    log("%s: cleave-compile" % preset)
+    try:
+        st = cleave_compile(model, plan)
+        log("  compiled in %.1f s wall; arena %d bytes" % (st["compile_s_wall"], st["arena"]))
+        log("%s: cleave-run, warmup %d, repeat %d" % (preset, warmup, repeat))
+        outd = os.path.join(d, "cleave_out")
+        os.makedirs(outd, exist_ok=True)
+        cl = cleave_run(plan, [ids_npy], outd, warmup, repeat)
+        got = np.load(os.path.join(outd, "logits.npy"))
+    except Failure as e:
+        err_text = str(e)
+        log("  " + err_text)
+    if os.path.exists(plan):
+        os.remove(plan)  # the gpt2 plan holds every weight (~0.5 GB)
+
+    log("%s: onnxruntime, warmup %d, repeat %d" % (preset, warmup, repeat))
+    sess = ort_session(model)
+    o_min, o_mean, outs = time_ort(sess, {"input_ids": ids}, warmup, repeat)
+    want = outs[0]
+    del sess, outs
+
+    item = "%s inference (shape %s)" % (preset, "x".join(map(str, shape)))
+    ref = "onnxruntime " + fmt_ms(o_min, o_mean)
+    if cl is None:
+        row(sec, item, "FAILED", ref, "-", err_text)
+    else:
+        if got.shape != want.shape:
+            check = "WRONG SHAPE %s vs %s" % (got.shape, want.shape)
+        else:
+            diff = float(np.abs(got.astype(np.float64) - want).max())
+            ok = np.allclose(got, want, rtol=1e-3, atol=1e-4)
+            check = "max|cleave-ort| %.3g (max|ort| %.3g) %s" % (diff, float(np.abs(want).max()),
+                                                                "OK" if ok else "MISMATCH: the time is not valid")
+        row(sec, item, fmt_ms(cl["min_ms"], cl["mean_ms"]), ref, "%.2f" % (cl["min_ms"] / o_min),
+            "best of %d (warmup %d); plan load %.0f ms; %s" % (repeat, warmup, cl["load_ms"], check))
+    if compile_row:
+        csec = compile_row
+        if st is None:
+            row(csec, "%s compile time (wall)" % preset, "FAILED", "-", "-", err_text)
+        else:
+            row(csec, "%s compile time (wall)" % preset, "%.2f s" % st["compile_s_wall"], "-", "-",
+                "cleave-compile reports %.2f s; %d commands (%d kernels, %d gemms)" % (
+                    st["compile_s_reported"], st["commands"], st["kernels"], st["gemms"]))
+            row(csec, "%s plan peak memory (arena)" % preset, "%d B = %.1f MiB" % (st["arena"], st["arena"] / 2**20),
+                "-", "-", "of which constants %.1f MiB, activations/io %.1f MiB" % (
+                    st["constants"] / 2**20, (st["arena"] - st["constants"]) / 2**20))
+
+
+# --- main ----------------------------------------------------------------------
+
+def main():
+    only = set(ARGS.only or ["matmul", "tiny", "gpt2"])
+    if ARGS.quick:
+        only.discard("gpt2")
+    for exe in (COMPILE, RUN):
+        if not os.access(exe, os.X_OK):
+            sys.exit("missing %s: run tools/build.sh first" % exe)
+    blas = OpenBLAS(openblas_path())
+    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    header = [
+        "Cleave benchmarks  (commit %s%s, %s)" % (git, " + local changes" if dirty else "", time.strftime("%Y-%m-%d %H:%M")),
+        "machine: %s, %d cores, load average at start %s" % (cpu, os.cpu_count(), open("/proc/loadavg").read().split()[0]),
+        "threads: OPENBLAS_NUM_THREADS=%s OMP_NUM_THREADS=%s (cleave-run and ctypes OpenBLAS), onnxruntime "
+        "intra_op_num_threads=%d; Cleave's generated kernels are single-threaded" % (
+            os.environ["OPENBLAS_NUM_THREADS"], os.environ["OMP_NUM_THREADS"], ARGS.threads),
+        "OPENBLAS_CORETYPE=%s" % os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+        "OpenBLAS: %s -> %s: %s" % (blas.path, blas.real, blas.config()),
+        "onnxruntime %s (CPUExecutionProvider), numpy %s, onnx %s" % (ort.__version__, np.__version__, onnx.__version__),
+        "Cleave time = cleave-run --print-stats 'run time' (executor run only: inputs are copied into the arena once "
+        "before warmup, outputs read after; no process/plan-load cost);",
+        "OpenBLAS time = one cblas_sgemm call via ctypes; onnxruntime time = InferenceSession.run. "
+        "Times: min (mean) over the timed runs.",
+        "ratio: matmul rows = Cleave GFLOP/s / OpenBLAS GFLOP/s (1 = parity); model rows = Cleave time / onnxruntime "
+        "time (< 1: Cleave faster).",
+    ]
+    for h in header:
+        log(h)
+
+    work = ARGS.keep or tempfile.mkdtemp(prefix="cleave-bench-")
+    os.makedirs(work, exist_ok=True)
+    t_all = time.perf_counter()
+    try:
+        if "matmul" in only:
+            bench_matmul(work, blas)
+        if "tiny" in only:
+            n = 20 if ARGS.quick else 100
+            bench_model(work, "tiny", "2 tiny GPT", 5, n)
+        if "gpt2" in only:
+            bench_model(work, "gpt2-small", "3 gpt2-small", 1, 3, ["--external-data"],
+                        compile_row="4 gpt2-small compile")
+    finally:
+        if not ARGS.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    for h in header:
+        print(h)
+    print()
+    print_table()
+    print("\n(total %.0f s)" % (time.perf_counter() - t_all), flush=True)
+    failed = any(r[2] == "FAILED" or "FAILED" in r[5] or "WRONG" in r[5] or "MISMATCH" in r[5] for r in ROWS)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
