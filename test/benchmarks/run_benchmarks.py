@@ -232,9 +232,21 @@ def matmul_model(path, M, K, N):
     onnx.save(m, path)
 
 
+ROUNDS = 3  # matmul and tiny: Cleave and the reference alternate in rounds
+
+
+def merge_runs(rs):
+    """Merges cleave_run results of equal repeat counts."""
+    m = dict(rs[-1])
+    m["min_ms"] = min(r["min_ms"] for r in rs)
+    m["mean_ms"] = sum(r["mean_ms"] for r in rs) / len(rs)
+    m["runs"] = sum(r["runs"] for r in rs)
+    return m
+
+
 def bench_matmul(work, blas):
     shapes = [(512, 512, 512), (1024, 1024, 1024), (2048, 768, 3072)]
-    repeats = {512: 30, 1024: 10, 2048: 5} if not ARGS.quick else {512: 10, 1024: 4, 2048: 2}
+    repeats = {512: 30, 1024: 12, 2048: 6} if not ARGS.quick else {512: 10, 1024: 4, 2048: 2}
     rng = np.random.default_rng(0)
     gen_s_per_flop = None  # --no-library-gemm seconds per flop at the last shape
     for M, K, N in shapes:
@@ -261,28 +273,39 @@ def bench_matmul(work, blas):
             return err, ok
 
         sec = "1 matmul %s" % name
-        # (a) Cleave with library GEMM
-        log("matmul %s: Cleave (library gemm), warmup 2, repeat %d" % (name, n))
-        cleave_ms = None
+        # (a) Cleave with library GEMM and (b) OpenBLAS directly, alternated
+        # over ROUNDS rounds so that load from other work hits both alike.
+        c = np.empty((M, N), np.float32)
+        per = max(1, n // ROUNDS)
+        cleave_ms, cleave_note, bl = None, "", []
         try:
             st = cleave_compile(model, os.path.join(d, "mm.cleave"))
-            r = cleave_run(os.path.join(d, "mm.cleave"), inputs, d, 2, n)
+        except Failure as e:
+            st, cleave_note = None, "FAILED: " + str(e)
+        rs = []
+        for k in range(ROUNDS):
+            if st is not None and not cleave_note:
+                log("matmul %s round %d/%d: Cleave (library gemm), warmup 2, repeat %d" % (name, k + 1, ROUNDS, per))
+                try:
+                    rs.append(cleave_run(os.path.join(d, "mm.cleave"), inputs, d, 2, per))
+                except Failure as e:
+                    cleave_note = "FAILED: " + str(e)
+            log("matmul %s round %d/%d: OpenBLAS cblas_sgemm via ctypes, warmup 2, repeat %d" % (
+                name, k + 1, ROUNDS, per))
+            bl.append(blas.time_gemm(a, b, c, 2, per))
+        bl_min, bl_mean = min(x[0] for x in bl), sum(x[1] for x in bl) / len(bl)
+        if rs and not cleave_note:
+            cleave_ms = merge_runs(rs)
             err, ok = check(os.path.join(d, "C.npy"))
-            cleave_ms = r
             cleave_note = "plan: %d gemm, %d kernel, %d commands; max|err| %.2g%s" % (
                 st["gemms"], st["kernels"], st["commands"], err, "" if ok else " WRONG RESULT")
-        except Failure as e:
-            cleave_note = "FAILED: " + str(e)
-        # (b) OpenBLAS directly
-        log("matmul %s: OpenBLAS cblas_sgemm via ctypes, warmup 2, repeat %d" % (name, n))
-        c = np.empty((M, N), np.float32)
-        bl_min, bl_mean = blas.time_gemm(a, b, c, 2, n)
+        n = per * ROUNDS
         if cleave_ms:
             row(sec, "Cleave (library GEMM) GFLOP/s",
                 "%.1f (mean %.1f)" % (gf(cleave_ms["min_ms"]), gf(cleave_ms["mean_ms"])),
                 "OpenBLAS %.1f (mean %.1f)" % (gf(bl_min), gf(bl_mean)),
                 "%.2f" % (bl_min / cleave_ms["min_ms"]),
-                "best of %d; %s" % (n, cleave_note))
+                "best of %d (%d rounds alternated); %s" % (n, ROUNDS, cleave_note))
         else:
             row(sec, "Cleave (library GEMM) GFLOP/s", "-", "OpenBLAS %.1f (mean %.1f)" % (gf(bl_min), gf(bl_mean)),
                 "-", cleave_note)
@@ -320,7 +343,7 @@ def bench_matmul(work, blas):
 
 # --- 2./3. models --------------------------------------------------------------
 
-def bench_model(work, preset, sec, warmup, repeat, extra_gen=(), compile_row=None):
+def bench_model(work, preset, sec, warmup, repeat, rounds=1, extra_gen=(), compile_row=None):
     d = os.path.join(work, preset)
     os.makedirs(d, exist_ok=True)
     model = os.path.join(d, "model.onnx")
@@ -337,29 +360,42 @@ def bench_model(work, preset, sec, warmup, repeat, extra_gen=(), compile_row=Non
     ids_npy = os.path.join(d, "input_ids.npy")
     np.save(ids_npy, ids)
 
-    # Cleave first (no onnxruntime threads around), then onnxruntime.
+    # Cleave and onnxruntime alternate over `rounds` rounds (repeat runs each
+    # per round), so that load from other work hits both alike.
     plan = os.path.join(d, "model.cleave")
     cl, st, err_text = None, None, None
     log("%s: cleave-compile" % preset)
     try:
         st = cleave_compile(model, plan)
         log("  compiled in %.1f s wall; arena %d bytes" % (st["compile_s_wall"], st["arena"]))
-        log("%s: cleave-run, warmup %d, repeat %d" % (preset, warmup, repeat))
-        outd = os.path.join(d, "cleave_out")
-        os.makedirs(outd, exist_ok=True)
-        cl = cleave_run(plan, [ids_npy], outd, warmup, repeat)
-        got = np.load(os.path.join(outd, "logits.npy"))
     except Failure as e:
         err_text = str(e)
         log("  " + err_text)
+    sess = ort_session(model)
+    feeds = {"input_ids": ids}
+    outd = os.path.join(d, "cleave_out")
+    os.makedirs(outd, exist_ok=True)
+    rs, os_ = [], []
+    for k in range(rounds):
+        if st is not None and err_text is None:
+            log("%s round %d/%d: cleave-run, warmup %d, repeat %d" % (preset, k + 1, rounds, warmup, repeat))
+            try:
+                rs.append(cleave_run(plan, [ids_npy], outd, warmup, repeat))
+            except Failure as e:
+                err_text = str(e)
+                log("  " + err_text)
+        log("%s round %d/%d: onnxruntime, warmup %d, repeat %d" % (preset, k + 1, rounds, warmup, repeat))
+        o = time_ort(sess, feeds, warmup, repeat)
+        os_.append(o[:2])
+        want = o[2][0]
+    del sess, o
     if os.path.exists(plan):
         os.remove(plan)  # the gpt2 plan holds every weight (~0.5 GB)
-
-    log("%s: onnxruntime, warmup %d, repeat %d" % (preset, warmup, repeat))
-    sess = ort_session(model)
-    o_min, o_mean, outs = time_ort(sess, {"input_ids": ids}, warmup, repeat)
-    want = outs[0]
-    del sess, outs
+    o_min, o_mean = min(x[0] for x in os_), sum(x[1] for x in os_) / len(os_)
+    if rs and err_text is None:
+        cl = merge_runs(rs)
+        got = np.load(os.path.join(outd, "logits.npy"))
+    repeat *= rounds
 
     item = "%s inference (shape %s)" % (preset, "x".join(map(str, shape)))
     ref = "onnxruntime " + fmt_ms(o_min, o_mean)
@@ -374,7 +410,7 @@ def bench_model(work, preset, sec, warmup, repeat, extra_gen=(), compile_row=Non
             check = "max|cleave-ort| %.3g (max|ort| %.3g) %s" % (diff, float(np.abs(want).max()),
                                                                 "OK" if ok else "MISMATCH: the time is not valid")
         row(sec, item, fmt_ms(cl["min_ms"], cl["mean_ms"]), ref, "%.2f" % (cl["min_ms"] / o_min),
-            "best of %d (warmup %d); plan load %.0f ms; %s" % (repeat, warmup, cl["load_ms"], check))
+            "best of %d (%d round(s), warmup %d each); plan load %.0f ms; %s" % (repeat, rounds, warmup, cl["load_ms"], check))
     if compile_row:
         csec = compile_row
         if st is None:
@@ -401,14 +437,16 @@ def main():
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
+    load0 = open("/proc/loadavg").read().split()[0]
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     header = [
         "Cleave benchmarks  (commit %s%s, %s)" % (git, " + local changes" if dirty else "", time.strftime("%Y-%m-%d %H:%M")),
-        "machine: %s, %d cores, load average at start %s" % (cpu, os.cpu_count(), open("/proc/loadavg").read().split()[0]),
+        "machine: %s, %d cores, load average at start %s" % (cpu, os.cpu_count(), load0),
         "threads: OPENBLAS_NUM_THREADS=%s OMP_NUM_THREADS=%s (cleave-run and ctypes OpenBLAS), onnxruntime "
         "intra_op_num_threads=%d; Cleave's generated kernels are single-threaded" % (
             os.environ["OPENBLAS_NUM_THREADS"], os.environ["OMP_NUM_THREADS"], ARGS.threads),
-        "OPENBLAS_CORETYPE=%s" % os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+        "OPENBLAS_CORETYPE=%s (left as found)" % (repr(os.environ["OPENBLAS_CORETYPE"]) if "OPENBLAS_CORETYPE" in os.environ
+                                                   else "(unset)"),
         "OpenBLAS: %s -> %s: %s" % (blas.path, blas.real, blas.config()),
         "onnxruntime %s (CPUExecutionProvider), numpy %s, onnx %s" % (ort.__version__, np.__version__, onnx.__version__),
         "Cleave time = cleave-run --print-stats 'run time' (executor run only: inputs are copied into the arena once "
@@ -418,6 +456,12 @@ def main():
         "ratio: matmul rows = Cleave GFLOP/s / OpenBLAS GFLOP/s (1 = parity); model rows = Cleave time / onnxruntime "
         "time (< 1: Cleave faster).",
     ]
+    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "").split()
+    core = blas.lib.openblas_get_corename().decode()
+    if "avx512f" in flags and core.lower() not in ("skylakex", "cooperlake", "sapphirerapids"):
+        header.insert(5, "NOTE: the CPU has AVX-512 but OpenBLAS runs its '%s' kernels (Cleave's GEMMs and the OpenBLAS "
+                         "reference alike; onnxruntime's MLAS is not affected); OPENBLAS_CORETYPE=SkylakeX selects "
+                         "AVX-512 ones." % core)
     for h in header:
         log(h)
 
@@ -428,10 +472,10 @@ def main():
         if "matmul" in only:
             bench_matmul(work, blas)
         if "tiny" in only:
-            n = 20 if ARGS.quick else 100
-            bench_model(work, "tiny", "2 tiny GPT", 5, n)
+            n = 10 if ARGS.quick else 40
+            bench_model(work, "tiny", "2 tiny GPT", 5, n, rounds=ROUNDS)
         if "gpt2" in only:
-            bench_model(work, "gpt2-small", "3 gpt2-small", 1, 3, ["--external-data"],
+            bench_model(work, "gpt2-small", "3 gpt2-small", 1, 3, extra_gen=["--external-data"],
                         compile_row="4 gpt2-small compile")
     finally:
         if not ARGS.keep:
@@ -442,7 +486,10 @@ def main():
         print(h)
     print()
     print_table()
-    print("\n(total %.0f s)" % (time.perf_counter() - t_all), flush=True)
+    load_end = open("/proc/loadavg").read().split()[0]
+    print("\n(total %.0f s; load average at start %s, at end %s%s)" % (
+        time.perf_counter() - t_all, load0, load_end,
+        "; the machine had other work: expect noise" if float(load0) >= 0.5 else ""), flush=True)
     failed = any(r[2] == "FAILED" or "FAILED" in r[5] or "WRONG" in r[5] or "MISMATCH" in r[5] for r in ROWS)
     return 1 if failed else 0
 
