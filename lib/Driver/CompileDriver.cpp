@@ -62,17 +62,19 @@ struct Options {
                  clEnumValN(EmitKind::MLIR, "mlir",
                             "MLIR text after the phase chosen by --phase")),
       cl::cat(category)};
-  cl::opt<cleave::CompilePhase> phase{
+  cl::opt<::cleave::CompilePhase> phase{
       "phase", cl::desc("With --emit=mlir: the phase after which to print IR"),
-      cl::init(cleave::CompilePhase::Import),
+      cl::init(::cleave::CompilePhase::Import),
       cl::values(
-          clEnumValN(cleave::CompilePhase::Import, "import",
+          clEnumValN(::cleave::CompilePhase::Import, "import",
                      "the cleave dialect as imported from ONNX (default)"),
-          clEnumValN(cleave::CompilePhase::Prepared, "prepared",
+          clEnumValN(::cleave::CompilePhase::TrainStep, "train-step",
+                     "after building the training step (with --train)"),
+          clEnumValN(::cleave::CompilePhase::Prepared, "prepared",
                      "after folding, CSE and GEMM canonicalization"),
-          clEnumValN(cleave::CompilePhase::Kernels, "kernels",
+          clEnumValN(::cleave::CompilePhase::Kernels, "kernels",
                      "the outlined kernel module, in cleave ops"),
-          clEnumValN(cleave::CompilePhase::LLVM, "llvm",
+          clEnumValN(::cleave::CompilePhase::LLVM, "llvm",
                      "the kernel module lowered to the LLVM dialect")),
       cl::cat(category)};
   cl::opt<std::string> target{
@@ -82,6 +84,67 @@ struct Options {
       "no-library-gemm",
       cl::desc("Generate code for matmuls instead of calling BLAS"),
       cl::cat(category)};
+  // Training.
+  cl::OptionCategory trainCategory{"cleave-compile training options"};
+  cl::opt<bool> train{"train",
+                      cl::desc("Compile one training step (forward, "
+                               "backward, optimizer update) instead of the "
+                               "forward model"),
+                      cl::cat(trainCategory)};
+  cl::opt<std::string> loss{
+      "loss",
+      cl::desc("Loss added to the model: cross_entropy:<logits>,<labels>"
+               "[,<ignore_index>] or mse:<output>,<target>; the labels or "
+               "target become an input (default: the model's scalar output)"),
+      cl::value_desc("spec"), cl::cat(trainCategory)};
+  cl::opt<std::string> trainable{
+      "trainable", cl::desc("Regex of the initializers to train (default: all "
+                            "float initializers)"),
+      cl::init(".*"), cl::value_desc("regex"), cl::cat(trainCategory)};
+  cl::opt<std::string> frozen{
+      "frozen", cl::desc("Regex of initializers to keep fixed"),
+      cl::value_desc("regex"), cl::cat(trainCategory)};
+  cl::opt<std::string> optimizer{
+      "optimizer", cl::desc("sgd, momentum, nesterov, adam or adamw (default)"),
+      cl::init("adamw"), cl::cat(trainCategory)};
+  cl::opt<double> lr{"lr", cl::desc("Base learning rate (default 1e-3)"),
+                     cl::init(1e-3), cl::cat(trainCategory)};
+  cl::opt<double> momentum{"momentum",
+                           cl::desc("Momentum factor (default 0.9)"),
+                           cl::init(0.9), cl::cat(trainCategory)};
+  cl::opt<double> beta1{"beta1", cl::desc("Adam beta1 (default 0.9)"),
+                        cl::init(0.9), cl::cat(trainCategory)};
+  cl::opt<double> beta2{"beta2", cl::desc("Adam beta2 (default 0.999)"),
+                        cl::init(0.999), cl::cat(trainCategory)};
+  cl::opt<double> adamEps{"adam-eps", cl::desc("Adam epsilon (default 1e-8)"),
+                          cl::init(1e-8), cl::cat(trainCategory)};
+  cl::opt<double> weightDecay{
+      "weight-decay",
+      cl::desc("Weight decay: decoupled for adamw, L2 otherwise (default 0)"),
+      cl::init(0.0), cl::cat(trainCategory)};
+  cl::opt<double> clipGradNorm{
+      "clip-grad-norm",
+      cl::desc("Clip gradients to this global norm (default 0: off)"),
+      cl::init(0.0), cl::cat(trainCategory)};
+  cl::opt<std::string> lrSchedule{
+      "lr-schedule",
+      cl::desc("constant (default), warmup (linear warmup, then constant) or "
+               "cosine (linear warmup, then cosine decay to --min-lr)"),
+      cl::init("constant"), cl::cat(trainCategory)};
+  cl::opt<int64_t> warmupSteps{"warmup-steps",
+                               cl::desc("Linear warmup steps (default 0)"),
+                               cl::init(0), cl::cat(trainCategory)};
+  cl::opt<int64_t> totalSteps{
+      "total-steps", cl::desc("Steps of the cosine schedule (warmup included)"),
+      cl::init(0), cl::cat(trainCategory)};
+  cl::opt<double> minLR{"min-lr", cl::desc("Final learning rate of cosine"),
+                        cl::init(0.0), cl::cat(trainCategory)};
+  cl::opt<int64_t> lrScaleWithBatch{
+      "lr-scale-with-batch",
+      cl::desc("Scale the learning rate by global batch / this reference "
+               "batch (linear scaling rule; default 0: off)"),
+      cl::value_desc("reference batch"), cl::init(0), cl::cat(trainCategory)};
+
   cl::opt<bool> stats{"print-stats",
                       cl::desc("Print the plan's commands, memory and compile "
                                "time to stderr"),
@@ -134,7 +197,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
   using namespace ::cleave;
   llvm::InitLLVM init(argc, argv);
   Options opts;
-  cl::HideUnrelatedOptions(opts.category);
+  cl::HideUnrelatedOptions({&opts.category, &opts.trainCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "cleave-compile: compile an ONNX model into a Cleave plan (.cleave)\n\n"
@@ -178,6 +241,43 @@ int (::cleave::compileMain)(int argc, char **argv) {
                            ? defaultOutput(opts.input, opts.emit)
                            : opts.output.getValue();
   CompileOptions compileOptions;
+  if (opts.train) {
+    BuildTrainStepPassOptions train;
+    train.trainable = opts.trainable;
+    train.frozen = opts.frozen;
+    train.loss = opts.loss;
+    train.optimizer = opts.optimizer;
+    train.momentum = opts.momentum;
+    train.beta1 = opts.beta1;
+    train.beta2 = opts.beta2;
+    train.epsilon = opts.adamEps;
+    train.weightDecay = opts.weightDecay;
+    train.clipGradNorm = opts.clipGradNorm;
+    compileOptions.train = train;
+    plan::TrainingInfo &info = compileOptions.plan.training;
+    info.optimizer = opts.optimizer;
+    info.baseLR = opts.lr;
+    info.minLR = opts.minLR;
+    info.warmupSteps = opts.warmupSteps;
+    info.totalSteps = opts.totalSteps;
+    info.referenceBatch = opts.lrScaleWithBatch;
+    if (opts.lrSchedule == "constant")
+      info.schedule = opts.warmupSteps > 0 ? plan::LRSchedule::LinearWarmup
+                                           : plan::LRSchedule::Constant;
+    else if (opts.lrSchedule == "warmup")
+      info.schedule = plan::LRSchedule::LinearWarmup;
+    else if (opts.lrSchedule == "cosine")
+      info.schedule = plan::LRSchedule::Cosine;
+    else
+      return fail("unknown --lr-schedule '" + opts.lrSchedule +
+                  "' (expected constant, warmup or cosine)");
+    if (info.schedule == plan::LRSchedule::Cosine &&
+        opts.totalSteps <= opts.warmupSteps)
+      return fail("--lr-schedule=cosine needs --total-steps greater than "
+                  "--warmup-steps");
+  } else if (!opts.loss.empty()) {
+    return fail("--loss needs --train");
+  }
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.modelName =
       llvm::sys::path::filename(opts.input).str();

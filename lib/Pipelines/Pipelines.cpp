@@ -40,6 +40,15 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   if (stopHere(CompilePhase::Import, module))
     return plan::Plan();
 
+  if (options.train) {
+    PassManager train(module.getContext());
+    train.addPass(createBuildTrainStepPass(*options.train));
+    if (failed(train.run(module)))
+      return failure();
+  }
+  if (stopHere(CompilePhase::TrainStep, module))
+    return plan::Plan();
+
   PassManager pm(module.getContext());
   buildPreparePipeline(pm);
   if (failed(pm.run(module)))

@@ -67,17 +67,17 @@ static uint64_t byteSize(RankedTensorType t) {
 
 /// The little-endian bytes of a constant, one element after another (i1 as
 /// one byte per element).
-static FailureOr<std::vector<uint8_t>> constantBytes(ConstantOp op) {
-  auto type = cast<RankedTensorType>(op.getType());
+static FailureOr<std::vector<uint8_t>> constantBytes(ElementsAttr value) {
+  auto type = cast<RankedTensorType>(value.getType());
   std::vector<uint8_t> bytes(byteSize(type));
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(op.getValue())) {
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
     AsmResourceBlob *blob = resource.getRawHandle().getBlob();
     if (!blob || blob->getData().size() != bytes.size())
       return failure();
     std::memcpy(bytes.data(), blob->getData().data(), bytes.size());
     return bytes;
   }
-  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  auto dense = dyn_cast<DenseElementsAttr>(value);
   if (!dense)
     return failure();
   Type et = type.getElementType();
@@ -347,23 +347,102 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     return success();
   };
 
-  // Tables.
+  // State arguments: a state tensor each, with the parameter's initial value
+  // as a constant at the same offset, or zeroed by an init command.
+  std::vector<plan::Command> stateCopies;
+  auto addState = [&](plan::Plan &p, unsigned i,
+                      plan::TensorInfo info) -> LogicalResult {
+    StringRef kind = main.getArgAttrOfType<StringAttr>(i, "cleave.state").getValue();
+    auto parameter = main.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
+    auto slot = main.getArgAttrOfType<StringAttr>(i, "cleave.slot");
+    plan::StateTensor state;
+    state.info = info;
+    state.parameter = parameter ? parameter.getValue().str() : info.name;
+    state.slot = slot ? slot.getValue().str() : "";
+    if (kind == "parameter") {
+      state.kind = plan::StateKind::Parameter;
+      auto init = main.getArgAttrOfType<ElementsAttr>(i, "cleave.initial_value");
+      if (!init)
+        return main.emitError() << "parameter '" << info.name
+                                << "' has no cleave.initial_value";
+      FailureOr<std::vector<uint8_t>> bytes = constantBytes(init);
+      if (failed(bytes) || bytes->size() != info.byteSize())
+        return main.emitError() << "cannot serialize the initial value of '"
+                                << info.name << "'";
+      p.constants.push_back({info, std::move(*bytes)});
+    } else if (kind == "optimizer_state") {
+      state.kind = plan::StateKind::OptimizerState;
+      p.initCommands.push_back(
+          {plan::CommandKind::Fill,
+           {static_cast<int64_t>(info.byteSize()), 0},
+           {info.offset}});
+    } else {
+      return main.emitError() << "argument " << i << " has unknown state kind '"
+                              << kind << "'";
+    }
+    p.states.push_back(std::move(state));
+    return success();
+  };
+
+  // Tables: inputs, state tensors, outputs.
+  plan::TrainingInfo &training = p.training;
+  training = options.training;
   for (BlockArgument arg : main.getArguments()) {
-    auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
+    unsigned i = arg.getArgNumber();
+    auto name = main.getArgAttrOfType<StringAttr>(i, "cleave.name");
+    std::string fallback = "input" + std::to_string(i);
     plan::TensorInfo info;
-    if (failed(tensorInfo(arg, name ? name.getValue()
-                                    : StringRef("input" + std::to_string(arg.getArgNumber())),
+    if (failed(tensorInfo(arg, name ? name.getValue() : StringRef(fallback),
                           info)))
       return failure();
+    if (auto state = main.getArgAttrOfType<StringAttr>(i, "cleave.state")) {
+      if (failed(addState(p, i, std::move(info))))
+        return failure();
+      continue;
+    }
+    auto role = main.getArgAttrOfType<StringAttr>(i, "cleave.role");
+    int64_t index = p.inputs.size();
+    if (role && role.getValue() == "lr")
+      training.lrInput = index;
+    else if (role && role.getValue() == "step")
+      training.stepInput = index;
+    else if (role && role.getValue() == "data")
+      training.dataInputs.push_back(index);
     p.inputs.push_back(std::move(info));
   }
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (auto updates = main.getResultAttrOfType<IntegerAttr>(i, "cleave.updates")) {
+      int64_t target = updates.getInt();
+      if (target < 0 || target >= main.getNumArguments() ||
+          !main.getArgAttr(target, "cleave.state"))
+        return main.emitError() << "result " << i
+                                << " updates argument " << target
+                                << ", which is not a state argument";
+      uint64_t src = offsetOf(v), dst = offsetOf(main.getArgument(target));
+      if (src != dst)
+        stateCopies.push_back(
+            {plan::CommandKind::Copy,
+             {static_cast<int64_t>(byteSize(cast<RankedTensorType>(v.getType())))},
+             {src, dst}});
+      continue;
+    }
     auto name = main.getResultAttrOfType<StringAttr>(i, "cleave.name");
     std::string fallback = "output" + std::to_string(i);
     plan::TensorInfo info;
     if (failed(tensorInfo(v, name ? name.getValue() : StringRef(fallback), info)))
       return failure();
+    auto role = main.getResultAttrOfType<StringAttr>(i, "cleave.role");
+    if (role && role.getValue() == "loss")
+      training.lossOutput = p.outputs.size();
+    else if (role && role.getValue() == "grad_norm")
+      training.gradNormOutput = p.outputs.size();
     p.outputs.push_back(std::move(info));
+  }
+  training.enabled = !p.states.empty();
+  if (training.enabled && !training.dataInputs.empty()) {
+    const plan::TensorInfo &first = p.inputs[training.dataInputs.front()];
+    training.batchSize = first.shape.empty() ? 1 : first.shape[0];
+    training.sequenceLength = first.shape.size() >= 2 ? first.shape[1] : 0;
   }
   for (const Buffer &b : buffers) {
     auto cst = b.value.getDefiningOp<ConstantOp>();
@@ -373,7 +452,7 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     plan::Constant c;
     if (failed(tensorInfo(b.value, name ? name.getValue() : "constant", c.info)))
       return failure();
-    FailureOr<std::vector<uint8_t>> bytes = constantBytes(cst);
+    FailureOr<std::vector<uint8_t>> bytes = constantBytes(cst.getValue());
     if (failed(bytes))
       return cst.emitError() << "cannot serialize constant data";
     c.data = std::move(*bytes);
@@ -420,6 +499,9 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     }
     p.commands.push_back(std::move(cmd));
   }
+  // New state values are written back after every command has read the old.
+  for (plan::Command &copy : stateCopies)
+    p.commands.push_back(std::move(copy));
 
   // Metadata: what the plan costs.
   int64_t flops = 0, constantBytes = 0;

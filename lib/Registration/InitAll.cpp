@@ -4,17 +4,23 @@
 
 #include "Cleave/IR/CleaveDialect.h"
 #include "cleave/Conversion/Passes.h"
+#include "cleave/Pipelines/Pipelines.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
+#include "cleave/Transforms/Autodiff.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Training/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 
 void cleave::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::cleave::CleaveDialect>();
+  registerVJPExternalModels(registry);
 }
 
 void cleave::registerAllPasses() {
   registerCleaveTransformsPasses();
   mlir::cleave::registerCleaveConversionPasses();
+  registerCleaveTrainingPasses();
   registerCPUPipelines();
+  registerPipelines();
 }

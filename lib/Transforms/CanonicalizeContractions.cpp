@@ -120,6 +120,57 @@ static Value transpose(OpBuilder &b, Location loc, Value v,
       b, loc, RankedTensorType::get(shape, type.getElementType()), v, perm);
 }
 
+/// Dimensions of `op`'s lhs (or rhs) by role, as stored on the op.
+struct OperandDims {
+  SmallVector<int64_t> batch, contract;
+};
+
+/// The GEMM layout of one operand: batch dimensions leading, contracting
+/// dimensions contiguous at the front (after batch) or at the back.
+static bool isGemmOperand(ArrayRef<int64_t> batch, ArrayRef<int64_t> contract,
+                          int64_t rank) {
+  int64_t nb = batch.size(), nk = contract.size();
+  return isRange(batch, 0) &&
+         (isRange(contract, rank - nk) || isRange(contract, nb));
+}
+
+/// The permutation that brings one operand into a GEMM layout: batch
+/// dimensions first, then `contract` (in pair order) and the free
+/// dimensions, in whichever of the two orders (contract-free or
+/// free-contract) keeps the operand's innermost dimension innermost, so that
+/// the materialized transpose copies contiguous rows; `contractFirst` breaks
+/// the tie (the non-transposed GEMM layout of the operand).
+static SmallVector<int64_t> gemmLayoutPermutation(ArrayRef<int64_t> batch,
+                                                  ArrayRef<int64_t> contract,
+                                                  int64_t rank,
+                                                  bool contractFirst) {
+  SmallVector<int64_t> free = freeDims(rank, batch, contract);
+  bool innerIsContract = !contract.empty() && contract.back() == rank - 1;
+  bool innerIsFree = !free.empty() && free.back() == rank - 1;
+  if (innerIsContract)
+    contractFirst = false;
+  else if (innerIsFree)
+    contractFirst = true;
+  SmallVector<int64_t> perm(batch);
+  if (contractFirst) {
+    llvm::append_range(perm, contract);
+    llvm::append_range(perm, free);
+  } else {
+    llvm::append_range(perm, free);
+    llvm::append_range(perm, contract);
+  }
+  return perm;
+}
+
+/// Applies `perm` to `v` and returns the new positions of `dims`.
+static SmallVector<int64_t> permutedDims(ArrayRef<int64_t> perm,
+                                         ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> out;
+  for (int64_t d : dims)
+    out.push_back(llvm::find(perm, d) - perm.begin());
+  return out;
+}
+
 /// Transposes operands that are not in a GEMM layout.
 static void transposeToGemmLayout(ContractOp op) {
   if (succeeded(::cleave::getGemmShape(op)))
@@ -137,38 +188,87 @@ static void transposeToGemmLayout(ContractOp op) {
     lc.push_back(l);
     rc.push_back(r);
   }
-  ArrayRef<int64_t> lb = op.getLhsBatchingDimensions(),
-                    rb = op.getRhsBatchingDimensions();
-  int64_t nb = lb.size(), nk = lc.size();
+  SmallVector<int64_t> lb(op.getLhsBatchingDimensions()),
+      rb(op.getRhsBatchingDimensions());
 
   OpBuilder b(op);
   Value lhs = op.getLhs(), rhs = op.getRhs();
-  bool lhsOk = isRange(lb, 0) && (isRange(lc, rl - nk) || isRange(lc, nb));
-  if (!lhsOk) {
-    SmallVector<int64_t> perm(lb);
-    llvm::append_range(perm, freeDims(rl, lb, lc));
-    llvm::append_range(perm, lc);
+  if (!isGemmOperand(lb, lc, rl)) {
+    SmallVector<int64_t> perm =
+        gemmLayoutPermutation(lb, lc, rl, /*contractFirst=*/false);
     lhs = transpose(b, op.getLoc(), lhs, perm);
-    lc.clear();
-    for (int64_t i = 0; i < nk; ++i)
-      lc.push_back(rl - nk + i);
+    lc = permutedDims(perm, lc);
+    lb = permutedDims(perm, lb);
   }
-  bool rhsOk = isRange(rb, 0) && (isRange(rc, nb) || isRange(rc, rr - nk));
-  if (!rhsOk) {
-    SmallVector<int64_t> perm(rb);
-    llvm::append_range(perm, rc);
-    llvm::append_range(perm, freeDims(rr, rb, rc));
+  if (!isGemmOperand(rb, rc, rr)) {
+    SmallVector<int64_t> perm =
+        gemmLayoutPermutation(rb, rc, rr, /*contractFirst=*/true);
     rhs = transpose(b, op.getLoc(), rhs, perm);
-    rc.clear();
-    for (int64_t i = 0; i < nk; ++i)
-      rc.push_back(nb + i);
+    rc = permutedDims(perm, rc);
+    rb = permutedDims(perm, rb);
   }
-  SmallVector<int64_t> batch(nb);
-  std::iota(batch.begin(), batch.end(), 0);
-  auto replacement = ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs,
-                                        batch, batch, lc, rc);
+  auto replacement =
+      ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs, lb, rb, lc, rc);
   op.replaceAllUsesWith(replacement.getResult());
   op.erase();
+}
+
+/// contract(transpose(x), y) -> contract(x, y) with the dimension numbers
+/// mapped through the permutation (likewise for the rhs), when the free
+/// dimensions of x keep their order (the result layout is unchanged) and
+/// the fold does not make things worse: x is in a GEMM layout (the
+/// transpose disappears, the GEMM reads x with transA/transB), or the
+/// transpose x would need instead keeps x's innermost dimension innermost
+/// while the folded one does not (a row copy instead of a strided gather).
+static ContractOp foldOperandTransposes(ContractOp op) {
+  SmallVector<int64_t> lb(op.getLhsBatchingDimensions()),
+      rb(op.getRhsBatchingDimensions()), lc(op.getLhsContractingDimensions()),
+      rc(op.getRhsContractingDimensions());
+  Value lhs = op.getLhs(), rhs = op.getRhs();
+  bool changed = false;
+  auto tryFold = [&](Value &operand, SmallVector<int64_t> &batch,
+                     SmallVector<int64_t> &contract, bool contractFirst) {
+    auto t = operand.getDefiningOp<TransposeOp>();
+    if (!t)
+      return;
+    ArrayRef<int64_t> perm = t.getPermutation();
+    int64_t rank = perm.size();
+    SmallVector<int64_t> newBatch, newContract;
+    for (int64_t d : batch)
+      newBatch.push_back(perm[d]);
+    for (int64_t d : contract)
+      newContract.push_back(perm[d]);
+    SmallVector<int64_t> free = freeDims(rank, batch, contract);
+    for (size_t i = 1; i < free.size(); ++i)
+      if (perm[free[i - 1]] > perm[free[i]])
+        return; // the result layout would change
+    // The layout the operand has through the transpose; the fold must
+    // leave one at least as good.
+    bool wasGemm = isGemmOperand(batch, contract, rank);
+    bool foldedGemm = isGemmOperand(newBatch, newContract, rank);
+    if (!foldedGemm) {
+      if (!wasGemm)
+        return; // transposeToGemmLayout composes the two transposes anyway
+      SmallVector<int64_t> needed =
+          gemmLayoutPermutation(newBatch, newContract, rank, contractFirst);
+      if (perm.back() == rank - 1 || needed.back() != rank - 1)
+        return;
+    }
+    operand = t.getOperand();
+    batch = std::move(newBatch);
+    contract = std::move(newContract);
+    changed = true;
+  };
+  tryFold(lhs, lb, lc, /*contractFirst=*/false);
+  tryFold(rhs, rb, rc, /*contractFirst=*/true);
+  if (!changed)
+    return op;
+  OpBuilder b(op);
+  auto replacement =
+      ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs, lb, rb, lc, rc);
+  op.replaceAllUsesWith(replacement.getResult());
+  op.erase();
+  return replacement;
 }
 
 namespace {
@@ -181,9 +281,14 @@ struct CanonicalizeContractionsPass
     for (ContractOp op : contracts) {
       if (ContractOp folded = foldBroadcastBatch(op))
         op = folded;
+      op = foldOperandTransposes(op);
       transposeToGemmLayout(op);
     }
-    // Broadcasts left without users are dead.
+    // Transposes and broadcasts left without users are dead.
+    getOperation().walk([](TransposeOp op) {
+      if (op->use_empty())
+        op.erase();
+    });
     getOperation().walk([](BroadcastInDimOp op) {
       if (op->use_empty())
         op.erase();

@@ -134,6 +134,86 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
                                            const void **out_data,
                                            size_t *out_bytes);
 
+/*===-- Training: state tensors, the training record ----------------------===*/
+
+/* Parameters and optimizer state are state tensors: they live in the
+ * executor's arena across runs and the plan's commands update them in place.
+ * Parameters start from their initial values (constants), optimizer state is
+ * set up by the plan's init commands, which run once in executor_create. */
+
+typedef enum cleave_rt_state_kind_e {
+  CLEAVE_RT_STATE_PARAMETER = 1,
+  CLEAVE_RT_STATE_OPTIMIZER_STATE = 2
+} cleave_rt_state_kind_t;
+
+/* Pointers stay valid while the program lives. */
+typedef struct cleave_rt_state_desc_t {
+  cleave_rt_tensor_desc_t tensor; /* arena tensor name, dtype, shape, size */
+  cleave_rt_state_kind_t kind;
+  /* Parameters: the ONNX initializer name. Optimizer state: the parameter it
+   * belongs to. */
+  const char *parameter;
+  const char *slot;        /* "" for parameters; "momentum", "adam_m", ... */
+  const char *global_name; /* checkpoint key: parameter or "<param>.<slot>" */
+} cleave_rt_state_desc_t;
+
+size_t cleave_rt_program_state_count(cleave_rt_program program);
+cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
+                                              size_t index,
+                                              cleave_rt_state_desc_t *out_desc);
+/* Index of the state whose global name is `global_name`, or NOT_FOUND. */
+cleave_rt_status cleave_rt_program_find_state(cleave_rt_program program,
+                                              const char *global_name,
+                                              size_t *out_index);
+
+typedef enum cleave_rt_lr_schedule_e {
+  CLEAVE_RT_LR_CONSTANT = 0,
+  CLEAVE_RT_LR_LINEAR_WARMUP = 1,
+  CLEAVE_RT_LR_COSINE = 2
+} cleave_rt_lr_schedule_t;
+
+/* Mirror of the plan's training record (cleave::plan::TrainingInfo). Indices
+ * are into the program's inputs/outputs; -1 for step_input and
+ * grad_norm_output means the plan has none. Pointers stay valid while the
+ * program lives. */
+typedef struct cleave_rt_training_info_t {
+  int enabled; /* 0: not a training plan; the other fields are defaults */
+  const char *optimizer; /* "sgd", "momentum", "nesterov", "adam", "adamw" */
+  int64_t lr_input, step_input;          /* f32 scalar inputs */
+  int64_t loss_output, grad_norm_output; /* f32 scalar outputs */
+  cleave_rt_lr_schedule_t schedule;
+  double base_lr, min_lr;
+  int64_t warmup_steps, total_steps;
+  int64_t reference_batch; /* > 0: lr *= global_batch / reference_batch */
+  int64_t batch_size, sequence_length; /* of the data inputs; 0 = unknown */
+  size_t data_input_count;
+  const int64_t *data_inputs; /* input indices fed from the dataset, in order */
+} cleave_rt_training_info_t;
+
+cleave_rt_status
+cleave_rt_program_training_info(cleave_rt_program program,
+                                cleave_rt_training_info_t *out_info);
+
+/* The learning rate of 0-based `step`:
+ *   constant:      base
+ *   linear warmup: base * (step+1) / warmup for step < warmup, then base
+ *   cosine:        warmup as above, then
+ *                  min + 0.5 * (base - min) * (1 + cos(pi * progress)),
+ *                  progress = (step - warmup) / max(1, total - warmup)
+ *                  clamped to [0, 1]
+ * then times global_batch / reference_batch when both are > 0. 0 for NULL. */
+double cleave_rt_learning_rate(const cleave_rt_training_info_t *info,
+                               int64_t step, int64_t global_batch);
+
+/* Copies state `index` out of / into the executor's arena; `bytes` must equal
+ * its byte size. Reads see the values after the last run. */
+cleave_rt_status cleave_rt_executor_read_state(cleave_rt_executor executor,
+                                               size_t index, void *dst,
+                                               size_t bytes);
+cleave_rt_status cleave_rt_executor_write_state(cleave_rt_executor executor,
+                                                size_t index, const void *src,
+                                                size_t bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

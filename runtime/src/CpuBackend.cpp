@@ -30,9 +30,11 @@ public:
     *out_data = arena + tensor.offset;
     return nullptr;
   }
-  cleave_rt_status run() override;
+  cleave_rt_status run() override { return runCommands(plan->commands); }
 
 private:
+  cleave_rt_status runCommands(const std::vector<Command> &commands);
+
   PlanRef plan;
   uint8_t *arena = nullptr;
   std::unique_ptr<KernelLibrary> kernels;
@@ -61,15 +63,19 @@ cleave_rt_status CpuBackend::init() {
     if (!c.data.empty())
       std::memcpy(arena + c.info.offset, c.data.data(), c.data.size());
   size_t maxArgs = 0;
-  for (const Command &c : plan->commands)
-    if (c.kind == CommandKind::Kernel && c.buffers.size() > maxArgs)
-      maxArgs = c.buffers.size();
+  for (const auto *list : {&plan->commands, &plan->initCommands})
+    for (const Command &c : *list)
+      if (c.kind == CommandKind::Kernel && c.buffers.size() > maxArgs)
+        maxArgs = c.buffers.size();
   args.resize(maxArgs);
-  return KernelLibrary::load(plan->kernelObject, plan->kernelNames, &kernels);
+  CLEAVE_RT_RETURN_IF_ERROR(
+      KernelLibrary::load(plan->kernelObject, plan->kernelNames, &kernels));
+  // Once, after the constants: e.g. zeroing the optimizer state.
+  return runCommands(plan->initCommands);
 }
 
-cleave_rt_status CpuBackend::run() {
-  for (const Command &c : plan->commands) {
+cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
+  for (const Command &c : commands) {
     switch (c.kind) {
     case CommandKind::Kernel:
       for (size_t i = 0; i < c.buffers.size(); ++i)

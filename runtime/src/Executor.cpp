@@ -6,6 +6,8 @@
 
 #include "Program.h"
 
+#include <cstring>
+
 using namespace cleave;
 using namespace cleave::rt;
 
@@ -102,6 +104,52 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
   *out_data = data;
   *out_bytes = outputs[index].byteSize();
   return nullptr;
+}
+
+/// Checks a state access; sets *out to the state's tensor.
+static cleave_rt_status stateAccess(cleave_rt_executor executor, size_t index,
+                                    const void *data, size_t bytes,
+                                    const plan::TensorInfo **out) {
+  if (!executor)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "executor is NULL");
+  const auto &states = executor->plan->states;
+  if (index >= states.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "state index " + std::to_string(index) +
+                          " is out of range (the plan has " +
+                          std::to_string(states.size()) + " states)");
+  const plan::TensorInfo &t = states[index].info;
+  if (bytes != t.byteSize())
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "state " + std::to_string(index) + " '" +
+                          states[index].globalName() + "' holds " +
+                          std::to_string(t.byteSize()) + " bytes (" +
+                          shapeString(t) + "), got " + std::to_string(bytes));
+  if (!data && bytes)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "state " + std::to_string(index) + ": buffer is NULL");
+  *out = &t;
+  return nullptr;
+}
+
+cleave_rt_status cleave_rt_executor_read_state(cleave_rt_executor executor,
+                                               size_t index, void *dst,
+                                               size_t bytes) {
+  const plan::TensorInfo *t = nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(stateAccess(executor, index, dst, bytes, &t));
+  const void *src = nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(executor->backend->readTensor(*t, &src));
+  if (bytes)
+    std::memcpy(dst, src, bytes);
+  return nullptr;
+}
+
+cleave_rt_status cleave_rt_executor_write_state(cleave_rt_executor executor,
+                                                size_t index, const void *src,
+                                                size_t bytes) {
+  const plan::TensorInfo *t = nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(stateAccess(executor, index, src, bytes, &t));
+  return executor->backend->writeTensor(*t, src);
 }
 
 } // extern "C"

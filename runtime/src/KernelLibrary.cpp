@@ -13,6 +13,8 @@ namespace cleave::rt {
 KernelLibrary::~KernelLibrary() {
   if (handle)
     ::dlclose(handle);
+  if (fd >= 0)
+    ::close(fd);
 }
 
 static std::string dlerrorText() {
@@ -52,7 +54,10 @@ cleave_rt_status KernelLibrary::load(const std::vector<uint8_t> &object,
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   ::dlerror();
   lib->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ::close(fd); // The mapping keeps the object alive.
+  // The descriptor stays open while the object is loaded: the dynamic loader
+  // knows objects by path, so a second plan loaded through a reused
+  // /proc/self/fd/N would get this plan's kernels.
+  lib->fd = fd;
   if (!lib->handle)
     return makeStatus(CLEAVE_RT_DATA_LOSS,
                       "cannot load the plan's kernel object (" +

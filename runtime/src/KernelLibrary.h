@@ -30,6 +30,7 @@ public:
 private:
   KernelLibrary() = default;
   void *handle = nullptr;
+  int fd = -1; ///< The memfd the object was loaded from.
   std::vector<KernelFn> kernels;
 };
 

@@ -3,7 +3,9 @@
 // Layout: a 32-byte header (magic "CLEAVEPL", u32 version, u32 headerSize,
 // u64 payloadSize, u64 FNV-1a-64 of the payload) then the payload, all
 // little-endian. Strings are u32 length + bytes, blobs u64 length + bytes,
-// lists u32 count + elements.
+// lists u32 count + elements, doubles as their u64 bit patterns. Version 2
+// appends, after the metadata: the init commands, the state tensors and the
+// training record.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,6 +74,23 @@ const char *commandKindName(CommandKind k) {
   return "unknown";
 }
 
+const char *stateKindName(StateKind k) {
+  switch (k) {
+  case StateKind::Parameter: return "parameter";
+  case StateKind::OptimizerState: return "optimizer_state";
+  }
+  return "unknown";
+}
+
+const char *lrScheduleName(LRSchedule s) {
+  switch (s) {
+  case LRSchedule::Constant: return "constant";
+  case LRSchedule::LinearWarmup: return "linear_warmup";
+  case LRSchedule::Cosine: return "cosine";
+  }
+  return "unknown";
+}
+
 int64_t TensorInfo::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape) {
@@ -126,6 +145,23 @@ public:
       i64(d);
     u64(t.offset);
   }
+  void f64(double d) {
+    uint64_t bits;
+    std::memcpy(&bits, &d, 8);
+    u64(bits);
+  }
+  void commands(const std::vector<Command> &list) {
+    u32(static_cast<uint32_t>(list.size()));
+    for (const Command &c : list) {
+      u32(static_cast<uint32_t>(c.kind));
+      u32(static_cast<uint32_t>(c.params.size()));
+      for (int64_t p : c.params)
+        i64(p);
+      u32(static_cast<uint32_t>(c.buffers.size()));
+      for (uint64_t b : c.buffers)
+        u64(b);
+    }
+  }
 
 private:
   void le(uint64_t v, int bytes) {
@@ -154,21 +190,34 @@ std::vector<uint8_t> serialize(const Plan &plan) {
   for (const std::string &name : plan.kernelNames)
     w.str(name);
   w.blob(plan.kernelObject);
-  w.u32(static_cast<uint32_t>(plan.commands.size()));
-  for (const Command &c : plan.commands) {
-    w.u32(static_cast<uint32_t>(c.kind));
-    w.u32(static_cast<uint32_t>(c.params.size()));
-    for (int64_t p : c.params)
-      w.i64(p);
-    w.u32(static_cast<uint32_t>(c.buffers.size()));
-    for (uint64_t b : c.buffers)
-      w.u64(b);
-  }
+  w.commands(plan.commands);
   w.u32(static_cast<uint32_t>(plan.metadata.size()));
   for (const auto &kv : plan.metadata) {
     w.str(kv.first);
     w.str(kv.second);
   }
+  w.commands(plan.initCommands);
+  w.u32(static_cast<uint32_t>(plan.states.size()));
+  for (const StateTensor &st : plan.states) {
+    w.tensor(st.info);
+    w.u32(static_cast<uint32_t>(st.kind));
+    w.str(st.parameter);
+    w.str(st.slot);
+  }
+  const TrainingInfo &t = plan.training;
+  w.u32(t.enabled ? 1 : 0);
+  w.str(t.optimizer);
+  for (int64_t v : {t.lrInput, t.stepInput, t.lossOutput, t.gradNormOutput})
+    w.i64(v);
+  w.u32(static_cast<uint32_t>(t.schedule));
+  w.f64(t.baseLR);
+  w.f64(t.minLR);
+  for (int64_t v : {t.warmupSteps, t.totalSteps, t.referenceBatch, t.batchSize,
+                    t.sequenceLength})
+    w.i64(v);
+  w.u32(static_cast<uint32_t>(t.dataInputs.size()));
+  for (int64_t v : t.dataInputs)
+    w.i64(v);
 
   Writer file;
   file.out.insert(file.out.end(), kMagic, kMagic + 8);
@@ -245,6 +294,28 @@ public:
     for (uint32_t i = 0; i < rank; ++i)
       t->shape[i] = i64((ctx + " dims").c_str());
     t->offset = u64((ctx + " offset").c_str());
+  }
+  double f64(const char *what) {
+    uint64_t bits = u64(what);
+    double d;
+    std::memcpy(&d, &bits, 8);
+    return d;
+  }
+  void commands(std::vector<Command> *list, const char *what) {
+    uint32_t n = count(what, 12);
+    list->resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      Command &c = (*list)[i];
+      c.kind = static_cast<CommandKind>(u32("command kind"));
+      uint32_t np = count("command params", 8);
+      c.params.resize(np);
+      for (uint32_t j = 0; j < np; ++j)
+        c.params[j] = i64("command param");
+      uint32_t nb = count("command buffers", 8);
+      c.buffers.resize(nb);
+      for (uint32_t j = 0; j < nb; ++j)
+        c.buffers[j] = u64("command buffer");
+    }
   }
   void fail(const std::string &msg) {
     if (ok())
@@ -343,26 +414,39 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
   for (uint32_t i = 0; i < n; ++i)
     plan.kernelNames[i] = r.str("kernel name");
   plan.kernelObject = r.blob("kernel object");
-  n = r.count("command list", 12);
-  plan.commands.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    Command &c = plan.commands[i];
-    c.kind = static_cast<CommandKind>(r.u32("command kind"));
-    uint32_t np = r.count("command params", 8);
-    c.params.resize(np);
-    for (uint32_t j = 0; j < np; ++j)
-      c.params[j] = r.i64("command param");
-    uint32_t nb = r.count("command buffers", 8);
-    c.buffers.resize(nb);
-    for (uint32_t j = 0; j < nb; ++j)
-      c.buffers[j] = r.u64("command buffer");
-  }
+  r.commands(&plan.commands, "command list");
   n = r.count("metadata list", 8);
   plan.metadata.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
     plan.metadata[i].first = r.str("metadata key");
     plan.metadata[i].second = r.str("metadata value");
   }
+  r.commands(&plan.initCommands, "init command list");
+  n = r.count("state list", kMinTensor + 12);
+  plan.states.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    StateTensor &st = plan.states[i];
+    r.tensor(&st.info, "state " + std::to_string(i));
+    st.kind = static_cast<StateKind>(r.u32("state kind"));
+    st.parameter = r.str("state parameter");
+    st.slot = r.str("state slot");
+  }
+  TrainingInfo &t = plan.training;
+  t.enabled = r.u32("training flag") != 0;
+  t.optimizer = r.str("training optimizer");
+  for (int64_t *v : {&t.lrInput, &t.stepInput, &t.lossOutput,
+                     &t.gradNormOutput})
+    *v = r.i64("training index");
+  t.schedule = static_cast<LRSchedule>(r.u32("training schedule"));
+  t.baseLR = r.f64("training base lr");
+  t.minLR = r.f64("training min lr");
+  for (int64_t *v : {&t.warmupSteps, &t.totalSteps, &t.referenceBatch,
+                     &t.batchSize, &t.sequenceLength})
+    *v = r.i64("training parameter");
+  n = r.count("training data inputs", 8);
+  t.dataInputs.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    t.dataInputs[i] = r.i64("training data input");
   if (!r.ok()) {
     *error = r.error;
     return false;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -27,8 +28,10 @@ private:
   }
   bool checkRange(const std::string &what, uint64_t offset, uint64_t bytes);
   bool checkTensor(const std::string &what, const TensorInfo &t);
-  bool checkCommand(size_t index, const Command &c);
+  bool checkCommand(const char *label, size_t index, const Command &c);
   bool checkGemm(const std::string &what, const Command &c);
+  bool checkStates();
+  bool checkTraining();
 
   const Plan &plan;
   std::string *error;
@@ -112,13 +115,120 @@ bool Validator::run() {
                     " is empty or contains a NUL byte");
   }
   for (size_t i = 0; i < plan.commands.size(); ++i)
-    if (!checkCommand(i, plan.commands[i]))
+    if (!checkCommand("command", i, plan.commands[i]))
       return false;
+  for (size_t i = 0; i < plan.initCommands.size(); ++i)
+    if (!checkCommand("init command", i, plan.initCommands[i]))
+      return false;
+  return checkStates() && checkTraining();
+}
+
+bool Validator::checkStates() {
+  std::set<std::string> names, parameters;
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StateTensor &st = plan.states[i];
+    std::string what = "state " + std::to_string(i) + " '" + st.info.name + "'";
+    if (!checkTensor(what, st.info))
+      return false;
+    if (st.kind != StateKind::Parameter && st.kind != StateKind::OptimizerState)
+      return fail(what + ": unknown state kind " +
+                  std::to_string(static_cast<uint32_t>(st.kind)) +
+                  " (expected 1 = parameter or 2 = optimizer state)");
+    if (st.parameter.empty())
+      return fail(what + ": names no parameter");
+    if (st.kind == StateKind::Parameter && !st.slot.empty())
+      return fail(what + ": a parameter has no optimizer slot, got '" +
+                  st.slot + "'");
+    if (st.kind == StateKind::OptimizerState && st.slot.empty())
+      return fail(what + ": optimizer state of '" + st.parameter +
+                  "' has no slot name");
+    if (!names.insert(st.globalName()).second)
+      return fail(what + ": '" + st.globalName() +
+                  "' is held by two state tensors");
+    if (st.kind == StateKind::Parameter)
+      parameters.insert(st.parameter);
+  }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StateTensor &st = plan.states[i];
+    if (st.kind == StateKind::OptimizerState && !parameters.count(st.parameter))
+      return fail("state " + std::to_string(i) + " '" + st.info.name +
+                  "': optimizer state '" + st.slot +
+                  "' belongs to parameter '" + st.parameter +
+                  "', which is not a parameter state of the plan");
+  }
   return true;
 }
 
-bool Validator::checkCommand(size_t index, const Command &c) {
-  std::string what = "command " + std::to_string(index) + " (" +
+/// True for an f32 tensor of exactly one element.
+static bool isF32Scalar(const TensorInfo &t) {
+  return t.dtype == DType::F32 && t.numElements() == 1;
+}
+
+bool Validator::checkTraining() {
+  const TrainingInfo &t = plan.training;
+  if (!t.enabled)
+    return true;
+  auto index = [&](const char *what, int64_t i,
+                   const std::vector<TensorInfo> &list, const char *listName,
+                   bool optional) {
+    if (optional && i == -1)
+      return true;
+    if (i < 0 || static_cast<uint64_t>(i) >= list.size())
+      return fail(std::string("training: ") + what + " index " +
+                  std::to_string(i) + " is out of range (the plan has " +
+                  std::to_string(list.size()) + " " + listName + ")");
+    if (!isF32Scalar(list[i]))
+      return fail(std::string("training: ") + what + " '" + list[i].name +
+                  "' must be a float32 scalar, got " + shapeString(list[i].shape) +
+                  " " + dtypeName(list[i].dtype));
+    return true;
+  };
+  if (!index("learning-rate input", t.lrInput, plan.inputs, "inputs", false) ||
+      !index("step input", t.stepInput, plan.inputs, "inputs", true) ||
+      !index("loss output", t.lossOutput, plan.outputs, "outputs", false) ||
+      !index("gradient-norm output", t.gradNormOutput, plan.outputs, "outputs",
+             true))
+    return false;
+  if (t.lrInput == t.stepInput)
+    return fail("training: the learning-rate and step inputs are the same "
+                "input " + std::to_string(t.lrInput));
+  if (t.schedule != LRSchedule::Constant &&
+      t.schedule != LRSchedule::LinearWarmup && t.schedule != LRSchedule::Cosine)
+    return fail("training: unknown learning-rate schedule " +
+                std::to_string(static_cast<uint32_t>(t.schedule)));
+  if (!std::isfinite(t.baseLR) || t.baseLR < 0 || !std::isfinite(t.minLR) ||
+      t.minLR < 0)
+    return fail("training: learning rates must be finite and non-negative "
+                "(base " + std::to_string(t.baseLR) + ", min " +
+                std::to_string(t.minLR) + ")");
+  const std::pair<const char *, int64_t> counts[] = {
+      {"warmup steps", t.warmupSteps},       {"total steps", t.totalSteps},
+      {"reference batch", t.referenceBatch}, {"batch size", t.batchSize},
+      {"sequence length", t.sequenceLength}};
+  for (const auto &c : counts)
+    if (c.second < 0)
+      return fail(std::string("training: ") + c.first + " " +
+                  std::to_string(c.second) + " is negative");
+  std::set<int64_t> seen;
+  for (int64_t i : t.dataInputs) {
+    if (i < 0 || static_cast<uint64_t>(i) >= plan.inputs.size())
+      return fail("training: data input index " + std::to_string(i) +
+                  " is out of range (the plan has " +
+                  std::to_string(plan.inputs.size()) + " inputs)");
+    if (i == t.lrInput || i == t.stepInput)
+      return fail("training: input " + std::to_string(i) + " '" +
+                  plan.inputs[i].name +
+                  "' is both a data input and the learning-rate/step input");
+    if (!seen.insert(i).second)
+      return fail("training: data input " + std::to_string(i) + " '" +
+                  plan.inputs[i].name + "' is listed twice");
+  }
+  return true;
+}
+
+bool Validator::checkCommand(const char *label, size_t index,
+                             const Command &c) {
+  std::string what = std::string(label) + " " + std::to_string(index) + " (" +
                      commandKindName(c.kind) + ")";
   auto counts = [&](size_t params, size_t buffers) {
     if (c.params.size() != params)

@@ -2,6 +2,7 @@
 
 #include "Program.h"
 #include "cleave/FileUtil.h"
+#include "cleave/Training.h"
 
 #include <cstring>
 
@@ -13,6 +14,8 @@ static cleave_rt_status finishLoad(plan::Plan &&p,
   auto *program = new cleave_rt_program_t();
   for (const plan::Constant &c : p.constants)
     program->constantBytes += c.data.size();
+  for (const plan::StateTensor &st : p.states)
+    program->stateNames.push_back(st.globalName());
   program->plan = std::make_shared<const plan::Plan>(std::move(p));
   *out_program = program;
   return nullptr;
@@ -165,6 +168,86 @@ const char *cleave_rt_dtype_name(uint32_t dtype) {
 
 size_t cleave_rt_dtype_size(uint32_t dtype) {
   return plan::dtypeSize(static_cast<plan::DType>(dtype));
+}
+
+size_t cleave_rt_program_state_count(cleave_rt_program program) {
+  return program ? program->plan->states.size() : 0;
+}
+
+cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
+                                              size_t index,
+                                              cleave_rt_state_desc_t *out_desc) {
+  if (!program || !out_desc)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const auto &states = program->plan->states;
+  if (index >= states.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "state index " + std::to_string(index) +
+                          " is out of range (the plan has " +
+                          std::to_string(states.size()) + " states)");
+  const plan::StateTensor &st = states[index];
+  describe(st.info, &out_desc->tensor);
+  out_desc->kind = static_cast<cleave_rt_state_kind_t>(st.kind);
+  out_desc->parameter = st.parameter.c_str();
+  out_desc->slot = st.slot.c_str();
+  out_desc->global_name = program->stateNames[index].c_str();
+  return nullptr;
+}
+
+cleave_rt_status cleave_rt_program_find_state(cleave_rt_program program,
+                                              const char *global_name,
+                                              size_t *out_index) {
+  if (!program || !out_index || !global_name)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const auto &names = program->stateNames;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == global_name) {
+      *out_index = i;
+      return nullptr;
+    }
+  return makeStatus(CLEAVE_RT_NOT_FOUND, "the plan has no state tensor '" +
+                                             std::string(global_name) + "'");
+}
+
+cleave_rt_status
+cleave_rt_program_training_info(cleave_rt_program program,
+                                cleave_rt_training_info_t *out_info) {
+  if (!program || !out_info)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const plan::TrainingInfo &t = program->plan->training;
+  cleave_rt_training_info_t info;
+  info.enabled = t.enabled ? 1 : 0;
+  info.optimizer = t.optimizer.c_str();
+  info.lr_input = t.lrInput;
+  info.step_input = t.stepInput;
+  info.loss_output = t.lossOutput;
+  info.grad_norm_output = t.gradNormOutput;
+  info.schedule = static_cast<cleave_rt_lr_schedule_t>(t.schedule);
+  info.base_lr = t.baseLR;
+  info.min_lr = t.minLR;
+  info.warmup_steps = t.warmupSteps;
+  info.total_steps = t.totalSteps;
+  info.reference_batch = t.referenceBatch;
+  info.batch_size = t.batchSize;
+  info.sequence_length = t.sequenceLength;
+  info.data_input_count = t.dataInputs.size();
+  info.data_inputs = t.dataInputs.data();
+  *out_info = info;
+  return nullptr;
+}
+
+double cleave_rt_learning_rate(const cleave_rt_training_info_t *info,
+                               int64_t step, int64_t global_batch) {
+  if (!info)
+    return 0.0;
+  plan::TrainingInfo t;
+  t.schedule = static_cast<plan::LRSchedule>(info->schedule);
+  t.baseLR = info->base_lr;
+  t.minLR = info->min_lr;
+  t.warmupSteps = info->warmup_steps;
+  t.totalSteps = info->total_steps;
+  t.referenceBatch = info->reference_batch;
+  return learningRate(t, step, global_batch);
 }
 
 } // extern "C"

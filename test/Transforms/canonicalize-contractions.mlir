@@ -45,3 +45,68 @@ func.func @crossed_pairs(%a: tensor<3x4x5xf32>, %b: tensor<5x4x6xf32>) -> tensor
   %0 = cleave.contract %a, %b batch = [] x [] contract = [1, 2] x [1, 0] : tensor<3x4x5xf32>, tensor<5x4x6xf32> -> tensor<3x6xf32>
   return %0 : tensor<3x6xf32>
 }
+
+// A transposed weight (the tied lm_head: logits = h wte^T) folds into a
+// transposed-B GEMM: no transpose is left to materialize.
+// CHECK-LABEL: func.func @fold_transposed_rhs
+func.func @fold_transposed_rhs(%h: tensor<2x8x16xf32>, %w: tensor<32x16xf32>) -> tensor<2x8x32xf32> {
+  // CHECK-NOT: cleave.transpose
+  // CHECK: cleave.contract %arg0, %arg1 batch = [] x [] contract = [2] x [1] : tensor<2x8x16xf32>, tensor<32x16xf32> -> tensor<2x8x32xf32>
+  %wt = cleave.transpose %w perm = [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %0 = cleave.contract %h, %wt batch = [] x [] contract = [2] x [0] : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
+  return %0 : tensor<2x8x32xf32>
+}
+
+// A transposed lhs folds into a transposed-A GEMM.
+// CHECK-LABEL: func.func @fold_transposed_lhs
+func.func @fold_transposed_lhs(%a: tensor<16x8xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
+  // CHECK-NOT: cleave.transpose
+  // CHECK: cleave.contract %arg0, %arg1 batch = [] x [] contract = [0] x [0] : tensor<16x8xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %at = cleave.transpose %a perm = [1, 0] : tensor<16x8xf32> -> tensor<8x16xf32>
+  %0 = cleave.contract %at, %b batch = [] x [] contract = [1] x [0] : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// Attention's K^T (transpose [0, 2, 3, 1] of the [b, t, h, d] heads) still
+// needs the heads in front, but as a row copy ([0, 2, 1, 3], d innermost)
+// read by a transposed-B GEMM instead of a gather with t innermost.
+// CHECK-LABEL: func.func @attention_key_transpose
+func.func @attention_key_transpose(%q: tensor<2x4x8x16xf32>, %k: tensor<2x8x4x16xf32>) -> tensor<2x4x8x8xf32> {
+  // CHECK: %[[T:.*]] = cleave.transpose %arg1 perm = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  // CHECK-NOT: cleave.transpose
+  // CHECK: cleave.contract %arg0, %[[T]] batch = [0, 1] x [0, 1] contract = [3] x [3]
+  %kt = cleave.transpose %k perm = [0, 2, 3, 1] : tensor<2x8x4x16xf32> -> tensor<2x4x16x8xf32>
+  %0 = cleave.contract %q, %kt batch = [0, 1] x [0, 1] contract = [3] x [2] : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32> -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+// A transpose that already copies rows (Q heads to the front) stays.
+// CHECK-LABEL: func.func @keep_row_transpose
+func.func @keep_row_transpose(%q: tensor<2x8x4x16xf32>, %k: tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32> {
+  // CHECK: %[[T:.*]] = cleave.transpose %arg0 perm = [0, 2, 1, 3]
+  // CHECK: cleave.contract %[[T]], %arg1 batch = [0, 1] x [0, 1] contract = [3] x [3]
+  %qt = cleave.transpose %q perm = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %0 = cleave.contract %qt, %k batch = [0, 1] x [0, 1] contract = [3] x [3] : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+// A transpose that reorders free dimensions would change the result layout:
+// it stays.
+// CHECK-LABEL: func.func @keep_free_reorder
+func.func @keep_free_reorder(%a: tensor<3x2x16xf32>, %b: tensor<16x5xf32>) -> tensor<2x3x5xf32> {
+  // CHECK: %[[T:.*]] = cleave.transpose %arg0 perm = [1, 0, 2]
+  // CHECK: cleave.contract %[[T]], %arg1 batch = [] x [] contract = [2] x [0]
+  %at = cleave.transpose %a perm = [1, 0, 2] : tensor<3x2x16xf32> -> tensor<2x3x16xf32>
+  %0 = cleave.contract %at, %b batch = [] x [] contract = [2] x [0] : tensor<2x3x16xf32>, tensor<16x5xf32> -> tensor<2x3x5xf32>
+  return %0 : tensor<2x3x5xf32>
+}
+
+// An operand out of GEMM layout with its innermost dimension contracted is
+// transposed with that dimension kept innermost (transposed-B GEMM).
+// CHECK-LABEL: func.func @inner_contract_kept_inner
+func.func @inner_contract_kept_inner(%a: tensor<2x8x16xf32>, %b: tensor<4x2x16xf32>) -> tensor<2x8x4xf32> {
+  // CHECK: %[[T:.*]] = cleave.transpose %arg1 perm = [1, 0, 2] : tensor<4x2x16xf32> -> tensor<2x4x16xf32>
+  // CHECK: cleave.contract %arg0, %[[T]] batch = [0] x [0] contract = [2] x [2]
+  %0 = cleave.contract %a, %b batch = [0] x [1] contract = [2] x [2] : tensor<2x8x16xf32>, tensor<4x2x16xf32> -> tensor<2x8x4xf32>
+  return %0 : tensor<2x8x4xf32>
+}

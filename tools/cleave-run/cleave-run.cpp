@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Train.h"
 #include "cleave/TensorFile.h"
 #include "cleave_rt.h"
 
@@ -63,6 +64,41 @@ static const char kHelp[] =
     "  --print-stats            print the plan's peak memory (arena bytes and\n"
     "                           constant bytes), the load time and the run time\n"
     "                           (min and mean over the timed runs)\n"
+    "\n"
+    "Training (plans compiled for training; each run is one step):\n"
+    "  --steps N                train until step N (counted from the start,\n"
+    "                           also when resuming); required for training\n"
+    "  --data NAME=FILE.npy     the dataset of data input NAME, samples along\n"
+    "                           the first dimension (one per data input);\n"
+    "                           batch rows follow a permutation seeded by\n"
+    "                           --seed, redrawn each epoch\n"
+    "  --tokens FILE.bin        a token stream for a language model: each\n"
+    "                           batch row takes T+1 tokens at a seeded offset,\n"
+    "                           inputs = window[:T], labels = window[1:]\n"
+    "  --token-dtype uint16|uint32  the token file's element type (default\n"
+    "                           uint16)\n"
+    "  --synthetic              random data (integers below --synthetic-vocab,\n"
+    "                           default the plan's vocab_size metadata or 256;\n"
+    "                           floats in [-1, 1))\n"
+    "  --synthetic-vocab N      vocabulary size of synthetic integer data\n"
+    "  --seed S                 data-order seed (default 0; a resumed run\n"
+    "                           takes the checkpoint's)\n"
+    "  --log-every K            log every K steps and the last (default 1)\n"
+    "  --log-json FILE          also write each logged step as one JSON object\n"
+    "                           per line (step, loss, lr, grad_norm,\n"
+    "                           tokens_per_s or samples_per_s, step_ms,\n"
+    "                           peak_bytes)\n"
+    "  --save-every K           save a checkpoint every K steps into\n"
+    "  --checkpoint-dir DIR     DIR/step-<N>/ (model.safetensors, index.json,\n"
+    "                           manifest.json with SHA-256s), written\n"
+    "                           atomically; DIR/latest names the newest\n"
+    "  --resume PATH            continue from a checkpoint: PATH/step-<N>, or\n"
+    "                           the newest complete one in PATH (incomplete or\n"
+    "                           damaged ones are skipped with a warning)\n"
+    "  --export-safetensors FILE  write the trained parameters at the end\n"
+    "  A line per logged step goes to stdout; a progress bar to stderr when it\n"
+    "  is a terminal.\n"
+    "\n"
     "  --help                   print this help\n"
     "\n"
     "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
@@ -76,6 +112,7 @@ struct Options {
   std::string backend = "cpu";
   bool noOutput = false, printOutputs = false, printStats = false;
   long warmup = 0, repeat = 1;
+  run::TrainOptions train;
 };
 
 /// Owns the runtime objects so every exit path releases them.
@@ -156,6 +193,59 @@ static int parseArgs(int argc, char **argv, Options *o) {
                                                   : &o->repeat)) {
         return usageError(arg + " expects a non-negative integer, got '" +
                           std::string(v) + "'");
+      }
+    } else if (arg == "--synthetic") {
+      o->train.synthetic = true;
+    } else if (arg == "--steps" || arg == "--data" || arg == "--tokens" ||
+               arg == "--token-dtype" || arg == "--synthetic-vocab" ||
+               arg == "--seed" || arg == "--log-every" ||
+               arg == "--log-json" || arg == "--save-every" ||
+               arg == "--checkpoint-dir" || arg == "--resume" ||
+               arg == "--export-safetensors") {
+      if (!value(&v))
+        return usageError("option " + arg + " needs a value");
+      run::TrainOptions &t = o->train;
+      long n = 0;
+      bool numeric = arg == "--steps" || arg == "--synthetic-vocab" ||
+                     arg == "--log-every" || arg == "--save-every";
+      if (numeric && !parseCount(v, &n))
+        return usageError(arg + " expects a non-negative integer, got '" +
+                          std::string(v) + "'");
+      if (arg == "--steps") {
+        t.steps = n;
+      } else if (arg == "--synthetic-vocab") {
+        t.syntheticVocab = n;
+      } else if (arg == "--log-every") {
+        t.logEvery = n;
+      } else if (arg == "--save-every") {
+        t.saveEvery = n;
+      } else if (arg == "--seed") {
+        char *end = nullptr;
+        errno = 0;
+        unsigned long long seed = std::strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-')
+          return usageError("--seed expects a non-negative integer, got '" +
+                            std::string(v) + "'");
+        t.seed = seed;
+        t.seedGiven = true;
+      } else if (arg == "--data") {
+        const char *eq = std::strchr(v, '=');
+        if (!eq || eq == v || !eq[1])
+          return usageError("--data expects NAME=FILE, got '" +
+                            std::string(v) + "'");
+        t.data.emplace_back(std::string(v, eq), std::string(eq + 1));
+      } else if (arg == "--tokens") {
+        t.tokens = v;
+      } else if (arg == "--token-dtype") {
+        t.tokenDType = v;
+      } else if (arg == "--log-json") {
+        t.logJson = v;
+      } else if (arg == "--checkpoint-dir") {
+        t.checkpointDir = v;
+      } else if (arg == "--resume") {
+        t.resume = v;
+      } else {
+        t.exportPath = v;
       }
     } else if (arg.size() > 1 && arg[0] == '-') {
       return usageError("unknown option '" + arg + "'");
@@ -288,6 +378,16 @@ int main(int argc, char **argv) {
     return statusError(s);
   double loadMs = msSince(t0);
   cleave_rt_program program = session.program;
+
+  cleave_rt_training_info_t training;
+  if (cleave_rt_status s = cleave_rt_program_training_info(program, &training))
+    return statusError(s);
+  if (training.enabled || run::anyTrainingOption(o.train)) {
+    if (!o.positional.empty() || !o.named.empty())
+      return error("a training plan takes its inputs from --data, --tokens "
+                   "or --synthetic, not from input files");
+    return run::runTraining(o.train, program, o.backend);
+  }
 
   // Output file names are checked before running, so a collision costs
   // nothing and no file is half-written.

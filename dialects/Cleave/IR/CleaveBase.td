@@ -76,6 +76,15 @@ def Cleave_ReduceKind : I32EnumAttr<"ReduceKind", "reduction combiner", [
   let cppNamespace = "::mlir::cleave";
 }
 
+def Cleave_ScatterKind : I32EnumAttr<"ScatterKind",
+    "how a scattered update combines with the existing element", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"add", 1>,
+    I32EnumAttrCase<"mul", 2>, I32EnumAttrCase<"max", 3>,
+    I32EnumAttrCase<"min", 4>
+  ]> {
+  let cppNamespace = "::mlir::cleave";
+}
+
 def Cleave_PadMode : I32EnumAttr<"PadMode", "padding mode", [
     I32EnumAttrCase<"constant", 0>, I32EnumAttrCase<"reflect", 1>,
     I32EnumAttrCase<"edge", 2>

@@ -62,6 +62,11 @@ int64_t ContractOp::getFlops() {
   return 2 * getType().getNumElements() * contracted;
 }
 
+/// One comparison per element and selected position (k passes per row).
+int64_t TopKOp::getFlops() {
+  return getK() * cleave::detail::getNumElements(getOperand().getType());
+}
+
 int64_t ReduceOp::getFlops() {
   return cleave::detail::getNumElements(getOperand().getType());
 }

@@ -29,4 +29,30 @@ def Cleave_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Cleave_VJPOpInterface : OpInterface<"VJPOpInterface"> {
+  let cppNamespace = "::mlir::cleave";
+  let description = [{
+    The vector-Jacobian product of an op, for reverse-mode automatic
+    differentiation (`cleave::buildGradients`): given one cotangent per
+    result (the gradient of a scalar loss with respect to that result; a
+    null Value for results that are not differentiable, such as integer
+    ones), emits at the builder's insertion point the cotangent of each
+    operand, built from cleave ops. Operands that are not differentiable
+    (integer and `i1` tensors, indices) get a null Value.
+
+    The rules are attached to the cleave ops as external models
+    (`cleave::registerVJPExternalModels`), so ops without a rule make
+    differentiation fail with an error naming the op.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Emits the cotangents of the operands from those of the results
+        (`resultCotangents` has one entry per result). Fails, after
+        emitting an error, when the op's configuration has no rule.
+      }],
+      "::mlir::FailureOr<::llvm::SmallVector<::mlir::Value>>", "buildVJP",
+      (ins "::mlir::OpBuilder &":$b, "::mlir::ValueRange":$resultCotangents)>,
+  ];
+}
+
 #endif // CLEAVE_IR_CLEAVEINTERFACES_TD

@@ -335,6 +335,59 @@ LogicalResult GatherElementsOp::verify() {
   return checkResultShape(*this, idx.getShape());
 }
 
+LogicalResult ScatterOp::verify() {
+  // Equal operand and result types are checked by AllTypesMatch (ODS).
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(),
+                                  getUpdates().getType(), "operand",
+                                  "updates")))
+    return failure();
+  auto in = tensorType(getOperand());
+  auto idx = tensorType(getIndices());
+  auto upd = tensorType(getUpdates());
+  if (idx.getRank() != in.getRank())
+    return emitOpError() << "indices rank " << idx.getRank()
+                         << " differs from operand rank " << in.getRank();
+  if (upd.getShape() != idx.getShape())
+    return emitOpError() << "updates shape " << shapeStr(upd.getShape())
+                         << " differs from indices shape "
+                         << shapeStr(idx.getShape());
+  if (failed(checkDim(*this, getAxis(), in.getRank(), "axis")))
+    return failure();
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (d != static_cast<int64_t>(getAxis()) &&
+        idx.getDimSize(d) > in.getDimSize(d))
+      return emitOpError() << "indices size " << idx.getDimSize(d)
+                           << " in dimension " << d
+                           << " exceeds the operand size " << in.getDimSize(d);
+  return success();
+}
+
+LogicalResult TopKOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getOperand().getType(),
+                                  getValues().getType(), "operand",
+                                  "values")))
+    return failure();
+  auto in = tensorType(getOperand()).getShape();
+  if (failed(checkDim(*this, getDimension(), in.size(), "dimension")))
+    return failure();
+  int64_t n = in[getDimension()];
+  if (getK() < 0 || getK() > n)
+    return emitOpError() << "k = " << getK() << " is out of range [0, " << n
+                         << "] for dimension " << getDimension();
+  SmallVector<int64_t> expected(in);
+  expected[getDimension()] = getK();
+  for (Value r : {getValues(), getIndices()}) {
+    auto actual = tensorType(r).getShape();
+    if (actual != ArrayRef<int64_t>(expected))
+      return emitOpError() << "result shape " << shapeStr(actual)
+                           << " does not match the expected shape "
+                           << shapeStr(expected);
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions and reductions
 //===----------------------------------------------------------------------===//

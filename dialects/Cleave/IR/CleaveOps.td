@@ -342,6 +342,71 @@ def Cleave_GatherElementsOp : Cleave_Op<"gather_elements", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+def Cleave_ScatterOp : Cleave_Op<"scatter",
+    [AllTypesMatch<["operand", "result"]>]> {
+  let summary = "Combine updates into a copy of a tensor at indices along one axis";
+  let description = [{
+    ONNX `ScatterElements`: the result starts as a copy of `operand`, then
+    for every position `p` of `indices` (for `axis = 1` on rank 3,
+    `p = (i, j, k)`)
+
+        result[i][indices[i][j][k]][k] =
+            combine(result[i][indices[i][j][k]][k], updates[i][j][k])
+
+    where `combine` is given by `kind`: `none` replaces, `add`, `mul`, `max`
+    and `min` accumulate. Positions are visited in row-major order, so with
+    duplicate indices `none` keeps the last update and the accumulating kinds
+    combine all of them (`add` is the VJP of `cleave.gather_elements`). A
+    negative index counts from the end; an index still out of range is
+    skipped. `indices` and `updates` have the operand's rank and equal
+    shapes, no larger than the operand's outside `axis`.
+
+    ```mlir
+    %0 = cleave.scatter add %x, %idx, %upd axis = 1
+        : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_ScatterKind:$kind, Cleave_Tensor:$operand,
+                       Cleave_IndexTensor:$indices, Cleave_Tensor:$updates,
+                       I64Attr:$axis);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = [{
+    $kind $operand `,` $indices `,` $updates `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cleave_TopKOp : Cleave_Op<"top_k", [], ["getFlops"]> {
+  let summary = "The k largest or smallest elements along one dimension";
+  let description = [{
+    ONNX `TopK`: `values` and `indices` have the operand's shape with
+    `dimension` resized to `k`. Along `dimension`, they hold the `k`
+    largest (or, with `largest = false`, smallest) elements and their
+    positions (`i64`), best first; equal values keep the lower position
+    first. The output is always sorted; `sorted = false` (ONNX leaves the
+    order unspecified) only records the model's request.
+
+    The CPU lowering selects one element per pass over the row (the best
+    one after the previous pick in the order above), so it costs
+    O(k * n) per row of `n` elements: meant for small `k`.
+
+    ```mlir
+    %v, %i = cleave.top_k %x k = 3 dim = 1 largest = true sorted = true
+        : tensor<4x10xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$operand, I64Attr:$k, I64Attr:$dimension,
+                       BoolAttr:$largest, BoolAttr:$sorted);
+  let results = (outs Cleave_Tensor:$values, RankedTensorOf<[I64]>:$indices);
+  let assemblyFormat = [{
+    $operand `k` `=` $k `dim` `=` $dimension `largest` `=` $largest
+    `sorted` `=` $sorted attr-dict `:` type($operand) `->` type($values) `,`
+    type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions and reductions
 //===----------------------------------------------------------------------===//

@@ -11,11 +11,13 @@
 
 #include "cleave/Plan/PlanBuilder.h"
 #include "cleave/PlanFormat.h"
+#include "cleave/Transforms/Training/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <functional>
+#include <optional>
 
 namespace cleave {
 
@@ -26,13 +28,16 @@ void buildPreparePipeline(mlir::OpPassManager &pm);
 /// Registers the pipelines above with the global pass registry.
 void registerPipelines();
 
-/// Where compileToPlan stops to show IR: after import (no passes run),
-/// after preparation, the kernel module in cleave ops, or the kernel module
-/// lowered to the LLVM dialect.
-enum class CompilePhase { Import, Prepared, Kernels, LLVM, Plan };
+/// Where compileToPlan stops to show IR: after import (no passes run), after
+/// building the training step, after preparation, the kernel module in
+/// cleave ops, or the kernel module lowered to the LLVM dialect.
+enum class CompilePhase { Import, TrainStep, Prepared, Kernels, LLVM, Plan };
 
 struct CompileOptions {
   PlanBuildOptions plan;
+  /// Set: compile a training step (--cleave-build-train-step) instead of
+  /// the forward model.
+  std::optional<BuildTrainStepPassOptions> train;
   /// Stop after this phase; `dump` receives the IR of that phase.
   CompilePhase stopAfter = CompilePhase::Plan;
   std::function<void(mlir::Operation *)> dump;

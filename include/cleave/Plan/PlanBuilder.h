@@ -30,6 +30,10 @@ struct PlanBuildOptions {
   int64_t inlineConstantLimit = 16;
   /// Name recorded in the plan's metadata.
   std::string modelName;
+  /// For training steps (@main with `cleave.state` arguments, see
+  /// --cleave-build-train-step): the optimizer name and learning-rate
+  /// schedule to record. The builder fills in the input/output indices.
+  plan::TrainingInfo training;
 };
 
 /// The program cut into commands, before kernel code generation.
@@ -42,6 +46,11 @@ struct PartitionedProgram {
 
 /// Partitions `module`'s @main (already canonicalized, contractions in GEMM
 /// form) into kernels and GEMMs and plans its memory.
+///
+/// Arguments marked `cleave.state` become state tensors that persist across
+/// runs: parameters start from `cleave.initial_value`, optimizer state from
+/// zeros (init commands). A result marked `cleave.updates = i` is copied back
+/// into state argument i's buffer after all other commands.
 mlir::FailureOr<PartitionedProgram>
 partitionProgram(mlir::ModuleOp module, const PlanBuildOptions &options);
 

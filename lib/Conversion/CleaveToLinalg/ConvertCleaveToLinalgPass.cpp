@@ -49,6 +49,8 @@ void mlir::cleave::populateCleaveToLinalgPatterns(
   lowering::populateDataMovementPatterns(typeConverter, patterns);
   lowering::populateReductionPatterns(typeConverter, patterns);
   lowering::populateConvolutionPatterns(typeConverter, patterns);
+  lowering::populateScatterPatterns(typeConverter, patterns);
+  lowering::populateTopKPatterns(typeConverter, patterns);
 }
 
 //===----------------------------------------------------------------------===//

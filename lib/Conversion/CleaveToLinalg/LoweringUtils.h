@@ -77,6 +77,10 @@ void populateReductionPatterns(const TypeConverter &converter,
                                RewritePatternSet &patterns);
 void populateConvolutionPatterns(const TypeConverter &converter,
                                  RewritePatternSet &patterns);
+void populateScatterPatterns(const TypeConverter &converter,
+                             RewritePatternSet &patterns);
+void populateTopKPatterns(const TypeConverter &converter,
+                          RewritePatternSet &patterns);
 
 } // namespace mlir::cleave::lowering
 

@@ -4,6 +4,16 @@
 
 namespace cleave::onnximport {
 
+// Defined in MoreNNOps.cpp, RecurrentOps.cpp, ResizeOps.cpp, SignalOps.cpp,
+// QuantizationOps.cpp.
+void registerMoreNNConverters(llvm::StringMap<ConverterFn> &table);
+void registerRecurrentConverters(llvm::StringMap<ConverterFn> &table);
+void registerResizeConverters(llvm::StringMap<ConverterFn> &table);
+void registerSignalConverters(llvm::StringMap<ConverterFn> &table);
+void registerQuantizationConverters(llvm::StringMap<ConverterFn> &table);
+// Defined in ScatterGatherOps.cpp.
+void registerScatterGatherConverters(llvm::StringMap<ConverterFn> &table);
+
 const llvm::StringMap<ConverterFn> &getConverterRegistry() {
   static const llvm::StringMap<ConverterFn> table = [] {
     llvm::StringMap<ConverterFn> t;
@@ -14,6 +24,12 @@ const llvm::StringMap<ConverterFn> &getConverterRegistry() {
     registerShapeConverters(t);
     registerReductionConverters(t);
     registerLossConverters(t);
+    registerMoreNNConverters(t);
+    registerRecurrentConverters(t);
+    registerResizeConverters(t);
+    registerSignalConverters(t);
+    registerQuantizationConverters(t);
+    registerScatterGatherConverters(t);
     return t;
   }();
   return table;

@@ -23,6 +23,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Approximation.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
@@ -57,6 +60,33 @@ struct CopyToLinalgPass
     }
   }
 };
+
+/// Replaces f32 transcendentals (exp, log, tanh, erf, ...) by MLIR's
+/// polynomial approximations: plain arithmetic that LLVM vectorizes, instead
+/// of one libm call per element. Other element types keep libm/intrinsics.
+struct ApproximateMathPass
+    : PassWrapper<ApproximateMathPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ApproximateMathPass)
+  StringRef getArgument() const override {
+    return "cleave-cpu-approximate-math";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect, math::MathDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateMathPolynomialApproximationPatterns(
+        patterns, [](StringRef name) {
+          // Names are operation names ("math.exp").
+          name.consume_front("math.");
+          return llvm::is_contained({"exp", "expm1", "log", "log1p", "log2",
+                                     "tanh", "erf", "erfc"},
+                                    name);
+        });
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
 } // namespace
 
 void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
@@ -80,6 +110,7 @@ void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 
   pm.addPass(std::make_unique<CopyToLinalgPass>());
+  pm.addPass(std::make_unique<ApproximateMathPass>());
   pm.addPass(createConvertMathToFuncs());
   pm.addPass(createConvertLinalgToLoopsPass());
   pm.addPass(createLowerAffinePass());

@@ -102,6 +102,59 @@ enum GemmParam : size_t {
   kGemmNumParams
 };
 
+/// What a state tensor holds.
+enum class StateKind : uint32_t { Parameter = 1, OptimizerState = 2 };
+
+/// "parameter", "optimizer_state"; "unknown" else.
+const char *stateKindName(StateKind);
+
+/// A persistent tensor: it lives in the arena across runs and the commands
+/// update it in place (the compiler appends Copy commands that write the new
+/// values back into its buffer). Nothing resets it between runs.
+struct StateTensor {
+  TensorInfo info;
+  StateKind kind = StateKind::Parameter;
+  /// Parameters: the ONNX initializer name ("h0.attn.weight").
+  /// Optimizer state: the `parameter` of the Parameter state it belongs to.
+  std::string parameter;
+  /// "" for parameters; "momentum", "adam_m", "adam_v", ... otherwise.
+  std::string slot;
+  /// Checkpoint key: `parameter`, or "<parameter>.<slot>".
+  std::string globalName() const {
+    return slot.empty() ? parameter : parameter + "." + slot;
+  }
+};
+
+/// Learning-rate schedules; see learningRate() in cleave/Training.h.
+enum class LRSchedule : uint32_t { Constant = 0, LinearWarmup = 1, Cosine = 2 };
+
+/// "constant", "linear_warmup", "cosine"; "unknown" else.
+const char *lrScheduleName(LRSchedule);
+
+/// How a driver runs a training plan: each step it fills the data inputs
+/// from a dataset, the learning rate and the step number, runs the plan and
+/// reads the loss and the gradient norm.
+struct TrainingInfo {
+  bool enabled = false;
+  std::string optimizer; ///< "sgd", "momentum", "nesterov", "adam", "adamw".
+  /// Indices into Plan::inputs of f32 scalars (one element) the driver fills
+  /// each step: the learning rate, and the 0-based step number as a float
+  /// (-1: the plan takes no step input).
+  int64_t lrInput = -1, stepInput = -1;
+  /// Indices into Plan::outputs of f32 scalars (-1 for gradNormOutput: the
+  /// plan reports no gradient norm).
+  int64_t lossOutput = -1, gradNormOutput = -1;
+  LRSchedule schedule = LRSchedule::Constant;
+  double baseLR = 1e-3, minLR = 0.0;
+  int64_t warmupSteps = 0, totalSteps = 0;
+  /// > 0: lr *= globalBatch / referenceBatch (linear scaling rule).
+  int64_t referenceBatch = 0;
+  /// Of the data inputs, for samples/s and tokens/s (0: unknown).
+  int64_t batchSize = 0, sequenceLength = 0;
+  /// Plan input indices fed from the dataset, in order (input_ids, labels).
+  std::vector<int64_t> dataInputs;
+};
+
 struct Plan {
   std::string target = "cpu-x86_64";
   uint64_t arenaBytes = 0; ///< Peak memory: every buffer lies in [0, arenaBytes).
@@ -112,9 +165,17 @@ struct Plan {
   std::vector<uint8_t> kernelObject;    ///< x86-64 ELF shared object, or empty.
   std::vector<Command> commands;
   std::vector<std::pair<std::string, std::string>> metadata;
+  /// Run once when an executor is created, after the constants are copied
+  /// (e.g. Fill commands zeroing optimizer state).
+  std::vector<Command> initCommands;
+  /// Persistent tensors. A parameter's initial value is the constant at the
+  /// same offset (if any); optimizer state is set up by initCommands.
+  std::vector<StateTensor> states;
+  TrainingInfo training;
 };
 
-constexpr uint32_t kFormatVersion = 1;
+/// Version 2 added initCommands, states and training.
+constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kHeaderSize = 32;
 
 /// Encodes `plan` as a complete file image (header + payload).
@@ -128,7 +189,9 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
 
 /// All structural checks: offsets and sizes within the arena, kernel indices,
 /// parameter counts per kind, known dtypes, non-negative dims, GEMM operand
-/// extents. Called by deserialize.
+/// extents; init commands like commands; state tensors inside the arena with
+/// valid kinds and unique names; training input/output indices in range and
+/// f32 scalars. Called by deserialize.
 bool validate(const Plan &plan, std::string *error);
 
 /// Writes atomically: a temporary file in the same directory, fsync, rename.

@@ -1320,3 +1320,111 @@ func.func @gather_elements_index_shape(%x: tensor<2x5xf32>, %i: tensor<3x1xi64>)
   %0 = cleave.gather_elements %x, %i axis = 1 : (tensor<2x5xf32>, tensor<3x1xi64>) -> tensor<3x1xf32>
   return
 }
+
+// -----
+
+// Scatter updates have the operand's element type.
+func.func @scatter_element_type(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf16>) {
+  // expected-error @+1 {{operand element type 'f32' differs from updates element type 'f16'}}
+  %0 = cleave.scatter none %x, %i, %u axis = 1 : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf16>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Scatter returns the operand's type.
+func.func @scatter_result_type(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf32>) {
+  // expected-error @+1 {{all of {operand, result} have same type}}
+  %0 = cleave.scatter none %x, %i, %u axis = 1 : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Scatter needs static shapes.
+func.func @scatter_dynamic(%x: tensor<2x5xf32>, %i: tensor<?x3xi64>, %u: tensor<?x3xf32>) {
+  // expected-error @+1 {{requires static shapes, got 'tensor<?x3xi64>'}}
+  %0 = cleave.scatter none %x, %i, %u axis = 1 : (tensor<2x5xf32>, tensor<?x3xi64>, tensor<?x3xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Scatter indices have the operand's rank.
+func.func @scatter_rank(%x: tensor<2x5xf32>, %i: tensor<3xi64>, %u: tensor<3xf32>) {
+  // expected-error @+1 {{indices rank 1 differs from operand rank 2}}
+  %0 = cleave.scatter add %x, %i, %u axis = 1 : (tensor<2x5xf32>, tensor<3xi64>, tensor<3xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Scatter updates have the indices' shape.
+func.func @scatter_updates_shape(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>, %u: tensor<2x2xf32>) {
+  // expected-error @+1 {{updates shape [2, 2] differs from indices shape [2, 3]}}
+  %0 = cleave.scatter add %x, %i, %u axis = 1 : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x2xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// The scatter axis is a dimension of the operand.
+func.func @scatter_axis(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = cleave.scatter add %x, %i, %u axis = 2 : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Scatter indices stay inside the operand outside the scatter axis.
+func.func @scatter_index_shape(%x: tensor<2x5xf32>, %i: tensor<3x3xi64>, %u: tensor<3x3xf32>) {
+  // expected-error @+1 {{indices size 3 in dimension 0 exceeds the operand size 2}}
+  %0 = cleave.scatter add %x, %i, %u axis = 1 : (tensor<2x5xf32>, tensor<3x3xi64>, tensor<3x3xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// TopK values keep the operand's element type.
+func.func @top_k_element_type(%x: tensor<4x10xf32>) {
+  // expected-error @+1 {{operand element type 'f32' differs from values element type 'f16'}}
+  %v, %i = cleave.top_k %x k = 3 dim = 1 largest = true sorted = true : tensor<4x10xf32> -> tensor<4x3xf16>, tensor<4x3xi64>
+  return
+}
+
+// -----
+
+// TopK needs static shapes.
+func.func @top_k_dynamic(%x: tensor<?x10xf32>) {
+  // expected-error @+1 {{requires static shapes, got 'tensor<?x10xf32>'}}
+  %v, %i = cleave.top_k %x k = 3 dim = 1 largest = true sorted = true : tensor<?x10xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
+  return
+}
+
+// -----
+
+// The TopK dimension is a dimension of the operand.
+func.func @top_k_dimension(%x: tensor<4x10xf32>) {
+  // expected-error @+1 {{dimension 2 is out of range for rank 2}}
+  %v, %i = cleave.top_k %x k = 3 dim = 2 largest = true sorted = true : tensor<4x10xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
+  return
+}
+
+// -----
+
+// k cannot exceed the size of the dimension.
+func.func @top_k_k(%x: tensor<4x10xf32>) {
+  // expected-error @+1 {{k = 11 is out of range [0, 10] for dimension 1}}
+  %v, %i = cleave.top_k %x k = 11 dim = 1 largest = true sorted = true : tensor<4x10xf32> -> tensor<4x11xf32>, tensor<4x11xi64>
+  return
+}
+
+// -----
+
+// Both TopK results have the operand's shape with k along the dimension.
+func.func @top_k_result_shape(%x: tensor<4x10xf32>) {
+  // expected-error @+1 {{result shape [4, 2] does not match the expected shape [4, 3]}}
+  %v, %i = cleave.top_k %x k = 3 dim = 1 largest = true sorted = true : tensor<4x10xf32> -> tensor<4x3xf32>, tensor<4x2xi64>
+  return
+}

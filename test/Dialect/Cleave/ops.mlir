@@ -364,6 +364,40 @@ func.func @gather_elements(%x: tensor<2x5xf32>, %idx: tensor<2x1xi64>, %idx0: te
   return
 }
 
+// Scatter with each combine kind, and with i32 indices into integers.
+// CHECK-LABEL: func.func @scatter
+func.func @scatter(%x: tensor<2x5xf32>, %idx: tensor<2x3xi64>, %u: tensor<2x3xf32>,
+                   %y: tensor<4xi32>, %j: tensor<6xi32>, %v: tensor<6xi32>) {
+  // CHECK: cleave.scatter none %{{.*}}, %{{.*}}, %{{.*}} axis = 1 : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  %0 = cleave.scatter none %x, %idx, %u axis = 1
+      : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  // CHECK: cleave.scatter add
+  %1 = cleave.scatter add %x, %idx, %u axis = 1
+      : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  // CHECK: cleave.scatter mul
+  %2 = cleave.scatter mul %x, %idx, %u axis = 1
+      : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  // CHECK: cleave.scatter max
+  %3 = cleave.scatter max %x, %idx, %u axis = 1
+      : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  // CHECK: cleave.scatter min %{{.*}}, %{{.*}}, %{{.*}} axis = 0 : (tensor<4xi32>, tensor<6xi32>, tensor<6xi32>) -> tensor<4xi32>
+  %4 = cleave.scatter min %y, %j, %v axis = 0
+      : (tensor<4xi32>, tensor<6xi32>, tensor<6xi32>) -> tensor<4xi32>
+  return
+}
+
+// TopK: largest sorted, and smallest along the outer dimension.
+// CHECK-LABEL: func.func @top_k
+func.func @top_k(%x: tensor<4x10xf32>) {
+  // CHECK: cleave.top_k %{{.*}} k = 3 dim = 1 largest = true sorted = true : tensor<4x10xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
+  %v, %i = cleave.top_k %x k = 3 dim = 1 largest = true sorted = true
+      : tensor<4x10xf32> -> tensor<4x3xf32>, tensor<4x3xi64>
+  // CHECK: cleave.top_k %{{.*}} k = 2 dim = 0 largest = false sorted = false : tensor<4x10xf32> -> tensor<2x10xf32>, tensor<2x10xi64>
+  %w, %j = cleave.top_k %x k = 2 dim = 0 largest = false sorted = false
+      : tensor<4x10xf32> -> tensor<2x10xf32>, tensor<2x10xi64>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions and reductions
 //===----------------------------------------------------------------------===//

@@ -508,6 +508,46 @@ TEST(CPUCodegen, GatherAndGatherElements) {
   expectNear(e, {x[4], x[0], x[5], x[7]});
 }
 
+TEST(CPUCodegen, ScatterKinds) {
+  Kernels k(R"mlir(
+    func.func @s(%x: tensor<2x4xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+      %a = cleave.scatter add %x, %i, %u axis = 1 : (tensor<2x4xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x4xf32>
+      %b = cleave.scatter none %x, %i, %u axis = 1 : (tensor<2x4xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x4xf32>
+      %c = cleave.scatter max %x, %i, %u axis = 1 : (tensor<2x4xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x4xf32>
+      return %a, %b, %c : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+    })mlir");
+  ASSERT_TRUE(k.ok());
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}, xCopy = x;
+  // Row 0: duplicate index 1 twice, and -1 (= 3). Row 1: 9 is skipped.
+  std::vector<int64_t> idx = {1, 1, -1, 0, 9, 0};
+  std::vector<float> u = {10, 20, 30, 40, 50, 60}, a(8), b(8), c(8);
+  k.call("s", {x.data(), idx.data(), u.data(), a.data(), b.data(), c.data()});
+  expectNear(a, {1, 32, 3, 34, 105, 6, 7, 8});
+  expectNear(b, {1, 20, 3, 30, 60, 6, 7, 8});
+  expectNear(c, {1, 20, 3, 30, 60, 6, 7, 8});
+  expectNear(x, xCopy); // the operand is not updated in place
+}
+
+TEST(CPUCodegen, TopK) {
+  Kernels k(R"mlir(
+    func.func @t(%x: tensor<2x5xf32>) -> (tensor<2x3xf32>, tensor<2x3xi64>, tensor<2x2xf32>, tensor<2x2xi64>) {
+      %v, %i = cleave.top_k %x k = 3 dim = 1 largest = true sorted = true : tensor<2x5xf32> -> tensor<2x3xf32>, tensor<2x3xi64>
+      %w, %j = cleave.top_k %x k = 2 dim = 1 largest = false sorted = true : tensor<2x5xf32> -> tensor<2x2xf32>, tensor<2x2xi64>
+      return %v, %i, %w, %j : tensor<2x3xf32>, tensor<2x3xi64>, tensor<2x2xf32>, tensor<2x2xi64>
+    })mlir");
+  ASSERT_TRUE(k.ok());
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  // Ties keep the lower position first; NaN is the worst value.
+  std::vector<float> x = {3, 7, 3, 7, 1, nan, 2, 2, 5, 2};
+  std::vector<float> v(6), w(4);
+  std::vector<int64_t> i(6), j(4);
+  k.call("t", {x.data(), v.data(), i.data(), w.data(), j.data()});
+  expectNear(v, {7, 7, 3, 5, 2, 2});
+  EXPECT_EQ(i, (std::vector<int64_t>{1, 3, 0, 3, 1, 2}));
+  expectNear(w, {1, 3, 2, 2});
+  EXPECT_EQ(j, (std::vector<int64_t>{4, 0, 1, 2}));
+}
+
 TEST(CPUCodegen, PadModes) {
   Kernels k(R"mlir(
     func.func @p(%x: tensor<2x3xf32>, %v: tensor<f32>) -> (tensor<4x7xf32>, tensor<4x7xf32>, tensor<4x7xf32>) {

@@ -1,12 +1,13 @@
 // RUN: cleave-opt --cleave-cpu-kernel-pipeline %s | FileCheck %s
 
 // Results become out-parameters (bare pointers), elementwise chains fuse into
-// one loop nest, erf becomes a libm call, and no buffer is allocated.
-// CHECK-DAG: llvm.func @erff(f32) -> f32
+// one loop nest, f32 erf becomes a polynomial (arithmetic LLVM vectorizes, no
+// libm call), and no buffer is allocated.
+// CHECK-NOT: llvm.func @erff
 // CHECK-LABEL: llvm.func @chain(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
-// CHECK-NOT: llvm.call @malloc
-// CHECK: llvm.call @erff
-// CHECK-NOT: llvm.call @malloc
+// CHECK-NOT: llvm.call
+// CHECK: llvm.intr.fma
+// CHECK-NOT: llvm.call
 // CHECK: llvm.return
 func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
   %bb = cleave.broadcast_in_dim %b dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
@@ -21,4 +22,24 @@ func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 func.func @udiv(%a: tensor<4xui32>, %b: tensor<4xui32>) -> tensor<4xui32> {
   %d = cleave.binary div %a, %b : tensor<4xui32>
   return %d : tensor<4xui32>
+}
+
+// f32 exp and tanh are polynomials too; f64 keeps libm / the intrinsic.
+// CHECK-LABEL: llvm.func @transcendentals
+// CHECK-NOT: llvm.call @expf
+// CHECK-NOT: llvm.call @tanhf
+// CHECK-NOT: llvm.intr.exp
+// CHECK: llvm.return
+func.func @transcendentals(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %e = cleave.unary exp %x : tensor<16xf32>
+  %t = cleave.unary tanh %e : tensor<16xf32>
+  %l = cleave.unary log %t : tensor<16xf32>
+  return %l : tensor<16xf32>
+}
+
+// CHECK-LABEL: llvm.func @erf_f64
+// CHECK: llvm.call @erf(
+func.func @erf_f64(%x: tensor<4xf64>) -> tensor<4xf64> {
+  %t = cleave.unary erf %x : tensor<4xf64>
+  return %t : tensor<4xf64>
 }

@@ -7,7 +7,7 @@ usage: make_models.py OUTDIR
   OUTDIR/x_shape.npy         the input transposed ([16,4] float32)
   OUTDIR/x_f64.npy           the input as float64
   OUTDIR/symbolic.onnx       Relu on x['batch',3]
-  OUTDIR/unsupported.onnx    two TopK nodes and one NonZero
+  OUTDIR/unsupported.onnx    two Unique nodes and one NonZero
   OUTDIR/huge.onnx           imports, but its input has too many elements
   OUTDIR/random.onnx, truncated.onnx   not a model
   OUTDIR/ext/CASE/model.onnx hostile external data (CASE: absolute, dotdot,
@@ -63,11 +63,10 @@ save("symbolic", [helper.make_node("Relu", ["x"], ["y"], name="r")],
      [vi("x", F, ["batch", 3])], [vi("y", F, ["batch", 3])])
 
 save("unsupported", [
-    helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk_1"),
-    helper.make_node("TopK", ["x", "k"], ["v2", "i2"], name="topk_2"),
+    helper.make_node("Unique", ["x"], ["u"], name="unique_1"),
+    helper.make_node("Unique", ["x"], ["u2"], name="unique_2"),
     helper.make_node("NonZero", ["x"], ["nz"], name="nz"),
-], [vi("x", F, [4])], [vi("v", F, [2]), vi("nz", TensorProto.INT64, [1, None])],
-    [numpy_helper.from_array(np.array([2], np.int64), "k")])
+], [vi("x", F, [4])], [vi("u", F, [None]), vi("nz", TensorProto.INT64, [1, None])])
 
 save("huge", [helper.make_node("Relu", ["x"], ["y"], name="r")],
      [vi("x", F, [1 << 40, 1 << 30])], [vi("y", F, [1 << 40, 1 << 30])])

@@ -65,11 +65,10 @@ save("shape_chain", [
 
 # Ops the importer does not support, reported together.
 save("unsupported", [
-    helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk_1"),
-    helper.make_node("TopK", ["x", "k"], ["v2", "i2"], name="topk_2"),
+    helper.make_node("Unique", ["x"], ["u"], name="unique_1"),
+    helper.make_node("Unique", ["x"], ["u2"], name="unique_2"),
     helper.make_node("NonZero", ["x"], ["nz"], name="nz"),
-], [vi("x", F, [4])], [vi("v", F, [2]), vi("nz", I64, [1, None])],
-    [numpy_helper.from_array(np.array([2], np.int64), "k")])
+], [vi("x", F, [4])], [vi("u", F, [None]), vi("nz", I64, [1, None])])
 
 # A non-constant Reshape shape.
 save("dynamic_reshape", [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],

@@ -1,0 +1,38 @@
+//===- Autodiff.h - Reverse-mode automatic differentiation ------*- C++ -*-===//
+//
+// Gradients of a scalar loss built from the VJP rules of the cleave ops
+// (VJPOpInterface, attached as external models by registerVJPExternalModels).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_TRANSFORMS_AUTODIFF_H
+#define CLEAVE_TRANSFORMS_AUTODIFF_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+#include "mlir/Support/LLVM.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace cleave {
+
+/// Attaches VJPOpInterface to the cleave ops that have a VJP rule.
+void registerVJPExternalModels(mlir::DialectRegistry &registry);
+
+/// Emits at the builder's insertion point the reverse-mode gradient of the
+/// scalar (0-d float tensor) `loss` with respect to each of `wrt` (values of
+/// the same block, float tensors). Returns one gradient per `wrt` value
+/// (a zero tensor when `loss` does not depend on it). `seed` is the cotangent
+/// of the loss (default: 1). Emits diagnostics and fails on ops without a
+/// rule.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+buildGradients(mlir::OpBuilder &b, mlir::Value loss, mlir::ValueRange wrt,
+               mlir::Value seed = {});
+
+} // namespace cleave
+
+#endif // CLEAVE_TRANSFORMS_AUTODIFF_H

@@ -1,0 +1,124 @@
+//===- Autodiff.cpp - Reverse-mode automatic differentiation
+//---------------===//
+//
+// buildGradients: walks the ops between the wrt values and the loss in
+// reverse program order, calls each op's VJPOpInterface rule and sums the
+// cotangents of values used more than once with `cleave.binary add`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Autodiff.h"
+
+#include "VJPHelpers.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#define DEBUG_TYPE "cleave-autodiff"
+
+using namespace mlir;
+using namespace mlir::cleave;
+using ::cleave::autodiff::Emitter;
+using ::cleave::autodiff::isFloatTensor;
+
+/// Checks the arguments of buildGradients.
+static LogicalResult verifyGradientRequest(Value loss, ValueRange wrt,
+                                           Value seed) {
+  auto lossType = dyn_cast<RankedTensorType>(loss.getType());
+  if (!lossType || lossType.getRank() != 0 ||
+      !isa<FloatType>(lossType.getElementType()))
+    return emitError(loss.getLoc())
+           << "cannot differentiate: the loss must be a 0-d float tensor, got "
+           << loss.getType();
+  if (seed && seed.getType() != loss.getType())
+    return emitError(seed.getLoc())
+           << "the seed's type " << seed.getType()
+           << " differs from the loss's type " << loss.getType();
+  for (auto [i, w] : llvm::enumerate(wrt)) {
+    if (!isFloatTensor(w))
+      return emitError(w.getLoc())
+             << "cannot differentiate with respect to value #" << i
+             << " of type " << w.getType() << ": not a float tensor";
+    if (w.getParentBlock() != loss.getParentBlock())
+      return emitError(w.getLoc())
+             << "cannot differentiate with respect to value #" << i
+             << ": it is not in the block of the loss";
+  }
+  return success();
+}
+
+namespace cleave {
+FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss,
+                                             ValueRange wrt, Value seed) {
+  if (failed(verifyGradientRequest(loss, wrt, seed)))
+    return failure();
+  Emitter e{b, loss.getLoc()};
+  Block *block = loss.getParentBlock();
+  Operation *lossOp = loss.getDefiningOp();
+
+  // Forward: the values that depend on a wrt value.
+  DenseSet<Value> active(wrt.begin(), wrt.end());
+  if (lossOp) {
+    for (Operation &op : block->without_terminator()) {
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value v) { return active.contains(v); }))
+        active.insert(op.getResults().begin(), op.getResults().end());
+      if (&op == lossOp)
+        break;
+    }
+  }
+
+  // Backward: from the loss, in reverse program order; only values on a
+  // path from a wrt value to the loss get a cotangent.
+  DenseMap<Value, Value> cotangent;
+  cotangent[loss] = seed ? seed : e.splatLike(loss, 1.0);
+  auto accumulate = [&](Value v, Value c) {
+    Value &slot = cotangent[v];
+    slot = slot ? e.add(slot, c) : c;
+  };
+  for (Operation *op = lossOp; op; op = op->getPrevNode()) {
+    bool hasCotangent = llvm::any_of(
+        op->getResults(), [&](Value r) { return cotangent.contains(r); });
+    bool dependsOnWrt = llvm::any_of(
+        op->getOperands(), [&](Value v) { return active.contains(v); });
+    if (!hasCotangent || !dependsOnWrt)
+      continue;
+    auto vjpOp = dyn_cast<VJPOpInterface>(op);
+    if (!vjpOp)
+      return op->emitError() << "no VJP rule for '" << op->getName() << "'";
+    SmallVector<Value> resultCotangents;
+    for (Value r : op->getResults()) {
+      Value c = cotangent.lookup(r);
+      if (!c && isFloatTensor(r))
+        c = Emitter{b, op->getLoc()}.zerosLike(r);
+      resultCotangents.push_back(c);
+    }
+    FailureOr<SmallVector<Value>> operandCotangents =
+        vjpOp.buildVJP(b, resultCotangents);
+    if (failed(operandCotangents))
+      return failure();
+    if (operandCotangents->size() != op->getNumOperands())
+      return op->emitError()
+             << "VJP rule of '" << op->getName() << "' returned "
+             << operandCotangents->size() << " cotangents for "
+             << op->getNumOperands() << " operands";
+    for (auto [operand, c] : llvm::zip(op->getOperands(), *operandCotangents)) {
+      if (!c || !active.contains(operand))
+        continue;
+      if (c.getType() != operand.getType())
+        return op->emitError()
+               << "VJP rule of '" << op->getName() << "' returned a cotangent "
+               << "of type " << c.getType() << " for an operand of type "
+               << operand.getType();
+      accumulate(operand, c);
+    }
+  }
+
+  SmallVector<Value> gradients;
+  for (Value w : wrt) {
+    Value g = cotangent.lookup(w);
+    gradients.push_back(g ? g : e.zerosLike(w));
+  }
+  return gradients;
+}
+} // namespace cleave

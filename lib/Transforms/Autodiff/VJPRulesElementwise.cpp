@@ -1,0 +1,174 @@
+//===- VJPRulesElementwise.cpp - VJP rules of the elementwise ops
+//----------===//
+//
+// Rules for constant, iota, compare and arg_reduce (no gradient), unary,
+// binary, select and convert. Each returns one cotangent per operand, null
+// where the operand is not differentiable.
+//
+//===----------------------------------------------------------------------===//
+
+#include "VJPHelpers.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace cleave::autodiff {
+
+//===----------------------------------------------------------------------===//
+// No gradient
+//===----------------------------------------------------------------------===//
+
+VJPResult vjp(ConstantOp, OpBuilder &, ValueRange) {
+  return SmallVector<Value>();
+}
+VJPResult vjp(IotaOp, OpBuilder &, ValueRange) { return SmallVector<Value>(); }
+VJPResult vjp(CompareOp, OpBuilder &, ValueRange) {
+  return SmallVector<Value>(2, Value());
+}
+VJPResult vjp(ArgReduceOp, OpBuilder &, ValueRange) {
+  return SmallVector<Value>(1, Value());
+}
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+/// The cotangent of the operand of `y = kind(x)` for the cotangent `g`.
+static Value unaryVJP(Emitter &e, UnaryKind kind, Value x, Value y, Value g) {
+  auto one = [&] { return e.splatLike(x, 1.0); };
+  auto square = [&](Value v) { return e.mul(v, v); };
+  using K = UnaryKind;
+  switch (kind) {
+  case K::neg:
+    return e.neg(g);
+  case K::abs:
+    return e.mul(g, e.unary(K::sign, x));
+  case K::exp:
+    return e.mul(g, y);
+  case K::log:
+    return e.div(g, x);
+  case K::sqrt: // g / (2 sqrt(x))
+    return e.div(e.scale(g, 0.5), y);
+  case K::rsqrt: // -1/2 x^(-3/2) = -1/2 y^3
+    return e.mul(e.scale(g, -0.5), e.mul(y, square(y)));
+  case K::tanh:
+    return e.mul(g, e.sub(one(), square(y)));
+  case K::sigmoid:
+    return e.mul(g, e.mul(y, e.sub(one(), y)));
+  case K::erf: // 2/sqrt(pi) exp(-x^2)
+    return e.mul(e.scale(g, 2.0 / std::sqrt(M_PI)),
+                 e.unary(K::exp, e.neg(square(x))));
+  case K::sin:
+    return e.mul(g, e.unary(K::cos, x));
+  case K::cos:
+    return e.neg(e.mul(g, e.unary(K::sin, x)));
+  case K::tan:
+    return e.mul(g, e.add(one(), square(y)));
+  case K::asin: // 1 / sqrt(1 - x^2)
+    return e.mul(g, e.unary(K::rsqrt, e.sub(one(), square(x))));
+  case K::acos:
+    return e.neg(e.mul(g, e.unary(K::rsqrt, e.sub(one(), square(x)))));
+  case K::atan:
+    return e.div(g, e.add(one(), square(x)));
+  case K::sinh:
+    return e.mul(g, e.unary(K::cosh, x));
+  case K::cosh:
+    return e.mul(g, e.unary(K::sinh, x));
+  case K::asinh:
+    return e.mul(g, e.unary(K::rsqrt, e.add(square(x), one())));
+  case K::acosh:
+    return e.mul(g, e.unary(K::rsqrt, e.sub(square(x), one())));
+  case K::atanh:
+    return e.div(g, e.sub(one(), square(x)));
+  case K::reciprocal: // -1/x^2 = -y^2
+    return e.neg(e.mul(g, square(y)));
+  case K::floor:
+  case K::ceil:
+  case K::round:
+  case K::sign:
+    return e.zerosLike(x);
+  case K::lnot:
+    return Value();
+  }
+  return Value();
+}
+
+VJPResult vjp(UnaryOp op, OpBuilder &b, ValueRange g) {
+  if (!isFloatTensor(op.getOperand()))
+    return SmallVector<Value>{Value()};
+  Emitter e{b, op.getLoc()};
+  return SmallVector<Value>{
+      unaryVJP(e, op.getKind(), op.getOperand(), op.getResult(), g[0])};
+}
+
+//===----------------------------------------------------------------------===//
+// Binary
+//===----------------------------------------------------------------------===//
+
+VJPResult vjp(BinaryOp op, OpBuilder &b, ValueRange cotangents) {
+  if (!isFloatTensor(op.getResult()))
+    return SmallVector<Value>{Value(), Value()};
+  Emitter e{b, op.getLoc()};
+  Value x = op.getLhs(), y = op.getRhs(), r = op.getResult(), g = cotangents[0];
+  using K = BinaryKind;
+  switch (op.getKind()) {
+  case K::add:
+    return SmallVector<Value>{g, g};
+  case K::sub:
+    return SmallVector<Value>{g, e.neg(g)};
+  case K::mul:
+    return SmallVector<Value>{e.mul(g, y), e.mul(g, x)};
+  case K::div: // d/dy (x / y) = -r / y
+    return SmallVector<Value>{e.div(g, y), e.neg(e.div(e.mul(g, r), y))};
+  case K::pow: { // d/dx = y x^(y-1), d/dy = r log(x)
+    Value xPowYm1 = e.binary(K::pow, x, e.sub(y, e.splatLike(y, 1.0)));
+    return SmallVector<Value>{e.mul(g, e.mul(y, xPowYm1)),
+                              e.mul(g, e.mul(r, e.unary(UnaryKind::log, x)))};
+  }
+  case K::max:
+  case K::min: { // Ties send the gradient to the lhs.
+    Value toLhs = e.compare(
+        op.getKind() == K::max ? CompareKind::ge : CompareKind::le, x, y);
+    Value zero = e.zerosLike(g);
+    return SmallVector<Value>{e.select(toLhs, g, zero),
+                              e.select(toLhs, zero, g)};
+  }
+  case K::rem:
+  case K::mod: { // r = x - q y with q = trunc(x/y) (rem) or floor(x/y) (mod).
+    Value q = e.div(e.sub(x, r), y);
+    return SmallVector<Value>{g, e.neg(e.mul(g, q))};
+  }
+  case K::land:
+  case K::lor:
+  case K::lxor:
+  case K::shl:
+  case K::shr:
+    break;
+  }
+  return SmallVector<Value>{Value(), Value()};
+}
+
+//===----------------------------------------------------------------------===//
+// Select and convert
+//===----------------------------------------------------------------------===//
+
+VJPResult vjp(SelectOp op, OpBuilder &b, ValueRange cotangents) {
+  if (!isFloatTensor(op.getResult()))
+    return SmallVector<Value>(3, Value());
+  Emitter e{b, op.getLoc()};
+  Value g = cotangents[0], zero = e.zerosLike(g);
+  return SmallVector<Value>{Value(), e.select(op.getCond(), g, zero),
+                            e.select(op.getCond(), zero, g)};
+}
+
+VJPResult vjp(ConvertOp op, OpBuilder &b, ValueRange cotangents) {
+  if (!isFloatTensor(op.getOperand()) || !isFloatTensor(op.getResult()))
+    return SmallVector<Value>{Value()};
+  Emitter e{b, op.getLoc()};
+  Type from = Emitter::typeOf(op.getOperand()).getElementType();
+  return SmallVector<Value>{e.convert(cotangents[0], from)};
+}
+
+} // namespace cleave::autodiff

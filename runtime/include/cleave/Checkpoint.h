@@ -1,0 +1,72 @@
+//===- Checkpoint.h - Training checkpoints on disk -------------*- C++ -*-===//
+//
+// A checkpoint is a directory DIR/step-<N>/ holding
+//   model.safetensors  every state tensor: parameters by their names,
+//                      optimizer state as "<parameter>.<slot>"
+//   index.json         step, optimizer, rng seed, data position, and per
+//                      tensor its global name, kind, slot, dtype and shape
+//   manifest.json      written last: size and SHA-256 of every other file
+// It is written into DIR/.tmp-step-<N>-<pid>/ (each file fsync'ed, then the
+// directory), renamed to step-<N>, DIR fsync'ed, and DIR/latest updated
+// atomically. A directory without a manifest, or whose files do not match
+// it, is an incomplete or damaged checkpoint and is never loaded.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_CHECKPOINT_H
+#define CLEAVE_CHECKPOINT_H
+
+#include "cleave/PlanFormat.h"
+#include "cleave/Safetensors.h"
+
+#include <string>
+#include <vector>
+
+namespace cleave::checkpoint {
+
+/// One state tensor's saved value.
+struct StateRecord {
+  std::string name; ///< Global name: parameter, or "<parameter>.<slot>".
+  plan::StateKind kind = plan::StateKind::Parameter;
+  std::string parameter, slot;
+  plan::DType dtype = plan::DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+struct Checkpoint {
+  int64_t step = 0; ///< Training steps completed.
+  uint64_t seed = 0; ///< The data-order seed of the run.
+  std::string optimizer;
+  int64_t samplesConsumed = 0; ///< Data position: dataset rows used so far.
+  std::vector<StateRecord> states;
+};
+
+/// Writes `ckpt` atomically as dir/step-<step>/ (creating `dir` if needed)
+/// and points dir/latest at it. *outPath is the final directory.
+bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
+          std::string *error);
+
+/// Checks that `stepDir` is complete: manifest.json present and well formed,
+/// and every file it lists present with its size and SHA-256. The error
+/// names the file at fault.
+bool verify(const std::string &stepDir, std::string *error);
+
+/// verify(), then reads index.json and model.safetensors.
+bool load(const std::string &stepDir, Checkpoint *out, std::string *error);
+
+/// Resolves a --resume path: a checkpoint directory itself (refused if it is
+/// incomplete), or a directory of step-<N>/ checkpoints, of which the newest
+/// complete one is chosen; each newer incomplete one adds a line to *notes.
+bool findResumePoint(const std::string &path, std::string *stepDir,
+                     std::vector<std::string> *notes, std::string *error);
+
+/// Writes a safetensors file atomically (for --export-safetensors).
+bool writeSafetensorsFile(const std::string &path,
+                          const std::vector<safetensors::HostTensorRef> &tensors,
+                          const safetensors::Metadata &metadata,
+                          std::string *error);
+
+} // namespace cleave::checkpoint
+
+#endif // CLEAVE_CHECKPOINT_H

@@ -1,0 +1,464 @@
+//===- Checkpoint.cpp - Training checkpoints on disk ----------------------===//
+
+#include "cleave/Checkpoint.h"
+#include "cleave/FileUtil.h"
+#include "cleave/Json.h"
+#include "cleave/Sha256.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cleave::checkpoint {
+
+using namespace plan;
+
+static const char kModelFile[] = "model.safetensors";
+static const char kIndexFile[] = "index.json";
+static const char kManifestFile[] = "manifest.json";
+
+static std::string errnoText() { return std::strerror(errno); }
+
+//===----------------------------------------------------------------------===//
+// File system helpers
+//===----------------------------------------------------------------------===//
+
+static bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool exists(const std::string &path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+static bool makeDirs(const std::string &path, std::string *error) {
+  if (path.empty() || isDirectory(path))
+    return true;
+  size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 &&
+      !makeDirs(path.substr(0, slash), error))
+    return false;
+  if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) {
+    *error = "cannot create directory '" + path + "': " + errnoText();
+    return false;
+  }
+  return true;
+}
+
+static bool fsyncPath(const std::string &path, std::string *error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    *error = "cannot fsync directory '" + path + "': " + errnoText();
+    if (fd >= 0)
+      ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  return true;
+}
+
+/// Removes a flat directory (checkpoints hold no subdirectories).
+static void removeDir(const std::string &path) {
+  if (DIR *d = ::opendir(path.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..")
+        ::unlink((path + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(path.c_str());
+}
+
+/// Writes chunks to a new file, fsyncs it and returns its size and SHA-256.
+struct Chunk {
+  const void *data;
+  size_t size;
+};
+static bool writeSynced(const std::string &path, const std::vector<Chunk> &chunks,
+                        uint64_t *outBytes, std::string *outHash,
+                        std::string *error) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    *error = "cannot create '" + path + "': " + errnoText();
+    return false;
+  }
+  Sha256 hash;
+  uint64_t total = 0;
+  for (const Chunk &c : chunks) {
+    const uint8_t *p = static_cast<const uint8_t *>(c.data);
+    size_t done = 0;
+    while (done < c.size) {
+      ssize_t n = ::write(fd, p + done, c.size - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0) {
+        *error = "cannot write '" + path + "': " + errnoText();
+        ::close(fd);
+        return false;
+      }
+      done += static_cast<size_t>(n);
+    }
+    hash.update(p, c.size);
+    total += c.size;
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    *error = "cannot fsync '" + path + "': " + errnoText();
+    return false;
+  }
+  *outBytes = total;
+  *outHash = hash.finishHex();
+  return true;
+}
+
+static std::string shapeJson(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Saving
+//===----------------------------------------------------------------------===//
+
+static std::string indexJson(const Checkpoint &c) {
+  std::string s = "{\n  \"format\": \"cleave-checkpoint\",\n  \"version\": 1,\n";
+  s += "  \"step\": " + std::to_string(c.step) + ",\n";
+  s += "  \"training_step\": " + std::to_string(c.step) + ",\n";
+  s += "  \"optimizer\": " + json::quote(c.optimizer) + ",\n";
+  s += "  \"rng_seed\": " + std::to_string(c.seed) + ",\n";
+  s += "  \"data_position\": {\"step\": " + std::to_string(c.step) +
+       ", \"samples_consumed\": " + std::to_string(c.samplesConsumed) + "},\n";
+  s += "  \"files\": [\"" + std::string(kModelFile) + "\"],\n";
+  s += "  \"tensors\": [";
+  for (size_t i = 0; i < c.states.size(); ++i) {
+    const StateRecord &r = c.states[i];
+    s += std::string(i ? "," : "") + "\n    {\"name\": " + json::quote(r.name) +
+         ", \"kind\": \"" + stateKindName(r.kind) +
+         "\", \"parameter\": " + json::quote(r.parameter) +
+         ", \"slot\": " + json::quote(r.slot) + ", \"dtype\": \"" +
+         dtypeName(r.dtype) + "\", \"shape\": " + shapeJson(r.shape) +
+         ", \"file\": \"" + kModelFile + "\"}";
+  }
+  return s + "\n  ]\n}\n";
+}
+
+bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
+          std::string *error) {
+  if (!makeDirs(dir, error))
+    return false;
+  std::string name = "step-" + std::to_string(ckpt.step);
+  std::string tmp =
+      dir + "/.tmp-" + name + "-" + std::to_string(::getpid());
+  std::string final = dir + "/" + name;
+  if (exists(tmp))
+    removeDir(tmp);
+  if (::mkdir(tmp.c_str(), 0777) != 0) {
+    *error = "cannot create directory '" + tmp + "': " + errnoText();
+    return false;
+  }
+  auto fail = [&](const std::string &msg) {
+    *error = msg;
+    removeDir(tmp);
+    return false;
+  };
+
+  struct Written {
+    std::string name, hash;
+    uint64_t bytes;
+  };
+  std::vector<Written> files;
+  std::string err;
+
+  // model.safetensors, streamed from the records.
+  std::vector<safetensors::TensorEntry> entries;
+  for (const StateRecord &r : ckpt.states) {
+    safetensors::TensorEntry e;
+    e.name = r.name;
+    e.dtype = r.dtype;
+    e.shape = r.shape;
+    entries.push_back(e);
+  }
+  safetensors::Metadata meta = {{"format", "pt"},
+                                {"producer", "cleave-run"},
+                                {"step", std::to_string(ckpt.step)}};
+  std::vector<uint8_t> header;
+  if (!safetensors::encodeHeader(&entries, meta, &header, &err))
+    return fail("checkpoint: " + err);
+  std::vector<Chunk> chunks = {{header.data(), header.size()}};
+  for (size_t i = 0; i < ckpt.states.size(); ++i) {
+    if (ckpt.states[i].data.size() != entries[i].end - entries[i].begin)
+      return fail("checkpoint: state '" + ckpt.states[i].name + "' has " +
+                  std::to_string(ckpt.states[i].data.size()) +
+                  " bytes, its shape needs " +
+                  std::to_string(entries[i].end - entries[i].begin));
+    chunks.push_back({ckpt.states[i].data.data(), ckpt.states[i].data.size()});
+  }
+  Written w{kModelFile, "", 0};
+  if (!writeSynced(tmp + "/" + kModelFile, chunks, &w.bytes, &w.hash, &err))
+    return fail(err);
+  files.push_back(w);
+
+  std::string index = indexJson(ckpt);
+  w = Written{kIndexFile, "", 0};
+  if (!writeSynced(tmp + "/" + kIndexFile, {{index.data(), index.size()}},
+                   &w.bytes, &w.hash, &err))
+    return fail(err);
+  files.push_back(w);
+
+  // The manifest last: its presence marks the checkpoint complete.
+  std::string manifest = "{\n  \"format\": \"cleave-checkpoint-manifest\",\n"
+                         "  \"version\": 1,\n  \"step\": " +
+                         std::to_string(ckpt.step) + ",\n  \"files\": [";
+  for (size_t i = 0; i < files.size(); ++i)
+    manifest += std::string(i ? "," : "") + "\n    {\"name\": " +
+                json::quote(files[i].name) +
+                ", \"bytes\": " + std::to_string(files[i].bytes) +
+                ", \"sha256\": \"" + files[i].hash + "\"}";
+  manifest += "\n  ]\n}\n";
+  uint64_t bytes;
+  std::string hash;
+  if (!writeSynced(tmp + "/" + kManifestFile,
+                   {{manifest.data(), manifest.size()}}, &bytes, &hash, &err))
+    return fail(err);
+  if (!fsyncPath(tmp, &err))
+    return fail(err);
+
+  // Replace an older checkpoint of the same step (a rerun) only once the new
+  // one is complete.
+  std::string old;
+  if (exists(final)) {
+    old = dir + "/.old-" + name + "-" + std::to_string(::getpid());
+    if (::rename(final.c_str(), old.c_str()) != 0)
+      return fail("cannot move the existing '" + final + "' aside: " +
+                  errnoText());
+  }
+  if (::rename(tmp.c_str(), final.c_str()) != 0)
+    return fail("cannot rename '" + tmp + "' to '" + final + "': " +
+                errnoText());
+  if (!old.empty())
+    removeDir(old);
+  if (!fsyncPath(dir, error))
+    return false;
+  std::string latest = name + "\n";
+  if (!writeFileAtomically(dir + "/latest", latest.data(), latest.size(),
+                           error))
+    return false;
+  *outPath = final;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Verifying and loading
+//===----------------------------------------------------------------------===//
+
+bool verify(const std::string &stepDir, std::string *error) {
+  std::string manifestPath = stepDir + "/" + kManifestFile;
+  if (!exists(manifestPath)) {
+    *error = "checkpoint '" + stepDir + "' is incomplete: '" + manifestPath +
+             "' is missing (the save did not finish)";
+    return false;
+  }
+  std::vector<uint8_t> bytes;
+  std::string err;
+  if (!readWholeFile(manifestPath, &bytes, &err)) {
+    *error = "checkpoint '" + stepDir + "': " + err;
+    return false;
+  }
+  json::Value manifest;
+  const json::Value *files = nullptr;
+  if (!json::parse(std::string(bytes.begin(), bytes.end()), &manifest, &err) ||
+      !(files = manifest.get("files")) || files->kind != json::Value::Array) {
+    *error = "checkpoint '" + stepDir + "': '" + manifestPath +
+             "' is corrupted (" + (err.empty() ? "no file list" : err) + ")";
+    return false;
+  }
+  bool sawModel = false, sawIndex = false;
+  for (const json::Value &f : files->items) {
+    const json::Value *name = f.get("name"), *size = f.get("bytes"),
+                      *sha = f.get("sha256");
+    int64_t expectBytes;
+    if (!name || name->kind != json::Value::String || name->text.empty() ||
+        name->text.find('/') != std::string::npos || name->text[0] == '.' ||
+        !size || !size->asInt64(&expectBytes) || !sha ||
+        sha->kind != json::Value::String) {
+      *error = "checkpoint '" + stepDir + "': '" + manifestPath +
+               "' has a malformed file entry";
+      return false;
+    }
+    sawModel |= name->text == kModelFile;
+    sawIndex |= name->text == kIndexFile;
+    std::string path = stepDir + "/" + name->text;
+    if (!readWholeFile(path, &bytes, &err)) {
+      *error = "checkpoint '" + stepDir + "': '" + path +
+               "' listed in the manifest is missing or unreadable (" + err +
+               ")";
+      return false;
+    }
+    if (static_cast<int64_t>(bytes.size()) != expectBytes) {
+      *error = "checkpoint '" + stepDir + "': '" + path + "' is " +
+               (static_cast<int64_t>(bytes.size()) < expectBytes ? "truncated"
+                                                                 : "corrupted") +
+               ": " + std::to_string(bytes.size()) +
+               " bytes, the manifest says " + std::to_string(expectBytes);
+      return false;
+    }
+    if (Sha256::hex(bytes.data(), bytes.size()) != sha->text) {
+      *error = "checkpoint '" + stepDir + "': '" + path +
+               "' is corrupted: its SHA-256 does not match the manifest";
+      return false;
+    }
+  }
+  if (!sawModel || !sawIndex) {
+    *error = "checkpoint '" + stepDir + "': '" + manifestPath +
+             "' does not list " + (sawModel ? kIndexFile : kModelFile);
+    return false;
+  }
+  return true;
+}
+
+bool load(const std::string &stepDir, Checkpoint *out, std::string *error) {
+  if (!verify(stepDir, error))
+    return false;
+  std::string indexPath = stepDir + "/" + kIndexFile;
+  std::string modelPath = stepDir + "/" + kModelFile;
+  std::vector<uint8_t> bytes;
+  std::string err;
+  json::Value index;
+  if (!readWholeFile(indexPath, &bytes, &err) ||
+      !json::parse(std::string(bytes.begin(), bytes.end()), &index, &err)) {
+    *error = "checkpoint '" + indexPath + "': " + err;
+    return false;
+  }
+  Checkpoint c;
+  const json::Value *v = index.get("step");
+  const json::Value *tensors = index.get("tensors");
+  if (!v || !v->asInt64(&c.step) || c.step < 0 ||
+      !(v = index.get("rng_seed")) || v->kind != json::Value::Number ||
+      !tensors || tensors->kind != json::Value::Array) {
+    *error = "checkpoint '" + indexPath +
+             "': missing or bad step, rng_seed or tensors";
+    return false;
+  }
+  // The seed is a u64; parse its literal.
+  c.seed = std::strtoull(v->text.c_str(), nullptr, 10);
+  if ((v = index.get("optimizer")) && v->kind == json::Value::String)
+    c.optimizer = v->text;
+  if ((v = index.get("data_position")) && (v = v->get("samples_consumed")))
+    v->asInt64(&c.samplesConsumed);
+
+  if (!readWholeFile(modelPath, &bytes, &err)) {
+    *error = "checkpoint: " + err;
+    return false;
+  }
+  safetensors::Header header;
+  if (!safetensors::decodeHeader(bytes.data(), bytes.size(), bytes.size(),
+                                 &header, &err)) {
+    *error = "checkpoint '" + modelPath + "': " + err;
+    return false;
+  }
+  for (const json::Value &t : tensors->items) {
+    StateRecord r;
+    const json::Value *name = t.get("name"), *kind = t.get("kind"),
+                      *param = t.get("parameter"), *slot = t.get("slot");
+    if (!name || name->kind != json::Value::String) {
+      *error = "checkpoint '" + indexPath + "': a tensor entry has no name";
+      return false;
+    }
+    r.name = name->text;
+    r.kind = kind && kind->text == "optimizer_state" ? StateKind::OptimizerState
+                                                     : StateKind::Parameter;
+    r.parameter = param ? param->text : r.name;
+    r.slot = slot ? slot->text : "";
+    auto it = std::find_if(header.tensors.begin(), header.tensors.end(),
+                           [&](const safetensors::TensorEntry &e) {
+                             return e.name == r.name;
+                           });
+    if (it == header.tensors.end()) {
+      *error = "checkpoint '" + modelPath + "' has no tensor '" + r.name +
+               "' listed in its index";
+      return false;
+    }
+    r.dtype = it->dtype;
+    r.shape = it->shape;
+    const uint8_t *p = bytes.data() + header.dataStart;
+    r.data.assign(p + it->begin, p + it->end);
+    c.states.push_back(std::move(r));
+  }
+  *out = std::move(c);
+  return true;
+}
+
+/// N of a name "step-N", or -1.
+static int64_t stepOf(const std::string &name) {
+  if (name.compare(0, 5, "step-") != 0 || name.size() == 5 || name.size() > 23)
+    return -1;
+  int64_t n = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i])))
+      return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+bool findResumePoint(const std::string &path, std::string *stepDir,
+                     std::vector<std::string> *notes, std::string *error) {
+  if (!isDirectory(path)) {
+    *error = "cannot resume from '" + path + "': not a directory";
+    return false;
+  }
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  if (stepOf(base) >= 0 || exists(path + "/" + kManifestFile) ||
+      exists(path + "/" + kIndexFile) || exists(path + "/" + kModelFile)) {
+    if (!verify(path, error))
+      return false;
+    *stepDir = path;
+    return true;
+  }
+  std::vector<std::pair<int64_t, std::string>> found;
+  if (DIR *d = ::opendir(path.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      int64_t n = stepOf(e->d_name);
+      if (n >= 0 && isDirectory(path + "/" + e->d_name))
+        found.emplace_back(n, path + "/" + e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::string reasons;
+  for (const auto &f : found) {
+    std::string err;
+    if (verify(f.second, &err)) {
+      *stepDir = f.second;
+      return true;
+    }
+    notes->push_back("skipping " + err);
+    reasons += "\n  " + err;
+  }
+  *error = "cannot resume from '" + path + "': it holds no complete "
+           "checkpoint (no step-<N> directory with a valid manifest)" +
+           reasons;
+  return false;
+}
+
+bool writeSafetensorsFile(const std::string &path,
+                          const std::vector<safetensors::HostTensorRef> &tensors,
+                          const safetensors::Metadata &metadata,
+                          std::string *error) {
+  std::vector<uint8_t> image;
+  if (!safetensors::encode(tensors, metadata, &image, error))
+    return false;
+  return writeFileAtomically(path, image.data(), image.size(), error);
+}
+
+} // namespace cleave::checkpoint

@@ -1,0 +1,403 @@
+//===- Train.cpp - The training loop of cleave-run ------------------------===//
+//
+// Each step: fill the data inputs from the dataset, the learning rate and the
+// step number, run the plan (which updates the parameters and optimizer state
+// in place), read the loss and the gradient norm, log, and every K steps save
+// a checkpoint. Batches depend only on (seed, step), so a resumed run
+// reproduces an uninterrupted one bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Train.h"
+#include "cleave/Checkpoint.h"
+#include "cleave/Data.h"
+#include "cleave/Json.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <unistd.h>
+
+namespace cleave::run {
+
+using namespace cleave::plan;
+
+static int fail(const std::string &message) {
+  std::fprintf(stderr, "cleave-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+static void warn(const std::string &message) {
+  std::fprintf(stderr, "cleave-run: warning: %s\n", message.c_str());
+}
+
+static int statusFail(cleave_rt_status s) {
+  std::string msg = cleave_rt_status_message(s);
+  cleave_rt_status_free(s);
+  return fail(msg);
+}
+
+#define TRY(expr)                                                              \
+  do {                                                                         \
+    if (cleave_rt_status s_ = (expr))                                          \
+      return statusFail(s_);                                                   \
+  } while (0)
+
+bool anyTrainingOption(const TrainOptions &o) {
+  return o.steps >= 0 || !o.data.empty() || !o.tokens.empty() || o.synthetic ||
+         o.seedGiven || !o.logJson.empty() || o.saveEvery > 0 ||
+         !o.checkpointDir.empty() || !o.resume.empty() || !o.exportPath.empty();
+}
+
+namespace {
+/// Owns the executor.
+struct ExecutorHolder {
+  cleave_rt_executor e = nullptr;
+  ~ExecutorHolder() { cleave_rt_executor_destroy(e); }
+};
+
+struct StateInfo {
+  cleave_rt_state_desc_t desc;
+  std::vector<int64_t> shape;
+};
+} // namespace
+
+static std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Reads every state of the executor into checkpoint records.
+static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
+                    std::vector<checkpoint::StateRecord> *out) {
+  out->clear();
+  for (size_t i = 0; i < states.size(); ++i) {
+    const cleave_rt_state_desc_t &d = states[i].desc;
+    checkpoint::StateRecord r;
+    r.name = d.global_name;
+    r.kind = static_cast<StateKind>(d.kind);
+    r.parameter = d.parameter;
+    r.slot = d.slot;
+    r.dtype = static_cast<DType>(d.tensor.dtype);
+    r.shape = states[i].shape;
+    r.data.resize(d.tensor.byte_size);
+    TRY(cleave_rt_executor_read_state(e, i, r.data.data(), r.data.size()));
+    out->push_back(std::move(r));
+  }
+  return -1;
+}
+
+/// Restores the states from a checkpoint; every plan state must be there
+/// with the same dtype and shape.
+static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
+                   const checkpoint::Checkpoint &c, const std::string &dir) {
+  std::map<std::string, const checkpoint::StateRecord *> byName;
+  for (const checkpoint::StateRecord &r : c.states)
+    byName[r.name] = &r;
+  for (size_t i = 0; i < states.size(); ++i) {
+    const cleave_rt_state_desc_t &d = states[i].desc;
+    auto it = byName.find(d.global_name);
+    if (it == byName.end())
+      return fail("checkpoint '" + dir + "' has no tensor '" + d.global_name +
+                  "' that the plan needs; was it saved by another model?");
+    const checkpoint::StateRecord &r = *it->second;
+    if (static_cast<uint32_t>(r.dtype) != d.tensor.dtype ||
+        r.shape != states[i].shape)
+      return fail("checkpoint '" + dir + "': tensor '" + d.global_name +
+                  "' is " + shapeStr(r.shape) + " " + dtypeName(r.dtype) +
+                  " but the plan has " + shapeStr(states[i].shape) + " " +
+                  cleave_rt_dtype_name(d.tensor.dtype));
+    TRY(cleave_rt_executor_write_state(e, i, r.data.data(), r.data.size()));
+    byName.erase(it);
+  }
+  for (const auto &kv : byName)
+    warn("checkpoint tensor '" + kv.first + "' is not a state of the plan; "
+         "ignored");
+  return -1;
+}
+
+static std::string jsonNumber(double v, const char *fmt) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+int runTraining(const TrainOptions &o, cleave_rt_program program,
+                const std::string &backend) {
+  cleave_rt_training_info_t info;
+  TRY(cleave_rt_program_training_info(program, &info));
+  if (!info.enabled)
+    return fail("the plan is not a training plan, so training options "
+                "(--steps, --data, --resume, ...) do not apply");
+  if (o.steps < 0)
+    return fail("this is a training plan: give --steps N");
+  if (o.saveEvery > 0 && o.checkpointDir.empty())
+    return fail("--save-every needs --checkpoint-dir DIR");
+
+  // Data inputs.
+  std::vector<data::InputSpec> specs;
+  for (size_t i = 0; i < info.data_input_count; ++i) {
+    cleave_rt_tensor_desc_t d;
+    TRY(cleave_rt_program_input_desc(program, info.data_inputs[i], &d));
+    specs.push_back({d.name, static_cast<DType>(d.dtype),
+                     std::vector<int64_t>(d.dims, d.dims + d.rank)});
+  }
+  int sources = (!o.data.empty()) + (!o.tokens.empty()) + o.synthetic;
+  if (sources > 1)
+    return fail("give only one of --data, --tokens and --synthetic");
+  if (sources == 0 && !specs.empty()) {
+    std::string names;
+    for (const data::InputSpec &s : specs)
+      names += (names.empty() ? "'" : ", '") + s.name + "'";
+    return fail("the plan reads data inputs " + names +
+                ": give --data NAME=FILE.npy for each, --tokens FILE.bin or "
+                "--synthetic");
+  }
+
+  // States.
+  std::vector<StateInfo> states(cleave_rt_program_state_count(program));
+  for (size_t i = 0; i < states.size(); ++i) {
+    TRY(cleave_rt_program_state_desc(program, i, &states[i].desc));
+    const cleave_rt_tensor_desc_t &t = states[i].desc.tensor;
+    states[i].shape.assign(t.dims, t.dims + t.rank);
+  }
+
+  ExecutorHolder exec;
+  TRY(cleave_rt_executor_create(program, backend.c_str(), &exec.e));
+
+  // Resume before opening the data: the checkpoint carries the seed.
+  uint64_t seed = o.seed;
+  int64_t firstStep = 0;
+  if (!o.resume.empty()) {
+    std::string dir, err;
+    std::vector<std::string> notes;
+    bool found = checkpoint::findResumePoint(o.resume, &dir, &notes, &err);
+    for (const std::string &n : notes)
+      warn(n);
+    if (!found)
+      return fail(err);
+    checkpoint::Checkpoint c;
+    if (!checkpoint::load(dir, &c, &err))
+      return fail(err);
+    int rc = restore(exec.e, states, c, dir);
+    if (rc >= 0)
+      return rc;
+    firstStep = c.step;
+    if (!o.seedGiven)
+      seed = c.seed;
+    else if (o.seed != c.seed)
+      warn("--seed " + std::to_string(o.seed) + " differs from the seed " +
+           std::to_string(c.seed) + " of the checkpoint; the data order "
+           "will not match the original run");
+    std::fprintf(stderr, "cleave-run: resuming from '%s' at step %" PRId64 "\n",
+                 dir.c_str(), firstStep);
+  }
+
+  std::unique_ptr<data::Dataset> dataset;
+  std::string err;
+  if (!o.data.empty()) {
+    std::vector<std::string> files(specs.size());
+    for (const auto &nf : o.data) {
+      size_t k = 0;
+      while (k < specs.size() && specs[k].name != nf.first)
+        ++k;
+      if (k == specs.size()) {
+        std::string names;
+        for (const data::InputSpec &s : specs)
+          names += (names.empty() ? "'" : ", '") + s.name + "'";
+        return fail("--data " + nf.first + "=...: the plan has no data input "
+                    "named '" + nf.first + "' (its data inputs: " +
+                    (names.empty() ? "none" : names) + ")");
+      }
+      if (!files[k].empty())
+        return fail("data input '" + nf.first + "' is given twice");
+      files[k] = nf.second;
+    }
+    for (size_t k = 0; k < specs.size(); ++k)
+      if (files[k].empty())
+        return fail("data input '" + specs[k].name + "' is not given; add "
+                    "--data " + specs[k].name + "=FILE.npy");
+    if (!data::openNpy(specs, files, seed, &dataset, &err))
+      return fail(err);
+  } else if (!o.tokens.empty()) {
+    DType t;
+    if (o.tokenDType == "uint16")
+      t = DType::U16;
+    else if (o.tokenDType == "uint32")
+      t = DType::U32;
+    else
+      return fail("--token-dtype must be uint16 or uint32, got '" +
+                  o.tokenDType + "'");
+    if (!data::openTokens(specs, o.tokens, t, seed, &dataset, &err))
+      return fail(err);
+  } else if (o.synthetic) {
+    long vocab = o.syntheticVocab;
+    if (vocab < 0) {
+      const char *v = cleave_rt_program_metadata(program, "vocab_size");
+      vocab = v ? std::atol(v) : 256;
+    }
+    if (!data::openSynthetic(specs, seed, vocab, &dataset, &err))
+      return fail(err);
+  }
+
+  FILE *jsonLog = nullptr;
+  if (!o.logJson.empty()) {
+    jsonLog = std::fopen(o.logJson.c_str(), firstStep > 0 ? "a" : "w");
+    if (!jsonLog)
+      return fail("cannot open '" + o.logJson + "' for the JSON log: " +
+                  std::strerror(errno));
+  }
+  std::unique_ptr<FILE, int (*)(FILE *)> jsonCloser(jsonLog ? jsonLog : nullptr,
+                                                    [](FILE *f) {
+                                                      return f ? std::fclose(f)
+                                                               : 0;
+                                                    });
+
+  int64_t batch = info.batch_size > 0
+                      ? info.batch_size
+                      : (!specs.empty() && !specs[0].shape.empty()
+                             ? specs[0].shape[0]
+                             : 1);
+  bool tokenModel = info.sequence_length > 0;
+  int64_t perStep = tokenModel ? batch * info.sequence_length : batch;
+  uint64_t peak = cleave_rt_program_peak_bytes(program);
+  bool progress = ::isatty(2);
+  int stepWidth = std::max<int>(6, std::to_string(o.steps).size());
+
+  if (dataset)
+    std::fprintf(stderr, "cleave-run: training %s with %s, data %s, seed "
+                 "%" PRIu64 "\n",
+                 cleave_rt_program_metadata(program, "name")
+                     ? cleave_rt_program_metadata(program, "name")
+                     : "the plan",
+                 info.optimizer[0] ? info.optimizer : "its optimizer",
+                 dataset->describe().c_str(), seed);
+
+  std::vector<std::vector<uint8_t>> batchData;
+  long nonFinite = 0;
+  for (int64_t step = firstStep; step < o.steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (dataset) {
+      dataset->fill(step, &batchData);
+      for (size_t i = 0; i < specs.size(); ++i)
+        TRY(cleave_rt_executor_set_input(exec.e, info.data_inputs[i],
+                                         batchData[i].data(),
+                                         batchData[i].size()));
+    }
+    double lr = cleave_rt_learning_rate(&info, step, batch);
+    float lrF = static_cast<float>(lr), stepF = static_cast<float>(step);
+    TRY(cleave_rt_executor_set_input(exec.e, info.lr_input, &lrF, 4));
+    if (info.step_input >= 0)
+      TRY(cleave_rt_executor_set_input(exec.e, info.step_input, &stepF, 4));
+    TRY(cleave_rt_executor_run(exec.e));
+    const void *p;
+    size_t n;
+    float loss = 0, gradNorm = 0;
+    TRY(cleave_rt_executor_output(exec.e, info.loss_output, &p, &n));
+    std::memcpy(&loss, p, 4);
+    if (info.grad_norm_output >= 0) {
+      TRY(cleave_rt_executor_output(exec.e, info.grad_norm_output, &p, &n));
+      std::memcpy(&gradNorm, p, 4);
+    }
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    int64_t done = step + 1;
+    double rate = ms > 0 ? perStep / (ms / 1000.0) : 0;
+    if (!std::isfinite(loss)) {
+      ++nonFinite;
+      warn("step " + std::to_string(done) + ": loss is " +
+           (std::isnan(loss) ? "NaN" : "infinite"));
+    }
+    bool log = o.logEvery > 0 && (done % o.logEvery == 0 || done == o.steps);
+    if (log) {
+      if (progress)
+        std::fprintf(stderr, "\r\033[K");
+      std::printf(" step %*" PRId64 "/%ld | loss %.4f | lr %.3e", stepWidth,
+                  done, o.steps, loss, lr);
+      if (info.grad_norm_output >= 0)
+        std::printf(" | grad norm %.3f", gradNorm);
+      std::printf(" | %.0f %s/s | %.1f ms/step | peak mem %.1f MiB\n", rate,
+                  tokenModel ? "tokens" : "samples", ms,
+                  static_cast<double>(peak) / (1024.0 * 1024.0));
+      std::fflush(stdout);
+      if (jsonLog) {
+        std::string line =
+            "{\"step\": " + std::to_string(done) +
+            ", \"loss\": " + jsonNumber(loss, "%.9g") +
+            (std::isfinite(loss) ? ""
+                                 : std::string(", \"loss_nonfinite\": \"") +
+                                       (std::isnan(loss) ? "nan" : "inf") +
+                                       "\"") +
+            ", \"lr\": " + jsonNumber(lr, "%.17g") +
+            (info.grad_norm_output >= 0
+                 ? ", \"grad_norm\": " + jsonNumber(gradNorm, "%.9g")
+                 : std::string()) +
+            ", \"" + (tokenModel ? "tokens_per_s" : "samples_per_s") +
+            "\": " + jsonNumber(rate, "%.1f") +
+            ", \"step_ms\": " + jsonNumber(ms, "%.3f") +
+            ", \"peak_bytes\": " + std::to_string(peak) + "}\n";
+        std::fputs(line.c_str(), jsonLog);
+        std::fflush(jsonLog);
+      }
+    }
+    if (progress) {
+      int width = 30;
+      int filled = static_cast<int>(width * done / std::max<long>(1, o.steps));
+      std::fprintf(stderr, "\r[%.*s%*s] %" PRId64 "/%ld", filled,
+                   "==============================", width - filled, "", done,
+                   o.steps);
+      std::fflush(stderr);
+    }
+    if (o.saveEvery > 0 && done % o.saveEvery == 0) {
+      checkpoint::Checkpoint c;
+      c.step = done;
+      c.seed = seed;
+      c.optimizer = info.optimizer;
+      c.samplesConsumed = done * batch;
+      int rc = snapshot(exec.e, states, &c.states);
+      if (rc >= 0)
+        return rc;
+      std::string path;
+      if (!checkpoint::save(o.checkpointDir, c, &path, &err))
+        return fail("cannot save the checkpoint of step " +
+                    std::to_string(done) + ": " + err);
+      if (progress)
+        std::fprintf(stderr, "\r\033[K");
+      std::fprintf(stderr, "cleave-run: saved checkpoint '%s'\n", path.c_str());
+    }
+  }
+  if (progress)
+    std::fprintf(stderr, "\r\033[K");
+  if (firstStep >= o.steps)
+    warn("nothing to do: already at step " + std::to_string(firstStep) +
+         " of --steps " + std::to_string(o.steps));
+  if (nonFinite)
+    warn(std::to_string(nonFinite) + " step(s) had a non-finite loss");
+
+  if (!o.exportPath.empty()) {
+    std::vector<checkpoint::StateRecord> records;
+    int rc = snapshot(exec.e, states, &records);
+    if (rc >= 0)
+      return rc;
+    std::vector<safetensors::HostTensorRef> refs;
+    for (const checkpoint::StateRecord &r : records)
+      if (r.kind == StateKind::Parameter)
+        refs.push_back({r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
+    if (!checkpoint::writeSafetensorsFile(
+            o.exportPath, refs,
+            {{"format", "pt"}, {"step", std::to_string(o.steps)}}, &err))
+      return fail("cannot export the parameters: " + err);
+  }
+  return 0;
+}
+
+} // namespace cleave::run

@@ -1,0 +1,39 @@
+//===- Train.h - The training loop of cleave-run ---------------*- C++ -*-===//
+
+#ifndef CLEAVE_RUN_TRAIN_H
+#define CLEAVE_RUN_TRAIN_H
+
+#include "cleave_rt.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cleave::run {
+
+struct TrainOptions {
+  long steps = -1; ///< Total steps to reach (a resumed run continues to it).
+  std::vector<std::pair<std::string, std::string>> data; ///< --data NAME=FILE
+  std::string tokens, tokenDType = "uint16";
+  bool synthetic = false;
+  long syntheticVocab = -1; ///< -1: metadata "vocab_size", else 256.
+  uint64_t seed = 0;
+  bool seedGiven = false;
+  long logEvery = 1;
+  std::string logJson;
+  long saveEvery = 0;
+  std::string checkpointDir, resume, exportPath;
+};
+
+/// True if any training option was given (so the plan must be a training
+/// plan).
+bool anyTrainingOption(const TrainOptions &o);
+
+/// Runs the training loop of a training plan; returns the exit code.
+int runTraining(const TrainOptions &o, cleave_rt_program program,
+                const std::string &backend);
+
+} // namespace cleave::run
+
+#endif // CLEAVE_RUN_TRAIN_H
