@@ -21,6 +21,7 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -80,6 +81,12 @@ struct Options {
   cl::opt<std::string> target{
       "target", cl::desc("Code generation target: cpu (default)"),
       cl::init("cpu"), cl::cat(category)};
+  cl::opt<std::string> precision{
+      "precision",
+      cl::desc("fp32 (default), bf16 or fp16: matmuls and activations in "
+               "bf16/fp16 (f32 accumulation), statistics, loss and "
+               "optimizer in f32 with f32 master weights"),
+      cl::init("fp32"), cl::cat(category)};
   cl::opt<bool> noLibraryGemm{
       "no-library-gemm",
       cl::desc("Generate code for matmuls instead of calling BLAS"),
@@ -126,6 +133,20 @@ struct Options {
       "clip-grad-norm",
       cl::desc("Clip gradients to this global norm (default 0: off)"),
       cl::init(0.0), cl::cat(trainCategory)};
+  cl::opt<std::string> lossScale{
+      "loss-scale",
+      cl::desc("none, dynamic or a number (static scale); default: dynamic "
+               "with --precision=fp16, none otherwise"),
+      cl::value_desc("mode"), cl::cat(trainCategory)};
+  cl::opt<double> lossScaleInit{
+      "loss-scale-init",
+      cl::desc("Initial dynamic loss scale (default 65536)"), cl::init(65536.0),
+      cl::cat(trainCategory)};
+  cl::opt<int64_t> lossScaleWindow{
+      "loss-scale-window",
+      cl::desc("Double the dynamic loss scale after this many steps without "
+               "overflow (default 2000)"),
+      cl::init(2000), cl::cat(trainCategory)};
   cl::opt<std::string> lrSchedule{
       "lr-schedule",
       cl::desc("constant (default), warmup (linear warmup, then constant) or "
@@ -144,6 +165,14 @@ struct Options {
       cl::desc("Scale the learning rate by global batch / this reference "
                "batch (linear scaling rule; default 0: off)"),
       cl::value_desc("reference batch"), cl::init(0), cl::cat(trainCategory)};
+
+  cl::opt<std::string> recompute{
+      "recompute",
+      cl::desc("Activation recomputation: none (default), selective (keep "
+               "linear-layer outputs and layer inputs, recompute the rest), "
+               "full (keep only layer inputs) or budget:<bytes> (keep saved "
+               "activations up to this size at the least recompute cost)"),
+      cl::init("none"), cl::value_desc("policy"), cl::cat(trainCategory)};
 
   cl::opt<bool> stats{"print-stats",
                       cl::desc("Print the plan's commands, memory and compile "
@@ -253,6 +282,11 @@ int (::cleave::compileMain)(int argc, char **argv) {
     train.epsilon = opts.adamEps;
     train.weightDecay = opts.weightDecay;
     train.clipGradNorm = opts.clipGradNorm;
+    train.lossScale = !opts.lossScale.empty() ? opts.lossScale.getValue()
+                      : opts.precision == "fp16" ? std::string("dynamic")
+                                                 : std::string("none");
+    train.lossScaleInit = opts.lossScaleInit;
+    train.lossScaleWindow = opts.lossScaleWindow;
     compileOptions.train = train;
     plan::TrainingInfo &info = compileOptions.plan.training;
     info.optimizer = opts.optimizer;
@@ -278,9 +312,22 @@ int (::cleave::compileMain)(int argc, char **argv) {
   } else if (!opts.loss.empty()) {
     return fail("--loss needs --train");
   }
+  if (opts.precision != "fp32" && opts.precision != "bf16" &&
+      opts.precision != "fp16")
+    return fail("unknown --precision '" + opts.precision +
+                "' (expected fp32, bf16 or fp16)");
+  if (!opts.train && !opts.lossScale.empty())
+    return fail("--loss-scale needs --train");
+  if (!opts.train && opts.recompute != "none")
+    return fail("--recompute needs --train");
+  compileOptions.recompute = opts.recompute;
+  compileOptions.precision = opts.precision;
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.modelName =
       llvm::sys::path::filename(opts.input).str();
+  llvm::SmallString<256> absolute(opts.input.getValue());
+  if (!llvm::sys::fs::make_absolute(absolute))
+    compileOptions.plan.sourceModel = absolute.str().str();
   std::string mlirText;
   if (opts.emit == EmitKind::MLIR) {
     compileOptions.stopAfter = opts.phase;
@@ -332,6 +379,17 @@ int (::cleave::compileMain)(int argc, char **argv) {
                  << "), kernel object " << plan->kernelObject.size()
                  << " bytes, compiled in " << llvm::format("%.2f", seconds)
                  << " s\n";
+    llvm::StringMap<std::string> meta;
+    for (const auto &[key, value] : plan->metadata)
+      meta[key] = value;
+    if (meta.count("recompute_policy"))
+      llvm::errs() << "recompute: policy " << meta["recompute_policy"]
+                   << ", saved activations "
+                   << meta["saved_activation_bytes_before"] << " -> "
+                   << meta["saved_activation_bytes_after"]
+                   << " bytes, recomputed flops " << meta["recompute_flops"]
+                   << ", extra flops " << meta["recompute_extra_flops"]
+                   << " (total " << meta["flops"] << ")\n";
   }
   return 0;
 }

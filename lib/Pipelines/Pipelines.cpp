@@ -4,6 +4,7 @@
 
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Training/Recompute.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -40,10 +41,31 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   if (stopHere(CompilePhase::Import, module))
     return plan::Plan();
 
+  std::optional<RecomputeStats> recomputeStats;
   if (options.train) {
     PassManager train(module.getContext());
-    train.addPass(createBuildTrainStepPass(*options.train));
+    BuildTrainStepPassOptions trainOptions = *options.train;
+    bool mixed = options.precision != "fp32";
+    trainOptions.markFp32Ops |= mixed;
+    trainOptions.markBackward = true;
+    train.addPass(createBuildTrainStepPass(trainOptions));
+    if (mixed)
+      train.addPass(createApplyMixedPrecisionPass(
+          ApplyMixedPrecisionPassOptions{options.precision}));
+    train.addPass(
+        createInsertRecomputePass(InsertRecomputePassOptions{options.recompute}));
     if (failed(train.run(module)))
+      return failure();
+    recomputeStats = takeRecomputeStats(module);
+    // The backward tags have done their job; without them CSE treats
+    // forward and backward ops alike, as it did before recompute existed.
+    stripAttribute(module, kBackwardAttr);
+  } else if (options.precision != "fp32") {
+    // A forward model: contractions and activations in the low type.
+    PassManager mixed(module.getContext());
+    mixed.addPass(createApplyMixedPrecisionPass(
+        ApplyMixedPrecisionPassOptions{options.precision}));
+    if (failed(mixed.run(module)))
       return failure();
   }
   if (stopHere(CompilePhase::TrainStep, module))
@@ -53,6 +75,9 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   buildPreparePipeline(pm);
   if (failed(pm.run(module)))
     return failure();
+  // Recomputed clones are tagged so that CSE above leaves them apart from
+  // the forward ops they copy; the tag would only split identical kernels.
+  stripAttribute(module, kRecomputeAttr);
   if (stopHere(CompilePhase::Prepared, module))
     return plan::Plan();
 
@@ -78,6 +103,18 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   if (failed(object))
     return failure();
   program->plan.kernelObject = std::move(*object);
+  if (recomputeStats) {
+    auto &meta = program->plan.metadata;
+    meta.push_back({"recompute_policy", recomputeStats->policy});
+    meta.push_back({"saved_activation_bytes_before",
+                    std::to_string(recomputeStats->savedBytesBefore)});
+    meta.push_back({"saved_activation_bytes_after",
+                    std::to_string(recomputeStats->savedBytesAfter)});
+    meta.push_back({"recompute_flops",
+                    std::to_string(recomputeStats->recomputeFlops)});
+    meta.push_back({"recompute_extra_flops",
+                    std::to_string(recomputeStats->extraFlops)});
+  }
   return std::move(program->plan);
 }
 

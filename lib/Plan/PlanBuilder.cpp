@@ -1,7 +1,8 @@
 //===- PlanBuilder.cpp - Partition a cleave program into plan commands -----===//
 //
 // Walks @main in program order. Reshapes alias their operand's buffer; f32 and
-// f64 contractions become library GEMM commands; every other op joins a fused
+// f64 contractions (and bf16/f16 ones with an f32 result) become library GEMM
+// commands; every other op joins a fused
 // kernel: an op joins the group of one of its producers when the op is
 // elementwise (epilogue fusion) or the group is purely elementwise (prologue
 // fusion), and when none of its other operands comes from a command issued
@@ -154,11 +155,15 @@ private:
     auto it = nodeOfOp.find(root(v).getDefiningOp());
     return it == nodeOfOp.end() ? -1 : it->second;
   }
+  /// Splats (any size) and small dense constants are rebuilt inside the
+  /// kernels that use them instead of taking arena memory.
   bool isInlinableConstant(Value v) const {
     auto cst = v.getDefiningOp<ConstantOp>();
-    return cst && isa<DenseElementsAttr>(cst.getValue()) &&
-           cast<RankedTensorType>(cst.getType()).getNumElements() <=
-               options.inlineConstantLimit;
+    if (!cst)
+      return false;
+    auto dense = dyn_cast<DenseElementsAttr>(cst.getValue());
+    return dense && (dense.isSplat() ||
+                     dense.getNumElements() <= options.inlineConstantLimit);
   }
   bool isGemm(Operation *op) const;
   void addKernelOp(Operation *op);
@@ -180,7 +185,11 @@ bool Partitioner::isGemm(Operation *op) const {
   if (!contract || !options.useLibraryGemm)
     return false;
   Type et = contract.getType().getElementType();
-  return (et.isF32() || et.isF64()) && succeeded(::cleave::getGemmShape(contract));
+  Type in = contract.getLhs().getType().getElementType();
+  // Same-type f32/f64, or mixed precision: bf16/f16 operands, f32 result.
+  bool supported = in == et ? (et.isF32() || et.isF64())
+                            : (et.isF32() && (in.isBF16() || in.isF16()));
+  return supported && succeeded(::cleave::getGemmShape(contract));
 }
 
 void Partitioner::addKernelOp(Operation *op) {
@@ -474,11 +483,15 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
         cmd.buffers.push_back(offsetOf(v));
     } else {
       ::cleave::GemmShape g = *::cleave::getGemmShape(node.contract);
-      bool f64 = node.contract.getType().getElementType().isF64();
+      Type outType = node.contract.getType().getElementType();
+      Type inType = node.contract.getLhs().getType().getElementType();
       cmd.kind = plan::CommandKind::Gemm;
       cmd.params.assign(plan::kGemmNumParams, 0);
-      cmd.params[plan::kGemmDType] =
-          static_cast<int64_t>(f64 ? plan::DType::F64 : plan::DType::F32);
+      cmd.params[plan::kGemmDType] = static_cast<int64_t>(*toDType(inType));
+      // Mixed precision only: the output dtype as a trailing parameter, so
+      // plans of same-type GEMMs are unchanged.
+      if (inType != outType)
+        cmd.params.push_back(static_cast<int64_t>(*toDType(outType)));
       cmd.params[plan::kGemmTransA] = g.transA;
       cmd.params[plan::kGemmTransB] = g.transB;
       cmd.params[plan::kGemmM] = g.m;
@@ -511,6 +524,7 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   size_t numGemms = llvm::count_if(nodes, [](const Node &n) { return n.kind == Node::Gemm; });
   p.metadata = {{"producer", "cleave-compile"},
                 {"model", options.modelName},
+                {"source_model", options.sourceModel},
                 {"flops", std::to_string(flops)},
                 {"kernels", std::to_string(nodes.size() - numGemms)},
                 {"unique_kernels", std::to_string(p.kernelNames.size())},

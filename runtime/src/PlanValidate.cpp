@@ -150,7 +150,8 @@ bool Validator::checkStates() {
   }
   for (size_t i = 0; i < plan.states.size(); ++i) {
     const StateTensor &st = plan.states[i];
-    if (st.kind == StateKind::OptimizerState && !parameters.count(st.parameter))
+    if (st.kind == StateKind::OptimizerState && !parameters.count(st.parameter) &&
+        st.parameter != kTrainerStateParameter)
       return fail("state " + std::to_string(i) + " '" + st.info.name +
                   "': optimizer state '" + st.slot +
                   "' belongs to parameter '" + st.parameter +
@@ -274,7 +275,9 @@ bool Validator::checkCommand(const char *label, size_t index,
                   " is not a byte (0..255)");
     return checkRange(what + " destination", c.buffers[0], c.params[0]);
   case CommandKind::Gemm:
-    if (!counts(kGemmNumParams, 3))
+    if (!counts(c.params.size() == kGemmNumParams + 1 ? kGemmNumParams + 1
+                                                      : kGemmNumParams,
+                3))
       return false;
     return checkGemm(what, c);
   }
@@ -285,13 +288,22 @@ bool Validator::checkCommand(const char *label, size_t index,
 bool Validator::checkGemm(const std::string &what, const Command &c) {
   const std::vector<int64_t> &p = c.params;
   uint32_t code = static_cast<uint32_t>(p[kGemmDType]);
-  if (p[kGemmDType] != static_cast<int64_t>(DType::F32) &&
-      p[kGemmDType] != static_cast<int64_t>(DType::F64))
-    return fail(what + ": unsupported dtype " +
-                (isKnownDType(code) && p[kGemmDType] == code
-                     ? std::string(dtypeName(static_cast<DType>(code)))
-                     : "code " + std::to_string(p[kGemmDType])) +
+  auto dtypeString = [](int64_t v) {
+    uint32_t c = static_cast<uint32_t>(v);
+    return isKnownDType(c) && v == c ? std::string(dtypeName(static_cast<DType>(c)))
+                                     : "code " + std::to_string(v);
+  };
+  bool mixed = p.size() > kGemmOutDType;
+  int64_t outCode = mixed ? p[kGemmOutDType] : p[kGemmDType];
+  auto is = [](int64_t v, DType t) { return v == static_cast<int64_t>(t); };
+  if (!mixed && !is(p[kGemmDType], DType::F32) && !is(p[kGemmDType], DType::F64))
+    return fail(what + ": unsupported dtype " + dtypeString(p[kGemmDType]) +
                 " (only float32 and float64 are supported)");
+  if (mixed && !((is(p[kGemmDType], DType::BF16) || is(p[kGemmDType], DType::F16)) &&
+                 is(outCode, DType::F32)))
+    return fail(what + ": unsupported mixed dtypes " +
+                dtypeString(p[kGemmDType]) + " -> " + dtypeString(outCode) +
+                " (only bfloat16 or float16 operands with a float32 result)");
   for (size_t i : {kGemmTransA, kGemmTransB})
     if (p[i] != 0 && p[i] != 1)
       return fail(what + ": transpose flag " + std::to_string(p[i]) +
@@ -317,8 +329,9 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
       {"A", tA ? K : M, tA ? M : K, p[kGemmLda], p[kGemmStrideA], c.buffers[0]},
       {"B", tB ? N : K, tB ? K : N, p[kGemmLdb], p[kGemmStrideB], c.buffers[1]},
       {"C", M, N, p[kGemmLdc], p[kGemmStrideC], c.buffers[2]}};
-  size_t elem = dtypeSize(static_cast<DType>(code));
   for (const Operand &op : ops) {
+    size_t elem = dtypeSize(static_cast<DType>(
+        op.name[0] == 'C' ? static_cast<uint32_t>(outCode) : code));
     std::string opName = what + " operand " + op.name;
     if (op.ld < std::max<int64_t>(1, op.cols))
       return fail(opName + ": leading dimension " + std::to_string(op.ld) +

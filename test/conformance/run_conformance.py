@@ -17,6 +17,12 @@ and is listed. Prints per-op results and the summary line
     conformance: P passed, F failed, U unsupported of N
 
 and exits non-zero when P is below --floor.
+
+`--extra-tests DIR --extra-filter REGEX` also runs the matching tests of
+another directory of the same layout (e.g. libonnx-testdata's `simple`
+models, such as the Gradient tests). They are listed and counted on their
+own line, `extra (DIR): P passed, F failed, U unsupported of N`, so the node
+count stays comparable, and every selected extra test must pass.
 """
 
 import argparse
@@ -170,6 +176,9 @@ def main():
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     p.add_argument("--timeout", type=int, default=120)
     p.add_argument("--report", help="write one line per test here")
+    p.add_argument("--extra-tests", help="another test directory (e.g. .../data/simple)")
+    p.add_argument("--extra-filter", default="",
+                   help="regex on the names of the --extra-tests tests to run")
     args = p.parse_args()
 
     if args.floor_file:
@@ -177,11 +186,20 @@ def main():
             args.floor = int(f.read().split()[0])
     tests = sorted(d for d in os.listdir(args.tests)
                    if os.path.isdir(os.path.join(args.tests, d)) and re.search(args.filter, d))
-    results = {}
+    extra = []
+    if args.extra_tests:
+        extra = sorted(d for d in os.listdir(args.extra_tests)
+                       if os.path.isdir(os.path.join(args.extra_tests, d))
+                       and re.search(args.extra_filter, d))
+    results, extra_results = {}, {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_test, args, os.path.join(args.tests, t)): t for t in tests}
+        futures = {pool.submit(run_test, args, os.path.join(args.tests, t)): (results, t)
+                   for t in tests}
+        futures.update({pool.submit(run_test, args, os.path.join(args.extra_tests, t)):
+                        (extra_results, t) for t in extra})
         for fut in concurrent.futures.as_completed(futures):
-            results[futures[fut]] = fut.result()
+            into, t = futures[fut]
+            into[t] = fut.result()
 
     per_op = collections.defaultdict(collections.Counter)
     for t, (status, op, _) in results.items():
@@ -195,20 +213,38 @@ def main():
         print("\ncrashes and time-outs:")
         for t, d in crashes:
             print("  %s: %s" % (t, d))
+    extra_label = os.path.basename(os.path.normpath(args.extra_tests)) if args.extra_tests else ""
+    if extra_results:
+        print("\nextra tests (%s):" % args.extra_tests)
+        for t in sorted(extra_results):
+            s, op, d = extra_results[t]
+            print("  %-40s %-12s %s%s" % (t, s, op, (": " + d) if d else ""))
     if args.report:
         with open(args.report, "w") as f:
             for t in sorted(results):
                 s, op, d = results[t]
                 f.write("%s\t%s\t%s\t%s\n" % (t, s, op, d))
+            for t in sorted(extra_results):
+                s, op, d = extra_results[t]
+                f.write("%s/%s\t%s\t%s\t%s\n" % (extra_label, t, s, op, d))
     counts = collections.Counter(s for s, _, _ in results.values())
     frozen = sum(1 for s, _, d in results.values() if s == "passed" and d == "frozen inputs")
     print("\n%d of the passes compiled with shape-deciding inputs frozen (--freeze-input)" % frozen)
     print("\nconformance: %d passed, %d failed, %d unsupported of %d" % (
         counts["passed"], counts["failed"], counts["unsupported"], len(results)))
+    rc = 0
+    if args.extra_tests:
+        extra_counts = collections.Counter(s for s, _, _ in extra_results.values())
+        print("extra (%s): %d passed, %d failed, %d unsupported of %d" % (
+            extra_label, extra_counts["passed"], extra_counts["failed"],
+            extra_counts["unsupported"], len(extra_results)))
+        if extra_counts["passed"] < len(extra_results):
+            print("extra (%s): every selected extra test must pass" % extra_label)
+            rc = 1
     if counts["passed"] < args.floor:
         print("conformance: %d passed is below the floor of %d" % (counts["passed"], args.floor))
-        return 1
-    return 0
+        rc = 1
+    return rc
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Train.h"
+
+#include "cleave/FileUtil.h"
+#include "cleave/OnnxExport.h"
 #include "cleave/Checkpoint.h"
 #include "cleave/Data.h"
 #include "cleave/Json.h"
@@ -50,7 +53,8 @@ static int statusFail(cleave_rt_status s) {
 bool anyTrainingOption(const TrainOptions &o) {
   return o.steps >= 0 || !o.data.empty() || !o.tokens.empty() || o.synthetic ||
          o.seedGiven || !o.logJson.empty() || o.saveEvery > 0 ||
-         !o.checkpointDir.empty() || !o.resume.empty() || !o.exportPath.empty();
+         !o.checkpointDir.empty() || !o.resume.empty() || !o.exportPath.empty() ||
+         !o.exportOnnx.empty();
 }
 
 namespace {
@@ -128,6 +132,38 @@ static std::string jsonNumber(double v, const char *fmt) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), fmt, v);
   return buf;
+}
+
+/// Writes the source ONNX model with the trained parameters; returns an exit
+/// code on failure, -1 on success.
+static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
+                      const std::vector<checkpoint::StateRecord> &records) {
+  std::string source = o.onnxModel;
+  if (source.empty()) {
+    const char *recorded = cleave_rt_program_metadata(program, "source_model");
+    if (!recorded || !*recorded)
+      return fail("--export-onnx: the plan does not record its source model; "
+                  "name it with --onnx-model FILE");
+    source = recorded;
+  }
+  std::vector<uint8_t> model, exported;
+  std::string err;
+  if (!readWholeFile(source, &model, &err))
+    return fail("--export-onnx: cannot read the source model '" + source +
+                "': " + err);
+  std::vector<onnxexport::Weight> weights;
+  for (const checkpoint::StateRecord &r : records)
+    if (r.kind == StateKind::Parameter)
+      weights.push_back({r.name, static_cast<uint32_t>(r.dtype), r.shape,
+                         r.data.data(), r.data.size()});
+  if (!onnxexport::replaceInitializers(model, weights, &exported, &err))
+    return fail("--export-onnx: cannot update '" + source + "': " + err);
+  if (!writeFileAtomically(o.exportOnnx, exported.data(), exported.size(),
+                           &err))
+    return fail("--export-onnx: cannot write '" + o.exportOnnx + "': " + err);
+  std::fprintf(stderr, "cleave-run: wrote the trained model '%s'\n",
+               o.exportOnnx.c_str());
+  return -1;
 }
 
 int runTraining(const TrainOptions &o, cleave_rt_program program,
@@ -281,6 +317,20 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                  info.optimizer[0] ? info.optimizer : "its optimizer",
                  dataset->describe().c_str(), seed);
 
+  // Dynamic loss scaling (--precision=fp16): the plan reports whether the
+  // step overflowed (and was skipped) and the loss scale for the next step.
+  size_t foundInfOutput = SIZE_MAX, lossScaleOutput = SIZE_MAX;
+  for (auto [name, index] : {std::pair<const char *, size_t *>{
+                                 "found_inf", &foundInfOutput},
+                             {"loss_scale", &lossScaleOutput}}) {
+    cleave_rt_status st = cleave_rt_program_find_output(program, name, index);
+    if (st) {
+      *index = SIZE_MAX;
+      cleave_rt_status_free(st);
+    }
+  }
+  long skipped = 0;
+
   std::vector<std::vector<uint8_t>> batchData;
   long nonFinite = 0;
   for (int64_t step = firstStep; step < o.steps; ++step) {
@@ -307,12 +357,27 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       TRY(cleave_rt_executor_output(exec.e, info.grad_norm_output, &p, &n));
       std::memcpy(&gradNorm, p, 4);
     }
+    float foundInf = 0, lossScale = 0;
+    if (foundInfOutput != SIZE_MAX && lossScaleOutput != SIZE_MAX) {
+      TRY(cleave_rt_executor_output(exec.e, foundInfOutput, &p, &n));
+      std::memcpy(&foundInf, p, 4);
+      TRY(cleave_rt_executor_output(exec.e, lossScaleOutput, &p, &n));
+      std::memcpy(&lossScale, p, 4);
+      if (foundInf != 0) {
+        ++skipped;
+        if (progress)
+          std::fprintf(stderr, "\r\033[K");
+        std::printf(" step %*" PRId64 "/%ld | skipped step (overflow), loss "
+                    "scale %g\n",
+                    stepWidth, step + 1, o.steps, lossScale);
+      }
+    }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
     int64_t done = step + 1;
     double rate = ms > 0 ? perStep / (ms / 1000.0) : 0;
-    if (!std::isfinite(loss)) {
+    if (!std::isfinite(loss) && foundInf == 0) {
       ++nonFinite;
       warn("step " + std::to_string(done) + ": loss is " +
            (std::isnan(loss) ? "NaN" : "infinite"));
@@ -340,6 +405,10 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
             ", \"lr\": " + jsonNumber(lr, "%.17g") +
             (info.grad_norm_output >= 0
                  ? ", \"grad_norm\": " + jsonNumber(gradNorm, "%.9g")
+                 : std::string()) +
+            (lossScaleOutput != SIZE_MAX
+                 ? ", \"loss_scale\": " + jsonNumber(lossScale, "%.9g") +
+                       ", \"skipped\": " + (foundInf != 0 ? "true" : "false")
                  : std::string()) +
             ", \"" + (tokenModel ? "tokens_per_s" : "samples_per_s") +
             "\": " + jsonNumber(rate, "%.1f") +
@@ -383,19 +452,27 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   if (nonFinite)
     warn(std::to_string(nonFinite) + " step(s) had a non-finite loss");
 
-  if (!o.exportPath.empty()) {
+  if (!o.exportPath.empty() || !o.exportOnnx.empty()) {
     std::vector<checkpoint::StateRecord> records;
     int rc = snapshot(exec.e, states, &records);
     if (rc >= 0)
       return rc;
-    std::vector<safetensors::HostTensorRef> refs;
-    for (const checkpoint::StateRecord &r : records)
-      if (r.kind == StateKind::Parameter)
-        refs.push_back({r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
-    if (!checkpoint::writeSafetensorsFile(
-            o.exportPath, refs,
-            {{"format", "pt"}, {"step", std::to_string(o.steps)}}, &err))
-      return fail("cannot export the parameters: " + err);
+    if (!o.exportPath.empty()) {
+      std::vector<safetensors::HostTensorRef> refs;
+      for (const checkpoint::StateRecord &r : records)
+        if (r.kind == StateKind::Parameter)
+          refs.push_back(
+              {r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
+      if (!checkpoint::writeSafetensorsFile(
+              o.exportPath, refs,
+              {{"format", "pt"}, {"step", std::to_string(o.steps)}}, &err))
+        return fail("cannot export the parameters: " + err);
+    }
+    if (!o.exportOnnx.empty()) {
+      rc = exportOnnx(o, program, records);
+      if (rc >= 0)
+        return rc;
+    }
   }
   return 0;
 }

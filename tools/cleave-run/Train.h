@@ -24,6 +24,9 @@ struct TrainOptions {
   std::string logJson;
   long saveEvery = 0;
   std::string checkpointDir, resume, exportPath;
+  /// --export-onnx OUT: the source model (--onnx-model, default the plan's
+  /// `source_model` metadata) with the trained parameters written back.
+  std::string exportOnnx, onnxModel;
 };
 
 /// True if any training option was given (so the plan must be a training

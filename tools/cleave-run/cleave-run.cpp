@@ -96,6 +96,10 @@ static const char kHelp[] =
     "                           the newest complete one in PATH (incomplete or\n"
     "                           damaged ones are skipped with a warning)\n"
     "  --export-safetensors FILE  write the trained parameters at the end\n"
+    "  --export-onnx FILE       write the source ONNX model with the trained\n"
+    "                           parameters at the end\n"
+    "  --onnx-model FILE        the source model for --export-onnx (default:\n"
+    "                           the path recorded in the plan)\n"
     "  A line per logged step goes to stdout; a progress bar to stderr when it\n"
     "  is a terminal.\n"
     "\n"
@@ -201,7 +205,8 @@ static int parseArgs(int argc, char **argv, Options *o) {
                arg == "--seed" || arg == "--log-every" ||
                arg == "--log-json" || arg == "--save-every" ||
                arg == "--checkpoint-dir" || arg == "--resume" ||
-               arg == "--export-safetensors") {
+               arg == "--export-safetensors" || arg == "--export-onnx" ||
+               arg == "--onnx-model") {
       if (!value(&v))
         return usageError("option " + arg + " needs a value");
       run::TrainOptions &t = o->train;
@@ -244,6 +249,10 @@ static int parseArgs(int argc, char **argv, Options *o) {
         t.checkpointDir = v;
       } else if (arg == "--resume") {
         t.resume = v;
+      } else if (arg == "--export-onnx") {
+        t.exportOnnx = v;
+      } else if (arg == "--onnx-model") {
+        t.onnxModel = v;
       } else {
         t.exportPath = v;
       }

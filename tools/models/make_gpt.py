@@ -7,7 +7,8 @@ projection (MatMul + Add), Split, Reshape/Transpose into heads, scaled
 QK^T with a causal mask (Where), Softmax, attention output projection, a
 GELU MLP (Erf form), residual Adds, a final LayerNormalization and logits
 tied to the token embedding. Weights are random (seeded) with GPT-2's
-initialization scale.
+initialization scale; they are the model's only initializers (constants such
+as the causal mask are Constant nodes, as in PyTorch exports).
 
     make_gpt.py --layers 4 --d-model 128 --heads 4 --seq 64 --vocab 256 -o gpt.onnx
     make_gpt.py --preset gpt2-small -o gpt2.onnx   # 124M parameters
@@ -44,7 +45,11 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0):
         return outs[0] if n_out == 1 else outs
 
     def const(name, value):
-        return param(name, None, value=value)
+        # Architectural constants are Constant nodes, as PyTorch exports them,
+        # so only the weights are initializers (and trainable).
+        nodes.append(helper.make_node("Constant", [], [name], name=name,
+                                      value=numpy_helper.from_array(np.asarray(value), name)))
+        return name
 
     wte = param("wte", (vocab, d_model))
     wpe = param("wpe", (seq, d_model), std=0.01)

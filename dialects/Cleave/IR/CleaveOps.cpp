@@ -392,12 +392,23 @@ LogicalResult TopKOp::verify() {
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
+/// The result element type is the operands', or f32 for bf16/f16 operands
+/// (products accumulated in f32: mixed-precision training).
+LogicalResult ContractOp::checkContractResultType() {
+  Type in = getElementTypeOrSelf(getLhs().getType());
+  Type out = getElementTypeOrSelf(getType());
+  if (in == out || (out.isF32() && (in.isBF16() || in.isF16())))
+    return success();
+  return emitOpError() << "result element type " << out
+                       << " must be the operand element type " << in
+                       << (in.isBF16() || in.isF16() ? " or f32" : "");
+}
+
 LogicalResult ContractOp::verify() {
   if (failed(checkStaticShapes(*this)) ||
       failed(checkSameElementType(*this, getLhs().getType(),
                                   getRhs().getType(), "lhs", "rhs")) ||
-      failed(checkSameElementType(*this, getLhs().getType(), getType(), "lhs",
-                                  "result")))
+      failed(checkContractResultType()))
     return failure();
   auto lhs = tensorType(getLhs()).getShape();
   auto rhs = tensorType(getRhs()).getShape();

@@ -420,10 +420,20 @@ def Cleave_ContractOp : Cleave_Op<"contract", [], ["getFlops"]> {
     remaining `rhs` dimensions, each in operand order. MatMul, Gemm, Einsum
     and attention products all map to it.
 
+    The result element type is the operands', except that bf16 or f16
+    operands may give an f32 result: the products are accumulated in f32
+    (mixed precision, see `--cleave-apply-mixed-precision`). Same-type
+    bf16/f16 contractions accumulate in f32 too and round the result.
+
     ```mlir
     %0 = cleave.contract %a, %b batch = [0] x [0] contract = [2] x [1]
         : tensor<4x8x16xf32>, tensor<4x16x32xf32> -> tensor<4x8x32xf32>
+    %1 = cleave.contract %x, %w batch = [] x [] contract = [1] x [0]
+        : tensor<8x16xbf16>, tensor<16x32xbf16> -> tensor<8x32xf32>
     ```
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult checkContractResultType();
   }];
   let arguments = (ins Cleave_Tensor:$lhs, Cleave_Tensor:$rhs,
                        DenseI64ArrayAttr:$lhs_batching_dimensions,

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 
 namespace cleave {
 
@@ -38,6 +39,15 @@ struct CompileOptions {
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;
+  /// "fp32" (default), "bf16" or "fp16": with a training step, run
+  /// --cleave-apply-mixed-precision after building it (and tag its loss and
+  /// optimizer ops to stay f32).
+  std::string precision = "fp32";
+  /// With a training step: the --cleave-insert-recompute policy (none,
+  /// selective, full, budget:<bytes>); its statistics go to the plan's
+  /// metadata (recompute_policy, saved_activation_bytes_before/after,
+  /// recompute_flops, recompute_extra_flops).
+  std::string recompute = "none";
   /// Stop after this phase; `dump` receives the IR of that phase.
   CompilePhase stopAfter = CompilePhase::Plan;
   std::function<void(mlir::Operation *)> dump;

@@ -25,11 +25,15 @@ namespace cleave {
 struct PlanBuildOptions {
   /// Lower f32/f64 contractions to library GEMM commands (BLAS on CPU).
   bool useLibraryGemm = true;
-  /// Dense constants with at most this many elements are inlined into the
+  /// Splat constants, and dense constants with at most this many elements,
+  /// are inlined into the
   /// kernels that use them instead of getting an arena buffer.
   int64_t inlineConstantLimit = 16;
   /// Name recorded in the plan's metadata.
   std::string modelName;
+  /// Absolute path of the source model, recorded so that trained weights
+  /// can be written back into it (cleave-run --export-onnx).
+  std::string sourceModel;
   /// For training steps (@main with `cleave.state` arguments, see
   /// --cleave-build-train-step): the optimizer name and learning-rate
   /// schedule to record. The builder fills in the input/output indices.

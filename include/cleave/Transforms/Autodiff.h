@@ -28,10 +28,12 @@ void registerVJPExternalModels(mlir::DialectRegistry &registry);
 /// the same block, float tensors). Returns one gradient per `wrt` value
 /// (a zero tensor when `loss` does not depend on it). `seed` is the cotangent
 /// of the loss (default: 1). Emits diagnostics and fails on ops without a
-/// rule.
+/// rule. With a non-empty `tag`, every op it creates carries the unit
+/// attribute `tag` (e.g. `cleave.backward`, read by
+/// --cleave-insert-recompute to tell backward ops from forward ones).
 mlir::FailureOr<llvm::SmallVector<mlir::Value>>
 buildGradients(mlir::OpBuilder &b, mlir::Value loss, mlir::ValueRange wrt,
-               mlir::Value seed = {});
+               mlir::Value seed = {}, llvm::StringRef tag = {});
 
 } // namespace cleave
 

@@ -292,6 +292,31 @@ struct CumSumLowering : OpConversionPattern<CumSumOp> {
 // softmax, log_softmax, layer_norm
 //===----------------------------------------------------------------------===//
 
+/// Lets LLVM vectorize the row reduction computing `reduced` (a
+/// createReduction result): float sums may be reassociated (partial sums
+/// per vector lane; the order is fixed by the code, so runs stay bitwise
+/// reproducible), and a float max becomes maxnum, which LLVM vectorizes as a
+/// reduction. maxnum ignores NaN where maximum propagates it; only use that
+/// where a NaN row gives NaN anyway (softmax: x - max is NaN).
+static void relaxRowReduction(Value reduced, bool maxToMaxNum) {
+  auto generic = reduced.getDefiningOp<linalg::GenericOp>();
+  if (!generic)
+    return;
+  Block &body = generic.getRegion().front();
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (auto add = dyn_cast<arith::AddFOp>(op)) {
+      add.setFastmath(add.getFastmath() | arith::FastMathFlags::reassoc);
+    } else if (auto max = dyn_cast<arith::MaximumFOp>(op);
+               max && maxToMaxNum) {
+      OpBuilder b(max);
+      Value r = arith::MaxNumFOp::create(b, max.getLoc(), max.getLhs(),
+                                         max.getRhs());
+      max.replaceAllUsesWith(r);
+      max.erase();
+    }
+  }
+}
+
 template <typename OpTy, bool isLog>
 struct SoftmaxLowering : OpConversionPattern<OpTy> {
   using OpConversionPattern<OpTy>::OpConversionPattern;
@@ -307,6 +332,7 @@ struct SoftmaxLowering : OpConversionPattern<OpTy> {
     int64_t dims[] = {static_cast<int64_t>(op.getDimension())};
     Value max = createReduction(rewriter, loc, input, dims, ReduceKind::max,
                                 false);
+    relaxRowReduction(max, /*maxToMaxNum=*/true);
     Value shifted = createBroadcastBinary(
         rewriter, loc, input, max, dims,
         [](OpBuilder &b, Location l, Value x, Value m) -> Value {
@@ -320,6 +346,7 @@ struct SoftmaxLowering : OpConversionPattern<OpTy> {
         });
     Value sum =
         createReduction(rewriter, loc, exp, dims, ReduceKind::sum, false);
+    relaxRowReduction(sum, /*maxToMaxNum=*/false);
     Value result;
     if (isLog)
       result = createBroadcastBinary(
@@ -362,6 +389,7 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
     double eps = op.getEpsilon().convertToDouble();
 
     Value sum = createReduction(rewriter, loc, x, dims, ReduceKind::sum, false);
+    relaxRowReduction(sum, /*maxToMaxNum=*/false);
     Value centered = createBroadcastBinary(
         rewriter, loc, x, sum, dims,
         [&](OpBuilder &b, Location l, Value v, Value s) -> Value {
@@ -376,6 +404,7 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
         });
     Value sumSq =
         createReduction(rewriter, loc, squares, dims, ReduceKind::sum, false);
+    relaxRowReduction(sumSq, /*maxToMaxNum=*/false);
 
     // y = centered * rsqrt(sumSq / count + eps) * scale + bias.
     SmallVector<AffineExpr> lead, trail;

@@ -11,6 +11,7 @@
 
 #include "NodeContext.h"
 #include "ONNXLoader.h"
+#include "TrainingOps.h"
 
 #include "Cleave/IR/CleaveDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,11 +77,9 @@ LogicalResult GraphImporter::checkSupported() {
   llvm::StringMap<size_t> index;
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto &node = graph.node(i);
-    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    if (defaultDomain && registry.count(node.op_type()))
+    std::string key = converterKey(node);
+    if (registry.count(key))
       continue;
-    std::string key =
-        defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
     auto [it, inserted] = index.insert({key, unsupported.size()});
     if (inserted)
       unsupported.push_back({key, Use()});
@@ -259,12 +258,18 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
         return failure();
       }
     }
+    if (isGradientNode(node)) { // Differentiates a part of the graph.
+      if (failed(importGradientNode(nc, graph, i, tensors)) ||
+          failed(crossCheck(nc)))
+        return failure();
+      continue;
+    }
     if (tryFoldNode(nc)) {
       if (failed(crossCheck(nc)))
         return failure();
       continue;
     }
-    auto it = registry.find(node.op_type());
+    auto it = registry.find(converterKey(node));
     if (it == registry.end()) {
       nc.error() << "unsupported op";
       return failure();

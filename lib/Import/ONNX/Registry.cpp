@@ -1,6 +1,7 @@
 //===- Registry.cpp - ONNX op type -> converter table ---------------------===//
 
 #include "NodeContext.h"
+#include "TrainingOps.h"
 
 namespace cleave::onnximport {
 
@@ -30,6 +31,7 @@ const llvm::StringMap<ConverterFn> &getConverterRegistry() {
     registerSignalConverters(t);
     registerQuantizationConverters(t);
     registerScatterGatherConverters(t);
+    registerTrainingConverters(t); // TrainingOps.cpp
     return t;
   }();
   return table;

@@ -61,6 +61,36 @@ struct CopyToLinalgPass
   }
 };
 
+/// Makes every kernel result a tensor of its own: a result that is a kernel
+/// argument, or the same value as an earlier result (folding can make
+/// `mul(ones, x)` return x), is copied. Results become out-parameters the
+/// caller owns, so they may alias neither an input nor each other.
+struct DistinctResultsPass
+    : PassWrapper<DistinctResultsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DistinctResultsPass)
+  StringRef getArgument() const override {
+    return "cleave-cpu-distinct-results";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<bufferization::BufferizationDialect>();
+  }
+  void runOnOperation() override {
+    getOperation().walk([](func::ReturnOp ret) {
+      OpBuilder b(ret);
+      llvm::SmallPtrSet<Value, 8> seen;
+      for (OpOperand &operand : ret->getOpOperands()) {
+        Value v = operand.get();
+        auto type = dyn_cast<RankedTensorType>(v.getType());
+        if (!type || (!isa<BlockArgument>(v) && seen.insert(v).second))
+          continue;
+        // alloc_tensor with `copy` always bufferizes to a fresh buffer.
+        operand.set(bufferization::AllocTensorOp::create(
+            b, ret.getLoc(), type, ValueRange{}, v));
+      }
+    });
+  }
+};
+
 /// Replaces f32 transcendentals (exp, log, tanh, erf, ...) by MLIR's
 /// polynomial approximations: plain arithmetic that LLVM vectorizes, instead
 /// of one libm call per element. Other element types keep libm/intrinsics.
@@ -87,6 +117,29 @@ struct ApproximateMathPass
       signalPassFailure();
   }
 };
+
+/// arith-expand-ops without its float min/max expansion: maximumf/maxnumf
+/// (and the min forms) stay ops and become llvm.maximum/maxnum intrinsics,
+/// which LLVM's loop vectorizer recognizes as reductions; the expanded
+/// compare-and-select form is not recognized, so row maxima (softmax) stayed
+/// scalar. Ceil/floor division and the bf16/scaling conversions are expanded
+/// as before.
+struct ExpandArithPass
+    : PassWrapper<ExpandArithPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandArithPass)
+  StringRef getArgument() const override { return "cleave-cpu-expand-arith"; }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    arith::populateCeilFloorDivExpandOpsPatterns(patterns);
+    arith::populateExpandBFloat16Patterns(patterns);
+    arith::populateExpandScalingExtTruncPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
 } // namespace
 
 void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
@@ -95,6 +148,7 @@ void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
   pm.addPass(createLinalgElementwiseOpFusionPass());
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(std::make_unique<DistinctResultsPass>());
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
 
   bufferization::OneShotBufferizePassOptions bufferizeOptions;
@@ -115,9 +169,7 @@ void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
   pm.addPass(createConvertLinalgToLoopsPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
-  arith::ArithExpandOpsPassOptions expandOptions;
-  expandOptions.includeBf16 = true;
-  pm.addPass(arith::createArithExpandOpsPass(expandOptions));
+  pm.addPass(std::make_unique<ExpandArithPass>());
   // Math ops with LLVM intrinsics first, the rest (erf, tan, ...) to libm
   // calls, resolved when the runtime dlopens the kernels.
   pm.addPass(createConvertMathToLLVMPass());

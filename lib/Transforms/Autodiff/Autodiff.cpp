@@ -47,9 +47,49 @@ static LogicalResult verifyGradientRequest(Value loss, ValueRange wrt,
   return success();
 }
 
+namespace {
+/// Tags every op inserted through a builder with a unit attribute, then
+/// forwards the notification to the builder's own listener.
+struct TagListener : public OpBuilder::Listener {
+  TagListener(StringAttr tag, OpBuilder::Listener *next)
+      : tag(tag), next(next) {}
+  void notifyOperationInserted(Operation *op,
+                               OpBuilder::InsertPoint previous) override {
+    op->setAttr(tag, UnitAttr::get(op->getContext()));
+    if (next)
+      next->notifyOperationInserted(op, previous);
+  }
+  void notifyBlockInserted(Block *block, Region *previous,
+                           Region::iterator previousIt) override {
+    if (next)
+      next->notifyBlockInserted(block, previous, previousIt);
+  }
+  StringAttr tag;
+  OpBuilder::Listener *next;
+};
+} // namespace
+
+static FailureOr<SmallVector<Value>>
+buildGradientsImpl(OpBuilder &b, Value loss, ValueRange wrt, Value seed);
+
 namespace cleave {
 FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss,
-                                             ValueRange wrt, Value seed) {
+                                             ValueRange wrt, Value seed,
+                                             StringRef tag) {
+  if (tag.empty())
+    return buildGradientsImpl(b, loss, wrt, seed);
+  OpBuilder::Listener *previous = b.getListener();
+  TagListener listener(StringAttr::get(b.getContext(), tag), previous);
+  b.setListener(&listener);
+  FailureOr<SmallVector<Value>> result =
+      buildGradientsImpl(b, loss, wrt, seed);
+  b.setListener(previous);
+  return result;
+}
+} // namespace cleave
+
+static FailureOr<SmallVector<Value>>
+buildGradientsImpl(OpBuilder &b, Value loss, ValueRange wrt, Value seed) {
   if (failed(verifyGradientRequest(loss, wrt, seed)))
     return failure();
   Emitter e{b, loss.getLoc()};
@@ -121,4 +161,3 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss,
   }
   return gradients;
 }
-} // namespace cleave

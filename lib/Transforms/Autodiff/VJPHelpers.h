@@ -118,7 +118,17 @@ CLEAVE_VJP_RULE(CumSumOp)
 CLEAVE_VJP_RULE(SoftmaxOp)
 CLEAVE_VJP_RULE(LogSoftmaxOp)
 CLEAVE_VJP_RULE(LayerNormOp)
+// Convolution and windowed reductions (VJPRulesNN.cpp).
+CLEAVE_VJP_RULE(ConvOp)
+CLEAVE_VJP_RULE(ReduceWindowOp)
 #undef CLEAVE_VJP_RULE
+
+/// The pad rule's reflect and edge modes and the scatter rule's mul, max and
+/// min kinds (VJPRulesNN.cpp).
+VJPResult vjpPadFolded(mlir::cleave::PadOp op, mlir::OpBuilder &b,
+                       mlir::ValueRange cotangents);
+VJPResult vjpScatterCombine(mlir::cleave::ScatterOp op, mlir::OpBuilder &b,
+                            mlir::ValueRange cotangents);
 
 } // namespace cleave::autodiff
 

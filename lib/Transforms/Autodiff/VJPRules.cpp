@@ -39,6 +39,7 @@ void registerVJPExternalModels(DialectRegistry &registry) {
            ConcatOp, PadOp, GatherOp, GatherElementsOp, ScatterOp, TopKOp>(ctx);
     attach<ContractOp, ReduceOp, CumSumOp, SoftmaxOp, LogSoftmaxOp,
            LayerNormOp>(ctx);
+    attach<ConvOp, ReduceWindowOp>(ctx);
   });
 }
 } // namespace cleave

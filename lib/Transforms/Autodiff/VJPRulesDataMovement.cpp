@@ -110,8 +110,7 @@ VJPResult vjp(PadOp op, OpBuilder &b, ValueRange cotangents) {
   if (!isFloatTensor(op.getOperand()))
     return SmallVector<Value>{Value(), Value()};
   if (op.getMode() != PadMode::constant)
-    return op.emitError() << "no VJP rule for 'cleave.pad' with mode "
-                          << stringifyPadMode(op.getMode());
+    return vjpPadFolded(op, b, cotangents); // VJPRulesNN.cpp
   Emitter e{b, op.getLoc()};
   Value g = cotangents[0];
   ArrayRef<int64_t> in = Emitter::typeOf(op.getOperand()).getShape();
@@ -195,8 +194,7 @@ VJPResult vjp(ScatterOp op, OpBuilder &b, ValueRange cotangents) {
     return SmallVector<Value>{operandGrad, Value(), updatesGrad};
   }
   default:
-    return op.emitError() << "no VJP rule for 'cleave.scatter' with kind "
-                          << stringifyScatterKind(op.getKind());
+    return vjpScatterCombine(op, b, cotangents); // VJPRulesNN.cpp
   }
 }
 

@@ -18,6 +18,8 @@
 
 #include "llvm/Support/Regex.h"
 
+#include <limits>
+
 #define DEBUG_TYPE "cleave-build-train-step"
 
 namespace cleave {
@@ -313,6 +315,20 @@ void BuildTrainStepPass::runOnOperation() {
     return signalPassFailure();
   }
   SmallVector<Slot> slots = slotsOf(optimizer);
+  bool dynamicScale = lossScale == "dynamic";
+  double staticScale = 0.0;
+  if (!dynamicScale && lossScale != "none" && !lossScale.empty()) {
+    if (StringRef(lossScale).getAsDouble(staticScale) || !(staticScale > 0.0)) {
+      module.emitError() << "invalid loss-scale '" << lossScale
+                         << "' (expected none, dynamic or a positive number)";
+      return signalPassFailure();
+    }
+  }
+  if (dynamicScale && (!(lossScaleInit > 0.0) || lossScaleWindow < 1)) {
+    module.emitError() << "dynamic loss scaling needs loss-scale-init > 0 "
+                          "and loss-scale-window >= 1";
+    return signalPassFailure();
+  }
 
   // The new function's entry block: params, slots, data, lr, step. Extra
   // data inputs (labels, targets) are appended as the loss is built, so lr
@@ -329,6 +345,14 @@ void BuildTrainStepPass::runOnOperation() {
   for (ConstantOp p : params)
     for (size_t s = 0; s < slots.size(); ++s)
       slotArgs.push_back(body->addArgument(p.getType(), p.getLoc()));
+  // Dynamic loss scaling: log2 of the scale relative to loss-scale-init,
+  // and the finite steps since the last overflow (f32 scalars, zeroed).
+  auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
+  Value scaleLog2Arg, goodStepsArg;
+  if (dynamicScale) {
+    scaleLog2Arg = body->addArgument(scalarF32, loc);
+    goodStepsArg = body->addArgument(scalarF32, loc);
+  }
   for (BlockArgument arg : oldMain.getArguments())
     mapping.map(arg, body->addArgument(arg.getType(), arg.getLoc()));
   for (auto [p, arg] : llvm::zip(params, paramArgs))
@@ -349,6 +373,18 @@ void BuildTrainStepPass::runOnOperation() {
       b.clone(op, mapping);
   }
 
+  // Ops built below (loss, gradient norm, loss scaling, optimizer) may be
+  // tagged for --cleave-apply-mixed-precision; the backward pass is not.
+  Operation *forwardEnd = body->empty() ? nullptr : &body->back();
+  auto opsAfter = [&](Operation *last) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : llvm::make_range(
+             last ? std::next(Block::iterator(last)) : body->begin(), body->end()))
+      ops.push_back(&op);
+    return ops;
+  };
+  SmallVector<Operation *> fp32Ops;
+
   Emitter e{b, loc};
   SmallVector<Type> extraInputs;
   SmallVector<std::string> extraNames;
@@ -359,23 +395,56 @@ void BuildTrainStepPass::runOnOperation() {
     return signalPassFailure();
   }
   Value lossF32 = e.convert(*lossValue, b.getF32Type());
-  auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
   Value lr = body->addArgument(scalarF32, loc);
   Value step = body->addArgument(scalarF32, loc);
 
+  // Loss scaling: the backward pass starts from the scale instead of 1.
+  Type f32 = b.getF32Type();
+  Value scale;
+  if (dynamicScale)
+    scale = e.mul(e.scalar(f32, lossScaleInit),
+                  e.binary(BinaryKind::pow, e.scalar(f32, 2.0), scaleLog2Arg));
+  else if (staticScale > 0.0)
+    scale = e.scalar(f32, staticScale);
+  Value seed;
+  if (scale)
+    seed = e.convert(scale, Emitter::typeOf(*lossValue).getElementType());
+  llvm::append_range(fp32Ops, opsAfter(forwardEnd));
+  Operation *backwardStart = body->empty() ? nullptr : &body->back();
+
   FailureOr<SmallVector<Value>> grads =
-      ::cleave::buildGradients(b, *lossValue, paramArgs);
+      ::cleave::buildGradients(b, *lossValue, paramArgs, seed,
+                               markBackward ? "cleave.backward" : "");
   if (failed(grads)) {
     newMain.erase();
     return signalPassFailure();
   }
+  Operation *backwardEnd = body->empty() ? nullptr : &body->back();
+  (void)backwardStart;
+
+  // Unscale in f32 (the gradients keep their element type).
+  SmallVector<Value> unscaled(*grads);
+  if (scale) {
+    Value inv = e.div(e.scalar(f32, 1.0), scale);
+    for (Value &g : unscaled) {
+      Type gt = Emitter::typeOf(g).getElementType();
+      g = e.convert(e.scale(e.convert(g, f32), inv), gt);
+    }
+  }
 
   // Global gradient norm, and clipping to it.
   Value sumSq = e.scalar(b.getF32Type(), 0.0);
-  for (Value g : *grads)
+  for (Value g : unscaled)
     sumSq = e.add(sumSq, e.convert(e.sumAll(e.mul(g, g)), b.getF32Type()));
   Value gradNorm = e.unary(UnaryKind::sqrt, sumSq);
-  SmallVector<Value> clipped(*grads);
+  // Dynamic scaling: a step is finite when the sum of squares is (NaN and
+  // infinity both fail the ordered comparison).
+  Value finite;
+  if (dynamicScale)
+    finite = CompareOp::create(
+        b, loc, scalarF32.clone(b.getI1Type()), CompareKind::lt, sumSq,
+        e.scalar(f32, std::numeric_limits<double>::infinity()));
+  SmallVector<Value> clipped(unscaled);
   if (clipGradNorm > 0.0) {
     Value factor = e.div(e.scalar(b.getF32Type(), clipGradNorm),
                          e.add(gradNorm, e.scalar(b.getF32Type(), 1e-6)));
@@ -389,13 +458,57 @@ void BuildTrainStepPass::runOnOperation() {
     ArrayRef<Value> pSlots =
         ArrayRef<Value>(slotArgs).slice(i * slots.size(), slots.size());
     SmallVector<Value> updated = update(e, p, clipped[i], pSlots, lr, step);
+    if (finite) {
+      // An overflowing step keeps the old parameter and state.
+      SmallVector<Value> old{p};
+      llvm::append_range(old, pSlots);
+      for (auto [u, o] : llvm::zip(updated, old)) {
+        auto t = Emitter::typeOf(o);
+        Value keep = e.broadcast(finite, t.getShape());
+        u = SelectOp::create(b, loc, t, keep, u, o);
+      }
+    }
     newParams.push_back(updated[0]);
     newSlots.append(updated.begin() + 1, updated.end());
   }
   SmallVector<Value> results(newParams);
   llvm::append_range(results, newSlots);
+  Value newScale, foundInf;
+  if (dynamicScale) {
+    // good' = finite ? good + 1 : 0; grow = good' >= window;
+    // log2' = finite ? log2 + grow : log2 - 1; good'' = grow ? 0 : good'.
+    Value zero = e.scalar(f32, 0.0), one = e.scalar(f32, 1.0);
+    auto select = [&](Value c, Value x, Value y) -> Value {
+      return SelectOp::create(b, loc, scalarF32, c, x, y);
+    };
+    Value good = select(finite, e.add(goodStepsArg, one), zero);
+    Value grow = CompareOp::create(b, loc, scalarF32.clone(b.getI1Type()),
+                                   CompareKind::ge, good,
+                                   e.scalar(f32, (double)lossScaleWindow));
+    Value log2 = select(finite, e.add(scaleLog2Arg, select(grow, one, zero)),
+                        e.sub(scaleLog2Arg, one));
+    // Keep the scale within f32 (2^-126 .. 2^127 of loss-scale-init).
+    log2 = e.binary(BinaryKind::max, e.binary(BinaryKind::min, log2,
+                                              e.scalar(f32, 127.0)),
+                    e.scalar(f32, -126.0));
+    good = select(grow, zero, good);
+    results.push_back(log2);
+    results.push_back(good);
+    newScale = e.mul(e.scalar(f32, lossScaleInit),
+                     e.binary(BinaryKind::pow, e.scalar(f32, 2.0), log2));
+    foundInf = select(finite, zero, one);
+  }
   results.push_back(lossF32);
   results.push_back(gradNorm);
+  if (dynamicScale) {
+    results.push_back(newScale);
+    results.push_back(foundInf);
+  }
+  if (markFp32Ops) {
+    llvm::append_range(fp32Ops, opsAfter(backwardEnd));
+    for (Operation *op : fp32Ops)
+      op->setAttr("cleave.fp32", b.getUnitAttr());
+  }
   func::ReturnOp::create(b, loc, results);
   newMain.setFunctionType(
       b.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
@@ -421,6 +534,16 @@ void BuildTrainStepPass::runOnOperation() {
       ++argIndex;
     }
   }
+  if (dynamicScale) {
+    for (StringRef slot : {"loss_scale_log2", "good_steps"}) {
+      newMain.setArgAttr(argIndex, "cleave.name",
+                         str(("__trainer__." + slot).str()));
+      newMain.setArgAttr(argIndex, "cleave.state", str("optimizer_state"));
+      newMain.setArgAttr(argIndex, "cleave.parameter", str("__trainer__"));
+      newMain.setArgAttr(argIndex, "cleave.slot", str(slot));
+      ++argIndex;
+    }
+  }
   for (unsigned i = 0; i < oldMain.getNumArguments(); ++i, ++argIndex) {
     if (auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name"))
       newMain.setArgAttr(argIndex, "cleave.name", name);
@@ -434,7 +557,8 @@ void BuildTrainStepPass::runOnOperation() {
   newMain.setArgAttr(argIndex++, "cleave.role", str("lr"));
   newMain.setArgAttr(argIndex, "cleave.name", str("step"));
   newMain.setArgAttr(argIndex++, "cleave.role", str("step"));
-  unsigned numState = newParams.size() + newSlots.size();
+  unsigned numState =
+      newParams.size() + newSlots.size() + (dynamicScale ? 2 : 0);
   for (unsigned i = 0; i < numState; ++i) {
     newMain.setResultAttr(i, "cleave.updates", b.getI64IntegerAttr(i));
     newMain.setResultAttr(i, "cleave.name",
@@ -444,6 +568,12 @@ void BuildTrainStepPass::runOnOperation() {
   newMain.setResultAttr(numState, "cleave.role", str("loss"));
   newMain.setResultAttr(numState + 1, "cleave.name", str("grad_norm"));
   newMain.setResultAttr(numState + 1, "cleave.role", str("grad_norm"));
+  if (dynamicScale) {
+    newMain.setResultAttr(numState + 2, "cleave.name", str("loss_scale"));
+    newMain.setResultAttr(numState + 2, "cleave.role", str("loss_scale"));
+    newMain.setResultAttr(numState + 3, "cleave.name", str("found_inf"));
+    newMain.setResultAttr(numState + 3, "cleave.role", str("found_inf"));
+  }
 
   oldMain.erase();
   module.push_back(newMain);

@@ -74,6 +74,9 @@ const char *commandKindName(CommandKind);
 ///          C = alpha*op(A)*op(B) + beta*C repeated `batch` times with element
 ///          strides between batches (0 = broadcast); alphaBits/betaBits are
 ///          bit patterns of doubles; buffers = {A, B, C}; dtype F32 or F64.
+///          Mixed precision: an optional 16th parameter, outDType, gives C's
+///          element type when it differs from A's and B's (absent: the
+///          same); dtype BF16 or F16 with outDType F32 (f32 accumulation).
 ///  Copy:   params = {bytes}; buffers = {src, dst}.
 ///  Fill:   params = {bytes, byteValue}; buffers = {dst}.
 struct Command {
@@ -99,8 +102,15 @@ enum GemmParam : size_t {
   kGemmStrideC,
   kGemmAlphaBits,
   kGemmBetaBits,
-  kGemmNumParams
+  kGemmNumParams,
+  /// Optional trailing parameter (params.size() == kGemmNumParams + 1): C's
+  /// element type. Plans without mixed-precision GEMMs do not carry it.
+  kGemmOutDType = kGemmNumParams
 };
+
+/// The `parameter` of optimizer state that belongs to no parameter but to
+/// the whole training step (the dynamic loss scaler's scale and counter).
+constexpr const char *kTrainerStateParameter = "__trainer__";
 
 /// What a state tensor holds.
 enum class StateKind : uint32_t { Parameter = 1, OptimizerState = 2 };

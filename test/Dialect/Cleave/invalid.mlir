@@ -731,11 +731,20 @@ func.func @contract_operand_element_types(%a: tensor<3x4xf32>, %b: tensor<4x5xbf
 
 // -----
 
-// Contract keeps the operands' element type.
+// Contract keeps the operands' element type; only bf16/f16 may widen to f32.
 func.func @contract_result_element_type(%a: tensor<3x4xbf16>, %b: tensor<4x5xbf16>) {
-  // expected-error @+1 {{lhs element type 'bf16' differs from result element type 'f32'}}
+  // expected-error @+1 {{result element type 'f16' must be the operand element type 'bf16' or f32}}
   %0 = cleave.contract %a, %b batch = [] x [] contract = [1] x [0]
-      : tensor<3x4xbf16>, tensor<4x5xbf16> -> tensor<3x5xf32>
+      : tensor<3x4xbf16>, tensor<4x5xbf16> -> tensor<3x5xf16>
+  return
+}
+
+// -----
+
+func.func @contract_result_element_type_f32(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{result element type 'f64' must be the operand element type 'f32'}}
+  %0 = cleave.contract %a, %b batch = [] x [] contract = [1] x [0]
+      : tensor<3x4xf32>, tensor<4x5xf32> -> tensor<3x5xf64>
   return
 }
 

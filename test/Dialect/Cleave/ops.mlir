@@ -413,6 +413,10 @@ func.func @contract(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>,
   // CHECK: cleave.contract %{{.*}}, %{{.*}} batch = [] x [] contract = [1] x [0] : tensor<3x5xbf16>, tensor<5x7xbf16> -> tensor<3x7xbf16>
   %1 = cleave.contract %m, %n batch = [] x [] contract = [1] x [0]
       : tensor<3x5xbf16>, tensor<5x7xbf16> -> tensor<3x7xbf16>
+  // Mixed precision: bf16 operands, f32 accumulation and result.
+  // CHECK: cleave.contract %{{.*}}, %{{.*}} batch = [] x [] contract = [1] x [0] : tensor<3x5xbf16>, tensor<5x7xbf16> -> tensor<3x7xf32>
+  %mixed = cleave.contract %m, %n batch = [] x [] contract = [1] x [0]
+      : tensor<3x5xbf16>, tensor<5x7xbf16> -> tensor<3x7xf32>
   // CHECK: cleave.contract %{{.*}}, %{{.*}} batch = [] x [] contract = [] x [] : tensor<3xi32>, tensor<2xi32> -> tensor<3x2xi32>
   %2 = cleave.contract %u, %v batch = [] x [] contract = [] x []
       : tensor<3xi32>, tensor<2xi32> -> tensor<3x2xi32>

@@ -2,11 +2,11 @@
 // op, and the other functions are still checked; the exit code is 1.
 // RUN: not cleave-gradcheck %s 2>&1 | FileCheck %s
 
-// CHECK: error: no VJP rule for 'cleave.conv'
-// CHECK: FAIL f_conv: cannot build the gradients
-func.func @f_conv(%x: tensor<1x1x4x4xf64>, %w: tensor<1x1x2x2xf64>) -> tensor<1x1x3x3xf64> {
-  %0 = cleave.conv %x, %w strides = [1, 1] pad_low = [0, 0] pad_high = [0, 0] dilations = [1, 1] groups = 1 : (tensor<1x1x4x4xf64>, tensor<1x1x2x2xf64>) -> tensor<1x1x3x3xf64>
-  return %0 : tensor<1x1x3x3xf64>
+// CHECK: error: no VJP rule for 'cleave.reduce_window' with kind prod
+// CHECK: FAIL f_window_prod: cannot build the gradients
+func.func @f_window_prod(%x: tensor<2x6xf64>) -> tensor<2x4xf64> {
+  %0 = cleave.reduce_window prod %x window = [1, 3] strides = [1, 1] pad_low = [0, 0] pad_high = [0, 0] dilations = [1, 1] : tensor<2x6xf64> -> tensor<2x4xf64>
+  return %0 : tensor<2x4xf64>
 }
 
 // CHECK: PASS f_exp max rel err

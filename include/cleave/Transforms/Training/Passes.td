@@ -27,6 +27,17 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
     `step` are 0-d f32 inputs the runtime fills every step (the learning
     rate schedule is the runtime's).
 
+    With `loss-scale=dynamic`, two more optimizer-state scalars of the
+    pseudo parameter `__trainer__` hold the scale (slot `loss_scale_log2`:
+    the scale is `loss-scale-init * 2^value`, so a zeroed state is the
+    initial scale) and the steps since the last overflow (`good_steps`).
+    The backward pass is seeded with the scale; gradients are divided by it
+    in f32; a step whose gradients are not all finite (the sum of their
+    squares is not finite) leaves parameters and optimizer state unchanged
+    and halves the scale; `loss-scale-window` finite steps in a row double
+    it. Two more results report `loss_scale` (the scale for the next step)
+    and `found_inf` (1 for a skipped step, else 0).
+
     Arguments and results carry the attributes the plan builder reads:
     `cleave.state` ("parameter" or "optimizer_state"), `cleave.parameter`,
     `cleave.slot`, `cleave.initial_value` (a parameter's initial value),
@@ -67,6 +78,137 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "decay (adamw)">,
     Option<"clipGradNorm", "clip-grad-norm", "double", "0.0",
            "Clip gradients to this global norm (0: no clipping)">,
+    Option<"lossScale", "loss-scale", "std::string", "\"none\"",
+           "none | dynamic | <number> (a static scale): the backward pass "
+           "is seeded with the scaled loss and gradients are unscaled in f32 "
+           "(for fp16 mixed precision)">,
+    Option<"lossScaleInit", "loss-scale-init", "double", "65536.0",
+           "Initial scale of dynamic loss scaling">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", "2000",
+           "Dynamic loss scaling doubles the scale after this many steps "
+           "without overflow">,
+    Option<"markFp32Ops", "mark-fp32-ops", "bool", "false",
+           "Tag the ops built for the loss, gradient norm, clipping, loss "
+           "scaling and optimizer update with `cleave.fp32`, so that "
+           "--cleave-apply-mixed-precision keeps them in f32">,
+    Option<"markBackward", "mark-backward", "bool", "false",
+           "Tag the ops of the backward pass (built by autodiff) with "
+           "`cleave.backward`, so that --cleave-insert-recompute knows which "
+           "forward values the backward pass uses">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def ApplyMixedPrecisionPass
+    : Pass<"cleave-apply-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Compute contractions and activations in bf16/fp16";
+  let description = [{
+    Run after `--cleave-build-train-step` (built with `mark-fp32-ops=true`).
+    With `precision=bf16` or `fp16`:
+
+    - `cleave.contract` on f32 operands converts them down and keeps an f32
+      result: products accumulate in f32 (a mixed bf16/f16 -> f32 GEMM);
+    - elementwise ops (unary, binary, compare, select) and shape-only data
+      movement on activations compute in the low type when an operand is
+      low or a contraction result; f32 operands (master parameters) are
+      converted down where used;
+    - softmax, log_softmax, layer_norm, reductions, gathers/scatters and any
+      other op compute in f32 (low operands are converted up);
+    - ops tagged `cleave.fp32` (the loss, gradient norm, clipping, loss
+      scaling and optimizer update) and the elementwise ops feeding them
+      stay f32; parameters and optimizer state remain f32.
+
+    Function results keep their types. `precision=fp32` only removes the
+    tags.
+
+    ```mlir
+    // Before:
+    %y = cleave.contract %x, %w ... : tensor<8x4xf32>, tensor<4x2xf32> -> tensor<8x2xf32>
+    %z = cleave.binary add %y, %b : tensor<8x2xf32>
+    // After (precision=bf16):
+    %xl = cleave.convert %x : tensor<8x4xf32> -> tensor<8x4xbf16>
+    %wl = cleave.convert %w : tensor<4x2xf32> -> tensor<4x2xbf16>
+    %y = cleave.contract %xl, %wl ... : tensor<8x4xbf16>, tensor<4x2xbf16> -> tensor<8x2xf32>
+    %yl = cleave.convert %y : tensor<8x2xf32> -> tensor<8x2xbf16>
+    %bl = cleave.convert %b : tensor<8x2xf32> -> tensor<8x2xbf16>
+    %z = cleave.binary add %yl, %bl : tensor<8x2xbf16>
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32 | bf16 | fp16">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def InsertRecomputePass
+    : Pass<"cleave-insert-recompute", "::mlir::ModuleOp"> {
+  let summary = "Activation recomputation (checkpointing) by policy or budget";
+  let description = [{
+    Run after `--cleave-build-train-step` built with `mark-backward=true`
+    (and after `--cleave-apply-mixed-precision`, if any). The ops tagged
+    `cleave.backward` (and any op between the first and the last of them)
+    are the backward pass; the ops before it are the forward pass (loss
+    included). A forward value a backward op uses is a *saved activation*:
+    it lives from the forward to the backward pass. The pass decides which
+    saved activations to keep; each one it drops is recomputed: its forward
+    producer chain (up to kept values, parameters, inputs and constants) is
+    cloned with an IRMapping right before its first backward user, so the
+    forward value dies early. Clones are the same ops on the same values, so
+    results are bitwise equal. They carry `cleave.recompute` (which also keeps
+    CSE from merging them back into the forward ops; compileToPlan drops it
+    after preparation), and forward ops left without users are erased.
+
+    Layers: an op's layer is its `cleave.layer` string attribute, else the
+    prefix of its location's name (NameLoc, the ONNX node name) up to and
+    including the first run of digits that follows a letter, `.` or `_` and is
+    followed by `.` or `/`: `h3.qkv` -> `h3`, `/h.3/attn/MatMul` -> `/h.3`,
+    `/model/layers.11/mlp/fc` -> `/model/layers.11`. A named op without such a
+    prefix (`embed_tokens`, `ln_f`, `lm_head`) is in no layer; an op without
+    a name takes the layer of the forward op before it. When no forward op
+    has a layer, the forward pass is cut into ceil(sqrt(n)) runs of
+    consecutive ops of about equal count, and those are the layers. A
+    *boundary* value is one used by a forward op of another layer (a layer's
+    inputs, e.g. the residual stream), or made by an op in no layer.
+
+    Policies:
+    - `none`: keep every saved activation (only the statistics are computed);
+    - `full`: keep only boundary values; recompute everything else of a
+      layer before its first backward use;
+    - `selective` (Korthikanti et al.): keep boundaries and the results of
+      expensive ops (contractions, convolutions, gathers, scatters, ...);
+      recompute the cheap ones (elementwise, broadcast, convert, reshape,
+      transpose, slice, concat, pad, softmax, log-softmax, layer norm,
+      reductions);
+    - `budget:<bytes>`: keep saved activations of at most `<bytes>` in total
+      at the least recompute cost: starting from `none`, repeatedly drop
+      the kept saved activation with the most bytes freed per recomputed
+      flop (CostOpInterface), until the rest fits (a warning says when no
+      choice fits).
+
+    Reshapes alias their operand, so a reshape is kept or recomputed with the
+    value it reshapes, and bytes count once per buffer. The module gets a
+    `cleave.recompute_stats` dictionary: `policy`, `saved_bytes_before`,
+    `saved_bytes_after`, `recompute_flops` (flops of the clones),
+    `extra_flops` (after minus before, erased dead ops included) and
+    `recomputed_ops`; cleave-compile prints it with `--print-stats`.
+
+    ```mlir
+    // Before (policy=full): %h is saved for the backward mul.
+    %h = cleave.unary tanh %x loc("h0.act")
+    %y = cleave.binary mul %h, %h loc("h0.sq")
+    ...
+    %g = cleave.binary mul %dy, %h {cleave.backward}
+    // After: %h dies after %y; a clone feeds the backward op.
+    %h2 = cleave.unary tanh %x {cleave.recompute}
+    %g = cleave.binary mul %dy, %h2 {cleave.backward}
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"none\"",
+           "none | selective | full | budget:<bytes>">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect",
                            "::mlir::func::FuncDialect"];

@@ -1,0 +1,45 @@
+//===- Recompute.h - Activation recomputation helpers -----------*- C++ -*-===//
+//
+// Names of the attributes --cleave-build-train-step (mark-backward) and
+// --cleave-insert-recompute put on ops, and the statistics the latter
+// leaves on the module for the driver.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_TRANSFORMS_TRAINING_RECOMPUTE_H
+#define CLEAVE_TRANSFORMS_TRAINING_RECOMPUTE_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cleave {
+
+/// Unit attribute on the ops autodiff built (the backward pass).
+inline constexpr llvm::StringLiteral kBackwardAttr = "cleave.backward";
+/// Unit attribute on the forward ops --cleave-insert-recompute cloned.
+inline constexpr llvm::StringLiteral kRecomputeAttr = "cleave.recompute";
+/// Dictionary attribute on the module with the pass's statistics.
+inline constexpr llvm::StringLiteral kRecomputeStatsAttr =
+    "cleave.recompute_stats";
+
+struct RecomputeStats {
+  std::string policy;
+  int64_t savedBytesBefore = 0, savedBytesAfter = 0;
+  int64_t recomputeFlops = 0, extraFlops = 0, recomputedOps = 0;
+};
+
+/// Removes the discardable attribute `name` from every op in `module`.
+void stripAttribute(mlir::ModuleOp module, llvm::StringRef name);
+
+/// Reads (and, with `remove`, deletes) the statistics left on `module`.
+std::optional<RecomputeStats> takeRecomputeStats(mlir::ModuleOp module,
+                                                 bool remove = true);
+
+} // namespace cleave
+
+#endif // CLEAVE_TRANSFORMS_TRAINING_RECOMPUTE_H

@@ -1,0 +1,229 @@
+//===- ApplyMixedPrecision.cpp - bf16/fp16 compute, f32 master state ------===//
+//
+// Rewrites every func.func (normally the training step built by
+// --cleave-build-train-step) so that its f32 contractions and the
+// elementwise work on activations compute in bf16 or f16, while statistics,
+// the loss and the optimizer stay in f32:
+//
+//  - cleave.contract with f32 operands: the operands are converted down, the
+//    result stays f32 (f32 accumulation: a bf16/f16 x bf16/f16 -> f32
+//    contraction, a mixed-precision GEMM in the plan);
+//  - unary, binary, compare, select and the shape-only data movement ops
+//    (broadcast_in_dim, reshape, transpose, slice, reverse, concat) follow
+//    their operands: they compute in low precision when one operand already
+//    is low precision, or (elementwise ones) when one is a contraction
+//    result; their other f32 operands (e.g. f32 master parameters) are
+//    converted down where used. Data movement of a contraction result keeps
+//    f32 and passes the "contraction result" mark on;
+//  - everything else (softmax, log_softmax, layer_norm, reduce, gather,
+//    scatter, ...) computes in f32: low-precision operands are converted up;
+//  - ops tagged `cleave.fp32` (by --cleave-build-train-step with
+//    mark-fp32-ops: the loss, gradient norm, clipping, loss scaling, the
+//    optimizer update) stay f32, and so do the elementwise ops whose results
+//    flow into them (e.g. the sum of two gradient contributions of a shared
+//    parameter), so nothing they read was rounded;
+//  - function results keep their types.
+//
+// Only f32 values are lowered; f64, integer and already-low values are left
+// alone. The tags are removed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Training/Passes.h"
+
+#include "Cleave/IR/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+#define DEBUG_TYPE "cleave-apply-mixed-precision"
+
+namespace cleave {
+#define GEN_PASS_DEF_APPLYMIXEDPRECISIONPASS
+#include "cleave/Transforms/Training/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace {
+
+constexpr StringLiteral kFp32Attr = "cleave.fp32";
+
+bool isElementwise(Operation *op) {
+  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp>(op);
+}
+bool isMovement(Operation *op) {
+  return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
+             ConcatOp>(op);
+}
+Type elementTypeOf(Value v) { return getElementTypeOrSelf(v.getType()); }
+
+class Rewriter {
+public:
+  Rewriter(func::FuncOp fn, Type low) : fn(fn), low(low) {}
+  LogicalResult run();
+
+private:
+  /// `v` (f32) as `low`, converted once right after its definition.
+  Value down(Value v);
+  /// `v` (lowered by this pass) back in f32.
+  Value up(Value v);
+  Value convertAfterDef(Value v, Type elem, DenseMap<Value, Value> &cache);
+
+  func::FuncOp fn;
+  Type low;
+  DenseSet<Value> lowered;    ///< Values this pass turned into `low`.
+  DenseSet<Value> contracted; ///< f32 contraction results (and their moves).
+  DenseMap<Value, Value> downCache, upCache;
+};
+
+Value Rewriter::convertAfterDef(Value v, Type elem,
+                                DenseMap<Value, Value> &cache) {
+  if (Value c = cache.lookup(v))
+    return c;
+  OpBuilder b(fn.getContext());
+  if (Operation *def = v.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+  auto type = cast<RankedTensorType>(v.getType());
+  Value c = ConvertOp::create(b, v.getLoc(), type.clone(elem), v);
+  cache[v] = c;
+  return c;
+}
+
+Value Rewriter::down(Value v) {
+  if (lowered.contains(v))
+    return v;
+  return convertAfterDef(v, low, downCache);
+}
+
+Value Rewriter::up(Value v) {
+  return convertAfterDef(v, Float32Type::get(fn.getContext()), upCache);
+}
+
+LogicalResult Rewriter::run() {
+  Block &block = fn.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : block)
+    ops.push_back(&op);
+
+  // Ops that stay f32: tagged ones, and the elementwise/movement ops whose
+  // results flow (through more of them) into f32 ones.
+  DenseSet<Operation *> keepF32;
+  for (Operation *op : llvm::reverse(ops)) {
+    if (op->hasAttr(kFp32Attr)) {
+      keepF32.insert(op);
+      continue;
+    }
+    if (!isElementwise(op) && !isMovement(op))
+      continue;
+    for (Operation *user : op->getUsers())
+      if (keepF32.contains(user)) {
+        keepF32.insert(op);
+        break;
+      }
+  }
+
+  auto isF32 = [](Value v) { return elementTypeOf(v).isF32(); };
+  for (Operation *op : ops) {
+    if (isa<ConstantOp, IotaOp, ConvertOp>(op))
+      continue; // Converts accept any float operand type.
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (OpOperand &use : ret->getOpOperands())
+        if (lowered.contains(use.get()))
+          use.set(up(use.get()));
+      continue;
+    }
+    bool fp32 = keepF32.contains(op);
+    auto contract = dyn_cast<ContractOp>(op);
+    if (contract && !fp32 && isF32(contract.getResult()) &&
+        (isF32(contract.getLhs()) || lowered.contains(contract.getLhs())) &&
+        (isF32(contract.getRhs()) || lowered.contains(contract.getRhs()))) {
+      contract.getLhsMutable().set(down(contract.getLhs()));
+      contract.getRhsMutable().set(down(contract.getRhs()));
+      contracted.insert(contract.getResult());
+      continue;
+    }
+    bool follow = !fp32 && (isElementwise(op) || isMovement(op));
+    bool anyLowered = llvm::any_of(op->getOperands(), [&](Value v) {
+      return lowered.contains(v);
+    });
+    bool anyContracted = llvm::any_of(op->getOperands(), [&](Value v) {
+      return contracted.contains(v);
+    });
+    if (follow && !anyLowered && anyContracted && isMovement(op) &&
+        op->getNumOperands() == 1) {
+      // Reshaping a contraction result: keep f32, pass the mark on.
+      contracted.insert(op->getResult(0));
+      continue;
+    }
+    if (follow && (anyLowered || anyContracted)) {
+      for (OpOperand &use : op->getOpOperands())
+        if (isF32(use.get()))
+          use.set(down(use.get()));
+      for (Value r : op->getResults())
+        if (isF32(r)) {
+          r.setType(cast<RankedTensorType>(r.getType()).clone(low));
+          lowered.insert(r);
+        }
+      continue;
+    }
+    // f32 compute: low-precision operands this pass made come back up.
+    for (OpOperand &use : op->getOpOperands())
+      if (lowered.contains(use.get()))
+        use.set(up(use.get()));
+  }
+  for (Operation *op : ops)
+    op->removeAttr(kFp32Attr);
+  return success();
+}
+
+struct ApplyMixedPrecisionPass
+    : public ::cleave::impl::ApplyMixedPrecisionPassBase<
+          ApplyMixedPrecisionPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    Type low;
+    if (precision == "bf16")
+      low = BFloat16Type::get(ctx);
+    else if (precision == "fp16")
+      low = Float16Type::get(ctx);
+    else if (precision != "fp32") {
+      module.emitError() << "unknown precision '" << precision
+                         << "' (expected fp32, bf16 or fp16)";
+      return signalPassFailure();
+    }
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      if (!low) {
+        fn.walk([](Operation *op) { op->removeAttr(kFp32Attr); });
+        continue;
+      }
+      if (!fn.getBody().hasOneBlock()) {
+        fn.emitError() << "mixed precision needs a single-block function";
+        return signalPassFailure();
+      }
+      // A training step must say which ops are its loss and optimizer.
+      bool hasState = false, hasTags = false;
+      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+        hasState |= static_cast<bool>(fn.getArgAttr(i, "cleave.state"));
+      fn.walk([&](Operation *op) { hasTags |= op->hasAttr(kFp32Attr); });
+      if (hasState && !hasTags) {
+        fn.emitError() << "training step without `cleave.fp32` tags: build "
+                          "it with --cleave-build-train-step=\"mark-fp32-ops="
+                          "true ...\" so that the loss and optimizer stay f32";
+        return signalPassFailure();
+      }
+      if (failed(Rewriter(fn, low).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,524 @@
+//===- InsertRecompute.cpp - Activation recomputation (checkpointing) ------===//
+//
+// Decides which saved activations (forward values the backward pass uses)
+// stay alive until the backward pass and which are recomputed: the forward
+// producer chain of a dropped value is cloned right before its first
+// backward user. See Passes.td for the policies and the layer rule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Training/Passes.h"
+#include "cleave/Transforms/Training/Recompute.h"
+
+#include "Cleave/IR/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+
+#define DEBUG_TYPE "cleave-insert-recompute"
+
+namespace cleave {
+#define GEN_PASS_DEF_INSERTRECOMPUTEPASS
+#include "cleave/Transforms/Training/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+//===----------------------------------------------------------------------===//
+// Helpers shared with the driver
+//===----------------------------------------------------------------------===//
+
+namespace cleave {
+void stripAttribute(ModuleOp module, StringRef name) {
+  module.walk([&](Operation *op) {
+    if (op != module.getOperation())
+      op->removeDiscardableAttr(name);
+  });
+}
+
+std::optional<RecomputeStats> takeRecomputeStats(ModuleOp module,
+                                                 bool remove) {
+  auto dict = module->getAttrOfType<DictionaryAttr>(kRecomputeStatsAttr);
+  if (!dict)
+    return std::nullopt;
+  RecomputeStats stats;
+  if (auto p = dict.getAs<StringAttr>("policy"))
+    stats.policy = p.getValue().str();
+  auto get = [&](StringRef key) -> int64_t {
+    auto a = dict.getAs<IntegerAttr>(key);
+    return a ? a.getInt() : 0;
+  };
+  stats.savedBytesBefore = get("saved_bytes_before");
+  stats.savedBytesAfter = get("saved_bytes_after");
+  stats.recomputeFlops = get("recompute_flops");
+  stats.extraFlops = get("extra_flops");
+  stats.recomputedOps = get("recomputed_ops");
+  if (remove)
+    module->removeAttr(kRecomputeStatsAttr);
+  return stats;
+}
+} // namespace cleave
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+enum class Policy { None, Selective, Full, Budget };
+
+static int64_t bytesOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t)
+    return 0;
+  return mlir::cleave::detail::getSizeInBytes(t);
+}
+
+static int64_t flopsOf(Operation *op) {
+  if (auto cost = dyn_cast<CostOpInterface>(op))
+    return cost.getFlops();
+  return 0;
+}
+
+/// The layer prefix of an ONNX node name (see Passes.td), or "".
+static StringRef layerPrefix(StringRef name) {
+  auto isDigit = [](char c) { return c >= '0' && c <= '9'; };
+  auto isLead = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+           c == '_';
+  };
+  for (size_t i = 1; i < name.size(); ++i) {
+    if (!isDigit(name[i]) || isDigit(name[i - 1]) || !isLead(name[i - 1]))
+      continue;
+    size_t e = i;
+    while (e < name.size() && isDigit(name[e]))
+      ++e;
+    if (e < name.size() && (name[e] == '.' || name[e] == '/'))
+      return name.take_front(e);
+    i = e;
+  }
+  return "";
+}
+
+/// The first NameLoc name in `loc`, if any.
+static std::optional<StringRef> locName(Location loc) {
+  std::optional<StringRef> found;
+  loc->walk([&](Location l) {
+    if (auto n = dyn_cast<NameLoc>(l)) {
+      found = n.getName().getValue();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return found;
+}
+
+/// Cheap ops for the selective policy.
+static bool isCheap(Operation *op) {
+  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp,
+             BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
+             ConcatOp, PadOp, IotaOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
+             ReduceOp, ArgReduceOp>(op);
+}
+
+/// True for a value that is a parameter, input or constant seen through
+/// data movement and conversion (a contraction with such an operand is a
+/// linear layer; one between two activations is, e.g., attention).
+static bool isWeightLike(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (isa<ConstantOp>(def))
+      return true;
+    if (!isa<TransposeOp, ReshapeOp, ConvertOp, BroadcastInDimOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  return true;
+}
+
+struct InsertRecomputePass
+    : public ::cleave::impl::InsertRecomputePassBase<InsertRecomputePass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+
+/// The state of one function while the pass works on it.
+class Recompute {
+public:
+  Recompute(func::FuncOp fn, Policy policy, int64_t budget)
+      : fn(fn), policy(policy), budget(budget) {}
+
+  /// Returns failure after a diagnostic; `stats` is filled on success.
+  LogicalResult run(::cleave::RecomputeStats &stats);
+
+private:
+  bool isForward(Operation *op) const { return forwardSet.contains(op); }
+  /// A value the backward pass may use at no memory cost to the pass:
+  /// arguments, constants, values of non-forward or unclonable ops.
+  bool isFree(Value v) const {
+    Operation *def = v.getDefiningOp();
+    return !def || !isForward(def) || isa<ConstantOp>(def) ||
+           def->getNumRegions() != 0 || !isMemoryEffectFree(def);
+  }
+  /// The value whose buffer `v` shares (through forward reshapes).
+  Value root(Value v) const {
+    while (auto r = v.getDefiningOp<ReshapeOp>()) {
+      if (!isForward(r))
+        break;
+      v = r.getOperand();
+    }
+    return v;
+  }
+  bool kept(Value v) const {
+    v = root(v);
+    if (isFree(v))
+      return true;
+    return !dropped.contains(v.getDefiningOp());
+  }
+  void assignLayers();
+  bool isBoundary(Value v) const;
+  void decide();
+  void decideBudget();
+  Value materialize(Value v, Operation *before);
+  /// Saved activations: roots of forward values that `users` read.
+  llvm::SetVector<Value> savedBy(ArrayRef<Operation *> users) const;
+  static int64_t sumBytes(const llvm::SetVector<Value> &values) {
+    int64_t total = 0;
+    for (Value v : values)
+      total += bytesOf(v);
+    return total;
+  }
+
+  func::FuncOp fn;
+  Policy policy;
+  int64_t budget;
+  SmallVector<Operation *> forward, backward;
+  DenseSet<Operation *> forwardSet;
+  DenseMap<Operation *, int> layerOf; ///< -1: in no layer.
+  /// Forward ops (not reshapes) whose results are recomputed.
+  DenseSet<Operation *> dropped;
+  IRMapping mapping;
+  SmallVector<Operation *> clones;
+};
+
+} // namespace
+
+void Recompute::assignLayers() {
+  llvm::StringMap<int> ids;
+  auto idOf = [&](StringRef key) {
+    return ids.try_emplace(key, ids.size()).first->second;
+  };
+  int previous = -1;
+  bool any = false;
+  for (Operation *op : forward) {
+    int layer = previous;
+    if (auto attr = op->getAttrOfType<StringAttr>("cleave.layer")) {
+      layer = attr.getValue().empty() ? -1 : idOf(attr.getValue());
+    } else if (std::optional<StringRef> name = locName(op->getLoc())) {
+      StringRef prefix = layerPrefix(*name);
+      layer = prefix.empty() ? -1 : idOf(prefix);
+    }
+    any |= layer >= 0;
+    layerOf[op] = layer;
+    previous = layer;
+  }
+  if (any)
+    return;
+  // No names: ceil(sqrt(n)) runs of consecutive ops of about equal count.
+  SmallVector<Operation *> ops;
+  for (Operation *op : forward)
+    if (!isa<ConstantOp>(op))
+      ops.push_back(op);
+  if (ops.empty())
+    return;
+  int64_t segments = static_cast<int64_t>(std::ceil(std::sqrt(ops.size())));
+  int64_t per = (ops.size() + segments - 1) / segments;
+  for (auto [i, op] : llvm::enumerate(ops))
+    layerOf[op] = static_cast<int>(i / per);
+}
+
+bool Recompute::isBoundary(Value v) const {
+  Operation *def = v.getDefiningOp();
+  int layer = layerOf.lookup(def);
+  if (layer < 0)
+    return true;
+  SmallVector<Value> worklist{v};
+  while (!worklist.empty()) {
+    Value w = worklist.pop_back_val();
+    for (Operation *user : w.getUsers()) {
+      if (!isForward(user))
+        continue;
+      if (isa<ReshapeOp>(user)) {
+        worklist.push_back(user->getResult(0));
+        continue;
+      }
+      if (layerOf.lookup(user) != layer)
+        return true;
+    }
+  }
+  return false;
+}
+
+llvm::SetVector<Value> Recompute::savedBy(ArrayRef<Operation *> users) const {
+  llvm::SetVector<Value> saved;
+  for (Operation *op : users)
+    for (Value v : op->getOperands()) {
+      Value r = root(v);
+      if (!isFree(r))
+        saved.insert(r);
+    }
+  return saved;
+}
+
+void Recompute::decide() {
+  for (Operation *op : forward) {
+    if (isa<ReshapeOp>(op) || op->getNumResults() == 0 ||
+        isFree(op->getResult(0)))
+      continue;
+    bool boundary = llvm::any_of(op->getResults(),
+                                 [&](Value r) { return isBoundary(r); });
+    bool keep = true;
+    switch (policy) {
+    case Policy::None:
+    case Policy::Budget:
+      break;
+    case Policy::Full:
+      keep = boundary;
+      break;
+    case Policy::Selective: {
+      bool expensive = !isCheap(op);
+      if (auto contract = dyn_cast<ContractOp>(op))
+        expensive = isWeightLike(contract.getLhs()) ||
+                    isWeightLike(contract.getRhs());
+      keep = boundary || expensive;
+      break;
+    }
+    }
+    if (!keep)
+      dropped.insert(op);
+  }
+  if (policy == Policy::Budget)
+    decideBudget();
+}
+
+/// Greedy: drop the saved activation that frees the most bytes per
+/// recomputed flop, with the forward chain it needs (up to values that stay
+/// saved), until the saved bytes fit the budget.
+void Recompute::decideBudget() {
+  llvm::SetVector<Value> saved = savedBy(backward);
+  int64_t total = sumBytes(saved);
+  while (total > budget) {
+    Operation *best = nullptr;
+    SmallVector<Operation *> bestChain;
+    double bestScore = -1.0;
+    int64_t bestBytes = 0;
+    for (Operation *op : forward) {
+      if (dropped.contains(op) || isa<ReshapeOp>(op) ||
+          op->getNumResults() == 0 || isFree(op->getResult(0)))
+        continue;
+      int64_t bytes = 0;
+      for (Value r : op->getResults())
+        if (saved.contains(r))
+          bytes += bytesOf(r);
+      if (bytes == 0)
+        continue;
+      // The chain: producers of operands that are neither saved, free nor
+      // already recomputed.
+      SmallVector<Operation *> chain{op};
+      DenseSet<Operation *> inChain{op};
+      int64_t flops = 0;
+      for (size_t i = 0; i < chain.size(); ++i) {
+        flops += flopsOf(chain[i]);
+        for (Value w : chain[i]->getOperands()) {
+          Value q = root(w);
+          if (isFree(q) || saved.contains(q))
+            continue;
+          Operation *def = q.getDefiningOp();
+          if (dropped.contains(def) || !inChain.insert(def).second)
+            continue;
+          chain.push_back(def);
+        }
+      }
+      double score = static_cast<double>(bytes) / (static_cast<double>(flops) + 1.0);
+      if (score > bestScore) {
+        bestScore = score;
+        best = op;
+        bestChain = std::move(chain);
+        bestBytes = bytes;
+      }
+    }
+    if (!best) {
+      fn.emitWarning() << "recompute budget of " << budget
+                       << " bytes cannot be met: " << total
+                       << " bytes of saved activations remain";
+      return;
+    }
+    for (Operation *op : bestChain)
+      dropped.insert(op);
+    for (Value r : best->getResults())
+      saved.remove(r);
+    total -= bestBytes;
+  }
+}
+
+Value Recompute::materialize(Value v, Operation *before) {
+  if (Value m = mapping.lookupOrNull(v))
+    return m;
+  Operation *def = v.getDefiningOp();
+  for (Value w : def->getOperands())
+    if (!kept(w))
+      materialize(w, before);
+  OpBuilder b(before);
+  Operation *clone = b.clone(*def, mapping);
+  clone->setAttr(::cleave::kRecomputeAttr, b.getUnitAttr());
+  clones.push_back(clone);
+  return mapping.lookup(v);
+}
+
+LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
+  Block &block = fn.getBody().front();
+  Operation *first = nullptr, *last = nullptr;
+  for (Operation &op : block)
+    if (op.hasAttr(::cleave::kBackwardAttr)) {
+      if (!first)
+        first = &op;
+      last = &op;
+    }
+  if (!first) {
+    if (policy == Policy::None)
+      return success();
+    return fn.emitError()
+           << "--cleave-insert-recompute found no backward ops (tagged `"
+           << ::cleave::kBackwardAttr
+           << "`): build the training step with "
+              "--cleave-build-train-step=\"mark-backward=true\"";
+  }
+  for (Operation &op : block) {
+    if (&op == first)
+      break;
+    forward.push_back(&op);
+    forwardSet.insert(&op);
+  }
+  for (Operation *op = first;; op = op->getNextNode()) {
+    backward.push_back(op);
+    if (op == last)
+      break;
+  }
+
+  int64_t flopsBefore = 0;
+  fn.walk([&](Operation *op) { flopsBefore += flopsOf(op); });
+  stats.savedBytesBefore += sumBytes(savedBy(backward));
+
+  assignLayers();
+  decide();
+
+  // Clone dropped values right before their first backward user.
+  for (Operation *op : backward)
+    for (OpOperand &use : op->getOpOperands())
+      if (!kept(use.get()))
+        use.set(materialize(use.get(), op));
+
+  SmallVector<Operation *> readers(backward);
+  llvm::append_range(readers, clones);
+  stats.savedBytesAfter += sumBytes(savedBy(readers));
+
+  // Forward ops whose only users were backward ones.
+  for (Operation *op : llvm::reverse(forward))
+    if (isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
+        op->use_empty() && !isa<ConstantOp>(op))
+      op->erase();
+
+  int64_t flopsAfter = 0, recomputeFlops = 0;
+  fn.walk([&](Operation *op) { flopsAfter += flopsOf(op); });
+  for (Operation *op : clones)
+    recomputeFlops += flopsOf(op);
+  stats.recomputeFlops += recomputeFlops;
+  stats.extraFlops += flopsAfter - flopsBefore;
+  stats.recomputedOps += clones.size();
+  return success();
+}
+
+/// Parses `<n>[k|m|g][i][b]` (k = 1024).
+static std::optional<int64_t> parseBytes(StringRef s) {
+  s = s.trim();
+  StringRef digits = s.take_while([](char c) { return c >= '0' && c <= '9'; });
+  if (digits.empty())
+    return std::nullopt;
+  uint64_t n;
+  if (digits.getAsInteger(10, n))
+    return std::nullopt;
+  std::string u = s.drop_front(digits.size()).trim().lower();
+  int64_t scale = 1;
+  if (u.empty() || u == "b")
+    scale = 1;
+  else if (u == "k" || u == "kb" || u == "kib")
+    scale = 1024;
+  else if (u == "m" || u == "mb" || u == "mib")
+    scale = 1024 * 1024;
+  else if (u == "g" || u == "gb" || u == "gib")
+    scale = 1024LL * 1024 * 1024;
+  else
+    return std::nullopt;
+  return static_cast<int64_t>(n) * scale;
+}
+
+void InsertRecomputePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  StringRef spec = policy;
+  Policy p;
+  int64_t budget = 0;
+  if (spec == "none" || spec.empty())
+    p = Policy::None;
+  else if (spec == "selective")
+    p = Policy::Selective;
+  else if (spec == "full")
+    p = Policy::Full;
+  else if (spec.consume_front("budget:")) {
+    std::optional<int64_t> bytes = parseBytes(spec);
+    if (!bytes) {
+      module.emitError() << "invalid recompute budget '" << spec
+                         << "' (expected bytes, e.g. budget:1048576 or "
+                            "budget:64M)";
+      return signalPassFailure();
+    }
+    p = Policy::Budget;
+    budget = *bytes;
+  } else {
+    module.emitError() << "unknown recompute policy '" << policy
+                       << "' (expected none, selective, full or "
+                          "budget:<bytes>)";
+    return signalPassFailure();
+  }
+
+  ::cleave::RecomputeStats stats;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal() || !fn.getBody().hasOneBlock())
+      continue;
+    Recompute r(fn, p, budget);
+    if (failed(r.run(stats)))
+      return signalPassFailure();
+  }
+  Builder b(module.getContext());
+  SmallVector<NamedAttribute> entries = {
+      b.getNamedAttr("policy", b.getStringAttr(StringRef(policy))),
+      b.getNamedAttr("saved_bytes_before",
+                     b.getI64IntegerAttr(stats.savedBytesBefore)),
+      b.getNamedAttr("saved_bytes_after",
+                     b.getI64IntegerAttr(stats.savedBytesAfter)),
+      b.getNamedAttr("recompute_flops",
+                     b.getI64IntegerAttr(stats.recomputeFlops)),
+      b.getNamedAttr("extra_flops", b.getI64IntegerAttr(stats.extraFlops)),
+      b.getNamedAttr("recomputed_ops",
+                     b.getI64IntegerAttr(stats.recomputedOps))};
+  module->setAttr(::cleave::kRecomputeStatsAttr,
+                  b.getDictionaryAttr(entries));
+}

@@ -1,0 +1,49 @@
+"""Checks for recompute-gpt.test.
+
+  memory NONE.txt SELECTIVE.txt FULL.txt BUDGET.txt BUDGET_BYTES
+      --print-stats outputs: saved activations and arenas are ordered
+  same A.jsonl B.jsonl...   the losses and gradient norms are bitwise equal
+"""
+import json
+import re
+import struct
+import sys
+
+
+def stats(path):
+    text = open(path).read()
+    arena = int(re.search(r"arena (\d+) bytes", text).group(1))
+    m = re.search(r"saved activations (\d+) -> (\d+) bytes", text)
+    return arena, int(m.group(2))
+
+
+def memory(none, selective, full, budget, budget_bytes):
+    (an, sn), (as_, ss), (af, sf), (ab, sb) = map(stats, (none, selective, full, budget))
+    print("arena none %d, selective %d, full %d, budget %d" % (an, as_, af, ab))
+    print("saved none %d, selective %d, full %d, budget %d" % (sn, ss, sf, sb))
+    ok = sf < ss < sn and sb <= int(budget_bytes)
+    if ok:
+        print("saved: full < selective < none, budget <= %s" % budget_bytes)
+    if as_ < an and af < an and ab < an:
+        print("arena: selective < none, full < none, budget < none")
+
+
+def bits(x):
+    return struct.pack("<f", x)  # f32, as the runtime computes them
+
+
+def same(paths):
+    runs = [[(r["step"], bits(r["loss"]), bits(r["grad_norm"])) for r in map(json.loads, open(p))]
+            for p in paths]
+    if all(r == runs[0] for r in runs) and runs[0]:
+        print("%d steps, losses and gradient norms bitwise equal in %d runs" % (len(runs[0]), len(runs)))
+    else:
+        for p, r in zip(paths, runs):
+            print(p, r)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "memory":
+        memory(*sys.argv[2:7])
+    else:
+        same(sys.argv[2:])
