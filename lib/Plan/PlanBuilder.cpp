@@ -328,10 +328,29 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     for (Value v : node.outputs)
       bufferFor(v, t, t);
   }
+  // A new state value is copied into its state buffer as soon as the old
+  // value is dead and the new one is complete (after the last command that
+  // reads either), so new parameters and optimizer state do not all stay
+  // live until the end of the step.
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
-  for (Value v : ret.getOperands()) {
+  DenseMap<Value, int64_t> lastRead;
+  for (auto [index, node] : llvm::enumerate(nodes))
+    for (Value v : node.inputs)
+      lastRead[root(v)] = index;
+  DenseMap<unsigned, int64_t> copyTime; // result index -> after this command
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     bool isConstant = root(v).getDefiningOp<ConstantOp>() != nullptr;
-    bufferFor(v, isConstant ? 0 : end, end);
+    auto updates = main.getResultAttrOfType<IntegerAttr>(i, "cleave.updates");
+    if (!updates || isConstant || updates.getInt() < 0 ||
+        updates.getInt() >= main.getNumArguments()) {
+      bufferFor(v, isConstant ? 0 : end, end);
+      continue;
+    }
+    Value old = main.getArgument(updates.getInt());
+    int64_t t = std::max<int64_t>({nodeOf(v), lastRead.lookup(root(old)),
+                                   lastRead.lookup(root(v)), 0});
+    copyTime[i] = t;
+    bufferFor(v, t, t);
   }
 
   std::vector<BufferInterval> intervals;
@@ -358,7 +377,7 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
 
   // State arguments: a state tensor each, with the parameter's initial value
   // as a constant at the same offset, or zeroed by an init command.
-  std::vector<plan::Command> stateCopies;
+  std::vector<std::pair<int64_t, plan::Command>> stateCopies;
   auto addState = [&](plan::Plan &p, unsigned i,
                       plan::TensorInfo info) -> LogicalResult {
     StringRef kind = main.getArgAttrOfType<StringAttr>(i, "cleave.state").getValue();
@@ -430,9 +449,11 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
       uint64_t src = offsetOf(v), dst = offsetOf(main.getArgument(target));
       if (src != dst)
         stateCopies.push_back(
-            {plan::CommandKind::Copy,
-             {static_cast<int64_t>(byteSize(cast<RankedTensorType>(v.getType())))},
-             {src, dst}});
+            {copyTime.count(i) ? copyTime.lookup(i) : end,
+             {plan::CommandKind::Copy,
+              {static_cast<int64_t>(
+                  byteSize(cast<RankedTensorType>(v.getType())))},
+              {src, dst}}});
       continue;
     }
     auto name = main.getResultAttrOfType<StringAttr>(i, "cleave.name");
@@ -468,9 +489,18 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     p.constants.push_back(std::move(c));
   }
 
-  // Commands.
+  // Commands, with each state copy right after the command it waits for.
+  llvm::stable_sort(stateCopies, [](const auto &a, const auto &b) {
+    return a.first < b.first;
+  });
+  auto nextCopy = stateCopies.begin();
   llvm::StringMap<size_t> kernelIndex;
-  for (Node &node : nodes) {
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (index > 0)
+      for (; nextCopy != stateCopies.end() &&
+             nextCopy->first < static_cast<int64_t>(index);
+           ++nextCopy)
+        p.commands.push_back(std::move(nextCopy->second));
     plan::Command cmd;
     if (node.kind == Node::Kernel) {
       cmd.kind = plan::CommandKind::Kernel;
@@ -512,9 +542,8 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     }
     p.commands.push_back(std::move(cmd));
   }
-  // New state values are written back after every command has read the old.
-  for (plan::Command &copy : stateCopies)
-    p.commands.push_back(std::move(copy));
+  for (; nextCopy != stateCopies.end(); ++nextCopy)
+    p.commands.push_back(std::move(nextCopy->second));
 
   // Metadata: what the plan costs.
   int64_t flops = 0, constantBytes = 0;
