@@ -18,3 +18,6 @@ config.substitutions.append(("%cleave_src", config.cleave_src_root))
 config.substitutions.append(("%python", config.python_executable))
 if shutil.which("onnxruntime_test", path=config.environment["PATH"]) or os.path.exists(config.python_executable):
     config.available_features.add("python")
+# CUDA codegen tests that assemble cubins need ptxas (the CUDA toolkit).
+if os.path.exists("/usr/local/cuda/bin/ptxas"):
+    config.available_features.add("ptxas")

@@ -6,6 +6,7 @@
 #include "cleave/Conversion/Passes.h"
 #include "cleave/Pipelines/Pipelines.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
+#include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Autodiff.h"
 #include "cleave/Transforms/Passes.h"
 #include "cleave/Transforms/Training/Passes.h"
@@ -22,5 +23,6 @@ void cleave::registerAllPasses() {
   mlir::cleave::registerCleaveConversionPasses();
   registerCleaveTrainingPasses();
   registerCPUPipelines();
+  registerCUDAPipelines();
   registerPipelines();
 }

@@ -113,9 +113,11 @@ size_t cleave_rt_dtype_size(uint32_t dtype);
 
 typedef struct cleave_rt_executor_t *cleave_rt_executor;
 
-/* `backend` is "cpu" (also accepted: NULL or ""). "cuda" returns
- * UNAVAILABLE until the CUDA backend is built. Allocates the arena, copies the
- * constants in and loads the kernels. */
+/* `backend` is "cpu" (also accepted: NULL or "") or "cuda" (plans compiled
+ * for a "cuda-..." target). "cuda" returns UNAVAILABLE, with the reason, on
+ * a machine without the NVIDIA driver (libcuda.so.1) or without a device.
+ * Allocates the arena, copies the constants in, loads the kernels and runs
+ * the plan's init commands. */
 cleave_rt_status cleave_rt_executor_create(cleave_rt_program program,
                                            const char *backend,
                                            cleave_rt_executor *out_executor);

@@ -38,7 +38,12 @@ using PlanRef = std::shared_ptr<const plan::Plan>;
 /// plan's ELF object, GEMMs through CBLAS.
 cleave_rt_status createCpuBackend(PlanRef plan, std::unique_ptr<Backend> *out);
 
-/// Creates the backend named `name` ("cpu"; "cuda" is UNAVAILABLE for now).
+/// The CUDA backend (CudaBackend.cpp): arena in device memory, cubin kernels
+/// through the driver API, GEMMs through cuBLASLt, all loaded with dlopen.
+/// UNAVAILABLE without libcuda.so.1 or a device.
+cleave_rt_status createCudaBackend(PlanRef plan, std::unique_ptr<Backend> *out);
+
+/// Creates the backend named `name` ("cpu" or "cuda").
 cleave_rt_status createBackend(const std::string &name, PlanRef plan,
                                std::unique_ptr<Backend> *out);
 

@@ -95,6 +95,9 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
         std::memset(arena + c.buffers[0], static_cast<int>(c.params[1]),
                     static_cast<size_t>(c.params[0]));
       break;
+    case CommandKind::GpuLaunch: // Rejected by the validator.
+      return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                        "GPU launch command in a CPU plan");
     }
   }
   return nullptr;
@@ -116,7 +119,7 @@ cleave_rt_status createBackend(const std::string &name, PlanRef plan,
   if (name.empty() || name == "cpu")
     return createCpuBackend(std::move(plan), out);
   if (name == "cuda")
-    return makeStatus(CLEAVE_RT_UNAVAILABLE, "CUDA backend not built yet");
+    return createCudaBackend(std::move(plan), out);
   return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                     "unknown backend '" + name + "' (known: cpu, cuda)");
 }

@@ -70,6 +70,7 @@ const char *commandKindName(CommandKind k) {
   case CommandKind::Gemm: return "gemm";
   case CommandKind::Copy: return "copy";
   case CommandKind::Fill: return "fill";
+  case CommandKind::GpuLaunch: return "gpu_launch";
   }
   return "unknown";
 }

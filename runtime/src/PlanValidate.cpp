@@ -240,8 +240,44 @@ bool Validator::checkCommand(const char *label, size_t index,
                   " buffers, expected " + std::to_string(buffers));
     return true;
   };
+  bool cuda = isCudaTarget(plan.target);
   switch (c.kind) {
+  case CommandKind::GpuLaunch: {
+    if (!cuda)
+      return fail(what + ": GPU launches need a CUDA plan (target 'cuda-...'), "
+                         "this plan targets '" + plan.target + "'");
+    if (c.params.size() != kGpuLaunchNumParams)
+      return fail(what + ": has " + std::to_string(c.params.size()) +
+                  " parameters, expected " +
+                  std::to_string(kGpuLaunchNumParams) +
+                  " (kernel index, grid x/y/z, block x/y/z, shared bytes)");
+    int64_t k = c.params[kGpuKernelIndex];
+    if (k < 0 || static_cast<uint64_t>(k) >= plan.kernelNames.size())
+      return fail(what + ": kernel index " + std::to_string(k) +
+                  " is out of range (the plan has " +
+                  std::to_string(plan.kernelNames.size()) + " kernels)");
+    static const char *const dims[] = {"grid x",  "grid y",  "grid z",
+                                       "block x", "block y", "block z"};
+    for (size_t d = 0; d < 6; ++d) {
+      int64_t v = c.params[kGpuGridX + d];
+      if (v < 1 || v > UINT32_MAX)
+        return fail(what + ": " + dims[d] + " = " + std::to_string(v) +
+                    " is not a positive 32-bit count");
+    }
+    int64_t shared = c.params[kGpuSharedBytes];
+    if (shared < 0 || shared > UINT32_MAX)
+      return fail(what + ": shared memory of " + std::to_string(shared) +
+                  " bytes is out of range");
+    for (size_t j = 0; j < c.buffers.size(); ++j)
+      if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j],
+                      0))
+        return false;
+    return true;
+  }
   case CommandKind::Kernel: {
+    if (cuda)
+      return fail(what + ": host kernel commands cannot appear in a CUDA plan "
+                         "(target '" + plan.target + "'); use gpu_launch");
     if (c.params.size() != 1)
       return fail(what + ": has " + std::to_string(c.params.size()) +
                   " parameters, expected 1 (the kernel index)");

@@ -473,26 +473,29 @@ LogicalResult ArgReduceOp::verify() {
   return checkResultShape(*this, expected);
 }
 
-LogicalResult CumSumOp::verify() {
-  if (failed(checkStaticShapes(*this)))
-    return failure();
-  return checkDim(*this, getDimension(), getType().getRank(), "dimension");
-}
 
 //===----------------------------------------------------------------------===//
 // Composites
 //===----------------------------------------------------------------------===//
 
-LogicalResult SoftmaxOp::verify() {
-  if (failed(checkStaticShapes(*this)))
+/// Ops over one dimension of a static tensor (cumsum, softmax, log_softmax).
+static LogicalResult verifyAlongDimension(Operation *op, int64_t dimension,
+                                          RankedTensorType type) {
+  if (failed(checkStaticShapes(op)))
     return failure();
-  return checkDim(*this, getDimension(), getType().getRank(), "dimension");
+  return checkDim(op, dimension, type.getRank(), "dimension");
+}
+
+LogicalResult CumSumOp::verify() {
+  return verifyAlongDimension(*this, getDimension(), getType());
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAlongDimension(*this, getDimension(), getType());
 }
 
 LogicalResult LogSoftmaxOp::verify() {
-  if (failed(checkStaticShapes(*this)))
-    return failure();
-  return checkDim(*this, getDimension(), getType().getRank(), "dimension");
+  return verifyAlongDimension(*this, getDimension(), getType());
 }
 
 LogicalResult LayerNormOp::verify() {

@@ -50,13 +50,6 @@ Value padOrCrop(NodeContext &ctx, Value v, ArrayRef<int64_t> lo,
   return ctx.slice(v, start, limit, strides);
 }
 
-/// Broadcasts a per-channel vector [C] along dim 1 of `shape`.
-Value channelBroadcast(NodeContext &ctx, Value v, ArrayRef<int64_t> shape) {
-  return BroadcastInDimOp::create(ctx.b, ctx.loc,
-                                  RankedTensorType::get(shape, elemOf(v)), v,
-                                  ArrayRef<int64_t>{1})
-      .getResult();
-}
 
 //===----------------------------------------------------------------------===//
 // ConvTranspose

@@ -24,13 +24,6 @@ LogicalResult requireFloat(NodeContext &ctx, Value v) {
   return failure();
 }
 
-/// Broadcasts a per-channel vector [C] along dim 1 of `shape`.
-Value channelBroadcast(NodeContext &ctx, Value v, ArrayRef<int64_t> shape) {
-  return BroadcastInDimOp::create(ctx.b, ctx.loc,
-                                  RankedTensorType::get(shape, elemOf(v)), v,
-                                  ArrayRef<int64_t>{1})
-      .getResult();
-}
 
 //===----------------------------------------------------------------------===//
 // Softmax family

@@ -565,4 +565,11 @@ mlir::FailureOr<SmallVector<int64_t>> getAxes(NodeContext &ctx,
   return ctx.constInts(inputIndex, "axes");
 }
 
+Value channelBroadcast(NodeContext &ctx, Value v, ArrayRef<int64_t> shape) {
+  return mlir::cleave::BroadcastInDimOp::create(
+             ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(v)), v,
+             ArrayRef<int64_t>{1})
+      .getResult();
+}
+
 } // namespace cleave::onnximport

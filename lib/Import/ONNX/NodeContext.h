@@ -248,6 +248,10 @@ mlir::FailureOr<SmallVector<int64_t>> getAxes(NodeContext &ctx,
                                               int64_t inputOpset,
                                               int inputIndex, bool &present);
 
+/// Broadcasts a per-channel vector [C] along dim 1 of `shape` (N x C x ...).
+mlir::Value channelBroadcast(NodeContext &ctx, mlir::Value v,
+                             ArrayRef<int64_t> shape);
+
 } // namespace cleave::onnximport
 
 #endif // CLEAVE_LIB_IMPORT_ONNX_NODECONTEXT_H

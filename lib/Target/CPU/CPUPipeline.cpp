@@ -142,7 +142,7 @@ struct ExpandArithPass
 };
 } // namespace
 
-void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
+void ::cleave::buildKernelBufferizationPipeline(OpPassManager &pm) {
   pm.addPass(mlir::cleave::createConvertCleaveToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createLinalgElementwiseOpFusionPass());
@@ -164,6 +164,10 @@ void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 
   pm.addPass(std::make_unique<CopyToLinalgPass>());
+}
+
+void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
+  buildKernelBufferizationPipeline(pm);
   pm.addPass(std::make_unique<ApproximateMathPass>());
   pm.addPass(createConvertMathToFuncs());
   pm.addPass(createConvertLinalgToLoopsPass());

@@ -60,7 +60,13 @@ struct Constant {
   std::vector<uint8_t> data;
 };
 
-enum class CommandKind : uint32_t { Kernel = 1, Gemm = 2, Copy = 3, Fill = 4 };
+enum class CommandKind : uint32_t {
+  Kernel = 1,
+  Gemm = 2,
+  Copy = 3,
+  Fill = 4,
+  GpuLaunch = 5
+};
 
 /// Lower-case name of a command kind ("kernel", "gemm", ...), "unknown" else.
 const char *commandKindName(CommandKind);
@@ -79,6 +85,16 @@ const char *commandKindName(CommandKind);
 ///          same); dtype BF16 or F16 with outDType F32 (f32 accumulation).
 ///  Copy:   params = {bytes}; buffers = {src, dst}.
 ///  Fill:   params = {bytes, byteValue}; buffers = {dst}.
+///  GpuLaunch (CUDA plans only): params = {kernelIndex, gridX, gridY, gridZ,
+///          blockX, blockY, blockZ, sharedBytes}; buffers = arena offsets of
+///          the kernel's pointer arguments, in order. The kernel is launched
+///          with args[i] = arenaBase + buffers[i] (each a device pointer).
+///
+/// CUDA plans: `target` starts with "cuda-" ("cuda-sm_90a"), kernelObject is
+/// a cubin (an ELF file) whose kernel symbols are kernelNames, and metadata
+/// "kernel_ptx" may carry the PTX for other architectures. They hold no
+/// Kernel commands; CPU plans hold no GpuLaunch commands. Gemm commands run
+/// through cuBLASLt there.
 struct Command {
   CommandKind kind = CommandKind::Copy;
   std::vector<int64_t> params;
@@ -107,6 +123,24 @@ enum GemmParam : size_t {
   /// element type. Plans without mixed-precision GEMMs do not carry it.
   kGemmOutDType = kGemmNumParams
 };
+
+/// Indices into Command::params for GpuLaunch commands.
+enum GpuLaunchParam : size_t {
+  kGpuKernelIndex = 0,
+  kGpuGridX,
+  kGpuGridY,
+  kGpuGridZ,
+  kGpuBlockX,
+  kGpuBlockY,
+  kGpuBlockZ,
+  kGpuSharedBytes,
+  kGpuLaunchNumParams
+};
+
+/// True for a CUDA plan's target ("cuda-sm_90a", ...).
+inline bool isCudaTarget(const std::string &target) {
+  return target.rfind("cuda-", 0) == 0;
+}
 
 /// The `parameter` of optimizer state that belongs to no parameter but to
 /// the whole training step (the dynamic loss scaler's scale and counter).

@@ -38,6 +38,13 @@ struct CPUCodegenOptions {
 mlir::FailureOr<std::vector<uint8_t>>
 compileCPUKernels(mlir::ModuleOp kernels, const CPUCodegenOptions &options);
 
+/// Adds the target-independent front half shared by the CPU and CUDA
+/// pipelines: cleave -> linalg, elementwise fusion, one-shot bufferization
+/// with results as out-parameters (identity layouts, static result buffers
+/// hoisted to the caller), deallocation of temporaries, memref.copy ->
+/// linalg.copy. Leaves linalg on memrefs.
+void buildKernelBufferizationPipeline(mlir::OpPassManager &pm);
+
 /// Adds the passes that lower a module of cleave kernels to the LLVM
 /// dialect (`--cleave-cpu-kernel-pipeline`).
 void buildCPUKernelPipeline(mlir::OpPassManager &pm);

@@ -1,0 +1,209 @@
+//===- CudaApi.h - CUDA driver and cuBLASLt loaded with dlopen --*- C++ -*-===//
+//
+// The runtime has no link-time dependency on CUDA: the driver (libcuda.so.1)
+// and cuBLASLt (libcublasLt.so.13/.12) are opened with dlopen and their entry
+// points resolved into function-pointer tables (as IREE's CUDA HAL does).
+// The few types and enumerators used are declared here, with the values of
+// the CUDA 13 headers; CudaApiHeaderTest.cpp checks them against cuda.h and
+// cublasLt.h where the toolkit is installed. Names are versioned as the
+// headers map them (cuMemAlloc -> cuMemAlloc_v2, ...).
+//
+// A library that is missing is not an error until a CUDA executor is made:
+// then the loader reports UNAVAILABLE with the dlerror() text.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_CUDAAPI_H
+#define CLEAVE_RUNTIME_CUDAAPI_H
+
+#include "Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cleave::rt::cuda {
+
+// --- Driver API types (cuda.h) ----------------------------------------------
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+using CUevent = struct CUevent_st *;
+using CUgraph = struct CUgraph_st *;
+using CUgraphExec = struct CUgraphExec_st *;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+
+/// The driver entry points: X(member, exported symbol, signature).
+#define CLEAVE_CUDA_DRIVER_SYMBOLS(X)                                          \
+  X(cuInit, "cuInit", CUresult (*)(unsigned))                                  \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult (*)(int *))             \
+  X(cuGetErrorString, "cuGetErrorString", CUresult (*)(CUresult, const char **)) \
+  X(cuGetErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char **))   \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult (*)(int *))                 \
+  X(cuDeviceGet, "cuDeviceGet", CUresult (*)(CUdevice *, int))                 \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult (*)(char *, int, CUdevice))   \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute",                              \
+    CUresult (*)(int *, int, CUdevice))                                        \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",                      \
+    CUresult (*)(CUcontext *, CUdevice))                                       \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2",                 \
+    CUresult (*)(CUdevice))                                                    \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))               \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult (*)(size_t *, size_t *))        \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t))          \
+  X(cuMemFree, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                      \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2",                                           \
+    CUresult (*)(CUdeviceptr, const void *, size_t))                           \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2",                                           \
+    CUresult (*)(void *, CUdeviceptr, size_t))                                 \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                 \
+    CUresult (*)(CUdeviceptr, const void *, size_t, CUstream))                 \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                 \
+    CUresult (*)(void *, CUdeviceptr, size_t, CUstream))                       \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                 \
+    CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))                  \
+  X(cuMemsetD8Async, "cuMemsetD8Async",                                        \
+    CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream))                \
+  X(cuModuleLoadData, "cuModuleLoadData", CUresult (*)(CUmodule *, const void *)) \
+  X(cuModuleUnload, "cuModuleUnload", CUresult (*)(CUmodule))                  \
+  X(cuModuleGetFunction, "cuModuleGetFunction",                                \
+    CUresult (*)(CUfunction *, CUmodule, const char *))                        \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute",                                  \
+    CUresult (*)(CUfunction, int, int))                                        \
+  X(cuLaunchKernel, "cuLaunchKernel",                                          \
+    CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                 unsigned, unsigned, CUstream, void **, void **))              \
+  X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))      \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))             \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))        \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent",                                    \
+    CUresult (*)(CUstream, CUevent, unsigned))                                 \
+  X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent *, unsigned))         \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                \
+  X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))           \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2",                           \
+    CUresult (*)(CUstream, int))                                               \
+  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph *)) \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags",                         \
+    CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))                  \
+  X(cuGraphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))       \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))       \
+  X(cuGraphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))
+
+struct DriverApi {
+#define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
+  using name##Fn = type;                                                       \
+  name##Fn name = nullptr;
+  CLEAVE_CUDA_DRIVER_SYMBOLS(CLEAVE_CUDA_MEMBER)
+#undef CLEAVE_CUDA_MEMBER
+  void *handle = nullptr;
+};
+
+/// Opens libcuda.so.1 (once per process), resolves every symbol and calls
+/// cuInit(0). UNAVAILABLE: "CUDA driver library libcuda.so.1 not found: ...",
+/// "no CUDA device: ..." (cuInit or cuDeviceGetCount), or a missing symbol.
+cleave_rt_status loadDriver(const DriverApi **out);
+
+/// "CUDA_ERROR_X (text)" for a driver result.
+std::string driverErrorString(const DriverApi &api, CUresult r);
+
+/// A status naming the call when r != CUDA_SUCCESS, else null.
+cleave_rt_status checkDriver(const DriverApi &api, CUresult r,
+                             const char *what);
+
+// --- cuBLASLt types (cublasLt.h, cublas_api.h, library_types.h) -------------
+using cublasStatus_t = int;
+using cublasLtHandle_t = struct cublasLtContext *;
+using cublasLtMatmulDesc_t = struct cublasLtMatmulDescOpaque_t *;
+using cublasLtMatrixLayout_t = struct cublasLtMatrixLayoutOpaque_t *;
+using cublasLtMatmulPreference_t = struct cublasLtMatmulPreferenceOpaque_t *;
+struct cublasLtMatmulAlgo_t {
+  uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+};
+
+constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
+constexpr int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
+constexpr int CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+              CUBLAS_COMPUTE_64F = 70;
+constexpr int CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_R_16BF = 14;
+constexpr int CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4;
+constexpr int CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+              CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6;
+constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
+
+#define CLEAVE_CUBLASLT_SYMBOLS(X)                                             \
+  X(cublasLtCreate, "cublasLtCreate", cublasStatus_t (*)(cublasLtHandle_t *))  \
+  X(cublasLtDestroy, "cublasLtDestroy", cublasStatus_t (*)(cublasLtHandle_t))  \
+  X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate",                      \
+    cublasStatus_t (*)(cublasLtMatmulDesc_t *, int, int))                      \
+  X(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy",                    \
+    cublasStatus_t (*)(cublasLtMatmulDesc_t))                                  \
+  X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute",          \
+    cublasStatus_t (*)(cublasLtMatmulDesc_t, int, const void *, size_t))       \
+  X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate",                  \
+    cublasStatus_t (*)(cublasLtMatrixLayout_t *, int, uint64_t, uint64_t,      \
+                       int64_t))                                               \
+  X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy",                \
+    cublasStatus_t (*)(cublasLtMatrixLayout_t))                                \
+  X(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute",      \
+    cublasStatus_t (*)(cublasLtMatrixLayout_t, int, const void *, size_t))     \
+  X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate",          \
+    cublasStatus_t (*)(cublasLtMatmulPreference_t *))                          \
+  X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy",        \
+    cublasStatus_t (*)(cublasLtMatmulPreference_t))                            \
+  X(cublasLtMatmulPreferenceSetAttribute,                                      \
+    "cublasLtMatmulPreferenceSetAttribute",                                    \
+    cublasStatus_t (*)(cublasLtMatmulPreference_t, int, const void *, size_t)) \
+  X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic",          \
+    cublasStatus_t (*)(cublasLtHandle_t, cublasLtMatmulDesc_t,                 \
+                       cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,         \
+                       cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,         \
+                       cublasLtMatmulPreference_t, int,                        \
+                       cublasLtMatmulHeuristicResult_t *, int *))              \
+  X(cublasLtMatmul, "cublasLtMatmul",                                          \
+    cublasStatus_t (*)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,   \
+                       const void *, cublasLtMatrixLayout_t, const void *,     \
+                       cublasLtMatrixLayout_t, const void *, const void *,     \
+                       cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t, \
+                       const cublasLtMatmulAlgo_t *, void *, size_t, CUstream))
+
+struct CublasLtApi {
+#define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
+  using name##Fn = type;                                                       \
+  name##Fn name = nullptr;
+  CLEAVE_CUBLASLT_SYMBOLS(CLEAVE_CUDA_MEMBER)
+#undef CLEAVE_CUDA_MEMBER
+  /// Optional (absent in old releases): status text.
+  const char *(*cublasLtGetStatusString)(cublasStatus_t) = nullptr;
+  void *handle = nullptr;
+};
+
+/// Opens cuBLASLt (once per process): $CLEAVE_CUBLASLT_LIBRARY if set, else
+/// libcublasLt.so.13, .so.12, .so, then the same under /usr/local/cuda/lib64.
+cleave_rt_status loadCublasLt(const CublasLtApi **out);
+
+cleave_rt_status checkCublas(const CublasLtApi &api, cublasStatus_t s,
+                             const char *what);
+
+} // namespace cleave::rt::cuda
+
+#endif // CLEAVE_RUNTIME_CUDAAPI_H

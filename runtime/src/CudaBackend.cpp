@@ -1,0 +1,581 @@
+//===- CudaBackend.cpp - Runs a plan on an NVIDIA GPU ---------------------===//
+//
+// Design:
+//  - Libraries: the driver API and cuBLASLt are loaded with dlopen
+//    (CudaApi.h); without libcuda.so.1 or a device, creating the backend
+//    returns UNAVAILABLE with the reason and nothing else happens.
+//  - Context: the device's primary context ($CLEAVE_CUDA_DEVICE, default 0),
+//    made current on the calling thread at every entry point.
+//  - Memory: one cuMemAlloc for the whole arena; every tensor and command
+//    buffer is arena base + the plan's static offset. Constants are copied at
+//    creation, then the init commands run once. cuBLASLt gets one workspace
+//    (32 MiB) allocated next to the arena.
+//  - Streams: commands are enqueued on the compute stream (non-blocking).
+//    A communication stream and two events (computeReady, commDone) are
+//    created now and reserved for collectives: a collective will record
+//    computeReady on the compute stream, make the communication stream wait
+//    on it, run the NCCL call there, record commDone and make the compute
+//    stream wait on commDone before the first command that reads the result.
+//    Because both waits are event edges, such a step stays capturable: the
+//    communication stream joins the capture through the first wait and is
+//    joined back through the second (fork/join capture).
+//  - Commands: GpuLaunch -> cuLaunchKernel on the plan's cubin (the PTX in
+//    metadata "kernel_ptx" is JIT-compiled if the cubin does not load, e.g.
+//    on another architecture); Gemm -> cublasLtMatmul with descriptors,
+//    layouts and algorithm chosen once at creation (row-major through the
+//    transpose trick: C^T = op(B)^T op(A)^T in column-major); Copy ->
+//    cuMemcpyDtoDAsync; Fill -> cuMemsetD8Async. Kernel (host ELF) commands
+//    cannot appear in a CUDA plan (the validator rejects them).
+//  - CUDA graphs: the first run() enqueues the commands one by one; the
+//    second captures the whole command list on the compute stream into a
+//    graph, instantiates it and launches it; later runs only launch it. Inputs are written into the arena before a run, so
+//    the captured addresses stay right. Disabled by $CLEAVE_CUDA_GRAPH=0 or
+//    the plan metadata "cuda_graph" = "0".
+//  - f32 GEMMs use f32 compute; $CLEAVE_CUDA_TF32=1 (or plan metadata
+//    "cuda_tf32" = "1") allows TF32 tensor cores. bf16/f16 operands
+//    accumulate in f32.
+//  - run() returns after the stream has finished; readTensor copies the
+//    tensor into a host staging buffer kept until the next read of the same
+//    tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backend.h"
+#include "CudaApi.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+namespace cleave::rt {
+
+using namespace plan;
+using namespace cuda;
+
+namespace {
+
+const std::string *findMetadata(const Plan &plan, const char *key) {
+  for (const auto &kv : plan.metadata)
+    if (kv.first == key)
+      return &kv.second;
+  return nullptr;
+}
+
+bool envIs(const char *name, const char *value) {
+  const char *v = std::getenv(name);
+  return v && std::strcmp(v, value) == 0;
+}
+
+/// A Gemm command, prepared for cublasLtMatmul.
+struct GemmOp {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspaceBytes = 0;
+  double alpha64 = 1, beta64 = 0;
+  float alpha32 = 1, beta32 = 0;
+  bool scale64 = false;
+  bool empty = false; ///< M == 0 or N == 0: nothing to do.
+  CUdeviceptr ptrA = 0, ptrB = 0, ptrC = 0;
+};
+
+/// A GpuLaunch command with its argument values.
+struct LaunchOp {
+  CUfunction fn = nullptr;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
+  std::vector<CUdeviceptr> values;
+  std::vector<void *> args; ///< args[i] = &values[i].
+};
+
+/// A command list with what each command needs at enqueue time.
+struct Prepared {
+  std::vector<std::unique_ptr<GemmOp>> gemms;     ///< One per command or null.
+  std::vector<std::unique_ptr<LaunchOp>> launches; ///< Same.
+};
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(PlanRef plan, const DriverApi *cu)
+      : plan(std::move(plan)), cu(*cu) {}
+  ~CudaBackend() override;
+  cleave_rt_status init();
+
+  const char *name() const override { return "cuda"; }
+  cleave_rt_status writeTensor(const TensorInfo &tensor,
+                               const void *data) override;
+  cleave_rt_status readTensor(const TensorInfo &tensor,
+                              const void **out_data) override;
+  cleave_rt_status run() override;
+
+private:
+  cleave_rt_status check(CUresult r, const char *what) {
+    return checkDriver(cu, r, what);
+  }
+  cleave_rt_status makeCurrent() {
+    return check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  }
+  cleave_rt_status loadModule();
+  cleave_rt_status prepare(const std::vector<Command> &commands,
+                           Prepared *out);
+  cleave_rt_status prepareGemm(const Command &c, GemmOp *op);
+  cleave_rt_status enqueue(const std::vector<Command> &commands,
+                           const Prepared &prepared);
+  cleave_rt_status capture();
+
+  PlanRef plan;
+  const DriverApi &cu;
+  const CublasLtApi *lt = nullptr;
+  CUdevice device = 0;
+  CUcontext ctx = nullptr;
+  bool ctxRetained = false;
+  int ccMajor = 0, ccMinor = 0;
+  CUdeviceptr arena = 0, workspace = 0;
+  size_t workspaceBytes = 0;
+  CUmodule module = nullptr;
+  std::vector<CUfunction> functions;
+  CUstream compute = nullptr;
+  /// Reserved for collectives (see the design note above).
+  CUstream comm = nullptr;
+  CUevent computeReady = nullptr, commDone = nullptr;
+  cublasLtHandle_t ltHandle = nullptr;
+  bool tf32 = false, useGraph = true;
+  Prepared initPrepared, runPrepared;
+  CUgraph graph = nullptr;
+  CUgraphExec graphExec = nullptr;
+  uint64_t runs = 0;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint8_t>> staging;
+};
+
+} // namespace
+
+CudaBackend::~CudaBackend() {
+  if (!ctxRetained)
+    return;
+  cu.cuCtxSetCurrent(ctx);
+  if (compute)
+    cu.cuStreamSynchronize(compute);
+  if (graphExec)
+    cu.cuGraphExecDestroy(graphExec);
+  if (graph)
+    cu.cuGraphDestroy(graph);
+  for (Prepared *p : {&initPrepared, &runPrepared})
+    for (auto &g : p->gemms)
+      if (g) {
+        if (g->a)
+          lt->cublasLtMatrixLayoutDestroy(g->a);
+        if (g->b)
+          lt->cublasLtMatrixLayoutDestroy(g->b);
+        if (g->c)
+          lt->cublasLtMatrixLayoutDestroy(g->c);
+        if (g->desc)
+          lt->cublasLtMatmulDescDestroy(g->desc);
+      }
+  if (ltHandle)
+    lt->cublasLtDestroy(ltHandle);
+  if (module)
+    cu.cuModuleUnload(module);
+  for (CUevent e : {computeReady, commDone})
+    if (e)
+      cu.cuEventDestroy(e);
+  for (CUstream s : {compute, comm})
+    if (s)
+      cu.cuStreamDestroy(s);
+  if (workspace)
+    cu.cuMemFree(workspace);
+  if (arena)
+    cu.cuMemFree(arena);
+  cu.cuDevicePrimaryCtxRelease(device);
+}
+
+cleave_rt_status CudaBackend::init() {
+  int ordinal = 0;
+  if (const char *env = std::getenv("CLEAVE_CUDA_DEVICE"))
+    ordinal = std::atoi(env);
+  int count = 0;
+  CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  if (ordinal < 0 || ordinal >= count)
+    return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                      "no CUDA device " + std::to_string(ordinal) + " (" +
+                          std::to_string(count) + " devices)");
+  CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuDeviceGet(&device, ordinal), "cuDeviceGet"));
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain"));
+  ctxRetained = true;
+  CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
+  cu.cuDeviceGetAttribute(&ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                          device);
+  cu.cuDeviceGetAttribute(&ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                          device);
+
+  const std::string *graphMeta = findMetadata(*plan, "cuda_graph");
+  useGraph = !envIs("CLEAVE_CUDA_GRAPH", "0") && !(graphMeta && *graphMeta == "0");
+  const std::string *tf32Meta = findMetadata(*plan, "cuda_tf32");
+  tf32 = envIs("CLEAVE_CUDA_TF32", "1") || (tf32Meta && *tf32Meta == "1");
+
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuStreamCreate(&comm, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  CLEAVE_RT_RETURN_IF_ERROR(check(
+      cu.cuEventCreate(&computeReady, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  CLEAVE_RT_RETURN_IF_ERROR(check(
+      cu.cuEventCreate(&commDone, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+
+  uint64_t align = plan->alignment < 256 ? 256 : plan->alignment;
+  uint64_t bytes = (plan->arenaBytes + align - 1) / align * align;
+  if (bytes == 0)
+    bytes = align;
+  if (CUresult r = cu.cuMemAlloc(&arena, bytes)) {
+    size_t freeBytes = 0, totalBytes = 0;
+    cu.cuMemGetInfo(&freeBytes, &totalBytes);
+    return makeStatus(CLEAVE_RT_RESOURCE_EXHAUSTED,
+                      "cannot allocate the arena of " +
+                          std::to_string(plan->arenaBytes) +
+                          " bytes on the GPU (" + std::to_string(freeBytes) +
+                          " of " + std::to_string(totalBytes) +
+                          " bytes free): " + driverErrorString(cu, r));
+  }
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuMemsetD8Async(arena, 0, bytes, compute), "cuMemsetD8Async"));
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuStreamSynchronize(compute), "cuStreamSynchronize"));
+  for (const Constant &c : plan->constants)
+    if (!c.data.empty())
+      CLEAVE_RT_RETURN_IF_ERROR(
+          check(cu.cuMemcpyHtoD(arena + c.info.offset, c.data.data(),
+                                c.data.size()),
+                "cuMemcpyHtoD (constant)"));
+
+  bool anyGemm = false;
+  for (const auto *list : {&plan->commands, &plan->initCommands})
+    for (const Command &c : *list)
+      anyGemm |= c.kind == CommandKind::Gemm;
+  if (anyGemm) {
+    CLEAVE_RT_RETURN_IF_ERROR(loadCublasLt(&lt));
+    CLEAVE_RT_RETURN_IF_ERROR(
+        checkCublas(*lt, lt->cublasLtCreate(&ltHandle), "cublasLtCreate"));
+    workspaceBytes = size_t(32) << 20;
+    CLEAVE_RT_RETURN_IF_ERROR(
+        check(cu.cuMemAlloc(&workspace, workspaceBytes), "cuMemAlloc (cuBLASLt workspace)"));
+  }
+  CLEAVE_RT_RETURN_IF_ERROR(loadModule());
+  CLEAVE_RT_RETURN_IF_ERROR(prepare(plan->initCommands, &initPrepared));
+  CLEAVE_RT_RETURN_IF_ERROR(prepare(plan->commands, &runPrepared));
+  // Once, after the constants: e.g. zeroing the optimizer state.
+  CLEAVE_RT_RETURN_IF_ERROR(enqueue(plan->initCommands, initPrepared));
+  return check(cu.cuStreamSynchronize(compute), "init commands");
+}
+
+cleave_rt_status CudaBackend::loadModule() {
+  if (plan->kernelNames.empty())
+    return nullptr;
+  std::string arch = "sm_" + std::to_string(ccMajor) + std::to_string(ccMinor);
+  CUresult r = cu.cuModuleLoadData(&module, plan->kernelObject.data());
+  if (r != CUDA_SUCCESS) {
+    module = nullptr;
+    std::string why = "the plan's cubin (target '" + plan->target +
+                      "') does not load on this " + arch + " device: " +
+                      driverErrorString(cu, r);
+    const std::string *ptx = findMetadata(*plan, "kernel_ptx");
+    if (!ptx || ptx->empty())
+      return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                        why + "; the plan carries no PTX (metadata kernel_ptx)");
+    std::string text = *ptx; // NUL-terminated copy for the JIT.
+    r = cu.cuModuleLoadData(&module, text.c_str());
+    if (r != CUDA_SUCCESS) {
+      module = nullptr;
+      return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                        why + "; JIT compilation of its PTX failed too: " +
+                            driverErrorString(cu, r));
+    }
+  }
+  functions.resize(plan->kernelNames.size());
+  for (size_t i = 0; i < functions.size(); ++i) {
+    r = cu.cuModuleGetFunction(&functions[i], module,
+                               plan->kernelNames[i].c_str());
+    if (r != CUDA_SUCCESS)
+      return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                        "kernel '" + plan->kernelNames[i] +
+                            "' is not in the plan's kernel object: " +
+                            driverErrorString(cu, r));
+  }
+  return nullptr;
+}
+
+static int cudaType(int64_t dtype) {
+  switch (static_cast<DType>(dtype)) {
+  case DType::F64: return CUDA_R_64F;
+  case DType::F16: return CUDA_R_16F;
+  case DType::BF16: return CUDA_R_16BF;
+  default: return CUDA_R_32F;
+  }
+}
+
+static double bitsToDouble(int64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, sizeof(d));
+  return d;
+}
+
+cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
+  const std::vector<int64_t> &p = c.params;
+  int64_t M = p[kGemmM], N = p[kGemmN], K = p[kGemmK];
+  op->empty = M == 0 || N == 0;
+  if (op->empty)
+    return nullptr;
+  bool tA = p[kGemmTransA], tB = p[kGemmTransB];
+  int64_t outDType = p.size() > kGemmOutDType ? p[kGemmOutDType] : p[kGemmDType];
+  int abType = cudaType(p[kGemmDType]), cType = cudaType(outDType);
+  op->scale64 = abType == CUDA_R_64F;
+  int computeType = op->scale64 ? CUBLAS_COMPUTE_64F
+                    : (tf32 && abType == CUDA_R_32F) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                     : CUBLAS_COMPUTE_32F;
+  op->alpha64 = bitsToDouble(p[kGemmAlphaBits]);
+  op->beta64 = bitsToDouble(p[kGemmBetaBits]);
+  op->alpha32 = static_cast<float>(op->alpha64);
+  op->beta32 = static_cast<float>(op->beta64);
+  const CublasLtApi &L = *lt;
+  CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+      L, L.cublasLtMatmulDescCreate(&op->desc, computeType,
+                                    op->scale64 ? CUDA_R_64F : CUDA_R_32F),
+      "cublasLtMatmulDescCreate"));
+  // Column-major view: C^T (N x M) = op(B)^T (N x K) * op(A)^T (K x M).
+  int32_t opFirst = tB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int32_t opSecond = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+      L, L.cublasLtMatmulDescSetAttribute(op->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                          &opFirst, sizeof(opFirst)),
+      "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+      L, L.cublasLtMatmulDescSetAttribute(op->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                          &opSecond, sizeof(opSecond)),
+      "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  // A row-major rows x cols matrix is a column-major cols x rows matrix.
+  auto layout = [&](cublasLtMatrixLayout_t *l, int type, int64_t storedRows,
+                    int64_t storedCols, int64_t ld, int64_t stride) {
+    CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+        L, L.cublasLtMatrixLayoutCreate(l, type, storedCols, storedRows, ld),
+        "cublasLtMatrixLayoutCreate"));
+    if (p[kGemmBatch] > 1) {
+      int32_t batch = static_cast<int32_t>(p[kGemmBatch]);
+      CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+          L, L.cublasLtMatrixLayoutSetAttribute(
+                 *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+          "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)"));
+      CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+          L, L.cublasLtMatrixLayoutSetAttribute(
+                 *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                 sizeof(stride)),
+          "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
+    }
+    return static_cast<cleave_rt_status>(nullptr);
+  };
+  // First cuBLAS operand: our B; second: our A.
+  CLEAVE_RT_RETURN_IF_ERROR(layout(&op->a, abType, tB ? N : K, tB ? K : N,
+                                   p[kGemmLdb], p[kGemmStrideB]));
+  CLEAVE_RT_RETURN_IF_ERROR(layout(&op->b, abType, tA ? K : M, tA ? M : K,
+                                   p[kGemmLda], p[kGemmStrideA]));
+  CLEAVE_RT_RETURN_IF_ERROR(
+      layout(&op->c, cType, M, N, p[kGemmLdc], p[kGemmStrideC]));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(checkCublas(L, L.cublasLtMatmulPreferenceCreate(&pref),
+                                        "cublasLtMatmulPreferenceCreate"));
+  uint64_t ws = workspaceBytes;
+  L.cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t s = L.cublasLtMatmulAlgoGetHeuristic(
+      ltHandle, op->desc, op->a, op->b, op->c, op->c, pref, 1, &result, &found);
+  L.cublasLtMatmulPreferenceDestroy(pref);
+  CLEAVE_RT_RETURN_IF_ERROR(
+      checkCublas(L, s, "cublasLtMatmulAlgoGetHeuristic"));
+  if (found == 0)
+    return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                      "cuBLASLt has no algorithm for the GEMM M=" +
+                          std::to_string(M) + " N=" + std::to_string(N) +
+                          " K=" + std::to_string(K) + " batch=" +
+                          std::to_string(p[kGemmBatch]) + " " +
+                          dtypeName(static_cast<DType>(p[kGemmDType])) +
+                          " -> " + dtypeName(static_cast<DType>(outDType)));
+  op->algo = result.algo;
+  op->workspaceBytes = result.workspaceSize;
+  op->ptrA = arena + c.buffers[0];
+  op->ptrB = arena + c.buffers[1];
+  op->ptrC = arena + c.buffers[2];
+  return nullptr;
+}
+
+cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
+                                      Prepared *out) {
+  out->gemms.resize(commands.size());
+  out->launches.resize(commands.size());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const Command &c = commands[i];
+    if (c.kind == CommandKind::Gemm) {
+      out->gemms[i] = std::make_unique<GemmOp>();
+      CLEAVE_RT_RETURN_IF_ERROR(prepareGemm(c, out->gemms[i].get()));
+    } else if (c.kind == CommandKind::GpuLaunch) {
+      auto op = std::make_unique<LaunchOp>();
+      op->fn = functions[static_cast<size_t>(c.params[kGpuKernelIndex])];
+      for (int d = 0; d < 3; ++d) {
+        op->grid[d] = static_cast<unsigned>(c.params[kGpuGridX + d]);
+        op->block[d] = static_cast<unsigned>(c.params[kGpuBlockX + d]);
+      }
+      op->shared = static_cast<unsigned>(c.params[kGpuSharedBytes]);
+      if (op->shared > 48 * 1024)
+        CLEAVE_RT_RETURN_IF_ERROR(check(
+            cu.cuFuncSetAttribute(op->fn,
+                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  static_cast<int>(op->shared)),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"));
+      op->values.resize(c.buffers.size());
+      op->args.resize(c.buffers.size());
+      for (size_t j = 0; j < c.buffers.size(); ++j) {
+        op->values[j] = arena + c.buffers[j];
+        op->args[j] = &op->values[j];
+      }
+      out->launches[i] = std::move(op);
+    } else if (c.kind == CommandKind::Kernel) {
+      return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                        "command " + std::to_string(i) +
+                            " is a host kernel, which a CUDA plan cannot hold");
+    }
+  }
+  return nullptr;
+}
+
+cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
+                                      const Prepared &prepared) {
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const Command &c = commands[i];
+    switch (c.kind) {
+    case CommandKind::GpuLaunch: {
+      const LaunchOp &op = *prepared.launches[i];
+      CUresult r = cu.cuLaunchKernel(
+          op.fn, op.grid[0], op.grid[1], op.grid[2], op.block[0], op.block[1],
+          op.block[2], op.shared, compute, const_cast<void **>(op.args.data()),
+          nullptr);
+      if (r != CUDA_SUCCESS)
+        return check(r, ("cuLaunchKernel(" +
+                         plan->kernelNames[static_cast<size_t>(c.params[0])] +
+                         ")")
+                            .c_str());
+      break;
+    }
+    case CommandKind::Gemm: {
+      const GemmOp &op = *prepared.gemms[i];
+      if (op.empty)
+        break;
+      const void *alpha = op.scale64 ? static_cast<const void *>(&op.alpha64)
+                                     : static_cast<const void *>(&op.alpha32);
+      const void *beta = op.scale64 ? static_cast<const void *>(&op.beta64)
+                                    : static_cast<const void *>(&op.beta32);
+      CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+          *lt,
+          lt->cublasLtMatmul(ltHandle, op.desc, alpha,
+                             reinterpret_cast<const void *>(op.ptrB), op.a,
+                             reinterpret_cast<const void *>(op.ptrA), op.b,
+                             beta, reinterpret_cast<const void *>(op.ptrC),
+                             op.c, reinterpret_cast<void *>(op.ptrC), op.c,
+                             &op.algo, reinterpret_cast<void *>(workspace),
+                             op.workspaceBytes, compute),
+          "cublasLtMatmul"));
+      break;
+    }
+    case CommandKind::Copy:
+      if (c.params[0])
+        CLEAVE_RT_RETURN_IF_ERROR(check(
+            cu.cuMemcpyDtoDAsync(arena + c.buffers[1], arena + c.buffers[0],
+                                 static_cast<size_t>(c.params[0]), compute),
+            "cuMemcpyDtoDAsync"));
+      break;
+    case CommandKind::Fill:
+      if (c.params[0])
+        CLEAVE_RT_RETURN_IF_ERROR(check(
+            cu.cuMemsetD8Async(arena + c.buffers[0],
+                               static_cast<unsigned char>(c.params[1]),
+                               static_cast<size_t>(c.params[0]), compute),
+            "cuMemsetD8Async"));
+      break;
+    case CommandKind::Kernel:
+      return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                        "host kernel command in a CUDA plan");
+    }
+  }
+  return nullptr;
+}
+
+cleave_rt_status CudaBackend::capture() {
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuStreamBeginCapture(compute, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            "cuStreamBeginCapture"));
+  cleave_rt_status s = enqueue(plan->commands, runPrepared);
+  CUgraph g = nullptr;
+  CUresult r = cu.cuStreamEndCapture(compute, &g);
+  if (s) {
+    if (g)
+      cu.cuGraphDestroy(g);
+    return s;
+  }
+  CLEAVE_RT_RETURN_IF_ERROR(check(r, "cuStreamEndCapture"));
+  graph = g;
+  return check(cu.cuGraphInstantiate(&graphExec, graph, 0),
+               "cuGraphInstantiate");
+}
+
+cleave_rt_status CudaBackend::run() {
+  CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
+  // The first run is eager (libraries finish their lazy set-up outside any
+  // capture); the second captures the graph, which every later run replays.
+  if (useGraph && !plan->commands.empty() && runs++ > 0) {
+    if (!graphExec)
+      CLEAVE_RT_RETURN_IF_ERROR(capture());
+    CLEAVE_RT_RETURN_IF_ERROR(
+        check(cu.cuGraphLaunch(graphExec, compute), "cuGraphLaunch"));
+  } else {
+    CLEAVE_RT_RETURN_IF_ERROR(enqueue(plan->commands, runPrepared));
+  }
+  return check(cu.cuStreamSynchronize(compute), "running the plan");
+}
+
+cleave_rt_status CudaBackend::writeTensor(const TensorInfo &tensor,
+                                          const void *data) {
+  if (!tensor.byteSize())
+    return nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
+  // The compute stream is idle between runs (run() synchronizes).
+  return check(cu.cuMemcpyHtoD(arena + tensor.offset, data, tensor.byteSize()),
+               "cuMemcpyHtoD");
+}
+
+cleave_rt_status CudaBackend::readTensor(const TensorInfo &tensor,
+                                         const void **out_data) {
+  std::vector<uint8_t> &buf = staging[{tensor.offset, tensor.byteSize()}];
+  buf.resize(tensor.byteSize() ? tensor.byteSize() : 1);
+  if (tensor.byteSize()) {
+    CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
+    CLEAVE_RT_RETURN_IF_ERROR(check(
+        cu.cuMemcpyDtoH(buf.data(), arena + tensor.offset, tensor.byteSize()),
+        "cuMemcpyDtoH"));
+  }
+  *out_data = buf.data();
+  return nullptr;
+}
+
+cleave_rt_status createCudaBackend(PlanRef plan, std::unique_ptr<Backend> *out) {
+  if (!isCudaTarget(plan->target))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "the plan targets '" + plan->target +
+                          "' and cannot run on the cuda backend (compile it "
+                          "with --target=cuda)");
+  const DriverApi *cu = nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(loadDriver(&cu));
+  auto backend = std::make_unique<CudaBackend>(std::move(plan), cu);
+  CLEAVE_RT_RETURN_IF_ERROR(backend->init());
+  *out = std::move(backend);
+  return nullptr;
+}
+
+} // namespace cleave::rt

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The GPU check: one command on a machine with an NVIDIA H200 or H100.
+#
+#   tools/gpu-check.sh --bundle DIR [--cleave-run PATH] [--bench-steps N]
+#                      [--no-torch] [--results FILE]
+#
+# DIR comes from tools/gpu-bundle.sh, run on a machine with LLVM 22 and the
+# CUDA toolkit (this machine needs neither: only the NVIDIA driver, python3
+# and the bundle's cleave-run, which links no LLVM/MLIR library). Steps:
+#   1. device      nvidia-smi: GPU name, memory, driver
+#   2. conformance a subset of the ONNX node tests, GPU vs CPU outputs
+#   3. train       the small GPT, N steps on the GPU and on the CPU, losses
+#                  compared with a bf16 tolerance
+#   4. gpt2        a GPT-2-small training step (124M, T=1024): tokens/s,
+#                  model TFLOP/s (6N + 12*L*T*d flop per token), MFU against
+#                  989 TFLOP/s (H100/H200 dense bf16), peak memory
+#   5. torch       the same model and batch in PyTorch eager and with
+#                  torch.compile, when torch is importable
+# Every step whose prerequisite is missing says so and counts as FAIL (or
+# SKIP for the optional torch step). A table comes last; it is also written
+# to --results (default DIR/results/gpu-check-<date>.txt) for the repository
+# (test/gpu/results/). Exit status: 0 if no step failed, 1 otherwise, 2 on a
+# bad command line.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bundle="" run="" bench_steps=20 torch=1 results=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) bundle="$2"; shift 2 ;;
+    --cleave-run) run="$2"; shift 2 ;;
+    --bench-steps) bench_steps="$2"; shift 2 ;;
+    --no-torch) torch=0; shift ;;
+    --results) results="$2"; shift 2 ;;
+    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
+    *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$bundle" ] || { echo "gpu-check.sh: --bundle DIR is required (build one with tools/gpu-bundle.sh)" >&2; exit 2; }
+[ -d "$bundle" ] || { echo "gpu-check.sh: bundle $bundle is not a directory" >&2; exit 2; }
+bundle=$(cd "$bundle" && pwd)
+run="${run:-$bundle/bin/cleave-run}"
+scripts="$bundle/scripts"
+[ -d "$scripts" ] || scripts="$root/test/gpu"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+date=$(date -u +%Y-%m-%d)
+results="${results:-$bundle/results/gpu-check-$date.txt}"
+
+rows=()   # "step|status|detail"
+failed=0
+row() { rows+=("$1|$2|$3"); [ "$2" = FAIL ] && failed=1; echo "-- $1: $2 $3"; }
+
+# Prerequisites shared by every step.
+pre=""
+command -v python3 >/dev/null || pre="python3 not found"
+[ -z "$pre" ] && [ ! -x "$run" ] && pre="cleave-run not found at $run (--cleave-run PATH)"
+if [ -z "$pre" ] && ! "$run" --help >/dev/null 2>&1; then
+  pre="$run does not start here: $("$run" --help 2>&1 | head -1)"
+fi
+
+echo "== 1. device"
+gpu="none"
+if ! command -v nvidia-smi >/dev/null; then
+  row device FAIL "nvidia-smi not found: no NVIDIA driver on this machine"
+elif ! info=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1) || [ -z "$info" ]; then
+  row device FAIL "nvidia-smi failed: $info"
+else
+  gpu=$(echo "$info" | cut -d, -f1 | sed 's/^ *//;s/ *$//')
+  case "$gpu" in
+    *H100*|*H200*) row device PASS "$info" ;;
+    *) row device PASS "$info (not an H100/H200: the MFU figure assumes 989 TFLOP/s)" ;;
+  esac
+fi
+[ -n "$pre" ] && row prerequisites FAIL "$pre"
+
+echo "== 2. conformance subset (GPU vs CPU)"
+if [ -n "$pre" ]; then
+  row conformance FAIL "skipped: $pre"
+elif [ ! -d "$bundle/conformance" ]; then
+  row conformance FAIL "the bundle has no conformance/ directory"
+else
+  pass=0 fail=0 skip=0 bad=""
+  for d in "$bundle"/conformance/*/; do
+    t=$(basename "$d")
+    if [ -f "$d/SKIPPED" ]; then skip=$((skip + 1)); continue; fi
+    mkdir -p "$work/$t/cpu" "$work/$t/gpu"
+    if "$run" "$d/cpu.cleave" "$d"/inputs/*.pb --output-dir "$work/$t/cpu" >"$work/$t/cpu.log" 2>&1 &&
+       "$run" "$d/cuda.cleave" "$d"/inputs/*.pb --backend cuda --output-dir "$work/$t/gpu" >"$work/$t/gpu.log" 2>&1 &&
+       python3 "$scripts/npy_compare.py" "$work/$t/gpu" "$work/$t/cpu" --rtol 1e-4 --atol 1e-5 >"$work/$t/cmp.log" 2>&1; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1)); bad="$bad $t"
+      echo "  $t failed:"; cat "$work/$t/gpu.log" "$work/$t/cmp.log" 2>/dev/null | tail -5 | sed 's/^/    /'
+    fi
+  done
+  detail="$pass passed, $fail failed, $skip not compiled${bad:+ (failed:$bad)}"
+  if [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]; then row conformance PASS "$detail"; else row conformance FAIL "$detail"; fi
+fi
+
+echo "== 3. small GPT training, GPU vs CPU (bf16 tolerance)"
+g="$bundle/gpt"
+if [ -n "$pre" ]; then
+  row train FAIL "skipped: $pre"
+elif [ ! -f "$g/train-cuda.cleave" ] || [ ! -f "$g/train-cpu.cleave" ]; then
+  row train FAIL "the bundle has no gpt/train-{cpu,cuda}.cleave"
+else
+  steps=$(cat "$g/steps" 2>/dev/null || echo 20)
+  if "$run" "$g/train-cpu.cleave" --steps "$steps" --tokens "$g/corpus.bin" --log-json "$work/cpu.jsonl" >"$work/train-cpu.log" 2>&1 &&
+     "$run" "$g/train-cuda.cleave" --backend cuda --steps "$steps" --tokens "$g/corpus.bin" --log-json "$work/gpu.jsonl" >"$work/train-gpu.log" 2>&1; then
+    if detail=$(python3 - "$work/gpu.jsonl" "$work/cpu.jsonl" <<'PY'
+import json, sys
+g = [json.loads(l) for l in open(sys.argv[1])]
+c = [json.loads(l) for l in open(sys.argv[2])]
+if len(g) != len(c) or not g:
+    print("step counts differ: %d on the GPU, %d on the CPU" % (len(g), len(c))); sys.exit(1)
+worst = max(abs(a["loss"] - b["loss"]) / max(abs(b["loss"]), 1e-6) for a, b in zip(g, c))
+ok = worst <= 2e-2 and g[-1]["loss"] < g[0]["loss"]
+print("%d steps, loss %.4f -> %.4f (CPU %.4f -> %.4f), max rel diff %.2e%s" % (
+    len(g), g[0]["loss"], g[-1]["loss"], c[0]["loss"], c[-1]["loss"], worst,
+    "" if ok else " (tolerance 2e-2, loss must fall)"))
+sys.exit(0 if ok else 1)
+PY
+    ); then row train PASS "$detail"; else row train FAIL "$detail"; fi
+  else
+    row train FAIL "cleave-run failed: $(tail -2 "$work/train-gpu.log" "$work/train-cpu.log" 2>/dev/null | tr '\n' ' ')"
+  fi
+fi
+
+echo "== 4. GPT-2-small training step benchmark"
+cleave_tps=""
+b="$bundle/gpt2"
+if [ -n "$pre" ]; then
+  row gpt2 FAIL "skipped: $pre"
+elif [ ! -f "$b/train-cuda.cleave" ] || [ ! -f "$b/config.json" ]; then
+  row gpt2 FAIL "the bundle has no gpt2/train-cuda.cleave and config.json"
+elif ! "$run" "$b/train-cuda.cleave" --backend cuda --steps "$bench_steps" --synthetic \
+        --log-json "$work/gpt2.jsonl" >"$work/gpt2.log" 2>&1; then
+  row gpt2 FAIL "cleave-run failed: $(tail -3 "$work/gpt2.log" | tr '\n' ' ')"
+else
+  if detail=$(python3 - "$work/gpt2.jsonl" "$b/config.json" <<'PY'
+import json, statistics, sys
+steps = [json.loads(l) for l in open(sys.argv[1])]
+c = json.load(open(sys.argv[2]))
+L, d, T, V = c["layers"], c["d_model"], c["seq"], c["vocab"]
+N = V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d  # tied logits
+timed = steps[3:] or steps
+tps = statistics.median(s["tokens_per_s"] for s in timed)
+flops = 6 * N + 12 * L * T * d
+tflops = tps * flops / 1e12
+peak = max(s.get("peak_bytes", 0) for s in steps)
+print("%.0f tokens/s, %.1f TFLOP/s, MFU %.1f%%, peak %.2f GiB (N=%d, batch %d)" % (
+    tps, tflops, 100 * tflops / 989, peak / 2**30, N, c["batch"]))
+open(sys.argv[1] + ".tps", "w").write("%f" % tps)
+PY
+  ); then
+    row gpt2 PASS "$detail"; cleave_tps=$(cat "$work/gpt2.jsonl.tps")
+  else
+    row gpt2 FAIL "could not read the step log: $detail"
+  fi
+fi
+
+echo "== 5. PyTorch eager and torch.compile (same model and batch)"
+if [ "$torch" = 0 ]; then
+  row torch SKIP "--no-torch"
+elif ! command -v python3 >/dev/null || ! python3 -c "import torch" >/dev/null 2>&1; then
+  row torch SKIP "PyTorch is not importable here"
+elif [ ! -f "$bundle/gpt2/config.json" ]; then
+  row torch FAIL "the bundle has no gpt2/config.json"
+else
+  batch=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['batch'])" "$bundle/gpt2/config.json")
+  python3 "$scripts/torch_gpt2.py" --batch "$batch" --steps "$bench_steps" >"$work/torch.jsonl" 2>"$work/torch.log"
+  while read -r line; do
+    detail=$(python3 - "$line" "${cleave_tps:-0}" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1]); c = float(sys.argv[2])
+if "error" in r:
+    print(r["mode"] + "|FAIL|" + r["error"]); sys.exit()
+ratio = " (Cleave/PyTorch %.2fx)" % (c / r["tokens_per_s"]) if c else ""
+print("%s|PASS|%.0f tokens/s, peak %.2f GiB%s" % (r["mode"], r["tokens_per_s"], r["peak_bytes"] / 2**30, ratio))
+PY
+    )
+    row "torch-${detail%%|*}" "$(echo "$detail" | cut -d'|' -f2)" "$(echo "$detail" | cut -d'|' -f3-)"
+  done <"$work/torch.jsonl"
+  [ -s "$work/torch.jsonl" ] || row torch FAIL "torch_gpt2.py printed nothing: $(tail -2 "$work/torch.log" | tr '\n' ' ')"
+fi
+
+mkdir -p "$(dirname "$results")"
+{
+  echo "Cleave GPU check, $date, GPU: $gpu"
+  [ -f "$bundle/MANIFEST" ] && sed 's/^/bundle /' "$bundle/MANIFEST"
+  printf '%-16s %-5s %s\n' step status detail
+  for r in "${rows[@]}"; do
+    IFS='|' read -r s st de <<<"$r"
+    printf '%-16s %-5s %s\n' "$s" "$st" "$de"
+  done
+} >"$results"
+echo
+cat "$results"
+echo "(written to $results)"
+exit "$failed"
