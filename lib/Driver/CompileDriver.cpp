@@ -79,8 +79,15 @@ struct Options {
                      "the kernel module lowered to the LLVM dialect")),
       cl::cat(category)};
   cl::opt<std::string> target{
-      "target", cl::desc("Code generation target: cpu (default)"),
+      "target",
+      cl::desc("Code generation target: cpu (default) or cuda (NVPTX kernels "
+               "compiled to cubin with ptxas, GEMMs through cuBLASLt)"),
       cl::init("cpu"), cl::cat(category)};
+  cl::opt<std::string> cudaArch{
+      "cuda-arch",
+      cl::desc("With --target=cuda: sm_90a (H100/H200, default) or sm_80 "
+               "(A100)"),
+      cl::init("sm_90a"), cl::cat(category)};
   cl::opt<std::string> precision{
       "precision",
       cl::desc("fp32 (default), bf16 or fp16: matmuls and activations in "
@@ -234,9 +241,13 @@ int (::cleave::compileMain)(int argc, char **argv) {
       "  cleave-compile model.onnx --emit=mlir --phase=kernels\n");
   auto start = std::chrono::steady_clock::now();
 
-  if (opts.target != "cpu")
-    return fail("target '" + opts.target +
-                "' is not available in this build (supported: cpu)");
+  if (opts.target != "cpu" && opts.target != "cuda")
+    return fail("unknown target '" + opts.target +
+                "' (supported: cpu, cuda)");
+  if (opts.cudaArch != "sm_90a" && opts.cudaArch != "sm_90" &&
+      opts.cudaArch != "sm_80")
+    return fail("unsupported --cuda-arch '" + opts.cudaArch +
+                "' (supported: sm_90a, sm_90, sm_80)");
 
   ImportOptions importOptions;
   for (const std::string &flag : opts.inputShapes) {
@@ -270,6 +281,9 @@ int (::cleave::compileMain)(int argc, char **argv) {
                            ? defaultOutput(opts.input, opts.emit)
                            : opts.output.getValue();
   CompileOptions compileOptions;
+  compileOptions.target =
+      opts.target == "cuda" ? ::cleave::Target::CUDA : ::cleave::Target::CPU;
+  compileOptions.cudaChip = opts.cudaArch;
   if (opts.train) {
     BuildTrainStepPassOptions train;
     train.trainable = opts.trainable;
@@ -367,14 +381,18 @@ int (::cleave::compileMain)(int argc, char **argv) {
   if (opts.stats) {
     size_t kernels = 0, gemms = 0;
     for (const plan::Command &c : plan->commands) {
-      kernels += c.kind == plan::CommandKind::Kernel;
+      kernels += c.kind == plan::CommandKind::Kernel ||
+                 c.kind == plan::CommandKind::GpuLaunch;
       gemms += c.kind == plan::CommandKind::Gemm;
     }
     uint64_t constantBytes = 0;
     for (const plan::Constant &c : plan->constants)
       constantBytes += c.data.size();
     llvm::errs() << "plan: " << plan->commands.size() << " commands ("
-                 << kernels << " kernels, " << gemms << " gemms), arena "
+                 << kernels
+                 << (plan->target.rfind("cuda-", 0) == 0 ? " kernel launches, "
+                                                         : " kernels, ")
+                 << gemms << " gemms), arena "
                  << plan->arenaBytes << " bytes (constants " << constantBytes
                  << "), kernel object " << plan->kernelObject.size()
                  << " bytes, compiled in " << llvm::format("%.2f", seconds)

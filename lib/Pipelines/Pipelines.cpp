@@ -3,6 +3,7 @@
 #include "cleave/Pipelines/Pipelines.h"
 
 #include "cleave/Target/CPU/CPUCodegen.h"
+#include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Passes.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
@@ -27,6 +28,76 @@ void registerPipelines() {
       "cleave-prepare-pipeline",
       "Clean up an imported program and put contractions in GEMM form",
       buildPreparePipeline);
+}
+
+/// Turns the Kernel commands of a partitioned plan into GPU launches: each
+/// kernel becomes its launches, in order, with arguments resolved to arena
+/// offsets. The temporaries kernels use between their launches share one
+/// scratch region after the planned buffers (commands run one after another).
+static LogicalResult lowerPlanToCUDA(plan::Plan &p, const CUDAProgram &cuda,
+                                     StringRef chip, Location loc) {
+  llvm::StringMap<const CUDAKernel *> byName;
+  for (const CUDAKernel &k : cuda.kernels)
+    byName[k.name] = &k;
+  auto align = [&](uint64_t v) {
+    return (v + p.alignment - 1) / p.alignment * p.alignment;
+  };
+  uint64_t scratchBase = align(p.arenaBytes), scratchBytes = 0;
+  for (const CUDAKernel &k : cuda.kernels) {
+    uint64_t total = 0;
+    for (int64_t bytes : k.temporaryBytes)
+      total += align(std::max<int64_t>(bytes, 1));
+    scratchBytes = std::max(scratchBytes, total);
+  }
+
+  std::vector<std::string> symbols;
+  llvm::StringMap<int64_t> symbolIndex;
+  std::vector<plan::Command> commands;
+  for (plan::Command &cmd : p.commands) {
+    if (cmd.kind != plan::CommandKind::Kernel) {
+      commands.push_back(std::move(cmd));
+      continue;
+    }
+    const std::string &name = p.kernelNames[cmd.params[0]];
+    const CUDAKernel *kernel = byName.lookup(name);
+    if (!kernel)
+      return mlir::emitError(loc) << "no CUDA code for kernel '" << name << "'";
+    std::vector<uint64_t> temporaries;
+    uint64_t offset = scratchBase;
+    for (int64_t bytes : kernel->temporaryBytes) {
+      temporaries.push_back(offset);
+      offset += align(std::max<int64_t>(bytes, 1));
+    }
+    for (const CUDALaunch &launch : kernel->launches) {
+      auto [it, inserted] = symbolIndex.try_emplace(launch.symbol, symbols.size());
+      if (inserted)
+        symbols.push_back(launch.symbol);
+      plan::Command gpu;
+      gpu.kind = plan::CommandKind::GpuLaunch;
+      gpu.params = {it->second,        launch.grid[0],  launch.grid[1],
+                    launch.grid[2],    launch.block[0], launch.block[1],
+                    launch.block[2],   launch.sharedBytes};
+      for (int64_t arg : launch.args) {
+        size_t io = cmd.buffers.size();
+        if (arg < 0 || static_cast<size_t>(arg) >= io + temporaries.size())
+          return mlir::emitError(loc) << "kernel '" << name
+                                      << "' launches with argument " << arg
+                                      << " out of range";
+        gpu.buffers.push_back(static_cast<size_t>(arg) < io
+                                  ? cmd.buffers[arg]
+                                  : temporaries[arg - io]);
+      }
+      commands.push_back(std::move(gpu));
+    }
+  }
+  p.commands = std::move(commands);
+  p.kernelNames = std::move(symbols);
+  p.kernelObject = cuda.cubin;
+  p.arenaBytes = scratchBase + scratchBytes;
+  p.target = ("cuda-" + chip).str();
+  p.metadata.push_back({"kernel_ptx", cuda.ptx});
+  p.metadata.push_back({"cuda_scratch_bytes", std::to_string(scratchBytes)});
+  return success();
 }
 
 FailureOr<plan::Plan> compileToPlan(ModuleOp module,
@@ -81,8 +152,13 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   if (stopHere(CompilePhase::Prepared, module))
     return plan::Plan();
 
+  PlanBuildOptions planOptions = options.plan;
+  // Device kernels cannot read host globals: only splats (which become
+  // fills) are inlined, other constants get arena buffers.
+  if (options.target == Target::CUDA)
+    planOptions.inlineConstantLimit = 0;
   FailureOr<PartitionedProgram> program =
-      partitionProgram(module, options.plan);
+      partitionProgram(module, planOptions);
   if (failed(program))
     return failure();
   if (stopHere(CompilePhase::Kernels, program->kernels.get()))
@@ -97,12 +173,23 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     return plan::Plan();
   }
 
-  CPUCodegenOptions codegen;
-  FailureOr<std::vector<uint8_t>> object =
-      compileCPUKernels(program->kernels.get(), codegen);
-  if (failed(object))
-    return failure();
-  program->plan.kernelObject = std::move(*object);
+  if (options.target == Target::CUDA) {
+    CUDACodegenOptions codegen;
+    codegen.chip = options.cudaChip;
+    FailureOr<CUDAProgram> cuda =
+        compileCUDAKernels(program->kernels.get(), codegen);
+    if (failed(cuda) ||
+        failed(lowerPlanToCUDA(program->plan, *cuda, options.cudaChip,
+                               module.getLoc())))
+      return failure();
+  } else {
+    CPUCodegenOptions codegen;
+    FailureOr<std::vector<uint8_t>> object =
+        compileCPUKernels(program->kernels.get(), codegen);
+    if (failed(object))
+      return failure();
+    program->plan.kernelObject = std::move(*object);
+  }
   if (recomputeStats) {
     auto &meta = program->plan.metadata;
     meta.push_back({"recompute_policy", recomputeStats->policy});

@@ -34,8 +34,14 @@ void registerPipelines();
 /// cleave ops, or the kernel module lowered to the LLVM dialect.
 enum class CompilePhase { Import, TrainStep, Prepared, Kernels, LLVM, Plan };
 
+/// The code generation target of a plan.
+enum class Target { CPU, CUDA };
+
 struct CompileOptions {
   PlanBuildOptions plan;
+  Target target = Target::CPU;
+  /// With Target::CUDA: the SM to compile for ("sm_90a", "sm_80").
+  std::string cudaChip = "sm_90a";
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;

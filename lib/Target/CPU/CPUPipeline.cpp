@@ -61,6 +61,44 @@ struct CopyToLinalgPass
   }
 };
 
+/// Rewrites splat tensor constants (other than scalars) into
+/// `linalg.fill` of an empty tensor, so they bufferize to a filled buffer
+/// instead of a global of the full size in the kernel object (for CUDA, host
+/// memory the device cannot read).
+struct SplatConstantsToFillPass
+    : PassWrapper<SplatConstantsToFillPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SplatConstantsToFillPass)
+  StringRef getArgument() const override {
+    return "cleave-splat-constants-to-fill";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<linalg::LinalgDialect, tensor::TensorDialect,
+                    arith::ArithDialect>();
+  }
+  void runOnOperation() override {
+    SmallVector<arith::ConstantOp> splats;
+    getOperation().walk([&](arith::ConstantOp op) {
+      auto type = dyn_cast<RankedTensorType>(op.getType());
+      auto value = dyn_cast<SplatElementsAttr>(op.getValue());
+      if (type && value && type.getNumElements() > 1)
+        splats.push_back(op);
+    });
+    for (arith::ConstantOp op : splats) {
+      OpBuilder b(op);
+      auto type = cast<RankedTensorType>(op.getType());
+      Value scalar = arith::ConstantOp::create(
+          b, op.getLoc(), type.getElementType(),
+          cast<TypedAttr>(cast<SplatElementsAttr>(op.getValue())
+                              .getSplatValue<Attribute>()));
+      Value empty = tensor::EmptyOp::create(b, op.getLoc(), type.getShape(),
+                                            type.getElementType());
+      op.replaceAllUsesWith(
+          linalg::FillOp::create(b, op.getLoc(), scalar, empty).getResult(0));
+      op.erase();
+    }
+  }
+};
+
 /// Makes every kernel result a tensor of its own: a result that is a kernel
 /// argument, or the same value as an earlier result (folding can make
 /// `mul(ones, x)` return x), is copied. Results become out-parameters the
@@ -148,6 +186,7 @@ void ::cleave::buildKernelBufferizationPipeline(OpPassManager &pm) {
   pm.addPass(createLinalgElementwiseOpFusionPass());
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(std::make_unique<SplatConstantsToFillPass>());
   pm.addPass(std::make_unique<DistinctResultsPass>());
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
 
