@@ -2,6 +2,8 @@
 
   memory NONE.txt SELECTIVE.txt FULL.txt BUDGET.txt BUDGET_BYTES
       --print-stats outputs: saved activations and arenas are ordered
+  arena-order NONE.txt SELECTIVE.txt FULL.txt
+      the arenas are ordered full < selective < none
   same A.jsonl B.jsonl...   the losses and gradient norms are bitwise equal
 """
 import json
@@ -28,6 +30,13 @@ def memory(none, selective, full, budget, budget_bytes):
         print("arena: selective < none, full < none, budget < none")
 
 
+def arena_order(none, selective, full):
+    (an, _), (as_, _), (af, _) = map(stats, (none, selective, full))
+    print("arena none %d, selective %d, full %d" % (an, as_, af))
+    if af < as_ < an:
+        print("arena: full < selective < none")
+
+
 def bits(x):
     return struct.pack("<f", x)  # f32, as the runtime computes them
 
@@ -45,5 +54,7 @@ def same(paths):
 if __name__ == "__main__":
     if sys.argv[1] == "memory":
         memory(*sys.argv[2:7])
+    elif sys.argv[1] == "arena-order":
+        arena_order(*sys.argv[2:5])
     else:
         same(sys.argv[2:])

@@ -274,6 +274,52 @@ SmallVector<Value> BuildTrainStepPass::update(Emitter &e, Value p, Value g,
   return {decayed(g)};
 }
 
+/// Schedules the ops from `first` to the end of its block: an op that reads
+/// a value computed in the step moves right after the last such definition
+/// (it runs as soon as its inputs exist); an op that reads only arguments
+/// and constants (e.g. `beta1 * m`) moves right before its first user, so it
+/// does not hold memory from the start of the step. The ops are pure, so
+/// this keeps the program's meaning.
+static void hoistToOperands(Operation *first) {
+  if (!first)
+    return;
+  Block *block = first->getBlock();
+  SmallVector<Operation *> ops;
+  for (Operation *op = first; op; op = op->getNextNode())
+    ops.push_back(op);
+  auto isComputed = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && def->getBlock() == block && !isa<ConstantOp>(def);
+  };
+  SmallVector<Operation *> sinkable;
+  llvm::SmallPtrSet<Operation *, 16> sinkSet;
+  for (Operation *op : ops) {
+    Operation *latest = nullptr;
+    for (Value v : op->getOperands()) {
+      if (!isComputed(v) || sinkSet.contains(v.getDefiningOp()))
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (!latest || latest->isBeforeInBlock(def))
+        latest = def;
+    }
+    if (latest) {
+      op->moveAfter(latest);
+    } else {
+      sinkable.push_back(op);
+      sinkSet.insert(op);
+    }
+  }
+  for (Operation *op : llvm::reverse(sinkable)) {
+    Operation *firstUser = nullptr;
+    for (Operation *user : op->getUsers())
+      if (user->getBlock() == block &&
+          (!firstUser || user->isBeforeInBlock(firstUser)))
+        firstUser = user;
+    if (firstUser)
+      op->moveBefore(firstUser);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
@@ -509,6 +555,13 @@ void BuildTrainStepPass::runOnOperation() {
     for (Operation *op : fp32Ops)
       op->setAttr("cleave.fp32", b.getUnitAttr());
   }
+  // Schedule the step's tail (gradient norm, clipping, optimizer update) as
+  // early as each op's operands allow: a parameter's update then follows its
+  // gradient's last contribution instead of the whole backward pass, so
+  // gradients and new optimizer state do not all stay live together.
+  // (With clipping every update waits for the global norm, as it must.)
+  if (backwardEnd)
+    hoistToOperands(backwardEnd->getNextNode());
   func::ReturnOp::create(b, loc, results);
   newMain.setFunctionType(
       b.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));

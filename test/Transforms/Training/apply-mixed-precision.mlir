@@ -32,11 +32,12 @@ func.func @main(%x: tensor<8x4xf32> {cleave.name = "x"}) -> (tensor<8x2xf32> {cl
 // CHECK: cleave.binary sub %[[S]], %{{.*}} : tensor<8x2xf32>
 // CHECK: %[[LOSS:.*]] = cleave.binary div %{{.*}}, %{{.*}} : tensor<f32>
 // Backward: the gradient contractions take bf16 operands, give f32.
-// CHECK: cleave.contract %{{.*}}, %[[XL]] {{.*}} : tensor<8x2xbf16>, tensor<8x4xbf16> -> tensor<2x4xf32>
-// Gradient norm and SGD update in f32.
-// CHECK: %[[NORM:.*]] = cleave.unary sqrt %{{.*}} : tensor<f32>
-// CHECK: %[[NW:.*]] = cleave.binary sub %[[W]], %{{.*}} : tensor<4x2xf32>
-// CHECK: %[[NB:.*]] = cleave.binary sub %[[B]], %{{.*}} : tensor<8x2xf32>
+// CHECK-DAG: cleave.contract %{{.*}}, %[[XL]] {{.*}} : tensor<8x2xbf16>, tensor<8x4xbf16> -> tensor<2x4xf32>
+// Gradient norm and SGD update in f32 (each update as soon as its gradient
+// is complete).
+// CHECK-DAG: %[[NORM:.*]] = cleave.unary sqrt %{{.*}} : tensor<f32>
+// CHECK-DAG: %[[NW:.*]] = cleave.binary sub %[[W]], %{{.*}} : tensor<4x2xf32>
+// CHECK-DAG: %[[NB:.*]] = cleave.binary sub %[[B]], %{{.*}} : tensor<8x2xf32>
 // CHECK: return %[[NW]], %[[NB]], %[[LOSS]], %[[NORM]]
 // The tags are gone.
 // CHECK-NOT: cleave.fp32
