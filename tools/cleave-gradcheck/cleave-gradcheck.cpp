@@ -49,7 +49,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fcntl.h>
 #include <memory>
 #include <random>
 #include <string>
@@ -131,15 +130,8 @@ static std::string load(const ::cleave::plan::Plan &p, Runner &runner) {
           bytes.data(), bytes.size(), &runner.program));
       !err.empty())
     return err;
-  std::string err =
-      check(cleave_rt_executor_create(runner.program, "cpu", &runner.executor));
-  // The runtime dlopens the kernel object as /proc/self/fd/<memfd> and
-  // closes the fd, and dlopen reuses an object already loaded under the
-  // same name: a second plan whose memfd got the same number would run the
-  // first plan's kernels. Hold the number the memfd just released for the
-  // rest of the process so that every plan's object gets a new name.
-  (void)::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  return err;
+  return check(
+      cleave_rt_executor_create(runner.program, "cpu", &runner.executor));
 }
 
 static std::string run(Runner &runner, ArrayRef<HostTensor> inputs,
