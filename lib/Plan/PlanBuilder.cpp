@@ -207,8 +207,8 @@ void Partitioner::addKernelOp(Operation *op) {
     if (!isElementwise(op) && !groupElementwise)
       continue;
     bool legal = llvm::all_of(op->getOperands(), [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      if (def && nodeOfOp.lookup(def) == g && nodeOfOp.count(def))
+      auto it = nodeOfOp.find(v.getDefiningOp());
+      if (it != nodeOfOp.end() && it->second == g)
         return true; // produced inside the group
       int n = nodeOf(v);
       return n < g; // earlier command, argument or constant; not via alias

@@ -12,43 +12,6 @@ using namespace cleave::test;
 
 namespace {
 
-/// Owns a program and an executor made from a plan; records the first error.
-struct Loaded {
-  cleave_rt_program program = nullptr;
-  cleave_rt_executor executor = nullptr;
-  std::string error;
-  explicit Loaded(const Plan &p, const char *backend = "cpu") {
-    std::vector<uint8_t> bytes = serialize(p);
-    if (!take(cleave_rt_program_load_memory(bytes.data(), bytes.size(),
-                                            &program)))
-      return;
-    take(cleave_rt_executor_create(program, backend, &executor));
-  }
-  ~Loaded() {
-    cleave_rt_executor_destroy(executor);
-    cleave_rt_program_destroy(program);
-  }
-  bool take(cleave_rt_status s) {
-    if (!s)
-      return true;
-    error = cleave_rt_status_message(s);
-    cleave_rt_status_free(s);
-    return false;
-  }
-  template <typename T> bool set(size_t i, const std::vector<T> &v) {
-    return take(cleave_rt_executor_set_input(executor, i, v.data(),
-                                             v.size() * sizeof(T)));
-  }
-  bool run() { return take(cleave_rt_executor_run(executor)); }
-  template <typename T> std::vector<T> out(size_t i) {
-    const void *data = nullptr;
-    size_t bytes = 0;
-    if (!take(cleave_rt_executor_output(executor, i, &data, &bytes)))
-      return {};
-    const T *p = static_cast<const T *>(data);
-    return std::vector<T>(p, p + bytes / sizeof(T));
-  }
-};
 
 /// Reference: C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], row-major.
 template <typename T>
