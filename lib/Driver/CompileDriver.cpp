@@ -94,9 +94,20 @@ struct Options {
                "bf16/fp16 (f32 accumulation), statistics, loss and "
                "optimizer in f32 with f32 master weights"),
       cl::init("fp32"), cl::cat(category)};
+  cl::opt<bool> cpuRowKernels{
+      "cpu-row-kernels",
+      cl::desc("With --target=cpu: lower reduction kernels as one loop over "
+               "rows running each op on the row (the form --target=cuda maps "
+               "to one thread block per row)"),
+      cl::cat(category)};
   cl::opt<bool> noLibraryGemm{
       "no-library-gemm",
       cl::desc("Generate code for matmuls instead of calling BLAS"),
+      cl::cat(category)};
+  cl::opt<bool> noGemmEpilogue{
+      "no-gemm-epilogue",
+      cl::desc("Keep a matmul's bias add and tanh GELU in generated kernels "
+               "instead of fusing them into the library GEMM as its epilogue"),
       cl::cat(category)};
   // Training.
   cl::OptionCategory trainCategory{"cleave-compile training options"};
@@ -337,6 +348,10 @@ int (::cleave::compileMain)(int argc, char **argv) {
   compileOptions.recompute = opts.recompute;
   compileOptions.precision = opts.precision;
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
+  compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
+  compileOptions.cpuRowKernels = opts.cpuRowKernels;
+  if (opts.cpuRowKernels && opts.target != "cpu")
+    return fail("--cpu-row-kernels applies to --target=cpu only");
   compileOptions.plan.modelName =
       llvm::sys::path::filename(opts.input).str();
   llvm::SmallString<256> absolute(opts.input.getValue());
@@ -397,6 +412,14 @@ int (::cleave::compileMain)(int argc, char **argv) {
                  << "), kernel object " << plan->kernelObject.size()
                  << " bytes, compiled in " << llvm::format("%.2f", seconds)
                  << " s\n";
+    size_t epilogues[4] = {0, 0, 0, 0};
+    for (const plan::Command &c : plan->commands)
+      if (c.kind == plan::CommandKind::Gemm)
+        ++epilogues[static_cast<size_t>(plan::gemmEpilogueOf(c))];
+    if (epilogues[1] + epilogues[2] + epilogues[3])
+      llvm::errs() << "gemm epilogues: " << epilogues[1] << " bias, "
+                   << epilogues[2] << " gelu_bias, " << epilogues[3]
+                   << " gelu\n";
     llvm::StringMap<std::string> meta;
     for (const auto &[key, value] : plan->metadata)
       meta[key] = value;

@@ -184,6 +184,7 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
       return failure();
   } else {
     CPUCodegenOptions codegen;
+    codegen.rowKernels = options.cpuRowKernels;
     FailureOr<std::vector<uint8_t>> object =
         compileCPUKernels(program->kernels.get(), codegen);
     if (failed(object))

@@ -2,7 +2,8 @@
 //
 // Walks @main in program order. Reshapes alias their operand's buffer; f32 and
 // f64 contractions (and bf16/f16 ones with an f32 result) become library GEMM
-// commands; every other op joins a fused
+// commands, which absorb a following bias add and tanh-form GELU as their
+// epilogue (see GemmEpilogue.h); every other op joins a fused
 // kernel: an op joins the group of one of its producers when the op is
 // elementwise (epilogue fusion) or the group is purely elementwise (prologue
 // fusion), and when none of its other operands comes from a command issued
@@ -14,6 +15,7 @@
 #include "cleave/Plan/PlanBuilder.h"
 
 #include "Cleave/IR/CleaveOps.h"
+#include "GemmEpilogue.h"
 #include "cleave/Plan/MemoryPlanner.h"
 #include "cleave/Transforms/Passes.h"
 
@@ -131,6 +133,10 @@ struct Node {
   enum Kind { Kernel, Gemm } kind;
   SmallVector<Operation *> ops; ///< Kernel members in program order.
   ContractOp contract;          ///< For GEMMs.
+  /// For GEMMs: the epilogue, its bias (or null) and the value written into
+  /// C (the contraction's result without an epilogue).
+  plan::GemmEpilogue epilogue = plan::GemmEpilogue::None;
+  Value bias, result;
   SmallVector<Value> inputs, outputs;
   std::string name;
 };
@@ -166,6 +172,8 @@ private:
                      dense.getNumElements() <= options.inlineConstantLimit);
   }
   bool isGemm(Operation *op) const;
+  void matchEpilogues();
+  void addGemm(ContractOp contract);
   void addKernelOp(Operation *op);
   LogicalResult outline(ModuleOp kernels);
   LogicalResult assemble(PartitionedProgram &result);
@@ -174,6 +182,11 @@ private:
   const PlanBuildOptions &options;
   std::vector<Node> nodes;
   DenseMap<Operation *, int> nodeOfOp;
+  /// GEMM epilogues: per contraction, what it absorbs; per absorbed op, its
+  /// contraction. Broadcasts feeding only absorbed bias adds need no code.
+  DenseMap<Operation *, ::cleave::GemmEpilogueMatch> epilogueOf;
+  DenseMap<Operation *, ContractOp> absorbedBy;
+  llvm::SmallPtrSet<Operation *, 8> deadBroadcasts;
   /// Printed kernel body -> the name of the kernel compiled for it.
   llvm::StringMap<std::string> kernelByBody;
 };
@@ -192,6 +205,60 @@ bool Partitioner::isGemm(Operation *op) const {
   return supported && succeeded(::cleave::getGemmShape(contract));
 }
 
+void Partitioner::matchEpilogues() {
+  if (!options.useGemmEpilogues)
+    return;
+  Block &body = main.getBody().front();
+  DenseMap<Attribute, Value> splatBiases;
+  for (Operation &op : body) {
+    auto contract = dyn_cast<ContractOp>(op);
+    if (!contract || !isGemm(contract) ||
+        contract.getType().getNumElements() == 0)
+      continue;
+    ::cleave::GemmEpilogueMatch m = ::cleave::matchGemmEpilogue(
+        contract, *::cleave::getGemmShape(contract));
+    if (m.kind == plan::GemmEpilogue::None)
+      continue;
+    if (m.splatBias) {
+      // A splat addend (a folded zero bias, say) becomes an N-element
+      // constant at the top of @main, one per value and N.
+      int64_t n = ::cleave::getGemmShape(contract)->n;
+      auto type = RankedTensorType::get({n}, m.splatBias.getElementType());
+      DenseElementsAttr value = m.splatBias.resizeSplat(type);
+      Value &bias = splatBiases[value];
+      if (!bias) {
+        OpBuilder b(&body, body.begin());
+        bias = ConstantOp::create(b, contract.getLoc(), value);
+      }
+      m.bias = bias;
+    }
+    for (Operation *absorbed : m.ops)
+      absorbedBy[absorbed] = contract;
+    epilogueOf[contract] = std::move(m);
+  }
+  for (Operation &op : body)
+    if (isa<BroadcastInDimOp>(op) && !op.use_empty() &&
+        llvm::all_of(op.getUsers(),
+                     [&](Operation *user) { return absorbedBy.count(user); }))
+      deadBroadcasts.insert(&op);
+}
+
+void Partitioner::addGemm(ContractOp contract) {
+  int index = nodes.size();
+  Node node{Node::Gemm, {}, contract, plan::GemmEpilogue::None,
+            {},         contract.getResult(), {}, {}, {}};
+  nodeOfOp[contract] = index;
+  auto it = epilogueOf.find(contract);
+  if (it != epilogueOf.end()) {
+    node.epilogue = it->second.kind;
+    node.bias = it->second.bias;
+    node.result = it->second.result;
+    for (Operation *absorbed : it->second.ops)
+      nodeOfOp[absorbed] = index;
+  }
+  nodes.push_back(std::move(node));
+}
+
 void Partitioner::addKernelOp(Operation *op) {
   // Try the groups producing an operand, latest first.
   SmallVector<int> candidates;
@@ -201,6 +268,25 @@ void Partitioner::addKernelOp(Operation *op) {
           it != nodeOfOp.end() && nodes[it->second].kind == Node::Kernel)
         candidates.push_back(it->second);
   llvm::sort(candidates, std::greater<int>());
+  // Then the groups reading the same output of a GEMM with an epilogue,
+  // latest first: before the fusion the epilogue's last op (a kernel op)
+  // gathered its readers into one kernel; they stay together.
+  SmallVector<int> siblings;
+  for (Value v : op->getOperands()) {
+    int n = nodeOf(v);
+    if (n < 0 || nodes[n].kind != Node::Gemm ||
+        nodes[n].epilogue == plan::GemmEpilogue::None)
+      continue;
+    for (Operation *user : v.getUsers())
+      if (auto it = nodeOfOp.find(user);
+          user != op && it != nodeOfOp.end() &&
+          nodes[it->second].kind == Node::Kernel &&
+          !llvm::is_contained(candidates, it->second))
+        siblings.push_back(it->second);
+  }
+  llvm::sort(siblings, std::greater<int>());
+  siblings.erase(llvm::unique(siblings), siblings.end());
+  candidates.append(siblings.begin(), siblings.end());
   for (int g : candidates) {
     Node &group = nodes[g];
     bool groupElementwise = llvm::all_of(group.ops, isElementwise);
@@ -219,7 +305,8 @@ void Partitioner::addKernelOp(Operation *op) {
     nodeOfOp[op] = g;
     return;
   }
-  Node node{Node::Kernel, {op}, {}, {}, {}, {}};
+  Node node{Node::Kernel, {op}, {}, plan::GemmEpilogue::None, {}, {},
+            {},           {},   {}};
   nodeOfOp[op] = nodes.size();
   nodes.push_back(std::move(node));
 }
@@ -229,7 +316,9 @@ LogicalResult Partitioner::outline(ModuleOp kernels) {
   for (auto [index, node] : llvm::enumerate(nodes)) {
     if (node.kind == Node::Gemm) {
       node.inputs = {node.contract.getLhs(), node.contract.getRhs()};
-      node.outputs = {node.contract.getResult()};
+      if (node.bias)
+        node.inputs.push_back(node.bias);
+      node.outputs = {node.result};
       node.name = "gemm" + std::to_string(index);
       continue;
     }
@@ -537,8 +626,18 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
       cmd.params[plan::kGemmAlphaBits] = doubleBits(1.0);
       cmd.params[plan::kGemmBetaBits] = doubleBits(0.0);
       cmd.buffers = {offsetOf(node.contract.getLhs()),
-                     offsetOf(node.contract.getRhs()),
-                     offsetOf(node.contract.getResult())};
+                     offsetOf(node.contract.getRhs()), offsetOf(node.result)};
+      if (node.epilogue != plan::GemmEpilogue::None) {
+        if (inType == outType)
+          cmd.params.push_back(static_cast<int64_t>(*toDType(outType)));
+        cmd.params.push_back(static_cast<int64_t>(node.epilogue));
+        int64_t biasDType = 0;
+        if (node.bias) {
+          biasDType = static_cast<int64_t>(*toDType(outType));
+          cmd.buffers.push_back(offsetOf(node.bias));
+        }
+        cmd.params.push_back(biasDType);
+      }
     }
     p.commands.push_back(std::move(cmd));
   }
@@ -564,6 +663,7 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
 }
 
 FailureOr<PartitionedProgram> Partitioner::run() {
+  matchEpilogues();
   for (Operation &op : main.getBody().front()) {
     if (isa<func::ReturnOp, ConstantOp, ReshapeOp>(op))
       continue;
@@ -576,10 +676,18 @@ FailureOr<PartitionedProgram> Partitioner::run() {
           return cast<RankedTensorType>(t).getNumElements() == 0;
         }))
       continue;
+    // A GEMM with an epilogue becomes its command where the epilogue's last
+    // op stands, after everything its bias needs.
+    if (auto it = absorbedBy.find(&op); it != absorbedBy.end()) {
+      if (epilogueOf.find(it->second)->second.result.getDefiningOp() == &op)
+        addGemm(it->second);
+      continue;
+    }
+    if (deadBroadcasts.contains(&op))
+      continue;
     if (isGemm(&op)) {
-      nodeOfOp[&op] = nodes.size();
-      Node node{Node::Gemm, {}, cast<ContractOp>(op), {}, {}, {}};
-      nodes.push_back(std::move(node));
+      if (!epilogueOf.count(&op))
+        addGemm(cast<ContractOp>(op));
       continue;
     }
     addKernelOp(&op);

@@ -135,6 +135,11 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
                                            size_t index,
                                            const void **out_data,
                                            size_t *out_bytes);
+/* One line describing where the executor runs: "cpu", or for "cuda" the
+ * device, its compute capability, the driver version and the NCCL version
+ * (or why NCCL is unavailable; a plan without collectives runs without it).
+ * Valid while the executor lives; "" for NULL. */
+const char *cleave_rt_executor_device_info(cleave_rt_executor executor);
 
 /*===-- Training: state tensors, the training record ----------------------===*/
 

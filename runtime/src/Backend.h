@@ -15,6 +15,7 @@
 #include "cleave/PlanFormat.h"
 
 #include <memory>
+#include <string>
 
 namespace cleave::rt {
 
@@ -30,6 +31,9 @@ public:
   /// Host-readable pointer to the tensor's bytes, valid until the next run.
   virtual cleave_rt_status readTensor(const plan::TensorInfo &tensor,
                                       const void **out_data) = 0;
+  /// One line for cleave_rt_executor_device_info; the backend's name unless
+  /// it says more.
+  virtual std::string deviceInfo() const { return name(); }
 };
 
 using PlanRef = std::shared_ptr<const plan::Plan>;

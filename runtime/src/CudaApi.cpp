@@ -1,9 +1,10 @@
-//===- CudaApi.cpp - dlopen of the CUDA driver and cuBLASLt ---------------===//
+//===- CudaApi.cpp - dlopen of the CUDA driver, cuBLASLt and NCCL --------===//
 
 #include "CudaApi.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
+#include <initializer_list>
 #include <mutex>
 #include <vector>
 
@@ -100,29 +101,57 @@ cleave_rt_status checkCublas(const CublasLtApi &api, cublasStatus_t s,
   return makeStatus(CLEAVE_RT_INTERNAL, std::string(what) + " failed: " + text);
 }
 
-static void loadCublasLtOnce(Loaded<CublasLtApi> *l) {
-  CublasLtApi &api = l->api;
-  std::string tried, lastError;
+/// dlopen(path) or null with *error set to the dlerror() text.
+static void *openLibrary(const std::string &path, std::string *error) {
+  dlerror();
+  if (void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+    return handle;
+  const char *e = dlerror();
+  *error = e ? e : "dlopen failed";
+  return nullptr;
+}
+
+/// Opens the first library that loads among $`envVar` (when set), then each
+/// of `bases` on the loader path, under $CUDA_HOME/lib64 and under
+/// /usr/local/cuda/lib64; sets *opened to the name that loaded. On failure
+/// returns null and sets *error to "<what> library not found (tried ...):
+/// <last dlerror()> (...)".
+static void *openCudaLibrary(const char *what, const char *envVar,
+                             std::initializer_list<const char *> bases,
+                             std::string *opened, std::string *error) {
   std::vector<std::string> names;
-  if (const char *env = std::getenv("CLEAVE_CUBLASLT_LIBRARY"))
+  if (const char *env = std::getenv(envVar))
     names.push_back(env);
-  for (const char *dir : {"", "/usr/local/cuda/lib64/"})
-    for (const char *base : {"libcublasLt.so.13", "libcublasLt.so.12",
-                             "libcublasLt.so"})
-      names.push_back(std::string(dir) + base);
+  std::vector<std::string> dirs = {""};
+  if (const char *home = std::getenv("CUDA_HOME"); home && *home)
+    dirs.push_back(std::string(home) + "/lib64/");
+  if (dirs.back() != "/usr/local/cuda/lib64/")
+    dirs.push_back("/usr/local/cuda/lib64/");
+  for (const std::string &dir : dirs)
+    for (const char *base : bases)
+      names.push_back(dir + base);
+  std::string tried, lastError;
   for (const std::string &name : names) {
-    dlerror();
-    api.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api.handle)
-      break;
-    const char *e = dlerror();
-    lastError = e ? e : "dlopen failed";
+    if (void *handle = openLibrary(name, &lastError)) {
+      *opened = name;
+      return handle;
+    }
     tried += (tried.empty() ? "" : ", ") + name;
   }
+  *error = std::string(what) + " library not found (tried " + tried + "): " +
+           lastError + " (set " + envVar + " or LD_LIBRARY_PATH)";
+  return nullptr;
+}
+
+static void loadCublasLtOnce(Loaded<CublasLtApi> *l) {
+  CublasLtApi &api = l->api;
+  std::string opened;
+  api.handle = openCudaLibrary(
+      "cuBLASLt", "CLEAVE_CUBLASLT_LIBRARY",
+      {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, &opened,
+      &l->message);
   if (!api.handle) {
     l->code = CLEAVE_RT_UNAVAILABLE;
-    l->message = "cuBLASLt library not found (tried " + tried + "): " +
-                 lastError + " (set CLEAVE_CUBLASLT_LIBRARY or LD_LIBRARY_PATH)";
     return;
   }
 #define CLEAVE_CUDA_RESOLVE(name, sym, type)                                   \
@@ -143,6 +172,104 @@ cleave_rt_status loadCublasLt(const CublasLtApi **out) {
   static Loaded<CublasLtApi> loaded;
   static std::once_flag once;
   std::call_once(once, [] { loadCublasLtOnce(&loaded); });
+  CLEAVE_RT_RETURN_IF_ERROR(repeat(loaded.code, loaded.message));
+  *out = &loaded.api;
+  return nullptr;
+}
+
+std::string ncclVersionString(int code) {
+  // NCCL_VERSION(X, Y, Z) is X * 1000 + Y * 100 + Z up to 2.8, then
+  // X * 10000 + Y * 100 + Z.
+  int major = code >= 10000 ? code / 10000 : code / 1000;
+  int minor = code >= 10000 ? code % 10000 / 100 : code % 1000 / 100;
+  return std::to_string(major) + "." + std::to_string(minor) + "." +
+         std::to_string(code % 100);
+}
+
+cleave_rt_status checkNccl(const NcclApi &api, ncclResult_t r,
+                           const char *what, ncclComm_t comm) {
+  if (r == ncclSuccess)
+    return nullptr;
+  std::string text = "ncclResult " + std::to_string(r);
+  if (api.ncclGetErrorString)
+    if (const char *t = api.ncclGetErrorString(r))
+      text += std::string(" (") + t + ")";
+  if (api.ncclGetLastError)
+    if (const char *detail = api.ncclGetLastError(comm); detail && *detail)
+      text += std::string(": ") + detail;
+  return makeStatus(CLEAVE_RT_INTERNAL, std::string(what) + " failed: " + text);
+}
+
+/// Checks the version of the library at api->handle (opened from `library`),
+/// then resolves the table. On failure the library is closed and the table
+/// cleared.
+static cleave_rt_status resolveNccl(NcclApi *api, const std::string &library) {
+  auto fail = [&](std::string message) {
+    dlclose(api->handle);
+    *api = NcclApi();
+    return makeStatus(CLEAVE_RT_UNAVAILABLE, std::move(message));
+  };
+  // The version first: a release too old for the table is named as such,
+  // not by the first symbol it lacks.
+  auto getVersion = reinterpret_cast<NcclApi::ncclGetVersionFn>(
+      dlsym(api->handle, "ncclGetVersion"));
+  if (!getVersion)
+    return fail(library + " lacks ncclGetVersion (not an NCCL library)");
+  int code = 0;
+  if (ncclResult_t r = getVersion(&code))
+    return fail(library + ": ncclGetVersion failed with ncclResult " +
+                std::to_string(r));
+  if (code < kMinNcclVersionCode)
+    return fail("NCCL " + ncclVersionString(code) + " (" + library +
+                ") is too old: this runtime needs NCCL " +
+                ncclVersionString(kMinNcclVersionCode) + " or newer");
+  api->versionCode = code;
+#define CLEAVE_CUDA_RESOLVE(name, sym, type)                                   \
+  api->name = reinterpret_cast<type>(dlsym(api->handle, sym));                 \
+  if (!api->name)                                                              \
+    return fail(library + " (NCCL " + ncclVersionString(code) + ") lacks " +   \
+                sym);
+  CLEAVE_NCCL_SYMBOLS(CLEAVE_CUDA_RESOLVE)
+#undef CLEAVE_CUDA_RESOLVE
+  api->ncclCommInitRankConfig =
+      reinterpret_cast<decltype(api->ncclCommInitRankConfig)>(
+          dlsym(api->handle, "ncclCommInitRankConfig"));
+  return nullptr;
+}
+
+cleave_rt_status loadNcclFrom(const std::string &path, NcclApi *out) {
+  NcclApi api;
+  std::string error;
+  api.handle = openLibrary(path, &error);
+  if (!api.handle)
+    return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                      "cannot open the NCCL library " + path + ": " + error);
+  CLEAVE_RT_RETURN_IF_ERROR(resolveNccl(&api, path));
+  *out = api;
+  return nullptr;
+}
+
+static void loadNcclOnce(Loaded<NcclApi> *l) {
+  NcclApi &api = l->api;
+  std::string opened;
+  api.handle = openCudaLibrary("NCCL", "CLEAVE_NCCL_LIBRARY",
+                               {"libnccl.so.2", "libnccl.so"}, &opened,
+                               &l->message);
+  if (!api.handle) {
+    l->code = CLEAVE_RT_UNAVAILABLE;
+    return;
+  }
+  if (cleave_rt_status s = resolveNccl(&api, opened)) {
+    l->code = cleave_rt_status_code(s);
+    l->message = cleave_rt_status_message(s);
+    cleave_rt_status_free(s);
+  }
+}
+
+cleave_rt_status loadNccl(const NcclApi **out) {
+  static Loaded<NcclApi> loaded;
+  static std::once_flag once;
+  std::call_once(once, [] { loadNcclOnce(&loaded); });
   CLEAVE_RT_RETURN_IF_ERROR(repeat(loaded.code, loaded.message));
   *out = &loaded.api;
   return nullptr;

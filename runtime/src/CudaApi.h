@@ -1,12 +1,13 @@
-//===- CudaApi.h - CUDA driver and cuBLASLt loaded with dlopen --*- C++ -*-===//
+//===- CudaApi.h - CUDA driver, cuBLASLt, NCCL through dlopen ---*- C++ -*-===//
 //
-// The runtime has no link-time dependency on CUDA: the driver (libcuda.so.1)
-// and cuBLASLt (libcublasLt.so.13/.12) are opened with dlopen and their entry
-// points resolved into function-pointer tables (as IREE's CUDA HAL does).
-// The few types and enumerators used are declared here, with the values of
-// the CUDA 13 headers; CudaApiHeaderTest.cpp checks them against cuda.h and
-// cublasLt.h where the toolkit is installed. Names are versioned as the
-// headers map them (cuMemAlloc -> cuMemAlloc_v2, ...).
+// The runtime has no link-time dependency on CUDA: the driver (libcuda.so.1),
+// cuBLASLt (libcublasLt.so.13/.12) and NCCL (libnccl.so.2) are opened with
+// dlopen and their entry points resolved into function-pointer tables (as
+// IREE's CUDA HAL does). The few types and enumerators used are declared
+// here, with the values of the CUDA 13 and NCCL 2.x headers;
+// CudaApiHeaderTest.cpp checks them against cuda.h, cublasLt.h and nccl.h
+// where they are installed. Names are versioned as the headers map them
+// (cuMemAlloc -> cuMemAlloc_v2, ...).
 //
 // A library that is missing is not an error until a CUDA executor is made:
 // then the loader reports UNAVAILABLE with the dlerror() text.
@@ -146,6 +147,12 @@ constexpr int CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
               CUBLAS_COMPUTE_64F = 70;
 constexpr int CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_R_16BF = 14;
 constexpr int CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4;
+constexpr int CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+              CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+              CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26;
+constexpr uint32_t CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4,
+                   CUBLASLT_EPILOGUE_GELU = 32,
+                   CUBLASLT_EPILOGUE_GELU_BIAS = 36;
 constexpr int CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
               CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6;
 constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
@@ -203,6 +210,104 @@ cleave_rt_status loadCublasLt(const CublasLtApi **out);
 
 cleave_rt_status checkCublas(const CublasLtApi &api, cublasStatus_t s,
                              const char *what);
+
+// --- NCCL types (nccl.h, NCCL 2.x) ------------------------------------------
+// Loaded the same way for collectives across GPUs; see Nccl.h for the C++
+// wrapper (library, communicator) the executor uses.
+using ncclResult_t = int;
+using ncclDataType_t = int;
+using ncclRedOp_t = int;
+using ncclComm_t = struct ncclComm *;
+/// NCCL_UNIQUE_ID_BYTES (a macro in nccl.h, hence another name here).
+constexpr int kNcclUniqueIdBytes = 128;
+struct ncclUniqueId {
+  char internal[kNcclUniqueIdBytes];
+};
+
+constexpr ncclResult_t ncclSuccess = 0, ncclUnhandledCudaError = 1,
+                       ncclSystemError = 2, ncclInternalError = 3,
+                       ncclInvalidArgument = 4, ncclInvalidUsage = 5,
+                       ncclRemoteError = 6, ncclInProgress = 7;
+constexpr ncclDataType_t ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2,
+                         ncclUint32 = 3, ncclInt64 = 4, ncclUint64 = 5,
+                         ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8,
+                         ncclBfloat16 = 9;
+constexpr ncclRedOp_t ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3,
+                      ncclAvg = 4;
+
+/// NCCL_VERSION(2, 18, 0): the oldest release accepted. The table needs 2.13
+/// (ncclGetLastError); the floor is set higher, to the oldest release the
+/// collectives are meant to run with.
+constexpr int kMinNcclVersionCode = 21800;
+
+#define CLEAVE_NCCL_SYMBOLS(X)                                                 \
+  X(ncclGetVersion, "ncclGetVersion", ncclResult_t (*)(int *))                 \
+  X(ncclGetErrorString, "ncclGetErrorString", const char *(*)(ncclResult_t))   \
+  X(ncclGetLastError, "ncclGetLastError", const char *(*)(ncclComm_t))         \
+  X(ncclGetUniqueId, "ncclGetUniqueId", ncclResult_t (*)(ncclUniqueId *))      \
+  X(ncclCommInitRank, "ncclCommInitRank",                                      \
+    ncclResult_t (*)(ncclComm_t *, int, ncclUniqueId, int))                    \
+  X(ncclCommDestroy, "ncclCommDestroy", ncclResult_t (*)(ncclComm_t))          \
+  X(ncclCommAbort, "ncclCommAbort", ncclResult_t (*)(ncclComm_t))              \
+  X(ncclCommGetAsyncError, "ncclCommGetAsyncError",                            \
+    ncclResult_t (*)(ncclComm_t, ncclResult_t *))                              \
+  X(ncclCommCount, "ncclCommCount", ncclResult_t (*)(ncclComm_t, int *))       \
+  X(ncclCommUserRank, "ncclCommUserRank", ncclResult_t (*)(ncclComm_t, int *)) \
+  X(ncclAllReduce, "ncclAllReduce",                                            \
+    ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t,             \
+                     ncclRedOp_t, ncclComm_t, CUstream))                       \
+  X(ncclReduceScatter, "ncclReduceScatter",                                    \
+    ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t,             \
+                     ncclRedOp_t, ncclComm_t, CUstream))                       \
+  X(ncclAllGather, "ncclAllGather",                                            \
+    ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t,             \
+                     ncclComm_t, CUstream))                                    \
+  X(ncclBroadcast, "ncclBroadcast",                                            \
+    ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t, int,        \
+                     ncclComm_t, CUstream))                                    \
+  X(ncclSend, "ncclSend",                                                      \
+    ncclResult_t (*)(const void *, size_t, ncclDataType_t, int, ncclComm_t,    \
+                     CUstream))                                                \
+  X(ncclRecv, "ncclRecv",                                                      \
+    ncclResult_t (*)(void *, size_t, ncclDataType_t, int, ncclComm_t,          \
+                     CUstream))                                                \
+  X(ncclGroupStart, "ncclGroupStart", ncclResult_t (*)())                      \
+  X(ncclGroupEnd, "ncclGroupEnd", ncclResult_t (*)())
+
+struct NcclApi {
+#define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
+  using name##Fn = type;                                                       \
+  name##Fn name = nullptr;
+  CLEAVE_NCCL_SYMBOLS(CLEAVE_CUDA_MEMBER)
+#undef CLEAVE_CUDA_MEMBER
+  /// Optional: the config is an ncclConfig_t laid out for the loaded release
+  /// (the struct grows between releases, so it is not declared here).
+  ncclResult_t (*ncclCommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int,
+                                         void *config) = nullptr;
+  /// NCCL_VERSION(major, minor, patch) of the loaded library.
+  int versionCode = 0;
+  void *handle = nullptr;
+};
+
+/// Opens NCCL (once per process): $CLEAVE_NCCL_LIBRARY if set, else
+/// libnccl.so.2 then libnccl.so on the loader path, under $CUDA_HOME/lib64
+/// and under /usr/local/cuda/lib64. UNAVAILABLE when no library opens (with
+/// the dlerror() text), when it lacks a symbol (named) or when its version
+/// is older than kMinNcclVersionCode (named).
+cleave_rt_status loadNccl(const NcclApi **out);
+
+/// Opens the NCCL library at `path` alone, not cached (tests, tools). On
+/// success the library stays loaded for the rest of the process.
+cleave_rt_status loadNcclFrom(const std::string &path, NcclApi *out);
+
+/// "2.28.9" for an NCCL_VERSION code (both encodings: before 2.9 the code is
+/// major * 1000 + minor * 100 + patch, then major * 10000 + ...).
+std::string ncclVersionString(int code);
+
+/// A status naming the call and NCCL's error text (and ncclGetLastError's
+/// detail when it has one) when r != ncclSuccess, else null.
+cleave_rt_status checkNccl(const NcclApi &api, ncclResult_t r,
+                           const char *what, ncclComm_t comm = nullptr);
 
 } // namespace cleave::rt::cuda
 

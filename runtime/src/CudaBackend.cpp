@@ -3,7 +3,9 @@
 // Design:
 //  - Libraries: the driver API and cuBLASLt are loaded with dlopen
 //    (CudaApi.h); without libcuda.so.1 or a device, creating the backend
-//    returns UNAVAILABLE with the reason and nothing else happens.
+//    returns UNAVAILABLE with the reason and nothing else happens. NCCL
+//    (Nccl.h) is only opened by deviceInfo() until plans have collectives;
+//    without it, a plan without collectives runs as before.
 //  - Context: the device's primary context ($CLEAVE_CUDA_DEVICE, default 0),
 //    made current on the calling thread at every entry point.
 //  - Memory: one cuMemAlloc for the whole arena; every tensor and command
@@ -31,6 +33,10 @@
 //    graph, instantiates it and launches it; later runs only launch it. Inputs are written into the arena before a run, so
 //    the captured addresses stay right. Disabled by $CLEAVE_CUDA_GRAPH=0 or
 //    the plan metadata "cuda_graph" = "0".
+//  - Gemm epilogues map to cuBLASLt's: bias -> CUBLASLT_EPILOGUE_BIAS,
+//    gelu_bias -> CUBLASLT_EPILOGUE_GELU_BIAS, gelu -> CUBLASLT_EPILOGUE_GELU
+//    (tanh-form GELU, as the plan defines it), the bias through
+//    CUBLASLT_MATMUL_DESC_BIAS_POINTER / BIAS_DATA_TYPE.
 //  - f32 GEMMs use f32 compute; $CLEAVE_CUDA_TF32=1 (or plan metadata
 //    "cuda_tf32" = "1") allows TF32 tensor cores. bf16/f16 operands
 //    accumulate in f32.
@@ -42,6 +48,7 @@
 
 #include "Backend.h"
 #include "CudaApi.h"
+#include "Nccl.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +113,7 @@ public:
   cleave_rt_status readTensor(const TensorInfo &tensor,
                               const void **out_data) override;
   cleave_rt_status run() override;
+  std::string deviceInfo() const override;
 
 private:
   cleave_rt_status check(CUresult r, const char *what) {
@@ -350,6 +358,37 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
       L, L.cublasLtMatmulDescSetAttribute(op->desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                           &opSecond, sizeof(opSecond)),
       "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  GemmEpilogue epilogue = gemmEpilogueOf(c);
+  if (epilogue != GemmEpilogue::None) {
+    uint32_t ltEpilogue =
+        epilogue == GemmEpilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
+        : epilogue == GemmEpilogue::GeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                             : CUBLASLT_EPILOGUE_GELU;
+    CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+        L, L.cublasLtMatmulDescSetAttribute(op->desc,
+                                            CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                            &ltEpilogue, sizeof(ltEpilogue)),
+        "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+  }
+  if (gemmEpilogueHasBias(epilogue)) {
+    // Row-major C (M x N) is the column-major D (N x M) cuBLASLt computes:
+    // our bias of N elements runs down D's rows, the vector that
+    // CUBLASLT_EPILOGUE_BIAS broadcasts over D's columns (its length is D's
+    // row count). The default bias batch stride, 0, shares it between the
+    // batches. Set before the heuristic, which looks at its alignment.
+    const void *bias = reinterpret_cast<const void *>(arena + c.buffers[3]);
+    int32_t biasType = cudaType(p[kGemmBiasDType]);
+    CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+        L, L.cublasLtMatmulDescSetAttribute(op->desc,
+                                            CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                            &bias, sizeof(bias)),
+        "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+    CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
+        L, L.cublasLtMatmulDescSetAttribute(
+               op->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+               sizeof(biasType)),
+        "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
+  }
   // A row-major rows x cols matrix is a column-major cols x rows matrix.
   auto layout = [&](cublasLtMatrixLayout_t *l, int type, int64_t storedRows,
                     int64_t storedCols, int64_t ld, int64_t stride) {
@@ -398,7 +437,8 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
                           " K=" + std::to_string(K) + " batch=" +
                           std::to_string(p[kGemmBatch]) + " " +
                           dtypeName(static_cast<DType>(p[kGemmDType])) +
-                          " -> " + dtypeName(static_cast<DType>(outDType)));
+                          " -> " + dtypeName(static_cast<DType>(outDType)) +
+                          " with epilogue " + gemmEpilogueName(epilogue));
   op->algo = result.algo;
   op->workspaceBytes = result.workspaceSize;
   op->ptrA = arena + c.buffers[0];
@@ -562,6 +602,26 @@ cleave_rt_status CudaBackend::readTensor(const TensorInfo &tensor,
   }
   *out_data = buf.data();
   return nullptr;
+}
+
+std::string CudaBackend::deviceInfo() const {
+  char deviceName[256] = "";
+  cu.cuDeviceGetName(deviceName, sizeof(deviceName), device);
+  int driver = 0;
+  cu.cuDriverGetVersion(&driver);
+  std::string info = "cuda: " + std::string(deviceName) + " (device " +
+                     std::to_string(device) + ", sm_" +
+                     std::to_string(ccMajor) + std::to_string(ccMinor) +
+                     "), driver " + std::to_string(driver / 1000) + "." +
+                     std::to_string(driver % 1000 / 10);
+  const NcclLibrary *nccl = nullptr;
+  if (cleave_rt_status s = NcclLibrary::load(&nccl)) {
+    info += std::string(", NCCL unavailable: ") + cleave_rt_status_message(s);
+    cleave_rt_status_free(s);
+  } else {
+    info += ", NCCL " + nccl->version();
+  }
+  return info;
 }
 
 cleave_rt_status createCudaBackend(PlanRef plan, std::unique_ptr<Backend> *out) {

@@ -15,6 +15,7 @@ struct cleave_rt_executor_t {
   PlanRef plan;
   std::unique_ptr<Backend> backend;
   std::vector<bool> inputSet;
+  std::string deviceInfo; ///< Filled on the first device_info call.
 };
 
 static std::string shapeString(const plan::TensorInfo &t) {
@@ -104,6 +105,14 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
   *out_data = data;
   *out_bytes = outputs[index].byteSize();
   return nullptr;
+}
+
+const char *cleave_rt_executor_device_info(cleave_rt_executor executor) {
+  if (!executor)
+    return "";
+  if (executor->deviceInfo.empty())
+    executor->deviceInfo = executor->backend->deviceInfo();
+  return executor->deviceInfo.c_str();
 }
 
 /// Checks a state access; sets *out to the state's tensor.

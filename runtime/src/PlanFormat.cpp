@@ -75,6 +75,16 @@ const char *commandKindName(CommandKind k) {
   return "unknown";
 }
 
+const char *gemmEpilogueName(GemmEpilogue e) {
+  switch (e) {
+  case GemmEpilogue::None: return "none";
+  case GemmEpilogue::Bias: return "bias";
+  case GemmEpilogue::GeluBias: return "gelu_bias";
+  case GemmEpilogue::Gelu: return "gelu";
+  }
+  return "unknown";
+}
+
 const char *stateKindName(StateKind k) {
   switch (k) {
   case StateKind::Parameter: return "parameter";

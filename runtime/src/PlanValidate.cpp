@@ -30,6 +30,7 @@ private:
   bool checkTensor(const std::string &what, const TensorInfo &t);
   bool checkCommand(const char *label, size_t index, const Command &c);
   bool checkGemm(const std::string &what, const Command &c);
+  bool checkGemmEpilogue(const std::string &what, const Command &c);
   bool checkStates();
   bool checkTraining();
 
@@ -310,12 +311,27 @@ bool Validator::checkCommand(const char *label, size_t index,
       return fail(what + ": fill value " + std::to_string(c.params[1]) +
                   " is not a byte (0..255)");
     return checkRange(what + " destination", c.buffers[0], c.params[0]);
-  case CommandKind::Gemm:
-    if (!counts(c.params.size() == kGemmNumParams + 1 ? kGemmNumParams + 1
-                                                      : kGemmNumParams,
-                3))
-      return false;
+  case CommandKind::Gemm: {
+    size_t n = c.params.size();
+    if (n != kGemmNumParams && n != kGemmNumParams + 1 &&
+        n != kGemmNumParamsWithEpilogue)
+      return fail(
+          what + ": has " + std::to_string(n) + " parameters, expected " +
+          std::to_string(kGemmNumParams) + " (" +
+          std::to_string(kGemmNumParams + 1) + " with the output dtype, " +
+          std::to_string(kGemmNumParamsWithEpilogue) + " with an epilogue)");
+    int64_t epilogue = n > kGemmEpilogue ? c.params[kGemmEpilogue] : 0;
+    if (epilogue < 0 || epilogue > static_cast<int64_t>(GemmEpilogue::Gelu))
+      return fail(what + ": unknown epilogue " + std::to_string(epilogue) +
+                  " (expected 0 = none, 1 = bias, 2 = gelu_bias or 3 = gelu)");
+    size_t buffers =
+        gemmEpilogueHasBias(static_cast<GemmEpilogue>(epilogue)) ? 4 : 3;
+    if (c.buffers.size() != buffers)
+      return fail(what + ": has " + std::to_string(c.buffers.size()) +
+                  " buffers, expected " + std::to_string(buffers) +
+                  (buffers == 4 ? " (A, B, C and the bias)" : " (A, B and C)"));
     return checkGemm(what, c);
+  }
   }
   return fail(what + ": unknown command kind " +
               std::to_string(static_cast<uint32_t>(c.kind)));
@@ -329,8 +345,10 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
     return isKnownDType(c) && v == c ? std::string(dtypeName(static_cast<DType>(c)))
                                      : "code " + std::to_string(v);
   };
-  bool mixed = p.size() > kGemmOutDType;
-  int64_t outCode = mixed ? p[kGemmOutDType] : p[kGemmDType];
+  int64_t outCode = p.size() > kGemmOutDType ? p[kGemmOutDType] : p[kGemmDType];
+  // An outDType equal to dtype (carried by same-type GEMMs with an
+  // epilogue) means the same as none.
+  bool mixed = outCode != p[kGemmDType];
   auto is = [](int64_t v, DType t) { return v == static_cast<int64_t>(t); };
   if (!mixed && !is(p[kGemmDType], DType::F32) && !is(p[kGemmDType], DType::F64))
     return fail(what + ": unsupported dtype " + dtypeString(p[kGemmDType]) +
@@ -391,7 +409,39 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
                   " lies outside the arena of " +
                   std::to_string(plan.arenaBytes) + " bytes");
   }
-  return true;
+  return checkGemmEpilogue(what, c);
+}
+
+bool Validator::checkGemmEpilogue(const std::string &what, const Command &c) {
+  const std::vector<int64_t> &p = c.params;
+  if (p.size() <= kGemmEpilogue)
+    return true;
+  // checkCommand has checked the kind and the buffer count.
+  auto epilogue = static_cast<GemmEpilogue>(p[kGemmEpilogue]);
+  int64_t biasCode = p[kGemmBiasDType];
+  if (!gemmEpilogueHasBias(epilogue)) {
+    if (biasCode != 0)
+      return fail(what + ": epilogue " + gemmEpilogueName(epilogue) +
+                  " reads no bias but names bias dtype " +
+                  std::to_string(biasCode) + " (expected 0)");
+    return true;
+  }
+  int64_t outCode = p[kGemmOutDType];
+  if (biasCode != outCode)
+    return fail(what + ": epilogue " + gemmEpilogueName(epilogue) +
+                ": bias dtype code " + std::to_string(biasCode) +
+                " differs from the result's " +
+                dtypeName(static_cast<DType>(static_cast<uint32_t>(outCode))) +
+                " (the bias has C's element type)");
+  size_t elem = dtypeSize(static_cast<DType>(static_cast<uint32_t>(biasCode)));
+  uint64_t offset = c.buffers[3];
+  if (offset % elem != 0)
+    return fail(what + " bias: offset " + std::to_string(offset) +
+                " is not a multiple of the element size");
+  // N <= INT_MAX (checked above), so N * elem cannot overflow.
+  return checkRange(what + " bias of " + std::to_string(p[kGemmN]) +
+                        " elements",
+                    offset, static_cast<uint64_t>(p[kGemmN]) * elem);
 }
 
 bool validate(const Plan &plan, std::string *error) {

@@ -112,7 +112,7 @@ def run_test(args, test_dir):
     try:
         plan = os.path.join(work, "model.cleave")
         frozen = []
-        compile_cmd = [args.compile, os.path.join(test_dir, "model.onnx"), "-o", plan]
+        compile_cmd = [args.compile, os.path.join(test_dir, "model.onnx"), "-o", plan] + args.compile_arg
         try:
             c = subprocess.run(compile_cmd, capture_output=True, text=True, timeout=args.timeout)
             if c.returncode != 0 and "computable at import time" in c.stderr:
@@ -169,6 +169,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--compile", required=True, help="path of cleave-compile")
     p.add_argument("--run", required=True, help="path of cleave-run")
+    p.add_argument("--compile-arg", action="append", default=[],
+                   help="extra cleave-compile argument (repeatable)")
     p.add_argument("--tests", default="/usr/share/libonnx-testdata/data/node")
     p.add_argument("--filter", default="", help="regex on test names")
     p.add_argument("--floor", type=int, default=0, help="fail if fewer tests pass")

@@ -40,6 +40,15 @@ static_assert(c::CUDA_R_32F == ::CUDA_R_32F && c::CUDA_R_64F == ::CUDA_R_64F &&
               c::CUDA_R_16F == ::CUDA_R_16F && c::CUDA_R_16BF == ::CUDA_R_16BF);
 static_assert(c::CUBLASLT_MATMUL_DESC_TRANSA == ::CUBLASLT_MATMUL_DESC_TRANSA);
 static_assert(c::CUBLASLT_MATMUL_DESC_TRANSB == ::CUBLASLT_MATMUL_DESC_TRANSB);
+static_assert(c::CUBLASLT_MATMUL_DESC_EPILOGUE == ::CUBLASLT_MATMUL_DESC_EPILOGUE);
+static_assert(c::CUBLASLT_MATMUL_DESC_BIAS_POINTER ==
+              ::CUBLASLT_MATMUL_DESC_BIAS_POINTER);
+static_assert(c::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE ==
+              ::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
+static_assert(c::CUBLASLT_EPILOGUE_DEFAULT == ::CUBLASLT_EPILOGUE_DEFAULT &&
+              c::CUBLASLT_EPILOGUE_BIAS == ::CUBLASLT_EPILOGUE_BIAS &&
+              c::CUBLASLT_EPILOGUE_GELU == ::CUBLASLT_EPILOGUE_GELU &&
+              c::CUBLASLT_EPILOGUE_GELU_BIAS == ::CUBLASLT_EPILOGUE_GELU_BIAS);
 static_assert(c::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT ==
               ::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT);
 static_assert(c::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET ==
@@ -58,5 +67,42 @@ TEST(CudaApi, DeclarationsMatchTheToolkitHeaders) { SUCCEED(); }
 #else
 TEST(CudaApi, DeclarationsMatchTheToolkitHeaders) {
   GTEST_SKIP() << "the CUDA toolkit headers were not found at configure time";
+}
+#endif
+
+// NCCL ships apart from the toolkit: nccl.h may be missing where cuda.h is.
+#if defined(CLEAVE_TEST_HAVE_CUDA_HEADERS) && __has_include(<nccl.h>)
+#include <nccl.h>
+
+static_assert(c::kNcclUniqueIdBytes == NCCL_UNIQUE_ID_BYTES);
+static_assert(sizeof(c::ncclUniqueId) == sizeof(::ncclUniqueId));
+static_assert(sizeof(c::ncclComm_t) == sizeof(::ncclComm_t));
+static_assert(sizeof(c::ncclResult_t) == sizeof(::ncclResult_t));
+static_assert(sizeof(c::ncclDataType_t) == sizeof(::ncclDataType_t));
+static_assert(sizeof(c::ncclRedOp_t) == sizeof(::ncclRedOp_t));
+static_assert(c::ncclSuccess == ::ncclSuccess &&
+              c::ncclUnhandledCudaError == ::ncclUnhandledCudaError &&
+              c::ncclSystemError == ::ncclSystemError &&
+              c::ncclInternalError == ::ncclInternalError &&
+              c::ncclInvalidArgument == ::ncclInvalidArgument &&
+              c::ncclInvalidUsage == ::ncclInvalidUsage &&
+              c::ncclRemoteError == ::ncclRemoteError &&
+              c::ncclInProgress == ::ncclInProgress);
+static_assert(c::ncclInt8 == ::ncclInt8 && c::ncclUint8 == ::ncclUint8 &&
+              c::ncclInt32 == ::ncclInt32 && c::ncclUint32 == ::ncclUint32 &&
+              c::ncclInt64 == ::ncclInt64 && c::ncclUint64 == ::ncclUint64 &&
+              c::ncclFloat16 == ::ncclFloat16 &&
+              c::ncclFloat32 == ::ncclFloat32 &&
+              c::ncclFloat64 == ::ncclFloat64 &&
+              c::ncclBfloat16 == ::ncclBfloat16);
+static_assert(c::ncclSum == ::ncclSum && c::ncclProd == ::ncclProd &&
+              c::ncclMax == ::ncclMax && c::ncclMin == ::ncclMin &&
+              c::ncclAvg == ::ncclAvg);
+static_assert(c::kMinNcclVersionCode == NCCL_VERSION(2, 18, 0));
+
+TEST(CudaApi, NcclDeclarationsMatchTheHeader) { SUCCEED(); }
+#else
+TEST(CudaApi, NcclDeclarationsMatchTheHeader) {
+  GTEST_SKIP() << "nccl.h was not found next to the CUDA toolkit headers";
 }
 #endif

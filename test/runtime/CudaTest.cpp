@@ -287,6 +287,57 @@ TEST(CudaGpu, GemmBf16WithF32Accumulation) {
   compareGemm(p, {bytesOf(a), bytesOf(b)}, 1e-3);
 }
 
+TEST(CudaGpu, GemmEpiloguesMatchCpu) {
+  REQUIRE_CUDA_DEVICE();
+  // cuBLASLt's BIAS / GELU_BIAS / GELU epilogues against the CPU's, with
+  // the row-major N (cuBLASLt's rows of D) as the bias length, batched,
+  // transposed, and bf16 operands with an f32 bias and result.
+  const int64_t M = 33, N = 24, K = 40, batch = 2;
+  for (GemmEpilogue epilogue :
+       {GemmEpilogue::Bias, GemmEpilogue::GeluBias, GemmEpilogue::Gelu})
+    for (bool bf16 : {false, true})
+      for (bool tB : {false, true}) {
+        uint64_t e = bf16 ? 2 : 4, aBytes = batch * M * K * e,
+                 bBytes = K * N * e, biasOff = 4096 * 4, cOff = 8192 * 4;
+        Plan p;
+        p.arenaBytes = cOff + batch * M * N * 4;
+        DType in = bf16 ? DType::BF16 : DType::F32;
+        p.inputs.push_back(tensor("a", in, {batch, M * K}, 0));
+        p.inputs.push_back(tensor("b", in, {K * N}, aBytes));
+        p.inputs.push_back(tensor("bias", DType::F32, {N}, biasOff));
+        p.outputs.push_back(tensor("c", DType::F32, {batch, M * N}, cOff));
+        Command c = gemm(in, false, tB, M, N, K, 0, aBytes, cOff, batch, M * K,
+                         0, M * N);
+        c.params.push_back(static_cast<int64_t>(DType::F32));
+        c.params.push_back(static_cast<int64_t>(epilogue));
+        bool hasBias = gemmEpilogueHasBias(epilogue);
+        c.params.push_back(hasBias ? static_cast<int64_t>(DType::F32) : 0);
+        if (hasBias)
+          c.buffers.push_back(biasOff);
+        p.commands.push_back(c);
+        ASSERT_LE(aBytes + bBytes, biasOff);
+        std::vector<float> a(batch * M * K), b(K * N), bias(N);
+        for (size_t i = 0; i < a.size(); ++i)
+          a[i] = std::sin(0.37f * i);
+        for (size_t i = 0; i < b.size(); ++i)
+          b[i] = std::cos(0.11f * i);
+        for (size_t i = 0; i < bias.size(); ++i)
+          bias[i] = 0.1f * i - 1.0f;
+        auto narrow = [](const std::vector<float> &v) {
+          std::vector<uint16_t> h(v.size());
+          for (size_t i = 0; i < v.size(); ++i)
+            h[i] = floatToBf16(v[i]);
+          return bytesOf(h);
+        };
+        SCOPED_TRACE(std::string(gemmEpilogueName(epilogue)) +
+                     (bf16 ? " bf16" : " f32") + " tB=" + (tB ? "1" : "0"));
+        compareGemm(p,
+                    {bf16 ? narrow(a) : bytesOf(a),
+                     bf16 ? narrow(b) : bytesOf(b), bytesOf(bias)},
+                    bf16 ? 1e-3 : 2e-4);
+      }
+}
+
 TEST(CudaGpu, StateReadWriteAndInitCommands) {
   REQUIRE_CUDA_DEVICE();
   Plan p = copyPlan();
@@ -312,6 +363,20 @@ TEST(CudaGpu, StateReadWriteAndInitCommands) {
       cleave_rt_executor_write_state(l.executor, 0, mine.data(), 16)));
   ASSERT_TRUE(l.take(cleave_rt_executor_read_state(l.executor, 0, got.data(), 16)));
   EXPECT_EQ(got, mine);
+}
+
+TEST(CudaGpu, DeviceInfoNamesTheGpuAndNccl) {
+  REQUIRE_CUDA_DEVICE();
+  Loaded l(copyPlan(), "cuda");
+  ASSERT_EQ(l.code, CLEAVE_RT_OK) << l.error;
+  // NCCL is optional: the line says its version or why it is unavailable.
+  std::string info = cleave_rt_executor_device_info(l.executor);
+  EXPECT_EQ(info.rfind("cuda: ", 0), 0u) << info;
+  EXPECT_NE(info.find(", sm_"), std::string::npos) << info;
+  EXPECT_TRUE(info.find(", NCCL 2.") != std::string::npos ||
+              info.find(", NCCL unavailable: ") != std::string::npos)
+      << info;
+  ASSERT_TRUE(l.set<float>(0, {1, 2, 3, 4}) && l.run()) << l.error;
 }
 
 TEST(CudaGpu, LaunchesACubinBuiltWithNvcc) {

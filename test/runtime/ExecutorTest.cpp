@@ -46,6 +46,15 @@ TEST(Executor, CopyAndFill) {
   EXPECT_EQ(l.out<uint8_t>(1), std::vector<uint8_t>(8, 7));
 }
 
+TEST(Executor, DeviceInfo) {
+  Plan p;
+  p.arenaBytes = 16;
+  Loaded l(p);
+  ASSERT_EQ(l.error, "");
+  EXPECT_STREQ(cleave_rt_executor_device_info(l.executor), "cpu");
+  EXPECT_STREQ(cleave_rt_executor_device_info(nullptr), "");
+}
+
 TEST(Executor, ConstantsAndMetadata) {
   Plan p;
   p.arenaBytes = 128;

@@ -62,9 +62,10 @@ static const char kHelp[] =
     "  --warmup N               untimed runs before the timed ones (default 0)\n"
     "  --repeat N               timed runs (default 1); outputs come from the\n"
     "                           last run\n"
-    "  --print-stats            print the plan's peak memory (arena bytes and\n"
-    "                           constant bytes), the load time and the run time\n"
-    "                           (min and mean over the timed runs)\n"
+    "  --print-stats            print the device (for cuda: GPU, driver and\n"
+    "                           NCCL versions), the plan's peak memory (arena\n"
+    "                           bytes and constant bytes), the load time and\n"
+    "                           the run time (min and mean over the timed runs)\n"
     "\n"
     "Training (plans compiled for training; each run is one step):\n"
     "  --steps N                train until step N (counted from the start,\n"
@@ -469,6 +470,8 @@ int main(int argc, char **argv) {
   }
 
   if (o.printStats) {
+    std::printf("device: %s\n",
+                cleave_rt_executor_device_info(session.executor));
     std::printf("peak memory: %" PRIu64 " bytes (arena), of which %" PRIu64
                 " bytes of constants\n",
                 cleave_rt_program_peak_bytes(program),

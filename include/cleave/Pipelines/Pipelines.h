@@ -42,6 +42,10 @@ struct CompileOptions {
   Target target = Target::CPU;
   /// With Target::CUDA: the SM to compile for ("sm_90a", "sm_80").
   std::string cudaChip = "sm_90a";
+  /// With Target::CPU: lower reduction kernels as row kernels, the form
+  /// the CUDA target maps to one block per row (tests that rewrite on the
+  /// CPU).
+  bool cpuRowKernels = false;
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;

@@ -25,6 +25,9 @@ namespace cleave {
 struct PlanBuildOptions {
   /// Lower f32/f64 contractions to library GEMM commands (BLAS on CPU).
   bool useLibraryGemm = true;
+  /// Let library GEMMs absorb a following bias add and tanh-form GELU
+  /// (Gemm command epilogues; see plan::GemmEpilogue).
+  bool useGemmEpilogues = true;
   /// Splat constants, and dense constants with at most this many elements,
   /// are inlined into the
   /// kernels that use them instead of getting an arena buffer.

@@ -205,8 +205,10 @@ void ::cleave::buildKernelBufferizationPipeline(OpPassManager &pm) {
   pm.addPass(std::make_unique<CopyToLinalgPass>());
 }
 
-void ::cleave::buildCPUKernelPipeline(OpPassManager &pm) {
+void ::cleave::buildCPUKernelPipeline(OpPassManager &pm, bool rowKernels) {
   buildKernelBufferizationPipeline(pm);
+  if (rowKernels)
+    pm.addPass(createRowKernelsPass());
   pm.addPass(std::make_unique<ApproximateMathPass>());
   pm.addPass(createConvertMathToFuncs());
   pm.addPass(createConvertLinalgToLoopsPass());
@@ -255,4 +257,5 @@ void ::cleave::registerCPUPipelines() {
       "Lower a module of cleave kernel functions to the LLVM dialect "
       "(results become out-parameters, bare-pointer calling convention)",
       [](OpPassManager &pm) { buildCPUKernelPipeline(pm); });
+  registerRowKernelsPass();
 }

@@ -7,6 +7,9 @@
 //   -> cleave-cuda-parallel-to-launch: every top-level scf.parallel (static
 //      bounds) becomes a gpu.launch over the linearized iteration space,
 //      `blockSize` threads per block, a bounds guard, delinearized indices;
+//      elementwise loops run V consecutive innermost iterations per thread
+//      and move each operand with one 16-byte vector.load/store (see
+//      getVectorWidth);
 //      any other run of top-level compute becomes a 1-thread launch
 //   -> gpu-kernel-outlining, all kernels merged into `gpu.module
 //      @cleave_kernels` with `nvvm.maxntid` launch bounds
@@ -14,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CUDAPasses.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
 
@@ -26,6 +30,7 @@
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -38,6 +43,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -95,6 +101,173 @@ void sinkViews(gpu::LaunchOp launch) {
   }
 }
 
+/// Bytes a thread of a vectorized launch moves per operand and access.
+constexpr int64_t kVectorBytes = 16;
+
+/// The size in bytes of `type`'s elements when they are 1, 2, 4 or 8-byte
+/// integers or floats.
+std::optional<int64_t> getElementBytes(MemRefType type) {
+  Type element = type.getElementType();
+  if (!element.isIntOrFloat())
+    return std::nullopt;
+  unsigned bits = element.getIntOrFloatBitWidth();
+  if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
+    return std::nullopt;
+  return bits / 8;
+}
+
+/// Whether `memref` starts at a kernel argument or temporary (func argument
+/// or memref.alloc) through views that keep its base pointer and spell the
+/// offset in the type (subview, reshapes, cast, reinterpret_cast). Kernel
+/// arguments and temporaries are kVectorBytes-aligned (see CUDALaunch).
+bool hasAlignedBase(Value memref) {
+  while (Operation *def = memref.getDefiningOp()) {
+    if (isa<memref::AllocOp>(def))
+      return true;
+    if (!isa<memref::SubViewOp, memref::CollapseShapeOp, memref::ExpandShapeOp,
+             memref::CastOp, memref::ReinterpretCastOp>(def))
+      return false;
+    memref = def->getOperand(0);
+  }
+  return isa<func::FuncOp>(memref.getParentBlock()->getParentOp());
+}
+
+/// The element size in bytes of the memref that `access` (a memref.load or
+/// memref.store) reads or writes, when any V consecutive elements along its
+/// last dimension that start at an index multiple of V are contiguous and
+/// V * elementBytes-aligned, for every V dividing kVectorBytes /
+/// elementBytes. That holds when the base is kVectorBytes-aligned
+/// (hasAlignedBase), the last stride is 1, and the offset and the other
+/// strides are static multiples of kVectorBytes in bytes: the address is
+/// then base + elementBytes * (offset + sum(index * stride) + last index),
+/// a multiple of V * elementBytes.
+std::optional<int64_t> getVectorAccessBytes(Operation *access) {
+  Value memref = isa<memref::LoadOp>(access)
+                     ? cast<memref::LoadOp>(access).getMemRef()
+                     : cast<memref::StoreOp>(access).getMemRef();
+  auto type = cast<MemRefType>(memref.getType());
+  std::optional<int64_t> bytes = getElementBytes(type);
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (!bytes || !hasAlignedBase(memref) ||
+      failed(type.getStridesAndOffset(strides, offset)) || strides.empty() ||
+      strides.back() != 1 || ShapedType::isDynamic(offset) ||
+      offset * *bytes % kVectorBytes != 0)
+    return std::nullopt;
+  for (int64_t stride : ArrayRef(strides).drop_back())
+    if (ShapedType::isDynamic(stride) || stride * *bytes % kVectorBytes != 0)
+      return std::nullopt;
+  return bytes;
+}
+
+/// Whether `op` is a memref.load or memref.store whose last index is `iv`.
+/// (Both ops list their indices last among their operands.)
+bool isIndexedLastBy(Operation *op, Value iv) {
+  if (auto load = dyn_cast<memref::LoadOp>(op))
+    return !load.getIndices().empty() && load.getIndices().back() == iv;
+  if (auto store = dyn_cast<memref::StoreOp>(op))
+    return !store.getIndices().empty() && store.getIndices().back() == iv;
+  return false;
+}
+
+/// Emits the copies of `access`, a memref.load or memref.store whose last
+/// index is the innermost induction variable, for the iterations `maps`
+/// describe (copy k: last index + k), as one vector.load or vector.store of
+/// `maps.size()` elements at copy 0's indices, aligned to its size (which
+/// getVectorWidth checked). A load maps copy k's result to element k.
+void createVectorAccess(OpBuilder &b, Operation *access,
+                        MutableArrayRef<IRMapping> maps) {
+  int64_t width = maps.size();
+  Location loc = access->getLoc();
+  auto lookup = [&](int64_t k, Value v) { return maps[k].lookupOrDefault(v); };
+  auto firstIndices = [&](ValueRange indices) {
+    return llvm::map_to_vector(indices, [&](Value v) { return lookup(0, v); });
+  };
+  llvm::Align align(width * *getVectorAccessBytes(access));
+  if (auto load = dyn_cast<memref::LoadOp>(access)) {
+    auto type = VectorType::get({width}, load.getType());
+    Value vector = vector::LoadOp::create(
+        b, loc, type, lookup(0, load.getMemRef()),
+        firstIndices(load.getIndices()), /*nontemporal=*/false, align);
+    for (int64_t k = 0; k < width; ++k)
+      maps[k].map(load.getResult(),
+                  vector::ExtractOp::create(b, loc, vector, k).getResult());
+    return;
+  }
+  auto store = cast<memref::StoreOp>(access);
+  SmallVector<Value> elements;
+  for (int64_t k = 0; k < width; ++k)
+    elements.push_back(lookup(k, store.getValueToStore()));
+  auto type = VectorType::get({width}, store.getValueToStore().getType());
+  Value vector = vector::FromElementsOp::create(b, loc, type, elements);
+  vector::StoreOp::create(b, loc, vector, lookup(0, store.getMemRef()),
+                          firstIndices(store.getIndices()),
+                          /*nontemporal=*/false, align);
+}
+
+/// How many consecutive iterations of the innermost dimension one thread
+/// runs, V, or 1 when the loop does not qualify. V = kVectorBytes / the
+/// widest element accessed through the innermost induction variable, so that
+/// every such access moves at most kVectorBytes (the widest exactly that). A
+/// loop qualifies when:
+///  - its innermost dimension starts at 0 with step 1 and V divides its
+///    extent, and V >= 2;
+///  - its body is straight-line: memref.load, memref.store and ops without
+///    memory effects or regions;
+///  - every use of the innermost induction variable is the last index of a
+///    load or store whose memref satisfies getVectorAccessBytes (so the V
+///    elements are contiguous and their first one is V * elementBytes
+///    aligned), and whose memref and other indices do not depend on it (so
+///    the V iterations access one vector); every store is such a store (each
+///    iteration writes its own elements). Loads indexed by the other
+///    variables only (broadcast operands) may stay.
+int64_t getVectorWidth(scf::ParallelOp loop, int64_t innerLb,
+                       int64_t innerExtent, int64_t innerStep) {
+  if (innerLb != 0 || innerStep != 1)
+    return 1;
+  Value iv = loop.getInductionVars().back();
+  // Values computed from the innermost variable (through loaded values too).
+  llvm::SmallPtrSet<Value, 16> varying;
+  int64_t widest = 0;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (op.getNumRegions() != 0)
+      return 1;
+    bool isAccess = isa<memref::LoadOp, memref::StoreOp>(op);
+    if (!isAccess && !isMemoryEffectFree(&op))
+      return 1;
+    if (isAccess && isIndexedLastBy(&op, iv)) {
+      std::optional<int64_t> bytes = getVectorAccessBytes(&op);
+      if (!bytes)
+        return 1;
+      // The memref and the other indices: all operands but the stored value
+      // and the last index.
+      unsigned first = isa<memref::StoreOp>(op) ? 1 : 0;
+      for (Value v : op.getOperands().drop_front(first).drop_back())
+        if (varying.contains(v))
+          return 1;
+      widest = std::max(widest, *bytes);
+    } else if (isa<memref::StoreOp>(op)) {
+      return 1;
+    }
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return v == iv || varying.contains(v); }))
+      varying.insert(op.result_begin(), op.result_end());
+  }
+  // Every use is the last index, i.e. the last operand, of an access.
+  for (OpOperand &use : iv.getUses()) {
+    Operation *user = use.getOwner();
+    if (user->getBlock() != loop.getBody() || !isIndexedLastBy(user, iv) ||
+        use.getOperandNumber() != user->getNumOperands() - 1)
+      return 1;
+  }
+  if (widest == 0)
+    return 1;
+  int64_t width = kVectorBytes / widest;
+  if (width < 2 || innerExtent % width != 0)
+    return 1;
+  return width;
+}
+
 struct ParallelToLaunchPass
     : PassWrapper<ParallelToLaunchPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ParallelToLaunchPass)
@@ -109,7 +282,8 @@ struct ParallelToLaunchPass
            "cleave kernel functions to gpu.launch";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<gpu::GPUDialect, arith::ArithDialect, scf::SCFDialect>();
+    registry.insert<gpu::GPUDialect, arith::ArithDialect, scf::SCFDialect,
+                    vector::VectorDialect>();
   }
 
   gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, int64_t grid,
@@ -126,21 +300,11 @@ struct ParallelToLaunchPass
 
   LogicalResult convertParallel(scf::ParallelOp loop) {
     SmallVector<int64_t> lbs, extents, steps;
+    if (failed(::cleave::getStaticLoopSpace(loop, lbs, extents, steps)))
+      return loop.emitError("cuda: parallel loop bounds must be constant");
     int64_t total = 1;
-    for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(),
-                                         loop.getUpperBound(),
-                                         loop.getStep())) {
-      std::optional<int64_t> l = getConstantIntValue(lb),
-                             u = getConstantIntValue(ub),
-                             s = getConstantIntValue(step);
-      if (!l || !u || !s || *s <= 0)
-        return loop.emitError("cuda: parallel loop bounds must be constant");
-      int64_t n = *u > *l ? (*u - *l + *s - 1) / *s : 0;
-      lbs.push_back(*l);
-      extents.push_back(n);
-      steps.push_back(*s);
+    for (int64_t n : extents)
       total *= n;
-    }
     if (!loop.getInitVals().empty())
       return loop.emitError("cuda: parallel loops with reductions are not "
                             "supported");
@@ -148,8 +312,16 @@ struct ParallelToLaunchPass
       loop.erase();
       return success();
     }
-    int64_t block = std::min<int64_t>(blockSize, total);
-    int64_t grid = (total + block - 1) / block;
+    // Each thread runs `width` consecutive iterations of the innermost
+    // dimension (width = 1: one iteration per thread). The threads cover
+    // the iteration space with the innermost extent divided by `width`.
+    int64_t last = extents.size() - 1;
+    int64_t width = getVectorWidth(loop, lbs[last], extents[last], steps[last]);
+    SmallVector<int64_t> threadExtents(extents);
+    threadExtents[last] /= width;
+    int64_t threads = total / width;
+    int64_t block = std::min<int64_t>(blockSize, threads);
+    int64_t grid = (threads + block - 1) / block;
     if (grid > (int64_t(1) << 31) - 1)
       return loop.emitError("cuda: iteration space too large for one grid");
     Location loc = loop.getLoc();
@@ -162,34 +334,42 @@ struct ParallelToLaunchPass
         arith::MulIOp::create(b, loc, bid,
                               arith::ConstantIndexOp::create(b, loc, block)),
         tid);
-    if (total % block != 0) {
+    if (threads % block != 0) {
       Value inBounds = arith::CmpIOp::create(
           b, loc, arith::CmpIPredicate::ult, linear,
-          arith::ConstantIndexOp::create(b, loc, total));
+          arith::ConstantIndexOp::create(b, loc, threads));
       auto guard = scf::IfOp::create(b, loc, inBounds, /*withElse=*/false);
       b.setInsertionPointToStart(&guard.getThenRegion().front());
     }
-    IRMapping map;
-    Value rem = linear;
-    SmallVector<Value> ivs(extents.size());
-    for (int64_t d = extents.size() - 1; d >= 0; --d) {
-      Value idx = rem;
-      if (d > 0) {
-        Value ext = arith::ConstantIndexOp::create(b, loc, extents[d]);
-        idx = arith::RemUIOp::create(b, loc, rem, ext);
-        rem = arith::DivUIOp::create(b, loc, rem, ext);
-      }
-      if (steps[d] != 1)
-        idx = arith::MulIOp::create(
-            b, loc, idx, arith::ConstantIndexOp::create(b, loc, steps[d]));
-      if (lbs[d] != 0)
-        idx = arith::AddIOp::create(
-            b, loc, idx, arith::ConstantIndexOp::create(b, loc, lbs[d]));
-      ivs[d] = idx;
+    // The thread's (first) iteration: delinearize `linear` over
+    // threadExtents; the innermost index then counts groups of `width`.
+    SmallVector<int64_t> threadSteps(steps);
+    threadSteps[last] *= width;
+    SmallVector<Value> ivs = ::cleave::delinearizeIndex(
+        b, loc, linear, lbs, threadExtents, threadSteps);
+    // Copy k runs iteration ivs[last] + k (getVectorWidth requires lower
+    // bound 0 and step 1 when width > 1). The copies are interleaved op by
+    // op, which the independence of scf.parallel iterations allows, and the
+    // `width` copies of a load or store indexed by the innermost variable
+    // are one vector access (createVectorAccess). As those are the only
+    // uses of the variable, the `+ k` indices end up unused and folded.
+    Value iv = loop.getInductionVars().back();
+    SmallVector<IRMapping> maps(width);
+    for (int64_t k = 0; k < width; ++k) {
+      maps[k].map(loop.getInductionVars(), ivs);
+      if (k > 0)
+        maps[k].map(iv, arith::AddIOp::create(
+                            b, loc, ivs[last],
+                            arith::ConstantIndexOp::create(b, loc, k)));
     }
-    map.map(loop.getInductionVars(), ivs);
-    for (Operation &op : loop.getBody()->without_terminator())
-      b.clone(op, map);
+    for (Operation &op : loop.getBody()->without_terminator()) {
+      if (width > 1 && isIndexedLastBy(&op, iv)) {
+        createVectorAccess(b, &op, maps);
+        continue;
+      }
+      for (int64_t k = 0; k < width; ++k)
+        b.clone(op, maps[k]);
+    }
     loop.erase();
     sinkViews(launch);
     return success();
@@ -349,10 +529,15 @@ struct CUDAPipelineOptions : public PassPipelineOptions<CUDAPipelineOptions> {
 void ::cleave::buildCUDAKernelPipeline(OpPassManager &pm,
                                        const CUDACodegenOptions &options) {
   buildKernelBufferizationPipeline(pm);
+  // Reduction kernels: one block per row (before canonicalization, which
+  // would fold the single-iteration phases of the row loops).
+  pm.addPass(createRowKernelsPass());
+  pm.addPass(createRowsToLaunchPass());
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(std::make_unique<ParallelToLaunchPass>(options.blockSize));
+  pm.addPass(createSinkIntoLaunchesPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(std::make_unique<MergeGPUModulesPass>());
 
@@ -362,6 +547,7 @@ void ::cleave::buildCUDAKernelPipeline(OpPassManager &pm,
   pm.addPass(createGpuNVVMAttachTarget(target));
 
   OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
+  gpu.addPass(createLowerAllReducePass());
   gpu.addPass(createLowerAffinePass());
   gpu.addPass(createSCFToControlFlowPass());
   gpu.addPass(memref::createExpandStridedMetadataPass());
@@ -388,7 +574,8 @@ void ::cleave::buildCUDABinaryPasses(OpPassManager &pm,
 
 void ::cleave::registerCUDACodegenDialects(DialectRegistry &registry) {
   registerCPUCodegenDialects(registry);
-  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect, affine::AffineDialect>();
+  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect, affine::AffineDialect,
+                  vector::VectorDialect>();
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   // convert-gpu-to-nvvm lowers the other dialects through their
   // ConvertToLLVMPatternInterface models.
@@ -398,6 +585,7 @@ void ::cleave::registerCUDACodegenDialects(DialectRegistry &registry) {
   registerConvertMathToLLVMInterface(registry);
   registerConvertMemRefToLLVMInterface(registry);
   ub::registerConvertUBToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
   registerConvertNVVMToLLVMInterface(registry);
   NVVM::registerConvertGpuToNVVMInterface(registry);
   registerBuiltinDialectTranslation(registry);
@@ -406,7 +594,10 @@ void ::cleave::registerCUDACodegenDialects(DialectRegistry &registry) {
   registerNVVMDialectTranslation(registry);
 }
 
+void ::cleave::sinkViewsIntoLaunch(gpu::LaunchOp launch) { sinkViews(launch); }
+
 void ::cleave::registerCUDAPipelines() {
+  registerRowReductionPasses();
   PassRegistration<ParallelToLaunchPass>();
   PassRegistration<MergeGPUModulesPass>();
   PassPipelineRegistration<CUDAPipelineOptions>(

@@ -83,6 +83,14 @@ const char *commandKindName(CommandKind);
 ///          Mixed precision: an optional 16th parameter, outDType, gives C's
 ///          element type when it differs from A's and B's (absent: the
 ///          same); dtype BF16 or F16 with outDType F32 (f32 accumulation).
+///          Epilogue: two more optional parameters (18 in all, outDType
+///          then present, equal to dtype for same-type GEMMs), epilogue
+///          (GemmEpilogue) and biasDType, replace every element of each
+///          batch's C by f(alpha*op(A)*op(B) + beta*C [+ bias[n]]), f the
+///          identity or the tanh-form GELU; an epilogue with a bias has a
+///          4th buffer, the bias: N packed elements of biasDType (= C's
+///          element type), shared by all rows and batches. biasDType is 0
+///          for epilogues without a bias.
 ///  Copy:   params = {bytes}; buffers = {src, dst}.
 ///  Fill:   params = {bytes, byteValue}; buffers = {dst}.
 ///  GpuLaunch (CUDA plans only): params = {kernelIndex, gridX, gridY, gridZ,
@@ -120,9 +128,39 @@ enum GemmParam : size_t {
   kGemmBetaBits,
   kGemmNumParams,
   /// Optional trailing parameter (params.size() == kGemmNumParams + 1): C's
-  /// element type. Plans without mixed-precision GEMMs do not carry it.
-  kGemmOutDType = kGemmNumParams
+  /// element type. Same-type GEMMs carry it (equal to dtype) only before an
+  /// epilogue.
+  kGemmOutDType = kGemmNumParams,
+  /// Optional, after kGemmOutDType (params.size() ==
+  /// kGemmNumParamsWithEpilogue): a GemmEpilogue and the bias's element
+  /// type (0 without a bias).
+  kGemmEpilogue,
+  kGemmBiasDType,
+  kGemmNumParamsWithEpilogue
 };
+
+/// What a Gemm command applies to C after the product (kGemmEpilogue).
+/// GELU is the tanh approximation, computed in f32 (f64 for f64 GEMMs):
+/// gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+enum class GemmEpilogue : int64_t {
+  None = 0,     ///< C unchanged.
+  Bias = 1,     ///< C[m][n] += bias[n].
+  GeluBias = 2, ///< C[m][n] = gelu(C[m][n] + bias[n]).
+  Gelu = 3      ///< C[m][n] = gelu(C[m][n]).
+};
+
+/// "none", "bias", "gelu_bias", "gelu"; "unknown" else.
+const char *gemmEpilogueName(GemmEpilogue);
+/// True for the epilogues that read a bias vector (a 4th buffer).
+inline bool gemmEpilogueHasBias(GemmEpilogue e) {
+  return e == GemmEpilogue::Bias || e == GemmEpilogue::GeluBias;
+}
+/// The epilogue of a Gemm command (None when it carries none).
+inline GemmEpilogue gemmEpilogueOf(const Command &c) {
+  return c.params.size() > kGemmEpilogue
+             ? static_cast<GemmEpilogue>(c.params[kGemmEpilogue])
+             : GemmEpilogue::None;
+}
 
 /// Indices into Command::params for GpuLaunch commands.
 enum GpuLaunchParam : size_t {
@@ -233,9 +271,10 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
 
 /// All structural checks: offsets and sizes within the arena, kernel indices,
 /// parameter counts per kind, known dtypes, non-negative dims, GEMM operand
-/// extents; init commands like commands; state tensors inside the arena with
-/// valid kinds and unique names; training input/output indices in range and
-/// f32 scalars. Called by deserialize.
+/// extents, GEMM epilogue kinds and bias buffers; init commands like
+/// commands; state tensors inside the arena with valid kinds and unique
+/// names; training input/output indices in range and f32 scalars. Called by
+/// deserialize.
 bool validate(const Plan &plan, std::string *error);
 
 /// Writes atomically: a temporary file in the same directory, fsync, rename.

@@ -145,16 +145,51 @@ TEST(CUDACodegen, Elementwise) {
   ASSERT_EQ(program->kernels.size(), 1u);
   const cleave::CUDAKernel &k = program->kernels[0];
   EXPECT_EQ(k.name, "chain");
-  // One fused launch over 64000 elements, 256 threads per block, arguments
-  // x, b, result.
+  // One fused launch over 64000 elements, 4 per thread (16 bytes of f32),
+  // 256 threads per block, arguments x, b, result.
   ASSERT_EQ(k.launches.size(), 1u);
   EXPECT_EQ(k.launches[0].block[0], 256);
-  EXPECT_EQ(k.launches[0].grid[0], 250);
+  EXPECT_EQ(k.launches[0].grid[0], 63);
   EXPECT_EQ(k.launches[0].args, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_TRUE(k.temporaryBytes.empty());
   checkProgram(*program);
   EXPECT_NE(program->ptx.find(".maxntid 256, 1, 1"), std::string::npos);
   EXPECT_NE(program->ptx.find(".target sm_90a"), std::string::npos);
+  EXPECT_NE(program->ptx.find("ld.global.v4.b32"), std::string::npos);
+  EXPECT_NE(program->ptx.find("st.global.v4.b32"), std::string::npos);
+}
+
+TEST(CUDACodegen, VectorizedBF16) {
+  REQUIRE_TOOLKIT();
+  mlir::MLIRContext context;
+  // A bf16 GELU-like chain and a bf16 -> f32 conversion: 8 and 4 elements
+  // per thread, every global access 16 bytes (8 for the bf16 input of the
+  // conversion), and the unrolled bodies stay in registers.
+  auto program = compile(context, R"mlir(
+    func.func @act(%x: tensor<128x768xbf16>, %b: tensor<768xbf16>) -> tensor<128x768xbf16> {
+      %bb = cleave.broadcast_in_dim %b dims = [1] : tensor<768xbf16> -> tensor<128x768xbf16>
+      %s = cleave.binary add %x, %bb : tensor<128x768xbf16>
+      %t = cleave.unary tanh %s : tensor<128x768xbf16>
+      %m = cleave.binary mul %s, %t : tensor<128x768xbf16>
+      return %m : tensor<128x768xbf16>
+    }
+    func.func @widen(%x: tensor<128x768xbf16>) -> tensor<128x768xf32> {
+      %w = cleave.convert %x : tensor<128x768xbf16> -> tensor<128x768xf32>
+      return %w : tensor<128x768xf32>
+    })mlir");
+  ASSERT_TRUE(program);
+  ASSERT_EQ(program->kernels.size(), 2u);
+  ASSERT_EQ(program->kernels[0].launches.size(), 1u);
+  EXPECT_EQ(program->kernels[0].launches[0].grid[0], 128 * 768 / 8 / 256);
+  ASSERT_EQ(program->kernels[1].launches.size(), 1u);
+  EXPECT_EQ(program->kernels[1].launches[0].grid[0], 128 * 768 / 4 / 256);
+  checkProgram(*program);
+  // act: x, b, result; widen: result.
+  llvm::StringRef ptx(program->ptx);
+  EXPECT_EQ(ptx.count("ld.global.v4.b32"), 2u) << program->ptx;
+  EXPECT_EQ(ptx.count("st.global.v4.b32"), 2u) << program->ptx;
+  EXPECT_EQ(ptx.count("ld.global.v4.b16"), 1u) << program->ptx;
+  EXPECT_EQ(ptx.count("ld.global.b16"), 0u) << program->ptx;
 }
 
 TEST(CUDACodegen, SoftmaxUsesTemporaries) {
@@ -171,8 +206,14 @@ TEST(CUDACodegen, SoftmaxUsesTemporaries) {
     })mlir");
   ASSERT_TRUE(program);
   ASSERT_EQ(program->kernels.size(), 2u);
+  // One row kernel: a block of 512 threads per row, the row maxima and sums
+  // in a temporary.
   const cleave::CUDAKernel &k = program->kernels[0];
-  EXPECT_GT(k.launches.size(), 1u);
+  ASSERT_EQ(k.launches.size(), 1u);
+  EXPECT_EQ(k.launches[0].grid[0], 64);
+  EXPECT_EQ(k.launches[0].block[0], 512);
+  EXPECT_EQ(program->kernels[1].launches.size(), 1u);
+  EXPECT_NE(program->ptx.find("shfl.sync.bfly"), std::string::npos);
   ASSERT_FALSE(k.temporaryBytes.empty());
   bool usesTemporary = false;
   for (const cleave::CUDALaunch &l : k.launches)
@@ -204,6 +245,63 @@ TEST(CUDACodegen, LayerNormAndReductions) {
       return %s : tensor<f32>
     })mlir");
   ASSERT_TRUE(program);
+  ASSERT_EQ(program->kernels.size(), 3u);
+  // Layer norm: one row kernel, 128 rows of 768 (512 threads per block).
+  ASSERT_EQ(program->kernels[0].launches.size(), 1u);
+  EXPECT_EQ(program->kernels[0].launches[0].grid[0], 128);
+  EXPECT_EQ(program->kernels[0].launches[0].block[0], 512);
+  // Three reductions over different row spaces (and an arg-reduce, two
+  // results) are not one row kernel: one launch each way, as before.
+  EXPECT_GT(program->kernels[1].launches.size(), 1u);
+  // A small full reduction: the fill, then one block of 256 threads.
+  ASSERT_EQ(program->kernels[2].launches.size(), 2u);
+  EXPECT_EQ(program->kernels[2].launches[1].grid[0], 1);
+  EXPECT_EQ(program->kernels[2].launches[1].block[0], 256);
+  checkProgram(*program);
+}
+
+TEST(CUDACodegen, SplitFullReduction) {
+  REQUIRE_TOOLKIT();
+  mlir::MLIRContext context;
+  // 16M elements to one value: 1024 blocks reduce slices of 16384 into a
+  // temporary, then one block reduces the 1024 partial sums.
+  auto program = compile(context, R"mlir(
+    func.func @sumsq(%x: tensor<4096x4096xf32>) -> tensor<f32> {
+      %sq = cleave.binary mul %x, %x : tensor<4096x4096xf32>
+      %s = cleave.reduce sum %sq dims = [0, 1] : tensor<4096x4096xf32> -> tensor<f32>
+      return %s : tensor<f32>
+    })mlir");
+  ASSERT_TRUE(program);
+  const cleave::CUDAKernel &k = program->kernels[0];
+  ASSERT_EQ(k.launches.size(), 3u); // fill, slices, total
+  EXPECT_EQ(k.launches[1].grid[0], 1024);
+  EXPECT_EQ(k.launches[1].block[0], 512);
+  EXPECT_EQ(k.launches[2].grid[0], 1);
+  EXPECT_EQ(k.launches[2].block[0], 512);
+  ASSERT_EQ(k.temporaryBytes.size(), 1u);
+  EXPECT_EQ(k.temporaryBytes[0], 1024 * 4);
+  checkProgram(*program);
+}
+
+TEST(CUDACodegen, RowReductionTypes) {
+  REQUIRE_TOOLKIT();
+  mlir::MLIRContext context;
+  // Block all-reduces of every element width: 8-bit integers and booleans
+  // are shuffled as 32-bit words.
+  std::string source;
+  for (std::string t : {"f64", "i64", "i32", "bf16", "f16", "i8", "i1"})
+    for (std::string kind : {"max", "sum"})
+      source += "func.func @" + kind + "_" + t + "(%x: tensor<64x300x" + t +
+                ">) -> tensor<64x" + t + "> {\n  %s = cleave.reduce " + kind +
+                " %x dims = [1] : tensor<64x300x" + t + "> -> tensor<64x" + t +
+                ">\n  return %s : tensor<64x" + t + ">\n}\n";
+  auto program = compile(context, source);
+  ASSERT_TRUE(program);
+  for (const cleave::CUDAKernel &k : program->kernels) {
+    ASSERT_EQ(k.launches.size(), 1u) << k.name; // fill and reduce per row
+    EXPECT_EQ(k.launches[0].grid[0], 64) << k.name;
+    EXPECT_EQ(k.launches[0].block[0], 320) << k.name;
+  }
   checkProgram(*program);
 }
 

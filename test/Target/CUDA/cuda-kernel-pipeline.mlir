@@ -10,16 +10,29 @@
 // CHECK-NEXT: return
 // CHECK-NEXT: }
 // CHECK: gpu.module @cleave_kernels [#nvvm.target<O = 3, chip = "sm_90a">]
+// Four elements per thread (63 blocks of 256), each operand one 16-byte
+// aligned vector access.
 // CHECK: llvm.func @chain_kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
 // CHECK-SAME: gpu.kernel
+// CHECK-SAME: gpu.known_grid_size = array<i32: 63, 1, 1>
 // CHECK-SAME: nvvm.kernel
 // CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// CHECK: llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr
+// Softmax is one row kernel: a block of 512 threads per row (64 blocks);
+// its two reductions end in block all-reduces (butterfly shuffles, then one
+// shared word per warp), phases are separated by barriers.
 // CHECK: llvm.func @softmax_kernel(
-// CHECK-SAME: nvvm.maxntid = array<i32: 64, 1, 1>
+// CHECK-SAME: gpu.known_grid_size = array<i32: 64, 1, 1>
+// CHECK-SAME: nvvm.maxntid = array<i32: 512, 1, 1>
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.shfl.sync bfly
 // CHECK-LABEL: func.func @softmax(
 // CHECK: %[[TMP:.*]] = memref.alloc() {{.*}} : memref<64xf32>
-// CHECK: gpu.launch_func @cleave_kernels::@softmax_kernel
-// CHECK: gpu.launch_func @cleave_kernels::@softmax_kernel_0 {{.*}} args(%arg0 : memref<64x512xf32>, %[[TMP]] : memref<64xf32>)
+// CHECK: gpu.launch_func @cleave_kernels::@softmax_kernel blocks in (%c64, %c1, %c1) threads in (%c512, %c1, %c1) args(%[[TMP]] : memref<64xf32>, %arg0 : memref<64x512xf32>, %arg1 : memref<64x512xf32>)
+// CHECK-NOT: gpu.launch_func
 // CHECK: memref.dealloc %[[TMP]]
 
 // SM80: gpu.module @cleave_kernels [#nvvm.target<O = 3, chip = "sm_80">]
@@ -32,7 +45,7 @@ func.func @chain(%x: tensor<64x1000xf32>, %b: tensor<1000xf32>) -> tensor<64x100
   return %t : tensor<64x1000xf32>
 }
 
-// Row reductions: one thread per row for now (64 rows: 64 threads).
+// Row reductions: one block per row.
 func.func @softmax(%x: tensor<64x512xf32>) -> tensor<64x512xf32> {
   %a = cleave.softmax %x dim = 1 : tensor<64x512xf32>
   return %a : tensor<64x512xf32>

@@ -62,6 +62,14 @@ def main():
         diff = [s for s in common if a[s] != b[s]]
         print("%d common steps, %d differ" % (len(common), len(diff)))
         sys.exit(0 if common and not diff else 1)
+    elif cmd == "close-losses":
+        a, b = dict(losses(sys.argv[2])), dict(losses(sys.argv[3]))
+        rtol = float(sys.argv[4])
+        common = sorted(set(a) & set(b))
+        worst = max((abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in common), default=0.0)
+        print("%d common steps, worst relative difference %s %s"
+              % (len(common), "within" if worst <= rtol else "ABOVE", sys.argv[4]))
+        sys.exit(0 if common and worst <= rtol else 1)
     elif cmd == "ort-matches":
         import onnxruntime as ort
         sess = ort.InferenceSession(sys.argv[2], providers=["CPUExecutionProvider"])

@@ -25,6 +25,9 @@ struct CPUCodegenOptions {
   /// the code then runs only on machines with the same instruction sets, so
   /// plans compiled this way are host-specific. `x86-64` is portable.
   std::string cpu = "";
+  /// Lower reduction kernels through `--cleave-row-kernels` (one loop over
+  /// rows running every op on the row), the form the CUDA target uses.
+  bool rowKernels = false;
 };
 
 /// Compiles every func.func in `kernels` into one x86-64 ELF shared object.
@@ -46,8 +49,16 @@ compileCPUKernels(mlir::ModuleOp kernels, const CPUCodegenOptions &options);
 void buildKernelBufferizationPipeline(mlir::OpPassManager &pm);
 
 /// Adds the passes that lower a module of cleave kernels to the LLVM
-/// dialect (`--cleave-cpu-kernel-pipeline`).
-void buildCPUKernelPipeline(mlir::OpPassManager &pm);
+/// dialect (`--cleave-cpu-kernel-pipeline`). `rowKernels` runs
+/// `--cleave-row-kernels` first, as the CUDA pipeline does (tests use it to
+/// check that rewrite on the CPU).
+void buildCPUKernelPipeline(mlir::OpPassManager &pm, bool rowKernels = false);
+
+/// `--cleave-row-kernels`: rewrites kernel functions (linalg on memrefs)
+/// whose ops share the row space of a reduction into one scf.parallel over
+/// rows tagged `cleave.row_kernel` (see RowKernels.cpp).
+std::unique_ptr<mlir::Pass> createRowKernelsPass();
+void registerRowKernelsPass();
 
 /// Adds the dialects and interface models (bufferization, deallocation,
 /// LLVM translation) the pipeline needs; compileCPUKernels adds them to the

@@ -34,7 +34,9 @@ struct CUDACodegenOptions {
 /// refers to the kernel function's inputs then results; larger values refer
 /// to temporaries[k - numInputs - numResults]. Every argument is passed as
 /// one device pointer (bare-pointer convention: the kernel's parameter list is
-/// `(T *arg0, T *arg1, ...)` in `args` order).
+/// `(T *arg0, T *arg1, ...)` in `args` order). Every pointer must be 16-byte
+/// aligned: elementwise kernels use 16-byte vector loads and stores (plan
+/// buffers and temporaries are placed at multiples of the plan alignment).
 struct CUDALaunch {
   std::string symbol;
   int64_t grid[3], block[3];

@@ -1,0 +1,361 @@
+//===- RowReductions.cpp - Row kernels as one thread block per row --------===//
+//
+// `cleave-cuda-rows-to-launch` maps the `cleave.row_kernel` loops that
+// --cleave-row-kernels builds to gpu.launch, one block per row:
+//
+//   row = delinearize(blockIdx.x)
+//   for each phase (inner scf.parallel) of the row body, in order:
+//     elementwise:  for (i = tid; i < n; i += blockDim) body(i)
+//     reduction:    acc = neutral
+//                   for (i = tid; i < n; i += blockDim) acc = comb(acc, x(i))
+//                   r = gpu.all_reduce acc uniform { comb }
+//     gpu.barrier
+//   row-level stores (out[row] = comb(out[row], r)) run on thread 0,
+//   followed by a barrier.
+//
+// Barriers and all-reduces sit at the top level of the kernel body, so every
+// thread of the block reaches them. __syncthreads orders the global-memory
+// writes of one phase before the reads of the next within the block, and
+// rows never touch each other's elements (checked by --cleave-row-kernels),
+// so blocks need no synchronization between them.
+//
+// `cleave-cuda-lower-all-reduce` applies MLIR's gpu.all_reduce rewrite (warp
+// shuffles, one shared-memory word per warp) inside the outlined kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CUDAPasses.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+using namespace mlir;
+
+namespace {
+
+constexpr StringLiteral kRowKernelAttr = "cleave.row_kernel";
+
+} // namespace
+
+LogicalResult cleave::getStaticLoopSpace(scf::ParallelOp loop,
+                                         SmallVectorImpl<int64_t> &lbs,
+                                         SmallVectorImpl<int64_t> &extents,
+                                         SmallVectorImpl<int64_t> &steps) {
+  for (auto [lb, ub, step] :
+       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    std::optional<int64_t> l = getConstantIntValue(lb),
+                           u = getConstantIntValue(ub),
+                           s = getConstantIntValue(step);
+    if (!l || !u || !s || *s <= 0)
+      return failure();
+    lbs.push_back(*l);
+    extents.push_back(*u > *l ? (*u - *l + *s - 1) / *s : 0);
+    steps.push_back(*s);
+  }
+  return success();
+}
+
+SmallVector<Value> cleave::delinearizeIndex(OpBuilder &b, Location loc,
+                                            Value linear,
+                                            ArrayRef<int64_t> lbs,
+                                            ArrayRef<int64_t> extents,
+                                            ArrayRef<int64_t> steps) {
+  SmallVector<Value> ivs(extents.size());
+  Value rem = linear;
+  for (int64_t d = extents.size() - 1; d >= 0; --d) {
+    Value idx = rem;
+    if (d > 0) {
+      Value ext = arith::ConstantIndexOp::create(b, loc, extents[d]);
+      idx = arith::RemUIOp::create(b, loc, rem, ext);
+      rem = arith::DivUIOp::create(b, loc, rem, ext);
+    }
+    if (steps[d] != 1)
+      idx = arith::MulIOp::create(
+          b, loc, idx, arith::ConstantIndexOp::create(b, loc, steps[d]));
+    if (lbs[d] != 0)
+      idx = arith::AddIOp::create(
+          b, loc, idx, arith::ConstantIndexOp::create(b, loc, lbs[d]));
+    ivs[d] = idx;
+  }
+  return ivs;
+}
+
+namespace {
+
+using ::cleave::delinearizeIndex;
+using ::cleave::getStaticLoopSpace;
+
+int64_t product(ArrayRef<int64_t> values) {
+  int64_t p = 1;
+  for (int64_t v : values)
+    p *= v;
+  return p;
+}
+
+/// Clones the single combining region of an scf.reduce as `comb(lhs, rhs)`.
+Value cloneCombiner(OpBuilder &b, Region &region, Value lhs, Value rhs) {
+  Block &block = region.front();
+  IRMapping map;
+  map.map(block.getArgument(0), lhs);
+  map.map(block.getArgument(1), rhs);
+  for (Operation &op : block.without_terminator())
+    b.clone(op, map);
+  auto ret = cast<scf::ReduceReturnOp>(block.getTerminator());
+  return map.lookupOrDefault(ret.getResult());
+}
+
+/// The block-wide reduction of each thread's `partial` with the combiner of
+/// `region` (an scf.reduce region), as a uniform gpu.all_reduce. Shuffles
+/// move 32-bit words, so integers narrower than 32 bits are reduced as i32
+/// (sign-extended for signed min/max, zero-extended otherwise, which leaves
+/// the low bits of sums, products and bitwise ops unchanged) and truncated.
+FailureOr<Value> blockAllReduce(OpBuilder &b, Location loc, Value partial,
+                                Region &region) {
+  Type type = partial.getType();
+  auto intType = dyn_cast<IntegerType>(type);
+  bool widen = intType && intType.getWidth() < 32;
+  Value value = partial;
+  Operation *combiner = nullptr;
+  if (widen) {
+    Block &block = region.front();
+    if (!llvm::hasSingleElement(block.without_terminator()))
+      return failure();
+    combiner = &block.front();
+    Type i32 = b.getI32Type();
+    value = isa<arith::MaxSIOp, arith::MinSIOp>(combiner)
+                ? arith::ExtSIOp::create(b, loc, i32, partial).getResult()
+                : arith::ExtUIOp::create(b, loc, i32, partial).getResult();
+  }
+  auto all = gpu::AllReduceOp::create(b, loc, value,
+                                      gpu::AllReduceOperationAttr(),
+                                      /*uniform=*/true);
+  Type wide = value.getType();
+  Block *comb = b.createBlock(&all.getBody(), {}, {wide, wide}, {loc, loc});
+  OpBuilder cb = OpBuilder::atBlockEnd(comb);
+  Value r;
+  if (widen) {
+    OperationState state(loc, combiner->getName());
+    state.addOperands({comb->getArgument(0), comb->getArgument(1)});
+    state.addTypes(wide);
+    state.addAttributes(combiner->getAttrs());
+    r = cb.create(state)->getResult(0);
+  } else {
+    r = cloneCombiner(cb, region, comb->getArgument(0), comb->getArgument(1));
+  }
+  gpu::YieldOp::create(cb, loc, r);
+  b.setInsertionPointAfter(all);
+  if (!widen)
+    return all.getResult();
+  return arith::TruncIOp::create(b, loc, type, all.getResult()).getResult();
+}
+
+struct RowsToLaunchPass
+    : PassWrapper<RowsToLaunchPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RowsToLaunchPass)
+  RowsToLaunchPass(int64_t maxBlockSize = 512) : maxBlockSize(maxBlockSize) {}
+  RowsToLaunchPass(const RowsToLaunchPass &other)
+      : PassWrapper(other), maxBlockSize(other.maxBlockSize) {}
+  StringRef getArgument() const override {
+    return "cleave-cuda-rows-to-launch";
+  }
+  StringRef getDescription() const override {
+    return "Map cleave.row_kernel loops to gpu.launch, one block per row";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<gpu::GPUDialect, arith::ArithDialect, scf::SCFDialect,
+                    memref::MemRefDialect>();
+  }
+
+  LogicalResult convert(scf::ParallelOp rows);
+
+  void runOnOperation() override {
+    SmallVector<scf::ParallelOp> loops;
+    getOperation().walk([&](scf::ParallelOp loop) {
+      if (loop->hasAttr(kRowKernelAttr))
+        loops.push_back(loop);
+    });
+    for (scf::ParallelOp loop : loops)
+      if (failed(convert(loop)))
+        return signalPassFailure();
+  }
+
+  int64_t maxBlockSize;
+};
+
+LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
+  Location loc = rows.getLoc();
+  SmallVector<int64_t> rowLbs, rowExtents, rowSteps;
+  if (failed(getStaticLoopSpace(rows, rowLbs, rowExtents, rowSteps)) ||
+      !rows.getInitVals().empty())
+    return rows.emitError("cuda: row loop must have constant bounds and no "
+                          "reductions");
+  int64_t numRows = product(rowExtents);
+  if (numRows == 0) {
+    rows.erase();
+    return success();
+  }
+  if (numRows > (int64_t(1) << 31) - 1)
+    return rows.emitError("cuda: too many rows for one grid");
+
+  // Block size: enough threads for the widest phase, a multiple of a warp.
+  int64_t widest = 1;
+  for (Operation &op : rows.getBody()->without_terminator()) {
+    auto phase = dyn_cast<scf::ParallelOp>(&op);
+    if (!phase)
+      continue;
+    SmallVector<int64_t> lbs, extents, steps;
+    if (failed(getStaticLoopSpace(phase, lbs, extents, steps)))
+      return phase.emitError("cuda: row phase must have constant bounds");
+    if (phase.getInitVals().size() > 1)
+      return phase.emitError("cuda: row phase with several reductions");
+    widest = std::max(widest, product(extents));
+  }
+  int64_t block = std::min(maxBlockSize, (widest + 31) / 32 * 32);
+
+  OpBuilder b(rows);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, arith::ConstantIndexOp::create(b, loc, numRows), one, one,
+      arith::ConstantIndexOp::create(b, loc, block), one, one);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value tid = launch.getThreadIds().x;
+  Value blockDim = arith::ConstantIndexOp::create(b, loc, block);
+  Value isFirst = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, tid,
+      arith::ConstantIndexOp::create(b, loc, 0));
+
+  IRMapping map;
+  map.map(rows.getInductionVars(),
+          delinearizeIndex(b, loc, launch.getBlockIds().x, rowLbs, rowExtents,
+                      rowSteps));
+
+  Block *body = rows.getBody();
+  for (Operation &op : body->without_terminator()) {
+    if (auto phase = dyn_cast<scf::ParallelOp>(&op)) {
+      SmallVector<int64_t> lbs, extents, steps;
+      (void)getStaticLoopSpace(phase, lbs, extents, steps);
+      Value total = arith::ConstantIndexOp::create(b, loc, product(extents));
+      bool reduces = !phase.getInitVals().empty();
+      auto reduceOp = cast<scf::ReduceOp>(phase.getBody()->getTerminator());
+      SmallVector<Value> inits;
+      if (reduces)
+        inits.push_back(map.lookupOrDefault(phase.getInitVals()[0]));
+      auto strided = scf::ForOp::create(
+          b, loc, tid, total, blockDim, inits,
+          [&](OpBuilder &fb, Location floc, Value i, ValueRange acc) {
+            IRMapping inner = map;
+            inner.map(phase.getInductionVars(),
+                      delinearizeIndex(fb, floc, i, lbs, extents, steps));
+            for (Operation &innerOp : phase.getBody()->without_terminator())
+              fb.clone(innerOp, inner);
+            SmallVector<Value> yielded;
+            if (reduces)
+              yielded.push_back(cloneCombiner(
+                  fb, reduceOp.getReductions()[0], acc[0],
+                  inner.lookupOrDefault(reduceOp.getOperands()[0])));
+            scf::YieldOp::create(fb, floc, yielded);
+          });
+      if (reduces) {
+        FailureOr<Value> r =
+            blockAllReduce(b, loc, strided.getResult(0),
+                           reduceOp.getReductions()[0]);
+        if (failed(r))
+          return phase.emitError("cuda: unsupported reduction combiner");
+        map.map(phase.getResult(0), *r);
+        continue; // reduction phases only read; all_reduce synchronizes
+      }
+      gpu::BarrierOp::create(b, loc);
+      continue;
+    }
+    if (isa<memref::StoreOp>(&op)) {
+      auto guard = scf::IfOp::create(b, loc, isFirst, /*withElse=*/false);
+      OpBuilder gb = guard.getThenBodyBuilder();
+      gb.clone(op, map);
+      // One barrier after a run of row-level stores.
+      if (!isa<memref::StoreOp>(op.getNextNode()))
+        gpu::BarrierOp::create(b, loc);
+      continue;
+    }
+    if (op.getNumRegions() != 0 || !isPure(&op)) {
+      if (!isa<memref::LoadOp>(&op))
+        return op.emitError("cuda: unexpected op in a row kernel body");
+    }
+    b.clone(op, map);
+  }
+  gpu::TerminatorOp::create(b, loc);
+  rows.erase();
+  ::cleave::sinkViewsIntoLaunch(launch);
+  return success();
+}
+
+struct LowerAllReducePass
+    : PassWrapper<LowerAllReducePass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerAllReducePass)
+  StringRef getArgument() const override {
+    return "cleave-cuda-lower-all-reduce";
+  }
+  StringRef getDescription() const override {
+    return "Lower gpu.all_reduce to shuffles and shared memory";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<cf::ControlFlowDialect, memref::MemRefDialect,
+                    arith::ArithDialect, gpu::GPUDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateGpuAllReducePatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+    WalkResult left = getOperation().walk([](gpu::AllReduceOp op) {
+      op.emitError("cuda: gpu.all_reduce was not lowered");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+/// Canonicalization and CSE hoist constants out of launches made earlier;
+/// puts them (and views) back so kernels take only buffers.
+struct SinkIntoLaunchesPass
+    : PassWrapper<SinkIntoLaunchesPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SinkIntoLaunchesPass)
+  StringRef getArgument() const override {
+    return "cleave-cuda-sink-into-launches";
+  }
+  StringRef getDescription() const override {
+    return "Clone the constants and views launches use into their bodies";
+  }
+  void runOnOperation() override {
+    getOperation().walk(
+        [](gpu::LaunchOp launch) { ::cleave::sinkViewsIntoLaunch(launch); });
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> cleave::createSinkIntoLaunchesPass() {
+  return std::make_unique<SinkIntoLaunchesPass>();
+}
+
+std::unique_ptr<Pass> cleave::createRowsToLaunchPass(int64_t maxBlockSize) {
+  return std::make_unique<RowsToLaunchPass>(maxBlockSize);
+}
+
+std::unique_ptr<Pass> cleave::createLowerAllReducePass() {
+  return std::make_unique<LowerAllReducePass>();
+}
+
+void cleave::registerRowReductionPasses() {
+  PassRegistration<RowsToLaunchPass>();
+  PassRegistration<LowerAllReducePass>();
+  PassRegistration<SinkIntoLaunchesPass>();
+}

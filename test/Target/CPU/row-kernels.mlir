@@ -1,0 +1,162 @@
+// RUN: cleave-opt --cleave-row-kernels --split-input-file %s | FileCheck %s
+
+// Softmax over the middle axis: rows are (d0, d2), every op runs per row;
+// the reductions start from their neutral element and combine into the
+// buffer the fill initialized.
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-LABEL: func.func @softmax_axis1(
+// CHECK-SAME: %[[X:.*]]: memref<3x4x5xf32>, %[[Y:.*]]: memref<3x4x5xf32>)
+// CHECK: %[[T:.*]] = memref.alloc() {{.*}} : memref<3x5xf32>
+// CHECK: scf.parallel (%[[R0:.*]], %[[R1:.*]]) = (%{{.*}}, %{{.*}}) to (%c3, %c5)
+// CHECK:   scf.parallel
+// CHECK:     memref.store %{{.*}}, %[[T]][%[[R0]], %[[R1]]]
+// CHECK:   %[[MAX:.*]] = scf.parallel (%[[C:.*]]) = (%{{.*}}) to (%c4) step (%{{.*}}) init (%{{.*}}) -> f32
+// CHECK:     %[[V:.*]] = memref.load %[[X]][%[[R0]], %[[C]], %[[R1]]]
+// CHECK:     scf.reduce(%[[V]] : f32)
+// CHECK:       arith.maxnumf
+// CHECK:   %[[OLD:.*]] = memref.load %[[T]][%[[R0]], %[[R1]]]
+// CHECK:   %[[NEW:.*]] = arith.maxnumf %[[OLD]], %[[MAX]]
+// CHECK:   memref.store %[[NEW]], %[[T]][%[[R0]], %[[R1]]]
+// CHECK:   scf.parallel
+// CHECK:     math.exp
+// CHECK:     memref.store %{{.*}}, %[[Y]][%[[R0]], %{{.*}}, %[[R1]]]
+// CHECK:   scf.parallel {{.*}} init
+// CHECK:     arith.addf
+// CHECK:   arith.divf
+// CHECK: } {cleave.row_kernel}
+// CHECK-NEXT: memref.dealloc %[[T]]
+// CHECK-NOT: linalg.
+func.func @softmax_axis1(%arg0: memref<3x4x5xf32>, %arg1: memref<3x4x5xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %cst_0 = arith.constant 0xFF800000 : f32
+  %alloc = memref.alloc() {alignment = 64 : i64} : memref<3x5xf32>
+  linalg.fill ins(%cst_0 : f32) outs(%alloc : memref<3x5xf32>)
+  linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["parallel", "reduction", "parallel"]} ins(%arg0 : memref<3x4x5xf32>) outs(%alloc : memref<3x5xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.maxnumf %out, %in : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg0, %alloc : memref<3x4x5xf32>, memref<3x5xf32>) outs(%arg1 : memref<3x4x5xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %0 = arith.subf %in, %in_1 : f32
+    %1 = math.exp %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.fill ins(%cst : f32) outs(%alloc : memref<3x5xf32>)
+  linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["parallel", "reduction", "parallel"]} ins(%arg1 : memref<3x4x5xf32>) outs(%alloc : memref<3x5xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %out, %in fastmath<reassoc> : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg1, %alloc : memref<3x4x5xf32>, memref<3x5xf32>) outs(%arg1 : memref<3x4x5xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %0 = arith.divf %in, %in_1 : f32
+    linalg.yield %0 : f32
+  }
+  memref.dealloc %alloc : memref<3x5xf32>
+  return
+}
+
+// -----
+
+// A small reduction to one value: one "row" over the linearized space; the
+// fill before it stays a linalg op.
+// CHECK-LABEL: func.func @total(
+// CHECK: linalg.generic
+// CHECK: scf.parallel (%{{.*}}) = (%c0) to (%c1{{.*}})
+// CHECK:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%c128) {{.*}} init
+// CHECK:   memref.load %{{.*}}[] : memref<f32>
+// CHECK: } {cleave.row_kernel}
+func.func @total(%x: memref<16x8xf32>, %out: memref<f32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%out : memref<f32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> ()>], iterator_types = ["reduction", "reduction"]} ins(%x : memref<16x8xf32>) outs(%out : memref<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %sq = arith.mulf %in, %in : f32
+    %s = arith.addf %sq, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A large one: 128 slices of 8192 reduce into a temporary (one row each),
+// then one row reduces the 128 partial values into the output.
+// CHECK-LABEL: func.func @big_total(
+// CHECK: %[[P:.*]] = memref.alloc() : memref<128xf32>
+// CHECK: scf.parallel (%[[S:.*]]) = (%c0{{.*}}) to (%c128)
+// CHECK:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%c8192{{.*}}) {{.*}} init
+// CHECK:     scf.if
+// CHECK:   memref.store %{{.*}}, %[[P]][%[[S]]]
+// CHECK: } {cleave.row_kernel}
+// CHECK: scf.parallel
+// CHECK:   scf.parallel (%[[J:.*]]) = (%{{.*}}) to (%c128{{.*}}) {{.*}} init
+// CHECK:     memref.load %[[P]][%[[J]]]
+// CHECK:   memref.store %{{.*}}, %{{.*}}[] : memref<f32>
+// CHECK: } {cleave.row_kernel}
+// CHECK: memref.dealloc %[[P]]
+func.func @big_total(%x: memref<1024x1024xf32>, %out: memref<f32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> ()>], iterator_types = ["reduction", "reduction"]} ins(%x : memref<1024x1024xf32>) outs(%out : memref<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Reductions over different row spaces: left alone.
+// CHECK-LABEL: func.func @two_spaces(
+// CHECK-NOT: cleave.row_kernel
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+func.func @two_spaces(%x: memref<4x8xf32>, %rows: memref<4xf32>, %cols: memref<8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<4x8xf32>) outs(%rows : memref<4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<4x8xf32>) outs(%cols : memref<8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A row result read by another row (a shifted index): left alone.
+// CHECK-LABEL: func.func @cross_row(
+// CHECK-NOT: cleave.row_kernel
+func.func @cross_row(%x: memref<4x8xf32>, %y: memref<3xf32>) {
+  %t = memref.alloc() : memref<4xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<4x8xf32>) outs(%t : memref<4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0 + 1)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%t : memref<4xf32>) outs(%y : memref<3xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.dealloc %t : memref<4xf32>
+  return
+}
+
+// -----
+
+// A combiner that is not a single op with a neutral element: left alone.
+// CHECK-LABEL: func.func @no_neutral(
+// CHECK-NOT: cleave.row_kernel
+func.func @no_neutral(%x: memref<4x8xf32>, %y: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : memref<4x8xf32>) outs(%y : memref<4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.subf %acc, %in : f32
+    linalg.yield %s : f32
+  }
+  return
+}
