@@ -100,6 +100,13 @@ struct Options {
                "rows running each op on the row (the form --target=cuda maps "
                "to one thread block per row)"),
       cl::cat(category)};
+  cl::opt<bool> cpuEmulateCuda{
+      "cpu-emulate-cuda",
+      cl::desc("With --target=cpu: compile kernels through the CUDA target's "
+               "launch mapping (row kernels, vector accesses, block "
+               "reductions) and run each launch as loops over blocks and "
+               "threads on the host, to test that mapping on the CPU (slow)"),
+      cl::cat(category)};
   cl::opt<bool> noLibraryGemm{
       "no-library-gemm",
       cl::desc("Generate code for matmuls instead of calling BLAS"),
@@ -350,8 +357,11 @@ int (::cleave::compileMain)(int argc, char **argv) {
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
   compileOptions.cpuRowKernels = opts.cpuRowKernels;
+  compileOptions.cpuEmulateCuda = opts.cpuEmulateCuda;
   if (opts.cpuRowKernels && opts.target != "cpu")
     return fail("--cpu-row-kernels applies to --target=cpu only");
+  if (opts.cpuEmulateCuda && opts.target != "cpu")
+    return fail("--cpu-emulate-cuda applies to --target=cpu only");
   compileOptions.plan.modelName =
       llvm::sys::path::filename(opts.input).str();
   llvm::SmallString<256> absolute(opts.input.getValue());

@@ -155,7 +155,7 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   PlanBuildOptions planOptions = options.plan;
   // Device kernels cannot read host globals: only splats (which become
   // fills) are inlined, other constants get arena buffers.
-  if (options.target == Target::CUDA)
+  if (options.target == Target::CUDA || options.cpuEmulateCuda)
     planOptions.inlineConstantLimit = 0;
   FailureOr<PartitionedProgram> program =
       partitionProgram(module, planOptions);
@@ -185,6 +185,10 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   } else {
     CPUCodegenOptions codegen;
     codegen.rowKernels = options.cpuRowKernels;
+    if (options.cpuEmulateCuda)
+      codegen.frontHalf = [](OpPassManager &pm) {
+        buildCUDAEmulationPipeline(pm, CUDACodegenOptions());
+      };
     FailureOr<std::vector<uint8_t>> object =
         compileCPUKernels(program->kernels.get(), codegen);
     if (failed(object))

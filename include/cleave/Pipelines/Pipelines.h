@@ -46,6 +46,10 @@ struct CompileOptions {
   /// the CUDA target maps to one block per row (tests that rewrite on the
   /// CPU).
   bool cpuRowKernels = false;
+  /// With Target::CPU: compile kernels through the CUDA launch mapping and
+  /// run the launches as host loops (buildCUDAEmulationPipeline), to test
+  /// that mapping on the CPU.
+  bool cpuEmulateCuda = false;
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;

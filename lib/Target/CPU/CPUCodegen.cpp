@@ -217,7 +217,12 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
       func.setPublic();
   {
     PassManager pm(ctx, ModuleOp::getOperationName());
-    buildCPUKernelPipeline(pm, options.rowKernels);
+    if (options.frontHalf) {
+      options.frontHalf(pm);
+      buildCPULoweringPasses(pm);
+    } else {
+      buildCPUKernelPipeline(pm, options.rowKernels);
+    }
     if (failed(pm.run(*module)))
       return emitError(loc) << "lowering the CPU kernels to LLVM failed",
              failure();

@@ -209,6 +209,10 @@ void ::cleave::buildCPUKernelPipeline(OpPassManager &pm, bool rowKernels) {
   buildKernelBufferizationPipeline(pm);
   if (rowKernels)
     pm.addPass(createRowKernelsPass());
+  buildCPULoweringPasses(pm);
+}
+
+void ::cleave::buildCPULoweringPasses(OpPassManager &pm) {
   pm.addPass(std::make_unique<ApproximateMathPass>());
   pm.addPass(createConvertMathToFuncs());
   pm.addPass(createConvertLinalgToLoopsPass());
@@ -221,6 +225,7 @@ void ::cleave::buildCPUKernelPipeline(OpPassManager &pm, bool rowKernels) {
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   ConvertFuncToLLVMPassOptions funcOptions;

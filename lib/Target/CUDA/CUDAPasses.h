@@ -49,6 +49,12 @@ std::unique_ptr<mlir::Pass> createLowerAllReducePass();
 /// `cleave-cuda-sink-into-launches`: sinkViewsIntoLaunch on every launch.
 std::unique_ptr<mlir::Pass> createSinkIntoLaunchesPass();
 
+/// `cleave-cuda-emulate-launches`: runs gpu.launch bodies as host loops over
+/// blocks, phases (split at barriers and all-reduces) and threads, so that
+/// the CPU backend can check the launch mapping (EmulateLaunches.cpp).
+std::unique_ptr<mlir::Pass> createEmulateLaunchesPass();
+void registerEmulateLaunchesPass();
+
 void registerRowReductionPasses();
 
 } // namespace cleave

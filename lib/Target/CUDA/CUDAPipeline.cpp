@@ -416,9 +416,11 @@ struct ParallelToLaunchPass
           continue;
         }
         if (isHostOp(op)) {
-          // Constants and views used only by the serial run go with it.
+          // Constants and views used only by the serial run go with it;
+          // launches made earlier (row kernels) end the run, which must
+          // stay in order with them.
           if (!run.empty() && !isa<memref::AllocOp, memref::DeallocOp,
-                                   func::ReturnOp>(op))
+                                   func::ReturnOp, gpu::LaunchOp>(op))
             continue;
           if (failed(flush()))
             return signalPassFailure();
@@ -526,18 +528,30 @@ struct CUDAPipelineOptions : public PassPipelineOptions<CUDAPipelineOptions> {
 
 } // namespace
 
-void ::cleave::buildCUDAKernelPipeline(OpPassManager &pm,
-                                       const CUDACodegenOptions &options) {
-  buildKernelBufferizationPipeline(pm);
+/// Kernel functions to host functions of gpu.launch ops (not outlined).
+static void buildCUDALaunchPasses(OpPassManager &pm,
+                                  const ::cleave::CUDACodegenOptions &options) {
+  ::cleave::buildKernelBufferizationPipeline(pm);
   // Reduction kernels: one block per row (before canonicalization, which
   // would fold the single-iteration phases of the row loops).
-  pm.addPass(createRowKernelsPass());
-  pm.addPass(createRowsToLaunchPass());
+  pm.addPass(::cleave::createRowKernelsPass());
+  pm.addPass(::cleave::createRowsToLaunchPass());
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(std::make_unique<ParallelToLaunchPass>(options.blockSize));
-  pm.addPass(createSinkIntoLaunchesPass());
+  pm.addPass(::cleave::createSinkIntoLaunchesPass());
+}
+
+void ::cleave::buildCUDAEmulationPipeline(OpPassManager &pm,
+                                          const CUDACodegenOptions &options) {
+  buildCUDALaunchPasses(pm, options);
+  pm.addPass(createEmulateLaunchesPass());
+}
+
+void ::cleave::buildCUDAKernelPipeline(OpPassManager &pm,
+                                       const CUDACodegenOptions &options) {
+  buildCUDALaunchPasses(pm, options);
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(std::make_unique<MergeGPUModulesPass>());
 
@@ -600,6 +614,7 @@ void ::cleave::registerCUDAPipelines() {
   registerRowReductionPasses();
   PassRegistration<ParallelToLaunchPass>();
   PassRegistration<MergeGPUModulesPass>();
+  registerEmulateLaunchesPass();
   PassPipelineRegistration<CUDAPipelineOptions>(
       "cleave-cuda-kernel-pipeline",
       "Lower a module of cleave kernel functions to host functions of "

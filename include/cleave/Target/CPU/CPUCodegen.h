@@ -8,6 +8,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct CPUCodegenOptions {
   /// Lower reduction kernels through `--cleave-row-kernels` (one loop over
   /// rows running every op on the row), the form the CUDA target uses.
   bool rowKernels = false;
+  /// Set: replaces the passes before buildCPULoweringPasses (the front half
+  /// and rowKernels), e.g. with the CUDA launch mapping run on the host
+  /// (buildCUDAEmulationPipeline) to test it.
+  std::function<void(mlir::OpPassManager &)> frontHalf;
 };
 
 /// Compiles every func.func in `kernels` into one x86-64 ELF shared object.
@@ -53,6 +58,10 @@ void buildKernelBufferizationPipeline(mlir::OpPassManager &pm);
 /// `--cleave-row-kernels` first, as the CUDA pipeline does (tests use it to
 /// check that rewrite on the CPU).
 void buildCPUKernelPipeline(mlir::OpPassManager &pm, bool rowKernels = false);
+
+/// The back half of buildCPUKernelPipeline: memrefs, loops (scf, and 1-D
+/// vector loads and stores) and math to the LLVM dialect.
+void buildCPULoweringPasses(mlir::OpPassManager &pm);
 
 /// `--cleave-row-kernels`: rewrites kernel functions (linalg on memrefs)
 /// whose ops share the row space of a reduction into one scf.parallel over

@@ -37,6 +37,13 @@ struct CUDACodegenOptions {
 /// `(T *arg0, T *arg1, ...)` in `args` order). Every pointer must be 16-byte
 /// aligned: elementwise kernels use 16-byte vector loads and stores (plan
 /// buffers and temporaries are placed at multiples of the plan alignment).
+/// For tests of the launch mapping on the CPU: the CUDA pipeline up to its
+/// gpu.launch ops (row kernels, vector accesses, block reductions), then
+/// `cleave-cuda-emulate-launches`, leaving loops that
+/// buildCPULoweringPasses compiles for the host.
+void buildCUDAEmulationPipeline(mlir::OpPassManager &pm,
+                                const CUDACodegenOptions &options);
+
 struct CUDALaunch {
   std::string symbol;
   int64_t grid[3], block[3];
