@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
@@ -29,6 +30,20 @@ llvm::SmallVector<mlir::Value>
 delinearizeIndex(mlir::OpBuilder &b, mlir::Location loc, mlir::Value linear,
                  llvm::ArrayRef<int64_t> lbs, llvm::ArrayRef<int64_t> extents,
                  llvm::ArrayRef<int64_t> steps);
+
+/// How many consecutive innermost iterations of `loop` one thread can run
+/// with 16-byte vector accesses (1: not vectorizable; see CUDAPipeline.cpp).
+int64_t getVectorWidth(mlir::scf::ParallelOp loop, int64_t innerLb,
+                       int64_t innerExtent, int64_t innerStep);
+
+/// Clones `loop`'s body (without its terminator) at `b` for the `width`
+/// iterations ivs, ivs + (0,..,1), ..., (innermost + width - 1), starting
+/// from `base`; loads and stores indexed by the innermost variable become
+/// one vector access when width > 1. Returns each copy's mapping.
+llvm::SmallVector<mlir::IRMapping>
+cloneVectorizedBody(mlir::OpBuilder &b, mlir::Location loc,
+                    mlir::scf::ParallelOp loop, llvm::ArrayRef<mlir::Value> ivs,
+                    int64_t width, const mlir::IRMapping &base);
 
 /// Clones into `launch` the view ops (subview, reshape, cast) and constants
 /// defined outside it that it uses, so kernels take whole buffers.

@@ -348,28 +348,9 @@ struct ParallelToLaunchPass
     SmallVector<Value> ivs = ::cleave::delinearizeIndex(
         b, loc, linear, lbs, threadExtents, threadSteps);
     // Copy k runs iteration ivs[last] + k (getVectorWidth requires lower
-    // bound 0 and step 1 when width > 1). The copies are interleaved op by
-    // op, which the independence of scf.parallel iterations allows, and the
-    // `width` copies of a load or store indexed by the innermost variable
-    // are one vector access (createVectorAccess). As those are the only
-    // uses of the variable, the `+ k` indices end up unused and folded.
-    Value iv = loop.getInductionVars().back();
-    SmallVector<IRMapping> maps(width);
-    for (int64_t k = 0; k < width; ++k) {
-      maps[k].map(loop.getInductionVars(), ivs);
-      if (k > 0)
-        maps[k].map(iv, arith::AddIOp::create(
-                            b, loc, ivs[last],
-                            arith::ConstantIndexOp::create(b, loc, k)));
-    }
-    for (Operation &op : loop.getBody()->without_terminator()) {
-      if (width > 1 && isIndexedLastBy(&op, iv)) {
-        createVectorAccess(b, &op, maps);
-        continue;
-      }
-      for (int64_t k = 0; k < width; ++k)
-        b.clone(op, maps[k]);
-    }
+    // bound 0 and step 1 when width > 1). As the vector accesses are the
+    // only uses of the variable, the `+ k` indices end up unused and folded.
+    (void)::cleave::cloneVectorizedBody(b, loc, loop, ivs, width, IRMapping());
     loop.erase();
     sinkViews(launch);
     return success();
@@ -609,6 +590,43 @@ void ::cleave::registerCUDACodegenDialects(DialectRegistry &registry) {
 }
 
 void ::cleave::sinkViewsIntoLaunch(gpu::LaunchOp launch) { sinkViews(launch); }
+
+namespace cleave {
+
+int64_t getVectorWidth(scf::ParallelOp loop, int64_t innerLb,
+                       int64_t innerExtent, int64_t innerStep) {
+  return ::getVectorWidth(loop, innerLb, innerExtent, innerStep);
+}
+
+SmallVector<IRMapping> cloneVectorizedBody(OpBuilder &b, Location loc,
+                                           scf::ParallelOp loop,
+                                           ArrayRef<Value> ivs, int64_t width,
+                                           const IRMapping &base) {
+  // Copy k runs iteration ivs.back() + k. The copies are interleaved op by
+  // op, which the independence of scf.parallel iterations allows, and the
+  // `width` copies of a load or store indexed by the innermost variable are
+  // one vector access (createVectorAccess).
+  Value iv = loop.getInductionVars().back();
+  SmallVector<IRMapping> maps(width, base);
+  for (int64_t k = 0; k < width; ++k) {
+    maps[k].map(loop.getInductionVars(), ivs);
+    if (k > 0)
+      maps[k].map(iv, arith::AddIOp::create(
+                          b, loc, ivs.back(),
+                          arith::ConstantIndexOp::create(b, loc, k)));
+  }
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (width > 1 && isIndexedLastBy(&op, iv)) {
+      createVectorAccess(b, &op, maps);
+      continue;
+    }
+    for (int64_t k = 0; k < width; ++k)
+      b.clone(op, maps[k]);
+  }
+  return maps;
+}
+
+} // namespace cleave
 
 void ::cleave::registerCUDAPipelines() {
   registerRowReductionPasses();

@@ -205,18 +205,35 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
   if (numRows > (int64_t(1) << 31) - 1)
     return rows.emitError("cuda: too many rows for one grid");
 
+  // Each phase: its iteration space, and how many consecutive innermost
+  // iterations a thread runs per step (16-byte vector accesses where the
+  // layout allows, as for elementwise launches).
+  struct Phase {
+    SmallVector<int64_t> lbs, extents, steps;
+    int64_t width = 1;
+  };
+  DenseMap<Operation *, Phase> phases;
   // Block size: enough threads for the widest phase, a multiple of a warp.
   int64_t widest = 1;
   for (Operation &op : rows.getBody()->without_terminator()) {
-    auto phase = dyn_cast<scf::ParallelOp>(&op);
-    if (!phase)
+    auto loop = dyn_cast<scf::ParallelOp>(&op);
+    if (!loop)
       continue;
-    SmallVector<int64_t> lbs, extents, steps;
-    if (failed(getStaticLoopSpace(phase, lbs, extents, steps)))
-      return phase.emitError("cuda: row phase must have constant bounds");
-    if (phase.getInitVals().size() > 1)
-      return phase.emitError("cuda: row phase with several reductions");
-    widest = std::max(widest, product(extents));
+    Phase &phase = phases[loop];
+    if (failed(getStaticLoopSpace(loop, phase.lbs, phase.extents, phase.steps)))
+      return loop.emitError("cuda: row phase must have constant bounds");
+    if (loop.getInitVals().size() > 1)
+      return loop.emitError("cuda: row phase with several reductions");
+    int64_t last = phase.extents.size() - 1;
+    phase.width = ::cleave::getVectorWidth(loop, phase.lbs[last],
+                                           phase.extents[last],
+                                           phase.steps[last]);
+    // Vector steps only pay when every thread gets whole vectors to move.
+    if (product(phase.extents) / phase.width < 32)
+      phase.width = 1;
+    phase.extents[last] /= phase.width;
+    phase.steps[last] *= phase.width;
+    widest = std::max(widest, product(phase.extents));
   }
   int64_t block = std::min(maxBlockSize, (widest + 31) / 32 * 32);
 
@@ -240,9 +257,9 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
   Block *body = rows.getBody();
   for (Operation &op : body->without_terminator()) {
     if (auto phase = dyn_cast<scf::ParallelOp>(&op)) {
-      SmallVector<int64_t> lbs, extents, steps;
-      (void)getStaticLoopSpace(phase, lbs, extents, steps);
-      Value total = arith::ConstantIndexOp::create(b, loc, product(extents));
+      const Phase &space = phases[phase];
+      Value total =
+          arith::ConstantIndexOp::create(b, loc, product(space.extents));
       bool reduces = !phase.getInitVals().empty();
       auto reduceOp = cast<scf::ReduceOp>(phase.getBody()->getTerminator());
       SmallVector<Value> inits;
@@ -251,16 +268,20 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
       auto strided = scf::ForOp::create(
           b, loc, tid, total, blockDim, inits,
           [&](OpBuilder &fb, Location floc, Value i, ValueRange acc) {
-            IRMapping inner = map;
-            inner.map(phase.getInductionVars(),
-                      delinearizeIndex(fb, floc, i, lbs, extents, steps));
-            for (Operation &innerOp : phase.getBody()->without_terminator())
-              fb.clone(innerOp, inner);
+            // Iterations ivs .. ivs + (width - 1) in the innermost dimension.
+            SmallVector<Value> ivs = delinearizeIndex(
+                fb, floc, i, space.lbs, space.extents, space.steps);
+            SmallVector<IRMapping> copies = ::cleave::cloneVectorizedBody(
+                fb, floc, phase, ivs, space.width, map);
             SmallVector<Value> yielded;
-            if (reduces)
-              yielded.push_back(cloneCombiner(
-                  fb, reduceOp.getReductions()[0], acc[0],
-                  inner.lookupOrDefault(reduceOp.getOperands()[0])));
+            if (reduces) {
+              Value accumulated = acc[0];
+              for (IRMapping &copy : copies)
+                accumulated = cloneCombiner(
+                    fb, reduceOp.getReductions()[0], accumulated,
+                    copy.lookupOrDefault(reduceOp.getOperands()[0]));
+              yielded.push_back(accumulated);
+            }
             scf::YieldOp::create(fb, floc, yielded);
           });
       if (reduces) {

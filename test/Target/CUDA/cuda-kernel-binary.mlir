@@ -5,7 +5,8 @@
 // PTX: gpu.binary @cleave_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a">, properties = {{.*}}, assembly = "
 // PTX-SAME: .target sm_90a
 // PTX-SAME: .entry ln_kernel(
-// PTX-SAME: .maxntid 512, 1, 1
+// PTX-SAME: .maxntid 192, 1, 1
+// PTX-SAME: ld.global.v4.b32
 // PTX-SAME: shfl.sync.bfly.b32
 // PTX-SAME: bar.sync
 // BIN-LABEL: func.func @ln(

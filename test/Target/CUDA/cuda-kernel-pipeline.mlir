@@ -19,19 +19,21 @@
 // CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>
 // CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
 // CHECK: llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr
-// Softmax is one row kernel: a block of 512 threads per row (64 blocks);
+// Softmax is one row kernel: a block of 128 threads per row (64 blocks),
+// each thread moving 4 floats per access;
 // its two reductions end in block all-reduces (butterfly shuffles, then one
 // shared word per warp), phases are separated by barriers.
 // CHECK: llvm.func @softmax_kernel(
 // CHECK-SAME: gpu.known_grid_size = array<i32: 64, 1, 1>
-// CHECK-SAME: nvvm.maxntid = array<i32: 512, 1, 1>
+// CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
 // CHECK: nvvm.barrier0
 // CHECK: nvvm.shfl.sync bfly
 // CHECK: nvvm.barrier0
 // CHECK: nvvm.shfl.sync bfly
 // CHECK-LABEL: func.func @softmax(
 // CHECK: %[[TMP:.*]] = memref.alloc() {{.*}} : memref<64xf32>
-// CHECK: gpu.launch_func @cleave_kernels::@softmax_kernel blocks in (%c64, %c1, %c1) threads in (%c512, %c1, %c1) args(%[[TMP]] : memref<64xf32>, %arg0 : memref<64x512xf32>, %arg1 : memref<64x512xf32>)
+// CHECK: gpu.launch_func @cleave_kernels::@softmax_kernel blocks in (%c64, %c1, %c1) threads in (%c128, %c1, %c1) args(%[[TMP]] : memref<64xf32>, %arg0 : memref<64x512xf32>, %arg1 : memref<64x512xf32>)
 // CHECK-NOT: gpu.launch_func
 // CHECK: memref.dealloc %[[TMP]]
 
