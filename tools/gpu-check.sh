@@ -121,7 +121,7 @@ sys.exit(0 if ok else 1)
 PY
     ); then row train PASS "$detail"; else row train FAIL "$detail"; fi
   else
-    row train FAIL "cleave-run failed: $(tail -2 "$work/train-gpu.log" "$work/train-cpu.log" 2>/dev/null | tr '\n' ' ')"
+    row train FAIL "cleave-run failed: $(for f in "$work/train-cpu.log" "$work/train-gpu.log"; do [ -f "$f" ] && tail -n 2 "$f"; done | tr '\n' ' ')"
   fi
 fi
 
