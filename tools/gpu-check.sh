@@ -53,6 +53,12 @@ row() { rows+=("$1|$2|$3"); [ "$2" = FAIL ] && failed=1; echo "-- $1: $2 $3"; }
 pre=""
 command -v python3 >/dev/null || pre="python3 not found"
 [ -z "$pre" ] && [ ! -x "$run" ] && pre="cleave-run not found at $run (--cleave-run PATH)"
+if [ -z "$pre" ] && ! "$run" --help >/dev/null 2>&1 &&
+   [ -f "$bundle/lib/cpu-libs.tar.xz" ]; then
+  # Missing shared libraries (OpenBLAS): use the bundle's copies.
+  mkdir -p "$work/lib" && tar -C "$work/lib" -xJf "$bundle/lib/cpu-libs.tar.xz" &&
+    export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 if [ -z "$pre" ] && ! "$run" --help >/dev/null 2>&1; then
   pre="$run does not start here: $("$run" --help 2>&1 | head -1)"
 fi

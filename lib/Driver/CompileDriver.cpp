@@ -199,6 +199,15 @@ struct Options {
                "activations up to this size at the least recompute cost)"),
       cl::init("none"), cl::value_desc("policy"), cl::cat(trainCategory)};
 
+  cl::opt<std::string> initParameters{
+      "init-parameters",
+      cl::desc("normal:<std>[:<seed>]: weight matrices (f32 parameters of "
+               "rank >= 2) start from N(0, std^2) values the runtime "
+               "generates instead of the model's initializers, which stay "
+               "out of the plan (training from scratch; small plans of large "
+               "models)"),
+      cl::value_desc("spec"), cl::cat(trainCategory)};
+
   cl::opt<bool> stats{"print-stats",
                       cl::desc("Print the plan's commands, memory and compile "
                                "time to stderr"),
@@ -398,6 +407,20 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return 0;
   }
 
+  if (!opts.initParameters.empty()) {
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(opts.initParameters).split(parts, ':');
+    double stddev = 0;
+    unsigned long long seed = 0;
+    if (parts.size() < 2 || parts.size() > 3 || parts[0] != "normal" ||
+        parts[1].getAsDouble(stddev) || !(stddev >= 0) ||
+        (parts.size() == 3 && parts[2].getAsInteger(10, seed)))
+      return fail("bad --init-parameters '" + opts.initParameters +
+                  "' (expected normal:<std>[:<seed>], e.g. normal:0.02)");
+    if (!opts.train)
+      return fail("--init-parameters needs --train");
+    ::cleave::initParametersRandomly(*plan, stddev, seed);
+  }
   std::string error;
   if (!plan::validate(*plan, &error))
     return fail("the compiled plan is invalid: " + error);

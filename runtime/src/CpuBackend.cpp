@@ -2,6 +2,7 @@
 
 #include "Backend.h"
 #include "Gemm.h"
+#include "RandomInit.h"
 #include "KernelLibrary.h"
 
 #include <cstdlib>
@@ -94,6 +95,9 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
       if (c.params[0])
         std::memset(arena + c.buffers[0], static_cast<int>(c.params[1]),
                     static_cast<size_t>(c.params[0]));
+      break;
+    case CommandKind::RandomNormal:
+      fillNormal(c, reinterpret_cast<float *>(arena + c.buffers[0]));
       break;
     case CommandKind::GpuLaunch: // Rejected by the validator.
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,

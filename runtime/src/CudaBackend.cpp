@@ -49,6 +49,7 @@
 #include "Backend.h"
 #include "CudaApi.h"
 #include "Nccl.h"
+#include "RandomInit.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +99,9 @@ struct LaunchOp {
 struct Prepared {
   std::vector<std::unique_ptr<GemmOp>> gemms;     ///< One per command or null.
   std::vector<std::unique_ptr<LaunchOp>> launches; ///< Same.
+  /// RandomNormal commands: the values, generated on the host (the same
+  /// generator as the CPU backend's) and copied in by enqueue.
+  std::vector<std::vector<float>> hostValues;
 };
 
 class CudaBackend final : public Backend {
@@ -271,7 +275,10 @@ cleave_rt_status CudaBackend::init() {
   CLEAVE_RT_RETURN_IF_ERROR(prepare(plan->commands, &runPrepared));
   // Once, after the constants: e.g. zeroing the optimizer state.
   CLEAVE_RT_RETURN_IF_ERROR(enqueue(plan->initCommands, initPrepared));
-  return check(cu.cuStreamSynchronize(compute), "init commands");
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuStreamSynchronize(compute), "init commands"));
+  initPrepared.hostValues.clear();
+  return nullptr;
 }
 
 cleave_rt_status CudaBackend::loadModule() {
@@ -317,12 +324,6 @@ static int cudaType(int64_t dtype) {
   case DType::BF16: return CUDA_R_16BF;
   default: return CUDA_R_32F;
   }
-}
-
-static double bitsToDouble(int64_t bits) {
-  double d;
-  std::memcpy(&d, &bits, sizeof(d));
-  return d;
 }
 
 cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
@@ -451,6 +452,7 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
                                       Prepared *out) {
   out->gemms.resize(commands.size());
   out->launches.resize(commands.size());
+  out->hostValues.resize(commands.size());
   for (size_t i = 0; i < commands.size(); ++i) {
     const Command &c = commands[i];
     if (c.kind == CommandKind::Gemm) {
@@ -477,6 +479,9 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
         op->args[j] = &op->values[j];
       }
       out->launches[i] = std::move(op);
+    } else if (c.kind == CommandKind::RandomNormal) {
+      out->hostValues[i].resize(static_cast<size_t>(c.params[0]));
+      fillNormal(c, out->hostValues[i].data());
     } else if (c.kind == CommandKind::Kernel) {
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "command " + std::to_string(i) +
@@ -539,6 +544,15 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
                                static_cast<size_t>(c.params[0]), compute),
             "cuMemsetD8Async"));
       break;
+    case CommandKind::RandomNormal: {
+      const std::vector<float> &values = prepared.hostValues[i];
+      if (!values.empty())
+        CLEAVE_RT_RETURN_IF_ERROR(check(
+            cu.cuMemcpyHtoDAsync(arena + c.buffers[0], values.data(),
+                                 values.size() * sizeof(float), compute),
+            "cuMemcpyHtoDAsync (random_normal)"));
+      break;
+    }
     case CommandKind::Kernel:
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "host kernel command in a CUDA plan");

@@ -71,6 +71,7 @@ const char *commandKindName(CommandKind k) {
   case CommandKind::Copy: return "copy";
   case CommandKind::Fill: return "fill";
   case CommandKind::GpuLaunch: return "gpu_launch";
+  case CommandKind::RandomNormal: return "random_normal";
   }
   return "unknown";
 }

@@ -115,9 +115,13 @@ bool Validator::run() {
         return fail("kernel name " + std::to_string(i) +
                     " is empty or contains a NUL byte");
   }
-  for (size_t i = 0; i < plan.commands.size(); ++i)
+  for (size_t i = 0; i < plan.commands.size(); ++i) {
+    if (plan.commands[i].kind == CommandKind::RandomNormal)
+      return fail("command " + std::to_string(i) +
+                  ": random_normal may only be an init command");
     if (!checkCommand("command", i, plan.commands[i]))
       return false;
+  }
   for (size_t i = 0; i < plan.initCommands.size(); ++i)
     if (!checkCommand("init command", i, plan.initCommands[i]))
       return false;
@@ -331,6 +335,19 @@ bool Validator::checkCommand(const char *label, size_t index,
                   " buffers, expected " + std::to_string(buffers) +
                   (buffers == 4 ? " (A, B, C and the bias)" : " (A, B and C)"));
     return checkGemm(what, c);
+  }
+  case CommandKind::RandomNormal: {
+    if (!counts(4, 1))
+      return false;
+    if (c.params[0] < 0 || c.params[0] > INT64_MAX / 4)
+      return fail(what + ": element count " + std::to_string(c.params[0]) +
+                  " is out of range");
+    double stddev = bitsToDouble(c.params[3]);
+    if (!std::isfinite(bitsToDouble(c.params[2])) || !std::isfinite(stddev) ||
+        stddev < 0)
+      return fail(what + ": mean and standard deviation must be finite and "
+                         "the deviation non-negative");
+    return checkRange(what + " destination", c.buffers[0], c.params[0] * 4);
   }
   }
   return fail(what + ": unknown command kind " +

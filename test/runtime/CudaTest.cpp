@@ -365,6 +365,26 @@ TEST(CudaGpu, StateReadWriteAndInitCommands) {
   EXPECT_EQ(got, mine);
 }
 
+TEST(CudaGpu, RandomNormalInitMatchesCpu) {
+  REQUIRE_CUDA_DEVICE();
+  // The same RandomNormal init command on both backends: the same values.
+  auto makePlan = [](const char *target) {
+    Plan p;
+    p.target = target;
+    p.arenaBytes = 4096;
+    p.outputs.push_back(tensor("w", DType::F32, {1000}, 0));
+    p.initCommands.push_back({CommandKind::RandomNormal,
+                              {1000, 5, doubleToBits(0.0), doubleToBits(0.02)},
+                              {0}});
+    return p;
+  };
+  Loaded gpu(makePlan("cuda-sm_90a"), "cuda"), cpu(makePlan("cpu-x86_64"));
+  ASSERT_EQ(gpu.code, CLEAVE_RT_OK) << gpu.error;
+  ASSERT_EQ(cpu.code, CLEAVE_RT_OK) << cpu.error;
+  ASSERT_TRUE(gpu.run() && cpu.run()) << gpu.error << cpu.error;
+  EXPECT_EQ(gpu.out<float>(0), cpu.out<float>(0));
+}
+
 TEST(CudaGpu, DeviceInfoNamesTheGpuAndNccl) {
   REQUIRE_CUDA_DEVICE();
   Loaded l(copyPlan(), "cuda");

@@ -310,3 +310,47 @@ TEST(Executor, KernelFromSharedObject) {
             std::string::npos)
       << garbage.error;
 }
+
+TEST(Executor, RandomNormalInitCommands) {
+  // Two init commands fill two buffers once, when the executor is made; the
+  // values depend only on (count, seed, mean, std): a second executor gets
+  // the same ones, another seed other ones.
+  auto makePlan = [](int64_t seed) {
+    Plan p;
+    const int64_t n = 20000;
+    p.arenaBytes = 2 * n * 4;
+    p.outputs.push_back(tensor("a", DType::F32, {n}, 0));
+    p.outputs.push_back(tensor("b", DType::F32, {n}, n * 4));
+    p.initCommands.push_back(
+        {CommandKind::RandomNormal,
+         {n, seed, doubleToBits(0.0), doubleToBits(1.0)},
+         {0}});
+    p.initCommands.push_back(
+        {CommandKind::RandomNormal,
+         {n - 1, seed, doubleToBits(3.0), doubleToBits(0.5)},
+         {uint64_t(n * 4)}});
+    return p;
+  };
+  Loaded l(makePlan(11)), same(makePlan(11)), other(makePlan(12));
+  ASSERT_EQ(l.error, "");
+  ASSERT_TRUE(l.run() && same.run() && other.run()) << l.error;
+  std::vector<float> a = l.out<float>(0), b = l.out<float>(1);
+  EXPECT_EQ(a, same.out<float>(0));
+  EXPECT_NE(a, other.out<float>(0));
+  auto moments = [](const std::vector<float> &v, size_t n) {
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < n; ++i) {
+      sum += v[i];
+      sq += double(v[i]) * v[i];
+    }
+    double mean = sum / n;
+    return std::make_pair(mean, std::sqrt(sq / n - mean * mean));
+  };
+  auto [meanA, stdA] = moments(a, a.size());
+  EXPECT_NEAR(meanA, 0.0, 0.03);
+  EXPECT_NEAR(stdA, 1.0, 0.03);
+  auto [meanB, stdB] = moments(b, b.size() - 1);
+  EXPECT_NEAR(meanB, 3.0, 0.02);
+  EXPECT_NEAR(stdB, 0.5, 0.02);
+  EXPECT_EQ(b.back(), 0.0f); // one past the count: untouched
+}

@@ -272,3 +272,24 @@ TEST(PlanValidate, KernelsDTypesDims) {
   p.outputs.push_back(p.outputs[0]);
   EXPECT_NE(validateError(p).find("used twice"), std::string::npos);
 }
+
+TEST(PlanValidate, RandomNormal) {
+  Plan p;
+  p.arenaBytes = 64;
+  Command init{CommandKind::RandomNormal,
+               {16, 1, doubleToBits(0.0), doubleToBits(0.02)},
+               {0}};
+  p.initCommands.push_back(init);
+  EXPECT_EQ(validateError(p), "");
+  p.initCommands[0].params[0] = 17; // 68 bytes
+  EXPECT_NE(validateError(p).find("init command 0 (random_normal) destination"),
+            std::string::npos)
+      << validateError(p);
+  p.initCommands[0].params = {16, 1, doubleToBits(0.0), doubleToBits(-1.0)};
+  EXPECT_NE(validateError(p).find("non-negative"), std::string::npos);
+  p.initCommands.clear();
+  p.commands.push_back(init);
+  EXPECT_NE(validateError(p).find("random_normal may only be an init command"),
+            std::string::npos)
+      << validateError(p);
+}

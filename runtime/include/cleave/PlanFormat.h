@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,7 +66,8 @@ enum class CommandKind : uint32_t {
   Gemm = 2,
   Copy = 3,
   Fill = 4,
-  GpuLaunch = 5
+  GpuLaunch = 5,
+  RandomNormal = 6
 };
 
 /// Lower-case name of a command kind ("kernel", "gemm", ...), "unknown" else.
@@ -98,6 +100,12 @@ const char *commandKindName(CommandKind);
 ///          the kernel's pointer arguments, in order. The kernel is launched
 ///          with args[i] = arenaBase + buffers[i] (each a device pointer).
 ///
+///  RandomNormal (init commands only): params = {count, seed, meanBits,
+///          stdBits}; buffers = {dst}: dst[i] = mean + std * z_i for `count`
+///          f32 values, z_i standard normal from a counter-based generator
+///          of (seed, i) (fillNormal in the runtime): the same values on
+///          every backend, so parameters need no initial data in the plan.
+///
 /// CUDA plans: `target` starts with "cuda-" ("cuda-sm_90a"), kernelObject is
 /// a cubin (an ELF file) whose kernel symbols are kernelNames, and metadata
 /// "kernel_ptx" may carry the PTX for other architectures. They hold no
@@ -108,6 +116,19 @@ struct Command {
   std::vector<int64_t> params;
   std::vector<uint64_t> buffers;
 };
+
+/// The double whose bit pattern a command parameter holds (Gemm alpha/beta,
+/// RandomNormal mean/std), and back.
+inline double bitsToDouble(int64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+inline int64_t doubleToBits(double d) {
+  int64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  return bits;
+}
 
 /// Indices into Command::params for Gemm commands.
 enum GemmParam : size_t {

@@ -1,0 +1,48 @@
+//===- RandomInit.cpp - Parameters initialized by the runtime -------------===//
+//
+// --init-parameters=normal:<std>[:<seed>]: trainable weight matrices start
+// from N(0, std^2) values the runtime generates (RandomNormal init
+// commands) instead of the model's initializers, which then stay out of the
+// plan. Megatron-style initialization for training from scratch, and plans
+// of large models that are small enough to ship without their weights.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Plan/PlanBuilder.h"
+
+#include <algorithm>
+#include <string>
+
+namespace cleave {
+
+int64_t initParametersRandomly(plan::Plan &plan, double stddev,
+                               uint64_t seed) {
+  int64_t count = 0;
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const plan::StateTensor &state = plan.states[i];
+    if (state.kind != plan::StateKind::Parameter ||
+        state.info.dtype != plan::DType::F32 || state.info.shape.size() < 2)
+      continue;
+    // The initializer's constant shares the state's offset.
+    auto constant = std::find_if(
+        plan.constants.begin(), plan.constants.end(),
+        [&](const plan::Constant &c) { return c.info.offset == state.info.offset; });
+    if (constant != plan.constants.end())
+      plan.constants.erase(constant);
+    plan::Command init;
+    init.kind = plan::CommandKind::RandomNormal;
+    init.params = {state.info.numElements(),
+                   static_cast<int64_t>(seed + 0x9e3779b97f4a7c15ull * (i + 1)),
+                   plan::doubleToBits(0.0), plan::doubleToBits(stddev)};
+    init.buffers = {state.info.offset};
+    plan.initCommands.push_back(std::move(init));
+    ++count;
+  }
+  plan.metadata.push_back(
+      {"init_parameters", "normal std " + std::to_string(stddev) + " seed " +
+                              std::to_string(seed) + " (" +
+                              std::to_string(count) + " weight matrices)"});
+  return count;
+}
+
+} // namespace cleave

@@ -1,0 +1,41 @@
+//===- RandomInit.cpp - Initial values of RandomNormal commands -----------===//
+
+#include "RandomInit.h"
+
+#include <cmath>
+
+namespace cleave::rt {
+
+namespace {
+uint64_t splitMix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+} // namespace
+
+void fillNormal(float *out, int64_t count, uint64_t seed, double mean,
+                double stddev) {
+  const double twoPi = 6.283185307179586476925;
+  const double unit = 1.0 / 9007199254740992.0; // 2^-53
+  uint64_t key = splitMix64(seed);
+  for (int64_t i = 0; i < count; i += 2) {
+    uint64_t pair = static_cast<uint64_t>(i / 2);
+    // u1 in (0, 1] (log is finite), u2 in [0, 1).
+    double u1 = static_cast<double>((splitMix64(key ^ (2 * pair)) >> 11) + 1) * unit;
+    double u2 = static_cast<double>(splitMix64(key ^ (2 * pair + 1)) >> 11) * unit;
+    double r = std::sqrt(-2.0 * std::log(u1));
+    out[i] = static_cast<float>(mean + stddev * r * std::cos(twoPi * u2));
+    if (i + 1 < count)
+      out[i + 1] = static_cast<float>(mean + stddev * r * std::sin(twoPi * u2));
+  }
+}
+
+void fillNormal(const plan::Command &command, float *out) {
+  const std::vector<int64_t> &p = command.params;
+  fillNormal(out, p[0], static_cast<uint64_t>(p[1]), plan::bitsToDouble(p[2]),
+             plan::bitsToDouble(p[3]));
+}
+
+} // namespace cleave::rt
