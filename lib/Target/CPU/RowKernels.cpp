@@ -139,12 +139,15 @@ public:
 
 private:
   bool analyze();
+  bool analyzePlans();
+  bool rowKernelOf(linalg::GenericOp op);
   bool collectOps();
   bool propagate();
   bool verify();
   void emit();
   void emitOp(OpBuilder &b, OpPlan &plan, ValueRange rowIvs);
   void splitFull(OpPlan &plan);
+  void splitColumns(OpPlan &plan);
   IRMapping cloneBody(OpBuilder &b, Location loc, OpPlan &plan,
                       ArrayRef<Value> ivs);
   Value combine(OpBuilder &b, OpPlan &plan, Value acc, Value x);
@@ -207,9 +210,10 @@ bool RowKernelBuilder::collectOps() {
 }
 
 bool RowKernelBuilder::analyze() {
-  if (!collectOps())
-    return false;
+  return collectOps() && analyzePlans();
+}
 
+bool RowKernelBuilder::analyzePlans() {
   // Written buffers: each must be reached through one SSA value only.
   for (OpPlan &plan : plans)
     for (OpOperand &init : plan.op.getDpsInitsMutable())
@@ -346,6 +350,24 @@ bool RowKernelBuilder::verify() {
         if (rootBuffer(input->get()) == rootBuffer(init.get()) &&
             op.getMatchingIndexingMap(input) != op.getMatchingIndexingMap(&init))
           return false;
+    // A row's elements must be contiguous: a buffer swept along the
+    // columns but indexed innermost by a row loop would be read with the
+    // row count as stride (one block per column of a [rows, C] tensor). Such
+    // kernels (bias and norm-weight gradients) keep the flat mapping, their
+    // reductions split over columns (splitColumns).
+    for (OpOperand &operand : op->getOpOperands()) {
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      if (map.getNumResults() == 0)
+        continue;
+      auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+      bool sweepsColumns = llvm::any_of(map.getResults(), [&](AffineExpr e) {
+        auto d = dyn_cast<AffineDimExpr>(e);
+        return d && !llvm::is_contained(plan.rowLoop, int64_t(d.getPosition()));
+      });
+      if (sweepsColumns && last &&
+          llvm::is_contained(plan.rowLoop, int64_t(last.getPosition())))
+        return false;
+    }
     // A reduction yields one value per row: its output is the row space.
     if (plan.combiner &&
         op.getMatchingIndexingMap(op.getDpsInitOperand(0)).getNumResults() != k)
@@ -619,6 +641,150 @@ void RowKernelBuilder::emit() {
   (void)block;
 }
 
+/// Makes `op` alone a row kernel (when the function as a whole is not one).
+bool RowKernelBuilder::rowKernelOf(linalg::GenericOp op) {
+  RowKernelBuilder single(func);
+  OpPlan plan;
+  plan.op = op;
+  plan.ranges = op.getStaticLoopRanges();
+  single.plans.push_back(plan);
+  if (!single.analyzePlans())
+    return false;
+  single.emit();
+  return true;
+}
+
+/// Whether `op` reduces over outer dimensions of an input whose innermost
+/// dimension is one of the op's output (parallel) loops, e.g. [N, C] -> [C]:
+/// its output map is a projection of all parallel loops, and some input is
+/// indexed innermost by a parallel loop.
+static bool isColumnReduction(linalg::GenericOp op) {
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  if (!out.isProjectedPermutation() ||
+      out.getNumResults() != op.getNumParallelLoops())
+    return false;
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  return llvm::any_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+    AffineMap map = op.getMatchingIndexingMap(in);
+    if (!isa<MemRefType>(in->get().getType()) || map.getNumResults() == 0)
+      return false;
+    auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+    return last && iterators[last.getPosition()] == utils::IteratorType::parallel;
+  });
+}
+
+/// Rewrites a column reduction as two flat loops: the reduced space is cut
+/// into S slices; loop 1 runs one iteration per (slice, output element),
+/// summing its slice sequentially into a temporary [S, outputs]; loop 2 one
+/// per output element, combining the S partial values into the output. The
+/// output elements are innermost in both, so neighbouring GPU threads read
+/// neighbouring elements, and S x outputs threads share the work (instead
+/// of one thread walking a whole column). S gives about 64K threads and at
+/// least 64 reduced elements each.
+void RowKernelBuilder::splitColumns(OpPlan &plan) {
+  constexpr int64_t kTargetThreads = 65536, kMinSlice = 64;
+  linalg::GenericOp op = plan.op;
+  Location loc = op.getLoc();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  SmallVector<int64_t> parLoops, redLoops, parExtents, redExtents;
+  for (auto [l, it] : llvm::enumerate(iterators)) {
+    bool parallel = it == utils::IteratorType::parallel;
+    (parallel ? parLoops : redLoops).push_back(l);
+    (parallel ? parExtents : redExtents).push_back(plan.ranges[l]);
+  }
+  int64_t outputs = 1, reduced = 1;
+  for (int64_t e : parExtents)
+    outputs *= e;
+  for (int64_t e : redExtents)
+    reduced *= e;
+  int64_t slices = std::clamp<int64_t>(
+      (kTargetThreads + outputs - 1) / outputs, 1,
+      std::max<int64_t>(1, reduced / kMinSlice));
+  int64_t chunk = (reduced + slices - 1) / slices;
+  Type type = plan.neutral.getType();
+  OpOperand *outOperand = op.getDpsInitOperand(0);
+  AffineMap outMap = op.getMatchingIndexingMap(outOperand);
+
+  OpBuilder b(op);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  // The op's loop point from its parallel ivs and the reduced linear index.
+  auto loopPoint = [&](OpBuilder &nb, ValueRange parIvs, Value linear) {
+    SmallVector<Value> ivs(plan.ranges.size(), zero);
+    for (auto [i, l] : llvm::enumerate(parLoops))
+      ivs[l] = parIvs[i];
+    Value rem = linear;
+    for (int64_t d = redLoops.size() - 1; d >= 0; --d) {
+      Value ext = arith::ConstantIndexOp::create(nb, loc, redExtents[d]);
+      ivs[redLoops[d]] =
+          d > 0 ? arith::RemUIOp::create(nb, loc, rem, ext).getResult() : rem;
+      if (d > 0)
+        rem = arith::DivUIOp::create(nb, loc, rem, ext);
+    }
+    return ivs;
+  };
+  // Output element indices (the output map only uses parallel loops).
+  auto outIndices = [&](OpBuilder &nb, ValueRange parIvs) {
+    SmallVector<Value> ivs(plan.ranges.size(), zero);
+    for (auto [i, l] : llvm::enumerate(parLoops))
+      ivs[l] = parIvs[i];
+    return indicesFor(nb, loc, outMap, ivs);
+  };
+
+  SmallVector<int64_t> partialShape = {slices};
+  llvm::append_range(partialShape, parExtents);
+  Value partials =
+      memref::AllocOp::create(b, loc, MemRefType::get(partialShape, type));
+  Value neutral = arith::ConstantOp::create(b, loc, plan.neutral);
+
+  // Loop 1: (slice, outputs...) -> partials[slice, outputs...].
+  SmallVector<int64_t> space1 = {slices};
+  llvm::append_range(space1, parExtents);
+  LoopBounds bounds1 = zeroBasedBounds(b, loc, space1);
+  scf::ParallelOp::create(
+      b, loc, bounds1.lbs, bounds1.ubs, bounds1.steps,
+      [&](OpBuilder &nb, Location, ValueRange ivs) {
+        Value slice = ivs[0];
+        ValueRange parIvs = ivs.drop_front();
+        Value start = arith::MulIOp::create(
+            nb, loc, slice, arith::ConstantIndexOp::create(nb, loc, chunk));
+        Value end = arith::MinUIOp::create(
+            nb, loc,
+            arith::AddIOp::create(
+                nb, loc, start, arith::ConstantIndexOp::create(nb, loc, chunk)),
+            arith::ConstantIndexOp::create(nb, loc, reduced));
+        auto loop = scf::ForOp::create(
+            nb, loc, start, end, one, ValueRange{neutral},
+            [&](OpBuilder &fb, Location, Value r, ValueRange acc) {
+              IRMapping map = cloneBody(fb, loc, plan, loopPoint(fb, parIvs, r));
+              scf::YieldOp::create(
+                  fb, loc,
+                  combine(fb, plan, acc[0], map.lookupOrDefault(plan.reduced)));
+            });
+        SmallVector<Value> at = {slice};
+        llvm::append_range(at, parIvs);
+        memref::StoreOp::create(nb, loc, loop.getResult(0), partials, at);
+      });
+  // Loop 2: outputs... -> out[outputs] = comb(out, comb over slices).
+  LoopBounds bounds2 = zeroBasedBounds(b, loc, parExtents);
+  scf::ParallelOp::create(
+      b, loc, bounds2.lbs, bounds2.ubs, bounds2.steps,
+      [&](OpBuilder &nb, Location, ValueRange parIvs) {
+        auto loop = scf::ForOp::create(
+            nb, loc, zero, arith::ConstantIndexOp::create(nb, loc, slices), one,
+            ValueRange{neutral},
+            [&](OpBuilder &fb, Location, Value s, ValueRange acc) {
+              SmallVector<Value> at = {s};
+              llvm::append_range(at, parIvs);
+              Value v = memref::LoadOp::create(fb, loc, partials, at);
+              scf::YieldOp::create(fb, loc, combine(fb, plan, acc[0], v));
+            });
+        combineInto(nb, loc, plan, outIndices(nb, parIvs), loop.getResult(0));
+      });
+  memref::DeallocOp::create(b, loc, partials);
+  op.erase();
+}
+
 bool RowKernelBuilder::run() {
   if (analyze()) {
     emit();
@@ -641,17 +807,25 @@ bool RowKernelBuilder::run() {
     plan.op = generic;
     plan.ranges = generic.getStaticLoopRanges();
     if (!generic.hasPureBufferSemantics() ||
-        generic.getNumReductionLoops() != generic.getNumLoops() ||
+        generic.getNumReductionLoops() == 0 ||
         llvm::any_of(plan.ranges, ShapedType::isDynamic) ||
-        !matchCombiner(plan) ||
-        generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
-                .getNumResults() != 0)
+        !matchCombiner(plan))
       continue;
     if (touchesFromRegion(generic, [&](Value root) {
           return written.contains(root);
         }))
       continue;
-    splitFull(plan);
+    if (generic.getNumReductionLoops() == generic.getNumLoops()) {
+      if (generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+              .getNumResults() == 0)
+        splitFull(plan);
+      else
+        continue;
+    } else if (isColumnReduction(generic)) {
+      splitColumns(plan);
+    } else if (!rowKernelOf(generic)) {
+      continue;
+    }
     changed = true;
   }
   return changed;
