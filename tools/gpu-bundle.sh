@@ -88,6 +88,10 @@ cat >"$out/gpt2/config.json" <<JSON
 JSON
 
 cp "$build/bin/cleave-run" "$out/bin/"
+# The runtime's GoogleTest binary (no LLVM either): its CudaGpu.* and
+# NcclGpu.* tests run on the GPU machine.
+[ -x "$build/test/runtime/cleave-runtime-tests" ] &&
+  cp "$build/test/runtime/cleave-runtime-tests" "$out/bin/"
 # OpenBLAS, libgfortran, libquadmath: what cleave-run links beyond the C and
 # C++ runtimes (gpu-check.sh unpacks them if cleave-run does not start).
 mkdir -p "$out/lib"

@@ -8,6 +8,9 @@
 # CUDA toolkit (this machine needs neither: only the NVIDIA driver, python3
 # and the bundle's cleave-run, which links no LLVM/MLIR library). Steps:
 #   1. device      nvidia-smi: GPU name, memory, driver
+#   1b. runtime    the runtime's GPU tests (CudaGpu.*, NcclGpu.*: executor,
+#                  graph replay, cuBLASLt GEMMs and epilogues, parameter
+#                  init, NCCL), from the bundle's cleave-runtime-tests
 #   2. conformance a subset of the ONNX node tests, GPU vs CPU outputs
 #   3. train       the small GPT, N steps on the GPU and on the CPU, losses
 #                  compared with a bf16 tolerance
@@ -77,6 +80,32 @@ else
   esac
 fi
 [ -n "$pre" ] && row prerequisites FAIL "$pre"
+
+echo "== 1b. runtime GPU tests"
+tests="$bundle/bin/cleave-runtime-tests"
+if [ ! -x "$tests" ]; then
+  row runtime FAIL "the bundle has no bin/cleave-runtime-tests"
+else
+  "$tests" --gtest_filter='CudaGpu.*:NcclGpu.*' --gtest_output="json:$work/gtest.json" \
+    >"$work/gtest.log" 2>&1
+  if detail=$(python3 - "$work/gtest.json" <<'PY'
+import json, sys
+try:
+    report = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no gtest report (%s)" % e); sys.exit(1)
+tests = [t for s in report.get("testsuites", []) for t in s.get("testsuite", [])]
+failed = [t["name"] for t in tests if t.get("failures")]
+skipped = [t["name"] for t in tests if t.get("result") == "SKIPPED"]
+passed = len(tests) - len(failed) - len(skipped)
+print("%d passed, %d failed, %d skipped%s%s" % (
+    passed, len(failed), len(skipped),
+    (" (failed: %s)" % " ".join(failed)) if failed else "",
+    (" (skipped: %s)" % " ".join(skipped)) if skipped else ""))
+sys.exit(1 if failed or not tests or passed == 0 else 0)
+PY
+  ); then row runtime PASS "$detail"; else row runtime FAIL "$detail"; fi
+fi
 
 echo "== 2. conformance subset (GPU vs CPU)"
 if [ -n "$pre" ]; then
