@@ -107,6 +107,9 @@ struct OpPlan {
   Operation *combiner = nullptr; ///< Reductions: the combining op.
   Value reduced;                 ///< Reductions: the value combined in.
   TypedAttr neutral;             ///< Reductions: the combiner's identity.
+  /// Split reductions whose output a fill set just before: the fill value
+  /// (the fill is folded in: the output is written, not combined into).
+  Value initValue;
 };
 
 /// Fills plan.combiner/reduced/neutral when `plan.op` is a reduction with
@@ -460,7 +463,9 @@ Value RowKernelBuilder::reduceLoop(
 void RowKernelBuilder::combineInto(OpBuilder &b, Location loc, OpPlan &plan,
                                    ValueRange indices, Value value) {
   Value out = plan.op.getDpsInitOperand(0)->get();
-  Value old = memref::LoadOp::create(b, loc, out, indices);
+  Value old = plan.initValue
+                  ? plan.initValue
+                  : memref::LoadOp::create(b, loc, out, indices).getResult();
   memref::StoreOp::create(b, loc, combine(b, plan, old, value), out, indices);
 }
 
@@ -641,6 +646,37 @@ void RowKernelBuilder::emit() {
   (void)block;
 }
 
+/// The linalg op right before `op` (host ops such as constants and views in
+/// between), when it is a fill of exactly `op`'s output buffer value with a
+/// scalar: a generic of parallel loops yielding its scalar input into an
+/// identity-indexed output. Nothing reads the buffer in between, and `op`
+/// writes all of it, so the fill can become the combiner's first operand.
+static linalg::GenericOp precedingFill(linalg::GenericOp op) {
+  Operation *prev = op->getPrevNode();
+  while (prev && !isa<linalg::LinalgOp>(prev)) {
+    if (!isa<ViewLikeOpInterface, memref::AllocOp>(prev) &&
+        !prev->hasTrait<OpTrait::ConstantLike>())
+      return nullptr;
+    prev = prev->getPrevNode();
+  }
+  auto fill = dyn_cast_or_null<linalg::GenericOp>(prev);
+  if (!fill || fill.getNumDpsInputs() != 1 || fill.getNumDpsInits() != 1 ||
+      fill.getNumReductionLoops() != 0 ||
+      fill.getDpsInitOperand(0)->get() != op.getDpsInitOperand(0)->get() ||
+      !fill.getMatchingIndexingMap(fill.getDpsInitOperand(0)).isIdentity())
+    return nullptr;
+  Value scalar = fill.getDpsInputOperand(0)->get();
+  if (isa<ShapedType>(scalar.getType()) ||
+      scalar.getType() != op.getRegionOutputArgs()[0].getType())
+    return nullptr;
+  auto yield = cast<linalg::YieldOp>(fill.getRegion().front().getTerminator());
+  if (yield.getValues().size() != 1 ||
+      yield.getValues()[0] !=
+          fill.getMatchingBlockArgument(fill.getDpsInputOperand(0)))
+    return nullptr;
+  return fill;
+}
+
 /// Makes `op` alone a row kernel (when the function as a whole is not one).
 bool RowKernelBuilder::rowKernelOf(linalg::GenericOp op) {
   RowKernelBuilder single(func);
@@ -815,14 +851,19 @@ bool RowKernelBuilder::run() {
           return written.contains(root);
         }))
       continue;
-    if (generic.getNumReductionLoops() == generic.getNumLoops()) {
-      if (generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
-              .getNumResults() == 0)
+    bool full = generic.getNumReductionLoops() == generic.getNumLoops() &&
+                generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+                        .getNumResults() == 0;
+    if (full || isColumnReduction(generic)) {
+      // The fill that initializes the output right before: fold it in.
+      if (linalg::GenericOp fill = precedingFill(generic)) {
+        plan.initValue = fill.getDpsInputOperand(0)->get();
+        fill.erase();
+      }
+      if (full)
         splitFull(plan);
       else
-        continue;
-    } else if (isColumnReduction(generic)) {
-      splitColumns(plan);
+        splitColumns(plan);
     } else if (!rowKernelOf(generic)) {
       continue;
     }

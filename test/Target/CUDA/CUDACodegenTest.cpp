@@ -254,10 +254,11 @@ TEST(CUDACodegen, LayerNormAndReductions) {
   // Three reductions over different row spaces (and an arg-reduce, two
   // results) are not one row kernel: one launch each way, as before.
   EXPECT_GT(program->kernels[1].launches.size(), 1u);
-  // A small full reduction: the fill, then one block of 256 threads.
-  ASSERT_EQ(program->kernels[2].launches.size(), 2u);
-  EXPECT_EQ(program->kernels[2].launches[1].grid[0], 1);
-  EXPECT_EQ(program->kernels[2].launches[1].block[0], 256);
+  // A small full reduction: one block of 256 threads (the fill of the
+  // output folded in).
+  ASSERT_EQ(program->kernels[2].launches.size(), 1u);
+  EXPECT_EQ(program->kernels[2].launches[0].grid[0], 1);
+  EXPECT_EQ(program->kernels[2].launches[0].block[0], 256);
   checkProgram(*program);
 }
 
@@ -274,11 +275,11 @@ TEST(CUDACodegen, SplitFullReduction) {
     })mlir");
   ASSERT_TRUE(program);
   const cleave::CUDAKernel &k = program->kernels[0];
-  ASSERT_EQ(k.launches.size(), 3u); // fill, slices, total
-  EXPECT_EQ(k.launches[1].grid[0], 1024);
-  EXPECT_EQ(k.launches[1].block[0], 512);
-  EXPECT_EQ(k.launches[2].grid[0], 1);
-  EXPECT_EQ(k.launches[2].block[0], 256); // 1024 partial sums, 4 a thread
+  ASSERT_EQ(k.launches.size(), 2u); // slices, total (fill folded in)
+  EXPECT_EQ(k.launches[0].grid[0], 1024);
+  EXPECT_EQ(k.launches[0].block[0], 512);
+  EXPECT_EQ(k.launches[1].grid[0], 1);
+  EXPECT_EQ(k.launches[1].block[0], 256); // 1024 partial sums, 4 a thread
   ASSERT_EQ(k.temporaryBytes.size(), 1u);
   EXPECT_EQ(k.temporaryBytes[0], 1024 * 4);
   checkProgram(*program);
