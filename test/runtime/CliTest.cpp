@@ -14,29 +14,6 @@ using namespace cleave::test;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-/// Runs cleave-run with `args` (already shell-quoted) and captures output.
-Result runTool(const TempDir &dir, const std::string &args) {
-  std::string cmd = std::string("'") + CLEAVE_RUN_PATH + "' " + args + " >'" +
-                    dir.file("stdout") + "' 2>'" + dir.file("stderr") + "'";
-  int status = std::system(cmd.c_str());
-  auto slurp = [](const std::string &path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  };
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir.file("stdout"));
-  r.err = slurp(dir.file("stderr"));
-  return r;
-}
-
 /// y = x @ W with x: [2,3] input, W: [3,2] constant, plus a bool output.
 Plan matmulPlan() {
   Plan p;

@@ -7,8 +7,11 @@
 #include "cleave_rt.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <cstring>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -121,6 +124,34 @@ struct Loaded {
     return std::vector<T>(p, p + bytes / sizeof(T));
   }
 };
+
+/// The whole contents of a file ("" if it cannot be read).
+inline std::string slurp(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+#ifdef CLEAVE_RUN_PATH
+/// Exit code and captured output of one cleave-run.
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+/// Runs cleave-run with `args` (already shell-quoted), output in `dir`.
+inline Result runTool(const TempDir &dir, const std::string &args) {
+  std::string cmd = std::string("'") + CLEAVE_RUN_PATH + "' " + args + " >'" +
+                    dir.file("stdout") + "' 2>'" + dir.file("stderr") + "'";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir.file("stdout"));
+  r.err = slurp(dir.file("stderr"));
+  return r;
+}
+#endif
 
 } // namespace cleave::test
 

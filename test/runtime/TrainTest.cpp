@@ -21,29 +21,6 @@ using namespace cleave::test;
 
 namespace {
 
-std::string slurp(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result runTool(const TempDir &dir, const std::string &args) {
-  std::string cmd = std::string("'") + CLEAVE_RUN_PATH + "' " + args + " >'" +
-                    dir.file("stdout") + "' 2>'" + dir.file("stderr") + "'";
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir.file("stdout"));
-  r.err = slurp(dir.file("stderr"));
-  return r;
-}
-
 /// Builds the test kernel with clang; empty if there is no clang.
 std::vector<uint8_t> buildSgdKernel(const TempDir &dir) {
   std::string clang = CLEAVE_TEST_CLANG;
