@@ -97,7 +97,7 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
                     static_cast<size_t>(c.params[0]));
       break;
     case CommandKind::RandomNormal:
-      fillNormal(c, reinterpret_cast<float *>(arena + c.buffers[0]));
+      fillNormal(c, 0, c.params[0], reinterpret_cast<float *>(arena + c.buffers[0]));
       break;
     case CommandKind::GpuLaunch: // Rejected by the validator.
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,

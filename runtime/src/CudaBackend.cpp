@@ -51,6 +51,7 @@
 #include "Nccl.h"
 #include "RandomInit.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -99,9 +100,6 @@ struct LaunchOp {
 struct Prepared {
   std::vector<std::unique_ptr<GemmOp>> gemms;     ///< One per command or null.
   std::vector<std::unique_ptr<LaunchOp>> launches; ///< Same.
-  /// RandomNormal commands: the values, generated on the host (the same
-  /// generator as the CPU backend's) and copied in by enqueue.
-  std::vector<std::vector<float>> hostValues;
 };
 
 class CudaBackend final : public Backend {
@@ -127,6 +125,12 @@ private:
     return check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   }
   cleave_rt_status loadModule();
+  /// Copies host memory into the arena on the compute stream and waits for
+  /// it: a plain cuMemcpyHtoD runs on the legacy stream, which the
+  /// non-blocking compute stream does not wait for, and from pageable
+  /// memory it may return before the copy has landed.
+  cleave_rt_status upload(CUdeviceptr dst, const void *src, size_t bytes,
+                          const char *what);
   cleave_rt_status prepare(const std::vector<Command> &commands,
                            Prepared *out);
   cleave_rt_status prepareGemm(const Command &c, GemmOp *op);
@@ -253,10 +257,8 @@ cleave_rt_status CudaBackend::init() {
       check(cu.cuStreamSynchronize(compute), "cuStreamSynchronize"));
   for (const Constant &c : plan->constants)
     if (!c.data.empty())
-      CLEAVE_RT_RETURN_IF_ERROR(
-          check(cu.cuMemcpyHtoD(arena + c.info.offset, c.data.data(),
-                                c.data.size()),
-                "cuMemcpyHtoD (constant)"));
+      CLEAVE_RT_RETURN_IF_ERROR(upload(arena + c.info.offset, c.data.data(),
+                                       c.data.size(), "constant"));
 
   bool anyGemm = false;
   for (const auto *list : {&plan->commands, &plan->initCommands})
@@ -275,10 +277,7 @@ cleave_rt_status CudaBackend::init() {
   CLEAVE_RT_RETURN_IF_ERROR(prepare(plan->commands, &runPrepared));
   // Once, after the constants: e.g. zeroing the optimizer state.
   CLEAVE_RT_RETURN_IF_ERROR(enqueue(plan->initCommands, initPrepared));
-  CLEAVE_RT_RETURN_IF_ERROR(
-      check(cu.cuStreamSynchronize(compute), "init commands"));
-  initPrepared.hostValues.clear();
-  return nullptr;
+  return check(cu.cuStreamSynchronize(compute), "init commands");
 }
 
 cleave_rt_status CudaBackend::loadModule() {
@@ -452,7 +451,6 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
                                       Prepared *out) {
   out->gemms.resize(commands.size());
   out->launches.resize(commands.size());
-  out->hostValues.resize(commands.size());
   for (size_t i = 0; i < commands.size(); ++i) {
     const Command &c = commands[i];
     if (c.kind == CommandKind::Gemm) {
@@ -479,9 +477,6 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
         op->args[j] = &op->values[j];
       }
       out->launches[i] = std::move(op);
-    } else if (c.kind == CommandKind::RandomNormal) {
-      out->hostValues[i].resize(static_cast<size_t>(c.params[0]));
-      fillNormal(c, out->hostValues[i].data());
     } else if (c.kind == CommandKind::Kernel) {
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "command " + std::to_string(i) +
@@ -545,12 +540,19 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
             "cuMemsetD8Async"));
       break;
     case CommandKind::RandomNormal: {
-      const std::vector<float> &values = prepared.hostValues[i];
-      if (!values.empty())
-        CLEAVE_RT_RETURN_IF_ERROR(check(
-            cu.cuMemcpyHtoDAsync(arena + c.buffers[0], values.data(),
-                                 values.size() * sizeof(float), compute),
-            "cuMemcpyHtoDAsync (random_normal)"));
+      // Init commands only (never captured): generated on the host with the
+      // CPU backend's generator, a bounded piece at a time, each copied in
+      // stream order after the commands before it.
+      constexpr int64_t kPiece = int64_t(1) << 22; // 16 MiB of floats
+      std::vector<float> piece;
+      for (int64_t begin = 0, n = c.params[0]; begin < n; begin += kPiece) {
+        int64_t end = std::min(n, begin + kPiece);
+        piece.resize(static_cast<size_t>(end - begin));
+        fillNormal(c, begin, end, piece.data());
+        CLEAVE_RT_RETURN_IF_ERROR(
+            upload(arena + c.buffers[0] + begin * sizeof(float), piece.data(),
+                   piece.size() * sizeof(float), "random_normal"));
+      }
       break;
     }
     case CommandKind::Kernel:
@@ -599,9 +601,15 @@ cleave_rt_status CudaBackend::writeTensor(const TensorInfo &tensor,
   if (!tensor.byteSize())
     return nullptr;
   CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
-  // The compute stream is idle between runs (run() synchronizes).
-  return check(cu.cuMemcpyHtoD(arena + tensor.offset, data, tensor.byteSize()),
-               "cuMemcpyHtoD");
+  return upload(arena + tensor.offset, data, tensor.byteSize(), "input");
+}
+
+cleave_rt_status CudaBackend::upload(CUdeviceptr dst, const void *src,
+                                     size_t bytes, const char *what) {
+  std::string name = std::string("cuMemcpyHtoDAsync (") + what + ")";
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuMemcpyHtoDAsync(dst, src, bytes, compute), name.c_str()));
+  return check(cu.cuStreamSynchronize(compute), "cuStreamSynchronize");
 }
 
 cleave_rt_status CudaBackend::readTensor(const TensorInfo &tensor,

@@ -15,27 +15,29 @@ uint64_t splitMix64(uint64_t z) {
 }
 } // namespace
 
-void fillNormal(float *out, int64_t count, uint64_t seed, double mean,
-                double stddev) {
+void fillNormal(float *out, int64_t begin, int64_t end, uint64_t seed,
+                double mean, double stddev) {
   const double twoPi = 6.283185307179586476925;
   const double unit = 1.0 / 9007199254740992.0; // 2^-53
   uint64_t key = splitMix64(seed);
-  for (int64_t i = 0; i < count; i += 2) {
+  for (int64_t i = begin; i < end; ++i) {
+    // Elements 2k and 2k+1 are the cosine and sine of pair k.
     uint64_t pair = static_cast<uint64_t>(i / 2);
     // u1 in (0, 1] (log is finite), u2 in [0, 1).
     double u1 = static_cast<double>((splitMix64(key ^ (2 * pair)) >> 11) + 1) * unit;
     double u2 = static_cast<double>(splitMix64(key ^ (2 * pair + 1)) >> 11) * unit;
     double r = std::sqrt(-2.0 * std::log(u1));
-    out[i] = static_cast<float>(mean + stddev * r * std::cos(twoPi * u2));
-    if (i + 1 < count)
-      out[i + 1] = static_cast<float>(mean + stddev * r * std::sin(twoPi * u2));
+    double angle = twoPi * u2;
+    out[i - begin] = static_cast<float>(
+        mean + stddev * r * (i % 2 == 0 ? std::cos(angle) : std::sin(angle)));
   }
 }
 
-void fillNormal(const plan::Command &command, float *out) {
+void fillNormal(const plan::Command &command, int64_t begin, int64_t end,
+                float *out) {
   const std::vector<int64_t> &p = command.params;
-  fillNormal(out, p[0], static_cast<uint64_t>(p[1]), plan::bitsToDouble(p[2]),
-             plan::bitsToDouble(p[3]));
+  fillNormal(out, begin, end, static_cast<uint64_t>(p[1]),
+             plan::bitsToDouble(p[2]), plan::bitsToDouble(p[3]));
 }
 
 } // namespace cleave::rt

@@ -9,14 +9,17 @@
 
 namespace cleave::rt {
 
-/// Writes `count` f32 values mean + stddev * z_i to `out`, z_i standard
-/// normal: Box-Muller on uniforms hashed (SplitMix64) from (seed, i), so the
-/// values depend on nothing but the arguments, on every backend.
-void fillNormal(float *out, int64_t count, uint64_t seed, double mean,
-                double stddev);
+/// Writes elements [begin, end) of the sequence mean + stddev * z_i to
+/// `out` (out[0] is element `begin`), z_i standard normal: Box-Muller on
+/// uniforms hashed (SplitMix64) from (seed, i / 2), so each element depends
+/// only on the arguments and its index, on every backend and however the
+/// sequence is cut into pieces.
+void fillNormal(float *out, int64_t begin, int64_t end, uint64_t seed,
+                double mean, double stddev);
 
-/// fillNormal for a validated RandomNormal command.
-void fillNormal(const plan::Command &command, float *out);
+/// fillNormal of elements [begin, end) of a validated RandomNormal command.
+void fillNormal(const plan::Command &command, int64_t begin, int64_t end,
+                float *out);
 
 } // namespace cleave::rt
 

@@ -1,5 +1,6 @@
 //===- ExecutorTest.cpp - Running plans through the C API -----------------===//
 
+#include "RandomInit.h"
 #include "TestUtil.h"
 #include "cleave_rt.h"
 
@@ -353,4 +354,17 @@ TEST(Executor, RandomNormalInitCommands) {
   EXPECT_NEAR(meanB, 3.0, 0.02);
   EXPECT_NEAR(stdB, 0.5, 0.02);
   EXPECT_EQ(b.back(), 0.0f); // one past the count: untouched
+}
+
+TEST(RandomInit, PiecesEqualTheWhole) {
+  // The CUDA backend generates RandomNormal values a piece at a time; any
+  // cut (odd ones split a Box-Muller pair) gives the same elements.
+  std::vector<float> whole(1001), pieces(1001);
+  rt::fillNormal(whole.data(), 0, 1001, 42, 0.5, 2.0);
+  for (int64_t begin = 0; begin < 1001;) {
+    int64_t end = std::min<int64_t>(1001, begin + 1 + begin % 7);
+    rt::fillNormal(pieces.data() + begin, begin, end, 42, 0.5, 2.0);
+    begin = end;
+  }
+  EXPECT_EQ(whole, pieces);
 }
