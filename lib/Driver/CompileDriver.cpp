@@ -29,6 +29,7 @@
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <chrono>
 
 using namespace mlir;
@@ -413,7 +414,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
     double stddev = 0;
     unsigned long long seed = 0;
     if (parts.size() < 2 || parts.size() > 3 || parts[0] != "normal" ||
-        parts[1].getAsDouble(stddev) || !(stddev >= 0) ||
+        parts[1].getAsDouble(stddev) || !std::isfinite(stddev) || stddev < 0 ||
         (parts.size() == 3 && parts[2].getAsInteger(10, seed)))
       return fail("bad --init-parameters '" + opts.initParameters +
                   "' (expected normal:<std>[:<seed>], e.g. normal:0.02)");

@@ -313,28 +313,30 @@ Value NodeContext::unary(UnaryKind kind, Value v) {
   return UnaryOp::create(b, loc, v.getType(), kind, v).getResult();
 }
 
-Value NodeContext::binary(BinaryKind kind, Value x, Value y) {
-  auto vs = broadcastAll({x, y});
-  if (vs.empty())
-    return {};
-  if (vs[0].getType() != vs[1].getType()) {
+/// x and y broadcast to one shape; empty (after an error) when they do not
+/// broadcast or their element types differ.
+SmallVector<Value> NodeContext::broadcastPair(Value x, Value y) {
+  SmallVector<Value> vs = broadcastAll({x, y});
+  if (!vs.empty() && vs[0].getType() != vs[1].getType()) {
     error() << "operand element types differ: " << x.getType() << " and "
             << y.getType();
     return {};
   }
+  return vs;
+}
+
+Value NodeContext::binary(BinaryKind kind, Value x, Value y) {
+  SmallVector<Value> vs = broadcastPair(x, y);
+  if (vs.empty())
+    return {};
   return BinaryOp::create(b, loc, vs[0].getType(), kind, vs[0], vs[1])
       .getResult();
 }
 
 Value NodeContext::compare(CompareKind kind, Value x, Value y) {
-  auto vs = broadcastAll({x, y});
+  SmallVector<Value> vs = broadcastPair(x, y);
   if (vs.empty())
     return {};
-  if (vs[0].getType() != vs[1].getType()) {
-    error() << "operand element types differ: " << x.getType() << " and "
-            << y.getType();
-    return {};
-  }
   auto type = RankedTensorType::get(shapeOf(vs[0]), b.getI1Type());
   return CompareOp::create(b, loc, type, kind, vs[0], vs[1]).getResult();
 }

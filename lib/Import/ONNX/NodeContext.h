@@ -193,6 +193,8 @@ public:
   Value broadcastTo(Value v, ArrayRef<int64_t> shape);
   /// Broadcasts all values to their common numpy shape (null on error).
   SmallVector<Value> broadcastAll(ArrayRef<Value> values);
+  /// broadcastAll of two operands that must also share an element type.
+  SmallVector<Value> broadcastPair(Value x, Value y);
   /// A splat constant of the given type filled with `value`.
   Value splat(Type elemType, ArrayRef<int64_t> shape, double value);
   /// A splat constant shaped like `like`.

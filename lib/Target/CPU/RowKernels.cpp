@@ -620,9 +620,7 @@ void RowKernelBuilder::splitFull(OpPlan &plan) {
   op.erase();
 }
 
-
 void RowKernelBuilder::emit() {
-  Block &block = func.getBody().front();
   Operation *first = plans.front().op, *last = plans.back().op;
   // Deallocations between the ops move after the loop.
   SmallVector<Operation *> deallocs;
@@ -643,7 +641,6 @@ void RowKernelBuilder::emit() {
     dealloc->moveAfter(rows);
   for (OpPlan &plan : plans)
     plan.op.erase();
-  (void)block;
 }
 
 /// The linalg op right before `op` (host ops such as constants and views in
