@@ -163,6 +163,12 @@ LogicalResult EmulateLaunchesPass::emulate(gpu::LaunchOp launch) {
               return;
             }
             Value slot = slots.lookup(reduce.getValue());
+            if (!slot) {
+              result = reduce.emitError(
+                  "emulation: all_reduce of a value not computed in the "
+                  "launch body");
+              return;
+            }
             Value first = memref::LoadOp::create(bb, loc, slot, zero);
             auto fold = scf::ForOp::create(
                 bb, loc, one, index(bb, *block), one, ValueRange{first},

@@ -50,3 +50,21 @@ func.func @nested_barrier(%c: i1) {
   }
   return
 }
+
+// -----
+
+func.func @outside_value(%v: f32, %y: memref<f32>) {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    // expected-error @+1 {{emulation: all_reduce of a value not computed in the launch body}}
+    %s = gpu.all_reduce %v uniform {
+    ^bb0(%a: f32, %b: f32):
+      %r = arith.addf %a, %b : f32
+      gpu.yield %r : f32
+    } : (f32) -> f32
+    memref.store %s, %y[] : memref<f32>
+    gpu.terminator
+  }
+  return
+}
