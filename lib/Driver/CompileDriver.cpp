@@ -131,9 +131,34 @@ struct Options {
                "target become an input (default: the model's scalar output)"),
       cl::value_desc("spec"), cl::cat(trainCategory)};
   cl::opt<std::string> trainable{
-      "trainable", cl::desc("Regex of the initializers to train (default: all "
-                            "float initializers)"),
-      cl::init(".*"), cl::value_desc("regex"), cl::cat(trainCategory)};
+      "trainable",
+      cl::desc("Regex of the initializers to train (default: the parameters "
+               "of a PyTorch export's signature, else every float "
+               "initializer of more than one element)"),
+      cl::value_desc("regex"), cl::cat(trainCategory)};
+  cl::opt<std::string> noDecay{
+      "no-decay",
+      cl::desc("Regex of parameters exempt from weight decay (e.g. "
+               "'.*bias|.*norm.*')"),
+      cl::value_desc("regex"), cl::cat(trainCategory)};
+  cl::opt<std::string> untie{
+      "untie",
+      cl::desc("Regex of initializers to train as one parameter per use "
+               "(for initializers an exporter merged because their values "
+               "were equal)"),
+      cl::value_desc("regex"), cl::cat(trainCategory)};
+  cl::opt<std::string> batchNorm{
+      "batch-norm",
+      cl::desc("BatchNormalization when training: train (default; batch "
+               "statistics, running statistics updated as PyTorch's train() "
+               "does, saved in checkpoints and --export-onnx) or frozen "
+               "(the running statistics, as in inference)"),
+      cl::init("train"), cl::value_desc("mode"), cl::cat(trainCategory)};
+  cl::opt<bool> returnGradients{
+      "return-gradients",
+      cl::desc("The training step also returns every parameter's gradient "
+               "(grad.<name>, before clipping)"),
+      cl::cat(trainCategory)};
   cl::opt<std::string> frozen{
       "frozen", cl::desc("Regex of initializers to keep fixed"),
       cl::value_desc("regex"), cl::cat(trainCategory)};
@@ -300,6 +325,11 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return success();
   });
 
+  if (opts.batchNorm != "train" && opts.batchNorm != "frozen")
+    return fail("unknown --batch-norm '" + opts.batchNorm +
+                "' (expected train or frozen)");
+  importOptions.batchNormTraining = opts.train && opts.batchNorm == "train";
+  importOptions.keepParameters = opts.train;
   FailureOr<OwningOpRef<ModuleOp>> module =
       importONNXFile(opts.input, context, importOptions);
   if (failed(module))
@@ -316,6 +346,9 @@ int (::cleave::compileMain)(int argc, char **argv) {
     BuildTrainStepPassOptions train;
     train.trainable = opts.trainable;
     train.frozen = opts.frozen;
+    train.noDecay = opts.noDecay;
+    train.untie = opts.untie;
+    train.returnGradients = opts.returnGradients;
     train.loss = opts.loss;
     train.optimizer = opts.optimizer;
     train.momentum = opts.momentum;

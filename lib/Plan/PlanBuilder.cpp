@@ -476,8 +476,9 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     state.info = info;
     state.parameter = parameter ? parameter.getValue().str() : info.name;
     state.slot = slot ? slot.getValue().str() : "";
-    if (kind == "parameter") {
-      state.kind = plan::StateKind::Parameter;
+    if (kind == "parameter" || kind == "buffer") {
+      state.kind = kind == "parameter" ? plan::StateKind::Parameter
+                                       : plan::StateKind::Buffer;
       auto init = main.getArgAttrOfType<ElementsAttr>(i, "cleave.initial_value");
       if (!init)
         return main.emitError() << "parameter '" << info.name

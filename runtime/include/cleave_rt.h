@@ -150,7 +150,9 @@ const char *cleave_rt_executor_device_info(cleave_rt_executor executor);
 
 typedef enum cleave_rt_state_kind_e {
   CLEAVE_RT_STATE_PARAMETER = 1,
-  CLEAVE_RT_STATE_OPTIMIZER_STATE = 2
+  CLEAVE_RT_STATE_OPTIMIZER_STATE = 2,
+  /* Model state updated but not trained (BatchNorm running statistics). */
+  CLEAVE_RT_STATE_BUFFER = 3
 } cleave_rt_state_kind_t;
 
 /* Pointers stay valid while the program lives. */

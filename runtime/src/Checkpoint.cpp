@@ -39,20 +39,6 @@ static bool exists(const std::string &path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-static bool makeDirs(const std::string &path, std::string *error) {
-  if (path.empty() || isDirectory(path))
-    return true;
-  size_t slash = path.find_last_of('/');
-  if (slash != std::string::npos && slash > 0 &&
-      !makeDirs(path.substr(0, slash), error))
-    return false;
-  if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) {
-    *error = "cannot create directory '" + path + "': " + errnoText();
-    return false;
-  }
-  return true;
-}
-
 static bool fsyncPath(const std::string &path, std::string *error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0 || ::fsync(fd) != 0) {
@@ -154,7 +140,7 @@ static std::string indexJson(const Checkpoint &c) {
 
 bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
           std::string *error) {
-  if (!makeDirs(dir, error))
+  if (!makeDirectories(dir, error))
     return false;
   std::string name = "step-" + std::to_string(ckpt.step);
   std::string tmp =
@@ -376,6 +362,7 @@ bool load(const std::string &stepDir, Checkpoint *out, std::string *error) {
     }
     r.name = name->text;
     r.kind = kind && kind->text == "optimizer_state" ? StateKind::OptimizerState
+             : kind && kind->text == "buffer"        ? StateKind::Buffer
                                                      : StateKind::Parameter;
     r.parameter = param ? param->text : r.name;
     r.slot = slot ? slot->text : "";

@@ -111,4 +111,19 @@ bool writeFileAtomically(const std::string &path, const void *data,
   return true;
 }
 
+bool makeDirectories(const std::string &path, std::string *error) {
+  struct stat st;
+  if (path.empty() || (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+    return true;
+  size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 &&
+      !makeDirectories(path.substr(0, slash), error))
+    return false;
+  if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) {
+    *error = "cannot create directory '" + path + "': " + errnoText();
+    return false;
+  }
+  return true;
+}
+
 } // namespace cleave

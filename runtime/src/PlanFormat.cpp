@@ -90,6 +90,7 @@ const char *stateKindName(StateKind k) {
   switch (k) {
   case StateKind::Parameter: return "parameter";
   case StateKind::OptimizerState: return "optimizer_state";
+  case StateKind::Buffer: return "buffer";
   }
   return "unknown";
 }

@@ -135,14 +135,16 @@ bool Validator::checkStates() {
     std::string what = "state " + std::to_string(i) + " '" + st.info.name + "'";
     if (!checkTensor(what, st.info))
       return false;
-    if (st.kind != StateKind::Parameter && st.kind != StateKind::OptimizerState)
+    if (st.kind != StateKind::Parameter && st.kind != StateKind::OptimizerState &&
+        st.kind != StateKind::Buffer)
       return fail(what + ": unknown state kind " +
                   std::to_string(static_cast<uint32_t>(st.kind)) +
-                  " (expected 1 = parameter or 2 = optimizer state)");
+                  " (expected 1 = parameter, 2 = optimizer state or 3 = "
+                  "buffer)");
     if (st.parameter.empty())
       return fail(what + ": names no parameter");
-    if (st.kind == StateKind::Parameter && !st.slot.empty())
-      return fail(what + ": a parameter has no optimizer slot, got '" +
+    if (st.kind != StateKind::OptimizerState && !st.slot.empty())
+      return fail(what + ": a parameter or buffer has no optimizer slot, got '" +
                   st.slot + "'");
     if (st.kind == StateKind::OptimizerState && st.slot.empty())
       return fail(what + ": optimizer state of '" + st.parameter +

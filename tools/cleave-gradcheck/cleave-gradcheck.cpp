@@ -21,6 +21,21 @@
 // where n is the size of the indexed dimension of the gather, scatter or
 // gather_elements that uses them, or from their `gradcheck.range`.
 //
+// --hostile draws the edges where rules break instead: exact zeros, both
+// signs, and magnitudes from 1e-3 up to the range's bounds (default
+// [-1e4, 1e4], or `gradcheck.hostile = [lo, hi]` on the argument or the
+// function, for rules with a narrower domain; `gradcheck.nonzero` leaves
+// out exact zeros, for a divisor). It fails on a NaN gradient
+// where the loss is finite, and compares with finite differences only where
+// the function is smooth at the sample (the one-sided differences agree and
+// are finite); kinks (relu at 0, max ties) are conventions, checked with
+// printed values instead:
+//
+// A function with the `gradcheck.print` attribute is not compared with
+// finite differences: its loss weights are ones, an argument may fix its
+// values with `gradcheck.values = dense<...>`, and each gradient is printed
+// as `GRAD f #k: v0 v1 ...` for FileCheck (e.g. PyTorch's values at kinks).
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/InitAll.h"
@@ -70,6 +85,11 @@ static cl::opt<unsigned> seedOpt("seed", cl::desc("Seed of the inputs"),
 static cl::opt<unsigned>
     samples("samples", cl::desc("Elements checked per argument at most"),
             cl::init(32));
+static cl::opt<bool>
+    hostile("hostile",
+            cl::desc("Draw zeros, both signs and large magnitudes; fail on "
+                     "NaN gradients; compare only where smooth"),
+            cl::init(false));
 
 //===----------------------------------------------------------------------===//
 // Runtime wrappers
@@ -254,6 +274,37 @@ static int64_t indexedSize(BlockArgument arg) {
   return 2;
 }
 
+/// One value of the hostile distribution on [lo, hi]: an exact zero (when
+/// in range and `zeros`) or a bound one time in eight each, otherwise a random sign and
+/// a magnitude log-uniform between 1e-3 and the bound on that side.
+static double hostileValue(double lo, double hi, bool zeros,
+                           std::mt19937_64 &rng) {
+  std::uniform_int_distribution<int> pick(0, 7);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  switch (pick(rng)) {
+  case 0:
+    if (zeros && lo <= 0 && hi >= 0)
+      return 0.0;
+    [[fallthrough]];
+  case 1:
+    return unit(rng) < 0.5 ? lo : hi;
+  default:
+    break;
+  }
+  for (;;) {
+    bool negative = unit(rng) < 0.5;
+    double bound = negative ? -lo : hi;
+    if (bound <= 0) // Only the other sign is in range.
+      continue;
+    double low = std::min(1e-3, bound);
+    double magnitude =
+        std::exp(std::log(low) + unit(rng) * (std::log(bound) - std::log(low)));
+    double v = negative ? -magnitude : magnitude;
+    if (v >= lo && v <= hi)
+      return v;
+  }
+}
+
 /// Pseudo-random inputs for `f`'s arguments.
 static SmallVector<HostTensor> makeInputs(func::FuncOp f,
                                           std::mt19937_64 &rng) {
@@ -266,7 +317,23 @@ static SmallVector<HostTensor> makeInputs(func::FuncOp f,
     t.bytes.resize(type.getNumElements() * (type.getElementTypeBitWidth() / 8));
     std::optional<std::pair<double, double>> range =
         readRange(f.getArgAttr(arg.getArgNumber(), "gradcheck.range"));
-    if (isa<FloatType>(type.getElementType())) {
+    if (auto fixed = f.getArgAttrOfType<DenseElementsAttr>(
+            arg.getArgNumber(), "gradcheck.values");
+        fixed && isa<FloatType>(type.getElementType())) {
+      for (auto [i, v] : llvm::enumerate(fixed.getValues<APFloat>()))
+        if (static_cast<int64_t>(i) < t.size())
+          t.set(i, v.convertToDouble());
+    } else if (isa<FloatType>(type.getElementType()) && hostile) {
+      std::optional<std::pair<double, double>> hostileRange = readRange(
+          f.getArgAttr(arg.getArgNumber(), "gradcheck.hostile"));
+      if (!hostileRange)
+        hostileRange = readRange(f->getAttr("gradcheck.hostile"));
+      auto [lo, hi] = hostileRange ? *hostileRange : std::make_pair(-1e4, 1e4);
+      bool nonzero = f.getArgAttr(arg.getArgNumber(), "gradcheck.nonzero") ||
+                     f->hasAttr("gradcheck.nonzero");
+      for (int64_t i = 0; i < t.size(); ++i)
+        t.set(i, hostileValue(lo, hi, !nonzero, rng));
+    } else if (isa<FloatType>(type.getElementType())) {
       auto [lo, hi] = range     ? *range
                       : fnRange ? *fnRange
                                 : std::make_pair(-1.0, 1.0);
@@ -307,8 +374,10 @@ static FailureOr<double> checkFunction(func::FuncOp f, std::string &error) {
   for (Type t : f.getResultTypes()) {
     auto type = cast<RankedTensorType>(t);
     SmallVector<Attribute> values;
+    bool print = f->hasAttr("gradcheck.print");
     for (int64_t i = 0; i < type.getNumElements(); ++i)
-      values.push_back(FloatAttr::get(type.getElementType(), unit(rng)));
+      values.push_back(
+          FloatAttr::get(type.getElementType(), print ? 1.0 : unit(rng)));
     weights.push_back(DenseElementsAttr::get(type, values));
   }
 
@@ -362,16 +431,35 @@ static FailureOr<double> checkFunction(func::FuncOp f, std::string &error) {
     return fail("the two plans disagree on the loss: " +
                 std::to_string(gradLoss) + " vs " + std::to_string(loss));
 
+  if (f->hasAttr("gradcheck.print")) {
+    for (auto [k, argIndex] : llvm::enumerate(wrt)) {
+      const HostTensor &grad = gradResults[k + 1];
+      llvm::outs() << "GRAD " << f.getSymName() << " #" << argIndex << ":";
+      for (int64_t i = 0; i < grad.size(); ++i)
+        llvm::outs() << " " << llvm::format("%.6g", grad.get(i));
+      llvm::outs() << "\n";
+    }
+    return 0.0;
+  }
+
+  bool finiteLoss = std::isfinite(loss);
   double worst = 0;
   for (auto [k, argIndex] : llvm::enumerate(wrt)) {
     HostTensor &x = inputs[argIndex];
     const HostTensor &grad = gradResults[k + 1];
+    if (hostile && finiteLoss)
+      for (int64_t i = 0; i < grad.size(); ++i)
+        if (std::isnan(grad.get(i)))
+          return fail("NaN gradient of argument #" + Twine(argIndex) +
+                      " at element " + Twine(i) + " (x = " +
+                      std::to_string(x.get(i)) + ") where the loss is finite");
     std::vector<int64_t> order(x.size());
     for (int64_t i = 0; i < x.size(); ++i)
       order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     order.resize(std::min<int64_t>(order.size(), samples));
     double diff2 = 0, g2 = 0, fd2 = 0;
+    int64_t compared = 0;
     for (int64_t i : order) {
       double original = x.get(i);
       double h = step * std::max(1.0, std::abs(original));
@@ -385,10 +473,38 @@ static FailureOr<double> checkFunction(func::FuncOp f, std::string &error) {
       if (!err.empty())
         return fail("running the loss plan: " + err);
       double fd = (plus - minus) / (2 * h), g = grad.get(i);
+      if (hostile) {
+        // Compare only where the function is smooth at the sample: the
+        // one-sided differences agree, and so do the central differences
+        // of steps h and 2h (a jump gives 1/h and 1/(2h)).
+        double plus2, minus2;
+        x.set(i, original + 2 * h);
+        err = evalLoss(plus2);
+        x.set(i, original - 2 * h);
+        if (err.empty())
+          err = evalLoss(minus2);
+        x.set(i, original);
+        if (!err.empty())
+          return fail("running the loss plan: " + err);
+        double right = (plus - loss) / h, left = (loss - minus) / h;
+        double fdWide = (plus2 - minus2) / (4 * h);
+        auto agree = [](double a, double b) {
+          return std::isfinite(a) && std::isfinite(b) &&
+                 std::abs(a - b) <=
+                     1e-3 * std::max({std::abs(a), std::abs(b), 1e-3});
+        };
+        if (!std::isfinite(g) || !agree(right, left) || !agree(fd, fdWide))
+          continue;
+      }
+      ++compared;
       diff2 += (g - fd) * (g - fd);
       g2 += g * g;
       fd2 += fd * fd;
     }
+    if (compared == 0)
+      return fail("no sample of argument #" + Twine(argIndex) +
+                  " where the function is smooth and finite; narrow its "
+                  "gradcheck.hostile range");
     double rel =
         std::sqrt(diff2) / std::max({std::sqrt(g2), std::sqrt(fd2), 1e-12});
     if (!(rel <= worst)) // NaN propagates.

@@ -15,7 +15,9 @@
 #include "cleave/Checkpoint.h"
 #include "cleave/Data.h"
 #include "cleave/Json.h"
+#include "cleave/TensorFile.h"
 
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -49,6 +51,38 @@ static int statusFail(cleave_rt_status s) {
     if (cleave_rt_status s_ = (expr))                                          \
       return statusFail(s_);                                                   \
   } while (0)
+
+std::string outputFileName(const std::string &name) {
+  std::string s = name;
+  for (char &c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
+        c != '-')
+      c = '_';
+  if (s.empty() || s == "." || s == "..")
+    s = "output" + s;
+  return s + ".npy";
+}
+
+/// Writes every output of the executor's last run into `dir`.
+static int writeOutputs(cleave_rt_program program, cleave_rt_executor e,
+                        const std::string &dir) {
+  std::string err;
+  if (!makeDirectories(dir, &err))
+    return fail(err);
+  for (size_t i = 0; i < cleave_rt_program_output_count(program); ++i) {
+    cleave_rt_tensor_desc_t d;
+    TRY(cleave_rt_program_output_desc(program, i, &d));
+    const void *data;
+    size_t bytes;
+    TRY(cleave_rt_executor_output(e, i, &data, &bytes));
+    std::vector<int64_t> shape(d.dims, d.dims + d.rank);
+    if (!tensorfile::writeNpyFile(dir + "/" + outputFileName(d.name),
+                                  static_cast<DType>(d.dtype), shape, data,
+                                  bytes, &err))
+      return fail("output '" + std::string(d.name) + "': " + err);
+  }
+  return -1;
+}
 
 bool anyTrainingOption(const TrainOptions &o) {
   return o.steps >= 0 || !o.data.empty() || !o.tokens.empty() || o.synthetic ||
@@ -153,7 +187,7 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
                 "': " + err);
   std::vector<onnxexport::Weight> weights;
   for (const checkpoint::StateRecord &r : records)
-    if (r.kind == StateKind::Parameter)
+    if (r.kind == StateKind::Parameter || r.kind == StateKind::Buffer)
       weights.push_back({r.name, static_cast<uint32_t>(r.dtype), r.shape,
                          r.data.data(), r.data.size()});
   if (!onnxexport::replaceInitializers(model, weights, &exported, &err))
@@ -452,6 +486,12 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   if (nonFinite)
     warn(std::to_string(nonFinite) + " step(s) had a non-finite loss");
 
+  if (!o.outputDir.empty() && firstStep < o.steps) {
+    int rc = writeOutputs(program, exec.e, o.outputDir);
+    if (rc >= 0)
+      return rc;
+  }
+
   if (!o.exportPath.empty() || !o.exportOnnx.empty()) {
     std::vector<checkpoint::StateRecord> records;
     int rc = snapshot(exec.e, states, &records);
@@ -460,7 +500,7 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     if (!o.exportPath.empty()) {
       std::vector<safetensors::HostTensorRef> refs;
       for (const checkpoint::StateRecord &r : records)
-        if (r.kind == StateKind::Parameter)
+        if (r.kind == StateKind::Parameter || r.kind == StateKind::Buffer)
           refs.push_back(
               {r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
       if (!checkpoint::writeSafetensorsFile(

@@ -27,7 +27,14 @@ struct TrainOptions {
   /// --export-onnx OUT: the source model (--onnx-model, default the plan's
   /// `source_model` metadata) with the trained parameters written back.
   std::string exportOnnx, onnxModel;
+  /// --output-dir DIR: every output of the last step (loss, grad_norm and,
+  /// in plans compiled with --return-gradients, grad.<name>) as .npy.
+  std::string outputDir;
 };
+
+/// The file name an output is written to: `<name>.npy`, with characters
+/// other than letters, digits, '_', '.' and '-' replaced by '_'.
+std::string outputFileName(const std::string &name);
 
 /// True if any training option was given (so the plan must be a training
 /// plan).

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Train.h"
+#include "cleave/FileUtil.h"
 #include "cleave/TensorFile.h"
 #include "cleave_rt.h"
 
@@ -50,7 +51,11 @@ static const char kHelp[] =
     "                           outside [A-Za-z0-9_.-] become '_'. Files are\n"
     "                           written atomically. bfloat16 outputs are written\n"
     "                           as float32 (numpy has no bfloat16), float16 as\n"
-    "                           '<f2', bool as '|b1'.\n"
+    "                           '<f2', bool as '|b1'. The directory is\n"
+    "                           created if missing. For a training plan, only\n"
+    "                           given explicitly: the outputs of the last step\n"
+    "                           (loss, grad_norm, grad.<name> with\n"
+    "                           --return-gradients).\n"
     "  --no-output              do not write output files\n"
     "  --print-outputs          print each output's name, shape, dtype and\n"
     "                           first values\n"
@@ -115,6 +120,7 @@ struct Options {
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> named;
   std::string outputDir = ".";
+  bool outputDirGiven = false;
   std::string backend = "cpu";
   bool noOutput = false, printOutputs = false, printStats = false;
   long warmup = 0, repeat = 1;
@@ -187,6 +193,7 @@ static int parseArgs(int argc, char **argv, Options *o) {
         return usageError("option " + arg + " needs a value");
       if (arg == "--output-dir") {
         o->outputDir = v;
+        o->outputDirGiven = true;
       } else if (arg == "--backend") {
         o->backend = v;
       } else if (arg == "--input") {
@@ -276,17 +283,6 @@ static int parseArgs(int argc, char **argv, Options *o) {
 static std::string describe(uint32_t dtype, const std::vector<int64_t> &shape) {
   return "shape " + tensorfile::shapeToString(shape) + " " +
          cleave_rt_dtype_name(dtype);
-}
-
-static std::string fileNameFor(const std::string &name) {
-  std::string s = name;
-  for (char &c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
-        c != '-')
-      c = '_';
-  if (s.empty() || s == "." || s == "..")
-    s = "output" + s;
-  return s + ".npy";
 }
 
 /// Assigns a file to every input, reads it and checks it against the plan.
@@ -397,6 +393,8 @@ int main(int argc, char **argv) {
     if (!o.positional.empty() || !o.named.empty())
       return error("a training plan takes its inputs from --data, --tokens "
                    "or --synthetic, not from input files");
+    if (o.outputDirGiven)
+      o.train.outputDir = o.outputDir;
     return run::runTraining(o.train, program, o.backend);
   }
 
@@ -408,18 +406,16 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < numOutputs; ++i) {
     if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &outs[i]))
       return statusError(s);
-    std::string file = fileNameFor(outs[i].name);
+    std::string file = run::outputFileName(outs[i].name);
     auto it = fileOwners.emplace(file, outs[i].name);
     if (!o.noOutput && !it.second)
       return error("outputs '" + it.first->second + "' and '" + outs[i].name +
                    "' would both be written to '" + file + "'");
   }
 
-  struct stat st;
-  if (!o.noOutput &&
-      (::stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
-    return error("output directory '" + o.outputDir +
-                 "' does not exist or is not a directory");
+  std::string dirError;
+  if (!o.noOutput && !makeDirectories(o.outputDir, &dirError))
+    return error(dirError);
 
   std::vector<HostTensor> inputs;
   rc = loadInputs(o, program, &inputs);
@@ -462,7 +458,7 @@ int main(int argc, char **argv) {
     }
     if (o.noOutput)
       continue;
-    std::string path = o.outputDir + "/" + fileNameFor(outs[i].name);
+    std::string path = o.outputDir + "/" + run::outputFileName(outs[i].name);
     std::string err;
     if (!tensorfile::writeNpyFile(path, static_cast<plan::DType>(outs[i].dtype),
                                   shape, data, bytes, &err))

@@ -24,6 +24,18 @@ struct ImportOptions {
   /// that decide shapes (a Reshape's shape, Slice bounds, ...) are known at
   /// compile time; the compiled plan no longer takes that input.
   llvm::StringMap<std::string> frozenInputs;
+  /// Imports BatchNormalization nodes of an inference export in training
+  /// mode, as PyTorch's train() runs them: batch statistics normalize, and
+  /// the running mean and variance (momentum as the node's, unbiased
+  /// variance) are updated. Each update is an extra result of @main with a
+  /// `cleave.updates_initializer` attribute naming the statistic's
+  /// initializer, which the training step keeps as a "buffer" state.
+  bool batchNormTraining = false;
+  /// Never folds a node that reads a float initializer of more than one
+  /// element at import time (a Gather of position embeddings at constant
+  /// positions, an Expand of a class token): in a model compiled for
+  /// training, those initializers are parameters.
+  bool keepParameters = false;
 };
 
 /// Loads, checks and converts an ONNX model file into a module holding

@@ -379,6 +379,18 @@ std::optional<ConstTensor> foldNode(NodeContext &ctx, const Inputs &in) {
 
 } // namespace
 
+/// True if input `i` is a float initializer of more than one element: a
+/// tensor that training may update, so folding it in would freeze it.
+static bool isParameterLike(NodeContext &ctx, int i) {
+  TensorEntry *e = ctx.lookup(ctx.node.input(i));
+  if (!e || !e->value)
+    return false;
+  auto cst = e->value.getDefiningOp<mlir::cleave::ConstantOp>();
+  return cst && cst->hasAttr("cleave.initializer") &&
+         isa<FloatType>(cst.getType().getElementType()) &&
+         cst.getType().getNumElements() > 1;
+}
+
 bool tryFoldNode(NodeContext &ctx) {
   StringRef op = ctx.opType();
   // Shape and Size only need the input's static type.
@@ -416,6 +428,8 @@ bool tryFoldNode(NodeContext &ctx) {
       ins.push_back(nullptr);
       continue;
     }
+    if (ctx.keepParameters && isParameterLike(ctx, i))
+      return false;
     const ConstTensor *c = ctx.constInput(i);
     if (!c)
       return false;

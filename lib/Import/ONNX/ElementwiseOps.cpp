@@ -158,8 +158,14 @@ LogicalResult convertActivation(NodeContext &ctx) {
   auto c = [&](double v) { return ctx.splat(elemOf(x), {}, v); };
   auto bin = [&](BinaryKind k, Value a, Value b) { return ctx.binary(k, a, b); };
   auto un = [&](UnaryKind k, Value a) { return ctx.unary(k, a); };
-  if (op == "Relu")
+  if (op == "Relu") {
+    // x <= 0 ? 0 : x rather than max(x, 0): NaN passes through, and the
+    // gradient at 0 is 0, as in PyTorch's relu.
+    if (isa<FloatType>(elemOf(x)))
+      return done(ctx, ctx.select(ctx.compare(CompareKind::le, x, c(0)), c(0),
+                                  x));
     return done(ctx, bin(BinaryKind::max, x, c(0)));
+  }
   if (failed(requireFloat(ctx, x)))
     return failure();
   if (op == "LeakyRelu") {
@@ -259,6 +265,15 @@ LogicalResult convertPRelu(NodeContext &ctx) {
   Value x = ctx.input(0), slope = ctx.input(1);
   if (!x || !slope)
     return failure();
+  // Before opset 7, a [C] slope applies per channel (dimension 1), which
+  // numpy broadcasting would match against the last dimension instead.
+  if (std::min(ctx.opset, ctx.sourceOpset) < 7 && rankOf(slope) == 1 &&
+      rankOf(x) >= 2 &&
+      shapeOf(slope)[0] != 1 && shapeOf(slope)[0] == shapeOf(x)[1]) {
+    SmallVector<int64_t> shape(shapeOf(x).size(), 1);
+    shape[1] = shapeOf(slope)[0];
+    slope = ctx.reshape(slope, shape);
+  }
   Value neg = ctx.compare(CompareKind::lt, x, ctx.splat(elemOf(x), {}, 0));
   Value scaled = ctx.binary(BinaryKind::mul, x, slope);
   if (!neg || !scaled)
@@ -284,9 +299,15 @@ LogicalResult convertClip(NodeContext &ctx) {
     if (ctx.hasInput(2) && !(hi = ctx.input(2)))
       return failure();
   }
-  if (lo)
+  // x < lo ? lo : x, then t > hi ? hi : t: NaN passes through, and x
+  // takes the whole gradient at the bounds, as in PyTorch's clamp.
+  if (lo && isa<FloatType>(elemOf(x)))
+    x = ctx.select(ctx.compare(CompareKind::lt, x, lo), lo, x);
+  else if (lo)
     x = ctx.binary(BinaryKind::max, x, lo);
-  if (x && hi)
+  if (x && hi && isa<FloatType>(elemOf(x)))
+    x = ctx.select(ctx.compare(CompareKind::gt, x, hi), hi, x);
+  else if (x && hi)
     x = ctx.binary(BinaryKind::min, x, hi);
   return done(ctx, x);
 }
@@ -333,8 +354,12 @@ LogicalResult convertIdentity(NodeContext &ctx) {
     }
   }
   ctx.setOutput(0, x);
+  // The mask is all ones: bool from opset 10, the input's type before
+  // (Dropout-1 to -9 declare it as T; a model converted to a newer opset
+  // casts the bool mask back, see castDropoutMasks).
   if (ctx.opType() == "Dropout" && ctx.hasOutput(1))
-    ctx.setOutput(1, ctx.splat(ctx.b.getI1Type(), shapeOf(x), 1));
+    ctx.setOutput(1, ctx.splat(ctx.opset < 10 ? elemOf(x) : ctx.b.getI1Type(),
+                               shapeOf(x), 1));
   return success();
 }
 

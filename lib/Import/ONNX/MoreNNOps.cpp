@@ -289,10 +289,33 @@ LogicalResult convertMVN(NodeContext &ctx) {
 
 ConverterFn inferenceBatchNorm = nullptr;
 
+/// Marks the running statistics of a BatchNormalization node, when they are
+/// initializers, so that the training step never trains them, and returns
+/// their initializer names ("" for a computed value).
+static std::pair<std::string, std::string> markStatistics(NodeContext &ctx) {
+  std::string names[2];
+  for (int i = 0; i < 2; ++i) {
+    auto cst = ctx.input(3 + i).getDefiningOp<ConstantOp>();
+    auto name =
+        cst ? cst->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
+    if (!name)
+      continue;
+    cst->setDiscardableAttr("cleave.batch_norm_statistic",
+                            ctx.b.getUnitAttr());
+    names[i] = name.getValue().str();
+  }
+  return {names[0], names[1]};
+}
+
 LogicalResult convertBatchNormTraining(NodeContext &ctx) {
-  bool training = ctx.attrInt("training_mode", 0) != 0 || ctx.hasOutput(1) ||
-                  ctx.hasOutput(2);
-  if (!training) {
+  bool onnxTraining = ctx.attrInt("training_mode", 0) != 0 ||
+                      ctx.hasOutput(1) || ctx.hasOutput(2);
+  // An inference export trained as PyTorch's train() does (see
+  // ImportOptions::batchNormTraining).
+  bool torchTraining = !onnxTraining && ctx.batchNormTraining;
+  if (ctx.input(3) && ctx.input(4))
+    (void)markStatistics(ctx);
+  if (!onnxTraining && !torchTraining) {
     if (inferenceBatchNorm)
       return inferenceBatchNorm(ctx);
     ctx.error() << "no inference converter is registered";
@@ -341,6 +364,19 @@ LogicalResult convertBatchNormTraining(NodeContext &ctx) {
     return ctx.binary(BinaryKind::add, ctx.binary(BinaryKind::mul, run, m),
                       ctx.binary(BinaryKind::mul, cur, m1));
   };
+  if (torchTraining) {
+    // PyTorch keeps the unbiased variance: var * n / (n - 1).
+    int64_t count = product(shape) / std::max<int64_t>(c, 1);
+    Value unbiased = ctx.binary(
+        BinaryKind::mul, var,
+        ctx.splat(et, {}, double(count) / double(std::max<int64_t>(count - 1, 1))));
+    auto [meanName, varName] = markStatistics(ctx);
+    if (!meanName.empty())
+      ctx.stateUpdates->push_back({meanName, mix(imean, mean)});
+    if (!varName.empty())
+      ctx.stateUpdates->push_back({varName, mix(ivar, unbiased)});
+    return success();
+  }
   if (ctx.hasOutput(1))
     ctx.setOutput(1, mix(imean, mean));
   if (ctx.hasOutput(2))

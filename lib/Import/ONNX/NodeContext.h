@@ -134,6 +134,17 @@ public:
   Location loc;
   int64_t opset;
   mlir::OpBuilder &b;
+  /// The model file's opset before version conversion (forms that the
+  /// converter does not adapt, such as PRelu-6's per-channel slope).
+  int64_t sourceOpset = 0;
+  /// Import BatchNormalization in training mode (ImportOptions).
+  bool batchNormTraining = false;
+  /// Do not fold nodes that read parameters (ImportOptions).
+  bool keepParameters = false;
+  /// New values of initializers that the model updates as it runs (the
+  /// running statistics of BatchNormalization in training mode): initializer
+  /// name and value, returned by @main as extra results.
+  llvm::SmallVectorImpl<std::pair<std::string, Value>> *stateUpdates = nullptr;
 
   StringRef opType() const { return node.op_type(); }
 

@@ -29,8 +29,10 @@ namespace {
 class GraphImporter {
 public:
   GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
-                StringRef path)
+                StringRef path, const ImportOptions &options,
+                int64_t sourceOpset)
       : ctx(ctx), model(model), graph(model.graph()), path(path),
+        options(options), sourceOpset(sourceOpset),
         fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {
     modelDir = llvm::sys::path::parent_path(path).str();
     if (modelDir.empty())
@@ -41,6 +43,12 @@ public:
   FailureOr<OwningOpRef<ModuleOp>> run();
 
 private:
+  /// The kinds PyTorch's exporter records for the state it lifts into
+  /// initializers (the graph's `pkg.torch.export.ExportedProgram.
+  /// graph_signature` metadata): "parameter" or "buffer" by initializer
+  /// name; empty when the model has no such signature.
+  llvm::StringMap<StringRef> readTorchStateKinds() const;
+
   LogicalResult checkSupported();
   FailureOr<RankedTensorType> convertValueInfo(const onnx::ValueInfoProto &vi,
                                                bool isInput);
@@ -51,6 +59,11 @@ private:
   const onnx::ModelProto &model;
   const onnx::GraphProto &graph;
   StringRef path;
+  const ImportOptions &options;
+  /// The file's opset before version conversion.
+  int64_t sourceOpset;
+  /// Initializer updates of the converters (NodeContext::stateUpdates).
+  SmallVector<std::pair<std::string, Value>> stateUpdates;
   std::string modelDir;
   Location fileLoc;
   int64_t opset;
@@ -193,6 +206,40 @@ LogicalResult GraphImporter::crossCheck(NodeContext &node) {
   return success();
 }
 
+llvm::StringMap<StringRef> GraphImporter::readTorchStateKinds() const {
+  // GraphProto.metadata_props (field 16, ONNX IR version 10) is newer than
+  // libonnx's schema, so it arrives as an unknown field of
+  // StringStringEntryProto messages.
+  constexpr int kGraphMetadataProps = 16;
+  llvm::StringMap<StringRef> kinds;
+  const auto &unknown = graph.GetReflection()->GetUnknownFields(graph);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &field = unknown.field(i);
+    if (field.number() != kGraphMetadataProps ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (!entry.ParseFromString(field.length_delimited()) ||
+        entry.key() != "pkg.torch.export.ExportedProgram.graph_signature")
+      continue;
+    // Lines such as "p_l_weight: PARAMETER target='l.weight'".
+    SmallVector<StringRef> lines;
+    StringRef(entry.value()).split(lines, '\n');
+    for (StringRef line : lines) {
+      StringRef kind = line.contains(": PARAMETER ") ? "parameter"
+                       : line.contains(": BUFFER ")  ? "buffer"
+                                                     : "";
+      size_t at = line.find("target='");
+      if (kind.empty() || at == StringRef::npos)
+        continue;
+      StringRef target = line.substr(at + 8);
+      target = target.take_until([](char c) { return c == '\''; });
+      kinds[target] = kind;
+    }
+  }
+  return kinds;
+}
+
 FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (failed(checkSupported()))
     return failure();
@@ -234,6 +281,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     tensors[argNames[i]].value = body->getArgument(i);
   }
 
+  llvm::StringMap<StringRef> stateKinds = readTorchStateKinds();
   for (const auto &t : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), fileLoc);
     auto attr = convertTensorProto(t, modelDir, loc, ctx);
@@ -241,6 +289,14 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
       return failure();
     auto cst = mlir::cleave::ConstantOp::create(b, loc, *attr);
     cst->setDiscardableAttr("cleave.initializer", b.getStringAttr(t.name()));
+    // With a PyTorch export signature, each initializer is a parameter, a
+    // buffer, or (absent from it) a constant the exporter made.
+    if (!stateKinds.empty()) {
+      auto it = stateKinds.find(t.name());
+      cst->setDiscardableAttr(
+          "cleave.initializer_kind",
+          b.getStringAttr(it == stateKinds.end() ? "constant" : it->second));
+    }
     TensorEntry &e = tensors[t.name()];
     e.value = cst.getResult();
     e.known = fromAttr(*attr);
@@ -250,6 +306,10 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto &node = graph.node(i);
     NodeContext nc(node, nodeLoc(node, i), opset, b, tensors);
+    nc.batchNormTraining = options.batchNormTraining;
+    nc.keepParameters = options.keepParameters;
+    nc.sourceOpset = sourceOpset ? sourceOpset : opset;
+    nc.stateUpdates = &stateUpdates;
     for (int j = 0; j < nc.numInputs(); ++j) {
       if (nc.hasInput(j) && !nc.lookup(node.input(j))) {
         nc.error() << "input '" << node.input(j)
@@ -292,11 +352,19 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
       e.value = mlir::cleave::ConstantOp::create(b, loc, toAttr(*e.known));
     results.push_back(e.value);
   }
+  for (auto &[name, value] : stateUpdates)
+    results.push_back(value);
   func::ReturnOp::create(b, fileLoc, results);
   func.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (int i = 0; i < graph.output_size(); ++i)
     func.setResultAttr(i, "cleave.name",
                        b.getStringAttr(graph.output(i).name()));
+  for (auto [k, update] : llvm::enumerate(stateUpdates)) {
+    unsigned i = graph.output_size() + k;
+    func.setResultAttr(i, "cleave.name", b.getStringAttr(update.first));
+    func.setResultAttr(i, "cleave.updates_initializer",
+                       b.getStringAttr(update.first));
+  }
 
   if (failed(mlir::verify(*module))) {
     mlir::emitError(fileLoc)
@@ -313,9 +381,12 @@ importONNXFile(StringRef path, MLIRContext &context,
                const ImportOptions &options) {
   context.loadDialect<mlir::cleave::CleaveDialect, func::FuncDialect>();
   onnx::ModelProto model;
-  if (failed(onnximport::loadONNXModel(path, options, &context, model)))
+  int64_t sourceOpset = 0;
+  if (failed(onnximport::loadONNXModel(path, options, &context, model,
+                                       &sourceOpset)))
     return failure();
-  onnximport::GraphImporter importer(&context, model, path);
+  onnximport::GraphImporter importer(&context, model, path, options,
+                                     sourceOpset);
   return importer.run();
 }
 

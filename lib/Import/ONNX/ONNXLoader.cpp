@@ -218,8 +218,46 @@ static LogicalResult checkGraphStructure(const onnx::GraphProto &graph,
   return success();
 }
 
+/// Dropout's mask has the input's type before opset 10 and is bool after;
+/// the version converter changes the node but not the mask's declared type
+/// (a graph output or value_info), which shape inference then refuses. A
+/// Cast back to the declared type keeps the file's meaning.
+static void castDropoutMasks(onnx::GraphProto &graph) {
+  llvm::StringMap<int32_t> declared;
+  for (const auto &vi : graph.value_info())
+    if (vi.type().has_tensor_type())
+      declared[vi.name()] = vi.type().tensor_type().elem_type();
+  for (const auto &vi : graph.output())
+    if (vi.type().has_tensor_type())
+      declared[vi.name()] = vi.type().tensor_type().elem_type();
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (const onnx::NodeProto &node : graph.node()) {
+    *nodes.Add() = node;
+    if (node.op_type() != "Dropout" || node.output_size() < 2 ||
+        node.output(1).empty())
+      continue;
+    auto it = declared.find(node.output(1));
+    if (it == declared.end() || it->second == onnx::TensorProto::BOOL ||
+        it->second == onnx::TensorProto::UNDEFINED)
+      continue;
+    std::string mask = node.output(1);
+    nodes.rbegin()->set_output(1, mask + "__bool_mask");
+    onnx::NodeProto *cast = nodes.Add();
+    cast->set_op_type("Cast");
+    cast->set_name(node.name() + "__mask_cast");
+    cast->add_input(mask + "__bool_mask");
+    cast->add_output(mask);
+    onnx::AttributeProto *to = cast->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(it->second);
+  }
+  graph.mutable_node()->Swap(&nodes);
+}
+
 LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
-                            MLIRContext *ctx, onnx::ModelProto &model) {
+                            MLIRContext *ctx, onnx::ModelProto &model,
+                            int64_t *sourceOpset) {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   auto fileOrErr = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                                /*RequiresNullTerminator=*/false);
@@ -249,6 +287,8 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
     return failure();
   }
   int64_t opset = getDefaultOpset(model);
+  if (sourceOpset)
+    *sourceOpset = opset;
   // A model without the default opset (only custom domains) goes on: the
   // importer's pre-pass then lists its ops as unsupported.
   if (failed(pinInputShapes(model, options, loc)) ||
@@ -261,7 +301,7 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
                            << " / IR version " << model.ir_version()
                            << ", newer than libonnx's checker (opset "
                            << kMaxCheckedOpset << ", IR version "
-                           << onnx::IR_VERSION
+                           << static_cast<int64_t>(onnx::IR_VERSION)
                            << "); skipping the checker and ONNX shape "
                               "inference";
     return success();
@@ -284,6 +324,8 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
     try {
       onnx::ModelProto converted =
           onnx::version_conversion::ConvertVersion(model, kMinConvertedOpset);
+      if (opset < 10)
+        castDropoutMasks(*converted.mutable_graph());
       model = std::move(converted);
       opset = getDefaultOpset(model);
     } catch (...) {

@@ -25,10 +25,12 @@ int64_t getDefaultOpset(const onnx::ModelProto &model);
 
 /// Parses `path` into `model`, pins input shapes from `options`, converts
 /// opsets below 13, runs the checker and strict shape inference (opset <= 17).
+/// `sourceOpset` (if not null) receives the file's opset before conversion.
 mlir::LogicalResult loadONNXModel(llvm::StringRef path,
                                   const ImportOptions &options,
                                   mlir::MLIRContext *ctx,
-                                  onnx::ModelProto &model);
+                                  onnx::ModelProto &model,
+                                  int64_t *sourceOpset = nullptr);
 
 } // namespace cleave::onnximport
 

@@ -17,8 +17,12 @@ bool isFloatTensor(Value v) {
 
 Value Emitter::splat(Type type, double value) {
   auto tensor = cast<RankedTensorType>(type);
-  auto attr = DenseElementsAttr::get(
-      tensor, FloatAttr::get(tensor.getElementType(), value));
+  Type elem = tensor.getElementType();
+  Attribute scalar =
+      isa<FloatType>(elem)
+          ? Attribute(FloatAttr::get(elem, value))
+          : Attribute(IntegerAttr::get(elem, static_cast<int64_t>(value)));
+  auto attr = DenseElementsAttr::get(tensor, scalar);
   return ConstantOp::create(b, loc, attr);
 }
 

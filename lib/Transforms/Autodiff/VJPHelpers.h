@@ -31,7 +31,7 @@ struct Emitter {
     return mlir::cast<mlir::RankedTensorType>(v.getType());
   }
 
-  /// A splat constant of `type` (a float tensor type).
+  /// A splat constant of `type` (a float, integer or i1 tensor type).
   mlir::Value splat(mlir::Type type, double value);
   mlir::Value zerosLike(mlir::Value v) { return splat(v.getType(), 0.0); }
   /// `value` as a constant of `like`'s type.

@@ -122,18 +122,34 @@ VJPResult vjp(BinaryOp op, OpBuilder &b, ValueRange cotangents) {
     return SmallVector<Value>{e.mul(g, y), e.mul(g, x)};
   case K::div: // d/dy (x / y) = -r / y
     return SmallVector<Value>{e.div(g, y), e.neg(e.div(e.mul(g, r), y))};
-  case K::pow: { // d/dx = y x^(y-1), d/dy = r log(x)
+  case K::pow: {
+    // d/dx = y x^(y-1), d/dy = r log(x), as torch.pow defines them at the
+    // edges: d/dx is 0 where y = 0 (also at x = 0, where x^(y-1) is inf),
+    // and d/dy is 0 where x = 0 and y >= 0 (where log(x) is -inf). x^(y-1)
+    // is a real power, so a negative base with an integer-valued exponent
+    // (GELU's x^3, RMSNorm's x^2) has a finite gradient; d/dy of a
+    // negative base is NaN, as in PyTorch (log of a negative number).
+    Value zero = e.zerosLike(g);
     Value xPowYm1 = e.binary(K::pow, x, e.sub(y, e.splatLike(y, 1.0)));
-    return SmallVector<Value>{e.mul(g, e.mul(y, xPowYm1)),
-                              e.mul(g, e.mul(r, e.unary(UnaryKind::log, x)))};
+    Value dx = e.select(e.compare(CompareKind::eq, y, e.zerosLike(y)), zero,
+                        e.mul(g, e.mul(y, xPowYm1)));
+    Value xIsZero = e.compare(CompareKind::eq, x, e.zerosLike(x));
+    Value yNonNeg = e.compare(CompareKind::ge, y, e.zerosLike(y));
+    Value dy = e.select(e.binary(K::land, xIsZero, yNonNeg), zero,
+                        e.mul(g, e.mul(r, e.unary(UnaryKind::log, x))));
+    return SmallVector<Value>{dx, dy};
   }
   case K::max:
-  case K::min: { // Ties send the gradient to the lhs.
-    Value toLhs = e.compare(
-        op.getKind() == K::max ? CompareKind::ge : CompareKind::le, x, y);
-    Value zero = e.zerosLike(g);
-    return SmallVector<Value>{e.select(toLhs, g, zero),
-                              e.select(toLhs, zero, g)};
+  case K::min: {
+    // As torch.maximum / torch.minimum: the larger (smaller) operand takes
+    // the cotangent and ties split it evenly. (ONNX Relu and Clip, whose
+    // PyTorch gradients differ at ties, are imported as selects.)
+    CompareKind wins = op.getKind() == K::max ? CompareKind::gt : CompareKind::lt;
+    Value half = e.scale(g, 0.5), zero = e.zerosLike(g);
+    Value tie = e.compare(CompareKind::eq, x, y);
+    return SmallVector<Value>{
+        e.select(e.compare(wins, x, y), g, e.select(tie, half, zero)),
+        e.select(e.compare(wins, y, x), g, e.select(tie, half, zero))};
   }
   case K::rem:
   case K::mod: { // r = x - q y with q = trunc(x/y) (rem) or floor(x/y) (mod).

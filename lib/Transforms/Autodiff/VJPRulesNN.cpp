@@ -10,8 +10,9 @@
 // reduce_window sum: the adjoint of a window sum is separable, applied one
 //   dimension at a time as a sum of shifted copies of the dilated cotangent.
 // reduce_window max/min: for each window offset a strided slice of the
-//   (identity-padded) operand is compared with the result; the cotangent,
-//   split evenly among tied positions, is placed back with dilate + pad.
+//   (identity-padded) operand is compared with the result; the cotangent
+//   goes to the first matching position (PyTorch's max_pool) and is placed
+//   back with dilate + pad.
 // pad reflect/edge: per padded dimension, a scatter-add of the cotangent
 //   into the operand's extent along a compile-time source-index map.
 // scatter mul/max/min: the product rule (dividing by the update) and
@@ -220,9 +221,11 @@ VJPResult vjp(ReduceWindowOp op, OpBuilder &b, ValueRange cotangents) {
         }
       offsets = std::move(next);
     }
-    Value one = e.splatLike(g, 1.0), zero = e.zerosLike(g);
-    SmallVector<Value> masks;
-    Value count;
+    // As PyTorch's max_pool: the first element of the window (in row-major
+    // window order) equal to the extremum takes the whole cotangent; a
+    // window without a match (NaN) passes none.
+    Value zero = e.zerosLike(g);
+    Value acc, taken;
     for (const auto &k : offsets) {
       SmallVector<int64_t> start, limit;
       for (int64_t d = 0; d < rank; ++d) {
@@ -231,15 +234,15 @@ VJPResult vjp(ReduceWindowOp op, OpBuilder &b, ValueRange cotangents) {
       }
       Value xk = e.slice(xPadded, start, limit, strides);
       Value mask = e.compare(CompareKind::eq, xk, y);
-      masks.push_back(mask);
-      Value m = e.select(mask, one, zero);
-      count = count ? e.add(count, m) : m;
-    }
-    // Ties share the cotangent; a window without a match (NaN) gets none.
-    Value share = e.div(g, e.binary(BinaryKind::max, count, one));
-    Value acc;
-    for (auto [k, mask] : llvm::zip(offsets, masks)) {
-      Value term = e.select(mask, share, zero);
+      if (taken) {
+        Value fresh = e.compare(CompareKind::eq, taken,
+                                e.splat(Emitter::typeOf(taken), 0));
+        mask = e.binary(BinaryKind::land, mask, fresh);
+        taken = e.binary(BinaryKind::lor, taken, mask);
+      } else {
+        taken = mask;
+      }
+      Value term = e.select(mask, g, zero);
       for (int64_t d = 0; d < rank; ++d)
         term = placeAlong(term, d, k[d]);
       acc = acc ? e.add(acc, term) : term;

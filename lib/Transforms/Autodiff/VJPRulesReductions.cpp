@@ -110,9 +110,27 @@ VJPResult vjp(ReduceOp op, OpBuilder &b, ValueRange cotangents) {
   switch (op.getKind()) {
   case ReduceKind::sum:
     return SmallVector<Value>{e.broadcastBack(g, type, dims)};
-  case ReduceKind::prod: // y / x (undefined where x = 0).
-    return SmallVector<Value>{
-        e.div(e.broadcastBack(e.mul(g, y), type, dims), x)};
+  case ReduceKind::prod: {
+    // The product of the other elements, exact where x has zeros (as in
+    // PyTorch): with no zero in the group it is y / x; with one zero, the
+    // zero gets the product of the rest and the others 0; with more, 0.
+    Value zero = e.zerosLike(x);
+    Value isZero = e.compare(CompareKind::eq, x, zero);
+    Value xNonzero = e.select(isZero, e.splatLike(x, 1.0), x);
+    Value restProd = e.broadcastBack(
+        e.mul(g, ReduceOp::create(b, op.getLoc(), y.getType(), ReduceKind::prod,
+                                  xNonzero, dims)),
+        type, dims);
+    Value zeros = e.broadcastBack(
+        e.reduceSum(e.convert(isZero, type.getElementType()), dims), type,
+        dims);
+    Value noZero = e.compare(CompareKind::eq, zeros, zero);
+    Value oneZero = e.compare(CompareKind::eq, zeros, e.splatLike(x, 1.0));
+    return SmallVector<Value>{e.select(
+        noZero, e.div(restProd, xNonzero),
+        e.select(e.binary(BinaryKind::land, oneZero, isZero), restProd,
+                 zero))};
+  }
   case ReduceKind::max:
   case ReduceKind::min: {
     // Split the gradient evenly among the elements equal to the extremum.

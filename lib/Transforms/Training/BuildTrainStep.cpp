@@ -124,7 +124,8 @@ private:
                              Block *body);
   /// Returns (new parameter, new slots...).
   SmallVector<Value> update(Emitter &e, Value param, Value grad,
-                            ArrayRef<Value> slots, Value lr, Value step);
+                            ArrayRef<Value> slots, Value lr, Value step,
+                            double decay);
 };
 
 } // namespace
@@ -238,18 +239,18 @@ FailureOr<Value> BuildTrainStepPass::buildLoss(
 
 SmallVector<Value> BuildTrainStepPass::update(Emitter &e, Value p, Value g,
                                               ArrayRef<Value> slots, Value lr,
-                                              Value step) {
+                                              Value step, double decay) {
   auto type = Emitter::typeOf(p);
   Type f = type.getElementType();
   ArrayRef<int64_t> shape = type.getShape();
   Value lrP = e.convert(lr, f);
   bool decoupled = optimizer == "adamw";
-  if (weightDecay != 0.0 && !decoupled)
-    g = e.add(g, e.scale(p, weightDecay));
+  if (decay != 0.0 && !decoupled)
+    g = e.add(g, e.scale(p, decay));
   auto decayed = [&](Value delta) {
     // p - lr * (delta + wd * p) for AdamW, p - lr * delta otherwise.
-    if (decoupled && weightDecay != 0.0)
-      delta = e.add(delta, e.scale(p, weightDecay));
+    if (decoupled && decay != 0.0)
+      delta = e.add(delta, e.scale(p, decay));
     return e.sub(p, e.scale(delta, lrP));
   };
   if (optimizer == "momentum" || optimizer == "nesterov") {
@@ -321,6 +322,74 @@ static void hoistToOperands(Operation *first) {
 }
 
 //===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+/// True for an initializer a PyTorch export signature calls a parameter.
+static bool isTorchParameter(ConstantOp cst) {
+  auto kind = cst->getAttrOfType<StringAttr>("cleave.initializer_kind");
+  return kind && kind.getValue() == "parameter";
+}
+
+/// Gives each use of a float initializer that matches `re` a copy of its
+/// own: the first use keeps `<name>`, the others get `<name>.untied<k>`.
+static void untieInitializers(func::FuncOp main, llvm::Regex &re) {
+  SmallVector<ConstantOp> matched;
+  for (auto cst : main.getBody().front().getOps<ConstantOp>()) {
+    auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
+    if (name && isa<FloatType>(cst.getType().getElementType()) &&
+        re.match(name.getValue()))
+      matched.push_back(cst);
+  }
+  for (ConstantOp cst : matched) {
+    StringRef name =
+        cst->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : cst->getUses())
+      uses.push_back(&use);
+    // Uses are listed last-first; number the copies in program order.
+    llvm::sort(uses, [](OpOperand *a, OpOperand *b) {
+      return a->getOwner()->isBeforeInBlock(b->getOwner());
+    });
+    OpBuilder b(cst);
+    for (auto [k, use] : llvm::enumerate(llvm::drop_begin(uses))) {
+      Operation *copy = b.clone(*cst);
+      copy->setAttr("cleave.initializer",
+                    b.getStringAttr(name + ".untied" + Twine(k + 1)));
+      use->set(copy->getResult(0));
+    }
+  }
+}
+
+/// Warns about a parameter that several ops of one kind use: exporters
+/// merge initializers that hold equal values (LayerNorm weights of ones,
+/// zero biases of different layers) into one, which then trains as one
+/// tied parameter. (A tied embedding is used by ops of different kinds.)
+static void warnMergedInitializers(ArrayRef<ConstantOp> params,
+                                   llvm::Regex &untieRe, bool untieGiven) {
+  for (ConstantOp cst : params) {
+    StringRef name =
+        cst->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    if (untieGiven && untieRe.match(name))
+      continue;
+    llvm::StringMap<llvm::SmallPtrSet<Operation *, 4>> usersByKind;
+    for (Operation *user : cst->getUsers())
+      usersByKind[user->getName().getStringRef()].insert(user);
+    for (const auto &entry : usersByKind) {
+      if (entry.second.size() < 2)
+        continue;
+      cst.emitWarning() << "initializer '" << name << "' is used by "
+                        << entry.second.size() << " '" << entry.getKey()
+                        << "' ops and trains as one tied parameter; if the "
+                           "exporter merged equal initializers of different "
+                           "layers, pass --untie='"
+                        << name << "' to train one parameter per use";
+      break;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -328,50 +397,107 @@ void BuildTrainStepPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto oldMain = module.lookupSymbol<func::FuncOp>("main");
   if (!oldMain || oldMain.getBody().getBlocks().size() != 1) {
-    module.emitError() << "expected a single-block func.func @main";
+    mlir::emitError(module.getLoc()) << "expected a single-block func.func @main";
     return signalPassFailure();
   }
   if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" &&
       optimizer != "adam" && optimizer != "adamw") {
-    module.emitError() << "unknown optimizer '" << optimizer
+    mlir::emitError(module.getLoc()) << "unknown optimizer '" << optimizer
                        << "' (expected sgd, momentum, nesterov, adam, adamw)";
     return signalPassFailure();
   }
-  llvm::Regex trainRe("^(" + trainable + ")$"), frozenRe("^(" + frozen + ")$");
-  std::string reError;
-  if (!trainRe.isValid(reError) || !frozenRe.isValid(reError)) {
-    module.emitError() << "invalid --trainable/--frozen regex: " << reError;
-    return signalPassFailure();
+  llvm::Regex trainRe("^(" + trainable + ")$"), frozenRe("^(" + frozen + ")$"),
+      noDecayRe("^(" + noDecay + ")$"), untieRe("^(" + untie + ")$");
+  for (auto [flag, re] : {std::pair<StringRef, llvm::Regex *>{"trainable", &trainRe},
+                          {"frozen", &frozenRe},
+                          {"no-decay", &noDecayRe},
+                          {"untie", &untieRe}}) {
+    std::string reError;
+    if (!re->isValid(reError)) {
+      mlir::emitError(module.getLoc()) << "invalid --" << flag << " regex: " << reError;
+      return signalPassFailure();
+    }
   }
 
-  // Trainable parameters: float initializers selected by name.
+  if (!untie.empty())
+    untieInitializers(oldMain, untieRe);
+
+  // Trainable parameters: float initializers selected by name, or by
+  // default the model's parameters: those a PyTorch export signature names
+  // (`cleave.initializer_kind`), else every float initializer of more than
+  // one element.
+  Block &oldBody = oldMain.getBody().front();
+  bool hasKinds = llvm::any_of(oldBody.getOps<ConstantOp>(), [](ConstantOp c) {
+    return c->hasAttr("cleave.initializer_kind");
+  });
+  // Buffers: initializers the forward program updates (BatchNorm running
+  // statistics in training mode), named by results that carry
+  // `cleave.updates_initializer`. They are state, never trained.
+  SmallVector<ConstantOp> buffers;
+  SmallVector<unsigned> bufferResults;
+  {
+    llvm::StringMap<ConstantOp> byName;
+    for (auto cst : oldBody.getOps<ConstantOp>())
+      if (auto name = cst->getAttrOfType<StringAttr>("cleave.initializer"))
+        byName[name.getValue()] = cst;
+    for (unsigned i = 0; i < oldMain.getNumResults(); ++i) {
+      auto name =
+          oldMain.getResultAttrOfType<StringAttr>(i, "cleave.updates_initializer");
+      if (!name)
+        continue;
+      ConstantOp cst = byName.lookup(name.getValue());
+      if (!cst || llvm::is_contained(buffers, cst)) {
+        oldMain.emitError() << "initializer '" << name.getValue()
+                            << "' is updated twice by the model (a running "
+                               "statistic shared by two BatchNormalization "
+                               "nodes?) or is not an initializer";
+        return signalPassFailure();
+      }
+      buffers.push_back(cst);
+      bufferResults.push_back(i);
+    }
+  }
   SmallVector<ConstantOp> params;
-  for (auto cst : oldMain.getBody().front().getOps<ConstantOp>()) {
+  for (auto cst : oldBody.getOps<ConstantOp>()) {
     auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
-    if (!name || !isa<FloatType>(cst.getType().getElementType()))
+    if (!name || !isa<FloatType>(cst.getType().getElementType()) ||
+        llvm::is_contained(buffers, cst))
       continue;
-    if (trainRe.match(name.getValue()) &&
-        (frozen.empty() || !frozenRe.match(name.getValue())))
+    if (trainable.empty() && cst->hasAttr("cleave.batch_norm_statistic"))
+      continue;
+    bool selected;
+    if (!trainable.empty())
+      selected = trainRe.match(name.getValue());
+    else if (hasKinds)
+      selected = isTorchParameter(cst);
+    else
+      selected = cst.getType().getNumElements() > 1;
+    if (selected && (frozen.empty() || !frozenRe.match(name.getValue())))
       params.push_back(cst);
   }
   if (params.empty()) {
-    oldMain.emitError() << "no trainable parameters: no float initializer "
-                           "matches --trainable='"
-                        << trainable << "'";
+    auto diag = oldMain.emitError()
+                << "no trainable parameters: no float initializer ";
+    if (trainable.empty())
+      diag << (hasKinds ? "is a parameter of the PyTorch export"
+                        : "has more than one element");
+    else
+      diag << "matches --trainable='" << trainable << "'";
     return signalPassFailure();
   }
+  warnMergedInitializers(params, untieRe, !untie.empty());
   SmallVector<Slot> slots = slotsOf(optimizer);
   bool dynamicScale = lossScale == "dynamic";
   double staticScale = 0.0;
   if (!dynamicScale && lossScale != "none" && !lossScale.empty()) {
     if (StringRef(lossScale).getAsDouble(staticScale) || !(staticScale > 0.0)) {
-      module.emitError() << "invalid loss-scale '" << lossScale
+      mlir::emitError(module.getLoc()) << "invalid loss-scale '" << lossScale
                          << "' (expected none, dynamic or a positive number)";
       return signalPassFailure();
     }
   }
   if (dynamicScale && (!(lossScaleInit > 0.0) || lossScaleWindow < 1)) {
-    module.emitError() << "dynamic loss scaling needs loss-scale-init > 0 "
+    mlir::emitError(module.getLoc()) << "dynamic loss scaling needs loss-scale-init > 0 "
                           "and loss-scale-window >= 1";
     return signalPassFailure();
   }
@@ -399,15 +525,22 @@ void BuildTrainStepPass::runOnOperation() {
     scaleLog2Arg = body->addArgument(scalarF32, loc);
     goodStepsArg = body->addArgument(scalarF32, loc);
   }
+  SmallVector<Value> bufferArgs;
+  for (ConstantOp c : buffers)
+    bufferArgs.push_back(body->addArgument(c.getType(), c.getLoc()));
   for (BlockArgument arg : oldMain.getArguments())
     mapping.map(arg, body->addArgument(arg.getType(), arg.getLoc()));
   for (auto [p, arg] : llvm::zip(params, paramArgs))
     mapping.map(p.getResult(), arg);
+  for (auto [c, arg] : llvm::zip(buffers, bufferArgs))
+    mapping.map(c.getResult(), arg);
 
   b.setInsertionPointToEnd(body);
   llvm::SmallPtrSet<Operation *, 16> paramOps;
   for (ConstantOp p : params)
     paramOps.insert(p);
+  for (ConstantOp c : buffers)
+    paramOps.insert(c);
   SmallVector<Value> outputs;
   for (Operation &op : oldMain.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -503,7 +636,12 @@ void BuildTrainStepPass::runOnOperation() {
   for (auto [i, p] : llvm::enumerate(paramArgs)) {
     ArrayRef<Value> pSlots =
         ArrayRef<Value>(slotArgs).slice(i * slots.size(), slots.size());
-    SmallVector<Value> updated = update(e, p, clipped[i], pSlots, lr, step);
+    StringRef name =
+        params[i]->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    double decay =
+        !noDecay.empty() && noDecayRe.match(name) ? 0.0 : weightDecay.getValue();
+    SmallVector<Value> updated =
+        update(e, p, clipped[i], pSlots, lr, step, decay);
     if (finite) {
       // An overflowing step keeps the old parameter and state.
       SmallVector<Value> old{p};
@@ -544,12 +682,16 @@ void BuildTrainStepPass::runOnOperation() {
                      e.binary(BinaryKind::pow, e.scalar(f32, 2.0), log2));
     foundInf = select(finite, zero, one);
   }
+  for (unsigned i : bufferResults)
+    results.push_back(outputs[i]);
   results.push_back(lossF32);
   results.push_back(gradNorm);
   if (dynamicScale) {
     results.push_back(newScale);
     results.push_back(foundInf);
   }
+  if (returnGradients)
+    llvm::append_range(results, unscaled);
   if (markFp32Ops) {
     llvm::append_range(fp32Ops, opsAfter(backwardEnd));
     for (Operation *op : fp32Ops)
@@ -597,6 +739,14 @@ void BuildTrainStepPass::runOnOperation() {
       ++argIndex;
     }
   }
+  for (ConstantOp c : buffers) {
+    StringRef name = c->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    newMain.setArgAttr(argIndex, "cleave.name", str(name));
+    newMain.setArgAttr(argIndex, "cleave.state", str("buffer"));
+    newMain.setArgAttr(argIndex, "cleave.parameter", str(name));
+    newMain.setArgAttr(argIndex, "cleave.initial_value", c.getValue());
+    ++argIndex;
+  }
   for (unsigned i = 0; i < oldMain.getNumArguments(); ++i, ++argIndex) {
     if (auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name"))
       newMain.setArgAttr(argIndex, "cleave.name", name);
@@ -610,8 +760,8 @@ void BuildTrainStepPass::runOnOperation() {
   newMain.setArgAttr(argIndex++, "cleave.role", str("lr"));
   newMain.setArgAttr(argIndex, "cleave.name", str("step"));
   newMain.setArgAttr(argIndex++, "cleave.role", str("step"));
-  unsigned numState =
-      newParams.size() + newSlots.size() + (dynamicScale ? 2 : 0);
+  unsigned numState = newParams.size() + newSlots.size() +
+                      (dynamicScale ? 2 : 0) + buffers.size();
   for (unsigned i = 0; i < numState; ++i) {
     newMain.setResultAttr(i, "cleave.updates", b.getI64IntegerAttr(i));
     newMain.setResultAttr(i, "cleave.name",
@@ -626,6 +776,16 @@ void BuildTrainStepPass::runOnOperation() {
     newMain.setResultAttr(numState + 2, "cleave.role", str("loss_scale"));
     newMain.setResultAttr(numState + 3, "cleave.name", str("found_inf"));
     newMain.setResultAttr(numState + 3, "cleave.role", str("found_inf"));
+  }
+  if (returnGradients) {
+    unsigned first = numState + (dynamicScale ? 4 : 2);
+    for (auto [i, p] : llvm::enumerate(params)) {
+      StringRef name =
+          p->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+      newMain.setResultAttr(first + i, "cleave.name",
+                            str(("grad." + name).str()));
+      newMain.setResultAttr(first + i, "cleave.role", str("gradient"));
+    }
   }
 
   oldMain.erase();

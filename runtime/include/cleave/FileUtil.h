@@ -21,6 +21,9 @@ bool readWholeFile(const std::string &path, std::vector<uint8_t> *out,
 bool writeFileAtomically(const std::string &path, const void *data,
                          size_t size, std::string *error);
 
+/// Creates the directory `path` and its missing parents (like `mkdir -p`).
+bool makeDirectories(const std::string &path, std::string *error);
+
 } // namespace cleave
 
 #endif // CLEAVE_FILEUTIL_H

@@ -206,7 +206,10 @@ inline bool isCudaTarget(const std::string &target) {
 constexpr const char *kTrainerStateParameter = "__trainer__";
 
 /// What a state tensor holds.
-enum class StateKind : uint32_t { Parameter = 1, OptimizerState = 2 };
+/// Parameter: trained. OptimizerState: a slot of a parameter's optimizer.
+/// Buffer: model state the step updates without training it (BatchNorm
+/// running statistics).
+enum class StateKind : uint32_t { Parameter = 1, OptimizerState = 2, Buffer = 3 };
 
 /// "parameter", "optimizer_state"; "unknown" else.
 const char *stateKindName(StateKind);

@@ -17,7 +17,18 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
     ```
 
     Trainable parameters are the float initializers whose names match
-    `trainable` and do not match `frozen`. The loss is the model's scalar
+    `trainable` and do not match `frozen`; with `trainable` empty (the
+    default), every float initializer of more than one element (a
+    single-element initializer is an exporter's constant, such as a `Pow`
+    exponent or an attention scale, unless `trainable` names it).
+    `no-decay` exempts parameters from weight decay (biases and norms in LLM
+    recipes). `untie` gives each use of a matching initializer a parameter of
+    its own (`<name>`, then `<name>.untied1`, ...): exporters merge
+    initializers that hold equal values (LayerNorm weights of ones, zero
+    biases), which would otherwise train as one tied parameter; such an
+    initializer, used by several ops of one kind, gets a warning.
+    With `return-gradients`, the step also returns each parameter's
+    gradient (before clipping), named `grad.<name>`. The loss is the model's scalar
     output, or is added: `cross_entropy:<logits>,<labels>[,<ignore_index>]`
     (mean over the labels that are not ignored; the labels become an input)
     or `mse:<output>,<target>`. Gradients come from reverse-mode autodiff;
@@ -60,8 +71,15 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"trainable", "trainable", "std::string", "\".*\"",
-           "Regex of the initializer names to train">,
+    Option<"trainable", "trainable", "std::string", "\"\"",
+           "Regex of the initializer names to train (empty: every float "
+           "initializer of more than one element)">,
+    Option<"noDecay", "no-decay", "std::string", "\"\"",
+           "Regex of parameter names exempt from weight decay">,
+    Option<"untie", "untie", "std::string", "\"\"",
+           "Regex of initializers to train as one parameter per use">,
+    Option<"returnGradients", "return-gradients", "bool", "false",
+           "Also return every parameter's gradient as `grad.<name>`">,
     Option<"frozen", "frozen", "std::string", "\"\"",
            "Regex of initializer names to keep fixed (wins over trainable)">,
     Option<"loss", "loss", "std::string", "\"\"",

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Time one AdamW training step of a GPT-2 (the architecture of make_models.py's
+gpt2_tied, scaled up) with PyTorch on the CPU: forward, cross-entropy loss, backward,
+optimizer.step() and zero_grad(), in eager mode and with torch.compile. Prints one JSON
+line per mode, {"mode": ..., "step_ms": <median>, ...}.
+
+--export PATH writes the same model (same seed, weights and shapes) to ONNX the way
+make_models.py does (dynamo exporter, opset 18, input "input_ids", output "logits", every
+parameter its own initializer) so that other implementations can time the identical step:
+
+  python test/models/bench_torch.py [--layers 4 --embd 128 --heads 4 --vocab 512
+                                     --batch 8 --seq 64 --steps 20 --warmup 3]
+  python test/models/bench_torch.py --export gpt2_bench.onnx --modes none
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import transformers
+
+import make_models as mm
+
+SEED = 1234
+
+
+def build(args) -> tuple[mm.Logits, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    cfg = mm.gpt2_config(n_layer=args.layers, n_embd=args.embd, n_head=args.heads,
+                         vocab_size=args.vocab, n_positions=args.seq, tied=True)
+    model = mm.Logits(transformers.GPT2LMHeadModel(cfg), "input_ids")
+    mm.make_distinct(model, gen)
+    input_ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
+    labels = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
+    return model, input_ids, labels
+
+
+def time_steps(model, input_ids, labels, args, compiled: bool) -> dict:
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.1)
+
+    def loss_of(x, y):
+        return mm.cross_entropy(model(x), y)
+
+    def opt_step():
+        opt.step()
+
+    if compiled:
+        loss_of = torch.compile(loss_of)
+        opt_step = torch.compile(opt_step)
+
+    times = []
+    for i in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        loss = loss_of(input_ids, labels)
+        loss.backward()
+        opt_step()
+        opt.zero_grad(set_to_none=True)
+        elapsed = time.perf_counter() - start
+        if i >= args.warmup:
+            times.append(elapsed * 1e3)
+    return {"step_ms": round(statistics.median(times), 3), "min_ms": round(min(times), 3),
+            "steps": args.steps, "final_loss": round(loss.item(), 5)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--embd", type=int, default=128)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--vocab", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--modes", default="eager,compile",
+                        help="comma-separated: eager, compile (or none)")
+    parser.add_argument("--export", type=Path, metavar="PATH",
+                        help="write the model to this ONNX file")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    model, input_ids, labels = build(args)
+    if args.export:
+        state = mm.state_tensors(model.model)
+        mm.export(model, input_ids, "input_ids", state, args.export, max_bytes=None)
+        print(json.dumps({"export": str(args.export), "input_ids": list(input_ids.shape),
+                          "parameters": len(state),
+                          "parameter_elements": sum(s.tensor.numel() for s in state)}))
+    config = {"layers": args.layers, "embd": args.embd, "heads": args.heads,
+              "vocab": args.vocab, "batch": args.batch, "seq": args.seq,
+              "threads": args.threads}
+    for mode in filter(None, args.modes.split(",")):
+        if mode == "none":
+            continue
+        if mode not in ("eager", "compile"):
+            parser.error(f"unknown mode {mode!r}")
+        fresh = build(args)[0]  # every mode starts from the same weights
+        try:
+            result = time_steps(fresh, input_ids, labels, args, compiled=mode == "compile")
+        except Exception as e:  # torch.compile needs a working C++ toolchain
+            result = {"step_ms": None, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
+        print(json.dumps({"mode": mode, **result, **config}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
