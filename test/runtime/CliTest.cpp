@@ -6,6 +6,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 using namespace cleave;
@@ -115,12 +116,20 @@ TEST(CleaveRun, InputErrors) {
   r = runTool(dir, model + "--input y=" + dir.file("x.npy"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no input named 'y'"), std::string::npos) << r.err;
-  r = runTool(dir, model + "'" + dir.file("x23.npy") +
-                       "' --output-dir /nonexistent/dir");
+  // A missing output directory is created; one under a file cannot be.
+  std::string underFile = dir.file("x23.npy") + "/out";
+  r = runTool(dir, model + "'" + dir.file("x23.npy") + "' --output-dir '" +
+                       underFile + "'");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("output directory '/nonexistent/dir' does not exist"),
+  EXPECT_NE(r.err.find("cannot create directory '" + underFile + "'"),
             std::string::npos)
       << r.err;
+  std::string created = dir.file("new/out");
+  r = runTool(dir, model + "'" + dir.file("x23.npy") + "' --output-dir '" +
+                       created + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  struct stat st;
+  EXPECT_EQ(::stat(created.c_str(), &st), 0);
   r = runTool(dir, model + "--frobnicate");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown option '--frobnicate'"), std::string::npos);

@@ -400,6 +400,14 @@ void BuildTrainStepPass::runOnOperation() {
     mlir::emitError(module.getLoc()) << "expected a single-block func.func @main";
     return signalPassFailure();
   }
+  for (Type t : llvm::concat<const Type>(oldMain.getArgumentTypes(),
+                                         oldMain.getResultTypes()))
+    if (!isa<RankedTensorType>(t)) {
+      oldMain.emitError() << "@main's arguments and results must be ranked "
+                             "tensors, got "
+                          << t;
+      return signalPassFailure();
+    }
   if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" &&
       optimizer != "adam" && optimizer != "adamw") {
     mlir::emitError(module.getLoc()) << "unknown optimizer '" << optimizer
