@@ -3,7 +3,22 @@
 //
 // Rules for constant, iota, compare and arg_reduce (no gradient), unary,
 // binary, select and convert. Each returns one cotangent per operand, null
-// where the operand is not differentiable.
+// where the operand is not differentiable (integer and bool operands).
+//
+// Domains, and what a rule gives outside them (PyTorch's autograd values,
+// checked by test/Transforms/Autodiff/gradcheck-edges.mlir):
+//   log, reciprocal, div by 0   inf (g / 0)
+//   sqrt, rsqrt at 0            inf
+//   asin, acos, atanh at +-1    inf; acosh at 1: inf
+//   abs at 0                    0 (sign(0))
+//   floor, ceil, round, sign    0 everywhere
+//   pow                         d/dx = 0 where y = 0, else y x^(y-1) (a real
+//                               power: finite for negative x and integer y);
+//                               d/dy = 0 where x = 0 and y >= 0, else
+//                               r log(x) (NaN for negative x, as in PyTorch)
+//   max, min                    ties split the cotangent evenly
+//   select                      the unselected branch gets 0 (0 * inf in a
+//                               later rule is NaN, as in PyTorch's where)
 //
 //===----------------------------------------------------------------------===//
 

@@ -13,6 +13,8 @@
 #include "Cleave/IR/CleaveOps.h"
 #include "cleave/Transforms/Autodiff.h"
 
+#include "TrainableParameters.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -322,74 +324,6 @@ static void hoistToOperands(Operation *first) {
 }
 
 //===----------------------------------------------------------------------===//
-// Parameters
-//===----------------------------------------------------------------------===//
-
-/// True for an initializer a PyTorch export signature calls a parameter.
-static bool isTorchParameter(ConstantOp cst) {
-  auto kind = cst->getAttrOfType<StringAttr>("cleave.initializer_kind");
-  return kind && kind.getValue() == "parameter";
-}
-
-/// Gives each use of a float initializer that matches `re` a copy of its
-/// own: the first use keeps `<name>`, the others get `<name>.untied<k>`.
-static void untieInitializers(func::FuncOp main, llvm::Regex &re) {
-  SmallVector<ConstantOp> matched;
-  for (auto cst : main.getBody().front().getOps<ConstantOp>()) {
-    auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
-    if (name && isa<FloatType>(cst.getType().getElementType()) &&
-        re.match(name.getValue()))
-      matched.push_back(cst);
-  }
-  for (ConstantOp cst : matched) {
-    StringRef name =
-        cst->getAttrOfType<StringAttr>("cleave.initializer").getValue();
-    SmallVector<OpOperand *> uses;
-    for (OpOperand &use : cst->getUses())
-      uses.push_back(&use);
-    // Uses are listed last-first; number the copies in program order.
-    llvm::sort(uses, [](OpOperand *a, OpOperand *b) {
-      return a->getOwner()->isBeforeInBlock(b->getOwner());
-    });
-    OpBuilder b(cst);
-    for (auto [k, use] : llvm::enumerate(llvm::drop_begin(uses))) {
-      Operation *copy = b.clone(*cst);
-      copy->setAttr("cleave.initializer",
-                    b.getStringAttr(name + ".untied" + Twine(k + 1)));
-      use->set(copy->getResult(0));
-    }
-  }
-}
-
-/// Warns about a parameter that several ops of one kind use: exporters
-/// merge initializers that hold equal values (LayerNorm weights of ones,
-/// zero biases of different layers) into one, which then trains as one
-/// tied parameter. (A tied embedding is used by ops of different kinds.)
-static void warnMergedInitializers(ArrayRef<ConstantOp> params,
-                                   llvm::Regex &untieRe, bool untieGiven) {
-  for (ConstantOp cst : params) {
-    StringRef name =
-        cst->getAttrOfType<StringAttr>("cleave.initializer").getValue();
-    if (untieGiven && untieRe.match(name))
-      continue;
-    llvm::StringMap<llvm::SmallPtrSet<Operation *, 4>> usersByKind;
-    for (Operation *user : cst->getUsers())
-      usersByKind[user->getName().getStringRef()].insert(user);
-    for (const auto &entry : usersByKind) {
-      if (entry.second.size() < 2)
-        continue;
-      cst.emitWarning() << "initializer '" << name << "' is used by "
-                        << entry.second.size() << " '" << entry.getKey()
-                        << "' ops and trains as one tied parameter; if the "
-                           "exporter merged equal initializers of different "
-                           "layers, pass --untie='"
-                        << name << "' to train one parameter per use";
-      break;
-    }
-  }
-}
-
-//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -427,73 +361,15 @@ void BuildTrainStepPass::runOnOperation() {
     }
   }
 
-  if (!untie.empty())
-    untieInitializers(oldMain, untieRe);
-
-  // Trainable parameters: float initializers selected by name, or by
-  // default the model's parameters: those a PyTorch export signature names
-  // (`cleave.initializer_kind`), else every float initializer of more than
-  // one element.
-  Block &oldBody = oldMain.getBody().front();
-  bool hasKinds = llvm::any_of(oldBody.getOps<ConstantOp>(), [](ConstantOp c) {
-    return c->hasAttr("cleave.initializer_kind");
-  });
-  // Buffers: initializers the forward program updates (BatchNorm running
-  // statistics in training mode), named by results that carry
-  // `cleave.updates_initializer`. They are state, never trained.
-  SmallVector<ConstantOp> buffers;
-  SmallVector<unsigned> bufferResults;
-  {
-    llvm::StringMap<ConstantOp> byName;
-    for (auto cst : oldBody.getOps<ConstantOp>())
-      if (auto name = cst->getAttrOfType<StringAttr>("cleave.initializer"))
-        byName[name.getValue()] = cst;
-    for (unsigned i = 0; i < oldMain.getNumResults(); ++i) {
-      auto name =
-          oldMain.getResultAttrOfType<StringAttr>(i, "cleave.updates_initializer");
-      if (!name)
-        continue;
-      ConstantOp cst = byName.lookup(name.getValue());
-      if (!cst || llvm::is_contained(buffers, cst)) {
-        oldMain.emitError() << "initializer '" << name.getValue()
-                            << "' is updated twice by the model (a running "
-                               "statistic shared by two BatchNormalization "
-                               "nodes?) or is not an initializer";
-        return signalPassFailure();
-      }
-      buffers.push_back(cst);
-      bufferResults.push_back(i);
-    }
-  }
-  SmallVector<ConstantOp> params;
-  for (auto cst : oldBody.getOps<ConstantOp>()) {
-    auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
-    if (!name || !isa<FloatType>(cst.getType().getElementType()) ||
-        llvm::is_contained(buffers, cst))
-      continue;
-    if (trainable.empty() && cst->hasAttr("cleave.batch_norm_statistic"))
-      continue;
-    bool selected;
-    if (!trainable.empty())
-      selected = trainRe.match(name.getValue());
-    else if (hasKinds)
-      selected = isTorchParameter(cst);
-    else
-      selected = cst.getType().getNumElements() > 1;
-    if (selected && (frozen.empty() || !frozenRe.match(name.getValue())))
-      params.push_back(cst);
-  }
-  if (params.empty()) {
-    auto diag = oldMain.emitError()
-                << "no trainable parameters: no float initializer ";
-    if (trainable.empty())
-      diag << (hasKinds ? "is a parameter of the PyTorch export"
-                        : "has more than one element");
-    else
-      diag << "matches --trainable='" << trainable << "'";
+  ::cleave::training::ParameterOptions selection{
+      trainable.empty() ? nullptr : &trainRe, trainable,
+      frozen.empty() ? nullptr : &frozenRe, untie.empty() ? nullptr : &untieRe};
+  FailureOr<::cleave::training::TrainingState> state =
+      ::cleave::training::selectTrainingState(oldMain, selection);
+  if (failed(state))
     return signalPassFailure();
-  }
-  warnMergedInitializers(params, untieRe, !untie.empty());
+  SmallVector<ConstantOp> &params = state->params, &buffers = state->buffers;
+  SmallVector<unsigned> &bufferResults = state->bufferResults;
   SmallVector<Slot> slots = slotsOf(optimizer);
   bool dynamicScale = lossScale == "dynamic";
   double staticScale = 0.0;
@@ -719,14 +595,17 @@ void BuildTrainStepPass::runOnOperation() {
   // Attributes for the plan builder.
   auto str = [&](StringRef s) { return b.getStringAttr(s); };
   unsigned argIndex = 0;
-  for (ConstantOp p : params) {
-    StringRef name = p->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+  // A state initialized from an initializer: a parameter or a buffer.
+  auto markInitializerState = [&](ConstantOp c, StringRef kind) {
+    StringRef name = c->getAttrOfType<StringAttr>("cleave.initializer").getValue();
     newMain.setArgAttr(argIndex, "cleave.name", str(name));
-    newMain.setArgAttr(argIndex, "cleave.state", str("parameter"));
+    newMain.setArgAttr(argIndex, "cleave.state", str(kind));
     newMain.setArgAttr(argIndex, "cleave.parameter", str(name));
-    newMain.setArgAttr(argIndex, "cleave.initial_value", p.getValue());
+    newMain.setArgAttr(argIndex, "cleave.initial_value", c.getValue());
     ++argIndex;
-  }
+  };
+  for (ConstantOp p : params)
+    markInitializerState(p, "parameter");
   for (ConstantOp p : params) {
     StringRef name = p->getAttrOfType<StringAttr>("cleave.initializer").getValue();
     for (const Slot &s : slots) {
@@ -747,14 +626,8 @@ void BuildTrainStepPass::runOnOperation() {
       ++argIndex;
     }
   }
-  for (ConstantOp c : buffers) {
-    StringRef name = c->getAttrOfType<StringAttr>("cleave.initializer").getValue();
-    newMain.setArgAttr(argIndex, "cleave.name", str(name));
-    newMain.setArgAttr(argIndex, "cleave.state", str("buffer"));
-    newMain.setArgAttr(argIndex, "cleave.parameter", str(name));
-    newMain.setArgAttr(argIndex, "cleave.initial_value", c.getValue());
-    ++argIndex;
-  }
+  for (ConstantOp c : buffers)
+    markInitializerState(c, "buffer");
   for (unsigned i = 0; i < oldMain.getNumArguments(); ++i, ++argIndex) {
     if (auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name"))
       newMain.setArgAttr(argIndex, "cleave.name", name);

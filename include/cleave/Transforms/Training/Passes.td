@@ -28,7 +28,12 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
     biases), which would otherwise train as one tied parameter; such an
     initializer, used by several ops of one kind, gets a warning.
     With `return-gradients`, the step also returns each parameter's
-    gradient (before clipping), named `grad.<name>`. The loss is the model's scalar
+    gradient (before clipping), named `grad.<name>`.
+
+    Results of `@main` with a `cleave.updates_initializer = "<name>"`
+    attribute (BatchNormalization in training mode, see the importer's
+    `batchNormTraining`) give a new value of that initializer: it becomes a
+    state argument of kind "buffer" (never trained), updated by the step. The loss is the model's scalar
     output, or is added: `cross_entropy:<logits>,<labels>[,<ignore_index>]`
     (mean over the labels that are not ignored; the labels become an input)
     or `mse:<output>,<target>`. Gradients come from reverse-mode autodiff;
@@ -50,7 +55,8 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
     and `found_inf` (1 for a skipped step, else 0).
 
     Arguments and results carry the attributes the plan builder reads:
-    `cleave.state` ("parameter" or "optimizer_state"), `cleave.parameter`,
+    `cleave.state` ("parameter", "optimizer_state" or "buffer"),
+    `cleave.parameter`,
     `cleave.slot`, `cleave.initial_value` (a parameter's initial value),
     `cleave.role` ("lr", "step", "loss", "grad_norm", "data") and, on
     results, `cleave.updates` (the index of the state argument a result
