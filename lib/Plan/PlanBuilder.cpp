@@ -467,6 +467,7 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   // State arguments: a state tensor each, with the parameter's initial value
   // as a constant at the same offset, or zeroed by an init command.
   std::vector<std::pair<int64_t, plan::Command>> stateCopies;
+  std::string untied;
   auto addState = [&](plan::Plan &p, unsigned i,
                       plan::TensorInfo info) -> LogicalResult {
     StringRef kind = main.getArgAttrOfType<StringAttr>(i, "cleave.state").getValue();
@@ -476,6 +477,13 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     state.info = info;
     state.parameter = parameter ? parameter.getValue().str() : info.name;
     state.slot = slot ? slot.getValue().str() : "";
+    // A parameter --untie made: "<copy>\t<source initializer>\t<ONNX node>"
+    // lines in the `untied` metadata, for --export-onnx.
+    if (auto from = main.getArgAttrOfType<StringAttr>(i, "cleave.untied_from")) {
+      auto node = main.getArgAttrOfType<StringAttr>(i, "cleave.untied_node");
+      untied += info.name + "\t" + from.getValue().str() + "\t" +
+                (node ? node.getValue().str() : "") + "\n";
+    }
     if (kind == "parameter" || kind == "buffer") {
       state.kind = kind == "parameter" ? plan::StateKind::Parameter
                                        : plan::StateKind::Buffer;
@@ -660,6 +668,8 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
                 {"gemms", std::to_string(numGemms)},
                 {"constant_bytes", std::to_string(constantBytes)},
                 {"unplanned_bytes", std::to_string(memory.naiveBytes)}};
+  if (!untied.empty())
+    p.metadata.push_back({"untied", untied});
   return success();
 }
 

@@ -149,11 +149,72 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
     return false;
   }
   std::map<std::string, const Weight *> pending;
-  for (const Weight &w : weights)
-    pending[w.name] = &w;
+  std::map<std::string, const Weight *> copies; // by node
+  for (const Weight &w : weights) {
+    if (w.copyOf.empty()) {
+      pending[w.name] = &w;
+      continue;
+    }
+    if (!copies.emplace(w.node, &w).second) {
+      *error = "node '" + w.node + "' reads two untied copies of '" +
+               w.copyOf + "'";
+      return false;
+    }
+  }
 
   std::vector<uint8_t> newGraph;
+  size_t nodeIndex = 0;
   for (const Field &f : graphFields) {
+    if (f.number == 1 && f.wireType == 2 && !copies.empty()) {
+      // A node: inputs that read an untied source read the copy instead.
+      std::vector<Field> node;
+      if (!parseFields(p, f.valueBegin, f.valueEnd, &node)) {
+        *error = "node " + std::to_string(nodeIndex) + " is malformed";
+        return false;
+      }
+      std::string name, opType;
+      for (const Field &n : node) {
+        std::string text(reinterpret_cast<const char *>(p + n.valueBegin),
+                         n.wireType == 2 ? n.valueEnd - n.valueBegin : 0);
+        if (n.number == 3 && n.wireType == 2)
+          name = text;
+        if (n.number == 4 && n.wireType == 2)
+          opType = text;
+      }
+      std::string key =
+          name.empty() ? opType + "#" + std::to_string(nodeIndex) : name;
+      ++nodeIndex;
+      auto it = copies.find(key);
+      if (it == copies.end()) {
+        newGraph.insert(newGraph.end(), p + f.begin, p + f.end);
+        continue;
+      }
+      const Weight &w = *it->second;
+      std::vector<uint8_t> newNode;
+      bool renamed = false;
+      for (const Field &n : node) {
+        std::string text(reinterpret_cast<const char *>(p + n.valueBegin),
+                         n.wireType == 2 ? n.valueEnd - n.valueBegin : 0);
+        if (n.number == 1 && n.wireType == 2 && text == w.copyOf) {
+          writeLenField(newNode, 1,
+                        reinterpret_cast<const uint8_t *>(w.name.data()),
+                        w.name.size());
+          renamed = true;
+        } else {
+          newNode.insert(newNode.end(), p + n.begin, p + n.end);
+        }
+      }
+      if (!renamed) {
+        *error = "node '" + key + "' does not read '" + w.copyOf +
+                 "', which its untied copy '" + w.name + "' replaces";
+        return false;
+      }
+      writeLenField(newGraph, 1, newNode.data(), newNode.size());
+      copies.erase(it);
+      continue;
+    }
+    if (f.number == 1 && f.wireType == 2)
+      ++nodeIndex;
     std::vector<Field> tensor;
     if (f.number != 5 || f.wireType != 2 ||
         !parseFields(p, f.valueBegin, f.valueEnd, &tensor)) {
@@ -203,6 +264,29 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
     *error = "the model has no initializer named '" + pending.begin()->first +
              "'";
     return false;
+  }
+  if (!copies.empty()) {
+    *error = "the model has no node '" + copies.begin()->first +
+             "' to read the untied copy '" + copies.begin()->second->name +
+             "'";
+    return false;
+  }
+  // The untied copies, as new initializers (dims, data_type, name,
+  // raw_data).
+  for (const Weight &w : weights) {
+    if (w.copyOf.empty())
+      continue;
+    std::vector<uint8_t> tensor;
+    for (int64_t d : w.shape) {
+      writeVarint(tensor, 1 << 3);
+      writeVarint(tensor, static_cast<uint64_t>(d));
+    }
+    writeVarint(tensor, 2 << 3);
+    writeVarint(tensor, w.dtype);
+    writeLenField(tensor, 8, reinterpret_cast<const uint8_t *>(w.name.data()),
+                  w.name.size());
+    writeLenField(tensor, 9, w.data, w.size);
+    writeLenField(newGraph, 5, tensor.data(), tensor.size());
   }
 
   out->clear();

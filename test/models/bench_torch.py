@@ -11,6 +11,12 @@ parameter its own initializer) so that other implementations can time the identi
   python test/models/bench_torch.py [--layers 4 --embd 128 --heads 4 --vocab 512
                                      --batch 8 --seq 64 --steps 20 --warmup 3]
   python test/models/bench_torch.py --export gpt2_bench.onnx --modes none
+
+Mode "cleave" (with --cleave-bin DIR, the folder of cleave-compile and cleave-run) times
+Cleave's compiled AdamW step of the same exported model on the same batch in the same
+run, so the three figures are comparable:
+
+  python test/models/bench_torch.py --modes eager,compile,cleave --cleave-bin build/bin
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 import torch
 import transformers
@@ -70,6 +80,32 @@ def time_steps(model, input_ids, labels, args, compiled: bool) -> dict:
             "steps": args.steps, "final_loss": round(loss.item(), 5)}
 
 
+def time_cleave(model, input_ids, labels, args) -> dict:
+    """Exports `model`, compiles its AdamW step with Cleave and runs it on the same
+    batch every step (a dataset of exactly one batch)."""
+    bin_dir = Path(args.cleave_bin)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        mm.export(model, input_ids, "input_ids", mm.state_tensors(model.model),
+                  tmp / "model.onnx", max_bytes=None)
+        np.save(tmp / "input_ids.npy", input_ids.numpy())
+        np.save(tmp / "labels.npy", labels.numpy())
+        subprocess.run([str(bin_dir / "cleave-compile"), str(tmp / "model.onnx"), "--train",
+                        "--loss=cross_entropy:logits,labels", "--optimizer=adamw",
+                        "--lr=1e-3", "--weight-decay=0.1", "-o", str(tmp / "step.cleave")],
+                       check=True, capture_output=True)
+        subprocess.run([str(bin_dir / "cleave-run"), str(tmp / "step.cleave"),
+                        "--steps", str(args.warmup + args.steps),
+                        "--data", "input_ids=%s" % (tmp / "input_ids.npy"),
+                        "--data", "labels=%s" % (tmp / "labels.npy"),
+                        "--log-json", str(tmp / "log.jsonl")],
+                       check=True, capture_output=True)
+        log = [json.loads(line) for line in (tmp / "log.jsonl").read_text().splitlines()]
+    times = [e["step_ms"] for e in log[args.warmup:]]
+    return {"step_ms": round(statistics.median(times), 3), "min_ms": round(min(times), 3),
+            "steps": args.steps, "final_loss": round(log[-1]["loss"], 5)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, default=4)
@@ -82,7 +118,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--modes", default="eager,compile",
-                        help="comma-separated: eager, compile (or none)")
+                        help="comma-separated: eager, compile, cleave (or none)")
+    parser.add_argument("--cleave-bin", metavar="DIR",
+                        help="folder of cleave-compile and cleave-run (mode cleave)")
     parser.add_argument("--export", type=Path, metavar="PATH",
                         help="write the model to this ONNX file")
     args = parser.parse_args()
@@ -101,11 +139,17 @@ def main() -> None:
     for mode in filter(None, args.modes.split(",")):
         if mode == "none":
             continue
-        if mode not in ("eager", "compile"):
+        if mode not in ("eager", "compile", "cleave"):
             parser.error(f"unknown mode {mode!r}")
+        if mode == "cleave" and not args.cleave_bin:
+            parser.error("mode cleave needs --cleave-bin")
         fresh = build(args)[0]  # every mode starts from the same weights
         try:
-            result = time_steps(fresh, input_ids, labels, args, compiled=mode == "compile")
+            if mode == "cleave":
+                result = time_cleave(fresh, input_ids, labels, args)
+            else:
+                result = time_steps(fresh, input_ids, labels, args,
+                                    compiled=mode == "compile")
         except Exception as e:  # torch.compile needs a working C++ toolchain
             result = {"step_ms": None, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
         print(json.dumps({"mode": mode, **result, **config}), flush=True)

@@ -84,6 +84,32 @@ static int writeOutputs(cleave_rt_program program, cleave_rt_executor e,
   return -1;
 }
 
+/// The parameters cleave-compile --untie made (the plan's `untied`
+/// metadata): name -> (source initializer, ONNX node that reads it).
+static std::map<std::string, std::pair<std::string, std::string>>
+untiedParameters(cleave_rt_program program) {
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  const char *text = cleave_rt_program_metadata(program, "untied");
+  if (!text)
+    return out;
+  std::string all = text;
+  size_t begin = 0;
+  while (begin < all.size()) {
+    size_t end = all.find('\n', begin);
+    if (end == std::string::npos)
+      end = all.size();
+    std::string line = all.substr(begin, end - begin);
+    begin = end + 1;
+    size_t tab1 = line.find('\t');
+    size_t tab2 = tab1 == std::string::npos ? tab1 : line.find('\t', tab1 + 1);
+    if (tab2 == std::string::npos)
+      continue;
+    out[line.substr(0, tab1)] = {line.substr(tab1 + 1, tab2 - tab1 - 1),
+                                 line.substr(tab2 + 1)};
+  }
+  return out;
+}
+
 bool anyTrainingOption(const TrainOptions &o) {
   return o.steps >= 0 || !o.data.empty() || !o.tokens.empty() || o.synthetic ||
          o.seedGiven || !o.logJson.empty() || o.saveEvery > 0 ||
@@ -186,10 +212,23 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
     return fail("--export-onnx: cannot read the source model '" + source +
                 "': " + err);
   std::vector<onnxexport::Weight> weights;
-  for (const checkpoint::StateRecord &r : records)
-    if (r.kind == StateKind::Parameter || r.kind == StateKind::Buffer)
-      weights.push_back({r.name, static_cast<uint32_t>(r.dtype), r.shape,
-                         r.data.data(), r.data.size()});
+  std::map<std::string, std::pair<std::string, std::string>> untied =
+      untiedParameters(program);
+  for (const checkpoint::StateRecord &r : records) {
+    if (r.kind != StateKind::Parameter && r.kind != StateKind::Buffer)
+      continue;
+    onnxexport::Weight w;
+    w.name = r.name;
+    w.dtype = static_cast<uint32_t>(r.dtype);
+    w.shape = r.shape;
+    w.data = r.data.data();
+    w.size = r.data.size();
+    if (auto it = untied.find(r.name); it != untied.end()) {
+      w.copyOf = it->second.first;
+      w.node = it->second.second;
+    }
+    weights.push_back(std::move(w));
+  }
   if (!onnxexport::replaceInitializers(model, weights, &exported, &err))
     return fail("--export-onnx: cannot update '" + source + "': " + err);
   if (!writeFileAtomically(o.exportOnnx, exported.data(), exported.size(),
@@ -239,6 +278,16 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     const cleave_rt_tensor_desc_t &t = states[i].desc.tensor;
     states[i].shape.assign(t.dims, t.dims + t.rank);
   }
+  // Parameters that --untie made go back into the ONNX model as new
+  // initializers read by their node; one whose node is unknown cannot.
+  std::map<std::string, std::pair<std::string, std::string>> untied =
+      untiedParameters(program);
+  for (const auto &[name, source] : untied)
+    if (!o.exportOnnx.empty() && source.second.empty())
+      return fail("--export-onnx: parameter '" + name +
+                  "' was made by cleave-compile --untie from '" + source.first +
+                  "', but the plan does not record which ONNX node reads it; "
+                  "export with --export-safetensors instead");
 
   ExecutorHolder exec;
   TRY(cleave_rt_executor_create(program, backend.c_str(), &exec.e));

@@ -51,6 +51,11 @@ static void untieInitializers(func::FuncOp main, llvm::Regex &re) {
       Operation *copy = b.clone(*cst);
       copy->setAttr("cleave.initializer",
                     b.getStringAttr(name + ".untied" + Twine(k + 1)));
+      // Where the copy came from and which ONNX node reads it, for
+      // --export-onnx to write it back as an initializer of its own.
+      copy->setAttr("cleave.untied_from", b.getStringAttr(name));
+      if (auto node = dyn_cast<NameLoc>(use->getOwner()->getLoc()))
+        copy->setAttr("cleave.untied_node", node.getName());
       use->set(copy->getResult(0));
     }
   }

@@ -183,6 +183,19 @@ func.func @f_pow(%a: tensor<3x4xf64> {gradcheck.range = [0.5, 2.0], gradcheck.ho
   return %0 : tensor<3x4xf64>
 }
 
+// Integer-valued exponents of bases of both signs (GELU's x^3, RMSNorm's
+// x^2, a reciprocal square): finite gradients everywhere.
+// CHECK: PASS f_pow_integer_exponents max rel err
+func.func @f_pow_integer_exponents(%x: tensor<3x4xf64> {gradcheck.hostile = [-100.0, 100.0], gradcheck.nonzero}) -> (tensor<3x4xf64>, tensor<3x4xf64>, tensor<3x4xf64>) {
+  %c3 = cleave.constant dense<3.0> : tensor<3x4xf64>
+  %c2 = cleave.constant dense<2.0> : tensor<3x4xf64>
+  %cm2 = cleave.constant dense<-2.0> : tensor<3x4xf64>
+  %0 = cleave.binary pow %x, %c3 : tensor<3x4xf64>
+  %1 = cleave.binary pow %x, %c2 : tensor<3x4xf64>
+  %2 = cleave.binary pow %x, %cm2 : tensor<3x4xf64>
+  return %0, %1, %2 : tensor<3x4xf64>, tensor<3x4xf64>, tensor<3x4xf64>
+}
+
 // CHECK: PASS f_max max rel err
 func.func @f_max(%a: tensor<3x4xf64>, %b: tensor<3x4xf64>) -> tensor<3x4xf64> {
   %0 = cleave.binary max %a, %b : tensor<3x4xf64>

@@ -45,7 +45,7 @@ func.func @main(%x: tensor<2x4xf32> {cleave.name = "x"}) -> (tensor<2x4xf32> {cl
 // One weight %u used by two layer norms: a warning, unless untied; untied,
 // each use has its own parameter.
 // UNTIE-NOT: warning
-// UNTIE: func.func @main(%arg0: tensor<4xf32> {{{.*}}cleave.name = "u.untied1", cleave.parameter = "u.untied1", cleave.state = "parameter"}, %arg1: tensor<4xf32> {{{.*}}cleave.name = "u", cleave.parameter = "u", cleave.state = "parameter"}
+// UNTIE: func.func @main(%arg0: tensor<4xf32> {{{.*}}cleave.name = "u.untied1", cleave.parameter = "u.untied1", cleave.state = "parameter", cleave.untied_from = "u"}, %arg1: tensor<4xf32> {{{.*}}cleave.name = "u", cleave.parameter = "u", cleave.state = "parameter"}
 // UNTIE: cleave.layer_norm %arg4, %arg1, %arg2
 // UNTIE: cleave.layer_norm %0, %arg0, %arg3
 // WARN: warning: initializer 'u' is used by 2 'cleave.layer_norm' ops and trains as one tied parameter

@@ -5,6 +5,9 @@
   state_checks.py onnx-equals-safetensors MODEL.onnx STATE.safetensors NAME...
       each named initializer of MODEL equals the tensor of STATE, and
       differs from its value in the source model given by --source
+  state_checks.py untied MODEL.onnx STATE.safetensors NAME
+      the nodes of MODEL (checked by onnx.checker) that read the initializer
+      NAME, and whether it equals the tensor of STATE
   state_checks.py decay-exempt A.safetensors B.safetensors NAME LR WD
       NAME in A (exempt from weight decay) equals NAME in B (decayed) plus
       LR * WD * its initial value: one AdamW step apart only by the decay
@@ -55,6 +58,19 @@ def main():
             if not (same and moved):
                 return 1
         return 0
+    if cmd == "untied":
+        import onnx
+        model = onnx.load(sys.argv[2])
+        onnx.checker.check_model(model)
+        name = sys.argv[4]
+        readers = [n.name or "%s#%d" % (n.op_type, i)
+                   for i, n in enumerate(model.graph.node) if name in n.input]
+        same = np.array_equal(initializers(sys.argv[2])[name],
+                              read_safetensors(sys.argv[3])[name])
+        print("%s: read by %s; %s the trained state" %
+              (name, ", ".join(readers) or "no node",
+               "equals" if same else "DIFFERS FROM"))
+        return 0 if same and readers else 1
     if cmd == "decay-exempt":
         a, b = read_safetensors(sys.argv[2]), read_safetensors(sys.argv[3])
         name, lr, wd = sys.argv[4], float(sys.argv[5]), float(sys.argv[6])
