@@ -190,6 +190,17 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
         continue;
       }
       const Weight &w = *it->second;
+      int reads = 0;
+      for (const Field &n : node)
+        reads += n.number == 1 && n.wireType == 2 &&
+                 std::string(reinterpret_cast<const char *>(p + n.valueBegin),
+                             n.valueEnd - n.valueBegin) == w.copyOf;
+      if (reads > 1) {
+        *error = "node '" + key + "' reads '" + w.copyOf +
+                 "' more than once; which input its untied copy '" + w.name +
+                 "' replaces is not recorded";
+        return false;
+      }
       std::vector<uint8_t> newNode;
       bool renamed = false;
       for (const Field &n : node) {

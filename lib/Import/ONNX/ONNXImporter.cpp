@@ -282,6 +282,38 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   }
 
   llvm::StringMap<StringRef> stateKinds = readTorchStateKinds();
+  // An export whose optimizer folded parameters into new constants (a
+  // Linear weight stored as a transposed copy named "val_0") names
+  // parameters the file does not hold: its signature cannot say what to
+  // train, so it is not used (the training step then falls back to every
+  // float initializer of more than one element).
+  {
+    llvm::StringSet<> initializerNames;
+    for (const auto &t : graph.initializer())
+      initializerNames.insert(t.name());
+    SmallVector<StringRef> folded;
+    for (const auto &entry : stateKinds)
+      if (entry.getValue() == "parameter" &&
+          !initializerNames.contains(entry.getKey()))
+        folded.push_back(entry.getKey());
+    if (!folded.empty()) {
+      llvm::sort(folded);
+      if (options.keepParameters) {
+        mlir::emitWarning(fileLoc)
+                    << "the PyTorch export signature names parameters that "
+                       "are not initializers of the model ("
+                    << folded.size() << " of them, e.g. '" << folded.front()
+                    << "'): the exporter's optimizer folded them into "
+                       "constants, such as transposed copies; training every "
+                       "float initializer of more than one "
+                       "element instead, which includes the exporter's "
+                       "folded constants. Export with "
+                       "torch.onnx.export(..., optimize=False) to keep "
+                       "PyTorch's parameters, or name them with --trainable";
+      }
+      stateKinds.clear();
+    }
+  }
   for (const auto &t : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), fileLoc);
     auto attr = convertTensorProto(t, modelDir, loc, ctx);

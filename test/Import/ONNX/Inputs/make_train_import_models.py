@@ -82,6 +82,19 @@ save("torch_signature",
      opset=18, ir_version=10,
      graph_metadata={"pkg.torch.export.ExportedProgram.graph_signature": signature})
 
+# A default (optimized) export: the signature names the parameter "w", but
+# the file holds its transposed copy "val_0" instead.
+folded = ("\n# inputs\np_w: PARAMETER target='w'\np_b: PARAMETER target='b'\n"
+          "x: USER_INPUT\n\n# outputs\nloss: USER_OUTPUT\n")
+save("torch_signature_folded",
+     [helper.make_node("MatMul", ["x", "val_0"], ["h"]),
+      helper.make_node("Add", ["h", "b"], ["h1"]),
+      helper.make_node("ReduceSum", ["h1"], ["loss"], keepdims=0)],
+     [vi("x", F, [2, 4])], [vi("loss", F, [])],
+     [init("val_0", rng.standard_normal((4, 4))), init("b", [0.1, 0.2, 0.3, 0.4])],
+     opset=18, ir_version=10,
+     graph_metadata={"pkg.torch.export.ExportedProgram.graph_signature": folded})
+
 # Without a signature: float initializers of more than one element are
 # trained, scalars (the Pow exponent) are not.
 save("no_signature",
