@@ -283,34 +283,45 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
 
   llvm::StringMap<StringRef> stateKinds = readTorchStateKinds();
   // An export whose optimizer folded parameters into new constants (a
-  // Linear weight stored as a transposed copy named "val_0") names
-  // parameters the file does not hold: its signature cannot say what to
-  // train, so it is not used (the training step then falls back to every
-  // float initializer of more than one element).
-  {
-    llvm::StringSet<> initializerNames;
+  // Linear weight stored as a transposed copy "val_0" that a MatMul reads)
+  // names parameters the file does not hold, and its signature cannot say
+  // what to train: it is not used, and the training step falls back to every
+  // float initializer of more than one element. (Tied parameters also leave
+  // a name missing, the alias, but no weight operand then reads a constant.)
+  if (!stateKinds.empty()) {
+    llvm::StringMap<const onnx::TensorProto *> initializers;
     for (const auto &t : graph.initializer())
-      initializerNames.insert(t.name());
-    SmallVector<StringRef> folded;
-    for (const auto &entry : stateKinds)
-      if (entry.getValue() == "parameter" &&
-          !initializerNames.contains(entry.getKey()))
-        folded.push_back(entry.getKey());
-    if (!folded.empty()) {
-      llvm::sort(folded);
-      if (options.keepParameters) {
-        mlir::emitWarning(fileLoc)
-                    << "the PyTorch export signature names parameters that "
-                       "are not initializers of the model ("
-                    << folded.size() << " of them, e.g. '" << folded.front()
-                    << "'): the exporter's optimizer folded them into "
-                       "constants, such as transposed copies; training every "
-                       "float initializer of more than one "
-                       "element instead, which includes the exporter's "
-                       "folded constants. Export with "
-                       "torch.onnx.export(..., optimize=False) to keep "
-                       "PyTorch's parameters, or name them with --trainable";
+      initializers[t.name()] = &t;
+    size_t missing = llvm::count_if(stateKinds, [&](const auto &entry) {
+      return entry.getValue() == "parameter" &&
+             !initializers.contains(entry.getKey());
+    });
+    std::string foldedWeight;
+    for (const auto &node : graph.node()) {
+      StringRef op = node.op_type();
+      if ((op != "MatMul" && op != "Gemm" && op != "Conv") ||
+          node.input_size() < 2)
+        continue;
+      auto it = initializers.find(node.input(1));
+      if (it != initializers.end() && !stateKinds.contains(node.input(1)) &&
+          it->second->dims_size() >= 2) {
+        foldedWeight = node.input(1);
+        break;
       }
+    }
+    if (missing > 0 && !foldedWeight.empty()) {
+      if (options.keepParameters)
+        mlir::emitWarning(fileLoc)
+            << "the PyTorch export signature names parameters that are not "
+               "initializers of the model ("
+            << missing << " of them), and '" << foldedWeight
+            << "', a weight operand, is not among its parameters: the "
+               "exporter's optimizer folded parameters into constants (such "
+               "as transposed copies); training every float initializer of "
+               "more than one element instead, which includes the exporter's "
+               "folded constants. Export with torch.onnx.export(..., "
+               "optimize=False) to keep PyTorch's parameters, or name them "
+               "with --trainable";
       stateKinds.clear();
     }
   }
