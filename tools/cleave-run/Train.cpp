@@ -18,6 +18,7 @@
 #include "cleave/TensorFile.h"
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -361,7 +362,15 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     long vocab = o.syntheticVocab;
     if (vocab < 0) {
       const char *v = cleave_rt_program_metadata(program, "vocab_size");
-      vocab = v ? std::atol(v) : 256;
+      vocab = 256;
+      if (v) {
+        char *end = nullptr;
+        errno = 0;
+        vocab = std::strtol(v, &end, 10);
+        if (errno != 0 || end == v || *end != '\0' || vocab <= 0)
+          return fail("the plan's vocab_size metadata '" + std::string(v) +
+                      "' is not a positive integer; give --synthetic-vocab N");
+      }
     }
     if (!data::openSynthetic(specs, seed, vocab, &dataset, &err))
       return fail(err);
@@ -385,7 +394,15 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                       : (!specs.empty() && !specs[0].shape.empty()
                              ? specs[0].shape[0]
                              : 1);
-  bool tokenModel = info.sequence_length > 0;
+  // Tokens per second only for models whose data are token ids (an
+  // integer [batch, sequence, ...] input); samples per second otherwise.
+  bool tokenModel = false;
+  if (info.sequence_length > 0 && info.data_input_count > 0) {
+    cleave_rt_tensor_desc_t first;
+    TRY(cleave_rt_program_input_desc(program, info.data_inputs[0], &first));
+    tokenModel = first.dtype == 4 || first.dtype == 6 || first.dtype == 7 ||
+                 first.dtype == 12; // uint16, int32, int64, uint32
+  }
   int64_t perStep = tokenModel ? batch * info.sequence_length : batch;
   uint64_t peak = cleave_rt_program_peak_bytes(program);
   bool progress = ::isatty(2);
