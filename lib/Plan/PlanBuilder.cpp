@@ -24,6 +24,8 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -467,7 +469,7 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   // State arguments: a state tensor each, with the parameter's initial value
   // as a constant at the same offset, or zeroed by an init command.
   std::vector<std::pair<int64_t, plan::Command>> stateCopies;
-  std::string untied;
+  llvm::json::Array untied;
   auto addState = [&](plan::Plan &p, unsigned i,
                       plan::TensorInfo info) -> LogicalResult {
     StringRef kind = main.getArgAttrOfType<StringAttr>(i, "cleave.state").getValue();
@@ -477,12 +479,14 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     state.info = info;
     state.parameter = parameter ? parameter.getValue().str() : info.name;
     state.slot = slot ? slot.getValue().str() : "";
-    // A parameter --untie made: "<copy>\t<source initializer>\t<ONNX node>"
-    // lines in the `untied` metadata, for --export-onnx.
+    // A parameter --untie made, in the `untied` metadata for --export-onnx:
+    // [{"name": copy, "from": source initializer, "node": ONNX node}, ...].
     if (auto from = main.getArgAttrOfType<StringAttr>(i, "cleave.untied_from")) {
       auto node = main.getArgAttrOfType<StringAttr>(i, "cleave.untied_node");
-      untied += info.name + "\t" + from.getValue().str() + "\t" +
-                (node ? node.getValue().str() : "") + "\n";
+      untied.push_back(llvm::json::Object{
+          {"name", info.name},
+          {"from", from.getValue()},
+          {"node", node ? node.getValue() : StringRef()}});
     }
     if (kind == "parameter" || kind == "buffer") {
       state.kind = kind == "parameter" ? plan::StateKind::Parameter
@@ -669,7 +673,8 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
                 {"constant_bytes", std::to_string(constantBytes)},
                 {"unplanned_bytes", std::to_string(memory.naiveBytes)}};
   if (!untied.empty())
-    p.metadata.push_back({"untied", untied});
+    p.metadata.push_back(
+        {"untied", llvm::formatv("{0}", llvm::json::Value(std::move(untied)))});
   return success();
 }
 

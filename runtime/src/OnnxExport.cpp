@@ -54,6 +54,12 @@ void writeLenField(std::vector<uint8_t> &out, uint32_t number,
   out.insert(out.end(), data, data + size);
 }
 
+/// The bytes of a length-delimited field as a string.
+std::string fieldText(const uint8_t *p, const Field &f) {
+  return std::string(reinterpret_cast<const char *>(p + f.valueBegin),
+                     f.valueEnd - f.valueBegin);
+}
+
 /// Splits the message in [begin, end) of `p` into fields.
 bool parseFields(const uint8_t *p, size_t begin, size_t end,
                  std::vector<Field> *fields) {
@@ -149,17 +155,14 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
     return false;
   }
   std::map<std::string, const Weight *> pending;
-  std::map<std::string, const Weight *> copies; // by node
+  // Untied copies by the node that reads them (a node may read copies of
+  // several initializers, e.g. a LayerNorm's weight and bias).
+  std::map<std::string, std::vector<const Weight *>> copies;
   for (const Weight &w : weights) {
-    if (w.copyOf.empty()) {
+    if (w.copyOf.empty())
       pending[w.name] = &w;
-      continue;
-    }
-    if (!copies.emplace(w.node, &w).second) {
-      *error = "node '" + w.node + "' reads two untied copies of '" +
-               w.copyOf + "'";
-      return false;
-    }
+    else
+      copies[w.node].push_back(&w);
   }
 
   std::vector<uint8_t> newGraph;
@@ -174,13 +177,12 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
       }
       std::string name, opType;
       for (const Field &n : node) {
-        std::string text(reinterpret_cast<const char *>(p + n.valueBegin),
-                         n.wireType == 2 ? n.valueEnd - n.valueBegin : 0);
         if (n.number == 3 && n.wireType == 2)
-          name = text;
+          name = fieldText(p, n);
         if (n.number == 4 && n.wireType == 2)
-          opType = text;
+          opType = fieldText(p, n);
       }
+      // The importer's name for the node (its NameLoc).
       std::string key =
           name.empty() ? opType + "#" + std::to_string(nodeIndex) : name;
       ++nodeIndex;
@@ -189,36 +191,33 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
         newGraph.insert(newGraph.end(), p + f.begin, p + f.end);
         continue;
       }
-      const Weight &w = *it->second;
-      int reads = 0;
-      for (const Field &n : node)
-        reads += n.number == 1 && n.wireType == 2 &&
-                 std::string(reinterpret_cast<const char *>(p + n.valueBegin),
-                             n.valueEnd - n.valueBegin) == w.copyOf;
-      if (reads > 1) {
-        *error = "node '" + key + "' reads '" + w.copyOf +
-                 "' more than once; which input its untied copy '" + w.name +
-                 "' replaces is not recorded";
-        return false;
-      }
+      std::map<std::string, const Weight *> bySource;
+      for (const Weight *w : it->second)
+        bySource[w->copyOf] = w;
+      std::map<std::string, int> reads;
       std::vector<uint8_t> newNode;
-      bool renamed = false;
       for (const Field &n : node) {
-        std::string text(reinterpret_cast<const char *>(p + n.valueBegin),
-                         n.wireType == 2 ? n.valueEnd - n.valueBegin : 0);
-        if (n.number == 1 && n.wireType == 2 && text == w.copyOf) {
-          writeLenField(newNode, 1,
-                        reinterpret_cast<const uint8_t *>(w.name.data()),
-                        w.name.size());
-          renamed = true;
-        } else {
+        auto source = n.number == 1 && n.wireType == 2
+                          ? bySource.find(fieldText(p, n))
+                          : bySource.end();
+        if (source == bySource.end()) {
           newNode.insert(newNode.end(), p + n.begin, p + n.end);
+          continue;
         }
+        const std::string &copy = source->second->name;
+        ++reads[source->first];
+        writeLenField(newNode, 1, reinterpret_cast<const uint8_t *>(copy.data()),
+                      copy.size());
       }
-      if (!renamed) {
-        *error = "node '" + key + "' does not read '" + w.copyOf +
-                 "', which its untied copy '" + w.name + "' replaces";
-        return false;
+      for (const auto &[source, w] : bySource) {
+        int n = reads[source];
+        if (n != 1) {
+          *error = "node '" + key + "' reads '" + source + "' " +
+                   (n == 0 ? "nowhere" : "more than once") +
+                   ", so its untied copy '" + w->name +
+                   "' cannot replace one input";
+          return false;
+        }
       }
       writeLenField(newGraph, 1, newNode.data(), newNode.size());
       copies.erase(it);
@@ -236,8 +235,7 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
     uint64_t dtype = 0;
     for (const Field &t : tensor) {
       if (t.number == 8 && t.wireType == 2)
-        name.assign(reinterpret_cast<const char *>(p + t.valueBegin),
-                    t.valueEnd - t.valueBegin);
+        name = fieldText(p, t);
       if (t.number == 2 && t.wireType == 0)
         dtype = t.varint;
     }
@@ -278,8 +276,8 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
   }
   if (!copies.empty()) {
     *error = "the model has no node '" + copies.begin()->first +
-             "' to read the untied copy '" + copies.begin()->second->name +
-             "'";
+             "' to read the untied copy '" +
+             copies.begin()->second.front()->name + "'";
     return false;
   }
   // The untied copies, as new initializers (dims, data_type, name,

@@ -64,12 +64,30 @@ std::string outputFileName(const std::string &name) {
   return s + ".npy";
 }
 
-/// Writes every output of the executor's last run into `dir`.
-static int writeOutputs(cleave_rt_program program, cleave_rt_executor e,
-                        const std::string &dir) {
+bool prepareOutputDir(cleave_rt_program program, const std::string &dir,
+                      std::string *error) {
+  std::map<std::string, std::string> fileOwners;
+  for (size_t i = 0; i < cleave_rt_program_output_count(program); ++i) {
+    cleave_rt_tensor_desc_t d;
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &d)) {
+      *error = cleave_rt_status_message(s);
+      cleave_rt_status_free(s);
+      return false;
+    }
+    std::string file = outputFileName(d.name);
+    auto it = fileOwners.emplace(file, d.name);
+    if (!it.second) {
+      *error = "outputs '" + it.first->second + "' and '" + d.name +
+               "' would both be written to '" + file + "'";
+      return false;
+    }
+  }
+  return makeDirectories(dir, error);
+}
+
+int writeOutputs(cleave_rt_program program, cleave_rt_executor e,
+                 const std::string &dir) {
   std::string err;
-  if (!makeDirectories(dir, &err))
-    return fail(err);
   for (size_t i = 0; i < cleave_rt_program_output_count(program); ++i) {
     cleave_rt_tensor_desc_t d;
     TRY(cleave_rt_program_output_desc(program, i, &d));
@@ -85,30 +103,37 @@ static int writeOutputs(cleave_rt_program program, cleave_rt_executor e,
   return -1;
 }
 
-/// The parameters cleave-compile --untie made (the plan's `untied`
-/// metadata): name -> (source initializer, ONNX node that reads it).
-static std::map<std::string, std::pair<std::string, std::string>>
-untiedParameters(cleave_rt_program program) {
-  std::map<std::string, std::pair<std::string, std::string>> out;
+/// A parameter cleave-compile --untie made: the initializer it was copied
+/// from and the ONNX node that reads it.
+struct UntiedParameter {
+  std::string from, node;
+};
+using UntiedParameters = std::map<std::string, UntiedParameter>;
+
+/// Reads the plan's `untied` metadata (a JSON array of {"name", "from",
+/// "node"} objects).
+static bool readUntiedParameters(cleave_rt_program program,
+                                 UntiedParameters *out, std::string *error) {
   const char *text = cleave_rt_program_metadata(program, "untied");
   if (!text)
-    return out;
-  std::string all = text;
-  size_t begin = 0;
-  while (begin < all.size()) {
-    size_t end = all.find('\n', begin);
-    if (end == std::string::npos)
-      end = all.size();
-    std::string line = all.substr(begin, end - begin);
-    begin = end + 1;
-    size_t tab1 = line.find('\t');
-    size_t tab2 = tab1 == std::string::npos ? tab1 : line.find('\t', tab1 + 1);
-    if (tab2 == std::string::npos)
-      continue;
-    out[line.substr(0, tab1)] = {line.substr(tab1 + 1, tab2 - tab1 - 1),
-                                 line.substr(tab2 + 1)};
+    return true;
+  json::Value doc;
+  if (!json::parse(text, &doc, error) || doc.kind != json::Value::Array) {
+    *error = "the plan's 'untied' metadata is not a JSON array";
+    return false;
   }
-  return out;
+  for (const json::Value &entry : doc.items) {
+    const json::Value *name = entry.get("name"), *from = entry.get("from"),
+                      *node = entry.get("node");
+    if (!name || !from || !node || name->kind != json::Value::String ||
+        from->kind != json::Value::String || node->kind != json::Value::String) {
+      *error = "the plan's 'untied' metadata has an entry without string "
+               "name, from and node";
+      return false;
+    }
+    (*out)[name->text] = {from->text, node->text};
+  }
+  return true;
 }
 
 bool anyTrainingOption(const TrainOptions &o) {
@@ -198,6 +223,7 @@ static std::string jsonNumber(double v, const char *fmt) {
 /// Writes the source ONNX model with the trained parameters; returns an exit
 /// code on failure, -1 on success.
 static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
+                      const UntiedParameters &untied,
                       const std::vector<checkpoint::StateRecord> &records) {
   std::string source = o.onnxModel;
   if (source.empty()) {
@@ -213,8 +239,6 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
     return fail("--export-onnx: cannot read the source model '" + source +
                 "': " + err);
   std::vector<onnxexport::Weight> weights;
-  std::map<std::string, std::pair<std::string, std::string>> untied =
-      untiedParameters(program);
   for (const checkpoint::StateRecord &r : records) {
     if (r.kind != StateKind::Parameter && r.kind != StateKind::Buffer)
       continue;
@@ -225,8 +249,8 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
     w.data = r.data.data();
     w.size = r.data.size();
     if (auto it = untied.find(r.name); it != untied.end()) {
-      w.copyOf = it->second.first;
-      w.node = it->second.second;
+      w.copyOf = it->second.from;
+      w.node = it->second.node;
     }
     weights.push_back(std::move(w));
   }
@@ -281,12 +305,18 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   }
   // Parameters that --untie made go back into the ONNX model as new
   // initializers read by their node; one whose node is unknown cannot.
-  std::map<std::string, std::pair<std::string, std::string>> untied =
-      untiedParameters(program);
+  std::string outputError;
+  if (!o.outputDir.empty() &&
+      !prepareOutputDir(program, o.outputDir, &outputError))
+    return fail(outputError);
+  UntiedParameters untied;
+  std::string untiedError;
+  if (!readUntiedParameters(program, &untied, &untiedError))
+    return fail(untiedError);
   for (const auto &[name, source] : untied)
-    if (!o.exportOnnx.empty() && source.second.empty())
+    if (!o.exportOnnx.empty() && source.node.empty())
       return fail("--export-onnx: parameter '" + name +
-                  "' was made by cleave-compile --untie from '" + source.first +
+                  "' was made by cleave-compile --untie from '" + source.from +
                   "', but the plan does not record which ONNX node reads it; "
                   "export with --export-safetensors instead");
 
@@ -400,8 +430,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   if (info.sequence_length > 0 && info.data_input_count > 0) {
     cleave_rt_tensor_desc_t first;
     TRY(cleave_rt_program_input_desc(program, info.data_inputs[0], &first));
-    tokenModel = first.dtype == 4 || first.dtype == 6 || first.dtype == 7 ||
-                 first.dtype == 12; // uint16, int32, int64, uint32
+    DType dtype = static_cast<DType>(first.dtype);
+    tokenModel = dtype == DType::U16 || dtype == DType::U32 ||
+                 dtype == DType::I32 || dtype == DType::I64;
   }
   int64_t perStep = tokenModel ? batch * info.sequence_length : batch;
   uint64_t peak = cleave_rt_program_peak_bytes(program);
@@ -575,7 +606,7 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
         return fail("cannot export the parameters: " + err);
     }
     if (!o.exportOnnx.empty()) {
-      rc = exportOnnx(o, program, records);
+      rc = exportOnnx(o, program, untied, records);
       if (rc >= 0)
         return rc;
     }

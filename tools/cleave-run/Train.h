@@ -36,6 +36,17 @@ struct TrainOptions {
 /// other than letters, digits, '_', '.' and '-' replaced by '_'.
 std::string outputFileName(const std::string &name);
 
+/// Checks that no two outputs of `program` would be written to one file and
+/// creates `dir`; on failure sets *error.
+bool prepareOutputDir(cleave_rt_program program, const std::string &dir,
+                      std::string *error);
+
+/// Writes every output of the executor's last run as DIR/<name>.npy
+/// (atomically, bfloat16 as float32); returns an exit code on failure, else
+/// -1.
+int writeOutputs(cleave_rt_program program, cleave_rt_executor executor,
+                 const std::string &dir);
+
 /// True if any training option was given (so the plan must be a training
 /// plan).
 bool anyTrainingOption(const TrainOptions &o);

@@ -400,22 +400,10 @@ int main(int argc, char **argv) {
 
   // Output file names are checked before running, so a collision costs
   // nothing and no file is half-written.
-  size_t numOutputs = cleave_rt_program_output_count(program);
-  std::vector<cleave_rt_tensor_desc_t> outs(numOutputs);
-  std::map<std::string, std::string> fileOwners;
-  for (size_t i = 0; i < numOutputs; ++i) {
-    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &outs[i]))
-      return statusError(s);
-    std::string file = run::outputFileName(outs[i].name);
-    auto it = fileOwners.emplace(file, outs[i].name);
-    if (!o.noOutput && !it.second)
-      return error("outputs '" + it.first->second + "' and '" + outs[i].name +
-                   "' would both be written to '" + file + "'");
-  }
-
-  std::string dirError;
-  if (!o.noOutput && !makeDirectories(o.outputDir, &dirError))
-    return error(dirError);
+  std::string outputError;
+  if (!o.noOutput &&
+      !run::prepareOutputDir(program, o.outputDir, &outputError))
+    return error(outputError);
 
   std::vector<HostTensor> inputs;
   rc = loadInputs(o, program, &inputs);
@@ -445,24 +433,24 @@ int main(int argc, char **argv) {
     totalMs += ms;
   }
 
-  for (size_t i = 0; i < numOutputs; ++i) {
+  for (size_t i = 0; o.printOutputs && i < cleave_rt_program_output_count(program);
+       ++i) {
+    cleave_rt_tensor_desc_t desc;
     const void *data;
     size_t bytes;
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+      return statusError(s);
     if (cleave_rt_status s =
             cleave_rt_executor_output(session.executor, i, &data, &bytes))
       return statusError(s);
-    std::vector<int64_t> shape(outs[i].dims, outs[i].dims + outs[i].rank);
-    if (o.printOutputs) {
-      std::printf("%s: %s ", outs[i].name, describe(outs[i].dtype, shape).c_str());
-      printValues(outs[i].dtype, static_cast<const uint8_t *>(data), bytes);
-    }
-    if (o.noOutput)
-      continue;
-    std::string path = o.outputDir + "/" + run::outputFileName(outs[i].name);
-    std::string err;
-    if (!tensorfile::writeNpyFile(path, static_cast<plan::DType>(outs[i].dtype),
-                                  shape, data, bytes, &err))
-      return error("output '" + std::string(outs[i].name) + "': " + err);
+    std::vector<int64_t> shape(desc.dims, desc.dims + desc.rank);
+    std::printf("%s: %s ", desc.name, describe(desc.dtype, shape).c_str());
+    printValues(desc.dtype, static_cast<const uint8_t *>(data), bytes);
+  }
+  if (!o.noOutput) {
+    rc = run::writeOutputs(program, session.executor, o.outputDir);
+    if (rc >= 0)
+      return rc;
   }
 
   if (o.printStats) {

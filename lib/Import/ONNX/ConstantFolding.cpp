@@ -428,7 +428,7 @@ bool tryFoldNode(NodeContext &ctx) {
       ins.push_back(nullptr);
       continue;
     }
-    if (ctx.keepParameters && isParameterLike(ctx, i))
+    if (ctx.settings.keepParameters && isParameterLike(ctx, i))
       return false;
     const ConstTensor *c = ctx.constInput(i);
     if (!c)

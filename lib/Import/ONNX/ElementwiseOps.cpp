@@ -267,8 +267,7 @@ LogicalResult convertPRelu(NodeContext &ctx) {
     return failure();
   // Before opset 7, a [C] slope applies per channel (dimension 1), which
   // numpy broadcasting would match against the last dimension instead.
-  if (std::min(ctx.opset, ctx.sourceOpset) < 7 && rankOf(slope) == 1 &&
-      rankOf(x) >= 2 &&
+  if (ctx.settings.sourceOpset < 7 && rankOf(slope) == 1 && rankOf(x) >= 2 &&
       shapeOf(slope)[0] != 1 && shapeOf(slope)[0] == shapeOf(x)[1]) {
     SmallVector<int64_t> shape(shapeOf(x).size(), 1);
     shape[1] = shapeOf(slope)[0];

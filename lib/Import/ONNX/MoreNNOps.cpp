@@ -312,9 +312,10 @@ LogicalResult convertBatchNormTraining(NodeContext &ctx) {
                       ctx.hasOutput(1) || ctx.hasOutput(2);
   // An inference export trained as PyTorch's train() does (see
   // ImportOptions::batchNormTraining).
-  bool torchTraining = !onnxTraining && ctx.batchNormTraining;
-  if (ctx.input(3) && ctx.input(4))
-    (void)markStatistics(ctx);
+  bool torchTraining = !onnxTraining && ctx.settings.batchNormTraining;
+  if (!ctx.input(3) || !ctx.input(4))
+    return failure();
+  auto [meanName, varName] = markStatistics(ctx);
   if (!onnxTraining && !torchTraining) {
     if (inferenceBatchNorm)
       return inferenceBatchNorm(ctx);
@@ -370,10 +371,9 @@ LogicalResult convertBatchNormTraining(NodeContext &ctx) {
     Value unbiased = ctx.binary(
         BinaryKind::mul, var,
         ctx.splat(et, {}, double(count) / double(std::max<int64_t>(count - 1, 1))));
-    auto [meanName, varName] = markStatistics(ctx);
-    if (!meanName.empty())
+    if (ctx.stateUpdates && !meanName.empty())
       ctx.stateUpdates->push_back({meanName, mix(imean, mean)});
-    if (!varName.empty())
+    if (ctx.stateUpdates && !varName.empty())
       ctx.stateUpdates->push_back({varName, mix(ivar, unbiased)});
     return success();
   }

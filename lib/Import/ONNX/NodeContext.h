@@ -102,6 +102,19 @@ struct TensorEntry {
   std::optional<ConstTensor> known; // known constant value, if any
 };
 
+/// What every converter of one import sees besides its node: the model's
+/// opset before version conversion and the options that change how nodes
+/// import (ImportOptions).
+struct ImportSettings {
+  /// The file's opset before conversion (forms the version converter does
+  /// not adapt, such as PRelu-6's per-channel slope).
+  int64_t sourceOpset = 0;
+  /// BatchNormalization in training mode (ImportOptions::batchNormTraining).
+  bool batchNormTraining = false;
+  /// No folding of nodes that read parameters (ImportOptions::keepParameters).
+  bool keepParameters = false;
+};
+
 class NodeContext;
 using ConverterFn = LogicalResult (*)(NodeContext &);
 
@@ -127,23 +140,21 @@ bool tryFoldNode(NodeContext &ctx);
 class NodeContext {
 public:
   NodeContext(const onnx::NodeProto &node, Location loc, int64_t opset,
-              mlir::OpBuilder &builder, llvm::StringMap<TensorEntry> &tensors)
-      : node(node), loc(loc), opset(opset), b(builder), tensors(tensors) {}
+              mlir::OpBuilder &builder, llvm::StringMap<TensorEntry> &tensors,
+              const ImportSettings &settings)
+      : node(node), loc(loc), opset(opset), b(builder), settings(settings),
+        tensors(tensors) {}
 
   const onnx::NodeProto &node;
   Location loc;
   int64_t opset;
   mlir::OpBuilder &b;
-  /// The model file's opset before version conversion (forms that the
-  /// converter does not adapt, such as PRelu-6's per-channel slope).
-  int64_t sourceOpset = 0;
-  /// Import BatchNormalization in training mode (ImportOptions).
-  bool batchNormTraining = false;
-  /// Do not fold nodes that read parameters (ImportOptions).
-  bool keepParameters = false;
+  const ImportSettings &settings;
   /// New values of initializers that the model updates as it runs (the
   /// running statistics of BatchNormalization in training mode): initializer
-  /// name and value, returned by @main as extra results.
+  /// name and value, returned by @main as extra results. Null where nodes
+  /// are imported again (a Gradient node's subgraph), whose updates the
+  /// first import already recorded.
   llvm::SmallVectorImpl<std::pair<std::string, Value>> *stateUpdates = nullptr;
 
   StringRef opType() const { return node.op_type(); }

@@ -32,12 +32,14 @@ public:
                 StringRef path, const ImportOptions &options,
                 int64_t sourceOpset)
       : ctx(ctx), model(model), graph(model.graph()), path(path),
-        options(options), sourceOpset(sourceOpset),
-        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {
+        options(options), fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {
     modelDir = llvm::sys::path::parent_path(path).str();
     if (modelDir.empty())
       modelDir = ".";
     opset = getDefaultOpset(model);
+    settings.sourceOpset = sourceOpset ? sourceOpset : opset;
+    settings.batchNormTraining = options.batchNormTraining;
+    settings.keepParameters = options.keepParameters;
   }
 
   FailureOr<OwningOpRef<ModuleOp>> run();
@@ -60,8 +62,7 @@ private:
   const onnx::GraphProto &graph;
   StringRef path;
   const ImportOptions &options;
-  /// The file's opset before version conversion.
-  int64_t sourceOpset;
+  ImportSettings settings;
   /// Initializer updates of the converters (NodeContext::stateUpdates).
   SmallVector<std::pair<std::string, Value>> stateUpdates;
   std::string modelDir;
@@ -348,10 +349,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   const auto &registry = getConverterRegistry();
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto &node = graph.node(i);
-    NodeContext nc(node, nodeLoc(node, i), opset, b, tensors);
-    nc.batchNormTraining = options.batchNormTraining;
-    nc.keepParameters = options.keepParameters;
-    nc.sourceOpset = sourceOpset ? sourceOpset : opset;
+    NodeContext nc(node, nodeLoc(node, i), opset, b, tensors, settings);
     nc.stateUpdates = &stateUpdates;
     for (int j = 0; j < nc.numInputs(); ++j) {
       if (nc.hasInput(j) && !nc.lookup(node.input(j))) {

@@ -341,7 +341,7 @@ LogicalResult importGradientNode(NodeContext &ctx,
             return dirty.contains(in);
           }))
         continue;
-      NodeContext nc(node, ctx.loc, ctx.opset, ctx.b, sub);
+      NodeContext nc(node, ctx.loc, ctx.opset, ctx.b, sub, ctx.settings);
       if (isGradientNode(node)) {
         ctx.error() << "differentiates through the Gradient node '"
                     << node.name() << "', which is not supported";

@@ -1,6 +1,7 @@
 // The VJP rules at their edges, printed at fixed inputs and checked against
 // the values PyTorch's autograd gives there: kinks, ties, zeros and masks.
 // RUN: cleave-gradcheck %s | FileCheck %s
+// RUN: cleave-gradcheck %s --hostile | FileCheck %s --check-prefix=HOSTILE
 
 // x^3 of negative bases: 3x^2, no NaN (torch.pow).
 // CHECK: GRAD f_pow_cube #0: 12 0.75 0 6.75
@@ -103,4 +104,14 @@ func.func @f_masked_softmax(%x: tensor<2x3xf64> {gradcheck.values = dense<[[0.0,
   %s = cleave.softmax %a dim = 1 : tensor<2x3xf64>
   %0 = cleave.binary mul %s, %w : tensor<2x3xf64>
   return %0 : tensor<2x3xf64>
+}
+
+// Hostile draws on a one-point range ([1.5, 1.5]) and on [0, 0]: every
+// value is the point (no endless redraw), and the gradients print.
+// HOSTILE: GRAD f_point_ranges #0: 0 0 0
+// HOSTILE: GRAD f_point_ranges #1: 1.5 1.5 1.5
+// HOSTILE: PRINTED f_point_ranges
+func.func @f_point_ranges(%x: tensor<3xf64> {gradcheck.hostile = [1.5, 1.5]}, %y: tensor<3xf64> {gradcheck.hostile = [0.0, 0.0]}) -> tensor<3xf64> attributes {gradcheck.print} {
+  %0 = cleave.binary mul %x, %y : tensor<3xf64>
+  return %0 : tensor<3xf64>
 }

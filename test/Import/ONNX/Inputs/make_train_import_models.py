@@ -120,3 +120,14 @@ save("merged_norm",
       numpy_helper.from_array(np.array([0, 1, 2], np.int64), "positions"),
       init("ln_w", [1.0, 1.0, 1.0, 1.0]), init("ln_b1", [0.1, 0.2, 0.3, 0.4]),
       init("ln_b2", [0.4, 0.3, 0.2, 0.1])])
+
+# Weight and bias both shared by two LayerNormalizations: untied, the second
+# node reads two copies.
+save("merged_norm_both",
+     [helper.make_node("LayerNormalization", ["x", "ln_w", "ln_b"], ["h"],
+                       axis=-1),
+      helper.make_node("LayerNormalization", ["h", "ln_w", "ln_b"], ["y"],
+                       axis=-1),
+      helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+     [vi("x", F, [3, 4])], [vi("loss", F, [])],
+     [init("ln_w", [1.0, 1.0, 1.0, 1.0]), init("ln_b", [0.1, 0.2, 0.3, 0.4])])
