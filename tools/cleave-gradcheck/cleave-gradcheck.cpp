@@ -560,10 +560,10 @@ int main(int argc, char **argv) {
     bool printed = succeeded(worst) && f->hasAttr("gradcheck.print");
     llvm::outs() << (printed ? "PRINTED " : passed ? "PASS " : "FAIL ")
                  << f.getSymName();
-    if (succeeded(worst) && !printed)
-      llvm::outs() << " max rel err " << llvm::format("%.1e", *worst);
-    else
+    if (failed(worst))
       llvm::outs() << ": " << error;
+    else if (!printed)
+      llvm::outs() << " max rel err " << llvm::format("%.1e", *worst);
     llvm::outs() << "\n";
     llvm::outs().flush();
   }

@@ -110,8 +110,19 @@ func.func @f_masked_softmax(%x: tensor<2x3xf64> {gradcheck.values = dense<[[0.0,
 // value is the point (no endless redraw), and the gradients print.
 // HOSTILE: GRAD f_point_ranges #0: 0 0 0
 // HOSTILE: GRAD f_point_ranges #1: 1.5 1.5 1.5
-// HOSTILE: PRINTED f_point_ranges
+// HOSTILE: PRINTED f_point_ranges{{$}}
 func.func @f_point_ranges(%x: tensor<3xf64> {gradcheck.hostile = [1.5, 1.5]}, %y: tensor<3xf64> {gradcheck.hostile = [0.0, 0.0]}) -> tensor<3xf64> attributes {gradcheck.print} {
   %0 = cleave.binary mul %x, %y : tensor<3xf64>
   return %0 : tensor<3xf64>
+}
+
+// log, reciprocal and div at 0: inf, as PyTorch's g / x and -g / x^2.
+// CHECK: GRAD f_zero_poles #0: inf 0.5
+// CHECK: GRAD f_zero_poles #1: -inf -0.25
+// CHECK: PRINTED f_zero_poles{{$}}
+func.func @f_zero_poles(%x: tensor<2xf64> {gradcheck.values = dense<[0.0, 2.0]> : tensor<2xf64>},
+                        %y: tensor<2xf64> {gradcheck.values = dense<[0.0, 2.0]> : tensor<2xf64>}) -> (tensor<2xf64>, tensor<2xf64>) attributes {gradcheck.print} {
+  %0 = cleave.unary log %x : tensor<2xf64>
+  %1 = cleave.unary reciprocal %y : tensor<2xf64>
+  return %0, %1 : tensor<2xf64>, tensor<2xf64>
 }
