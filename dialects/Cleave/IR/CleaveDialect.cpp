@@ -1,6 +1,7 @@
 //===- CleaveDialect.cpp - Cleave dialect registration ---------------------===//
 
 #include "Cleave/IR/CleaveDialect.h"
+#include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
 
 using namespace mlir;
@@ -14,6 +15,10 @@ void CleaveDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "Cleave/IR/CleaveOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "Cleave/IR/CleaveCollectiveOps.cpp.inc"
       >();
 }
 
