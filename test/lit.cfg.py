@@ -16,6 +16,15 @@ config.environment["PATH"] = os.pathsep.join(
     [config.cleave_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%cleave_src", config.cleave_src_root))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%cleave_bin", config.cleave_tools_dir))
+# Multi-process tests: OpenMPI's mpirun, allowed to run as root and to start
+# more ranks than the machine has cores.
+if getattr(config, "cleave_have_mpi", False) and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+    config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
 if shutil.which("onnxruntime_test", path=config.environment["PATH"]) or os.path.exists(config.python_executable):
     config.available_features.add("python")
 # CUDA codegen tests that assemble cubins need ptxas (the CUDA toolkit).

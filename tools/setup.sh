@@ -10,6 +10,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libgtest-dev
+  libopenmpi-dev openmpi-bin
   cmake ninja-build ccache
   python3-venv python3-pip
   libonnx-testdata

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Driver/CompileDriver.h"
+#include "cleave/FileUtil.h"
 
 #include "cleave/Import/ONNXImporter.h"
 #include "cleave/InitAll.h"
@@ -20,6 +21,9 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
@@ -36,11 +40,12 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 namespace {
-enum class EmitKind { Plan, MLIR };
+enum class EmitKind { Plan, MLIR, Exe };
 
 struct Options {
   cl::OptionCategory category{"cleave-compile options"};
-  cl::opt<std::string> input{cl::Positional, cl::desc("<model.onnx>"),
+  cl::opt<std::string> input{cl::Positional,
+                             cl::desc("<model.onnx | program.mlir>"),
                              cl::Required, cl::cat(category)};
   cl::opt<std::string> output{
       "o", cl::desc("Output file (default: the model's name with .cleave, or "
@@ -57,12 +62,22 @@ struct Options {
                "file, making it a compile-time constant (for inputs that "
                "decide shapes, e.g. a Reshape's target shape; repeatable)"),
       cl::value_desc("name=value.pb"), cl::cat(category)};
+  cl::opt<bool> printMemoryPlan{
+      "print-memory-plan",
+      cl::desc("Print the plan's nodes and buffers (offset, bytes, live "
+               "range in nodes) to stderr"),
+      cl::cat(category)};
   cl::opt<EmitKind> emit{
       "emit", cl::desc("What to write"), cl::init(EmitKind::Plan),
       cl::values(clEnumValN(EmitKind::Plan, "plan",
                             "the executable plan (.cleave, default)"),
                  clEnumValN(EmitKind::MLIR, "mlir",
-                            "MLIR text after the phase chosen by --phase")),
+                            "MLIR text after the phase chosen by --phase"),
+                 clEnumValN(EmitKind::Exe, "exe",
+                            "a self-contained executable: cleave-run with "
+                            "the plan inside, taking cleave-run's options "
+                            "(no compiler libraries; runs under mpirun, "
+                            "srun or --ranks)")),
       cl::cat(category)};
   cl::opt<::cleave::CompilePhase> phase{
       "phase", cl::desc("With --emit=mlir: the phase after which to print IR"),
@@ -260,8 +275,13 @@ void printDiagnostic(Diagnostic &diag) {
     if (!mentions(name.getName().getValue()))
       os << "node '" << name.getName().getValue() << "': ";
   } else if (auto file = dyn_cast<FileLineColLoc>(loc)) {
-    if (!mentions(file.getFilename().getValue()))
-      os << file.getFilename().getValue() << ": ";
+    if (!mentions(file.getFilename().getValue())) {
+      os << file.getFilename().getValue();
+      // A .mlir program's line and column (ONNX locations have none).
+      if (file.getLine() > 0)
+        os << ":" << file.getLine() << ":" << file.getColumn();
+      os << ": ";
+    }
   }
   os << message << "\n";
   for (Diagnostic &note : diag.getNotes())
@@ -272,7 +292,8 @@ std::string defaultOutput(llvm::StringRef input, EmitKind emit) {
   if (emit == EmitKind::MLIR)
     return "-";
   llvm::SmallString<256> path(llvm::sys::path::filename(input));
-  llvm::sys::path::replace_extension(path, ".cleave");
+  llvm::sys::path::replace_extension(path, emit == EmitKind::Exe ? ""
+                                                                : ".cleave");
   return path.str().str();
 }
 
@@ -289,9 +310,12 @@ int (::cleave::compileMain)(int argc, char **argv) {
   cl::HideUnrelatedOptions({&opts.category, &opts.trainCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
-      "cleave-compile: compile an ONNX model into a Cleave plan (.cleave)\n\n"
+      "cleave-compile: compile an ONNX model, or a program in the cleave "
+      "dialect (.mlir, as cleave-opt prints it; it may declare a cleave.mesh "
+      "and use collectives), into a Cleave plan (.cleave)\n\n"
       "  cleave-compile model.onnx -o model.cleave\n"
-      "  cleave-compile model.onnx --emit=mlir --phase=kernels\n");
+      "  cleave-compile model.onnx --emit=mlir --phase=kernels\n"
+      "  cleave-compile step.mlir -o step.cleave\n");
   auto start = std::chrono::steady_clock::now();
 
   if (opts.target != "cpu" && opts.target != "cuda")
@@ -330,8 +354,24 @@ int (::cleave::compileMain)(int argc, char **argv) {
                 "' (expected train or frozen)");
   importOptions.batchNormTraining = opts.train && opts.batchNorm == "train";
   importOptions.keepParameters = opts.train;
-  FailureOr<OwningOpRef<ModuleOp>> module =
-      importONNXFile(opts.input, context, importOptions);
+  // A .mlir file is a program in the cleave dialect (global, or already
+  // per-rank with a cleave.mesh and collectives), as cleave-opt prints it.
+  bool fromMLIR = llvm::StringRef(opts.input).ends_with(".mlir");
+  if (fromMLIR && (!opts.inputShapes.empty() || !opts.freezeInputs.empty()))
+    return fail("--input-shape and --freeze-input apply to ONNX models, not "
+                "to a .mlir program");
+  FailureOr<OwningOpRef<ModuleOp>> module = failure();
+  if (fromMLIR) {
+    OwningOpRef<ModuleOp> parsed =
+        parseSourceFile<ModuleOp>(opts.input.getValue(), &context);
+    if (!parsed || failed(verify(*parsed)))
+      return 1;
+    if (!parsed->lookupSymbol<func::FuncOp>("main"))
+      return fail("'" + opts.input + "' has no func.func @main");
+    module = std::move(parsed);
+  } else {
+    module = importONNXFile(opts.input, context, importOptions);
+  }
   if (failed(module))
     return 1;
 
@@ -363,8 +403,16 @@ int (::cleave::compileMain)(int argc, char **argv) {
     train.lossScaleInit = opts.lossScaleInit;
     train.lossScaleWindow = opts.lossScaleWindow;
     compileOptions.train = train;
+  } else if (!opts.loss.empty()) {
+    return fail("--loss needs --train");
+  }
+  // The optimizer name and learning-rate schedule of a training plan (built
+  // by --train, or a .mlir program that is already a training step).
+  {
     plan::TrainingInfo &info = compileOptions.plan.training;
-    info.optimizer = opts.optimizer;
+    // A hand-written step's update is whatever the program computes.
+    info.optimizer = fromMLIR && !opts.train ? std::string("program")
+                                               : opts.optimizer.getValue();
     info.baseLR = opts.lr;
     info.minLR = opts.minLR;
     info.warmupSteps = opts.warmupSteps;
@@ -384,8 +432,6 @@ int (::cleave::compileMain)(int argc, char **argv) {
         opts.totalSteps <= opts.warmupSteps)
       return fail("--lr-schedule=cosine needs --total-steps greater than "
                   "--warmup-steps");
-  } else if (!opts.loss.empty()) {
-    return fail("--loss needs --train");
   }
   if (opts.precision != "fp32" && opts.precision != "bf16" &&
       opts.precision != "fp16")
@@ -419,6 +465,10 @@ int (::cleave::compileMain)(int argc, char **argv) {
       os << "\n";
     };
   }
+  if (opts.printMemoryPlan)
+    compileOptions.memoryReport = [](const std::string &report) {
+      llvm::errs() << report;
+    };
   FailureOr<plan::Plan> plan = compileToPlan(**module, compileOptions);
   if (failed(plan))
     return 1;
@@ -458,8 +508,33 @@ int (::cleave::compileMain)(int argc, char **argv) {
   std::string error;
   if (!plan::validate(*plan, &error))
     return fail("the compiled plan is invalid: " + error);
-  if (!plan::writeFile(output, *plan, &error))
+  if (opts.emit == EmitKind::Exe) {
+    // cleave-run, from the directory this compiler runs from, with the plan
+    // and a trailer appended; cleave-run finds it in /proc/self/exe.
+    std::string self = llvm::sys::fs::getMainExecutable(
+        argv[0], reinterpret_cast<void *>(&defaultOutput));
+    llvm::SmallString<256> runPath(llvm::sys::path::parent_path(self));
+    llvm::sys::path::append(runPath, "cleave-run");
+    std::vector<uint8_t> bytes;
+    if (!::cleave::readWholeFile(runPath.str().str(), &bytes, &error))
+      return fail("--emit=exe needs cleave-run next to cleave-compile: " +
+                  error);
+    std::vector<uint8_t> planBytes = plan::serialize(*plan);
+    std::vector<uint8_t> trailer = plan::exeTrailer(planBytes.size());
+    bytes.insert(bytes.end(), planBytes.begin(), planBytes.end());
+    bytes.insert(bytes.end(), trailer.begin(), trailer.end());
+    if (!::cleave::writeFileAtomically(output, bytes.data(), bytes.size(),
+                                       &error))
+      return fail("cannot write '" + output + "': " + error);
+    if (std::error_code ec = llvm::sys::fs::setPermissions(
+            output, llvm::sys::fs::all_read | llvm::sys::fs::all_exe |
+                        llvm::sys::fs::owner_write)) {
+      llvm::sys::fs::remove(output);
+      return fail("cannot make '" + output + "' executable: " + ec.message());
+    }
+  } else if (!plan::writeFile(output, *plan, &error)) {
     return fail("cannot write '" + output + "': " + error);
+  }
   if (opts.stats) {
     size_t kernels = 0, gemms = 0;
     for (const plan::Command &c : plan->commands) {
@@ -470,6 +545,16 @@ int (::cleave::compileMain)(int argc, char **argv) {
     uint64_t constantBytes = 0;
     for (const plan::Constant &c : plan->constants)
       constantBytes += c.data.size();
+    size_t collectives = 0, async = 0;
+    for (const plan::Command &c : plan->commands)
+      if (c.kind == plan::CommandKind::Collective) {
+        ++collectives;
+        async += c.stream == plan::kCommStream;
+      }
+    if (!plan->mesh.empty())
+      llvm::errs() << "mesh: " << plan->mesh.str() << " ("
+                   << plan->mesh.worldSize() << " ranks), " << collectives
+                   << " collectives (" << async << " asynchronous)\n";
     llvm::errs() << "plan: " << plan->commands.size() << " commands ("
                  << kernels
                  << (plan->target.rfind("cuda-", 0) == 0 ? " kernel launches, "

@@ -157,10 +157,13 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   // fills) are inlined, other constants get arena buffers.
   if (options.target == Target::CUDA || options.cpuEmulateCuda)
     planOptions.inlineConstantLimit = 0;
+  planOptions.reportMemory = static_cast<bool>(options.memoryReport);
   FailureOr<PartitionedProgram> program =
       partitionProgram(module, planOptions);
   if (failed(program))
     return failure();
+  if (options.memoryReport)
+    options.memoryReport(program->memoryReport);
   if (stopHere(CompilePhase::Kernels, program->kernels.get()))
     return plan::Plan();
 

@@ -14,6 +14,7 @@
 
 #include "cleave/Plan/PlanBuilder.h"
 
+#include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
 #include "GemmEpilogue.h"
 #include "cleave/Plan/MemoryPlanner.h"
@@ -29,6 +30,8 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Path.h"
 
 #include <cstring>
 #include <limits>
@@ -132,7 +135,9 @@ static uint64_t doubleBits(double d) {
 namespace {
 
 struct Node {
-  enum Kind { Kernel, Gemm } kind;
+  /// Collective: a communication op (`comm`); Done: the wait for an async
+  /// one (`comm` is the cleave.done).
+  enum Kind { Kernel, Gemm, Collective, Done } kind;
   SmallVector<Operation *> ops; ///< Kernel members in program order.
   ContractOp contract;          ///< For GEMMs.
   /// For GEMMs: the epilogue, its bias (or null) and the value written into
@@ -141,6 +146,7 @@ struct Node {
   Value bias, result;
   SmallVector<Value> inputs, outputs;
   std::string name;
+  Operation *comm = nullptr;
 };
 
 class Partitioner {
@@ -151,15 +157,26 @@ public:
   FailureOr<PartitionedProgram> run();
 
 private:
-  /// The value whose buffer `v` lives in (follows reshapes).
+  /// The value whose buffer `v` lives in (follows reshapes, and a
+  /// cleave.done to the asynchronous collective that writes its buffer).
   Value root(Value v) const {
+    for (;;) {
+      if (auto reshape = v.getDefiningOp<ReshapeOp>())
+        v = reshape.getOperand();
+      else if (auto done = v.getDefiningOp<DoneOp>())
+        v = done.getOperand();
+      else
+        return v;
+    }
+  }
+  /// Index of the node after which `v` is ready, or -1 for arguments and
+  /// constants: the computing node, or for an asynchronous collective's
+  /// result its cleave.done.
+  int nodeOf(Value v) const {
     while (auto reshape = v.getDefiningOp<ReshapeOp>())
       v = reshape.getOperand();
-    return v;
-  }
-  /// Index of the node computing `v`'s buffer, or -1 for arguments and
-  /// constants.
-  int nodeOf(Value v) const {
+    if (auto done = v.getDefiningOp<DoneOp>())
+      return nodeOfOp.lookup(done);
     auto it = nodeOfOp.find(root(v).getDefiningOp());
     return it == nodeOfOp.end() ? -1 : it->second;
   }
@@ -177,6 +194,8 @@ private:
   void matchEpilogues();
   void addGemm(ContractOp contract);
   void addKernelOp(Operation *op);
+  void addCommNode(Node::Kind kind, Operation *op);
+  LogicalResult lowerCollective(Node &node, plan::Command &cmd);
   LogicalResult outline(ModuleOp kernels);
   LogicalResult assemble(PartitionedProgram &result);
 
@@ -191,6 +210,11 @@ private:
   llvm::SmallPtrSet<Operation *, 8> deadBroadcasts;
   /// Printed kernel body -> the name of the kernel compiled for it.
   llvm::StringMap<std::string> kernelByBody;
+  /// The module's mesh (null: one rank) and its axis indices by name.
+  MeshOp mesh;
+  /// Async collective -> the event its cleave.done waits for.
+  DenseMap<Operation *, int64_t> eventOf;
+  uint32_t numCollectives = 0;
 };
 
 } // namespace
@@ -313,9 +337,128 @@ void Partitioner::addKernelOp(Operation *op) {
   nodes.push_back(std::move(node));
 }
 
+void Partitioner::addCommNode(Node::Kind kind, Operation *op) {
+  Node node{kind, {}, {}, plan::GemmEpilogue::None, {}, {}, {}, {}, {}, op};
+  nodeOfOp[op] = nodes.size();
+  nodes.push_back(std::move(node));
+}
+
+/// Where a collective came from, for messages: the ONNX node (a NameLoc),
+/// or file:line.
+static std::string sourceOf(Operation *op) {
+  std::string s;
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    s = "node " + name.getName().str();
+  else if (auto file = dyn_cast<FileLineColLoc>(loc))
+    s = llvm::sys::path::filename(file.getFilename().getValue()).str() + ":" +
+        std::to_string(file.getLine());
+  if (auto phase = op->getAttrOfType<StringAttr>("cleave.phase"))
+    s += (s.empty() ? "" : ", ") + phase.getValue().str();
+  return s;
+}
+
+static int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+LogicalResult Partitioner::lowerCollective(Node &node, plan::Command &cmd) {
+  auto op = cast<CollectiveOpInterface>(node.comm);
+  if (!mesh || lookupMesh(op) != mesh)
+    return op->emitOpError() << "must communicate over the module's one mesh";
+  plan::CollectiveInfo &info = cmd.collective;
+  cmd.kind = plan::CommandKind::Collective;
+  info.id = numCollectives++;
+  for (Attribute a : op.getMeshAxesAttr())
+    info.axes.push_back(static_cast<uint32_t>(
+        mesh.getAxisIndex(cast<StringAttr>(a).getValue())));
+  int64_t g = *getGroupSize(op);
+  Value data = node.comm->getNumOperands() ? node.comm->getOperand(0)
+                                           : node.comm->getResult(0);
+  auto type = cast<RankedTensorType>(data.getType());
+  info.dtype = *toDType(type.getElementType());
+  info.count = type.getNumElements();
+  ArrayRef<int64_t> shape = type.getShape();
+  auto reduceOf = [](CollectiveReduceKind k) {
+    switch (k) {
+    case CollectiveReduceKind::sum: return plan::ReduceOp::Sum;
+    case CollectiveReduceKind::avg: return plan::ReduceOp::Avg;
+    case CollectiveReduceKind::max: return plan::ReduceOp::Max;
+    case CollectiveReduceKind::min: return plan::ReduceOp::Min;
+    case CollectiveReduceKind::prod: return plan::ReduceOp::Prod;
+    }
+    return plan::ReduceOp::Sum;
+  };
+  TypeSwitch<Operation *>(node.comm)
+      .Case([&](AllReduceOp o) {
+        info.op = plan::CollectiveOp::AllReduce;
+        info.reduce = reduceOf(o.getKind());
+      })
+      .Case([&](AllGatherOp o) {
+        info.op = plan::CollectiveOp::AllGather;
+        int64_t d = o.getDim();
+        info.splitOuter = product(shape.take_front(d));
+        info.splitInner = product(shape.drop_front(d));
+      })
+      .Case([&](ReduceScatterOp o) {
+        info.op = plan::CollectiveOp::ReduceScatter;
+        info.reduce = reduceOf(o.getKind());
+        int64_t d = o.getDim();
+        info.splitOuter = product(shape.take_front(d));
+        info.splitInner = product(shape.drop_front(d)) / g;
+      })
+      .Case([&](AllToAllOp o) {
+        info.op = plan::CollectiveOp::AllToAll;
+        int64_t s = o.getSplitDim(), c = o.getConcatDim();
+        ArrayRef<int64_t> out = o.getType().getShape();
+        info.splitOuter = product(shape.take_front(s));
+        info.splitInner = product(shape.drop_front(s)) / g;
+        info.concatOuter = product(out.take_front(c));
+        info.concatInner = product(out.drop_front(c)) / g;
+      })
+      .Case([&](BroadcastOp o) {
+        info.op = plan::CollectiveOp::Broadcast;
+        info.root = o.getRoot();
+      })
+      .Case([&](CollectivePermuteOp o) {
+        info.op = plan::CollectiveOp::Permute;
+        info.pairs.assign(o.getPairs().begin(), o.getPairs().end());
+      })
+      .Case([&](SendOp o) {
+        info.op = plan::CollectiveOp::Send;
+        info.root = o.getSource();
+        info.peer = o.getTarget();
+      })
+      .Case([&](RecvOp o) {
+        info.op = plan::CollectiveOp::Recv;
+        info.root = o.getSource();
+        info.peer = o.getTarget();
+      });
+  info.source = sourceOf(node.comm);
+  if (op.getAsync()) {
+    cmd.stream = plan::kCommStream;
+    cmd.event = eventOf.lookup(node.comm);
+  }
+  return success();
+}
+
 LogicalResult Partitioner::outline(ModuleOp kernels) {
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(kernels.getBody());
   for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (node.kind == Node::Collective || node.kind == Node::Done) {
+      node.inputs.assign(node.comm->operand_begin(), node.comm->operand_end());
+      if (node.kind == Node::Collective)
+        node.outputs.assign(node.comm->result_begin(), node.comm->result_end());
+      node.name = (node.kind == Node::Done ? "done" : "collective") +
+                  std::to_string(index);
+      continue;
+    }
     if (node.kind == Node::Gemm) {
       node.inputs = {node.contract.getLhs(), node.contract.getRhs()};
       if (node.bias)
@@ -386,6 +529,11 @@ LogicalResult Partitioner::outline(ModuleOp kernels) {
 
 LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   plan::Plan &p = result.plan;
+  if (mesh) {
+    for (Attribute a : mesh.getAxisNames())
+      p.mesh.axisNames.push_back(cast<StringAttr>(a).getValue().str());
+    p.mesh.shape.assign(mesh.getShape().begin(), mesh.getShape().end());
+  }
   const int64_t end = nodes.size();
 
   // Buffers: one per root value that crosses a command boundary.
@@ -419,6 +567,18 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     for (Value v : node.outputs)
       bufferFor(v, t, t);
   }
+  // An asynchronous collective reads its operand and writes its result until
+  // its cleave.done: both stay allocated until then.
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (node.kind != Node::Done)
+      continue;
+    Operation *start = node.comm->getOperand(0).getDefiningOp();
+    int64_t begin = nodeOfOp.lookup(start), t = index;
+    for (Value v : start->getOperands()) {
+      bool isConstant = root(v).getDefiningOp<ConstantOp>() != nullptr;
+      bufferFor(v, isConstant ? 0 : begin, isConstant ? end : t);
+    }
+  }
   // A new state value is copied into its state buffer as soon as the old
   // value is dead and the new one is complete (after the last command that
   // reads either), so new parameters and optimizer state do not all stay
@@ -448,6 +608,50 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   for (const Buffer &b : buffers)
     intervals.push_back(b.interval);
   MemoryPlan memory = ::cleave::planMemory(intervals, p.alignment);
+  if (options.reportMemory) {
+    llvm::raw_string_ostream os(result.memoryReport);
+    for (auto [index, node] : llvm::enumerate(nodes)) {
+      os << "node " << index << ": ";
+      switch (node.kind) {
+      case Node::Kernel: os << "kernel " << node.name; break;
+      case Node::Gemm: os << "gemm"; break;
+      case Node::Collective:
+        os << node.comm->getName().stripDialect();
+        if (eventOf.count(node.comm))
+          os << " async event " << eventOf.lookup(node.comm);
+        break;
+      case Node::Done:
+        os << "done event "
+           << eventOf.lookup(node.comm->getOperand(0).getDefiningOp());
+        break;
+      }
+      auto list = [&](StringRef label, ArrayRef<Value> values) {
+        os << " " << label << " [";
+        llvm::interleaveComma(values, os, [&](Value v) {
+          auto it = bufferOf.find(root(v));
+          if (it == bufferOf.end())
+            os << "-";
+          else
+            os << it->second;
+        });
+        os << "]";
+      };
+      list("in", node.inputs);
+      list("out", node.outputs);
+      os << "\n";
+    }
+    for (auto [i, b] : llvm::enumerate(buffers)) {
+      os << "buffer " << i << ": offset " << memory.offsets[i] << " bytes "
+         << b.interval.size << " live [" << b.interval.firstUse << ", "
+         << b.interval.lastUse << "]: ";
+      if (auto arg = dyn_cast<BlockArgument>(b.value))
+        os << "argument " << arg.getArgNumber();
+      else
+        os << b.value.getDefiningOp()->getName().stripDialect() << " node "
+           << nodeOf(b.value);
+      os << "\n";
+    }
+  }
   p.arenaBytes = memory.arenaBytes;
   auto offsetOf = [&](Value v) { return memory.offsets[bufferOf.lookup(root(v))]; };
 
@@ -463,6 +667,41 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     info.dtype = *dtype;
     info.shape.assign(type.getShape().begin(), type.getShape().end());
     info.offset = offsetOf(v);
+    return success();
+  };
+  // `cleave.sharding = [["dp"], []]` on an argument or result: per
+  // dimension, the mesh axes it is split over.
+  auto sharding = [&](ArrayAttr attr, plan::TensorInfo &info,
+                      Location loc) -> LogicalResult {
+    if (!attr)
+      return success();
+    if (!mesh)
+      return mlir::emitError(loc) << "tensor '" << info.name
+                                  << "' has a cleave.sharding but the module "
+                                     "has no cleave.mesh";
+    if (attr.size() != info.shape.size())
+      return mlir::emitError(loc)
+             << "tensor '" << info.name << "': cleave.sharding lists "
+             << attr.size() << " dimensions for rank " << info.shape.size();
+    for (Attribute dim : attr) {
+      auto axes = dyn_cast<ArrayAttr>(dim);
+      if (!axes)
+        return mlir::emitError(loc) << "tensor '" << info.name
+                                    << "': cleave.sharding must be a list of "
+                                       "lists of mesh axis names";
+      std::vector<uint32_t> indices;
+      for (Attribute a : axes) {
+        auto name = dyn_cast<StringAttr>(a);
+        int64_t axis = name ? mesh.getAxisIndex(name.getValue()) : -1;
+        if (axis < 0)
+          return mlir::emitError(loc)
+                 << "tensor '" << info.name << "': cleave.sharding names "
+                 << a << ", which is not an axis of mesh @"
+                 << mesh.getSymName();
+        indices.push_back(static_cast<uint32_t>(axis));
+      }
+      info.sharding.push_back(std::move(indices));
+    }
     return success();
   };
 
@@ -495,17 +734,20 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
       if (!init)
         return main.emitError() << "parameter '" << info.name
                                 << "' has no cleave.initial_value";
+      // A sharded parameter's initial value is the global tensor; each
+      // rank copies its shard when its executor starts.
+      plan::TensorInfo global = info;
+      global.shape = plan::globalShape(info, p.mesh);
       FailureOr<std::vector<uint8_t>> bytes = constantBytes(init);
-      if (failed(bytes) || bytes->size() != info.byteSize())
+      if (failed(bytes) || bytes->size() != global.byteSize())
         return main.emitError() << "cannot serialize the initial value of '"
                                 << info.name << "'";
       p.constants.push_back({info, std::move(*bytes)});
     } else if (kind == "optimizer_state") {
       state.kind = plan::StateKind::OptimizerState;
-      p.initCommands.push_back(
-          {plan::CommandKind::Fill,
-           {static_cast<int64_t>(info.byteSize()), 0},
-           {info.offset}});
+      p.initCommands.push_back(plan::makeCommand(
+          plan::CommandKind::Fill, {static_cast<int64_t>(info.byteSize()), 0},
+          {info.offset}));
     } else {
       return main.emitError() << "argument " << i << " has unknown state kind '"
                               << kind << "'";
@@ -523,7 +765,9 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
     std::string fallback = "input" + std::to_string(i);
     plan::TensorInfo info;
     if (failed(tensorInfo(arg, name ? name.getValue() : StringRef(fallback),
-                          info)))
+                          info)) ||
+        failed(sharding(main.getArgAttrOfType<ArrayAttr>(i, "cleave.sharding"),
+                        info, arg.getLoc())))
       return failure();
     if (auto state = main.getArgAttrOfType<StringAttr>(i, "cleave.state")) {
       if (failed(addState(p, i, std::move(info))))
@@ -552,16 +796,18 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
       if (src != dst)
         stateCopies.push_back(
             {copyTime.count(i) ? copyTime.lookup(i) : end,
-             {plan::CommandKind::Copy,
-              {static_cast<int64_t>(
-                  byteSize(cast<RankedTensorType>(v.getType())))},
-              {src, dst}}});
+             plan::makeCommand(plan::CommandKind::Copy,
+                               {static_cast<int64_t>(byteSize(
+                                   cast<RankedTensorType>(v.getType())))},
+                               {src, dst})});
       continue;
     }
     auto name = main.getResultAttrOfType<StringAttr>(i, "cleave.name");
     std::string fallback = "output" + std::to_string(i);
     plan::TensorInfo info;
-    if (failed(tensorInfo(v, name ? name.getValue() : StringRef(fallback), info)))
+    if (failed(tensorInfo(v, name ? name.getValue() : StringRef(fallback), info)) ||
+        failed(sharding(main.getResultAttrOfType<ArrayAttr>(i, "cleave.sharding"),
+                        info, main.getLoc())))
       return failure();
     auto role = main.getResultAttrOfType<StringAttr>(i, "cleave.role");
     if (role && role.getValue() == "loss")
@@ -604,7 +850,15 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
            ++nextCopy)
         p.commands.push_back(std::move(nextCopy->second));
     plan::Command cmd;
-    if (node.kind == Node::Kernel) {
+    if (node.kind == Node::Collective) {
+      if (failed(lowerCollective(node, cmd)))
+        return failure();
+      for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
+        cmd.buffers.push_back(offsetOf(v));
+    } else if (node.kind == Node::Done) {
+      cmd.kind = plan::CommandKind::Wait;
+      cmd.event = eventOf.lookup(node.comm->getOperand(0).getDefiningOp());
+    } else if (node.kind == Node::Kernel) {
       cmd.kind = plan::CommandKind::Kernel;
       auto [it, inserted] =
           kernelIndex.try_emplace(node.name, p.kernelNames.size());
@@ -663,15 +917,28 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   for (const plan::Constant &c : p.constants)
     constantBytes += c.data.size();
   size_t numGemms = llvm::count_if(nodes, [](const Node &n) { return n.kind == Node::Gemm; });
+  size_t numKernels = llvm::count_if(nodes, [](const Node &n) { return n.kind == Node::Kernel; });
+  int64_t commBytes = 0;
+  for (const Node &n : nodes)
+    if (n.kind == Node::Collective) {
+      auto op = cast<CollectiveOpInterface>(n.comm);
+      commBytes += getCollectiveCost(op, *getGroupSize(op),
+                                     CollectiveAlgorithm::Ring)
+                       .bytesSent;
+    }
   p.metadata = {{"producer", "cleave-compile"},
                 {"model", options.modelName},
                 {"source_model", options.sourceModel},
                 {"flops", std::to_string(flops)},
-                {"kernels", std::to_string(nodes.size() - numGemms)},
+                {"kernels", std::to_string(numKernels)},
                 {"unique_kernels", std::to_string(p.kernelNames.size())},
                 {"gemms", std::to_string(numGemms)},
                 {"constant_bytes", std::to_string(constantBytes)},
                 {"unplanned_bytes", std::to_string(memory.naiveBytes)}};
+  if (numCollectives) {
+    p.metadata.push_back({"collectives", std::to_string(numCollectives)});
+    p.metadata.push_back({"comm_bytes_per_rank", std::to_string(commBytes)});
+  }
   if (!untied.empty())
     p.metadata.push_back(
         {"untied", llvm::formatv("{0}", llvm::json::Value(std::move(untied)))});
@@ -679,10 +946,27 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
 }
 
 FailureOr<PartitionedProgram> Partitioner::run() {
+  auto module = main->getParentOfType<ModuleOp>();
+  for (auto m : module.getOps<MeshOp>()) {
+    if (mesh)
+      return m.emitOpError() << "is a second mesh; a plan has one mesh (@"
+                             << mesh.getSymName() << ")";
+    mesh = m;
+  }
   matchEpilogues();
   for (Operation &op : main.getBody().front()) {
     if (isa<func::ReturnOp, ConstantOp, ReshapeOp>(op))
       continue;
+    if (auto collective = dyn_cast<CollectiveOpInterface>(op)) {
+      if (collective.getAsync())
+        eventOf[&op] = eventOf.size();
+      addCommNode(Node::Collective, &op);
+      continue;
+    }
+    if (isa<DoneOp>(op)) {
+      addCommNode(Node::Done, &op);
+      continue;
+    }
     if (op.getDialect() != op.getContext()->getLoadedDialect<CleaveDialect>())
       return op.emitOpError() << "cannot be planned: only cleave ops may "
                                  "appear in @main at this point";
@@ -712,6 +996,7 @@ FailureOr<PartitionedProgram> Partitioner::run() {
   result.kernels = ModuleOp::create(main.getLoc());
   if (failed(outline(*result.kernels)) || failed(assemble(result)))
     return failure();
+  result.plan.numEvents = eventOf.size();
   return result;
 }
 

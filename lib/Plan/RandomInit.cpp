@@ -20,8 +20,12 @@ int64_t initParametersRandomly(plan::Plan &plan, double stddev,
   int64_t count = 0;
   for (size_t i = 0; i < plan.states.size(); ++i) {
     const plan::StateTensor &state = plan.states[i];
+    // Sharded parameters keep their (global) initial values: the generator
+    // counts from 0 on every rank, so a shard would not draw its part of the
+    // unsharded tensor.
     if (state.kind != plan::StateKind::Parameter ||
-        state.info.dtype != plan::DType::F32 || state.info.shape.size() < 2)
+        state.info.dtype != plan::DType::F32 || state.info.shape.size() < 2 ||
+        !state.info.sharding.empty())
       continue;
     // The initializer's constant shares the state's offset.
     auto constant = std::find_if(

@@ -141,6 +141,82 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
  * Valid while the executor lives; "" for NULL. */
 const char *cleave_rt_executor_device_info(cleave_rt_executor executor);
 
+/*===-- Ranks: communicators and partitioned plans -------------------------===*/
+
+/* A plan compiled for a mesh (cleave.mesh; `mesh` below) runs on as many
+ * ranks as the mesh has, each with its own executor and a communicator
+ * that connects it to the others. Every rank runs the same plan (SPMD).
+ *
+ * Local world: N ranks as threads of this process (one machine, tests).
+ * Each thread makes its communicator with _create_local and its executor
+ * with executor_create_ranked. Collectives wait at most `timeout_seconds`
+ * for a peer; a rank that fails, aborts or exits makes its peers' waiting
+ * collectives fail with a message naming it. */
+typedef struct cleave_rt_local_world_t *cleave_rt_local_world;
+typedef struct cleave_rt_communicator_t *cleave_rt_communicator;
+
+cleave_rt_status cleave_rt_local_world_create(size_t ranks,
+                                              double timeout_seconds,
+                                              cleave_rt_local_world *out_world);
+/* The world lives until it and every communicator made from it are
+ * destroyed. */
+void cleave_rt_local_world_destroy(cleave_rt_local_world world);
+cleave_rt_status
+cleave_rt_communicator_create_local(cleave_rt_local_world world, size_t rank,
+                                    cleave_rt_communicator *out_comm);
+/* MPI: this process is one rank of an mpirun/srun job (MPI_COMM_WORLD).
+ * Initializes MPI if the caller has not (and finalizes it on destroy).
+ * UNAVAILABLE in a runtime built without MPI. An abort ends the whole job
+ * (MPI_Abort). */
+cleave_rt_status cleave_rt_communicator_create_mpi(
+    double timeout_seconds, cleave_rt_communicator *out_comm);
+/* Destroying a communicator tells its peers that the rank has exited. */
+void cleave_rt_communicator_destroy(cleave_rt_communicator comm);
+size_t cleave_rt_communicator_rank(cleave_rt_communicator comm);
+size_t cleave_rt_communicator_size(cleave_rt_communicator comm);
+/* "local" or "mpi". */
+const char *cleave_rt_communicator_kind(cleave_rt_communicator comm);
+/* Makes the peers' pending and later collectives fail, naming this rank and
+ * `reason` (call it when this rank hits an error). */
+void cleave_rt_communicator_abort(cleave_rt_communicator comm,
+                                  const char *reason);
+
+/* Every rank contributes `bytes` bytes of `data`; `out` (size * bytes) gets
+ * all contributions in rank order, on every rank. For drivers (assembling
+ * outputs); a collective over the whole world, with the usual timeout. */
+cleave_rt_status cleave_rt_communicator_gather(cleave_rt_communicator comm,
+                                               const void *data, size_t bytes,
+                                               void *out);
+
+/* Like executor_create, for rank cleave_rt_communicator_rank(comm) of the
+ * plan's mesh. `comm` may be NULL for a plan without a mesh or with a
+ * one-rank mesh; otherwise its size must equal the mesh's (the error names
+ * both). The communicator must outlive the executor. */
+cleave_rt_status cleave_rt_executor_create_ranked(
+    cleave_rt_program program, const char *backend,
+    cleave_rt_communicator comm, cleave_rt_executor *out_executor);
+
+/* The global shape of input (output) `index` and where rank `mesh_rank`'s
+ * shard starts in it: `global_dims` and `offsets` get desc.rank entries
+ * each. For a replicated tensor the global shape is the local one, the
+ * offsets are 0 and *out_sharded is 0. */
+cleave_rt_status cleave_rt_program_input_shard(cleave_rt_program program,
+                                               size_t index, size_t mesh_rank,
+                                               int64_t *global_dims,
+                                               int64_t *offsets,
+                                               int *out_sharded);
+cleave_rt_status cleave_rt_program_output_shard(cleave_rt_program program,
+                                                size_t index, size_t mesh_rank,
+                                                int64_t *global_dims,
+                                                int64_t *offsets,
+                                                int *out_sharded);
+
+/* The plan's mesh as "dp=2,tp=2" ("" without one), its world size (1
+ * without one), and the number of collective commands. */
+const char *cleave_rt_program_mesh(cleave_rt_program program);
+size_t cleave_rt_program_world_size(cleave_rt_program program);
+size_t cleave_rt_program_collective_count(cleave_rt_program program);
+
 /*===-- Training: state tensors, the training record ----------------------===*/
 
 /* Parameters and optimizer state are state tensors: they live in the
@@ -164,6 +240,7 @@ typedef struct cleave_rt_state_desc_t {
   const char *parameter;
   const char *slot;        /* "" for parameters; "momentum", "adam_m", ... */
   const char *global_name; /* checkpoint key: parameter or "<param>.<slot>" */
+  int sharded; /* 1 if split over the plan's mesh (tensor is this rank's shard) */
 } cleave_rt_state_desc_t;
 
 size_t cleave_rt_program_state_count(cleave_rt_program program);

@@ -11,6 +11,7 @@
 #ifndef CLEAVE_RUNTIME_BACKEND_H
 #define CLEAVE_RUNTIME_BACKEND_H
 
+#include "Communicator.h"
 #include "Status.h"
 #include "cleave/PlanFormat.h"
 
@@ -39,16 +40,21 @@ public:
 using PlanRef = std::shared_ptr<const plan::Plan>;
 
 /// The CPU backend (CpuBackend.cpp): arena in host memory, kernels from the
-/// plan's ELF object, GEMMs through CBLAS.
-cleave_rt_status createCpuBackend(PlanRef plan, std::unique_ptr<Backend> *out);
+/// plan's ELF object, GEMMs through CBLAS, collectives through `comm` (null
+/// for a one-rank plan). Asynchronous collectives run on a communication
+/// thread beside the commands.
+cleave_rt_status createCpuBackend(PlanRef plan, Communicator *comm,
+                                  std::unique_ptr<Backend> *out);
 
 /// The CUDA backend (CudaBackend.cpp): arena in device memory, cubin kernels
 /// through the driver API, GEMMs through cuBLASLt, all loaded with dlopen.
 /// UNAVAILABLE without libcuda.so.1 or a device.
 cleave_rt_status createCudaBackend(PlanRef plan, std::unique_ptr<Backend> *out);
 
-/// Creates the backend named `name` ("cpu" or "cuda").
+/// Creates the backend named `name` ("cpu" or "cuda") for the rank of
+/// `comm` (null: one rank).
 cleave_rt_status createBackend(const std::string &name, PlanRef plan,
+                               Communicator *comm,
                                std::unique_ptr<Backend> *out);
 
 } // namespace cleave::rt

@@ -5,18 +5,122 @@
 #include "RandomInit.h"
 #include "KernelLibrary.h"
 
+#include <functional>
+
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 namespace cleave::rt {
 
 using namespace plan;
 
 namespace {
+/// The communication stream of a rank: a thread that runs collectives in
+/// the order they are submitted. Each submission completes an event that
+/// the compute stream waits for. After a failure the later submissions are
+/// skipped with the same error, so a failed step leaves no collective
+/// touching the arena once every event has been waited for.
+class CommStream {
+public:
+  using Task = std::function<cleave_rt_status()>;
+  explicit CommStream(size_t numEvents) : events(numEvents) {
+    thread = std::thread([this] { loop(); });
+  }
+  ~CommStream() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    thread.join();
+    for (Event &e : events)
+      cleave_rt_status_free(e.status);
+  }
+  /// Starts a run: every event pending, no failure.
+  void reset() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (Event &e : events) {
+      cleave_rt_status_free(e.status);
+      e = Event();
+    }
+    failed.clear();
+  }
+  void submit(size_t event, Task task) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      cleave_rt_status_free(events[event].status);
+      events[event] = Event();
+      events[event].submitted = true;
+      queue.push_back({event, std::move(task)});
+    }
+    cv.notify_all();
+  }
+  /// Waits for `event` and returns its status (owned by the caller).
+  cleave_rt_status wait(size_t event) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return events[event].done; });
+    cleave_rt_status s = events[event].status;
+    events[event].status = nullptr;
+    return s;
+  }
+  /// Waits until every submitted task has finished.
+  void drain() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return queue.empty() && !busy; });
+  }
+
+private:
+  struct Event {
+    bool submitted = false, done = false;
+    cleave_rt_status status = nullptr;
+  };
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty())
+        return;
+      auto [event, task] = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      std::string previous = failed;
+      lock.unlock();
+      cleave_rt_status s =
+          previous.empty()
+              ? task()
+              : makeStatus(CLEAVE_RT_UNAVAILABLE,
+                           "skipped after an earlier failure: " + previous);
+      lock.lock();
+      if (s && failed.empty())
+        failed = cleave_rt_status_message(s);
+      events[event].status = s;
+      events[event].done = true;
+      busy = false;
+      cv.notify_all();
+    }
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<size_t, Task>> queue;
+  std::vector<Event> events;
+  std::string failed;
+  bool stopping = false, busy = false;
+  std::thread thread;
+};
+
 class CpuBackend final : public Backend {
 public:
-  explicit CpuBackend(PlanRef plan) : plan(std::move(plan)) {}
-  ~CpuBackend() override { std::free(arena); }
+  CpuBackend(PlanRef plan, Communicator *comm)
+      : plan(std::move(plan)), comm(comm) {}
+  ~CpuBackend() override {
+    comms.reset(); // joins the thread before the arena goes
+    std::free(arena);
+  }
   cleave_rt_status init();
 
   const char *name() const override { return "cpu"; }
@@ -31,12 +135,28 @@ public:
     *out_data = arena + tensor.offset;
     return nullptr;
   }
-  cleave_rt_status run() override { return runCommands(plan->commands); }
+  cleave_rt_status run() override {
+    if (comms)
+      comms->reset();
+    return settle(runCommands(plan->commands));
+  }
 
 private:
   cleave_rt_status runCommands(const std::vector<Command> &commands);
+  cleave_rt_status runCollective(size_t index, const Command &c);
+  /// Waits for every collective still in flight after a failed run, so
+  /// nothing writes the arena after run() returns; returns `status`.
+  cleave_rt_status settle(cleave_rt_status status);
 
   PlanRef plan;
+  Communicator *comm;
+  /// Per command index: the group of its collective (for this rank).
+  std::vector<Group> groups;
+  /// Only plans with asynchronous collectives have one; synchronous ones
+  /// then go through it too, to keep the plan's order of collectives.
+  std::unique_ptr<CommStream> comms;
+  /// Event used by synchronous collectives on the communication thread.
+  size_t syncEvent = 0;
   uint8_t *arena = nullptr;
   std::unique_ptr<KernelLibrary> kernels;
   std::vector<void *> args; ///< Scratch for kernel arguments.
@@ -60,9 +180,20 @@ cleave_rt_status CpuBackend::init() {
                       "cannot allocate the arena of " +
                           std::to_string(plan->arenaBytes) + " bytes");
   std::memset(arena, 0, bytes);
-  for (const Constant &c : plan->constants)
-    if (!c.data.empty())
+  int64_t rank = comm ? comm->rank() : 0;
+  for (const Constant &c : plan->constants) {
+    if (c.data.empty())
+      continue;
+    if (c.info.sharding.empty()) {
       std::memcpy(arena + c.info.offset, c.data.data(), c.data.size());
+      continue;
+    }
+    // This rank's shard of a global initial value.
+    copyShard(globalShape(c.info, plan->mesh), c.info.shape,
+              shardOffsets(c.info, plan->mesh, rank), dtypeSize(c.info.dtype),
+              const_cast<uint8_t *>(c.data.data()), arena + c.info.offset,
+              /*toGlobal=*/false);
+  }
   size_t maxArgs = 0;
   for (const auto *list : {&plan->commands, &plan->initCommands})
     for (const Command &c : *list)
@@ -71,6 +202,19 @@ cleave_rt_status CpuBackend::init() {
   args.resize(maxArgs);
   CLEAVE_RT_RETURN_IF_ERROR(
       KernelLibrary::load(plan->kernelObject, plan->kernelNames, &kernels));
+  groups.resize(plan->commands.size());
+  bool async = false;
+  for (size_t i = 0; i < plan->commands.size(); ++i) {
+    const Command &c = plan->commands[i];
+    if (c.kind != CommandKind::Collective)
+      continue;
+    groups[i] = groupOf(plan->mesh, c.collective.axes, rank);
+    async |= c.stream == kCommStream;
+  }
+  if (async) {
+    syncEvent = static_cast<size_t>(plan->numEvents);
+    comms = std::make_unique<CommStream>(syncEvent + 1);
+  }
   // Once, after the constants: e.g. zeroing the optimizer state.
   return runCommands(plan->initCommands);
 }
@@ -99,6 +243,12 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
     case CommandKind::RandomNormal:
       fillNormal(c, 0, c.params[0], reinterpret_cast<float *>(arena + c.buffers[0]));
       break;
+    case CommandKind::Collective:
+      CLEAVE_RT_RETURN_IF_ERROR(runCollective(&c - commands.data(), c));
+      break;
+    case CommandKind::Wait:
+      CLEAVE_RT_RETURN_IF_ERROR(comms->wait(static_cast<size_t>(c.event)));
+      break;
     case CommandKind::GpuLaunch: // Rejected by the validator.
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "GPU launch command in a CPU plan");
@@ -107,23 +257,79 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
   return nullptr;
 }
 
-cleave_rt_status createCpuBackend(PlanRef plan, std::unique_ptr<Backend> *out) {
+cleave_rt_status CpuBackend::runCollective(size_t index, const Command &c) {
+  const CollectiveInfo &info = c.collective;
+  const Group &group = groups[index];
+  const void *src = nullptr;
+  void *dst = nullptr;
+  if (info.op == CollectiveOp::Recv) {
+    dst = arena + c.buffers[0];
+  } else {
+    src = arena + c.buffers[0];
+    if (info.op != CollectiveOp::Send)
+      dst = arena + c.buffers[1];
+  }
+  auto task = [this, &info, &group, src, dst]() -> cleave_rt_status {
+    if (!comm) {
+      // A one-rank mesh: every group is this rank alone.
+      if (dst)
+        computeCollective(info, 0, 1, &src, dst);
+      return nullptr;
+    }
+    return comm->run(info, group, src, dst);
+  };
+  if (!comms)
+    return task();
+  if (c.stream == kCommStream) {
+    comms->submit(static_cast<size_t>(c.event), task);
+    return nullptr;
+  }
+  comms->submit(syncEvent, task);
+  return comms->wait(syncEvent);
+}
+
+cleave_rt_status CpuBackend::settle(cleave_rt_status status) {
+  // The peers are told by the driver (cleave_rt_communicator_abort), which
+  // reports the error first: an MPI abort ends every process at once.
+  if (!status)
+    return nullptr;
+  if (comms)
+    comms->drain();
+  return status;
+}
+
+cleave_rt_status createCpuBackend(PlanRef plan, Communicator *comm,
+                                  std::unique_ptr<Backend> *out) {
   if (plan->target.rfind("cpu", 0) != 0)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                       "the plan targets '" + plan->target +
                           "' and cannot run on the cpu backend");
-  auto backend = std::make_unique<CpuBackend>(std::move(plan));
+  auto backend = std::make_unique<CpuBackend>(std::move(plan), comm);
   CLEAVE_RT_RETURN_IF_ERROR(backend->init());
   *out = std::move(backend);
   return nullptr;
 }
 
 cleave_rt_status createBackend(const std::string &name, PlanRef plan,
+                               Communicator *comm,
                                std::unique_ptr<Backend> *out) {
   if (name.empty() || name == "cpu")
-    return createCpuBackend(std::move(plan), out);
-  if (name == "cuda")
+    return createCpuBackend(std::move(plan), comm, out);
+  if (name == "cuda") {
+    if (plan->mesh.worldSize() > 1)
+      return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                        "the cuda backend does not run partitioned plans yet "
+                        "(mesh " + plan->mesh.str() +
+                            "); run them on the cpu backend");
+    for (const Command &c : plan->commands)
+      if (c.kind == CommandKind::Collective)
+        return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                          "the cuda backend does not run collectives yet "
+                          "(the plan's first is " +
+                              describe(c.collective) +
+                              "); run partitioned plans on the cpu backend");
     return createCudaBackend(std::move(plan), out);
+  }
   return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                     "unknown backend '" + name + "' (known: cpu, cuda)");
 }

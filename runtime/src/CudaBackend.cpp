@@ -558,6 +558,10 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
     case CommandKind::Kernel:
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "host kernel command in a CUDA plan");
+    case CommandKind::Collective: // refused by createBackend
+    case CommandKind::Wait:
+      return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                        "the cuda backend does not run collectives yet");
     }
   }
   return nullptr;

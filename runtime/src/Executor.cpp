@@ -11,6 +11,7 @@
 using namespace cleave;
 using namespace cleave::rt;
 
+
 struct cleave_rt_executor_t {
   PlanRef plan;
   std::unique_ptr<Backend> backend;
@@ -30,12 +31,39 @@ extern "C" {
 cleave_rt_status cleave_rt_executor_create(cleave_rt_program program,
                                            const char *backend,
                                            cleave_rt_executor *out_executor) {
+  return cleave_rt_executor_create_ranked(program, backend, nullptr,
+                                          out_executor);
+}
+
+cleave_rt_status cleave_rt_executor_create_ranked(
+    cleave_rt_program program, const char *backend,
+    cleave_rt_communicator comm, cleave_rt_executor *out_executor) {
   if (!program || !out_executor)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                       "program and out_executor must not be NULL");
+  const plan::Mesh &mesh = program->plan->mesh;
+  int64_t world = mesh.worldSize();
+  Communicator *c = comm ? comm->impl.get() : nullptr;
+  if (!c && world > 1)
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      "the plan is partitioned over mesh " + mesh.str() +
+                          " (" + std::to_string(world) +
+                          " ranks) and needs a communicator of " +
+                          std::to_string(world) +
+                          " ranks (cleave-run --ranks " +
+                          std::to_string(world) + ", or mpirun -np " +
+                          std::to_string(world) + ")");
+  if (c && c->worldSize() != world)
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      "the plan's mesh " +
+                          (mesh.empty() ? std::string("(none: one rank)")
+                                        : mesh.str()) +
+                          " has " + std::to_string(world) +
+                          " ranks but the " + c->name() + " world has " +
+                          std::to_string(c->worldSize()));
   std::unique_ptr<Backend> impl;
   CLEAVE_RT_RETURN_IF_ERROR(
-      createBackend(backend ? backend : "", program->plan, &impl));
+      createBackend(backend ? backend : "", program->plan, c, &impl));
   auto *exec = new cleave_rt_executor_t();
   exec->plan = program->plan;
   exec->backend = std::move(impl);

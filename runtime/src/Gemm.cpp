@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
+#include "Half.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -51,26 +52,6 @@ static void batched(const std::vector<int64_t> &p, const In *A, const In *B,
          static_cast<int>(p[kGemmLda]), B + i * p[kGemmStrideB],
          static_cast<int>(p[kGemmLdb]), beta, C + i * p[kGemmStrideC],
          static_cast<int>(p[kGemmLdc]));
-}
-
-/// IEEE half to float.
-static float halfToFloat(uint16_t h) {
-  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
-  return sign ? -v : v;
-}
-
-static float bf16ToFloat(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
 }
 
 using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,

@@ -221,7 +221,9 @@ bool parseNpy(const uint8_t *data, size_t size, HostTensor *out,
              "np.ascontiguousarray)";
     return false;
   }
-  plan::TensorInfo info{"", t.dtype, t.shape, 0};
+  plan::TensorInfo info;
+  info.dtype = t.dtype;
+  info.shape = t.shape;
   uint64_t bytes = info.byteSize();
   size_t payload = size - start - headerLen;
   if (info.numElements() < 0 || (info.numElements() > 0 && bytes == 0) ||

@@ -12,6 +12,7 @@
 #include "cleave/PlanFormat.h"
 #include "cleave/FileUtil.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace cleave::plan {
@@ -72,8 +73,147 @@ const char *commandKindName(CommandKind k) {
   case CommandKind::Fill: return "fill";
   case CommandKind::GpuLaunch: return "gpu_launch";
   case CommandKind::RandomNormal: return "random_normal";
+  case CommandKind::Collective: return "collective";
+  case CommandKind::Wait: return "wait";
   }
   return "unknown";
+}
+
+const char *collectiveOpName(CollectiveOp op) {
+  switch (op) {
+  case CollectiveOp::AllReduce: return "all_reduce";
+  case CollectiveOp::AllGather: return "all_gather";
+  case CollectiveOp::ReduceScatter: return "reduce_scatter";
+  case CollectiveOp::AllToAll: return "all_to_all";
+  case CollectiveOp::Broadcast: return "broadcast";
+  case CollectiveOp::Permute: return "collective_permute";
+  case CollectiveOp::Send: return "send";
+  case CollectiveOp::Recv: return "recv";
+  }
+  return "unknown";
+}
+
+const char *reduceOpName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum: return "sum";
+  case ReduceOp::Avg: return "avg";
+  case ReduceOp::Max: return "max";
+  case ReduceOp::Min: return "min";
+  case ReduceOp::Prod: return "prod";
+  }
+  return "unknown";
+}
+
+int64_t Mesh::worldSize() const {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  return n;
+}
+
+std::vector<int64_t> Mesh::coordinates(int64_t rank) const {
+  std::vector<int64_t> c(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    c[i] = rank % shape[i];
+    rank /= shape[i];
+  }
+  return c;
+}
+
+std::string Mesh::str() const {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + axisNames[i] + "=" + std::to_string(shape[i]);
+  return s;
+}
+
+std::vector<int64_t> globalShape(const TensorInfo &t, const Mesh &mesh) {
+  std::vector<int64_t> shape = t.shape;
+  for (size_t d = 0; d < t.sharding.size() && d < shape.size(); ++d)
+    for (uint32_t a : t.sharding[d])
+      shape[d] *= mesh.shape[a];
+  return shape;
+}
+
+std::vector<int64_t> shardOffsets(const TensorInfo &t, const Mesh &mesh,
+                                  int64_t rank) {
+  std::vector<int64_t> offsets(t.shape.size(), 0);
+  if (t.sharding.empty())
+    return offsets;
+  std::vector<int64_t> coords = mesh.coordinates(rank);
+  for (size_t d = 0; d < t.sharding.size() && d < offsets.size(); ++d) {
+    int64_t index = 0;
+    for (uint32_t a : t.sharding[d])
+      index = index * mesh.shape[a] + coords[a];
+    offsets[d] = index * t.shape[d];
+  }
+  return offsets;
+}
+
+void copyShard(const std::vector<int64_t> &global,
+               const std::vector<int64_t> &local,
+               const std::vector<int64_t> &offsets, size_t elem,
+               uint8_t *globalData, uint8_t *localData, bool toGlobal) {
+  size_t rank = local.size();
+  int64_t total = 1;
+  for (int64_t d : local)
+    total *= d;
+  if (total == 0)
+    return;
+  if (rank == 0) {
+    if (toGlobal)
+      std::memcpy(globalData, localData, elem);
+    else
+      std::memcpy(localData, globalData, elem);
+    return;
+  }
+  // Contiguous runs along the last dimension; iterate over the others.
+  size_t run = static_cast<size_t>(local[rank - 1]) * elem;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t row = 0; row < total / local[rank - 1]; ++row) {
+    int64_t g = 0, l = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      g = g * global[d] + offsets[d] + (d + 1 < rank ? idx[d] : 0);
+      l = l * local[d] + (d + 1 < rank ? idx[d] : 0);
+    }
+    uint8_t *gp = globalData + g * elem, *lp = localData + l * elem;
+    if (toGlobal)
+      std::memcpy(gp, lp, run);
+    else
+      std::memcpy(lp, gp, run);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < local[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+Group groupOf(const Mesh &mesh, const std::vector<uint32_t> &axes,
+              int64_t rank) {
+  Group g;
+  std::vector<int64_t> coords = mesh.coordinates(rank);
+  int64_t size = 1;
+  for (uint32_t a : axes)
+    size *= mesh.shape[a];
+  g.ranks.resize(size);
+  // Enumerate the group's coordinates on `axes` (last fastest) and map each
+  // back to a rank, keeping rank's coordinates on the other axes.
+  std::vector<int64_t> c = coords;
+  for (int64_t i = 0; i < size; ++i) {
+    int64_t rest = i;
+    for (size_t k = axes.size(); k-- > 0;) {
+      c[axes[k]] = rest % mesh.shape[axes[k]];
+      rest /= mesh.shape[axes[k]];
+    }
+    int64_t r = 0;
+    for (size_t d = 0; d < mesh.shape.size(); ++d)
+      r = r * mesh.shape[d] + c[d];
+    g.ranks[i] = r;
+    if (r == rank)
+      g.index = i;
+  }
+  return g;
 }
 
 const char *gemmEpilogueName(GemmEpilogue e) {
@@ -157,6 +297,19 @@ public:
     for (int64_t d : t.shape)
       i64(d);
     u64(t.offset);
+    u32(static_cast<uint32_t>(t.sharding.size()));
+    for (const auto &axes : t.sharding)
+      u32s(axes);
+  }
+  void u32s(const std::vector<uint32_t> &v) {
+    u32(static_cast<uint32_t>(v.size()));
+    for (uint32_t x : v)
+      u32(x);
+  }
+  void i64s(const std::vector<int64_t> &v) {
+    u32(static_cast<uint32_t>(v.size()));
+    for (int64_t x : v)
+      i64(x);
   }
   void f64(double d) {
     uint64_t bits;
@@ -173,6 +326,21 @@ public:
       u32(static_cast<uint32_t>(c.buffers.size()));
       for (uint64_t b : c.buffers)
         u64(b);
+      u32(c.stream);
+      i64(c.event);
+      if (c.kind != CommandKind::Collective)
+        continue;
+      const CollectiveInfo &k = c.collective;
+      u32(static_cast<uint32_t>(k.op));
+      u32(static_cast<uint32_t>(k.reduce));
+      u32(static_cast<uint32_t>(k.dtype));
+      u32s(k.axes);
+      for (int64_t v : {k.count, k.splitOuter, k.splitInner, k.concatOuter,
+                        k.concatInner, k.root, k.peer})
+        i64(v);
+      i64s(k.pairs);
+      u32(k.id);
+      str(k.source);
     }
   }
 
@@ -231,6 +399,12 @@ std::vector<uint8_t> serialize(const Plan &plan) {
   w.u32(static_cast<uint32_t>(t.dataInputs.size()));
   for (int64_t v : t.dataInputs)
     w.i64(v);
+  w.u32(static_cast<uint32_t>(plan.mesh.shape.size()));
+  for (size_t i = 0; i < plan.mesh.shape.size(); ++i) {
+    w.str(i < plan.mesh.axisNames.size() ? plan.mesh.axisNames[i] : "");
+    w.i64(plan.mesh.shape[i]);
+  }
+  w.i64(plan.numEvents);
 
   Writer file;
   file.out.insert(file.out.end(), kMagic, kMagic + 8);
@@ -307,6 +481,22 @@ public:
     for (uint32_t i = 0; i < rank; ++i)
       t->shape[i] = i64((ctx + " dims").c_str());
     t->offset = u64((ctx + " offset").c_str());
+    uint32_t sharded = count((ctx + " sharding").c_str(), 4);
+    t->sharding.resize(sharded);
+    for (uint32_t i = 0; i < sharded; ++i)
+      u32s(&t->sharding[i], "sharding axes");
+  }
+  void u32s(std::vector<uint32_t> *v, const char *what) {
+    uint32_t n = count(what, 4);
+    v->resize(n);
+    for (uint32_t i = 0; i < n; ++i)
+      (*v)[i] = u32(what);
+  }
+  void i64s(std::vector<int64_t> *v, const char *what) {
+    uint32_t n = count(what, 8);
+    v->resize(n);
+    for (uint32_t i = 0; i < n; ++i)
+      (*v)[i] = i64(what);
   }
   double f64(const char *what) {
     uint64_t bits = u64(what);
@@ -315,7 +505,7 @@ public:
     return d;
   }
   void commands(std::vector<Command> *list, const char *what) {
-    uint32_t n = count(what, 12);
+    uint32_t n = count(what, 24);
     list->resize(n);
     for (uint32_t i = 0; i < n; ++i) {
       Command &c = (*list)[i];
@@ -328,6 +518,21 @@ public:
       c.buffers.resize(nb);
       for (uint32_t j = 0; j < nb; ++j)
         c.buffers[j] = u64("command buffer");
+      c.stream = u32("command stream");
+      c.event = i64("command event");
+      if (c.kind != CommandKind::Collective)
+        continue;
+      CollectiveInfo &k = c.collective;
+      k.op = static_cast<CollectiveOp>(u32("collective op"));
+      k.reduce = static_cast<ReduceOp>(u32("collective reduction"));
+      k.dtype = static_cast<DType>(u32("collective dtype"));
+      u32s(&k.axes, "collective axes");
+      for (int64_t *v : {&k.count, &k.splitOuter, &k.splitInner,
+                         &k.concatOuter, &k.concatInner, &k.root, &k.peer})
+        *v = i64("collective parameter");
+      i64s(&k.pairs, "collective pairs");
+      k.id = u32("collective id");
+      k.source = str("collective source");
     }
   }
   void fail(const std::string &msg) {
@@ -405,8 +610,9 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
   plan.target = r.str("target");
   plan.arenaBytes = r.u64("arena size");
   plan.alignment = r.u64("alignment");
-  // Each tensor record is at least name(4) + dtype(4) + rank(4) + offset(8).
-  const size_t kMinTensor = 20;
+  // Each tensor record is at least name(4) + dtype(4) + rank(4) + offset(8)
+  // + sharding(4).
+  const size_t kMinTensor = 24;
   uint32_t n = r.count("input list", kMinTensor);
   plan.inputs.resize(n);
   for (uint32_t i = 0; i < n; ++i)
@@ -460,6 +666,14 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
   t.dataInputs.resize(n);
   for (uint32_t i = 0; i < n; ++i)
     t.dataInputs[i] = r.i64("training data input");
+  n = r.count("mesh axes", 12);
+  plan.mesh.axisNames.resize(n);
+  plan.mesh.shape.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    plan.mesh.axisNames[i] = r.str("mesh axis name");
+    plan.mesh.shape[i] = r.i64("mesh axis size");
+  }
+  plan.numEvents = r.i64("event count");
   if (!r.ok()) {
     *error = r.error;
     return false;
@@ -480,6 +694,54 @@ bool writeFile(const std::string &path, const Plan &plan, std::string *error) {
     return false;
   std::vector<uint8_t> bytes = serialize(plan);
   return writeFileAtomically(path, bytes.data(), bytes.size(), error);
+}
+
+std::vector<uint8_t> exeTrailer(uint64_t planSize) {
+  std::vector<uint8_t> t(kExeTrailerSize);
+  for (int i = 0; i < 8; ++i)
+    t[i] = static_cast<uint8_t>(planSize >> (8 * i));
+  std::memcpy(t.data() + 8, kExeMagic, 8);
+  return t;
+}
+
+bool readEmbeddedPlan(const std::string &path, std::vector<uint8_t> *plan,
+                      bool *found, std::string *error) {
+  *found = false;
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    *error = "cannot open '" + path + "'";
+    return false;
+  }
+  struct Closer {
+    FILE *f;
+    ~Closer() { std::fclose(f); }
+  } closer{f};
+  uint8_t trailer[kExeTrailerSize];
+  if (std::fseek(f, 0, SEEK_END) != 0)
+    return true;
+  long size = std::ftell(f);
+  if (size < static_cast<long>(kExeTrailerSize) ||
+      std::fseek(f, size - static_cast<long>(kExeTrailerSize), SEEK_SET) != 0 ||
+      std::fread(trailer, 1, kExeTrailerSize, f) != kExeTrailerSize ||
+      std::memcmp(trailer + 8, kExeMagic, 8) != 0)
+    return true;
+  uint64_t planSize = 0;
+  for (int i = 0; i < 8; ++i)
+    planSize |= static_cast<uint64_t>(trailer[i]) << (8 * i);
+  uint64_t available = static_cast<uint64_t>(size) - kExeTrailerSize;
+  if (planSize > available) {
+    *error = "'" + path + "': the embedded plan is truncated (the trailer "
+             "announces " + std::to_string(planSize) + " bytes)";
+    return false;
+  }
+  plan->resize(planSize);
+  if (std::fseek(f, static_cast<long>(available - planSize), SEEK_SET) != 0 ||
+      std::fread(plan->data(), 1, planSize, f) != planSize) {
+    *error = "'" + path + "': cannot read the embedded plan";
+    return false;
+  }
+  *found = true;
+  return true;
 }
 
 bool readFile(const std::string &path, Plan *out, std::string *error) {

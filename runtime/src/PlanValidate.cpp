@@ -33,6 +33,9 @@ private:
   bool checkGemmEpilogue(const std::string &what, const Command &c);
   bool checkStates();
   bool checkTraining();
+  bool checkMesh();
+  bool checkCollective(const std::string &what, const Command &c);
+  bool checkEvents();
 
   const Plan &plan;
   std::string *error;
@@ -67,13 +70,221 @@ bool Validator::checkTensor(const std::string &what, const TensorInfo &t) {
   if (n < 0 || (n > 0 && t.byteSize() == 0))
     return fail(what + ": shape " + shapeString(t.shape) +
                 " has too many elements");
+  if (!t.sharding.empty()) {
+    if (t.sharding.size() != t.shape.size())
+      return fail(what + ": sharding lists " +
+                  std::to_string(t.sharding.size()) + " dimensions for rank " +
+                  std::to_string(t.shape.size()));
+    std::set<uint32_t> used;
+    for (const auto &axes : t.sharding)
+      for (uint32_t a : axes) {
+        if (a >= plan.mesh.shape.size())
+          return fail(what + ": sharding names mesh axis " +
+                      std::to_string(a) + " but the mesh has " +
+                      std::to_string(plan.mesh.shape.size()) + " axes");
+        if (!used.insert(a).second)
+          return fail(what + ": sharding uses mesh axis '" +
+                      plan.mesh.axisNames[a] + "' twice");
+      }
+  }
   return checkRange(what, t.offset, t.byteSize());
+}
+
+bool Validator::checkMesh() {
+  const Mesh &m = plan.mesh;
+  if (m.axisNames.size() != m.shape.size())
+    return fail("mesh: " + std::to_string(m.axisNames.size()) +
+                " axis names for " + std::to_string(m.shape.size()) + " sizes");
+  if (m.shape.size() > 16)
+    return fail("mesh: " + std::to_string(m.shape.size()) +
+                " axes (at most 16)");
+  std::set<std::string> names;
+  int64_t world = 1;
+  for (size_t i = 0; i < m.shape.size(); ++i) {
+    if (m.axisNames[i].empty() || !names.insert(m.axisNames[i]).second)
+      return fail("mesh: axis name '" + m.axisNames[i] +
+                  "' is empty or used twice");
+    if (m.shape[i] < 1 || m.shape[i] > (int64_t{1} << 24) / world)
+      return fail("mesh: axis '" + m.axisNames[i] + "' has size " +
+                  std::to_string(m.shape[i]) +
+                  " (sizes are at least 1, at most 2^24 ranks in all)");
+    world *= m.shape[i];
+  }
+  if (plan.numEvents < 0 ||
+      static_cast<uint64_t>(plan.numEvents) > plan.commands.size())
+    return fail("event count " + std::to_string(plan.numEvents) +
+                " is out of range");
+  return true;
+}
+
+bool Validator::checkCollective(const std::string &what0, const Command &c) {
+  const CollectiveInfo &k = c.collective;
+  std::string what = what0 + " " + collectiveOpName(k.op) + " #" +
+                     std::to_string(k.id);
+  if (plan.mesh.empty())
+    return fail(what + ": the plan has no mesh");
+  if (std::string(collectiveOpName(k.op)) == "unknown")
+    return fail(what + ": unknown collective op " +
+                std::to_string(static_cast<uint32_t>(k.op)));
+  if (!isKnownDType(static_cast<uint32_t>(k.dtype)))
+    return fail(what + ": unknown dtype code " +
+                std::to_string(static_cast<uint32_t>(k.dtype)));
+  bool reduces =
+      k.op == CollectiveOp::AllReduce || k.op == CollectiveOp::ReduceScatter;
+  if (reduces) {
+    if (std::string(reduceOpName(k.reduce)) == "unknown")
+      return fail(what + ": unknown reduction " +
+                  std::to_string(static_cast<uint32_t>(k.reduce)));
+    bool isFloat = k.dtype == DType::F32 || k.dtype == DType::F64 ||
+                   k.dtype == DType::F16 || k.dtype == DType::BF16;
+    if (k.reduce == ReduceOp::Avg && !isFloat)
+      return fail(what + ": avg needs a float dtype, got " +
+                  dtypeName(k.dtype));
+  }
+  if (k.axes.empty())
+    return fail(what + ": names no mesh axis");
+  std::set<uint32_t> seen;
+  int64_t g = 1;
+  for (uint32_t a : k.axes) {
+    if (a >= plan.mesh.shape.size() || !seen.insert(a).second)
+      return fail(what + ": mesh axis " + std::to_string(a) +
+                  " is out of range or named twice");
+    g *= plan.mesh.shape[a];
+  }
+  if (k.count < 0 || k.count > (INT64_MAX / 16) / g)
+    return fail(what + ": element count " + std::to_string(k.count) +
+                " is out of range");
+  uint64_t elem = dtypeSize(k.dtype);
+  uint64_t in = static_cast<uint64_t>(k.count) * elem, out = in;
+  auto view = [&](int64_t outer, int64_t inner, int64_t total,
+                  const char *name) {
+    if (outer < 1 || inner < 0 || inner > total || outer > total + 1 ||
+        (inner > 0 && outer > total / inner) || outer * inner * g != total)
+      return fail(what + ": " + name + " view [" + std::to_string(outer) +
+                  ", " + std::to_string(g) + ", " + std::to_string(inner) +
+                  "] does not cover " + std::to_string(total) + " elements");
+    return true;
+  };
+  auto index = [&](int64_t i, const char *name) {
+    if (i < 0 || i >= g)
+      return fail(what + ": " + name + " " + std::to_string(i) +
+                  " is not a group index (the group has " + std::to_string(g) +
+                  " ranks)");
+    return true;
+  };
+  size_t buffers = 2;
+  switch (k.op) {
+  case CollectiveOp::AllReduce:
+    break;
+  case CollectiveOp::AllGather:
+    if (!view(k.splitOuter, k.splitInner, k.count * g, "gather"))
+      return false;
+    out = in * g;
+    break;
+  case CollectiveOp::ReduceScatter:
+    if (!view(k.splitOuter, k.splitInner, k.count, "scatter"))
+      return false;
+    out = in / g;
+    break;
+  case CollectiveOp::AllToAll:
+    if (!view(k.splitOuter, k.splitInner, k.count, "split") ||
+        !view(k.concatOuter, k.concatInner, k.count, "concat"))
+      return false;
+    break;
+  case CollectiveOp::Broadcast:
+    if (!index(k.root, "root"))
+      return false;
+    break;
+  case CollectiveOp::Permute: {
+    if (k.pairs.size() % 2 != 0)
+      return fail(what + ": pairs hold an odd number of indices");
+    std::set<int64_t> sources, targets;
+    for (size_t i = 0; i < k.pairs.size(); i += 2) {
+      if (!index(k.pairs[i], "source") || !index(k.pairs[i + 1], "target"))
+        return false;
+      if (!sources.insert(k.pairs[i]).second ||
+          !targets.insert(k.pairs[i + 1]).second)
+        return fail(what + ": a group index is a source or a target twice");
+    }
+    break;
+  }
+  case CollectiveOp::Send:
+  case CollectiveOp::Recv:
+    if (!index(k.root, "source") || !index(k.peer, "target"))
+      return false;
+    if (k.root == k.peer)
+      return fail(what + ": source and target are the same group index");
+    buffers = 1;
+    break;
+  }
+  if (!c.params.empty() || c.buffers.size() != buffers)
+    return fail(what + ": has " + std::to_string(c.params.size()) +
+                " parameters and " + std::to_string(c.buffers.size()) +
+                " buffers, expected 0 and " + std::to_string(buffers));
+  if (k.op == CollectiveOp::Recv)
+    return checkRange(what + " destination", c.buffers[0], in);
+  if (!checkRange(what + " source", c.buffers[0], in))
+    return false;
+  if (buffers == 2 && !checkRange(what + " destination", c.buffers[1], out))
+    return false;
+  if (c.stream == kCommStream && k.op == CollectiveOp::Send)
+    return fail(what + ": a send cannot be asynchronous");
+  return true;
+}
+
+bool Validator::checkEvents() {
+  // started[e]: index of the command that starts event e; waited[e].
+  std::vector<int64_t> started(plan.numEvents, -1), waited(plan.numEvents, -1);
+  for (size_t i = 0; i < plan.commands.size(); ++i) {
+    const Command &c = plan.commands[i];
+    std::string what = "command " + std::to_string(i) + " (" +
+                       commandKindName(c.kind) + ")";
+    if (c.stream != kComputeStream && c.stream != kCommStream)
+      return fail(what + ": unknown stream " + std::to_string(c.stream));
+    bool async = c.kind == CommandKind::Collective && c.stream == kCommStream;
+    if (!async && c.kind != CommandKind::Wait) {
+      if (c.stream != kComputeStream || c.event != -1)
+        return fail(what + ": only asynchronous collectives run on the "
+                           "communication stream or complete an event");
+      continue;
+    }
+    if (c.event < 0 || c.event >= plan.numEvents)
+      return fail(what + ": event " + std::to_string(c.event) +
+                  " is out of range (the plan has " +
+                  std::to_string(plan.numEvents) + " events)");
+    if (async) {
+      if (started[c.event] >= 0)
+        return fail(what + ": event " + std::to_string(c.event) +
+                    " is already completed by command " +
+                    std::to_string(started[c.event]));
+      started[c.event] = i;
+      continue;
+    }
+    if (c.stream != kComputeStream || !c.params.empty() || !c.buffers.empty())
+      return fail(what + ": a wait runs on the compute stream and has no "
+                         "parameters or buffers");
+    if (started[c.event] < 0)
+      return fail(what + ": waits for event " + std::to_string(c.event) +
+                  ", which no earlier command completes");
+    if (waited[c.event] >= 0)
+      return fail(what + ": event " + std::to_string(c.event) +
+                  " is already waited for by command " +
+                  std::to_string(waited[c.event]));
+    waited[c.event] = i;
+  }
+  for (int64_t e = 0; e < plan.numEvents; ++e)
+    if (started[e] >= 0 && waited[e] < 0)
+      return fail("event " + std::to_string(e) + " of command " +
+                  std::to_string(started[e]) + " is never waited for");
+  return true;
 }
 
 bool Validator::run() {
   if (plan.alignment == 0 || (plan.alignment & (plan.alignment - 1)) != 0)
     return fail("alignment " + std::to_string(plan.alignment) +
                 " is not a power of two");
+  if (!checkMesh())
+    return false;
   std::set<std::string> names;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const TensorInfo &t = plan.inputs[i];
@@ -96,11 +307,21 @@ bool Validator::run() {
                        "'";
     if (!checkTensor(what, c.info))
       return false;
-    if (c.data.size() != c.info.byteSize())
+    // A sharded constant (a sharded parameter's initial value) holds the
+    // global tensor.
+    TensorInfo global = c.info;
+    global.shape = globalShape(c.info, plan.mesh);
+    if (!c.info.sharding.empty() &&
+        (global.numElements() < 0 ||
+         (global.numElements() > 0 && global.byteSize() == 0)))
+      return fail(what + ": global shape " + shapeString(global.shape) +
+                  " has too many elements");
+    if (c.data.size() != global.byteSize())
       return fail(what + ": holds " + std::to_string(c.data.size()) +
-                  " bytes of data but its shape " +
-                  shapeString(c.info.shape) + " " + dtypeName(c.info.dtype) +
-                  " needs " + std::to_string(c.info.byteSize()));
+                  " bytes of data but its " +
+                  (c.info.sharding.empty() ? "shape " : "global shape ") +
+                  shapeString(global.shape) + " " + dtypeName(c.info.dtype) +
+                  " needs " + std::to_string(global.byteSize()));
   }
   if (!plan.kernelNames.empty()) {
     if (plan.kernelObject.size() < 4 ||
@@ -122,10 +343,18 @@ bool Validator::run() {
     if (!checkCommand("command", i, plan.commands[i]))
       return false;
   }
-  for (size_t i = 0; i < plan.initCommands.size(); ++i)
-    if (!checkCommand("init command", i, plan.initCommands[i]))
+  for (size_t i = 0; i < plan.initCommands.size(); ++i) {
+    const Command &c = plan.initCommands[i];
+    if (c.kind == CommandKind::Collective || c.kind == CommandKind::Wait ||
+        c.stream != kComputeStream || c.event != -1)
+      return fail("init command " + std::to_string(i) + " (" +
+                  commandKindName(c.kind) +
+                  "): init commands run on one rank's compute stream and "
+                  "cannot communicate");
+    if (!checkCommand("init command", i, c))
       return false;
-  return checkStates() && checkTraining();
+  }
+  return checkEvents() && checkStates() && checkTraining();
 }
 
 bool Validator::checkStates() {
@@ -351,6 +580,10 @@ bool Validator::checkCommand(const char *label, size_t index,
                          "the deviation non-negative");
     return checkRange(what + " destination", c.buffers[0], c.params[0] * 4);
   }
+  case CommandKind::Collective:
+    return checkCollective(what, c);
+  case CommandKind::Wait:
+    return true; // checkEvents
   }
   return fail(what + ": unknown command kind " +
               std::to_string(static_cast<uint32_t>(c.kind)));

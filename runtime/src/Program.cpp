@@ -1,6 +1,8 @@
 //===- Program.cpp - cleave_rt_program_* functions ------------------------===//
 
 #include "Program.h"
+
+#include <algorithm>
 #include "cleave/FileUtil.h"
 #include "cleave/Training.h"
 
@@ -16,6 +18,7 @@ static cleave_rt_status finishLoad(plan::Plan &&p,
     program->constantBytes += c.data.size();
   for (const plan::StateTensor &st : p.states)
     program->stateNames.push_back(st.globalName());
+  program->meshString = p.mesh.str();
   program->plan = std::make_shared<const plan::Plan>(std::move(p));
   *out_program = program;
   return nullptr;
@@ -152,6 +155,71 @@ const char *cleave_rt_program_target(cleave_rt_program program) {
   return program ? program->plan->target.c_str() : "";
 }
 
+static cleave_rt_status shardOf(cleave_rt_program program, bool input,
+                                size_t index, size_t meshRank,
+                                int64_t *globalDims, int64_t *offsets,
+                                int *sharded) {
+  if (!program || !sharded)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const auto &list = input ? program->plan->inputs : program->plan->outputs;
+  if (index >= list.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      std::string(input ? "input" : "output") + " index " +
+                          std::to_string(index) + " is out of range");
+  // A scalar has no dimensions to write (its arrays may be NULL).
+  if (!list[index].shape.empty() && (!globalDims || !offsets))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const plan::Mesh &mesh = program->plan->mesh;
+  if (static_cast<int64_t>(meshRank) >= mesh.worldSize())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "rank " + std::to_string(meshRank) +
+                          " is out of range (the mesh has " +
+                          std::to_string(mesh.worldSize()) + " ranks)");
+  const plan::TensorInfo &t = list[index];
+  std::vector<int64_t> g = plan::globalShape(t, mesh);
+  std::vector<int64_t> o =
+      plan::shardOffsets(t, mesh, static_cast<int64_t>(meshRank));
+  std::copy(g.begin(), g.end(), globalDims);
+  std::copy(o.begin(), o.end(), offsets);
+  *sharded = !t.sharding.empty() && g != t.shape;
+  return nullptr;
+}
+
+cleave_rt_status cleave_rt_program_input_shard(cleave_rt_program program,
+                                               size_t index, size_t mesh_rank,
+                                               int64_t *global_dims,
+                                               int64_t *offsets,
+                                               int *out_sharded) {
+  return shardOf(program, true, index, mesh_rank, global_dims, offsets,
+                 out_sharded);
+}
+
+cleave_rt_status cleave_rt_program_output_shard(cleave_rt_program program,
+                                                size_t index, size_t mesh_rank,
+                                                int64_t *global_dims,
+                                                int64_t *offsets,
+                                                int *out_sharded) {
+  return shardOf(program, false, index, mesh_rank, global_dims, offsets,
+                 out_sharded);
+}
+
+const char *cleave_rt_program_mesh(cleave_rt_program program) {
+  return program ? program->meshString.c_str() : "";
+}
+
+size_t cleave_rt_program_world_size(cleave_rt_program program) {
+  return program ? static_cast<size_t>(program->plan->mesh.worldSize()) : 0;
+}
+
+size_t cleave_rt_program_collective_count(cleave_rt_program program) {
+  if (!program)
+    return 0;
+  size_t n = 0;
+  for (const auto &c : program->plan->commands)
+    n += c.kind == cleave::plan::CommandKind::Collective;
+  return n;
+}
+
 const char *cleave_rt_program_metadata(cleave_rt_program program,
                                        const char *key) {
   if (!program || !key)
@@ -191,6 +259,7 @@ cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
   out_desc->parameter = st.parameter.c_str();
   out_desc->slot = st.slot.c_str();
   out_desc->global_name = program->stateNames[index].c_str();
+  out_desc->sharded = !st.info.sharding.empty();
   return nullptr;
 }
 

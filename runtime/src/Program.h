@@ -9,6 +9,7 @@ struct cleave_rt_program_t {
   cleave::rt::PlanRef plan;
   uint64_t constantBytes = 0;
   std::vector<std::string> stateNames; ///< StateTensor::globalName() each.
+  std::string meshString;              ///< plan->mesh.str().
 };
 
 #endif // CLEAVE_RUNTIME_PROGRAM_H

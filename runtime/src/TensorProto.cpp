@@ -172,7 +172,9 @@ bool parseTensorProto(const uint8_t *data, size_t size, HostTensor *out,
     }
     t.shape.push_back(static_cast<int64_t>(d));
   }
-  plan::TensorInfo info{"", t.dtype, t.shape, 0};
+  plan::TensorInfo info;
+  info.dtype = t.dtype;
+  info.shape = t.shape;
   int64_t count = info.numElements();
   size_t elem = plan::dtypeSize(t.dtype);
   if (count < 0 || (count > 0 && info.byteSize() == 0)) {

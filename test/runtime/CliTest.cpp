@@ -27,7 +27,7 @@ Plan matmulPlan() {
   w.data = bytesOf<float>({1, 0, 0, 1, 1, 1});
   p.constants.push_back(w);
   p.commands.push_back(gemm(DType::F32, false, false, 2, 2, 3, 0, 128, 64));
-  p.commands.push_back(Command{CommandKind::Fill, {3, 1}, {224}});
+  p.commands.push_back(makeCommand(CommandKind::Fill, {3, 1}, {224}));
   return p;
 }
 

@@ -31,8 +31,8 @@ Plan copyPlan() {
   p.arenaBytes = 512;
   p.inputs.push_back(tensor("x", DType::F32, {4}, 0));
   p.outputs.push_back(tensor("y", DType::F32, {4}, 256));
-  p.commands.push_back({CommandKind::Copy, {16}, {0, 256}});
-  p.commands.push_back({CommandKind::Fill, {4, 0}, {268}});
+  p.commands.push_back(makeCommand(CommandKind::Copy, {16}, {0, 256}));
+  p.commands.push_back(makeCommand(CommandKind::Fill, {4, 0}, {268}));
   return p;
 }
 
@@ -134,7 +134,7 @@ TEST(CudaPlan, GpuLaunchChecks) {
 TEST(CudaPlan, KernelKindsMatchTheTarget) {
   std::string error;
   Plan p = launchPlan();
-  p.initCommands.push_back({CommandKind::Kernel, {0}, {0}});
+  p.initCommands.push_back(makeCommand(CommandKind::Kernel, {0}, {0}));
   EXPECT_FALSE(validates(p, &error));
   EXPECT_NE(error.find("cannot appear in a CUDA plan"), std::string::npos)
       << error;
@@ -184,7 +184,7 @@ TEST(CudaBackend, CleaveRunReportsUnavailable) {
   TempDir dir;
   Plan p = copyPlan();
   p.inputs.clear(); // Nothing to feed: the executor is made at once.
-  p.commands = {{CommandKind::Fill, {16, 1}, {256}}};
+  p.commands = {makeCommand(CommandKind::Fill, {16, 1}, {256})};
   std::string error;
   ASSERT_TRUE(writeFile(dir.file("m.cleave"), p, &error)) << error;
   std::string cmd = std::string("'") + CLEAVE_RUN_PATH + "' '" +
@@ -345,8 +345,8 @@ TEST(CudaGpu, StateReadWriteAndInitCommands) {
   st.info = tensor("w", DType::F32, {4}, 384);
   st.parameter = "w";
   p.states.push_back(st);
-  p.initCommands.push_back({CommandKind::Fill, {16, 0x3f}, {384}});
-  p.commands.push_back({CommandKind::Copy, {16}, {0, 384}}); // w = x
+  p.initCommands.push_back(makeCommand(CommandKind::Fill, {16, 0x3f}, {384}));
+  p.commands.push_back(makeCommand(CommandKind::Copy, {16}, {0, 384})); // w = x
   Loaded l(p, "cuda");
   ASSERT_EQ(l.code, CLEAVE_RT_OK) << l.error;
   std::vector<uint8_t> w(16);
@@ -373,9 +373,9 @@ TEST(CudaGpu, RandomNormalInitMatchesCpu) {
     p.target = target;
     p.arenaBytes = 4096;
     p.outputs.push_back(tensor("w", DType::F32, {1000}, 0));
-    p.initCommands.push_back({CommandKind::RandomNormal,
+    p.initCommands.push_back(makeCommand(CommandKind::RandomNormal,
                               {1000, 5, doubleToBits(0.0), doubleToBits(0.02)},
-                              {0}});
+                              {0}));
     return p;
   };
   Loaded gpu(makePlan("cuda-sm_90a"), "cuda"), cpu(makePlan("cpu-x86_64"));
@@ -432,7 +432,7 @@ TEST(CudaGpu, LaunchesACubinBuiltWithNvcc) {
   p.metadata.push_back({"kernel_ptx", ptx});
   p.inputs.push_back(tensor("x", DType::F32, {1000}, 0));
   p.outputs.push_back(tensor("y", DType::F32, {1000}, 4096));
-  p.initCommands.push_back({CommandKind::Fill, {4000, 0}, {4096}});
+  p.initCommands.push_back(makeCommand(CommandKind::Fill, {4000, 0}, {4096}));
   p.commands.push_back(launch(0, {0, 4096}, {4, 1, 1, 256, 1, 1}));
   Loaded l(p, "cuda");
   ASSERT_EQ(l.code, CLEAVE_RT_OK) << l.error;

@@ -36,8 +36,8 @@ TEST(Executor, CopyAndFill) {
   p.inputs.push_back(tensor("x", DType::I32, {4}, 0));
   p.outputs.push_back(tensor("y", DType::I32, {4}, 16));
   p.outputs.push_back(tensor("z", DType::U8, {8}, 32));
-  Command copy{CommandKind::Copy, {16}, {0, 16}};
-  Command fill{CommandKind::Fill, {8, 7}, {32}};
+  Command copy = makeCommand(CommandKind::Copy, {16}, {0, 16});
+  Command fill = makeCommand(CommandKind::Fill, {8, 7}, {32});
   p.commands = {copy, fill};
   Loaded l(p);
   ASSERT_EQ(l.error, "");
@@ -218,7 +218,7 @@ TEST(Executor, ProgramMayDieBeforeExecutor) {
   Plan p;
   p.arenaBytes = 64;
   p.outputs.push_back(tensor("y", DType::U8, {4}, 0));
-  p.commands.push_back(Command{CommandKind::Fill, {4, 9}, {0}});
+  p.commands.push_back(makeCommand(CommandKind::Fill, {4, 9}, {0}));
   std::vector<uint8_t> bytes = serialize(p);
   cleave_rt_program program = nullptr;
   cleave_rt_executor exec = nullptr;
@@ -288,8 +288,8 @@ TEST(Executor, KernelFromSharedObject) {
   p.outputs.push_back(tensor("c", DType::F32, {4}, 32));
   p.kernelNames = {"scale_f32", "add_f32"};
   p.kernelObject = object;
-  p.commands.push_back(Command{CommandKind::Kernel, {1}, {0, 16, 32}});
-  p.commands.push_back(Command{CommandKind::Kernel, {0}, {32}});
+  p.commands.push_back(makeCommand(CommandKind::Kernel, {1}, {0, 16, 32}));
+  p.commands.push_back(makeCommand(CommandKind::Kernel, {0}, {32}));
   {
     Loaded l(p);
     ASSERT_EQ(l.error, "");
@@ -323,13 +323,13 @@ TEST(Executor, RandomNormalInitCommands) {
     p.outputs.push_back(tensor("a", DType::F32, {n}, 0));
     p.outputs.push_back(tensor("b", DType::F32, {n}, n * 4));
     p.initCommands.push_back(
-        {CommandKind::RandomNormal,
+        makeCommand(CommandKind::RandomNormal,
          {n, seed, doubleToBits(0.0), doubleToBits(1.0)},
-         {0}});
+         {0}));
     p.initCommands.push_back(
-        {CommandKind::RandomNormal,
+        makeCommand(CommandKind::RandomNormal,
          {n - 1, seed, doubleToBits(3.0), doubleToBits(0.5)},
-         {uint64_t(n * 4)}});
+         {uint64_t(n * 4)}));
     return p;
   };
   Loaded l(makePlan(11)), same(makePlan(11)), other(makePlan(12));

@@ -157,7 +157,7 @@ TEST(PlanFormat, WrongVersion) {
   std::vector<uint8_t> bytes = serialize(samplePlan());
   bytes[8] = 7;
   EXPECT_EQ(decodeError(bytes),
-            "unsupported version 7 (this runtime reads version 2)");
+            "unsupported version 7 (this runtime reads version 3)");
 }
 
 TEST(PlanFormat, BadMagic) {
@@ -276,9 +276,9 @@ TEST(PlanValidate, KernelsDTypesDims) {
 TEST(PlanValidate, RandomNormal) {
   Plan p;
   p.arenaBytes = 64;
-  Command init{CommandKind::RandomNormal,
+  Command init = makeCommand(CommandKind::RandomNormal,
                {16, 1, doubleToBits(0.0), doubleToBits(0.02)},
-               {0}};
+               {0});
   p.initCommands.push_back(init);
   EXPECT_EQ(validateError(p), "");
   p.initCommands[0].params[0] = 17; // 68 bytes

@@ -79,12 +79,12 @@ Plan trainingPlan(std::vector<uint8_t> kernel) {
   p.kernelNames = {"sgd_step"};
   p.kernelObject = std::move(kernel);
   p.commands = {
-      Command{CommandKind::Kernel,
+      makeCommand(CommandKind::Kernel,
               {0},
-              {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}},
-      Command{CommandKind::Copy, {16}, {384, 256}},
-      Command{CommandKind::Copy, {16}, {448, 320}}};
-  p.initCommands = {Command{CommandKind::Fill, {16, 0}, {320}}};
+              {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}),
+      makeCommand(CommandKind::Copy, {16}, {384, 256}),
+      makeCommand(CommandKind::Copy, {16}, {448, 320})};
+  p.initCommands = {makeCommand(CommandKind::Fill, {16, 0}, {320})};
   StateTensor sw{tensor("w", DType::F32, {4}, 256), StateKind::Parameter, "w",
                  ""};
   StateTensor sm{tensor("w_mom", DType::F32, {4}, 320),
@@ -276,7 +276,7 @@ TEST(Train, PlanValidation) {
 TEST(Train, InitCommandsAndStates) {
   Plan p = trainingPlan({});
   p.kernelNames.clear();
-  p.commands = {Command{CommandKind::Fill, {4, 0x3f}, {256}}};
+  p.commands = {makeCommand(CommandKind::Fill, {4, 0x3f}, {256})};
   std::vector<uint8_t> bytes = serialize(p);
   cleave_rt_program program = nullptr;
   cleave_rt_executor e = nullptr;

@@ -10,6 +10,9 @@
 
 #include "Train.h"
 
+#include <csignal>
+#include <thread>
+
 #include "cleave/FileUtil.h"
 #include "cleave/OnnxExport.h"
 #include "cleave/Checkpoint.h"
@@ -32,13 +35,27 @@ namespace cleave::run {
 
 using namespace cleave::plan;
 
+static thread_local std::string gRankPrefix;
+static thread_local bool gLeader = true;
+static thread_local bool gLeftByFault = false;
+bool leftByFault() { return gLeftByFault; }
+
+void setRank(int64_t rank, int64_t worldSize) {
+  gRankPrefix = worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "";
+  gLeader = rank == 0;
+}
+const std::string &rankPrefix() { return gRankPrefix; }
+bool isLeader() { return gLeader; }
+
 static int fail(const std::string &message) {
-  std::fprintf(stderr, "cleave-run: error: %s\n", message.c_str());
+  std::fprintf(stderr, "cleave-run: %serror: %s\n", gRankPrefix.c_str(),
+               message.c_str());
   return 1;
 }
 
 static void warn(const std::string &message) {
-  std::fprintf(stderr, "cleave-run: warning: %s\n", message.c_str());
+  if (gLeader)
+    std::fprintf(stderr, "cleave-run: warning: %s\n", message.c_str());
 }
 
 static int statusFail(cleave_rt_status s) {
@@ -265,7 +282,7 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
 }
 
 int runTraining(const TrainOptions &o, cleave_rt_program program,
-                const std::string &backend) {
+                const std::string &backend, const RankContext &ctx) {
   cleave_rt_training_info_t info;
   TRY(cleave_rt_program_training_info(program, &info));
   if (!info.enabled)
@@ -277,12 +294,33 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     return fail("--save-every needs --checkpoint-dir DIR");
 
   // Data inputs.
+  // The dataset makes the global batch; a rank whose data inputs are
+  // sharded (over dp) feeds its shard of it.
   std::vector<data::InputSpec> specs;
+  struct Shard {
+    bool sharded = false;
+    std::vector<int64_t> local, offsets;
+    size_t bytes = 0;
+  };
+  std::vector<Shard> shards;
   for (size_t i = 0; i < info.data_input_count; ++i) {
     cleave_rt_tensor_desc_t d;
     TRY(cleave_rt_program_input_desc(program, info.data_inputs[i], &d));
-    specs.push_back({d.name, static_cast<DType>(d.dtype),
-                     std::vector<int64_t>(d.dims, d.dims + d.rank)});
+    Shard sh;
+    sh.local.assign(d.dims, d.dims + d.rank);
+    std::vector<int64_t> global(d.rank);
+    sh.offsets.resize(d.rank);
+    int sharded = 0;
+    TRY(cleave_rt_program_input_shard(program, info.data_inputs[i],
+                                      static_cast<size_t>(ctx.rank),
+                                      global.data(), sh.offsets.data(),
+                                      &sharded));
+    sh.sharded = sharded != 0;
+    sh.bytes = cleave_rt_dtype_size(d.dtype);
+    for (int64_t v : sh.local)
+      sh.bytes *= static_cast<size_t>(v);
+    specs.push_back({d.name, static_cast<DType>(d.dtype), global});
+    shards.push_back(std::move(sh));
   }
   int sources = (!o.data.empty()) + (!o.tokens.empty()) + o.synthetic;
   if (sources > 1)
@@ -320,8 +358,24 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                   "', but the plan does not record which ONNX node reads it; "
                   "export with --export-safetensors instead");
 
+  if (ctx.worldSize > 1) {
+    // Checkpoints and exports of a partitioned run: one writer (rank 0),
+    // which holds every state only if no state is sharded.
+    bool wantsFiles = o.saveEvery > 0 || !o.resume.empty() ||
+                      !o.exportPath.empty() || !o.exportOnnx.empty();
+    for (size_t i = 0; wantsFiles && i < states.size(); ++i) {
+      const cleave_rt_tensor_desc_t &t = states[i].desc.tensor;
+      if (states[i].desc.sharded)
+        return fail("state '" + std::string(states[i].desc.global_name) +
+                    "' (" + t.name +
+                    ") is sharded over the mesh: checkpoints, --resume and "
+                    "exports of sharded state are not supported yet");
+    }
+  }
+
   ExecutorHolder exec;
-  TRY(cleave_rt_executor_create(program, backend.c_str(), &exec.e));
+  TRY(cleave_rt_executor_create_ranked(program, backend.c_str(), ctx.comm,
+                                       &exec.e));
 
   // Resume before opening the data: the checkpoint carries the seed.
   uint64_t seed = o.seed;
@@ -347,8 +401,10 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       warn("--seed " + std::to_string(o.seed) + " differs from the seed " +
            std::to_string(c.seed) + " of the checkpoint; the data order "
            "will not match the original run");
-    std::fprintf(stderr, "cleave-run: resuming from '%s' at step %" PRId64 "\n",
-                 dir.c_str(), firstStep);
+    if (gLeader)
+      std::fprintf(stderr,
+                   "cleave-run: resuming from '%s' at step %" PRId64 "\n",
+                   dir.c_str(), firstStep);
   }
 
   std::unique_ptr<data::Dataset> dataset;
@@ -407,7 +463,7 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   }
 
   FILE *jsonLog = nullptr;
-  if (!o.logJson.empty()) {
+  if (!o.logJson.empty() && gLeader) {
     jsonLog = std::fopen(o.logJson.c_str(), firstStep > 0 ? "a" : "w");
     if (!jsonLog)
       return fail("cannot open '" + o.logJson + "' for the JSON log: " +
@@ -419,11 +475,12 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                                                                : 0;
                                                     });
 
-  int64_t batch = info.batch_size > 0
-                      ? info.batch_size
-                      : (!specs.empty() && !specs[0].shape.empty()
-                             ? specs[0].shape[0]
-                             : 1);
+  // The global batch (all data-parallel ranks together), for rates and
+  // learning-rate scaling.
+  int64_t batch = info.batch_size > 0 ? info.batch_size : 1;
+  if (!specs.empty() && !specs[0].shape.empty() &&
+      (shards[0].sharded || info.batch_size <= 0))
+    batch = specs[0].shape[0];
   // Tokens per second only for models whose data are token ids (an
   // integer [batch, sequence, ...] input); samples per second otherwise.
   bool tokenModel = false;
@@ -436,10 +493,10 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   }
   int64_t perStep = tokenModel ? batch * info.sequence_length : batch;
   uint64_t peak = cleave_rt_program_peak_bytes(program);
-  bool progress = ::isatty(2);
+  bool progress = gLeader && ::isatty(2);
   int stepWidth = std::max<int>(6, std::to_string(o.steps).size());
 
-  if (dataset)
+  if (dataset && gLeader)
     std::fprintf(stderr, "cleave-run: training %s with %s, data %s, seed "
                  "%" PRIu64 "\n",
                  cleave_rt_program_metadata(program, "name")
@@ -460,18 +517,42 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       cleave_rt_status_free(st);
     }
   }
-  long skipped = 0;
 
   std::vector<std::vector<uint8_t>> batchData;
+  std::vector<uint8_t> shardData;
   long nonFinite = 0;
   for (int64_t step = firstStep; step < o.steps; ++step) {
+    if (ctx.rank == o.faultRank && step + 1 == o.faultStep) {
+      std::fprintf(stderr, "cleave-run: %sinjected fault at step %" PRId64
+                   ": %s\n", gRankPrefix.c_str(), step + 1,
+                   o.faultMode.c_str());
+      std::fflush(stderr);
+      if (o.faultMode == "crash")
+        ::raise(SIGKILL);
+      if (o.faultMode == "hang")
+        for (;;)
+          std::this_thread::sleep_for(std::chrono::hours(1));
+      gLeftByFault = true;
+      return 1;
+    }
     auto t0 = std::chrono::steady_clock::now();
     if (dataset) {
       dataset->fill(step, &batchData);
-      for (size_t i = 0; i < specs.size(); ++i)
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const Shard &sh = shards[i];
+        if (!sh.sharded) {
+          TRY(cleave_rt_executor_set_input(exec.e, info.data_inputs[i],
+                                           batchData[i].data(),
+                                           batchData[i].size()));
+          continue;
+        }
+        shardData.resize(sh.bytes);
+        plan::copyShard(specs[i].shape, sh.local, sh.offsets,
+                        dtypeSize(specs[i].dtype), batchData[i].data(),
+                        shardData.data(), /*toGlobal=*/false);
         TRY(cleave_rt_executor_set_input(exec.e, info.data_inputs[i],
-                                         batchData[i].data(),
-                                         batchData[i].size()));
+                                         shardData.data(), shardData.size()));
+      }
     }
     double lr = cleave_rt_learning_rate(&info, step, batch);
     float lrF = static_cast<float>(lr), stepF = static_cast<float>(step);
@@ -494,8 +575,7 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       std::memcpy(&foundInf, p, 4);
       TRY(cleave_rt_executor_output(exec.e, lossScaleOutput, &p, &n));
       std::memcpy(&lossScale, p, 4);
-      if (foundInf != 0) {
-        ++skipped;
+      if (foundInf != 0 && gLeader) {
         if (progress)
           std::fprintf(stderr, "\r\033[K");
         std::printf(" step %*" PRId64 "/%ld | skipped step (overflow), loss "
@@ -513,7 +593,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       warn("step " + std::to_string(done) + ": loss is " +
            (std::isnan(loss) ? "NaN" : "infinite"));
     }
-    bool log = o.logEvery > 0 && (done % o.logEvery == 0 || done == o.steps);
+    bool log = gLeader && o.logEvery > 0 &&
+               (done % o.logEvery == 0 || done == o.steps);
     if (log) {
       if (progress)
         std::fprintf(stderr, "\r\033[K");
@@ -557,7 +638,7 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                    o.steps);
       std::fflush(stderr);
     }
-    if (o.saveEvery > 0 && done % o.saveEvery == 0) {
+    if (o.saveEvery > 0 && done % o.saveEvery == 0 && gLeader) {
       checkpoint::Checkpoint c;
       c.step = done;
       c.seed = seed;
@@ -583,13 +664,13 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   if (nonFinite)
     warn(std::to_string(nonFinite) + " step(s) had a non-finite loss");
 
-  if (!o.outputDir.empty() && firstStep < o.steps) {
+  if (!o.outputDir.empty() && firstStep < o.steps && gLeader) {
     int rc = writeOutputs(program, exec.e, o.outputDir);
     if (rc >= 0)
       return rc;
   }
 
-  if (!o.exportPath.empty() || !o.exportOnnx.empty()) {
+  if ((!o.exportPath.empty() || !o.exportOnnx.empty()) && gLeader) {
     std::vector<checkpoint::StateRecord> records;
     int rc = snapshot(exec.e, states, &records);
     if (rc >= 0)

@@ -27,6 +27,11 @@ struct TrainOptions {
   /// --export-onnx OUT: the source model (--onnx-model, default the plan's
   /// `source_model` metadata) with the trained parameters written back.
   std::string exportOnnx, onnxModel;
+  /// --debug-fault RANK:STEP:MODE (for tests of failure handling): rank RANK
+  /// fails at the start of step STEP (1-based): `exit` leaves without a
+  /// word to its peers, `hang` stops answering, `crash` kills the process.
+  int64_t faultRank = -1, faultStep = 0;
+  std::string faultMode;
   /// --output-dir DIR: every output of the last step (loss, grad_norm and,
   /// in plans compiled with --return-gradients, grad.<name>) as .npy.
   std::string outputDir;
@@ -51,9 +56,29 @@ int writeOutputs(cleave_rt_program program, cleave_rt_executor executor,
 /// plan).
 bool anyTrainingOption(const TrainOptions &o);
 
-/// Runs the training loop of a training plan; returns the exit code.
+/// The rank this thread runs for (a plan over a mesh runs one rank per
+/// thread with --ranks, or one per process under mpirun).
+struct RankContext {
+  cleave_rt_communicator comm = nullptr; ///< Null for a one-rank run.
+  int64_t rank = 0, worldSize = 1;
+};
+
+/// Sets this thread's rank: with more than one rank every message is
+/// prefixed "rank R: ", and only rank 0 prints logs and writes files.
+void setRank(int64_t rank, int64_t worldSize);
+/// "rank R: " or "".
+const std::string &rankPrefix();
+/// True on rank 0.
+bool isLeader();
+/// True if this thread's rank left through --debug-fault ...:exit (its
+/// driver must not abort the peers: they are to find out by themselves).
+bool leftByFault();
+
+/// Runs the training loop of a training plan for `ctx`'s rank; returns the
+/// exit code. Every rank feeds its shard of the same global batch a
+/// one-rank run would see.
 int runTraining(const TrainOptions &o, cleave_rt_program program,
-                const std::string &backend);
+                const std::string &backend, const RankContext &ctx = {});
 
 } // namespace cleave::run
 

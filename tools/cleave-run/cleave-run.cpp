@@ -21,13 +21,19 @@
 #include <map>
 #include <string>
 #include <sys/stat.h>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 using namespace cleave;
 using tensorfile::HostTensor;
 
 static const char kUsage[] =
-    "usage: cleave-run MODEL.cleave [INPUT...] [options]\n";
+    "usage: cleave-run MODEL.cleave [INPUT...] [options]\n"
+    "       TRAIN [INPUT...] [options]   (a binary from cleave-compile "
+    "--emit=exe, plan inside)\n";
 
 static const char kHelp[] =
     "Runs a compiled Cleave plan on the CPU.\n"
@@ -110,6 +116,28 @@ static const char kHelp[] =
     "  A line per logged step goes to stdout; a progress bar to stderr when it\n"
     "  is a terminal.\n"
     "\n"
+    "Ranks (plans compiled for a mesh, e.g. a program with cleave.mesh):\n"
+    "  --ranks N                run the plan's N ranks as threads of this\n"
+    "                           process (local communicator); N must equal the\n"
+    "                           mesh's size. Input files hold global tensors;\n"
+    "                           each rank reads its shard of sharded inputs,\n"
+    "                           and sharded outputs are assembled into global\n"
+    "                           files. In training each data-parallel rank\n"
+    "                           feeds its shard of the global batch that one\n"
+    "                           rank would see. Only rank 0 prints logs; error\n"
+    "                           lines name their rank.\n"
+    "  --comm-timeout S         a collective waits at most S seconds for a\n"
+    "                           peer (default 300), then every rank stops with\n"
+    "                           a message naming the rank that never came and\n"
+    "                           the collective\n"
+    "  Under mpirun or srun (OpenMPI), each process is one rank: run\n"
+    "  'mpirun -np N cleave-run MODEL.cleave ...' without --ranks. Rank 0\n"
+    "  writes the outputs; an error on any rank ends the job (MPI_Abort).\n"
+    "  --debug-fault R:STEP:MODE  testing aid: rank R fails at the start of\n"
+    "                           training step STEP; MODE exit (leaves\n"
+    "                           silently), hang (stops answering) or crash\n"
+    "                           (SIGKILL)\n"
+    "\n"
     "  --help                   print this help\n"
     "\n"
     "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
@@ -124,6 +152,8 @@ struct Options {
   std::string backend = "cpu";
   bool noOutput = false, printOutputs = false, printStats = false;
   long warmup = 0, repeat = 1;
+  long ranks = 0;             ///< --ranks N (0: not given)
+  double commTimeout = 300.0; ///< --comm-timeout S
   run::TrainOptions train;
 };
 
@@ -139,7 +169,8 @@ struct Session {
 } // namespace
 
 static int error(const std::string &message) {
-  std::fprintf(stderr, "cleave-run: error: %s\n", message.c_str());
+  std::fprintf(stderr, "cleave-run: %serror: %s\n",
+               run::rankPrefix().c_str(), message.c_str());
   return 1;
 }
 
@@ -167,8 +198,10 @@ static bool parseCount(const char *text, long *out) {
   return true;
 }
 
-/// Returns -1 on success, otherwise the exit code.
-static int parseArgs(int argc, char **argv, Options *o) {
+/// Returns -1 on success, otherwise the exit code. With `embedded` (a
+/// binary written by cleave-compile --emit=exe) the plan is inside and every
+/// positional argument is an input.
+static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char **out) {
@@ -207,6 +240,36 @@ static int parseArgs(int argc, char **argv, Options *o) {
         return usageError(arg + " expects a non-negative integer, got '" +
                           std::string(v) + "'");
       }
+    } else if (arg == "--ranks") {
+      if (!value(&v))
+        return usageError("option " + arg + " needs a value");
+      if (!parseCount(v, &o->ranks) || o->ranks < 1 || o->ranks > 4096)
+        return usageError("--ranks expects a rank count from 1 to 4096, got '" +
+                          std::string(v) + "'");
+    } else if (arg == "--comm-timeout") {
+      if (!value(&v))
+        return usageError("option " + arg + " needs a value");
+      char *end = nullptr;
+      errno = 0;
+      double t = std::strtod(v, &end);
+      if (errno || end == v || *end || !(t > 0) || t > 1e7)
+        return usageError("--comm-timeout expects a positive number of "
+                          "seconds, got '" + std::string(v) + "'");
+      o->commTimeout = t;
+    } else if (arg == "--debug-fault") {
+      if (!value(&v))
+        return usageError("option " + arg + " needs a value");
+      long r = 0, step = 0;
+      char mode[16] = {0};
+      if (std::sscanf(v, "%ld:%ld:%15s", &r, &step, mode) != 3 || r < 0 ||
+          step < 1 ||
+          (std::strcmp(mode, "exit") && std::strcmp(mode, "hang") &&
+           std::strcmp(mode, "crash")))
+        return usageError("--debug-fault expects RANK:STEP:exit|hang|crash, "
+                          "got '" + std::string(v) + "'");
+      o->train.faultRank = r;
+      o->train.faultStep = step;
+      o->train.faultMode = mode;
     } else if (arg == "--synthetic") {
       o->train.synthetic = true;
     } else if (arg == "--steps" || arg == "--data" || arg == "--tokens" ||
@@ -267,13 +330,13 @@ static int parseArgs(int argc, char **argv, Options *o) {
       }
     } else if (arg.size() > 1 && arg[0] == '-') {
       return usageError("unknown option '" + arg + "'");
-    } else if (o->model.empty()) {
+    } else if (o->model.empty() && !embedded) {
       o->model = arg;
     } else {
       o->positional.push_back(arg);
     }
   }
-  if (o->model.empty())
+  if (o->model.empty() && !embedded)
     return usageError("no model given");
   if (o->repeat < 1)
     return usageError("--repeat must be at least 1");
@@ -285,9 +348,10 @@ static std::string describe(uint32_t dtype, const std::vector<int64_t> &shape) {
          cleave_rt_dtype_name(dtype);
 }
 
-/// Assigns a file to every input, reads it and checks it against the plan.
+/// Assigns a file to every input, reads it and checks it against the plan
+/// (files hold global tensors; a sharded input keeps `rank`'s shard).
 static int loadInputs(const Options &o, cleave_rt_program program,
-                      std::vector<HostTensor> *tensors) {
+                      int64_t rank, std::vector<HostTensor> *tensors) {
   size_t count = cleave_rt_program_input_count(program);
   std::vector<std::string> files(count);
   for (const auto &nf : o.named) {
@@ -322,7 +386,13 @@ static int loadInputs(const Options &o, cleave_rt_program program,
     std::string err;
     if (!tensorfile::readTensorFile(files[i], &t, &err))
       return error("input '" + std::string(desc.name) + "': " + err);
-    std::vector<int64_t> want(desc.dims, desc.dims + desc.rank);
+    std::vector<int64_t> local(desc.dims, desc.dims + desc.rank);
+    std::vector<int64_t> want(desc.rank), offsets(desc.rank);
+    int sharded = 0;
+    if (cleave_rt_status s = cleave_rt_program_input_shard(
+            program, i, static_cast<size_t>(rank), want.data(),
+            offsets.data(), &sharded))
+      return statusError(s);
     // numpy has no bfloat16: bf16 data arrives as uint16 bit patterns (the
     // ONNX backend test data stores it so too) and is taken as such.
     if (desc.dtype == static_cast<uint32_t>(plan::DType::BF16) &&
@@ -331,8 +401,56 @@ static int loadInputs(const Options &o, cleave_rt_program program,
     if (t.shape != want || static_cast<uint32_t>(t.dtype) != desc.dtype)
       return error("input '" + std::string(desc.name) + "' from '" +
                    files[i] + "': expected " + describe(desc.dtype, want) +
-                   ", got " +
+                   (sharded ? " (the global tensor)" : "") + ", got " +
                    describe(static_cast<uint32_t>(t.dtype), t.shape));
+    if (sharded) {
+      std::vector<uint8_t> shard(desc.byte_size);
+      plan::copyShard(want, local, offsets, cleave_rt_dtype_size(desc.dtype),
+                      t.data.data(), shard.data(), /*toGlobal=*/false);
+      t.data = std::move(shard);
+      t.shape = local;
+    }
+  }
+  return -1;
+}
+
+/// The outputs of a multi-rank run, assembled from the ranks' shards (a
+/// replicated output comes from rank 0).
+struct AssembledOutputs {
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<std::vector<int64_t>> shapes;
+};
+
+/// Copies `rank`'s part of every output of its last run into `out`.
+static int collectOutputs(cleave_rt_program program, cleave_rt_executor e,
+                          int64_t rank, AssembledOutputs *out) {
+  for (size_t i = 0; i < cleave_rt_program_output_count(program); ++i) {
+    cleave_rt_tensor_desc_t desc;
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+      return statusError(s);
+    std::vector<int64_t> local(desc.dims, desc.dims + desc.rank);
+    std::vector<int64_t> global(desc.rank), offsets(desc.rank);
+    int sharded = 0;
+    if (cleave_rt_status s = cleave_rt_program_output_shard(
+            program, i, static_cast<size_t>(rank), global.data(),
+            offsets.data(), &sharded))
+      return statusError(s);
+    if (!sharded && rank != 0)
+      continue;
+    const void *data;
+    size_t bytes;
+    if (cleave_rt_status s = cleave_rt_executor_output(e, i, &data, &bytes))
+      return statusError(s);
+    if (!sharded) {
+      const uint8_t *p = static_cast<const uint8_t *>(data);
+      out->data[i].assign(p, p + bytes);
+      continue;
+    }
+    // Disjoint boxes of one buffer, sized by the main thread beforehand.
+    plan::copyShard(global, local, offsets, cleave_rt_dtype_size(desc.dtype),
+                    out->data[i].data(),
+                    const_cast<uint8_t *>(static_cast<const uint8_t *>(data)),
+                    /*toGlobal=*/true);
   }
   return -1;
 }
@@ -372,47 +490,26 @@ static double msSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-int main(int argc, char **argv) {
-  Options o;
-  int rc = parseArgs(argc, argv, &o);
-  if (rc >= 0)
-    return rc;
-
-  Session session;
-  auto t0 = std::chrono::steady_clock::now();
-  if (cleave_rt_status s =
-          cleave_rt_program_load_file(o.model.c_str(), &session.program))
-    return statusError(s);
-  double loadMs = msSince(t0);
-  cleave_rt_program program = session.program;
-
+/// Runs rank ctx.rank of the plan (all of it for a one-rank plan). With
+/// more than one rank, inference outputs go to `assembled` instead of files.
+static int runRank(const Options &o, cleave_rt_program program,
+                   const run::RankContext &ctx, double loadMs,
+                   AssembledOutputs *assembled) {
+  Session session; // owns only the executor here
   cleave_rt_training_info_t training;
   if (cleave_rt_status s = cleave_rt_program_training_info(program, &training))
     return statusError(s);
-  if (training.enabled || run::anyTrainingOption(o.train)) {
-    if (!o.positional.empty() || !o.named.empty())
-      return error("a training plan takes its inputs from --data, --tokens "
-                   "or --synthetic, not from input files");
-    if (o.outputDirGiven)
-      o.train.outputDir = o.outputDir;
-    return run::runTraining(o.train, program, o.backend);
-  }
-
-  // Output file names are checked before running, so a collision costs
-  // nothing and no file is half-written.
-  std::string outputError;
-  if (!o.noOutput &&
-      !run::prepareOutputDir(program, o.outputDir, &outputError))
-    return error(outputError);
+  if (training.enabled || run::anyTrainingOption(o.train))
+    return run::runTraining(o.train, program, o.backend, ctx);
 
   std::vector<HostTensor> inputs;
-  rc = loadInputs(o, program, &inputs);
+  int rc = loadInputs(o, program, ctx.rank, &inputs);
   if (rc >= 0)
     return rc;
 
-  t0 = std::chrono::steady_clock::now();
-  if (cleave_rt_status s = cleave_rt_executor_create(
-          program, o.backend.c_str(), &session.executor))
+  auto t0 = std::chrono::steady_clock::now();
+  if (cleave_rt_status s = cleave_rt_executor_create_ranked(
+          program, o.backend.c_str(), ctx.comm, &session.executor))
     return statusError(s);
   double createMs = msSince(t0);
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -433,7 +530,9 @@ int main(int argc, char **argv) {
     totalMs += ms;
   }
 
-  for (size_t i = 0; o.printOutputs && i < cleave_rt_program_output_count(program);
+  bool leader = run::isLeader();
+  for (size_t i = 0;
+       leader && o.printOutputs && i < cleave_rt_program_output_count(program);
        ++i) {
     cleave_rt_tensor_desc_t desc;
     const void *data;
@@ -448,14 +547,22 @@ int main(int argc, char **argv) {
     printValues(desc.dtype, static_cast<const uint8_t *>(data), bytes);
   }
   if (!o.noOutput) {
-    rc = run::writeOutputs(program, session.executor, o.outputDir);
+    rc = assembled ? collectOutputs(program, session.executor, ctx.rank,
+                                    assembled)
+                   : run::writeOutputs(program, session.executor, o.outputDir);
     if (rc >= 0)
       return rc;
   }
 
-  if (o.printStats) {
+  if (o.printStats && leader) {
     std::printf("device: %s\n",
                 cleave_rt_executor_device_info(session.executor));
+    if (ctx.worldSize > 1)
+      std::printf("ranks: %" PRId64 " (mesh %s, %s communicator), "
+                  "%zu collectives\n",
+                  ctx.worldSize, cleave_rt_program_mesh(program),
+                  cleave_rt_communicator_kind(ctx.comm),
+                  cleave_rt_program_collective_count(program));
     std::printf("peak memory: %" PRIu64 " bytes (arena), of which %" PRIu64
                 " bytes of constants\n",
                 cleave_rt_program_peak_bytes(program),
@@ -468,4 +575,297 @@ int main(int argc, char **argv) {
                 o.warmup);
   }
   return 0;
+}
+
+/// Runs every rank of a plan over a mesh as a thread of this process.
+static int runLocalRanks(const Options &o, cleave_rt_program program,
+                         int64_t world, double loadMs, bool training) {
+  AssembledOutputs assembled;
+  bool assemble = !training && !o.noOutput;
+  if (assemble) {
+    size_t n = cleave_rt_program_output_count(program);
+    assembled.data.resize(n);
+    assembled.shapes.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      cleave_rt_tensor_desc_t desc;
+      if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+        return statusError(s);
+      std::vector<int64_t> global(desc.rank), offsets(desc.rank);
+      int sharded = 0;
+      if (cleave_rt_status s = cleave_rt_program_output_shard(
+              program, i, 0, global.data(), offsets.data(), &sharded))
+        return statusError(s);
+      size_t bytes = cleave_rt_dtype_size(desc.dtype);
+      for (int64_t d : global)
+        bytes *= static_cast<size_t>(d);
+      assembled.data[i].assign(bytes, 0);
+      assembled.shapes[i] = global;
+    }
+  }
+  cleave_rt_local_world localWorld = nullptr;
+  if (cleave_rt_status s = cleave_rt_local_world_create(
+          static_cast<size_t>(world), o.commTimeout, &localWorld))
+    return statusError(s);
+  // Shared with the rank threads, which may outlive this function when one
+  // of them hangs (see below).
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int> codes;
+    int64_t finished = 0;
+    bool failed = false;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->codes.assign(world, 0);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < world; ++r)
+    threads.emplace_back([&o, program, loadMs, world, localWorld, shared,
+                          r, out = assemble ? &assembled : nullptr] {
+      run::setRank(r, world);
+      cleave_rt_communicator comm = nullptr;
+      int code = 0;
+      if (cleave_rt_status s = cleave_rt_communicator_create_local(
+              localWorld, static_cast<size_t>(r), &comm)) {
+        code = statusError(s);
+      } else {
+        run::RankContext ctx{comm, r, world};
+        int rc = runRank(o, program, ctx, loadMs, out);
+        code = rc < 0 ? 0 : rc;
+        if (code != 0 && !run::leftByFault())
+          cleave_rt_communicator_abort(comm, "it stopped with an error");
+        cleave_rt_communicator_destroy(comm);
+      }
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->codes[r] = code;
+      shared->failed |= code != 0;
+      ++shared->finished;
+      shared->cv.notify_all();
+    });
+  {
+    // After a failure the other ranks stop within the communication
+    // timeout; one that does not (it hangs outside any collective) is
+    // reported, and the process ends without it.
+    std::unique_lock<std::mutex> lock(shared->mu);
+    shared->cv.wait(lock, [&] { return shared->failed || shared->finished == world; });
+    if (shared->finished < world &&
+        !shared->cv.wait_for(
+            lock, std::chrono::duration<double>(o.commTimeout + 5.0),
+            [&] { return shared->finished == world; })) {
+      std::string hung;
+      for (int64_t r = 0; r < world; ++r)
+        if (shared->codes[r] == 0)
+          hung += (hung.empty() ? "" : ", ") + std::to_string(r);
+      std::fprintf(stderr, "cleave-run: error: rank(s) %s did not stop after "
+                   "the failure; exiting without them\n", hung.c_str());
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+  }
+  for (std::thread &t : threads)
+    t.join();
+  cleave_rt_local_world_destroy(localWorld);
+  for (int code : shared->codes)
+    if (code != 0)
+      return code;
+  if (assemble) {
+    std::string err;
+    for (size_t i = 0; i < assembled.data.size(); ++i) {
+      cleave_rt_tensor_desc_t desc;
+      if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+        return statusError(s);
+      if (!tensorfile::writeNpyFile(
+              o.outputDir + "/" + run::outputFileName(desc.name),
+              static_cast<plan::DType>(desc.dtype), assembled.shapes[i],
+              assembled.data[i].data(), assembled.data[i].size(), &err))
+        return error("output '" + std::string(desc.name) + "': " + err);
+    }
+  }
+  return 0;
+}
+
+/// The size of the MPI job this process was started in (mpirun: OpenMPI's
+/// OMPI_COMM_WORLD_SIZE; srun: PMI_SIZE or SLURM_NTASKS with a PMIx rank),
+/// or 0.
+static long mpiWorldSize() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    const char *v = std::getenv(var);
+    long n = 0;
+    if (v && parseCount(v, &n) && n > 0)
+      return n;
+  }
+  const char *tasks = std::getenv("SLURM_NTASKS");
+  long n = 0;
+  if (tasks && std::getenv("PMIX_RANK") && parseCount(tasks, &n) && n > 0)
+    return n;
+  return 0;
+}
+
+/// This process is one rank of an MPI job.
+static int runMpiRank(const Options &o, cleave_rt_program program,
+                      int64_t world, double loadMs, bool training) {
+  cleave_rt_communicator comm = nullptr;
+  if (cleave_rt_status s =
+          cleave_rt_communicator_create_mpi(o.commTimeout, &comm))
+    return statusError(s);
+  struct Closer {
+    cleave_rt_communicator c;
+    ~Closer() { cleave_rt_communicator_destroy(c); }
+  } closer{comm};
+  int64_t rank = static_cast<int64_t>(cleave_rt_communicator_rank(comm));
+  run::setRank(rank, world);
+  if (static_cast<int64_t>(cleave_rt_communicator_size(comm)) != world)
+    return error("MPI_COMM_WORLD has " +
+                 std::to_string(cleave_rt_communicator_size(comm)) +
+                 " ranks but the plan's mesh " +
+                 cleave_rt_program_mesh(program) + " has " +
+                 std::to_string(world));
+  // Each rank fills a global buffer per output with its part; rank 0
+  // assembles the parts after the run.
+  AssembledOutputs parts;
+  bool assemble = !training && !o.noOutput;
+  size_t n = assemble ? cleave_rt_program_output_count(program) : 0;
+  std::vector<std::vector<int64_t>> locals(n);
+  parts.data.resize(n);
+  parts.shapes.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    cleave_rt_tensor_desc_t desc;
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+      return statusError(s);
+    locals[i].assign(desc.dims, desc.dims + desc.rank);
+    std::vector<int64_t> global(desc.rank), offsets(desc.rank);
+    int sharded = 0;
+    if (cleave_rt_status s = cleave_rt_program_output_shard(
+            program, i, 0, global.data(), offsets.data(), &sharded))
+      return statusError(s);
+    size_t bytes = cleave_rt_dtype_size(desc.dtype);
+    for (int64_t d : global)
+      bytes *= static_cast<size_t>(d);
+    parts.data[i].assign(bytes, 0);
+    parts.shapes[i] = global;
+  }
+  run::RankContext ctx{comm, rank, world};
+  int rc = runRank(o, program, ctx, loadMs, assemble ? &parts : nullptr);
+  if (rc > 0) {
+    if (!run::leftByFault())
+      cleave_rt_communicator_abort(comm, "it stopped with an error");
+    return rc;
+  }
+  std::string err;
+  for (size_t i = 0; i < n; ++i) {
+    cleave_rt_tensor_desc_t desc;
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+      return statusError(s);
+    const std::vector<uint8_t> &mine = parts.data[i];
+    std::vector<uint8_t> all(mine.size() * world);
+    if (cleave_rt_status s = cleave_rt_communicator_gather(
+            comm, mine.data(), mine.size(), all.data()))
+      return statusError(s);
+    if (rank != 0)
+      continue;
+    std::vector<uint8_t> out(mine.size()), shard;
+    size_t elem = cleave_rt_dtype_size(desc.dtype);
+    for (int64_t r = 0; r < world; ++r) {
+      std::vector<int64_t> global(desc.rank), offsets(desc.rank);
+      int sharded = 0;
+      if (cleave_rt_status s = cleave_rt_program_output_shard(
+              program, i, static_cast<size_t>(r), global.data(),
+              offsets.data(), &sharded))
+        return statusError(s);
+      if (!sharded && r != 0)
+        continue;
+      uint8_t *from = all.data() + r * mine.size();
+      if (!sharded) {
+        std::memcpy(out.data(), from, mine.size());
+        continue;
+      }
+      shard.resize(desc.byte_size);
+      plan::copyShard(global, locals[i], offsets, elem, from, shard.data(),
+                      /*toGlobal=*/false);
+      plan::copyShard(global, locals[i], offsets, elem, out.data(),
+                      shard.data(), /*toGlobal=*/true);
+    }
+    if (!tensorfile::writeNpyFile(
+            o.outputDir + "/" + run::outputFileName(desc.name),
+            static_cast<plan::DType>(desc.dtype), parts.shapes[i], out.data(),
+            out.size(), &err))
+      return error("output '" + std::string(desc.name) + "': " + err);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  // A binary from cleave-compile --emit=exe carries its plan.
+  std::vector<uint8_t> embeddedPlan;
+  bool embedded = false;
+  std::string embedError;
+  if (!plan::readEmbeddedPlan("/proc/self/exe", &embeddedPlan, &embedded,
+                              &embedError))
+    return error(embedError);
+  Options o;
+  int rc = parseArgs(argc, argv, &o, embedded);
+  if (rc >= 0)
+    return rc;
+
+  Session session;
+  auto t0 = std::chrono::steady_clock::now();
+  if (embedded) {
+    if (cleave_rt_status s = cleave_rt_program_load_memory(
+            embeddedPlan.data(), embeddedPlan.size(), &session.program))
+      return statusError(s);
+    embeddedPlan.clear();
+    embeddedPlan.shrink_to_fit();
+  } else if (cleave_rt_status s = cleave_rt_program_load_file(
+                 o.model.c_str(), &session.program)) {
+    return statusError(s);
+  }
+  double loadMs = msSince(t0);
+  cleave_rt_program program = session.program;
+
+  // A plan over a mesh runs as many ranks as the mesh has, no more, no less.
+  int64_t world = static_cast<int64_t>(cleave_rt_program_world_size(program));
+  std::string mesh = cleave_rt_program_mesh(program);
+  long launched = mpiWorldSize();
+  if (launched > 0 && o.ranks > 0)
+    return error("--ranks runs ranks as threads of one process; under "
+                 "mpirun or srun every process is one rank: drop --ranks");
+  if (launched > 0 && launched != world)
+    return error("the launcher started " + std::to_string(launched) +
+                 " processes but the plan's mesh " +
+                 (mesh.empty() ? std::string("(none: one rank)") : mesh) +
+                 " has " + std::to_string(world) + " rank" +
+                 (world == 1 ? "" : "s"));
+  if (o.ranks > 0 && o.ranks != world)
+    return error("--ranks " + std::to_string(o.ranks) + " but the plan's mesh " +
+                 (mesh.empty() ? std::string("(none: one rank)") : mesh) +
+                 " has " + std::to_string(world) + " rank" +
+                 (world == 1 ? "" : "s"));
+  if (o.ranks == 0 && world > 1 && launched <= 0)
+    return error("the plan is partitioned over mesh " + mesh + " (" +
+                 std::to_string(world) + " ranks): run it with --ranks " +
+                 std::to_string(world) + " (threads of one process) or under "
+                 "mpirun -np " + std::to_string(world));
+
+  cleave_rt_training_info_t training;
+  if (cleave_rt_status s = cleave_rt_program_training_info(program, &training))
+    return statusError(s);
+  bool isTraining = training.enabled || run::anyTrainingOption(o.train);
+  if (isTraining) {
+    if (!o.positional.empty() || !o.named.empty())
+      return error("a training plan takes its inputs from --data, --tokens "
+                   "or --synthetic, not from input files");
+    if (o.outputDirGiven)
+      o.train.outputDir = o.outputDir;
+  } else {
+    // Output file names are checked before running, so a collision costs
+    // nothing and no file is half-written.
+    std::string outputError;
+    if (!o.noOutput &&
+        !run::prepareOutputDir(program, o.outputDir, &outputError))
+      return error(outputError);
+  }
+  if (world > 1 && launched > 0)
+    return runMpiRank(o, program, world, loadMs, isTraining);
+  if (world > 1)
+    return runLocalRanks(o, program, world, loadMs, isTraining);
+  return runRank(o, program, {}, loadMs, nullptr);
 }

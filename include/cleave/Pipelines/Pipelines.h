@@ -65,6 +65,9 @@ struct CompileOptions {
   /// Stop after this phase; `dump` receives the IR of that phase.
   CompilePhase stopAfter = CompilePhase::Plan;
   std::function<void(mlir::Operation *)> dump;
+  /// If set, receives the memory planner's report (see
+  /// PartitionedProgram::memoryReport).
+  std::function<void(const std::string &)> memoryReport;
 };
 
 /// Runs every phase after import on `module`. Returns the plan (empty when

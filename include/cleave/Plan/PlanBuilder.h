@@ -41,6 +41,9 @@ struct PlanBuildOptions {
   /// --cleave-build-train-step): the optimizer name and learning-rate
   /// schedule to record. The builder fills in the input/output indices.
   plan::TrainingInfo training;
+  /// Fill PartitionedProgram::memoryReport (cleave-compile
+  /// --print-memory-plan).
+  bool reportMemory = false;
 };
 
 /// The program cut into commands, before kernel code generation.
@@ -49,6 +52,10 @@ struct PartitionedProgram {
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
   /// Everything of the plan but the kernel object.
   plan::Plan plan;
+  /// With PlanBuildOptions::reportMemory: one line per node ("node N: ...")
+  /// and per buffer ("buffer B: offset O bytes S live [first, last]: what"),
+  /// live ranges in node indices.
+  std::string memoryReport;
 };
 
 /// Partitions `module`'s @main (already canonicalized, contractions in GEMM

@@ -46,8 +46,15 @@ bool isKnownDType(uint32_t code);
 struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; ///< This rank's shape (its shard).
   uint64_t offset = 0; ///< Byte offset in the arena.
+  /// How the global tensor is split over the plan's mesh: empty (replicated
+  /// on every rank), or one entry per dimension listing the mesh axes
+  /// (indices into Mesh::axisNames, major first) that dimension is split
+  /// over. The global dimension is the local one times the product of
+  /// those axes' sizes; a rank's slice starts at its linearized coordinate
+  /// on them times the local size.
+  std::vector<std::vector<uint32_t>> sharding;
 
   /// Product of the dims (1 for a scalar); -1 on a negative dim or overflow.
   int64_t numElements() const;
@@ -67,7 +74,9 @@ enum class CommandKind : uint32_t {
   Copy = 3,
   Fill = 4,
   GpuLaunch = 5,
-  RandomNormal = 6
+  RandomNormal = 6,
+  Collective = 7,
+  Wait = 8
 };
 
 /// Lower-case name of a command kind ("kernel", "gemm", ...), "unknown" else.
@@ -106,16 +115,139 @@ const char *commandKindName(CommandKind);
 ///          of (seed, i) (fillNormal in the runtime): the same values on
 ///          every backend, so parameters need no initial data in the plan.
 ///
+///  Collective: params and buffers empty except {src, dst} buffers (send:
+///          {src}; recv: {dst}); the operation is Command::collective. On
+///          stream kComputeStream it blocks until done; on kCommStream it
+///          starts and completes Command::event, which a later Wait on the
+///          compute stream waits for (see Command).
+///  Wait:   params and buffers empty; waits for Command::event.
+///
 /// CUDA plans: `target` starts with "cuda-" ("cuda-sm_90a"), kernelObject is
 /// a cubin (an ELF file) whose kernel symbols are kernelNames, and metadata
 /// "kernel_ptx" may carry the PTX for other architectures. They hold no
 /// Kernel commands; CPU plans hold no GpuLaunch commands. Gemm commands run
 /// through cuBLASLt there.
+/// The mesh of a partitioned plan: axis i is named axisNames[i] and has
+/// shape[i] ranks; rank = row-major index of its coordinates (the last axis
+/// varies fastest). A plan without a mesh runs on one rank.
+struct Mesh {
+  std::vector<std::string> axisNames;
+  std::vector<int64_t> shape;
+
+  bool empty() const { return shape.empty(); }
+  /// Product of the shape (1 for no mesh).
+  int64_t worldSize() const;
+  /// The coordinates of `rank`.
+  std::vector<int64_t> coordinates(int64_t rank) const;
+  /// "dp=2,tp=2" ("" for no mesh).
+  std::string str() const;
+};
+
+/// The group of ranks a collective over mesh axes `axes` spans for `rank`:
+/// every rank whose coordinates agree with rank's off those axes, ordered
+/// by their linearized coordinates on `axes` (in the order given, the last
+/// fastest). `index` is rank's position in `ranks`.
+struct Group {
+  std::vector<int64_t> ranks;
+  int64_t index = 0;
+};
+Group groupOf(const Mesh &mesh, const std::vector<uint32_t> &axes,
+              int64_t rank);
+
+/// The global shape of `t` (its local shape scaled by its sharding).
+std::vector<int64_t> globalShape(const TensorInfo &t, const Mesh &mesh);
+/// Where rank `rank`'s shard of `t` starts in the global tensor, per
+/// dimension (all zeros for a replicated tensor).
+std::vector<int64_t> shardOffsets(const TensorInfo &t, const Mesh &mesh,
+                                  int64_t rank);
+/// Copies the box of shape `local` at `offsets` between a row-major global
+/// tensor of shape `global` and a row-major local buffer: into `localData`
+/// (toGlobal false) or into `globalData` (toGlobal true).
+void copyShard(const std::vector<int64_t> &global,
+               const std::vector<int64_t> &local,
+               const std::vector<int64_t> &offsets, size_t elemSize,
+               uint8_t *globalData, uint8_t *localData, bool toGlobal);
+
+/// What a Collective command does.
+enum class CollectiveOp : uint32_t {
+  AllReduce = 1,
+  AllGather = 2,
+  ReduceScatter = 3,
+  AllToAll = 4,
+  Broadcast = 5,
+  Permute = 6,
+  Send = 7,
+  Recv = 8
+};
+/// "all_reduce", "all_gather", ...; "unknown" else.
+const char *collectiveOpName(CollectiveOp);
+
+/// How AllReduce and ReduceScatter combine; avg is the sum divided by the
+/// group size (float types only).
+enum class ReduceOp : uint32_t { Sum = 0, Avg = 1, Max = 2, Min = 3, Prod = 4 };
+const char *reduceOpName(ReduceOp);
+
+/// The typed record of a Collective command. Element counts are of the
+/// operand (`count`); layouts of the split and concatenated dimension are
+/// views [outer, G, inner] of a row-major buffer, G the group size:
+///  AllReduce, Broadcast, Permute, Send, Recv: count elements, no view.
+///  AllGather: the result is [splitOuter, G, splitInner] where the operand
+///     is [splitOuter, splitInner] (count = splitOuter * splitInner).
+///  ReduceScatter: the operand is [splitOuter, G, splitInner], the result
+///     [splitOuter, splitInner].
+///  AllToAll: the operand is split as [splitOuter, G, splitInner], the
+///     result assembled as [concatOuter, G, concatInner]; each slice has
+///     splitOuter * splitInner = concatOuter * concatInner elements.
+struct CollectiveInfo {
+  CollectiveOp op = CollectiveOp::AllReduce;
+  ReduceOp reduce = ReduceOp::Sum;
+  DType dtype = DType::F32;
+  /// The mesh axes the groups span (indices into Mesh::axisNames), in the
+  /// order that linearizes a rank's index in its group.
+  std::vector<uint32_t> axes;
+  int64_t count = 0;
+  int64_t splitOuter = 1, splitInner = 0, concatOuter = 1, concatInner = 0;
+  /// Broadcast: the root's group index. Send/Recv: the sender's.
+  int64_t root = 0;
+  /// Send/Recv: the receiver's group index.
+  int64_t peer = 0;
+  /// Permute: (source, target) group indices, flattened.
+  std::vector<int64_t> pairs;
+  /// The collective's position among the plan's collectives: every rank
+  /// checks that its peers are at the same one.
+  uint32_t id = 0;
+  /// Where it came from: "all_reduce #3 (node /h.0/MatMul, backward)".
+  std::string source;
+};
+
+/// Streams of a rank: commands on one stream run in order; the streams run
+/// beside each other and meet only at Wait commands.
+constexpr uint32_t kComputeStream = 0;
+constexpr uint32_t kCommStream = 1;
+
 struct Command {
   CommandKind kind = CommandKind::Copy;
   std::vector<int64_t> params;
   std::vector<uint64_t> buffers;
+  /// kComputeStream, or kCommStream for asynchronous collectives.
+  uint32_t stream = kComputeStream;
+  /// Asynchronous collectives: the event they complete; Wait: the event it
+  /// waits for; -1 otherwise. Each event is completed by one command and
+  /// waited for by exactly one later Wait.
+  int64_t event = -1;
+  /// Collective commands only.
+  CollectiveInfo collective;
 };
+
+/// A compute-stream command of `kind` with `params` and `buffers`.
+inline Command makeCommand(CommandKind kind, std::vector<int64_t> params,
+                           std::vector<uint64_t> buffers) {
+  Command c;
+  c.kind = kind;
+  c.params = std::move(params);
+  c.buffers = std::move(buffers);
+  return c;
+}
 
 /// The double whose bit pattern a command parameter holds (Gemm alpha/beta,
 /// RandomNormal mean/std), and back.
@@ -278,10 +410,16 @@ struct Plan {
   /// same offset (if any); optimizer state is set up by initCommands.
   std::vector<StateTensor> states;
   TrainingInfo training;
+  /// Partitioned plans: the mesh every rank's copy of the plan runs on
+  /// (empty: one rank). The plan is the same for every rank (SPMD).
+  Mesh mesh;
+  /// Events of asynchronous collectives: ids are in [0, numEvents).
+  int64_t numEvents = 0;
 };
 
-/// Version 2 added initCommands, states and training.
-constexpr uint32_t kFormatVersion = 2;
+/// Version 2 added initCommands, states and training; version 3 the mesh,
+/// shardings, streams, events and Collective/Wait commands.
+constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kHeaderSize = 32;
 
 /// Encodes `plan` as a complete file image (header + payload).
@@ -304,6 +442,18 @@ bool validate(const Plan &plan, std::string *error);
 /// Writes atomically: a temporary file in the same directory, fsync, rename.
 bool writeFile(const std::string &path, const Plan &plan, std::string *error);
 bool readFile(const std::string &path, Plan *out, std::string *error);
+
+/// A compiled training binary (cleave-compile --emit=exe) is cleave-run's
+/// executable with a plan file appended, then a 16-byte trailer: the plan's
+/// size (u64, little-endian) and kExeMagic.
+constexpr char kExeMagic[9] = "CLEAVEXE";
+constexpr size_t kExeTrailerSize = 16;
+/// The trailer for a plan of `planSize` bytes.
+std::vector<uint8_t> exeTrailer(uint64_t planSize);
+/// Reads the plan appended to the executable at `path`: *found is false
+/// (and the call succeeds) when the file has no trailer; damage is an error.
+bool readEmbeddedPlan(const std::string &path, std::vector<uint8_t> *plan,
+                      bool *found, std::string *error);
 
 /// FNV-1a 64-bit hash (the payload checksum).
 uint64_t fnv1a64(const uint8_t *data, size_t size);

@@ -1,0 +1,97 @@
+//===- CommApi.cpp - cleave_rt_local_world_* and cleave_rt_communicator_* ---===//
+
+#include "Communicator.h"
+
+#include "cleave_rt.h"
+
+using namespace cleave::rt;
+
+struct cleave_rt_local_world_t {
+  std::shared_ptr<LocalWorld> world;
+  size_t size;
+};
+
+
+extern "C" {
+
+cleave_rt_status cleave_rt_local_world_create(size_t ranks,
+                                              double timeout_seconds,
+                                              cleave_rt_local_world *out_world) {
+  if (!out_world)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "out_world is NULL");
+  if (ranks < 1 || ranks > 4096)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "a local world has 1 to 4096 ranks, not " +
+                          std::to_string(ranks));
+  if (!(timeout_seconds > 0))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "the communication timeout must be positive");
+  *out_world = new cleave_rt_local_world_t{
+      createLocalWorld(static_cast<int64_t>(ranks), timeout_seconds), ranks};
+  return nullptr;
+}
+
+void cleave_rt_local_world_destroy(cleave_rt_local_world world) {
+  delete world;
+}
+
+cleave_rt_status
+cleave_rt_communicator_create_local(cleave_rt_local_world world, size_t rank,
+                                    cleave_rt_communicator *out_comm) {
+  if (!world || !out_comm)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "world and out_comm must not be NULL");
+  if (rank >= world->size)
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "rank " + std::to_string(rank) +
+                          " is out of range (the world has " +
+                          std::to_string(world->size) + " ranks)");
+  *out_comm = new cleave_rt_communicator_t{
+      localCommunicator(world->world, static_cast<int64_t>(rank))};
+  return nullptr;
+}
+
+void cleave_rt_communicator_destroy(cleave_rt_communicator comm) {
+  delete comm;
+}
+
+size_t cleave_rt_communicator_rank(cleave_rt_communicator comm) {
+  return comm ? static_cast<size_t>(comm->impl->rank()) : 0;
+}
+
+size_t cleave_rt_communicator_size(cleave_rt_communicator comm) {
+  return comm ? static_cast<size_t>(comm->impl->worldSize()) : 1;
+}
+
+const char *cleave_rt_communicator_kind(cleave_rt_communicator comm) {
+  return comm ? comm->impl->name() : "";
+}
+
+cleave_rt_status cleave_rt_communicator_gather(cleave_rt_communicator comm,
+                                               const void *data, size_t bytes,
+                                               void *out) {
+  if (!comm || (!data && bytes) || (!out && bytes))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  cleave::plan::CollectiveInfo c;
+  c.op = cleave::plan::CollectiveOp::AllGather;
+  c.dtype = cleave::plan::DType::U8;
+  c.count = static_cast<int64_t>(bytes);
+  c.splitOuter = 1;
+  c.splitInner = static_cast<int64_t>(bytes);
+  c.id = UINT32_MAX; // not a command of the plan
+  c.source = "output gather";
+  cleave::plan::Group group;
+  int64_t size = comm->impl->worldSize();
+  for (int64_t r = 0; r < size; ++r)
+    group.ranks.push_back(r);
+  group.index = comm->impl->rank();
+  return comm->impl->run(c, group, data, out);
+}
+
+void cleave_rt_communicator_abort(cleave_rt_communicator comm,
+                                  const char *reason) {
+  if (comm)
+    comm->impl->abort(reason ? reason : "aborted");
+}
+
+} // extern "C"

@@ -1,0 +1,85 @@
+//===- Communicator.h - How the ranks of a plan talk ------------*- C++ -*-===//
+//
+// A Communicator runs the Collective commands of one rank. Implementations:
+//  - local (LocalComm.cpp): N ranks as threads of one process, through
+//    shared memory;
+//  - MPI (MpiComm.cpp): one rank per process under mpirun or srun.
+//
+// Every implementation reduces in group-index order, so a collective gives
+// bitwise the same result on every rank and in every run of a mesh, and
+// every one checks that the ranks of a group reach the same collective (the
+// plan's static id), and gives up with a message naming the missing rank
+// and the collective when a peer fails or stops answering.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_COMMUNICATOR_H
+#define CLEAVE_RUNTIME_COMMUNICATOR_H
+
+#include "Status.h"
+#include "cleave/PlanFormat.h"
+
+#include <memory>
+#include <string>
+
+namespace cleave::rt {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual const char *name() const = 0;
+  virtual int64_t rank() const = 0;
+  virtual int64_t worldSize() const = 0;
+  /// Runs `c` for this rank over the group `group` (plan::groupOf): reads
+  /// `src` (c.count elements; null for recv) and writes `dst` (null for
+  /// send). Blocks until this rank's part is done. Buffers are host memory.
+  virtual cleave_rt_status run(const plan::CollectiveInfo &c,
+                               const plan::Group &group, const void *src,
+                               void *dst) = 0;
+  /// Makes every rank's pending and later collectives fail with a message
+  /// naming this rank and `reason` (a rank that hit an error calls it so
+  /// that its peers stop waiting for it).
+  virtual void abort(const std::string &reason) = 0;
+};
+
+/// The local world: `size` ranks as threads of this process. Collectives
+/// wait at most `timeoutSeconds` for a peer.
+class LocalWorld;
+std::shared_ptr<LocalWorld> createLocalWorld(int64_t size,
+                                             double timeoutSeconds);
+/// Rank `rank`'s communicator of `world` (0 <= rank < size).
+std::unique_ptr<Communicator> localCommunicator(std::shared_ptr<LocalWorld> world,
+                                                int64_t rank);
+
+/// The MPI communicator of this process (MpiComm.cpp): initializes MPI if
+/// nobody has; UNAVAILABLE in a runtime built without MPI.
+cleave_rt_status createMpiCommunicator(double timeoutSeconds,
+                                       std::unique_ptr<Communicator> *out);
+
+/// "all_reduce #3 (source)" for messages.
+std::string describe(const plan::CollectiveInfo &c);
+
+/// Reduction helpers shared by the communicators: dst[i] = op over the
+/// `n` buffers srcs[0..n), in that order, for `count` elements of `dtype`
+/// (bf16/f16 accumulate in float and round once; avg divides the sum by n).
+void reduceBuffers(plan::ReduceOp op, plan::DType dtype, const void *const *srcs,
+                   int64_t n, void *dst, int64_t count);
+
+/// The result of collective `c` (any op but send and recv) for the group
+/// member with index `index`, given every member's operand: srcs[g] is
+/// member g's (c.count elements; entries of members whose data the op does
+/// not read may be null). Writes dst.
+void computeCollective(const plan::CollectiveInfo &c, int64_t index,
+                       int64_t groupSize, const void *const *srcs, void *dst);
+
+/// Bytes of collective `c`'s result (its dst buffer) for a group of `g`.
+uint64_t collectiveResultBytes(const plan::CollectiveInfo &c, int64_t g);
+
+} // namespace cleave::rt
+
+/// The object behind the C API's cleave_rt_communicator.
+struct cleave_rt_communicator_t {
+  std::unique_ptr<cleave::rt::Communicator> impl;
+};
+
+#endif // CLEAVE_RUNTIME_COMMUNICATOR_H

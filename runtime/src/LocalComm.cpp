@@ -1,0 +1,272 @@
+//===- LocalComm.cpp - Ranks as threads of one process ---------------------===//
+//
+// Every collective is a rendezvous of its group in shared memory: each member
+// posts its operand's address and the collective's static id, waits until
+// the whole group has arrived, computes its own result from the members'
+// operands (reductions in group-index order, so all members agree bit for
+// bit), and waits again until every member is done reading before it
+// returns (after which a member may overwrite its operand). Sends are
+// buffered in a mailbox; a receive waits for its message.
+//
+// Every wait ends at the world's deadline or when a rank aborts or exits, so
+// a lost rank is reported by name, never waited for forever.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Communicator.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace cleave::rt {
+
+using namespace plan;
+using Clock = std::chrono::steady_clock;
+
+class LocalWorld {
+public:
+  LocalWorld(int64_t size, double timeoutSeconds)
+      : size(size), timeout(std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(timeoutSeconds))),
+        where(size), exited(size, false) {}
+
+  int64_t worldSize() const { return size; }
+  cleave_rt_status run(int64_t rank, const CollectiveInfo &c,
+                       const Group &group, const void *src, void *dst);
+  void abort(int64_t rank, const std::string &reason);
+  void exit(int64_t rank);
+
+private:
+  struct Slot {
+    const void *src = nullptr;
+    uint32_t id = 0;
+    std::string what;
+  };
+  struct Round {
+    std::vector<Slot> slots;
+    std::vector<bool> present;
+    int64_t arrived = 0, departed = 0;
+    uint64_t generation = 0;
+  };
+  using Lock = std::unique_lock<std::mutex>;
+
+  /// Waits until `done()`; fails when the world aborted, a rank in
+  /// `needed` exited, or the deadline passed. `missing()` names the ranks
+  /// not there yet for the timeout message.
+  template <typename Done, typename Missing>
+  cleave_rt_status waitFor(Lock &lock, int64_t rank, const CollectiveInfo &c,
+                           const std::vector<int64_t> &needed, Done done,
+                           Missing missing);
+  /// What a missing rank never reached: `c`, or for a recv the send that
+  /// matches it.
+  static std::string awaited(const CollectiveInfo &c) {
+    return c.op == CollectiveOp::Recv ? "the send matching " + describe(c)
+                                      : describe(c);
+  }
+  cleave_rt_status failure(int64_t rank, std::string message);
+
+  const int64_t size;
+  const Clock::duration timeout;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string abortReason; ///< Non-empty once a rank aborted.
+  std::vector<std::string> where; ///< What each rank waits in ("" if none).
+  std::vector<bool> exited;
+  std::map<std::vector<int64_t>, Round> rounds;
+  std::map<std::pair<int64_t, int64_t>, std::deque<std::vector<uint8_t>>>
+      mail;
+};
+
+cleave_rt_status LocalWorld::failure(int64_t rank, std::string message) {
+  // The first failure aborts the world, so every other rank stops too.
+  if (abortReason.empty())
+    abortReason = "rank " + std::to_string(rank) + ": " + message;
+  cv.notify_all();
+  return makeStatus(CLEAVE_RT_UNAVAILABLE, message);
+}
+
+template <typename Done, typename Missing>
+cleave_rt_status LocalWorld::waitFor(Lock &lock, int64_t rank,
+                                     const CollectiveInfo &c,
+                                     const std::vector<int64_t> &needed,
+                                     Done done, Missing missing) {
+  Clock::time_point deadline = Clock::now() + timeout;
+  while (!done()) {
+    if (!abortReason.empty())
+      return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                        "stopped in " + describe(c) + " because " +
+                            abortReason);
+    for (int64_t r : needed)
+      if (r != rank && exited[r])
+        for (int64_t m : missing())
+          if (m == r)
+            return failure(rank, "rank " + std::to_string(r) +
+                                     " exited before reaching " + awaited(c));
+    if (cv.wait_until(lock, deadline) == std::cv_status::timeout &&
+        !done()) {
+      std::string msg;
+      std::vector<int64_t> late = missing();
+      if (late.empty())
+        msg = "a peer did not finish " + describe(c);
+      for (int64_t m : late) {
+        msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
+               std::to_string(m) + " never reached " + awaited(c);
+        msg += where[m].empty() ? " (it is not in a collective)"
+                                : " (it waits in " + where[m] + ")";
+      }
+      double seconds = std::chrono::duration<double>(timeout).count();
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
+                    seconds);
+      return failure(rank, msg + buf);
+    }
+  }
+  return nullptr;
+}
+
+cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
+                                 const Group &group, const void *src,
+                                 void *dst) {
+  Lock lock(mu);
+  const int64_t g = static_cast<int64_t>(group.ranks.size());
+  const int64_t me = group.index;
+  where[rank] = describe(c);
+  struct Clear {
+    std::string &w;
+    ~Clear() { w.clear(); }
+  } clear{where[rank]};
+
+  if (c.op == CollectiveOp::Send || c.op == CollectiveOp::Recv) {
+    // Messages between two ranks are matched in order, as in MPI (a send
+    // and its receive are different commands with different ids).
+    int64_t from = group.ranks[c.root], to = group.ranks[c.peer];
+    auto key = std::make_pair(from, to);
+    if (c.op == CollectiveOp::Send) {
+      if (me == c.root) {
+        const uint8_t *p = static_cast<const uint8_t *>(src);
+        mail[key].emplace_back(p, p + c.count * dtypeSize(c.dtype));
+        cv.notify_all();
+      }
+      return nullptr;
+    }
+    size_t bytes = static_cast<size_t>(c.count) * dtypeSize(c.dtype);
+    if (me != c.peer) {
+      if (bytes)
+        std::memset(dst, 0, bytes);
+      return nullptr;
+    }
+    CLEAVE_RT_RETURN_IF_ERROR(waitFor(
+        lock, rank, c, {from}, [&] { return !mail[key].empty(); },
+        [&] { return std::vector<int64_t>{from}; }));
+    std::vector<uint8_t> message = std::move(mail[key].front());
+    mail[key].pop_front();
+    if (message.size() != bytes)
+      return failure(rank, describe(c) + ": received " +
+                               std::to_string(message.size()) +
+                               " bytes, expected " + std::to_string(bytes));
+    if (bytes)
+      std::memcpy(dst, message.data(), bytes);
+    return nullptr;
+  }
+
+  Round &round = rounds[group.ranks];
+  if (round.slots.empty()) {
+    round.slots.resize(g);
+    round.present.assign(g, false);
+  }
+  round.slots[me] = {src, c.id, describe(c)};
+  round.present[me] = true;
+  ++round.arrived;
+  uint64_t generation = round.generation;
+  cv.notify_all();
+  auto absent = [&] {
+    std::vector<int64_t> m;
+    for (int64_t k = 0; k < g; ++k)
+      if (!round.present[k])
+        m.push_back(group.ranks[k]);
+    return m;
+  };
+  CLEAVE_RT_RETURN_IF_ERROR(waitFor(
+      lock, rank, c, group.ranks, [&] { return round.arrived == g; }, absent));
+  // Every member must be at the same collective of the plan.
+  for (int64_t k = 0; k < g; ++k)
+    if (round.slots[k].id != c.id)
+      return failure(rank, "ranks disagree on the next collective: rank " +
+                               std::to_string(group.ranks[k]) + " is at " +
+                               round.slots[k].what + ", rank " +
+                               std::to_string(rank) + " at " + describe(c));
+  std::vector<const void *> srcs(g);
+  for (int64_t k = 0; k < g; ++k)
+    srcs[k] = round.slots[k].src;
+  lock.unlock();
+  computeCollective(c, me, g, srcs.data(), dst);
+  lock.lock();
+  if (++round.departed == g) {
+    round.arrived = round.departed = 0;
+    round.present.assign(g, false);
+    ++round.generation;
+    cv.notify_all();
+    return nullptr;
+  }
+  // Stay until every member has read this rank's operand.
+  return waitFor(
+      lock, rank, c, group.ranks,
+      [&] { return round.generation != generation; },
+      [&] { return std::vector<int64_t>{}; });
+}
+
+void LocalWorld::abort(int64_t rank, const std::string &reason) {
+  Lock lock(mu);
+  if (abortReason.empty())
+    abortReason = "rank " + std::to_string(rank) + " failed: " + reason;
+  cv.notify_all();
+}
+
+void LocalWorld::exit(int64_t rank) {
+  Lock lock(mu);
+  exited[rank] = true;
+  cv.notify_all();
+}
+
+namespace {
+class LocalCommunicator final : public Communicator {
+public:
+  LocalCommunicator(std::shared_ptr<LocalWorld> world, int64_t rank,
+                    int64_t size)
+      : world(std::move(world)), myRank(rank), size(size) {}
+  ~LocalCommunicator() override { world->exit(myRank); }
+  const char *name() const override { return "local"; }
+  int64_t rank() const override { return myRank; }
+  int64_t worldSize() const override { return size; }
+  cleave_rt_status run(const CollectiveInfo &c, const Group &group,
+                       const void *src, void *dst) override {
+    return world->run(myRank, c, group, src, dst);
+  }
+  void abort(const std::string &reason) override {
+    world->abort(myRank, reason);
+  }
+
+private:
+  std::shared_ptr<LocalWorld> world;
+  int64_t myRank, size;
+};
+} // namespace
+
+std::shared_ptr<LocalWorld> createLocalWorld(int64_t size,
+                                             double timeoutSeconds) {
+  return std::make_shared<LocalWorld>(size, timeoutSeconds);
+}
+
+std::unique_ptr<Communicator>
+localCommunicator(std::shared_ptr<LocalWorld> world, int64_t rank) {
+  int64_t size = world->worldSize();
+  return std::make_unique<LocalCommunicator>(std::move(world), rank, size);
+}
+
+} // namespace cleave::rt

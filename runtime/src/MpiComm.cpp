@@ -1,0 +1,289 @@
+//===- MpiComm.cpp - One rank per process, through MPI ---------------------===//
+//
+// Under mpirun or srun every process is one rank of the plan's mesh. Each
+// collective is built from nonblocking point-to-point messages between the
+// members of its group (MPI_COMM_WORLD ranks, so no communicator has to be
+// split):
+//  1. arrival: every member sends its collective's static id to every other
+//     member. A member whose id does not come within --comm-timeout is
+//     named in the error ("rank 3 never reached all_gather #12 (...)"), and
+//     members at different collectives are reported as such;
+//  2. data: every member sends its operand to every other member, and each
+//     computes its own result from all operands in group-index order
+//     (computeCollective), bit for bit what the local communicator gives.
+// Messages between two ranks match in order (MPI's non-overtaking rule),
+// and every rank issues its collectives in plan order. The exchange moves
+// G times the bytes of a ring algorithm: MPI is the CPU and launch path;
+// GPUs communicate through NCCL.
+//
+// Waits poll MPI_Testall against a deadline, so nothing blocks forever. On
+// an error the rank calls MPI_Abort, which ends every rank of the job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Communicator.h"
+
+#include "cleave_rt.h"
+
+#ifdef CLEAVE_HAVE_MPI
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace cleave::rt {
+
+using namespace plan;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+enum Tag : int { kArrive = 1, kData = 2, kPointToPoint = 3 };
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(int rank, int size, bool ownsInit, double timeoutSeconds)
+      : myRank(rank), size(size), ownsInit(ownsInit),
+        timeout(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(timeoutSeconds))),
+        timeoutSeconds(timeoutSeconds) {}
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (ownsInit && !finalized)
+      MPI_Finalize();
+  }
+  const char *name() const override { return "mpi"; }
+  int64_t rank() const override { return myRank; }
+  int64_t worldSize() const override { return size; }
+  cleave_rt_status run(const CollectiveInfo &c, const Group &group,
+                       const void *src, void *dst) override;
+  void abort(const std::string &) override {
+    // The job ends: mpirun reports the abort and stops every rank (the
+    // caller has printed the reason).
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+private:
+  /// Waits for `requests` until the deadline; on a timeout cancels them and
+  /// returns the indices still pending in *pending.
+  bool waitAll(std::vector<MPI_Request> &requests, std::vector<size_t> *pending);
+  cleave_rt_status timedOut(const std::string &what,
+                            const std::vector<int64_t> &ranks);
+
+  int myRank, size;
+  bool ownsInit;
+  Clock::duration timeout;
+  double timeoutSeconds;
+};
+} // namespace
+
+bool MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
+                              std::vector<size_t> *pending) {
+  Clock::time_point deadline = Clock::now() + timeout;
+  int spins = 0;
+  for (;;) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                MPI_STATUSES_IGNORE);
+    if (done)
+      return true;
+    if (Clock::now() > deadline)
+      break;
+    if (++spins > 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    int flag = 0;
+    if (requests[i] == MPI_REQUEST_NULL)
+      continue;
+    MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE);
+    if (!flag)
+      pending->push_back(i);
+  }
+  return false;
+}
+
+cleave_rt_status MpiCommunicator::timedOut(const std::string &what,
+                                           const std::vector<int64_t> &ranks) {
+  std::string msg;
+  for (int64_t r : ranks)
+    msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
+           std::to_string(r) + " never reached " + what;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
+                timeoutSeconds);
+  return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + buf);
+}
+
+cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
+                                      const Group &group, const void *src,
+                                      void *dst) {
+  const int64_t g = static_cast<int64_t>(group.ranks.size());
+  const int64_t me = group.index;
+  const uint64_t bytes64 = static_cast<uint64_t>(c.count) * dtypeSize(c.dtype);
+  if (bytes64 > static_cast<uint64_t>(INT_MAX))
+    return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                      describe(c) + ": " + std::to_string(bytes64) +
+                          " bytes per rank; the MPI communicator moves at "
+                          "most 2^31-1 bytes per message");
+  const int bytes = static_cast<int>(bytes64);
+
+  if (c.op == CollectiveOp::Send || c.op == CollectiveOp::Recv) {
+    int from = static_cast<int>(group.ranks[c.root]);
+    int to = static_cast<int>(group.ranks[c.peer]);
+    std::vector<MPI_Request> req(1, MPI_REQUEST_NULL);
+    if (c.op == CollectiveOp::Send) {
+      if (me != c.root)
+        return nullptr;
+      MPI_Isend(src, bytes, MPI_BYTE, to, kPointToPoint, MPI_COMM_WORLD,
+                &req[0]);
+    } else {
+      if (me != c.peer) {
+        if (bytes)
+          std::memset(dst, 0, bytes);
+        return nullptr;
+      }
+      MPI_Irecv(dst, bytes, MPI_BYTE, from, kPointToPoint, MPI_COMM_WORLD,
+                &req[0]);
+    }
+    std::vector<size_t> pending;
+    if (!waitAll(req, &pending))
+      return c.op == CollectiveOp::Send
+                 ? timedOut("the recv matching " + describe(c), {to})
+                 : timedOut("the send matching " + describe(c), {from});
+    return nullptr;
+  }
+
+  // 1. Arrival: the static ids.
+  std::vector<uint32_t> ids(g, 0);
+  uint32_t myId = c.id;
+  std::vector<MPI_Request> req;
+  std::vector<int64_t> peerOf;
+  for (int64_t k = 0; k < g; ++k) {
+    if (k == me)
+      continue;
+    req.emplace_back();
+    MPI_Irecv(&ids[k], 1, MPI_UINT32_T, static_cast<int>(group.ranks[k]),
+              kArrive, MPI_COMM_WORLD, &req.back());
+    peerOf.push_back(group.ranks[k]);
+  }
+  size_t receives = req.size();
+  for (int64_t k = 0; k < g; ++k) {
+    if (k == me)
+      continue;
+    req.emplace_back();
+    MPI_Isend(&myId, 1, MPI_UINT32_T, static_cast<int>(group.ranks[k]),
+              kArrive, MPI_COMM_WORLD, &req.back());
+  }
+  std::vector<size_t> pending;
+  if (!waitAll(req, &pending)) {
+    std::vector<int64_t> missing;
+    for (size_t i : pending)
+      if (i < receives)
+        missing.push_back(peerOf[i]);
+    if (missing.empty())
+      return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                        "a peer stopped answering in " + describe(c));
+    return timedOut(describe(c), missing);
+  }
+  for (int64_t k = 0; k < g; ++k)
+    if (k != me && ids[k] != c.id)
+      return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                        "ranks disagree on the next collective: rank " +
+                            std::to_string(group.ranks[k]) +
+                            " is at collective #" + std::to_string(ids[k]) +
+                            ", rank " + std::to_string(myRank) + " at " +
+                            describe(c));
+
+  // 2. Data: every operand to every member.
+  std::vector<std::vector<uint8_t>> operands(g);
+  std::vector<const void *> srcs(g);
+  req.clear();
+  for (int64_t k = 0; k < g; ++k) {
+    if (k == me) {
+      srcs[k] = src;
+      continue;
+    }
+    operands[k].resize(bytes);
+    srcs[k] = operands[k].data();
+    req.emplace_back();
+    MPI_Irecv(operands[k].data(), bytes, MPI_BYTE,
+              static_cast<int>(group.ranks[k]), kData, MPI_COMM_WORLD,
+              &req.back());
+  }
+  for (int64_t k = 0; k < g; ++k) {
+    if (k == me)
+      continue;
+    req.emplace_back();
+    MPI_Isend(src, bytes, MPI_BYTE, static_cast<int>(group.ranks[k]), kData,
+              MPI_COMM_WORLD, &req.back());
+  }
+  pending.clear();
+  if (!waitAll(req, &pending))
+    return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                      "a peer stopped answering in " + describe(c) +
+                          " after every rank of the group had reached it");
+  computeCollective(c, me, g, srcs.data(), dst);
+  return nullptr;
+}
+
+cleave_rt_status createMpiCommunicator(double timeoutSeconds,
+                                       std::unique_ptr<Communicator> *out) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  bool owns = false;
+  if (!initialized) {
+    int provided = 0;
+    // Collectives run on one thread at a time (the communication thread, or
+    // the compute thread of a plan without asynchronous collectives).
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
+        MPI_SUCCESS)
+      return makeStatus(CLEAVE_RT_UNAVAILABLE, "MPI_Init_thread failed");
+    if (provided < MPI_THREAD_SERIALIZED)
+      return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                        "the MPI library does not support calls from "
+                        "more than one thread (MPI_THREAD_SERIALIZED)");
+    owns = true;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  *out = std::make_unique<MpiCommunicator>(rank, size, owns, timeoutSeconds);
+  return nullptr;
+}
+
+} // namespace cleave::rt
+
+#else // !CLEAVE_HAVE_MPI
+
+namespace cleave::rt {
+cleave_rt_status createMpiCommunicator(double,
+                                       std::unique_ptr<Communicator> *) {
+  return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                    "this runtime was built without MPI (install OpenMPI's "
+                    "libopenmpi-dev and rebuild)");
+}
+} // namespace cleave::rt
+
+#endif // CLEAVE_HAVE_MPI
+
+extern "C" cleave_rt_status
+cleave_rt_communicator_create_mpi(double timeout_seconds,
+                                  cleave_rt_communicator *out_comm) {
+  using namespace cleave::rt;
+  if (!out_comm)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "out_comm is NULL");
+  if (!(timeout_seconds > 0))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "the communication timeout must be positive");
+  std::unique_ptr<Communicator> impl;
+  CLEAVE_RT_RETURN_IF_ERROR(createMpiCommunicator(timeout_seconds, &impl));
+  *out_comm = new cleave_rt_communicator_t{std::move(impl)};
+  return nullptr;
+}

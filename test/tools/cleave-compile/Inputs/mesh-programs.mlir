@@ -1,0 +1,38 @@
+// Programs in the cleave dialect for mlir-input.test, one per split.
+cleave.mesh @mesh axes = ["dp"] shape = [2]
+func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = [["dp"]]}) -> (tensor<4xf32> {cleave.name = "y"}) {
+  %0 = cleave.all_reduce sum %x over @mesh ["dp"] : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+// -----
+func.func @not_main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+// -----
+cleave.mesh @a axes = ["dp"] shape = [2]
+cleave.mesh @b axes = ["tp"] shape = [2]
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = cleave.all_reduce sum %x over @a ["dp"] : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+// -----
+cleave.mesh @mesh axes = ["dp"] shape = [2]
+func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = [["tp"]]}) -> tensor<4xf32> {
+  %0 = cleave.all_reduce sum %x over @mesh ["dp"] : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+// -----
+func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = [["dp"]]}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+// -----
+cleave.mesh @mesh axes = ["dp"] shape = [4]
+func.func @main(%x: tensor<6xf32>) -> tensor<2xf32> {
+  %0 = cleave.reduce_scatter sum %x over @mesh ["dp"] dim = 0 : tensor<6xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+// -----
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = cleave.unary exp %x : tensor<4xf32>
+  return %0 tensor<4xf32>
+}
