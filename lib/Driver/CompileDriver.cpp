@@ -174,6 +174,13 @@ struct Options {
       cl::desc("The training step also returns every parameter's gradient "
                "(grad.<name>, before clipping)"),
       cl::cat(trainCategory)};
+  cl::opt<unsigned> dataParallel{
+      "data-parallel",
+      cl::desc("Train data parallel over N ranks (mesh dp=N): compile the "
+               "model at the per-rank batch; each rank feeds its rows of the "
+               "global batch and the gradients and the loss are all-reduced "
+               "(mean). Run with cleave-run --ranks N or mpirun -np N"),
+      cl::value_desc("N"), cl::init(1), cl::cat(trainCategory)};
   cl::opt<std::string> frozen{
       "frozen", cl::desc("Regex of initializers to keep fixed"),
       cl::value_desc("regex"), cl::cat(trainCategory)};
@@ -389,6 +396,9 @@ int (::cleave::compileMain)(int argc, char **argv) {
     train.noDecay = opts.noDecay;
     train.untie = opts.untie;
     train.returnGradients = opts.returnGradients;
+    if (opts.dataParallel < 1 || opts.dataParallel > 4096)
+      return fail("--data-parallel must be from 1 to 4096");
+    train.dataParallel = opts.dataParallel;
     train.loss = opts.loss;
     train.optimizer = opts.optimizer;
     train.momentum = opts.momentum;
@@ -405,6 +415,8 @@ int (::cleave::compileMain)(int argc, char **argv) {
     compileOptions.train = train;
   } else if (!opts.loss.empty()) {
     return fail("--loss needs --train");
+  } else if (opts.dataParallel != 1) {
+    return fail("--data-parallel needs --train");
   }
   // The optimizer name and learning-rate schedule of a training plan (built
   // by --train, or a .mlir program that is already a training step).

@@ -353,7 +353,7 @@ static std::string sourceOf(Operation *op) {
       loc = fused.getLocations().front();
   if (auto name = dyn_cast<NameLoc>(loc))
     s = "node " + name.getName().str();
-  else if (auto file = dyn_cast<FileLineColLoc>(loc))
+  else if (auto file = dyn_cast<FileLineColLoc>(loc); file && file.getLine())
     s = llvm::sys::path::filename(file.getFilename().getValue()).str() + ":" +
         std::to_string(file.getLine());
   if (auto phase = op->getAttrOfType<StringAttr>("cleave.phase"))

@@ -10,6 +10,7 @@
 
 #include "cleave/Transforms/Training/Passes.h"
 
+#include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
 #include "cleave/Transforms/Autodiff.h"
 
@@ -485,6 +486,44 @@ void BuildTrainStepPass::runOnOperation() {
   Operation *backwardEnd = body->empty() ? nullptr : &body->back();
   (void)backwardStart;
 
+  // Data parallelism: each rank holds the same parameters and 1/N of the
+  // batch; the mean over the global batch is the mean of the ranks' means
+  // (equal shards), so the gradients and the reported loss are averaged
+  // over dp before anything reads them.
+  Value lossOut = lossF32;
+  if (dataParallel > 1) {
+    if (!module.getOps<MeshOp>().empty()) {
+      mlir::emitError(module.getLoc())
+          << "data-parallel=" << dataParallel
+          << " needs a module without a cleave.mesh";
+      newMain.erase();
+      return signalPassFailure();
+    }
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    MeshOp::create(mb, loc, "mesh", mb.getStrArrayAttr({"dp"}),
+                   mb.getDenseI64ArrayAttr({dataParallel}));
+    auto mesh = FlatSymbolRefAttr::get(b.getContext(), "mesh");
+    ArrayAttr axes = b.getStrArrayAttr({"dp"});
+    auto average = [&](Value v, StringRef what) -> Value {
+      OperationState state(loc, AllReduceOp::getOperationName());
+      state.addOperands(v);
+      state.addTypes(v.getType());
+      state.addAttribute("kind", CollectiveReduceKindAttr::get(
+                                     b.getContext(), CollectiveReduceKind::avg));
+      state.addAttribute("mesh", mesh);
+      state.addAttribute("mesh_axes", axes);
+      Operation *op = b.create(state);
+      op->setAttr("cleave.phase", b.getStringAttr(what));
+      return op->getResult(0);
+    };
+    for (auto [g, p] : llvm::zip(*grads, params)) {
+      auto name = p->getAttrOfType<StringAttr>("cleave.initializer");
+      g = average(g, ("gradient of " + (name ? name.getValue() : "a parameter"))
+                         .str());
+    }
+    lossOut = average(lossF32, "loss");
+  }
+
   // Unscale in f32 (the gradients keep their element type).
   SmallVector<Value> unscaled(*grads);
   if (scale) {
@@ -568,7 +607,7 @@ void BuildTrainStepPass::runOnOperation() {
   }
   for (unsigned i : bufferResults)
     results.push_back(outputs[i]);
-  results.push_back(lossF32);
+  results.push_back(lossOut);
   results.push_back(gradNorm);
   if (dynamicScale) {
     results.push_back(newScale);
@@ -631,13 +670,26 @@ void BuildTrainStepPass::runOnOperation() {
   }
   for (ConstantOp c : buffers)
     markInitializerState(c, "buffer");
+  // Data parallel: every data input is this rank's rows of the global batch.
+  auto shardData = [&](unsigned index) {
+    if (dataParallel <= 1)
+      return;
+    auto type = cast<RankedTensorType>(newMain.getArgument(index).getType());
+    if (type.getRank() == 0)
+      return;
+    SmallVector<Attribute> dims(type.getRank(), b.getArrayAttr({}));
+    dims[0] = b.getStrArrayAttr({"dp"});
+    newMain.setArgAttr(index, "cleave.sharding", b.getArrayAttr(dims));
+  };
   for (unsigned i = 0; i < oldMain.getNumArguments(); ++i, ++argIndex) {
     if (auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name"))
       newMain.setArgAttr(argIndex, "cleave.name", name);
     newMain.setArgAttr(argIndex, "cleave.role", str("data"));
+    shardData(argIndex);
   }
   for (const std::string &name : extraNames) {
     newMain.setArgAttr(argIndex, "cleave.name", str(name));
+    shardData(argIndex);
     newMain.setArgAttr(argIndex++, "cleave.role", str("data"));
   }
   newMain.setArgAttr(argIndex, "cleave.name", str("lr"));

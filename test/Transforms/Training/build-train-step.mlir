@@ -4,6 +4,18 @@
 // RUN: cleave-opt %s --split-input-file --cleave-build-train-step="loss=mse:y,target optimizer=sgd untie=u" 2>&1 | FileCheck %s --check-prefix=UNTIE
 // RUN: cleave-opt %s --split-input-file --cleave-build-train-step="loss=mse:y,target optimizer=sgd" 2>&1 >/dev/null | FileCheck %s --check-prefix=WARN
 // RUN: not cleave-opt %s --split-input-file --cleave-build-train-step="loss=mse:y,target optimizer=sgd untie=(" 2>&1 | FileCheck %s --check-prefix=BADRE
+// RUN: cleave-opt %s --split-input-file --cleave-build-train-step="loss=mse:y,target optimizer=sgd data-parallel=2" | FileCheck %s --check-prefix=DP
+
+// data-parallel=2: a mesh dp=2, the data inputs sharded over dp on dim 0,
+// each gradient averaged over dp before the gradient norm and the update,
+// and the reported loss averaged too.
+// DP: cleave.mesh @mesh axes = ["dp"] shape = [2]
+// DP-LABEL: func.func @main(
+// DP-SAME: %arg2: tensor<2x4xf32> {cleave.name = "x", cleave.role = "data", cleave.sharding = {{\[\[}}"dp"], []]}
+// DP-SAME: %arg3: tensor<2x4xf32> {cleave.name = "target", cleave.role = "data", cleave.sharding = {{\[\[}}"dp"], []]}
+// DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "gradient of w"} : tensor<4x4xf32>
+// DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "gradient of b"} : tensor<4xf32>
+// DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "loss"} : tensor<f32>
 
 // The default parameters: float initializers of more than one element. The
 // scalar exponent %s is a constant. Parameters come first, then data, lr

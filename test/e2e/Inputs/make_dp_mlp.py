@@ -14,6 +14,8 @@ VARIANT:
          beside the rest of the backward pass)
   zero   weights stored sharded over dp (dim 0): all-gathered before use,
          gradients reduce-scattered, each rank updating its shard
+  none   no gradient collectives (each rank trains on its own shard: not
+         data parallel; the overlap benchmark's compute-only reference)
 
 The global batch is 8 rows; each rank takes 8/N of them (x and y are
 sharded over dp on dim 0), so every N trains the same model on the same
@@ -133,6 +135,10 @@ def program(n, variant):
         a(f'%gb1 = cleave.all_reduce avg %gb1l over {m} : {t(H)}')
         a(f'%gw2 = cleave.all_reduce avg %gw2l over {m} : {t(H, O)}')
         a(f'%gb2 = cleave.all_reduce avg %gb2l over {m} : {t(O)}')
+    elif variant == "none":
+        for g in ("gw1", "gb1", "gw2", "gb2"):
+            shape = {"gw1": (D, H), "gb1": (H,), "gw2": (H, O), "gb2": (O,)}[g]
+            a(f'%{g} = cleave.binary add %{g}l, %{g}l : {t(*shape)}')
     elif variant == "async":
         a(f'%gw1s = cleave.all_reduce avg %gw1l over {m} async : {t(D, H)}')
         a(f'%gb1 = cleave.all_reduce avg %gb1l over {m} : {t(H)}')

@@ -86,6 +86,11 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "Regex of initializers to train as one parameter per use">,
     Option<"returnGradients", "return-gradients", "bool", "false",
            "Also return every parameter's gradient as `grad.<name>`">,
+    Option<"dataParallel", "data-parallel", "int64_t", "1",
+           "Data parallelism over N ranks: the program is the per-rank "
+           "step (compiled at the per-rank batch); a cleave.mesh @mesh with "
+           "axis dp=N is added, data inputs are sharded over dp on dim 0, "
+           "and every gradient and the loss are all-reduced (avg) over dp">,
     Option<"frozen", "frozen", "std::string", "\"\"",
            "Regex of initializer names to keep fixed (wins over trainable)">,
     Option<"loss", "loss", "std::string", "\"\"",
