@@ -513,7 +513,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
         (parts.size() == 3 && parts[2].getAsInteger(10, seed)))
       return fail("bad --init-parameters '" + opts.initParameters +
                   "' (expected normal:<std>[:<seed>], e.g. normal:0.02)");
-    if (!opts.train)
+    if (!opts.train && !fromMLIR)
       return fail("--init-parameters needs --train");
     ::cleave::initParametersRandomly(*plan, stddev, seed);
   }

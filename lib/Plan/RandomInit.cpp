@@ -20,12 +20,8 @@ int64_t initParametersRandomly(plan::Plan &plan, double stddev,
   int64_t count = 0;
   for (size_t i = 0; i < plan.states.size(); ++i) {
     const plan::StateTensor &state = plan.states[i];
-    // Sharded parameters keep their (global) initial values: the generator
-    // counts from 0 on every rank, so a shard would not draw its part of the
-    // unsharded tensor.
     if (state.kind != plan::StateKind::Parameter ||
-        state.info.dtype != plan::DType::F32 || state.info.shape.size() < 2 ||
-        !state.info.sharding.empty())
+        state.info.dtype != plan::DType::F32 || state.info.shape.size() < 2)
       continue;
     // The initializer's constant shares the state's offset.
     auto constant = std::find_if(
@@ -38,6 +34,11 @@ int64_t initParametersRandomly(plan::Plan &plan, double stddev,
     init.params = {state.info.numElements(),
                    static_cast<int64_t>(seed + 0x9e3779b97f4a7c15ull * (i + 1)),
                    plan::doubleToBits(0.0), plan::doubleToBits(stddev)};
+    // A sharded parameter names its state: each rank draws its shard's
+    // elements by their index in the global tensor, so every mesh gets the
+    // values one rank would.
+    if (!state.info.sharding.empty())
+      init.params.push_back(static_cast<int64_t>(i));
     init.buffers = {state.info.offset};
     plan.initCommands.push_back(std::move(init));
     ++count;

@@ -144,6 +144,8 @@ public:
 private:
   cleave_rt_status runCommands(const std::vector<Command> &commands);
   cleave_rt_status runCollective(size_t index, const Command &c);
+  /// A RandomNormal init command of a sharded state (5 parameters).
+  void fillShardNormal(const Command &c);
   /// Waits for every collective still in flight after a failed run, so
   /// nothing writes the arena after run() returns; returns `status`.
   cleave_rt_status settle(cleave_rt_status status);
@@ -241,7 +243,11 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
                     static_cast<size_t>(c.params[0]));
       break;
     case CommandKind::RandomNormal:
-      fillNormal(c, 0, c.params[0], reinterpret_cast<float *>(arena + c.buffers[0]));
+      if (c.params.size() == 5)
+        fillShardNormal(c);
+      else
+        fillNormal(c, 0, c.params[0],
+                   reinterpret_cast<float *>(arena + c.buffers[0]));
       break;
     case CommandKind::Collective:
       CLEAVE_RT_RETURN_IF_ERROR(runCollective(&c - commands.data(), c));
@@ -255,6 +261,30 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
     }
   }
   return nullptr;
+}
+
+void CpuBackend::fillShardNormal(const Command &c) {
+  // Rows of the shard along its last dimension are contiguous in the global
+  // tensor: draw each row's elements at their global indices.
+  const TensorInfo &t = plan->states[static_cast<size_t>(c.params[4])].info;
+  std::vector<int64_t> global = globalShape(t, plan->mesh);
+  std::vector<int64_t> offsets =
+      shardOffsets(t, plan->mesh, comm ? comm->rank() : 0);
+  float *dst = reinterpret_cast<float *>(arena + c.buffers[0]);
+  size_t rank = t.shape.size();
+  int64_t inner = t.shape[rank - 1], rows = inner ? t.numElements() / inner : 0;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t g = 0;
+    for (size_t d = 0; d < rank; ++d)
+      g = g * global[d] + offsets[d] + (d + 1 < rank ? idx[d] : 0);
+    fillNormal(c, g, g + inner, dst + row * inner);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < t.shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
 }
 
 cleave_rt_status CpuBackend::runCollective(size_t index, const Command &c) {

@@ -568,8 +568,23 @@ bool Validator::checkCommand(const char *label, size_t index,
     return checkGemm(what, c);
   }
   case CommandKind::RandomNormal: {
-    if (!counts(4, 1))
+    if (c.params.size() == 5) {
+      // The shard of a sharded state.
+      int64_t s = c.params[4];
+      if (s < 0 || static_cast<uint64_t>(s) >= plan.states.size())
+        return fail(what + ": state index " + std::to_string(s) +
+                    " is out of range (the plan has " +
+                    std::to_string(plan.states.size()) + " states)");
+      const TensorInfo &t = plan.states[s].info;
+      if (t.sharding.empty() || t.offset != c.buffers.at(0) ||
+          t.numElements() != c.params[0] || t.dtype != DType::F32)
+        return fail(what + ": state " + std::to_string(s) + " '" + t.name +
+                    "' is not a sharded float32 state of " +
+                    std::to_string(c.params[0]) +
+                    " elements at the command's buffer");
+    } else if (!counts(4, 1)) {
       return false;
+    }
     if (c.params[0] < 0 || c.params[0] > INT64_MAX / 4)
       return fail(what + ": element count " + std::to_string(c.params[0]) +
                   " is out of range");

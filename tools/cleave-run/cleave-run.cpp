@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Train.h"
+#include "cleave/TrainingLoop.h"
 #include "cleave/FileUtil.h"
 #include "cleave/TensorFile.h"
 #include "cleave_rt.h"
@@ -28,6 +28,7 @@
 #include <vector>
 
 using namespace cleave;
+namespace run = cleave::training;
 using tensorfile::HostTensor;
 
 static const char kUsage[] =
@@ -794,6 +795,7 @@ static int runMpiRank(const Options &o, cleave_rt_program program,
 }
 
 int main(int argc, char **argv) {
+  run::setProgramName("cleave-run");
   // A binary from cleave-compile --emit=exe carries its plan.
   std::vector<uint8_t> embeddedPlan;
   bool embedded = false;

@@ -114,6 +114,9 @@ const char *commandKindName(CommandKind);
 ///          f32 values, z_i standard normal from a counter-based generator
 ///          of (seed, i) (fillNormal in the runtime): the same values on
 ///          every backend, so parameters need no initial data in the plan.
+///          A 5th parameter names a sharded state (index into states, at
+///          dst): dst then holds the rank's shard, each element drawn with
+///          its index in the global tensor (the same values on any mesh).
 ///
 ///  Collective: params and buffers empty except {src, dst} buffers (send:
 ///          {src}; recv: {dst}); the operation is Command::collective. On

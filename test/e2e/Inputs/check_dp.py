@@ -5,7 +5,10 @@ zero), and checks:
     feeds its shard of the same global batch);
   - dp=1 matches a numpy float64 SGD of the same model on a dataset of one
     global batch within 1e-4 relative (the hand-written backward is right);
-  - the same configuration run twice gives bitwise the same losses.
+  - the same configuration run twice gives bitwise the same losses;
+  - with weights drawn by the runtime (--init-parameters), the sharded
+    weights of `zero` at dp=2 and 4 start from the values dp=1 draws for
+    the whole tensors (each shard by its global element indices).
 
 With the launcher `mpi`, dp=2 and dp=4 run as processes under mpirun
 instead (and are compared with the local dp=1 run).
@@ -45,12 +48,13 @@ def data(name, samples):
     return x, y, paths
 
 
-def train(n, variant, paths, tag, via="local"):
+def train(n, variant, paths, tag, via="local", init=None):
     mlir = os.path.join(work, f"dp{n}_{variant}.mlir")
-    plan = os.path.join(work, f"dp{n}_{variant}.cleave")
+    plan = os.path.join(work, f"dp{n}_{variant}_{'init' if init else 'model'}.cleave")
     with open(mlir, "w") as f:
         f.write(make_dp_mlp.program(n, variant))
-    run([f"{bin_dir}/cleave-compile", mlir, "-o", plan, "--lr", str(LR)])
+    run([f"{bin_dir}/cleave-compile", mlir, "-o", plan, "--lr", str(LR)] +
+        ([f"--init-parameters={init}"] if init else []))
     log = os.path.join(work, f"dp{n}_{variant}_{tag}.jsonl")
     cmd = [f"{bin_dir}/cleave-run", plan, "--steps", str(STEPS), "--data",
            f"x={paths[0]}", "--data", f"y={paths[1]}", "--log-json", log,
@@ -92,6 +96,16 @@ for variant in ("sync", "async", "zero"):
                   f"{same}")
             if not same:
                 failures.append(f"dp={n} {variant} is not deterministic")
+# Weights drawn by the runtime: whole tensors at dp=1, shards at dp=2, 4.
+INIT = "normal:0.5:3"
+base = train(1, "sync", paths, "init", launcher if launcher == "local" else "local", INIT)
+for n in ((2, 4)):
+    losses = train(n, "zero", paths, "init", launcher, INIT)
+    err = max(abs(a - b) / abs(b) for a, b in zip(losses, base))
+    print(f"dp={n} zero ({launcher}) with --init-parameters: max relative "
+          f"difference from dp=1 {err:.2e}")
+    if err > 1e-5:
+        failures.append(f"dp={n} zero with drawn weights differs by {err:.2e}")
 if failures:
     sys.exit("FAILED: " + "; ".join(failures))
 print("PASSED")

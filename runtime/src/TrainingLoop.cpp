@@ -1,4 +1,4 @@
-//===- Train.cpp - The training loop of cleave-run ------------------------===//
+//===- TrainingLoop.cpp - The training loop drivers share ------------------===//
 //
 // Each step: fill the data inputs from the dataset, the learning rate and the
 // step number, run the plan (which updates the parameters and optimizer state
@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Train.h"
+#include "cleave/TrainingLoop.h"
 
 #include <csignal>
 #include <thread>
@@ -31,9 +31,13 @@
 #include <memory>
 #include <unistd.h>
 
-namespace cleave::run {
+namespace cleave::training {
 
 using namespace cleave::plan;
+
+static std::string gProgram = "cleave";
+void setProgramName(const std::string &name) { gProgram = name; }
+const std::string &programName() { return gProgram; }
 
 static thread_local std::string gRankPrefix;
 static thread_local bool gLeader = true;
@@ -48,14 +52,15 @@ const std::string &rankPrefix() { return gRankPrefix; }
 bool isLeader() { return gLeader; }
 
 static int fail(const std::string &message) {
-  std::fprintf(stderr, "cleave-run: %serror: %s\n", gRankPrefix.c_str(),
-               message.c_str());
+  std::fprintf(stderr, "%s: %serror: %s\n", gProgram.c_str(),
+               gRankPrefix.c_str(), message.c_str());
   return 1;
 }
 
 static void warn(const std::string &message) {
   if (gLeader)
-    std::fprintf(stderr, "cleave-run: warning: %s\n", message.c_str());
+    std::fprintf(stderr, "%s: warning: %s\n", gProgram.c_str(),
+                 message.c_str());
 }
 
 static int statusFail(cleave_rt_status s) {
@@ -276,7 +281,7 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
   if (!writeFileAtomically(o.exportOnnx, exported.data(), exported.size(),
                            &err))
     return fail("--export-onnx: cannot write '" + o.exportOnnx + "': " + err);
-  std::fprintf(stderr, "cleave-run: wrote the trained model '%s'\n",
+  std::fprintf(stderr, "%s: wrote the trained model '%s'\n", gProgram.c_str(),
                o.exportOnnx.c_str());
   return -1;
 }
@@ -403,8 +408,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
            "will not match the original run");
     if (gLeader)
       std::fprintf(stderr,
-                   "cleave-run: resuming from '%s' at step %" PRId64 "\n",
-                   dir.c_str(), firstStep);
+                   "%s: resuming from '%s' at step %" PRId64 "\n",
+                   gProgram.c_str(), dir.c_str(), firstStep);
   }
 
   std::unique_ptr<data::Dataset> dataset;
@@ -497,9 +502,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   int stepWidth = std::max<int>(6, std::to_string(o.steps).size());
 
   if (dataset && gLeader)
-    std::fprintf(stderr, "cleave-run: training %s with %s, data %s, seed "
+    std::fprintf(stderr, "%s: training %s with %s, data %s, seed "
                  "%" PRIu64 "\n",
-                 cleave_rt_program_metadata(program, "name")
+                 gProgram.c_str(), cleave_rt_program_metadata(program, "name")
                      ? cleave_rt_program_metadata(program, "name")
                      : "the plan",
                  info.optimizer[0] ? info.optimizer : "its optimizer",
@@ -523,8 +528,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   long nonFinite = 0;
   for (int64_t step = firstStep; step < o.steps; ++step) {
     if (ctx.rank == o.faultRank && step + 1 == o.faultStep) {
-      std::fprintf(stderr, "cleave-run: %sinjected fault at step %" PRId64
-                   ": %s\n", gRankPrefix.c_str(), step + 1,
+      std::fprintf(stderr, "%s: %sinjected fault at step %" PRId64
+                   ": %s\n", gProgram.c_str(), gRankPrefix.c_str(), step + 1,
                    o.faultMode.c_str());
       std::fflush(stderr);
       if (o.faultMode == "crash")
@@ -653,7 +658,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                     std::to_string(done) + ": " + err);
       if (progress)
         std::fprintf(stderr, "\r\033[K");
-      std::fprintf(stderr, "cleave-run: saved checkpoint '%s'\n", path.c_str());
+      std::fprintf(stderr, "%s: saved checkpoint '%s'\n", gProgram.c_str(),
+                   path.c_str());
     }
   }
   if (progress)
@@ -695,4 +701,4 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   return 0;
 }
 
-} // namespace cleave::run
+} // namespace cleave::training

@@ -1,7 +1,13 @@
-//===- Train.h - The training loop of cleave-run ---------------*- C++ -*-===//
+//===- TrainingLoop.h - The training loop drivers share ---------*- C++ -*-===//
+//
+// The loop that trains a training plan: data (npy, token stream, synthetic;
+// each data-parallel rank its shard of the global batch), the learning-rate
+// schedule, step logs (text and JSON, rank 0 only), checkpoints and resume,
+// exports (safetensors, ONNX). cleave-run, binaries written by
+// cleave-compile --emit=exe and MPI launches all drive it, over the C API.
 
-#ifndef CLEAVE_RUN_TRAIN_H
-#define CLEAVE_RUN_TRAIN_H
+#ifndef CLEAVE_TRAININGLOOP_H
+#define CLEAVE_TRAININGLOOP_H
 
 #include "cleave_rt.h"
 
@@ -10,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace cleave::run {
+namespace cleave::training {
 
 struct TrainOptions {
   long steps = -1; ///< Total steps to reach (a resumed run continues to it).
@@ -56,6 +62,11 @@ int writeOutputs(cleave_rt_program program, cleave_rt_executor executor,
 /// plan).
 bool anyTrainingOption(const TrainOptions &o);
 
+/// The name messages start with ("cleave-run: error: ..."); "cleave" by
+/// default.
+void setProgramName(const std::string &name);
+const std::string &programName();
+
 /// The rank this thread runs for (a plan over a mesh runs one rank per
 /// thread with --ranks, or one per process under mpirun).
 struct RankContext {
@@ -80,6 +91,6 @@ bool leftByFault();
 int runTraining(const TrainOptions &o, cleave_rt_program program,
                 const std::string &backend, const RankContext &ctx = {});
 
-} // namespace cleave::run
+} // namespace cleave::training
 
-#endif // CLEAVE_RUN_TRAIN_H
+#endif // CLEAVE_TRAININGLOOP_H
