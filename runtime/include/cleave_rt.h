@@ -211,6 +211,13 @@ cleave_rt_status cleave_rt_program_output_shard(cleave_rt_program program,
                                                 int64_t *offsets,
                                                 int *out_sharded);
 
+/* The same for state `index` (cleave_rt_program_state_desc). */
+cleave_rt_status cleave_rt_program_state_shard(cleave_rt_program program,
+                                               size_t index, size_t mesh_rank,
+                                               int64_t *global_dims,
+                                               int64_t *offsets,
+                                               int *out_sharded);
+
 /* The plan's mesh as "dp=2,tp=2" ("" without one), its world size (1
  * without one), and the number of collective commands. */
 const char *cleave_rt_program_mesh(cleave_rt_program program);

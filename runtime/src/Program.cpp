@@ -155,19 +155,31 @@ const char *cleave_rt_program_target(cleave_rt_program program) {
   return program ? program->plan->target.c_str() : "";
 }
 
-static cleave_rt_status shardOf(cleave_rt_program program, bool input,
+enum class TensorList { Input, Output, State };
+
+static cleave_rt_status shardOf(cleave_rt_program program, TensorList which,
                                 size_t index, size_t meshRank,
                                 int64_t *globalDims, int64_t *offsets,
                                 int *sharded) {
   if (!program || !sharded)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
-  const auto &list = input ? program->plan->inputs : program->plan->outputs;
-  if (index >= list.size())
+  const plan::Plan &p = *program->plan;
+  size_t size = which == TensorList::Input    ? p.inputs.size()
+                : which == TensorList::Output ? p.outputs.size()
+                                              : p.states.size();
+  if (index >= size)
     return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
-                      std::string(input ? "input" : "output") + " index " +
-                          std::to_string(index) + " is out of range");
+                      std::string(which == TensorList::Input    ? "input"
+                                  : which == TensorList::Output ? "output"
+                                                                : "state") +
+                          " index " + std::to_string(index) +
+                          " is out of range");
+  const plan::TensorInfo &t = which == TensorList::Input ? p.inputs[index]
+                              : which == TensorList::Output
+                                  ? p.outputs[index]
+                                  : p.states[index].info;
   // A scalar has no dimensions to write (its arrays may be NULL).
-  if (!list[index].shape.empty() && (!globalDims || !offsets))
+  if (!t.shape.empty() && (!globalDims || !offsets))
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
   const plan::Mesh &mesh = program->plan->mesh;
   if (static_cast<int64_t>(meshRank) >= mesh.worldSize())
@@ -175,7 +187,6 @@ static cleave_rt_status shardOf(cleave_rt_program program, bool input,
                       "rank " + std::to_string(meshRank) +
                           " is out of range (the mesh has " +
                           std::to_string(mesh.worldSize()) + " ranks)");
-  const plan::TensorInfo &t = list[index];
   std::vector<int64_t> g = plan::globalShape(t, mesh);
   std::vector<int64_t> o =
       plan::shardOffsets(t, mesh, static_cast<int64_t>(meshRank));
@@ -190,8 +201,8 @@ cleave_rt_status cleave_rt_program_input_shard(cleave_rt_program program,
                                                int64_t *global_dims,
                                                int64_t *offsets,
                                                int *out_sharded) {
-  return shardOf(program, true, index, mesh_rank, global_dims, offsets,
-                 out_sharded);
+  return shardOf(program, TensorList::Input, index, mesh_rank, global_dims,
+                 offsets, out_sharded);
 }
 
 cleave_rt_status cleave_rt_program_output_shard(cleave_rt_program program,
@@ -199,8 +210,17 @@ cleave_rt_status cleave_rt_program_output_shard(cleave_rt_program program,
                                                 int64_t *global_dims,
                                                 int64_t *offsets,
                                                 int *out_sharded) {
-  return shardOf(program, false, index, mesh_rank, global_dims, offsets,
-                 out_sharded);
+  return shardOf(program, TensorList::Output, index, mesh_rank, global_dims,
+                 offsets, out_sharded);
+}
+
+cleave_rt_status cleave_rt_program_state_shard(cleave_rt_program program,
+                                               size_t index, size_t mesh_rank,
+                                               int64_t *global_dims,
+                                               int64_t *offsets,
+                                               int *out_sharded) {
+  return shardOf(program, TensorList::State, index, mesh_rank, global_dims,
+                 offsets, out_sharded);
 }
 
 const char *cleave_rt_program_mesh(cleave_rt_program program) {

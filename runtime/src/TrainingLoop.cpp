@@ -174,7 +174,10 @@ struct ExecutorHolder {
 
 struct StateInfo {
   cleave_rt_state_desc_t desc;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  ///< This rank's (the shard's) shape.
+  std::vector<int64_t> global; ///< The global shape (= shape if replicated).
+  /// Sharded states: where each rank's shard starts in the global tensor.
+  std::vector<std::vector<int64_t>> offsets;
 };
 } // namespace
 
@@ -185,10 +188,14 @@ static std::string shapeStr(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-/// Reads every state of the executor into checkpoint records.
+/// Reads every state of the executor into checkpoint records of global
+/// tensors. A sharded state is gathered from every rank (so all ranks call
+/// this together); a replicated one is this rank's copy.
 static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
+                    const RankContext &ctx,
                     std::vector<checkpoint::StateRecord> *out) {
   out->clear();
+  std::vector<uint8_t> local, all;
   for (size_t i = 0; i < states.size(); ++i) {
     const cleave_rt_state_desc_t &d = states[i].desc;
     checkpoint::StateRecord r;
@@ -197,9 +204,25 @@ static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
     r.parameter = d.parameter;
     r.slot = d.slot;
     r.dtype = static_cast<DType>(d.tensor.dtype);
-    r.shape = states[i].shape;
-    r.data.resize(d.tensor.byte_size);
-    TRY(cleave_rt_executor_read_state(e, i, r.data.data(), r.data.size()));
+    r.shape = states[i].global;
+    local.resize(d.tensor.byte_size);
+    TRY(cleave_rt_executor_read_state(e, i, local.data(), local.size()));
+    if (!d.sharded) {
+      r.data = local;
+    } else {
+      all.resize(local.size() * ctx.worldSize);
+      TRY(cleave_rt_communicator_gather(ctx.comm, local.data(), local.size(),
+                                        all.data()));
+      size_t globalBytes = cleave_rt_dtype_size(d.tensor.dtype);
+      for (int64_t v : states[i].global)
+        globalBytes *= static_cast<size_t>(v);
+      r.data.assign(globalBytes, 0);
+      for (int64_t k = 0; k < ctx.worldSize; ++k)
+        plan::copyShard(states[i].global, states[i].shape,
+                        states[i].offsets[k], dtypeSize(r.dtype),
+                        r.data.data(), all.data() + k * local.size(),
+                        /*toGlobal=*/true);
+    }
     out->push_back(std::move(r));
   }
   return -1;
@@ -208,7 +231,9 @@ static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
 /// Restores the states from a checkpoint; every plan state must be there
 /// with the same dtype and shape.
 static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
-                   const checkpoint::Checkpoint &c, const std::string &dir) {
+                   const RankContext &ctx, const checkpoint::Checkpoint &c,
+                   const std::string &dir) {
+  std::vector<uint8_t> shard;
   std::map<std::string, const checkpoint::StateRecord *> byName;
   for (const checkpoint::StateRecord &r : c.states)
     byName[r.name] = &r;
@@ -220,12 +245,22 @@ static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
                   "' that the plan needs; was it saved by another model?");
     const checkpoint::StateRecord &r = *it->second;
     if (static_cast<uint32_t>(r.dtype) != d.tensor.dtype ||
-        r.shape != states[i].shape)
+        r.shape != states[i].global)
       return fail("checkpoint '" + dir + "': tensor '" + d.global_name +
                   "' is " + shapeStr(r.shape) + " " + dtypeName(r.dtype) +
-                  " but the plan has " + shapeStr(states[i].shape) + " " +
+                  " but the plan has " + shapeStr(states[i].global) + " " +
                   cleave_rt_dtype_name(d.tensor.dtype));
-    TRY(cleave_rt_executor_write_state(e, i, r.data.data(), r.data.size()));
+    if (d.sharded) {
+      // Checkpoints hold global tensors: this rank takes its shard.
+      shard.resize(d.tensor.byte_size);
+      plan::copyShard(states[i].global, states[i].shape,
+                      states[i].offsets[ctx.rank], dtypeSize(r.dtype),
+                      const_cast<uint8_t *>(r.data.data()), shard.data(),
+                      /*toGlobal=*/false);
+      TRY(cleave_rt_executor_write_state(e, i, shard.data(), shard.size()));
+    } else {
+      TRY(cleave_rt_executor_write_state(e, i, r.data.data(), r.data.size()));
+    }
     byName.erase(it);
   }
   for (const auto &kv : byName)
@@ -342,9 +377,21 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   // States.
   std::vector<StateInfo> states(cleave_rt_program_state_count(program));
   for (size_t i = 0; i < states.size(); ++i) {
-    TRY(cleave_rt_program_state_desc(program, i, &states[i].desc));
-    const cleave_rt_tensor_desc_t &t = states[i].desc.tensor;
-    states[i].shape.assign(t.dims, t.dims + t.rank);
+    StateInfo &st = states[i];
+    TRY(cleave_rt_program_state_desc(program, i, &st.desc));
+    const cleave_rt_tensor_desc_t &t = st.desc.tensor;
+    st.shape.assign(t.dims, t.dims + t.rank);
+    st.global = st.shape;
+    if (!st.desc.sharded)
+      continue;
+    for (int64_t k = 0; k < ctx.worldSize; ++k) {
+      std::vector<int64_t> offsets(t.rank);
+      int sharded = 0;
+      TRY(cleave_rt_program_state_shard(program, i, static_cast<size_t>(k),
+                                        st.global.data(), offsets.data(),
+                                        &sharded));
+      st.offsets.push_back(std::move(offsets));
+    }
   }
   // Parameters that --untie made go back into the ONNX model as new
   // initializers read by their node; one whose node is unknown cannot.
@@ -362,21 +409,6 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                   "' was made by cleave-compile --untie from '" + source.from +
                   "', but the plan does not record which ONNX node reads it; "
                   "export with --export-safetensors instead");
-
-  if (ctx.worldSize > 1) {
-    // Checkpoints and exports of a partitioned run: one writer (rank 0),
-    // which holds every state only if no state is sharded.
-    bool wantsFiles = o.saveEvery > 0 || !o.resume.empty() ||
-                      !o.exportPath.empty() || !o.exportOnnx.empty();
-    for (size_t i = 0; wantsFiles && i < states.size(); ++i) {
-      const cleave_rt_tensor_desc_t &t = states[i].desc.tensor;
-      if (states[i].desc.sharded)
-        return fail("state '" + std::string(states[i].desc.global_name) +
-                    "' (" + t.name +
-                    ") is sharded over the mesh: checkpoints, --resume and "
-                    "exports of sharded state are not supported yet");
-    }
-  }
 
   ExecutorHolder exec;
   TRY(cleave_rt_executor_create_ranked(program, backend.c_str(), ctx.comm,
@@ -396,7 +428,7 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     checkpoint::Checkpoint c;
     if (!checkpoint::load(dir, &c, &err))
       return fail(err);
-    int rc = restore(exec.e, states, c, dir);
+    int rc = restore(exec.e, states, ctx, c, dir);
     if (rc >= 0)
       return rc;
     firstStep = c.step;
@@ -643,15 +675,19 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                    o.steps);
       std::fflush(stderr);
     }
-    if (o.saveEvery > 0 && done % o.saveEvery == 0 && gLeader) {
+    // Every rank takes part in the snapshot (sharded states are gathered);
+    // rank 0 writes the checkpoint of global tensors.
+    if (o.saveEvery > 0 && done % o.saveEvery == 0) {
       checkpoint::Checkpoint c;
       c.step = done;
       c.seed = seed;
       c.optimizer = info.optimizer;
       c.samplesConsumed = done * batch;
-      int rc = snapshot(exec.e, states, &c.states);
+      int rc = snapshot(exec.e, states, ctx, &c.states);
       if (rc >= 0)
         return rc;
+      if (!gLeader)
+        continue;
       std::string path;
       if (!checkpoint::save(o.checkpointDir, c, &path, &err))
         return fail("cannot save the checkpoint of step " +
@@ -676,11 +712,13 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       return rc;
   }
 
-  if ((!o.exportPath.empty() || !o.exportOnnx.empty()) && gLeader) {
+  if (!o.exportPath.empty() || !o.exportOnnx.empty()) {
     std::vector<checkpoint::StateRecord> records;
-    int rc = snapshot(exec.e, states, &records);
+    int rc = snapshot(exec.e, states, ctx, &records);
     if (rc >= 0)
       return rc;
+    if (!gLeader)
+      return 0;
     if (!o.exportPath.empty()) {
       std::vector<safetensors::HostTensorRef> refs;
       for (const checkpoint::StateRecord &r : records)
