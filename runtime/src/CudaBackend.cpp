@@ -48,6 +48,7 @@
 
 #include "Backend.h"
 #include "CudaApi.h"
+#include "Launch.h"
 #include "Nccl.h"
 #include "RandomInit.h"
 
@@ -204,15 +205,19 @@ CudaBackend::~CudaBackend() {
 }
 
 cleave_rt_status CudaBackend::init() {
-  int ordinal = 0;
-  if (const char *env = std::getenv("CLEAVE_CUDA_DEVICE"))
-    ordinal = std::atoi(env);
+  // The device: $CLEAVE_CUDA_DEVICE, else the launcher's local rank (one
+  // GPU per rank), else 0.
   int count = 0;
   CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
-  if (ordinal < 0 || ordinal >= count)
-    return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                      "no CUDA device " + std::to_string(ordinal) + " (" +
-                          std::to_string(count) + " devices)");
+  LaunchEnv launch;
+  std::string why;
+  if (!readLaunchEnv([](const char *v) { return std::getenv(v); }, &launch,
+                     &why))
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION, why);
+  int ordinal = 0;
+  if (!cudaDeviceOf(launch, std::getenv("CLEAVE_CUDA_DEVICE"), count,
+                    &ordinal, &why))
+    return makeStatus(CLEAVE_RT_UNAVAILABLE, why);
   CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuDeviceGet(&device, ordinal), "cuDeviceGet"));
   CLEAVE_RT_RETURN_IF_ERROR(
       check(cu.cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain"));

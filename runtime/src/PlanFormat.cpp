@@ -189,6 +189,20 @@ void copyShard(const std::vector<int64_t> &global,
   }
 }
 
+std::pair<int64_t, int64_t> splitColorKey(const Mesh &mesh,
+                                          const std::vector<uint32_t> &axes,
+                                          int64_t rank) {
+  std::vector<int64_t> c = mesh.coordinates(rank);
+  std::vector<bool> inGroup(mesh.shape.size(), false);
+  for (uint32_t a : axes)
+    inGroup[a] = true;
+  int64_t color = 0;
+  for (size_t d = 0; d < mesh.shape.size(); ++d)
+    if (!inGroup[d])
+      color = color * mesh.shape[d] + c[d];
+  return {color, groupOf(mesh, axes, rank).index};
+}
+
 Group groupOf(const Mesh &mesh, const std::vector<uint32_t> &axes,
               int64_t rank) {
   Group g;

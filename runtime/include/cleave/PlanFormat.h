@@ -157,6 +157,14 @@ struct Group {
 Group groupOf(const Mesh &mesh, const std::vector<uint32_t> &axes,
               int64_t rank);
 
+/// The (color, key) that splits the world into the groups over `axes`
+/// (ncclCommSplit, MPI_Comm_split): ranks of one group share a color (the
+/// linearized coordinates off `axes`) and are ordered by key (the group
+/// index).
+std::pair<int64_t, int64_t> splitColorKey(const Mesh &mesh,
+                                          const std::vector<uint32_t> &axes,
+                                          int64_t rank);
+
 /// The global shape of `t` (its local shape scaled by its sharding).
 std::vector<int64_t> globalShape(const TensorInfo &t, const Mesh &mesh);
 /// Where rank `rank`'s shard of `t` starts in the global tensor, per
