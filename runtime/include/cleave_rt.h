@@ -188,6 +188,17 @@ cleave_rt_status cleave_rt_communicator_gather(cleave_rt_communicator comm,
                                                const void *data, size_t bytes,
                                                void *out);
 
+/* What this process's launcher says (torchrun: RANK, WORLD_SIZE,
+ * LOCAL_RANK, MASTER_ADDR, MASTER_PORT; mpirun: OMPI_COMM_WORLD_*; srun:
+ * SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID). `launcher` is "torchrun",
+ * "mpirun", "srun", or "" when none launched it (rank 0 of 1). A missing or
+ * malformed variable is an INVALID_ARGUMENT naming it. */
+typedef struct cleave_rt_launch_env_t {
+  char launcher[16];
+  int64_t rank, world_size, local_rank;
+} cleave_rt_launch_env_t;
+cleave_rt_status cleave_rt_read_launch_env(cleave_rt_launch_env_t *out);
+
 /* Like executor_create, for rank cleave_rt_communicator_rank(comm) of the
  * plan's mesh. `comm` may be NULL for a plan without a mesh or with a
  * one-rank mesh; otherwise its size must equal the mesh's (the error names

@@ -1,6 +1,10 @@
 //===- CommApi.cpp - cleave_rt_local_world_* and cleave_rt_communicator_* ---===//
 
 #include "Communicator.h"
+#include "Launch.h"
+
+#include <cstdlib>
+#include <cstring>
 
 #include "cleave_rt.h"
 
@@ -86,6 +90,22 @@ cleave_rt_status cleave_rt_communicator_gather(cleave_rt_communicator comm,
     group.ranks.push_back(r);
   group.index = comm->impl->rank();
   return comm->impl->run(c, group, data, out);
+}
+
+cleave_rt_status cleave_rt_read_launch_env(cleave_rt_launch_env_t *out) {
+  if (!out)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "out is NULL");
+  LaunchEnv env;
+  std::string error;
+  if (!readLaunchEnv([](const char *v) { return std::getenv(v); }, &env,
+                     &error))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, error);
+  std::memset(out, 0, sizeof *out);
+  std::strncpy(out->launcher, env.launcher.c_str(), sizeof out->launcher - 1);
+  out->rank = env.rank;
+  out->world_size = env.worldSize;
+  out->local_rank = env.localRank;
+  return nullptr;
 }
 
 void cleave_rt_communicator_abort(cleave_rt_communicator comm,

@@ -54,6 +54,10 @@ bool readLaunchEnv(const std::function<const char *(const char *)> &getenv,
     const char *rank = getenv(n.rank), *size = getenv(n.size);
     if (!rank && !size)
       continue;
+    // salloc sets SLURM_NTASKS without a task of its own: only srun's tasks
+    // (with SLURM_PROCID) are ranks.
+    if (std::string(n.launcher) == "srun" && !rank)
+      continue;
     env.launcher = n.launcher;
     auto need = [&](const char *var, const char *value, int64_t lo,
                     int64_t hi, int64_t *v) {

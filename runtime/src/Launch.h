@@ -36,8 +36,9 @@ struct LaunchEnv {
 /// map in tests). torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 /// MASTER_PORT (all required once RANK or WORLD_SIZE is set); OpenMPI:
 /// OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}; Slurm: SLURM_PROCID,
-/// SLURM_NTASKS, SLURM_LOCALID. Numbers are parsed strictly; a missing or
-/// inconsistent variable is an error naming it.
+/// SLURM_NTASKS, SLURM_LOCALID (SLURM_NTASKS alone, as salloc sets it, is
+/// no launch). Numbers are parsed strictly; a missing or inconsistent
+/// variable is an error naming it.
 bool readLaunchEnv(const std::function<const char *(const char *)> &getenv,
                    LaunchEnv *out, std::string *error);
 

@@ -65,6 +65,8 @@ TEST(Launch, TorchrunMpirunSlurmAndNone) {
                     {"SLURM_LOCALID", "0"}},
                    &l, &error));
   EXPECT_EQ(l.launcher, "srun");
+  ASSERT_TRUE(read({{"SLURM_NTASKS", "4"}}, &l, &error)); // salloc, no srun
+  EXPECT_EQ(l.launcher, "");
   ASSERT_TRUE(read({}, &l, &error));
   EXPECT_EQ(l.launcher, "");
   EXPECT_EQ(l.worldSize, 1);

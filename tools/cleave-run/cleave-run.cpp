@@ -684,21 +684,25 @@ static int runLocalRanks(const Options &o, cleave_rt_program program,
   return 0;
 }
 
-/// The size of the MPI job this process was started in (mpirun: OpenMPI's
-/// OMPI_COMM_WORLD_SIZE; srun: PMI_SIZE or SLURM_NTASKS with a PMIx rank),
-/// or 0.
+/// The size of the MPI job this process was started in (mpirun or srun),
+/// 0 without one, or -1 after printing why the launcher's environment is
+/// unusable.
 static long mpiWorldSize() {
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    const char *v = std::getenv(var);
-    long n = 0;
-    if (v && parseCount(v, &n) && n > 0)
-      return n;
+  cleave_rt_launch_env_t env;
+  if (cleave_rt_status s = cleave_rt_read_launch_env(&env)) {
+    statusError(s);
+    return -1;
   }
-  const char *tasks = std::getenv("SLURM_NTASKS");
-  long n = 0;
-  if (tasks && std::getenv("PMIX_RANK") && parseCount(tasks, &n) && n > 0)
-    return n;
-  return 0;
+  std::string launcher = env.launcher;
+  if (launcher == "torchrun") {
+    error("launched by torchrun (RANK=" + std::to_string(env.rank) +
+          ", WORLD_SIZE=" + std::to_string(env.world_size) +
+          "): CPU plans run their ranks under mpirun or srun (MPI) or with "
+          "--ranks; torchrun launches are for the NCCL communicator of the "
+          "cuda backend, which does not run collectives yet");
+    return -1;
+  }
+  return launcher.empty() ? 0 : static_cast<long>(env.world_size);
 }
 
 /// This process is one rank of an MPI job.
@@ -827,6 +831,8 @@ int main(int argc, char **argv) {
   int64_t world = static_cast<int64_t>(cleave_rt_program_world_size(program));
   std::string mesh = cleave_rt_program_mesh(program);
   long launched = mpiWorldSize();
+  if (launched < 0)
+    return 1;
   if (launched > 0 && o.ranks > 0)
     return error("--ranks runs ranks as threads of one process; under "
                  "mpirun or srun every process is one rank: drop --ranks");
