@@ -1,12 +1,15 @@
 //===- LocalComm.cpp - Ranks as threads of one process ---------------------===//
 //
 // Every collective is a rendezvous of its group in shared memory: each member
-// posts its operand's address and the collective's static id, waits until
-// the whole group has arrived, computes its own result from the members'
-// operands (reductions in group-index order, so all members agree bit for
-// bit), and waits again until every member is done reading before it
-// returns (after which a member may overwrite its operand). Sends are
-// buffered in a mailbox; a receive waits for its message.
+// posts its operand's and result's addresses and the collective's static id,
+// waits until the whole group has arrived, computes its own result from the
+// members' operands (reductions in group-index order, so all members agree
+// bit for bit), and waits again until every member is done reading before
+// it returns (after which a member may overwrite its operand). An
+// all-reduce splits the work: each member reduces 1/g of the elements into
+// its result, and after a second rendezvous copies the other parts from the
+// other members' results. Sends are buffered in a mailbox; a receive waits
+// for its message.
 //
 // Every wait ends at the world's deadline or when a rank aborts or exits, so
 // a lost rank is reported by name, never waited for forever.
@@ -45,13 +48,14 @@ public:
 private:
   struct Slot {
     const void *src = nullptr;
+    void *dst = nullptr;
     uint32_t id = 0;
     std::string what;
   };
   struct Round {
     std::vector<Slot> slots;
     std::vector<bool> present;
-    int64_t arrived = 0, departed = 0;
+    int64_t arrived = 0, reduced = 0, departed = 0;
     uint64_t generation = 0;
   };
   using Lock = std::unique_lock<std::mutex>;
@@ -180,7 +184,7 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     round.slots.resize(g);
     round.present.assign(g, false);
   }
-  round.slots[me] = {src, c.id, describe(c)};
+  round.slots[me] = {src, dst, c.id, describe(c)};
   round.present[me] = true;
   ++round.arrived;
   uint64_t generation = round.generation;
@@ -204,11 +208,41 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
   std::vector<const void *> srcs(g);
   for (int64_t k = 0; k < g; ++k)
     srcs[k] = round.slots[k].src;
-  lock.unlock();
-  computeCollective(c, me, g, srcs.data(), dst);
+  if (c.op == CollectiveOp::AllReduce && g > 1) {
+    // Reduce-scatter then all-gather, in shared memory: each member folds
+    // its 1/g of the elements (in group order, as computeCollective would)
+    // into its own result, then copies the others' parts from theirs.
+    std::vector<void *> dsts(g);
+    for (int64_t k = 0; k < g; ++k)
+      dsts[k] = round.slots[k].dst;
+    size_t elem = dtypeSize(c.dtype);
+    auto part = [&](int64_t k) { return c.count * k / g; };
+    lock.unlock();
+    std::vector<const void *> pieces(g);
+    for (int64_t k = 0; k < g; ++k)
+      pieces[k] = static_cast<const uint8_t *>(srcs[k]) + part(me) * elem;
+    reduceBuffers(c.reduce, c.dtype, pieces.data(), g,
+                  static_cast<uint8_t *>(dst) + part(me) * elem,
+                  part(me + 1) - part(me));
+    lock.lock();
+    ++round.reduced;
+    cv.notify_all();
+    CLEAVE_RT_RETURN_IF_ERROR(waitFor(
+        lock, rank, c, group.ranks, [&] { return round.reduced == g; },
+        [&] { return std::vector<int64_t>{}; }));
+    lock.unlock();
+    for (int64_t k = 0; k < g; ++k)
+      if (k != me && part(k + 1) > part(k))
+        std::memcpy(static_cast<uint8_t *>(dst) + part(k) * elem,
+                    static_cast<const uint8_t *>(dsts[k]) + part(k) * elem,
+                    (part(k + 1) - part(k)) * elem);
+  } else {
+    lock.unlock();
+    computeCollective(c, me, g, srcs.data(), dst);
+  }
   lock.lock();
   if (++round.departed == g) {
-    round.arrived = round.departed = 0;
+    round.arrived = round.reduced = round.departed = 0;
     round.present.assign(g, false);
     ++round.generation;
     cv.notify_all();
