@@ -12,8 +12,9 @@ namespace cleave::rt {
 using namespace plan;
 
 std::string describe(const CollectiveInfo &c) {
-  std::string s = std::string(collectiveOpName(c.op)) + " #" +
-                  std::to_string(c.id);
+  std::string s = collectiveOpName(c.op);
+  if (c.id != kDriverGatherId && c.id != kBootstrapId)
+    s += " #" + std::to_string(c.id);
   if (!c.source.empty())
     s += " (" + c.source + ")";
   return s;
@@ -53,16 +54,24 @@ template <typename T, typename U> T combineInt(ReduceOp op, T a, T b) {
   return a;
 }
 
-template <typename T>
-void reduceFloat(ReduceOp op, const void *const *srcs, int64_t n, void *dstV,
-                 int64_t count) {
-  T *dst = static_cast<T *>(dstV);
+/// dst = srcs[0] combined with srcs[1], ..., srcs[n-1] in that order.
+template <typename T, typename Combiner>
+void fold(const void *const *srcs, int64_t n, T *dst, int64_t count,
+          Combiner combine) {
   std::memcpy(dst, srcs[0], count * sizeof(T));
   for (int64_t k = 1; k < n; ++k) {
     const T *s = static_cast<const T *>(srcs[k]);
     for (int64_t i = 0; i < count; ++i)
-      dst[i] = Combine<T>::apply(op, dst[i], s[i]);
+      dst[i] = combine(dst[i], s[i]);
   }
+}
+
+template <typename T>
+void reduceFloat(ReduceOp op, const void *const *srcs, int64_t n, void *dstV,
+                 int64_t count) {
+  T *dst = static_cast<T *>(dstV);
+  fold(srcs, n, dst, count,
+       [op](T a, T b) { return Combine<T>::apply(op, a, b); });
   if (op == ReduceOp::Avg)
     for (int64_t i = 0; i < count; ++i)
       dst[i] /= static_cast<T>(n);
@@ -71,13 +80,8 @@ void reduceFloat(ReduceOp op, const void *const *srcs, int64_t n, void *dstV,
 template <typename T, typename U>
 void reduceInt(ReduceOp op, const void *const *srcs, int64_t n, void *dstV,
                int64_t count) {
-  T *dst = static_cast<T *>(dstV);
-  std::memcpy(dst, srcs[0], count * sizeof(T));
-  for (int64_t k = 1; k < n; ++k) {
-    const T *s = static_cast<const T *>(srcs[k]);
-    for (int64_t i = 0; i < count; ++i)
-      dst[i] = combineInt<T, U>(op, dst[i], s[i]);
-  }
+  fold(srcs, n, static_cast<T *>(dstV), count,
+       [op](T a, T b) { return combineInt<T, U>(op, a, b); });
 }
 
 template <float (*toFloat)(uint16_t), uint16_t (*fromFloat)(float)>

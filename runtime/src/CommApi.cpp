@@ -82,8 +82,8 @@ cleave_rt_status cleave_rt_communicator_gather(cleave_rt_communicator comm,
   c.count = static_cast<int64_t>(bytes);
   c.splitOuter = 1;
   c.splitInner = static_cast<int64_t>(bytes);
-  c.id = UINT32_MAX; // not a command of the plan
-  c.source = "output gather";
+  c.id = kDriverGatherId;
+  c.source = "gather of outputs or state";
   cleave::plan::Group group;
   int64_t size = comm->impl->worldSize();
   for (int64_t r = 0; r < size; ++r)

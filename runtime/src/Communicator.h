@@ -56,7 +56,13 @@ std::unique_ptr<Communicator> localCommunicator(std::shared_ptr<LocalWorld> worl
 cleave_rt_status createMpiCommunicator(double timeoutSeconds,
                                        std::unique_ptr<Communicator> *out);
 
-/// "all_reduce #3 (source)" for messages.
+/// Static ids of the drivers' own collectives (not commands of a plan):
+/// gathering outputs and checkpoints, and bootstrap broadcasts.
+constexpr uint32_t kDriverGatherId = 0xffffffffu;
+constexpr uint32_t kBootstrapId = 0xfffffffeu;
+
+/// "all_reduce #3 (source)" for messages ("all_gather (output gather)" for
+/// the drivers' own).
 std::string describe(const plan::CollectiveInfo &c);
 
 /// Reduction helpers shared by the communicators: dst[i] = op over the

@@ -307,7 +307,7 @@ cleave_rt_status communicatorBroadcast(Communicator &comm,
   c.dtype = plan::DType::U8;
   c.count = static_cast<int64_t>(blob->size());
   c.root = 0;
-  c.id = UINT32_MAX - 1; // not a command of the plan
+  c.id = kBootstrapId;
   c.source = "bootstrap";
   plan::Group group;
   for (int64_t r = 0; r < comm.worldSize(); ++r)

@@ -422,6 +422,53 @@ struct AssembledOutputs {
   std::vector<std::vector<int64_t>> shapes;
 };
 
+/// Sizes `out` for every output's global tensor (zeros) and records the
+/// outputs' local shapes in `locals` (may be null).
+static int allocateOutputs(cleave_rt_program program, AssembledOutputs *out,
+                           std::vector<std::vector<int64_t>> *locals) {
+  size_t n = cleave_rt_program_output_count(program);
+  out->data.resize(n);
+  out->shapes.resize(n);
+  if (locals)
+    locals->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    cleave_rt_tensor_desc_t desc;
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+      return statusError(s);
+    if (locals)
+      (*locals)[i].assign(desc.dims, desc.dims + desc.rank);
+    std::vector<int64_t> global(desc.rank), offsets(desc.rank);
+    int sharded = 0;
+    if (cleave_rt_status s = cleave_rt_program_output_shard(
+            program, i, 0, global.data(), offsets.data(), &sharded))
+      return statusError(s);
+    size_t bytes = cleave_rt_dtype_size(desc.dtype);
+    for (int64_t d : global)
+      bytes *= static_cast<size_t>(d);
+    out->data[i].assign(bytes, 0);
+    out->shapes[i] = global;
+  }
+  return -1;
+}
+
+/// Writes assembled outputs as DIR/<name>.npy.
+static int writeAssembled(cleave_rt_program program,
+                          const AssembledOutputs &outputs,
+                          const std::string &dir) {
+  std::string err;
+  for (size_t i = 0; i < outputs.data.size(); ++i) {
+    cleave_rt_tensor_desc_t desc;
+    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+      return statusError(s);
+    if (!tensorfile::writeNpyFile(dir + "/" + run::outputFileName(desc.name),
+                                  static_cast<plan::DType>(desc.dtype),
+                                  outputs.shapes[i], outputs.data[i].data(),
+                                  outputs.data[i].size(), &err))
+      return error("output '" + std::string(desc.name) + "': " + err);
+  }
+  return -1;
+}
+
 /// Copies `rank`'s part of every output of its last run into `out`.
 static int collectOutputs(cleave_rt_program program, cleave_rt_executor e,
                           int64_t rank, AssembledOutputs *out) {
@@ -584,24 +631,9 @@ static int runLocalRanks(const Options &o, cleave_rt_program program,
   AssembledOutputs assembled;
   bool assemble = !training && !o.noOutput;
   if (assemble) {
-    size_t n = cleave_rt_program_output_count(program);
-    assembled.data.resize(n);
-    assembled.shapes.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      cleave_rt_tensor_desc_t desc;
-      if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
-        return statusError(s);
-      std::vector<int64_t> global(desc.rank), offsets(desc.rank);
-      int sharded = 0;
-      if (cleave_rt_status s = cleave_rt_program_output_shard(
-              program, i, 0, global.data(), offsets.data(), &sharded))
-        return statusError(s);
-      size_t bytes = cleave_rt_dtype_size(desc.dtype);
-      for (int64_t d : global)
-        bytes *= static_cast<size_t>(d);
-      assembled.data[i].assign(bytes, 0);
-      assembled.shapes[i] = global;
-    }
+    int rc = allocateOutputs(program, &assembled, nullptr);
+    if (rc >= 0)
+      return rc;
   }
   cleave_rt_local_world localWorld = nullptr;
   if (cleave_rt_status s = cleave_rt_local_world_create(
@@ -669,17 +701,9 @@ static int runLocalRanks(const Options &o, cleave_rt_program program,
     if (code != 0)
       return code;
   if (assemble) {
-    std::string err;
-    for (size_t i = 0; i < assembled.data.size(); ++i) {
-      cleave_rt_tensor_desc_t desc;
-      if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
-        return statusError(s);
-      if (!tensorfile::writeNpyFile(
-              o.outputDir + "/" + run::outputFileName(desc.name),
-              static_cast<plan::DType>(desc.dtype), assembled.shapes[i],
-              assembled.data[i].data(), assembled.data[i].size(), &err))
-        return error("output '" + std::string(desc.name) + "': " + err);
-    }
+    int rc = writeAssembled(program, assembled, o.outputDir);
+    if (rc >= 0)
+      return rc;
   }
   return 0;
 }
@@ -728,26 +752,13 @@ static int runMpiRank(const Options &o, cleave_rt_program program,
   // assembles the parts after the run.
   AssembledOutputs parts;
   bool assemble = !training && !o.noOutput;
-  size_t n = assemble ? cleave_rt_program_output_count(program) : 0;
-  std::vector<std::vector<int64_t>> locals(n);
-  parts.data.resize(n);
-  parts.shapes.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    cleave_rt_tensor_desc_t desc;
-    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
-      return statusError(s);
-    locals[i].assign(desc.dims, desc.dims + desc.rank);
-    std::vector<int64_t> global(desc.rank), offsets(desc.rank);
-    int sharded = 0;
-    if (cleave_rt_status s = cleave_rt_program_output_shard(
-            program, i, 0, global.data(), offsets.data(), &sharded))
-      return statusError(s);
-    size_t bytes = cleave_rt_dtype_size(desc.dtype);
-    for (int64_t d : global)
-      bytes *= static_cast<size_t>(d);
-    parts.data[i].assign(bytes, 0);
-    parts.shapes[i] = global;
+  std::vector<std::vector<int64_t>> locals;
+  if (assemble) {
+    int rc = allocateOutputs(program, &parts, &locals);
+    if (rc >= 0)
+      return rc;
   }
+  size_t n = parts.data.size();
   run::RankContext ctx{comm, rank, world};
   int rc = runRank(o, program, ctx, loadMs, assemble ? &parts : nullptr);
   if (rc > 0) {
@@ -755,7 +766,6 @@ static int runMpiRank(const Options &o, cleave_rt_program program,
       cleave_rt_communicator_abort(comm, "it stopped with an error");
     return rc;
   }
-  std::string err;
   for (size_t i = 0; i < n; ++i) {
     cleave_rt_tensor_desc_t desc;
     if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
@@ -789,11 +799,12 @@ static int runMpiRank(const Options &o, cleave_rt_program program,
       plan::copyShard(global, locals[i], offsets, elem, out.data(),
                       shard.data(), /*toGlobal=*/true);
     }
-    if (!tensorfile::writeNpyFile(
-            o.outputDir + "/" + run::outputFileName(desc.name),
-            static_cast<plan::DType>(desc.dtype), parts.shapes[i], out.data(),
-            out.size(), &err))
-      return error("output '" + std::string(desc.name) + "': " + err);
+    parts.data[i] = std::move(out);
+  }
+  if (rank == 0 && assemble) {
+    rc = writeAssembled(program, parts, o.outputDir);
+    if (rc >= 0)
+      return rc;
   }
   return 0;
 }
