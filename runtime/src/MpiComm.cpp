@@ -84,17 +84,22 @@ private:
 
 bool MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
                               std::vector<size_t> *pending) {
-  Clock::time_point deadline = Clock::now() + timeout;
-  int spins = 0;
+  // Poll (MPI progresses only inside its calls): yield for the first
+  // millisecond, which keeps small collectives at MPI's latency, then sleep
+  // between polls so that a long wait does not burn a core.
+  Clock::time_point start = Clock::now(), deadline = start + timeout;
   for (;;) {
     int done = 0;
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
                 MPI_STATUSES_IGNORE);
     if (done)
       return true;
-    if (Clock::now() > deadline)
+    Clock::time_point now = Clock::now();
+    if (now > deadline)
       break;
-    if (++spins > 64)
+    if (now - start < std::chrono::milliseconds(1))
+      std::this_thread::yield();
+    else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   for (size_t i = 0; i < requests.size(); ++i) {

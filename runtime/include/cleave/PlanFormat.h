@@ -462,7 +462,8 @@ constexpr size_t kExeTrailerSize = 16;
 /// The trailer for a plan of `planSize` bytes.
 std::vector<uint8_t> exeTrailer(uint64_t planSize);
 /// Reads the plan appended to the executable at `path`: *found is false
-/// (and the call succeeds) when the file has no trailer; damage is an error.
+/// (and the call succeeds) when the file has no trailer or cannot be
+/// opened; a damaged trailer is an error.
 bool readEmbeddedPlan(const std::string &path, std::vector<uint8_t> *plan,
                       bool *found, std::string *error);
 
