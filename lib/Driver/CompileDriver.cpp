@@ -422,8 +422,9 @@ int (::cleave::compileMain)(int argc, char **argv) {
   // by --train, or a .mlir program that is already a training step).
   {
     plan::TrainingInfo &info = compileOptions.plan.training;
-    // A hand-written step's update is whatever the program computes.
-    info.optimizer = fromMLIR && !opts.train ? std::string("program")
+    // A hand-written step's update is whatever the program computes: no
+    // optimizer name.
+    info.optimizer = fromMLIR && !opts.train ? std::string()
                                                : opts.optimizer.getValue();
     info.baseLR = opts.lr;
     info.minLR = opts.minLR;

@@ -541,6 +541,14 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                      : "the plan",
                  info.optimizer[0] ? info.optimizer : "its optimizer",
                  dataset->describe().c_str(), seed);
+  if (ctx.worldSize > 1 && gLeader)
+    std::fprintf(stderr,
+                 "%s: %" PRId64 " ranks (%s communicator) over mesh %s, "
+                 "rank = row-major index of its coordinates (the last axis "
+                 "fastest); global batch %" PRId64 "\n",
+                 gProgram.c_str(), ctx.worldSize,
+                 cleave_rt_communicator_kind(ctx.comm),
+                 cleave_rt_program_mesh(program), batch);
 
   // Dynamic loss scaling (--precision=fp16): the plan reports whether the
   // step overflowed (and was skipped) and the loss scale for the next step.
