@@ -30,7 +30,7 @@ void registerPipelines() {
       buildPreparePipeline);
 }
 
-/// Turns the Kernel commands of a partitioned plan into GPU launches: each
+/// Turns the Kernel commands of a plan into GPU launches: each
 /// kernel becomes its launches, in order, with arguments resolved to arena
 /// offsets. The temporaries kernels use between their launches share one
 /// scratch region after the planned buffers (commands run one after another).
@@ -158,8 +158,8 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   if (options.target == Target::CUDA || options.cpuEmulateCuda)
     planOptions.inlineConstantLimit = 0;
   planOptions.reportMemory = static_cast<bool>(options.memoryReport);
-  FailureOr<PartitionedProgram> program =
-      partitionProgram(module, planOptions);
+  FailureOr<BuiltPlan> program =
+      buildPlan(module, planOptions);
   if (failed(program))
     return failure();
   if (options.memoryReport)

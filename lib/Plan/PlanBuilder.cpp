@@ -1,4 +1,4 @@
-//===- PlanBuilder.cpp - Partition a cleave program into plan commands -----===//
+//===- PlanBuilder.cpp - Group a cleave program into plan commands ---------===//
 //
 // Walks @main in program order. Reshapes alias their operand's buffer; f32 and
 // f64 contractions (and bf16/f16 ones with an f32 result) become library GEMM
@@ -40,7 +40,7 @@
 
 using namespace mlir;
 using namespace mlir::cleave;
-using ::cleave::PartitionedProgram;
+using ::cleave::BuiltPlan;
 using ::cleave::PlanBuildOptions;
 using ::cleave::BufferInterval;
 using ::cleave::MemoryPlan;
@@ -122,14 +122,8 @@ static std::string kernelName(size_t index, Operation *op) {
   return name;
 }
 
-static uint64_t doubleBits(double d) {
-  uint64_t bits;
-  std::memcpy(&bits, &d, sizeof(bits));
-  return bits;
-}
-
 //===----------------------------------------------------------------------===//
-// Partitioning
+// Grouping ops into commands
 //===----------------------------------------------------------------------===//
 
 namespace {
@@ -149,12 +143,12 @@ struct Node {
   Operation *comm = nullptr;
 };
 
-class Partitioner {
+class PlanBuilder {
 public:
-  Partitioner(func::FuncOp main, const PlanBuildOptions &options)
+  PlanBuilder(func::FuncOp main, const PlanBuildOptions &options)
       : main(main), options(options) {}
 
-  FailureOr<PartitionedProgram> run();
+  FailureOr<BuiltPlan> run();
 
 private:
   /// The value whose buffer `v` lives in (follows reshapes, and a
@@ -197,7 +191,7 @@ private:
   void addCommNode(Node::Kind kind, Operation *op);
   LogicalResult lowerCollective(Node &node, plan::Command &cmd);
   LogicalResult outline(ModuleOp kernels);
-  LogicalResult assemble(PartitionedProgram &result);
+  LogicalResult assemble(BuiltPlan &result);
 
   func::FuncOp main;
   const PlanBuildOptions &options;
@@ -219,7 +213,7 @@ private:
 
 } // namespace
 
-bool Partitioner::isGemm(Operation *op) const {
+bool PlanBuilder::isGemm(Operation *op) const {
   auto contract = dyn_cast<ContractOp>(op);
   if (!contract || !options.useLibraryGemm)
     return false;
@@ -231,7 +225,7 @@ bool Partitioner::isGemm(Operation *op) const {
   return supported && succeeded(::cleave::getGemmShape(contract));
 }
 
-void Partitioner::matchEpilogues() {
+void PlanBuilder::matchEpilogues() {
   if (!options.useGemmEpilogues)
     return;
   Block &body = main.getBody().front();
@@ -269,7 +263,7 @@ void Partitioner::matchEpilogues() {
       deadBroadcasts.insert(&op);
 }
 
-void Partitioner::addGemm(ContractOp contract) {
+void PlanBuilder::addGemm(ContractOp contract) {
   int index = nodes.size();
   Node node{Node::Gemm, {}, contract, plan::GemmEpilogue::None,
             {},         contract.getResult(), {}, {}, {}};
@@ -285,7 +279,7 @@ void Partitioner::addGemm(ContractOp contract) {
   nodes.push_back(std::move(node));
 }
 
-void Partitioner::addKernelOp(Operation *op) {
+void PlanBuilder::addKernelOp(Operation *op) {
   // Try the groups producing an operand, latest first.
   SmallVector<int> candidates;
   for (Value v : op->getOperands())
@@ -337,7 +331,7 @@ void Partitioner::addKernelOp(Operation *op) {
   nodes.push_back(std::move(node));
 }
 
-void Partitioner::addCommNode(Node::Kind kind, Operation *op) {
+void PlanBuilder::addCommNode(Node::Kind kind, Operation *op) {
   Node node{kind, {}, {}, plan::GemmEpilogue::None, {}, {}, {}, {}, {}, op};
   nodeOfOp[op] = nodes.size();
   nodes.push_back(std::move(node));
@@ -368,7 +362,7 @@ static int64_t product(ArrayRef<int64_t> dims) {
   return n;
 }
 
-LogicalResult Partitioner::lowerCollective(Node &node, plan::Command &cmd) {
+LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
   auto op = cast<CollectiveOpInterface>(node.comm);
   if (!mesh || lookupMesh(op) != mesh)
     return op->emitOpError() << "must communicate over the module's one mesh";
@@ -448,7 +442,7 @@ LogicalResult Partitioner::lowerCollective(Node &node, plan::Command &cmd) {
   return success();
 }
 
-LogicalResult Partitioner::outline(ModuleOp kernels) {
+LogicalResult PlanBuilder::outline(ModuleOp kernels) {
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(kernels.getBody());
   for (auto [index, node] : llvm::enumerate(nodes)) {
     if (node.kind == Node::Collective || node.kind == Node::Done) {
@@ -527,7 +521,7 @@ LogicalResult Partitioner::outline(ModuleOp kernels) {
   return success();
 }
 
-LogicalResult Partitioner::assemble(PartitionedProgram &result) {
+LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   plan::Plan &p = result.plan;
   if (mesh) {
     for (Attribute a : mesh.getAxisNames())
@@ -890,8 +884,8 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
       cmd.params[plan::kGemmStrideA] = g.m * g.k;
       cmd.params[plan::kGemmStrideB] = g.k * g.n;
       cmd.params[plan::kGemmStrideC] = g.m * g.n;
-      cmd.params[plan::kGemmAlphaBits] = doubleBits(1.0);
-      cmd.params[plan::kGemmBetaBits] = doubleBits(0.0);
+      cmd.params[plan::kGemmAlphaBits] = plan::doubleToBits(1.0);
+      cmd.params[plan::kGemmBetaBits] = plan::doubleToBits(0.0);
       cmd.buffers = {offsetOf(node.contract.getLhs()),
                      offsetOf(node.contract.getRhs()), offsetOf(node.result)};
       if (node.epilogue != plan::GemmEpilogue::None) {
@@ -945,7 +939,26 @@ LogicalResult Partitioner::assemble(PartitionedProgram &result) {
   return success();
 }
 
-FailureOr<PartitionedProgram> Partitioner::run() {
+FailureOr<BuiltPlan> PlanBuilder::run() {
+  // A hand-written program may declare anything: the plan holds statically
+  // shaped tensors of its element types only.
+  auto checkType = [&](Type t, StringRef what, unsigned i) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    if (!tensor || !tensor.hasStaticShape() ||
+        failed(toDType(tensor.getElementType())))
+      return main.emitError() << "@main " << what << " " << i << " has type "
+                              << t
+                              << "; a plan's inputs and outputs are "
+                                 "statically shaped tensors of f32, f64, f16, "
+                                 "bf16, integers or i1";
+    return success();
+  };
+  for (auto [i, t] : llvm::enumerate(main.getArgumentTypes()))
+    if (failed(checkType(t, "argument", i)))
+      return failure();
+  for (auto [i, t] : llvm::enumerate(main.getResultTypes()))
+    if (failed(checkType(t, "result", i)))
+      return failure();
   auto module = main->getParentOfType<ModuleOp>();
   for (auto m : module.getOps<MeshOp>()) {
     if (mesh)
@@ -992,7 +1005,7 @@ FailureOr<PartitionedProgram> Partitioner::run() {
     }
     addKernelOp(&op);
   }
-  PartitionedProgram result;
+  BuiltPlan result;
   result.kernels = ModuleOp::create(main.getLoc());
   if (failed(outline(*result.kernels)) || failed(assemble(result)))
     return failure();
@@ -1000,10 +1013,10 @@ FailureOr<PartitionedProgram> Partitioner::run() {
   return result;
 }
 
-FailureOr<PartitionedProgram>
-(::cleave::partitionProgram)(ModuleOp module, const PlanBuildOptions &options) {
+FailureOr<BuiltPlan>
+(::cleave::buildPlan)(ModuleOp module, const PlanBuildOptions &options) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main || main.getBody().getBlocks().size() != 1)
     return module.emitError() << "expected a single-block func.func @main";
-  return Partitioner(main, options).run();
+  return PlanBuilder(main, options).run();
 }

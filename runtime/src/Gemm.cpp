@@ -30,12 +30,6 @@ namespace cleave::rt {
 
 using namespace plan;
 
-static double bitsToDouble(int64_t bits) {
-  double d;
-  std::memcpy(&d, &bits, sizeof(d));
-  return d;
-}
-
 template <typename In, typename Out, typename Fn>
 static void batched(const std::vector<int64_t> &p, const In *A, const In *B,
                     Out *C, Fn gemm) {

@@ -66,7 +66,7 @@ struct CompileOptions {
   CompilePhase stopAfter = CompilePhase::Plan;
   std::function<void(mlir::Operation *)> dump;
   /// If set, receives the memory planner's report (see
-  /// PartitionedProgram::memoryReport).
+  /// BuiltPlan::memoryReport).
   std::function<void(const std::string &)> memoryReport;
 };
 

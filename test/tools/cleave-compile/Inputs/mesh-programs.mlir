@@ -36,3 +36,11 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = cleave.unary exp %x : tensor<4xf32>
   return %0 tensor<4xf32>
 }
+// -----
+func.func @main(%x: i32) -> i32 {
+  return %x : i32
+}
+// -----
+func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {
+  return %x : tensor<?xf32>
+}
