@@ -181,13 +181,6 @@ struct StateInfo {
 };
 } // namespace
 
-static std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 /// Reads every state of the executor into checkpoint records of global
 /// tensors. A sharded state is gathered from every rank (so all ranks call
 /// this together); a replicated one is this rank's copy.
@@ -247,8 +240,8 @@ static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
     if (static_cast<uint32_t>(r.dtype) != d.tensor.dtype ||
         r.shape != states[i].global)
       return fail("checkpoint '" + dir + "': tensor '" + d.global_name +
-                  "' is " + shapeStr(r.shape) + " " + dtypeName(r.dtype) +
-                  " but the plan has " + shapeStr(states[i].global) + " " +
+                  "' is " + tensorfile::shapeToString(r.shape) + " " + dtypeName(r.dtype) +
+                  " but the plan has " + tensorfile::shapeToString(states[i].global) + " " +
                   cleave_rt_dtype_name(d.tensor.dtype));
     if (d.sharded) {
       // Checkpoints hold global tensors: this rank takes its shard.
