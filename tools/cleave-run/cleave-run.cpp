@@ -415,90 +415,54 @@ static int loadInputs(const Options &o, cleave_rt_program program,
   return -1;
 }
 
-/// The outputs of a multi-rank run, assembled from the ranks' shards (a
-/// replicated output comes from rank 0).
-struct AssembledOutputs {
-  std::vector<std::vector<uint8_t>> data;
-  std::vector<std::vector<int64_t>> shapes;
-};
-
-/// Sizes `out` for every output's global tensor (zeros) and records the
-/// outputs' local shapes in `locals` (may be null).
-static int allocateOutputs(cleave_rt_program program, AssembledOutputs *out,
-                           std::vector<std::vector<int64_t>> *locals) {
-  size_t n = cleave_rt_program_output_count(program);
-  out->data.resize(n);
-  out->shapes.resize(n);
-  if (locals)
-    locals->resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    cleave_rt_tensor_desc_t desc;
-    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
-      return statusError(s);
-    if (locals)
-      (*locals)[i].assign(desc.dims, desc.dims + desc.rank);
-    std::vector<int64_t> global(desc.rank), offsets(desc.rank);
-    int sharded = 0;
-    if (cleave_rt_status s = cleave_rt_program_output_shard(
-            program, i, 0, global.data(), offsets.data(), &sharded))
-      return statusError(s);
-    size_t bytes = cleave_rt_dtype_size(desc.dtype);
-    for (int64_t d : global)
-      bytes *= static_cast<size_t>(d);
-    out->data[i].assign(bytes, 0);
-    out->shapes[i] = global;
-  }
-  return -1;
-}
-
-/// Writes assembled outputs as DIR/<name>.npy.
-static int writeAssembled(cleave_rt_program program,
-                          const AssembledOutputs &outputs,
-                          const std::string &dir) {
+/// Writes every output of the last run of a plan over several ranks: a
+/// sharded output's parts are gathered from every rank through the
+/// communicator (threads or MPI alike) and rank 0 writes the global tensor;
+/// a replicated output is rank 0's copy.
+static int writeRankOutputs(const Options &o, cleave_rt_program program,
+                            cleave_rt_executor e,
+                            const run::RankContext &ctx) {
   std::string err;
-  for (size_t i = 0; i < outputs.data.size(); ++i) {
-    cleave_rt_tensor_desc_t desc;
-    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
-      return statusError(s);
-    if (!tensorfile::writeNpyFile(dir + "/" + run::outputFileName(desc.name),
-                                  static_cast<plan::DType>(desc.dtype),
-                                  outputs.shapes[i], outputs.data[i].data(),
-                                  outputs.data[i].size(), &err))
-      return error("output '" + std::string(desc.name) + "': " + err);
-  }
-  return -1;
-}
-
-/// Copies `rank`'s part of every output of its last run into `out`.
-static int collectOutputs(cleave_rt_program program, cleave_rt_executor e,
-                          int64_t rank, AssembledOutputs *out) {
   for (size_t i = 0; i < cleave_rt_program_output_count(program); ++i) {
     cleave_rt_tensor_desc_t desc;
     if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
+      return statusError(s);
+    const void *data;
+    size_t bytes;
+    if (cleave_rt_status s = cleave_rt_executor_output(e, i, &data, &bytes))
       return statusError(s);
     std::vector<int64_t> local(desc.dims, desc.dims + desc.rank);
     std::vector<int64_t> global(desc.rank), offsets(desc.rank);
     int sharded = 0;
     if (cleave_rt_status s = cleave_rt_program_output_shard(
-            program, i, static_cast<size_t>(rank), global.data(),
-            offsets.data(), &sharded))
+            program, i, 0, global.data(), offsets.data(), &sharded))
       return statusError(s);
-    if (!sharded && rank != 0)
-      continue;
-    const void *data;
-    size_t bytes;
-    if (cleave_rt_status s = cleave_rt_executor_output(e, i, &data, &bytes))
-      return statusError(s);
-    if (!sharded) {
-      const uint8_t *p = static_cast<const uint8_t *>(data);
-      out->data[i].assign(p, p + bytes);
-      continue;
+    std::vector<uint8_t> all, out;
+    if (sharded) {
+      all.resize(bytes * ctx.worldSize);
+      if (cleave_rt_status s =
+              cleave_rt_communicator_gather(ctx.comm, data, bytes, all.data()))
+        return statusError(s);
     }
-    // Disjoint boxes of one buffer, sized by the main thread beforehand.
-    plan::copyShard(global, local, offsets, cleave_rt_dtype_size(desc.dtype),
-                    out->data[i].data(),
-                    const_cast<uint8_t *>(static_cast<const uint8_t *>(data)),
-                    /*toGlobal=*/true);
+    if (ctx.rank != 0)
+      continue;
+    if (sharded) {
+      out.assign(all.size(), 0);
+      for (int64_t r = 0; r < ctx.worldSize; ++r) {
+        if (cleave_rt_status s = cleave_rt_program_output_shard(
+                program, i, static_cast<size_t>(r), global.data(),
+                offsets.data(), &sharded))
+          return statusError(s);
+        plan::copyShard(global, local, offsets, cleave_rt_dtype_size(desc.dtype),
+                        out.data(), all.data() + r * bytes, /*toGlobal=*/true);
+      }
+      data = out.data();
+      bytes = out.size();
+    }
+    if (!tensorfile::writeNpyFile(o.outputDir + "/" + run::outputFileName(desc.name),
+                                  static_cast<plan::DType>(desc.dtype), global,
+                                  data, bytes, &err))
+      return error("output '" + std::string(desc.name) + "': " + err);
   }
   return -1;
 }
@@ -538,11 +502,9 @@ static double msSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-/// Runs rank ctx.rank of the plan (all of it for a one-rank plan). With
-/// more than one rank, inference outputs go to `assembled` instead of files.
+/// Runs rank ctx.rank of the plan (all of it for a one-rank plan).
 static int runRank(const Options &o, cleave_rt_program program,
-                   const run::RankContext &ctx, double loadMs,
-                   AssembledOutputs *assembled) {
+                   const run::RankContext &ctx, double loadMs) {
   Session session; // owns only the executor here
   cleave_rt_training_info_t training;
   if (cleave_rt_status s = cleave_rt_program_training_info(program, &training))
@@ -595,9 +557,9 @@ static int runRank(const Options &o, cleave_rt_program program,
     printValues(desc.dtype, static_cast<const uint8_t *>(data), bytes);
   }
   if (!o.noOutput) {
-    rc = assembled ? collectOutputs(program, session.executor, ctx.rank,
-                                    assembled)
-                   : run::writeOutputs(program, session.executor, o.outputDir);
+    rc = ctx.worldSize > 1
+             ? writeRankOutputs(o, program, session.executor, ctx)
+             : run::writeOutputs(program, session.executor, o.outputDir);
     if (rc >= 0)
       return rc;
   }
@@ -627,14 +589,7 @@ static int runRank(const Options &o, cleave_rt_program program,
 
 /// Runs every rank of a plan over a mesh as a thread of this process.
 static int runLocalRanks(const Options &o, cleave_rt_program program,
-                         int64_t world, double loadMs, bool training) {
-  AssembledOutputs assembled;
-  bool assemble = !training && !o.noOutput;
-  if (assemble) {
-    int rc = allocateOutputs(program, &assembled, nullptr);
-    if (rc >= 0)
-      return rc;
-  }
+                         int64_t world, double loadMs) {
   cleave_rt_local_world localWorld = nullptr;
   if (cleave_rt_status s = cleave_rt_local_world_create(
           static_cast<size_t>(world), o.commTimeout, &localWorld))
@@ -652,8 +607,7 @@ static int runLocalRanks(const Options &o, cleave_rt_program program,
   shared->codes.assign(world, 0);
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < world; ++r)
-    threads.emplace_back([&o, program, loadMs, world, localWorld, shared,
-                          r, out = assemble ? &assembled : nullptr] {
+    threads.emplace_back([&o, program, loadMs, world, localWorld, shared, r] {
       run::setRank(r, world);
       cleave_rt_communicator comm = nullptr;
       int code = 0;
@@ -662,7 +616,7 @@ static int runLocalRanks(const Options &o, cleave_rt_program program,
         code = statusError(s);
       } else {
         run::RankContext ctx{comm, r, world};
-        int rc = runRank(o, program, ctx, loadMs, out);
+        int rc = runRank(o, program, ctx, loadMs);
         code = rc < 0 ? 0 : rc;
         if (code != 0 && !run::leftByFault())
           cleave_rt_communicator_abort(comm, "it stopped with an error");
@@ -700,11 +654,6 @@ static int runLocalRanks(const Options &o, cleave_rt_program program,
   for (int code : shared->codes)
     if (code != 0)
       return code;
-  if (assemble) {
-    int rc = writeAssembled(program, assembled, o.outputDir);
-    if (rc >= 0)
-      return rc;
-  }
   return 0;
 }
 
@@ -731,7 +680,7 @@ static long mpiWorldSize() {
 
 /// This process is one rank of an MPI job.
 static int runMpiRank(const Options &o, cleave_rt_program program,
-                      int64_t world, double loadMs, bool training) {
+                      int64_t world, double loadMs) {
   cleave_rt_communicator comm = nullptr;
   if (cleave_rt_status s =
           cleave_rt_communicator_create_mpi(o.commTimeout, &comm))
@@ -748,65 +697,11 @@ static int runMpiRank(const Options &o, cleave_rt_program program,
                  " ranks but the plan's mesh " +
                  cleave_rt_program_mesh(program) + " has " +
                  std::to_string(world));
-  // Each rank fills a global buffer per output with its part; rank 0
-  // assembles the parts after the run.
-  AssembledOutputs parts;
-  bool assemble = !training && !o.noOutput;
-  std::vector<std::vector<int64_t>> locals;
-  if (assemble) {
-    int rc = allocateOutputs(program, &parts, &locals);
-    if (rc >= 0)
-      return rc;
-  }
-  size_t n = parts.data.size();
   run::RankContext ctx{comm, rank, world};
-  int rc = runRank(o, program, ctx, loadMs, assemble ? &parts : nullptr);
-  if (rc > 0) {
-    if (!run::leftByFault())
-      cleave_rt_communicator_abort(comm, "it stopped with an error");
-    return rc;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    cleave_rt_tensor_desc_t desc;
-    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
-      return statusError(s);
-    const std::vector<uint8_t> &mine = parts.data[i];
-    std::vector<uint8_t> all(mine.size() * world);
-    if (cleave_rt_status s = cleave_rt_communicator_gather(
-            comm, mine.data(), mine.size(), all.data()))
-      return statusError(s);
-    if (rank != 0)
-      continue;
-    std::vector<uint8_t> out(mine.size()), shard;
-    size_t elem = cleave_rt_dtype_size(desc.dtype);
-    for (int64_t r = 0; r < world; ++r) {
-      std::vector<int64_t> global(desc.rank), offsets(desc.rank);
-      int sharded = 0;
-      if (cleave_rt_status s = cleave_rt_program_output_shard(
-              program, i, static_cast<size_t>(r), global.data(),
-              offsets.data(), &sharded))
-        return statusError(s);
-      if (!sharded && r != 0)
-        continue;
-      uint8_t *from = all.data() + r * mine.size();
-      if (!sharded) {
-        std::memcpy(out.data(), from, mine.size());
-        continue;
-      }
-      shard.resize(desc.byte_size);
-      plan::copyShard(global, locals[i], offsets, elem, from, shard.data(),
-                      /*toGlobal=*/false);
-      plan::copyShard(global, locals[i], offsets, elem, out.data(),
-                      shard.data(), /*toGlobal=*/true);
-    }
-    parts.data[i] = std::move(out);
-  }
-  if (rank == 0 && assemble) {
-    rc = writeAssembled(program, parts, o.outputDir);
-    if (rc >= 0)
-      return rc;
-  }
-  return 0;
+  int rc = runRank(o, program, ctx, loadMs);
+  if (rc > 0 && !run::leftByFault())
+    cleave_rt_communicator_abort(comm, "it stopped with an error");
+  return rc > 0 ? rc : 0;
 }
 
 int main(int argc, char **argv) {
@@ -883,8 +778,8 @@ int main(int argc, char **argv) {
       return error(outputError);
   }
   if (world > 1 && launched > 0)
-    return runMpiRank(o, program, world, loadMs, isTraining);
+    return runMpiRank(o, program, world, loadMs);
   if (world > 1)
-    return runLocalRanks(o, program, world, loadMs, isTraining);
-  return runRank(o, program, {}, loadMs, nullptr);
+    return runLocalRanks(o, program, world, loadMs);
+  return runRank(o, program, {}, loadMs);
 }
