@@ -204,7 +204,7 @@ private:
   llvm::SmallPtrSet<Operation *, 8> deadBroadcasts;
   /// Printed kernel body -> the name of the kernel compiled for it.
   llvm::StringMap<std::string> kernelByBody;
-  /// The module's mesh (null: one rank) and its axis indices by name.
+  /// The module's mesh (null: one rank).
   MeshOp mesh;
   /// Async collective -> the event its cleave.done waits for.
   DenseMap<Operation *, int64_t> eventOf;
@@ -355,13 +355,6 @@ static std::string sourceOf(Operation *op) {
   return s;
 }
 
-static int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
-
 LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
   auto op = cast<CollectiveOpInterface>(node.comm);
   if (!mesh || lookupMesh(op) != mesh)
@@ -376,7 +369,11 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
   Value data = node.comm->getNumOperands() ? node.comm->getOperand(0)
                                            : node.comm->getResult(0);
   auto type = cast<RankedTensorType>(data.getType());
-  info.dtype = *toDType(type.getElementType());
+  FailureOr<plan::DType> dtype = toDType(type.getElementType());
+  if (failed(dtype))
+    return op->emitOpError() << "communicates " << type.getElementType()
+                             << " elements, which plans cannot hold";
+  info.dtype = *dtype;
   info.count = type.getNumElements();
   ArrayRef<int64_t> shape = type.getShape();
   auto reduceOf = [](CollectiveReduceKind k) {
@@ -397,24 +394,24 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
       .Case([&](AllGatherOp o) {
         info.op = plan::CollectiveOp::AllGather;
         int64_t d = o.getDim();
-        info.splitOuter = product(shape.take_front(d));
-        info.splitInner = product(shape.drop_front(d));
+        info.splitOuter = ShapedType::getNumElements(shape.take_front(d));
+        info.splitInner = ShapedType::getNumElements(shape.drop_front(d));
       })
       .Case([&](ReduceScatterOp o) {
         info.op = plan::CollectiveOp::ReduceScatter;
         info.reduce = reduceOf(o.getKind());
         int64_t d = o.getDim();
-        info.splitOuter = product(shape.take_front(d));
-        info.splitInner = product(shape.drop_front(d)) / g;
+        info.splitOuter = ShapedType::getNumElements(shape.take_front(d));
+        info.splitInner = ShapedType::getNumElements(shape.drop_front(d)) / g;
       })
       .Case([&](AllToAllOp o) {
         info.op = plan::CollectiveOp::AllToAll;
         int64_t s = o.getSplitDim(), c = o.getConcatDim();
         ArrayRef<int64_t> out = o.getType().getShape();
-        info.splitOuter = product(shape.take_front(s));
-        info.splitInner = product(shape.drop_front(s)) / g;
-        info.concatOuter = product(out.take_front(c));
-        info.concatInner = product(out.drop_front(c)) / g;
+        info.splitOuter = ShapedType::getNumElements(shape.take_front(s));
+        info.splitInner = ShapedType::getNumElements(shape.drop_front(s)) / g;
+        info.concatOuter = ShapedType::getNumElements(out.take_front(c));
+        info.concatInner = ShapedType::getNumElements(out.drop_front(c)) / g;
       })
       .Case([&](BroadcastOp o) {
         info.op = plan::CollectiveOp::Broadcast;

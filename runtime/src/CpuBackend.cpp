@@ -54,7 +54,6 @@ public:
       std::lock_guard<std::mutex> lock(mu);
       cleave_rt_status_free(events[event].status);
       events[event] = Event();
-      events[event].submitted = true;
       queue.push_back({event, std::move(task)});
     }
     cv.notify_all();
@@ -75,7 +74,7 @@ public:
 
 private:
   struct Event {
-    bool submitted = false, done = false;
+    bool done = false;
     cleave_rt_status status = nullptr;
   };
   void loop() {
@@ -87,13 +86,14 @@ private:
       auto [event, task] = std::move(queue.front());
       queue.pop_front();
       busy = true;
-      std::string previous = failed;
-      lock.unlock();
       cleave_rt_status s =
-          previous.empty()
-              ? task()
-              : makeStatus(CLEAVE_RT_UNAVAILABLE,
-                           "skipped after an earlier failure: " + previous);
+          failed.empty() ? nullptr
+                         : makeStatus(CLEAVE_RT_UNAVAILABLE,
+                                      "skipped after an earlier failure: " +
+                                          failed);
+      lock.unlock();
+      if (!s)
+        s = task();
       lock.lock();
       if (s && failed.empty())
         failed = cleave_rt_status_message(s);
@@ -264,27 +264,14 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
 }
 
 void CpuBackend::fillShardNormal(const Command &c) {
-  // Rows of the shard along its last dimension are contiguous in the global
-  // tensor: draw each row's elements at their global indices.
+  // Each element of the shard is drawn at its index in the global tensor.
   const TensorInfo &t = plan->states[static_cast<size_t>(c.params[4])].info;
-  std::vector<int64_t> global = globalShape(t, plan->mesh);
-  std::vector<int64_t> offsets =
-      shardOffsets(t, plan->mesh, comm ? comm->rank() : 0);
   float *dst = reinterpret_cast<float *>(arena + c.buffers[0]);
-  size_t rank = t.shape.size();
-  int64_t inner = t.shape[rank - 1], rows = inner ? t.numElements() / inner : 0;
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t g = 0;
-    for (size_t d = 0; d < rank; ++d)
-      g = g * global[d] + offsets[d] + (d + 1 < rank ? idx[d] : 0);
-    fillNormal(c, g, g + inner, dst + row * inner);
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++idx[d] < t.shape[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  forEachShardRow(globalShape(t, plan->mesh), t.shape,
+                  shardOffsets(t, plan->mesh, comm ? comm->rank() : 0),
+                  [&](int64_t g, int64_t l, int64_t n) {
+                    fillNormal(c, g, g + n, dst + l);
+                  });
 }
 
 cleave_rt_status CpuBackend::runCollective(size_t index, const Command &c) {

@@ -49,24 +49,25 @@ private:
   struct Slot {
     const void *src = nullptr;
     void *dst = nullptr;
-    uint32_t id = 0;
-    std::string what;
+    /// The member's collective, valid until the round's last member has
+    /// arrived.
+    const CollectiveInfo *info = nullptr;
   };
   struct Round {
     std::vector<Slot> slots;
     std::vector<bool> present;
     int64_t arrived = 0, reduced = 0, departed = 0;
     uint64_t generation = 0;
+    std::string error; ///< Set when the members are at different collectives.
   };
   using Lock = std::unique_lock<std::mutex>;
 
-  /// Waits until `done()`; fails when the world aborted, a rank in
-  /// `needed` exited, or the deadline passed. `missing()` names the ranks
-  /// not there yet for the timeout message.
+  /// Waits until `done()`; fails when the world aborted, a rank that
+  /// `missing()` names (the ranks not there yet) has exited, or the deadline
+  /// passed.
   template <typename Done, typename Missing>
   cleave_rt_status waitFor(Lock &lock, int64_t rank, const CollectiveInfo &c,
-                           const std::vector<int64_t> &needed, Done done,
-                           Missing missing);
+                           Done done, Missing missing);
   /// What a missing rank never reached: `c`, or for a recv the send that
   /// matches it.
   static std::string awaited(const CollectiveInfo &c) {
@@ -80,7 +81,8 @@ private:
   std::mutex mu;
   std::condition_variable cv;
   std::string abortReason; ///< Non-empty once a rank aborted.
-  std::vector<std::string> where; ///< What each rank waits in ("" if none).
+  /// The collective each rank waits in (null if none), for messages.
+  std::vector<const CollectiveInfo *> where;
   std::vector<bool> exited;
   std::map<std::vector<int64_t>, Round> rounds;
   std::map<std::pair<int64_t, int64_t>, std::deque<std::vector<uint8_t>>>
@@ -97,21 +99,18 @@ cleave_rt_status LocalWorld::failure(int64_t rank, std::string message) {
 
 template <typename Done, typename Missing>
 cleave_rt_status LocalWorld::waitFor(Lock &lock, int64_t rank,
-                                     const CollectiveInfo &c,
-                                     const std::vector<int64_t> &needed,
-                                     Done done, Missing missing) {
+                                     const CollectiveInfo &c, Done done,
+                                     Missing missing) {
   Clock::time_point deadline = Clock::now() + timeout;
   while (!done()) {
     if (!abortReason.empty())
       return makeStatus(CLEAVE_RT_UNAVAILABLE,
                         "stopped in " + describe(c) + " because " +
                             abortReason);
-    for (int64_t r : needed)
-      if (r != rank && exited[r])
-        for (int64_t m : missing())
-          if (m == r)
-            return failure(rank, "rank " + std::to_string(r) +
-                                     " exited before reaching " + awaited(c));
+    for (int64_t m : missing())
+      if (exited[m])
+        return failure(rank, "rank " + std::to_string(m) +
+                                 " exited before reaching " + awaited(c));
     if (cv.wait_until(lock, deadline) == std::cv_status::timeout &&
         !done()) {
       std::string msg;
@@ -121,8 +120,8 @@ cleave_rt_status LocalWorld::waitFor(Lock &lock, int64_t rank,
       for (int64_t m : late) {
         msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
                std::to_string(m) + " never reached " + awaited(c);
-        msg += where[m].empty() ? " (it is not in a collective)"
-                                : " (it waits in " + where[m] + ")";
+        msg += where[m] ? " (it waits in " + describe(*where[m]) + ")"
+                        : " (it is not in a collective)";
       }
       double seconds = std::chrono::duration<double>(timeout).count();
       char buf[64];
@@ -140,10 +139,10 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
   Lock lock(mu);
   const int64_t g = static_cast<int64_t>(group.ranks.size());
   const int64_t me = group.index;
-  where[rank] = describe(c);
+  where[rank] = &c;
   struct Clear {
-    std::string &w;
-    ~Clear() { w.clear(); }
+    const CollectiveInfo *&w;
+    ~Clear() { w = nullptr; }
   } clear{where[rank]};
 
   if (c.op == CollectiveOp::Send || c.op == CollectiveOp::Recv) {
@@ -166,7 +165,7 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
       return nullptr;
     }
     CLEAVE_RT_RETURN_IF_ERROR(waitFor(
-        lock, rank, c, {from}, [&] { return !mail[key].empty(); },
+        lock, rank, c, [&] { return !mail[key].empty(); },
         [&] { return std::vector<int64_t>{from}; }));
     std::vector<uint8_t> message = std::move(mail[key].front());
     mail[key].pop_front();
@@ -184,9 +183,19 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     round.slots.resize(g);
     round.present.assign(g, false);
   }
-  round.slots[me] = {src, dst, c.id, describe(c)};
+  round.slots[me] = {src, dst, &c};
   round.present[me] = true;
-  ++round.arrived;
+  if (++round.arrived == g) {
+    // The last to arrive checks that every member is at the same collective
+    // of the plan, while all of them still wait here (their records stay
+    // valid).
+    for (int64_t k = 0; k < g && round.error.empty(); ++k)
+      if (round.slots[k].info->id != c.id)
+        round.error = "ranks disagree on the next collective: rank " +
+                      std::to_string(group.ranks[k]) + " is at " +
+                      describe(*round.slots[k].info) + ", rank " +
+                      std::to_string(rank) + " at " + describe(c);
+  }
   uint64_t generation = round.generation;
   cv.notify_all();
   auto absent = [&] {
@@ -197,14 +206,9 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     return m;
   };
   CLEAVE_RT_RETURN_IF_ERROR(waitFor(
-      lock, rank, c, group.ranks, [&] { return round.arrived == g; }, absent));
-  // Every member must be at the same collective of the plan.
-  for (int64_t k = 0; k < g; ++k)
-    if (round.slots[k].id != c.id)
-      return failure(rank, "ranks disagree on the next collective: rank " +
-                               std::to_string(group.ranks[k]) + " is at " +
-                               round.slots[k].what + ", rank " +
-                               std::to_string(rank) + " at " + describe(c));
+      lock, rank, c, [&] { return round.arrived == g; }, absent));
+  if (!round.error.empty())
+    return failure(rank, round.error);
   std::vector<const void *> srcs(g);
   for (int64_t k = 0; k < g; ++k)
     srcs[k] = round.slots[k].src;
@@ -228,7 +232,7 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     ++round.reduced;
     cv.notify_all();
     CLEAVE_RT_RETURN_IF_ERROR(waitFor(
-        lock, rank, c, group.ranks, [&] { return round.reduced == g; },
+        lock, rank, c, [&] { return round.reduced == g; },
         [&] { return std::vector<int64_t>{}; }));
     lock.unlock();
     for (int64_t k = 0; k < g; ++k)
@@ -250,8 +254,7 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
   }
   // Stay until every member has read this rank's operand.
   return waitFor(
-      lock, rank, c, group.ranks,
-      [&] { return round.generation != generation; },
+      lock, rank, c, [&] { return round.generation != generation; },
       [&] { return std::vector<int64_t>{}; });
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 namespace cleave::plan {
 
@@ -150,10 +151,10 @@ std::vector<int64_t> shardOffsets(const TensorInfo &t, const Mesh &mesh,
   return offsets;
 }
 
-void copyShard(const std::vector<int64_t> &global,
-               const std::vector<int64_t> &local,
-               const std::vector<int64_t> &offsets, size_t elem,
-               uint8_t *globalData, uint8_t *localData, bool toGlobal) {
+void forEachShardRow(const std::vector<int64_t> &global,
+                     const std::vector<int64_t> &local,
+                     const std::vector<int64_t> &offsets,
+                     const std::function<void(int64_t, int64_t, int64_t)> &fn) {
   size_t rank = local.size();
   int64_t total = 1;
   for (int64_t d : local)
@@ -161,32 +162,36 @@ void copyShard(const std::vector<int64_t> &global,
   if (total == 0)
     return;
   if (rank == 0) {
-    if (toGlobal)
-      std::memcpy(globalData, localData, elem);
-    else
-      std::memcpy(localData, globalData, elem);
+    fn(0, 0, 1);
     return;
   }
-  // Contiguous runs along the last dimension; iterate over the others.
-  size_t run = static_cast<size_t>(local[rank - 1]) * elem;
+  // Runs along the last dimension; an odometer over the others.
+  int64_t run = local[rank - 1];
   std::vector<int64_t> idx(rank, 0);
-  for (int64_t row = 0; row < total / local[rank - 1]; ++row) {
-    int64_t g = 0, l = 0;
-    for (size_t d = 0; d < rank; ++d) {
+  for (int64_t row = 0; row < total / run; ++row) {
+    int64_t g = 0;
+    for (size_t d = 0; d < rank; ++d)
       g = g * global[d] + offsets[d] + (d + 1 < rank ? idx[d] : 0);
-      l = l * local[d] + (d + 1 < rank ? idx[d] : 0);
-    }
-    uint8_t *gp = globalData + g * elem, *lp = localData + l * elem;
-    if (toGlobal)
-      std::memcpy(gp, lp, run);
-    else
-      std::memcpy(lp, gp, run);
+    fn(g, row * run, run);
     for (size_t d = rank - 1; d-- > 0;) {
       if (++idx[d] < local[d])
         break;
       idx[d] = 0;
     }
   }
+}
+
+void copyShard(const std::vector<int64_t> &global,
+               const std::vector<int64_t> &local,
+               const std::vector<int64_t> &offsets, size_t elem,
+               uint8_t *globalData, uint8_t *localData, bool toGlobal) {
+  forEachShardRow(global, local, offsets, [&](int64_t g, int64_t l, int64_t n) {
+    uint8_t *gp = globalData + g * elem, *lp = localData + l * elem;
+    if (toGlobal)
+      std::memcpy(gp, lp, n * elem);
+    else
+      std::memcpy(lp, gp, n * elem);
+  });
 }
 
 std::pair<int64_t, int64_t> splitColorKey(const Mesh &mesh,

@@ -200,8 +200,8 @@ static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
     r.shape = states[i].global;
     local.resize(d.tensor.byte_size);
     TRY(cleave_rt_executor_read_state(e, i, local.data(), local.size()));
-    if (!d.sharded) {
-      r.data = local;
+    if (!d.sharded || ctx.worldSize == 1) {
+      r.data = local; // the whole tensor (a mesh of one rank has no peers)
     } else {
       all.resize(local.size() * ctx.worldSize);
       TRY(cleave_rt_communicator_gather(ctx.comm, local.data(), local.size(),

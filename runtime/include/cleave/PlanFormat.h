@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -171,6 +172,14 @@ std::vector<int64_t> globalShape(const TensorInfo &t, const Mesh &mesh);
 /// dimension (all zeros for a replicated tensor).
 std::vector<int64_t> shardOffsets(const TensorInfo &t, const Mesh &mesh,
                                   int64_t rank);
+/// Calls fn(globalIndex, localIndex, count) for each run of contiguous
+/// elements (a row along the last dimension) of the box of shape `local` at
+/// `offsets` in a row-major tensor of shape `global`; indices are element
+/// indices into the global tensor and the box.
+void forEachShardRow(const std::vector<int64_t> &global,
+                     const std::vector<int64_t> &local,
+                     const std::vector<int64_t> &offsets,
+                     const std::function<void(int64_t, int64_t, int64_t)> &fn);
 /// Copies the box of shape `local` at `offsets` between a row-major global
 /// tensor of shape `global` and a row-major local buffer: into `localData`
 /// (toGlobal false) or into `globalData` (toGlobal true).

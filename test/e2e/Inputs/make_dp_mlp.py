@@ -60,6 +60,19 @@ def t(*dims):
     return "tensor<" + "x".join(str(d) for d in dims) + ("x" if dims else "") + "f32>"
 
 
+def sgd_and_return(shapes, results):
+    """p -= lr * g{p} for each parameter (in order w1, b1, w2, b2), then the
+    return of the new parameters and %loss."""
+    lines = []
+    for name, shape in shapes.items():
+        lines.append(f'%lr_{name} = cleave.broadcast_in_dim %lr dims = [] : {t()} -> {t(*shape)}')
+        lines.append(f'%step_{name} = cleave.binary mul %lr_{name}, %g{name} : {t(*shape)}')
+        lines.append(f'%new_{name} = cleave.binary sub %{name}, %step_{name} : {t(*shape)}')
+    types = ", ".join(r.split(" {")[0] for r in results)
+    lines.append(f'return %new_w1, %new_b1, %new_w2, %new_b2, %loss : {types}')
+    return lines
+
+
 def program(n, variant):
     if B % n or D % n or H % n:
         raise SystemExit(f"dp={n} does not divide the batch and weights")
@@ -150,14 +163,8 @@ def program(n, variant):
         a(f'%gb1 = cleave.all_reduce avg %gb1l over {m} : {t(H)}')
         a(f'%gw2 = cleave.reduce_scatter avg %gw2l over {m} dim = 0 : {t(H, O)} -> {t(H // n, O)}')
         a(f'%gb2 = cleave.all_reduce avg %gb2l over {m} : {t(O)}')
-    # SGD.
-    for name, shape in (("w1", (rows["w1"], H)), ("b1", (H,)),
-                        ("w2", (rows["w2"], O)), ("b2", (O,))):
-        a(f'%lr_{name} = cleave.broadcast_in_dim %lr dims = [] : {t()} -> {t(*shape)}')
-        a(f'%step_{name} = cleave.binary mul %lr_{name}, %g{name} : {t(*shape)}')
-        a(f'%new_{name} = cleave.binary sub %{name}, %step_{name} : {t(*shape)}')
-    types = ", ".join(r.split(" {")[0] for r in results)
-    a(f'return %new_w1, %new_b1, %new_w2, %new_b2, %loss : {types}')
+    L += sgd_and_return({"w1": (rows["w1"], H), "b1": (H,),
+                         "w2": (rows["w2"], O), "b2": (O,)}, results)
     body = "\n".join("    " + line for line in L)
     return (f'// Data-parallel MLP training step, rank program for dp={n} '
             f'({variant}); made by make_dp_mlp.py.\n'

@@ -29,8 +29,7 @@ import make_dp_mlp as base  # noqa: E402
 B, D, H, O = base.B, base.D, base.H, base.O
 
 
-def t(*dims):
-    return "tensor<" + "x".join(str(d) for d in dims) + ("x" if dims else "") + "f32>"
+t = base.t
 
 
 def program(p, q):
@@ -92,12 +91,7 @@ def program(p, q):
     for g in ("gw1", "gb1", "gw2", "gb2"):
         shape = shapes[g[1:]]
         L.append(f'%{g} = cleave.all_reduce avg %{g}l over {dp} : {t(*shape)}')
-    for n in ("w1", "b1", "w2", "b2"):
-        L.append(f'%lr_{n} = cleave.broadcast_in_dim %lr dims = [] : {t()} -> {t(*shapes[n])}')
-        L.append(f'%step_{n} = cleave.binary mul %lr_{n}, %g{n} : {t(*shapes[n])}')
-        L.append(f'%new_{n} = cleave.binary sub %{n}, %step_{n} : {t(*shapes[n])}')
-    types = ", ".join(r.split(" {")[0] for r in results)
-    L.append(f'return %new_w1, %new_b1, %new_w2, %new_b2, %loss : {types}')
+    L += base.sgd_and_return(shapes, results)
     body = "\n".join("    " + line for line in L)
     return (f'// MLP training step, rank program for dp={p} x tp={q}; made by '
             f'make_tp_mlp.py.\nmodule {{\n'

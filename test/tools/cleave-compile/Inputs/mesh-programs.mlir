@@ -44,3 +44,11 @@ func.func @main(%x: i32) -> i32 {
 func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {
   return %x : tensor<?xf32>
 }
+// -----
+cleave.mesh @m axes = ["dp"] shape = [2]
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = cleave.convert %x : tensor<4xf32> -> tensor<4xf8E4M3FN>
+  %1 = cleave.all_reduce max %0 over @m ["dp"] : tensor<4xf8E4M3FN>
+  %2 = cleave.convert %1 : tensor<4xf8E4M3FN> -> tensor<4xf32>
+  return %2 : tensor<4xf32>
+}
