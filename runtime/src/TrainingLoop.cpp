@@ -108,15 +108,39 @@ bool prepareOutputDir(cleave_rt_program program, const std::string &dir,
 }
 
 int writeOutputs(cleave_rt_program program, cleave_rt_executor e,
-                 const std::string &dir) {
+                 const std::string &dir, const RankContext &ctx) {
   std::string err;
+  std::vector<uint8_t> all, whole;
   for (size_t i = 0; i < cleave_rt_program_output_count(program); ++i) {
     cleave_rt_tensor_desc_t d;
     TRY(cleave_rt_program_output_desc(program, i, &d));
     const void *data;
     size_t bytes;
     TRY(cleave_rt_executor_output(e, i, &data, &bytes));
-    std::vector<int64_t> shape(d.dims, d.dims + d.rank);
+    std::vector<int64_t> local(d.dims, d.dims + d.rank), shape(d.rank),
+        offsets(d.rank);
+    int sharded = 0;
+    TRY(cleave_rt_program_output_shard(program, i, 0, shape.data(),
+                                       offsets.data(), &sharded));
+    if (sharded && ctx.worldSize > 1) {
+      all.resize(bytes * ctx.worldSize);
+      TRY(cleave_rt_communicator_gather(ctx.comm, data, bytes, all.data()));
+      if (ctx.rank != 0)
+        continue;
+      whole.assign(all.size(), 0);
+      for (int64_t r = 0; r < ctx.worldSize; ++r) {
+        TRY(cleave_rt_program_output_shard(program, i, static_cast<size_t>(r),
+                                           shape.data(), offsets.data(),
+                                           &sharded));
+        plan::copyShard(shape, local, offsets, dtypeSize(static_cast<DType>(d.dtype)),
+                        whole.data(), all.data() + r * bytes,
+                        /*toGlobal=*/true);
+      }
+      data = whole.data();
+      bytes = whole.size();
+    } else if (ctx.rank != 0) {
+      continue;
+    }
     if (!tensorfile::writeNpyFile(dir + "/" + outputFileName(d.name),
                                   static_cast<DType>(d.dtype), shape, data,
                                   bytes, &err))
@@ -707,8 +731,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   if (nonFinite)
     warn(std::to_string(nonFinite) + " step(s) had a non-finite loss");
 
-  if (!o.outputDir.empty() && firstStep < o.steps && gLeader) {
-    int rc = writeOutputs(program, exec.e, o.outputDir);
+  if (!o.outputDir.empty() && firstStep < o.steps) {
+    int rc = writeOutputs(program, exec.e, o.outputDir, ctx);
     if (rc >= 0)
       return rc;
   }

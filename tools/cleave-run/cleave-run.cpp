@@ -415,58 +415,6 @@ static int loadInputs(const Options &o, cleave_rt_program program,
   return -1;
 }
 
-/// Writes every output of the last run of a plan over several ranks: a
-/// sharded output's parts are gathered from every rank through the
-/// communicator (threads or MPI alike) and rank 0 writes the global tensor;
-/// a replicated output is rank 0's copy.
-static int writeRankOutputs(const Options &o, cleave_rt_program program,
-                            cleave_rt_executor e,
-                            const run::RankContext &ctx) {
-  std::string err;
-  for (size_t i = 0; i < cleave_rt_program_output_count(program); ++i) {
-    cleave_rt_tensor_desc_t desc;
-    if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
-      return statusError(s);
-    const void *data;
-    size_t bytes;
-    if (cleave_rt_status s = cleave_rt_executor_output(e, i, &data, &bytes))
-      return statusError(s);
-    std::vector<int64_t> local(desc.dims, desc.dims + desc.rank);
-    std::vector<int64_t> global(desc.rank), offsets(desc.rank);
-    int sharded = 0;
-    if (cleave_rt_status s = cleave_rt_program_output_shard(
-            program, i, 0, global.data(), offsets.data(), &sharded))
-      return statusError(s);
-    std::vector<uint8_t> all, out;
-    if (sharded) {
-      all.resize(bytes * ctx.worldSize);
-      if (cleave_rt_status s =
-              cleave_rt_communicator_gather(ctx.comm, data, bytes, all.data()))
-        return statusError(s);
-    }
-    if (ctx.rank != 0)
-      continue;
-    if (sharded) {
-      out.assign(all.size(), 0);
-      for (int64_t r = 0; r < ctx.worldSize; ++r) {
-        if (cleave_rt_status s = cleave_rt_program_output_shard(
-                program, i, static_cast<size_t>(r), global.data(),
-                offsets.data(), &sharded))
-          return statusError(s);
-        plan::copyShard(global, local, offsets, cleave_rt_dtype_size(desc.dtype),
-                        out.data(), all.data() + r * bytes, /*toGlobal=*/true);
-      }
-      data = out.data();
-      bytes = out.size();
-    }
-    if (!tensorfile::writeNpyFile(o.outputDir + "/" + run::outputFileName(desc.name),
-                                  static_cast<plan::DType>(desc.dtype), global,
-                                  data, bytes, &err))
-      return error("output '" + std::string(desc.name) + "': " + err);
-  }
-  return -1;
-}
-
 static void printValues(uint32_t dtype, const uint8_t *p, size_t bytes) {
   size_t elem = cleave_rt_dtype_size(dtype);
   size_t n = elem ? bytes / elem : 0, shown = std::min<size_t>(n, 8);
@@ -557,9 +505,7 @@ static int runRank(const Options &o, cleave_rt_program program,
     printValues(desc.dtype, static_cast<const uint8_t *>(data), bytes);
   }
   if (!o.noOutput) {
-    rc = ctx.worldSize > 1
-             ? writeRankOutputs(o, program, session.executor, ctx)
-             : run::writeOutputs(program, session.executor, o.outputDir);
+    rc = run::writeOutputs(program, session.executor, o.outputDir, ctx);
     if (rc >= 0)
       return rc;
   }

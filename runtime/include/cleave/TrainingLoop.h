@@ -52,11 +52,20 @@ std::string outputFileName(const std::string &name);
 bool prepareOutputDir(cleave_rt_program program, const std::string &dir,
                       std::string *error);
 
+/// The rank this thread runs for (a plan over a mesh runs one rank per
+/// thread with --ranks, or one per process under mpirun).
+struct RankContext {
+  cleave_rt_communicator comm = nullptr; ///< Null for a one-rank run.
+  int64_t rank = 0, worldSize = 1;
+};
+
 /// Writes every output of the executor's last run as DIR/<name>.npy
 /// (atomically, bfloat16 as float32); returns an exit code on failure, else
-/// -1.
+/// -1. Over several ranks every rank calls it: a sharded output's parts are
+/// gathered through ctx.comm and rank 0 writes the global tensor; a
+/// replicated output is rank 0's copy.
 int writeOutputs(cleave_rt_program program, cleave_rt_executor executor,
-                 const std::string &dir);
+                 const std::string &dir, const RankContext &ctx = {});
 
 /// True if any training option was given (so the plan must be a training
 /// plan).
@@ -66,13 +75,6 @@ bool anyTrainingOption(const TrainOptions &o);
 /// default.
 void setProgramName(const std::string &name);
 const std::string &programName();
-
-/// The rank this thread runs for (a plan over a mesh runs one rank per
-/// thread with --ranks, or one per process under mpirun).
-struct RankContext {
-  cleave_rt_communicator comm = nullptr; ///< Null for a one-rank run.
-  int64_t rank = 0, worldSize = 1;
-};
 
 /// Sets this thread's rank: with more than one rank every message is
 /// prefixed "rank R: ", and only rank 0 prints logs and writes files.
