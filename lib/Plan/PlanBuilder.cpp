@@ -16,6 +16,7 @@
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
+#include "Cleave/IR/CleaveSharding.h"
 #include "GemmEpilogue.h"
 #include "cleave/Plan/MemoryPlanner.h"
 #include "cleave/Transforms/Passes.h"
@@ -397,6 +398,12 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
         info.splitOuter = ShapedType::getNumElements(shape.take_front(d));
         info.splitInner = ShapedType::getNumElements(shape.drop_front(d));
       })
+      .Case([&](AllSliceOp o) {
+        info.op = plan::CollectiveOp::AllSlice;
+        int64_t d = o.getDim();
+        info.splitOuter = ShapedType::getNumElements(shape.take_front(d));
+        info.splitInner = ShapedType::getNumElements(shape.drop_front(d)) / g;
+      })
       .Case([&](ReduceScatterOp o) {
         info.op = plan::CollectiveOp::ReduceScatter;
         info.reduce = reduceOf(o.getKind());
@@ -660,35 +667,46 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
     info.offset = offsetOf(v);
     return success();
   };
-  // `cleave.sharding = [["dp"], []]` on an argument or result: per
-  // dimension, the mesh axes it is split over.
-  auto sharding = [&](ArrayAttr attr, plan::TensorInfo &info,
+  // `cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>` on an
+  // argument or result: per dimension, the mesh axes it is split over.
+  auto sharding = [&](Attribute attr, plan::TensorInfo &info,
                       Location loc) -> LogicalResult {
     if (!attr)
       return success();
+    auto typed = dyn_cast<TensorShardingAttr>(attr);
+    if (!typed)
+      return mlir::emitError(loc)
+             << "tensor '" << info.name << "': cleave.sharding must be a "
+             << "#cleave.sharding<@mesh, [...]> attribute, not " << attr;
     if (!mesh)
       return mlir::emitError(loc) << "tensor '" << info.name
                                   << "' has a cleave.sharding but the module "
                                      "has no cleave.mesh";
-    if (attr.size() != info.shape.size())
+    if (typed.getMesh().getValue() != mesh.getSymName())
+      return mlir::emitError(loc)
+             << "tensor '" << info.name << "': cleave.sharding names mesh "
+             << typed.getMesh() << ", but the module's mesh is @"
+             << mesh.getSymName();
+    if (typed.getRank() != (int64_t)info.shape.size())
       return mlir::emitError(loc)
              << "tensor '" << info.name << "': cleave.sharding lists "
-             << attr.size() << " dimensions for rank " << info.shape.size();
-    for (Attribute dim : attr) {
-      auto axes = dyn_cast<ArrayAttr>(dim);
-      if (!axes)
-        return mlir::emitError(loc) << "tensor '" << info.name
-                                    << "': cleave.sharding must be a list of "
-                                       "lists of mesh axis names";
+             << typed.getRank() << " dimensions for rank "
+             << info.shape.size();
+    for (DimShardingAttr dim : typed.getDims()) {
       std::vector<uint32_t> indices;
-      for (Attribute a : axes) {
-        auto name = dyn_cast<StringAttr>(a);
-        int64_t axis = name ? mesh.getAxisIndex(name.getValue()) : -1;
+      for (StringAttr name : dim.getAxes()) {
+        int64_t axis = mesh.getAxisIndex(name.getValue());
         if (axis < 0)
           return mlir::emitError(loc)
                  << "tensor '" << info.name << "': cleave.sharding names "
-                 << a << ", which is not an axis of mesh @"
+                 << name << ", which is not an axis of mesh @"
                  << mesh.getSymName();
+        for (const std::vector<uint32_t> &other : info.sharding)
+          if (llvm::is_contained(other, axis) ||
+              llvm::is_contained(indices, axis))
+            return mlir::emitError(loc)
+                   << "tensor '" << info.name << "': mesh axis " << name
+                   << " shards more than one dimension";
         indices.push_back(static_cast<uint32_t>(axis));
       }
       info.sharding.push_back(std::move(indices));
@@ -757,7 +775,7 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
     plan::TensorInfo info;
     if (failed(tensorInfo(arg, name ? name.getValue() : StringRef(fallback),
                           info)) ||
-        failed(sharding(main.getArgAttrOfType<ArrayAttr>(i, "cleave.sharding"),
+        failed(sharding(main.getArgAttr(i, kShardingAttrName),
                         info, arg.getLoc())))
       return failure();
     if (auto state = main.getArgAttrOfType<StringAttr>(i, "cleave.state")) {
@@ -797,7 +815,7 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
     std::string fallback = "output" + std::to_string(i);
     plan::TensorInfo info;
     if (failed(tensorInfo(v, name ? name.getValue() : StringRef(fallback), info)) ||
-        failed(sharding(main.getResultAttrOfType<ArrayAttr>(i, "cleave.sharding"),
+        failed(sharding(main.getResultAttr(i, kShardingAttrName),
                         info, main.getLoc())))
       return failure();
     auto role = main.getResultAttrOfType<StringAttr>(i, "cleave.role");

@@ -9,6 +9,7 @@
 #include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Autodiff.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Sharding/Passes.h"
 #include "cleave/Transforms/Training/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -22,6 +23,7 @@ void cleave::registerAllPasses() {
   registerCleaveTransformsPasses();
   mlir::cleave::registerCleaveConversionPasses();
   registerCleaveTrainingPasses();
+  registerCleaveShardingPasses();
   registerCPUPipelines();
   registerCUDAPipelines();
   registerPipelines();

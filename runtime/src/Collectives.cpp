@@ -145,7 +145,8 @@ uint64_t collectiveResultBytes(const CollectiveInfo &c, int64_t g) {
   uint64_t bytes = static_cast<uint64_t>(c.count) * dtypeSize(c.dtype);
   switch (c.op) {
   case CollectiveOp::AllGather: return bytes * g;
-  case CollectiveOp::ReduceScatter: return bytes / g;
+  case CollectiveOp::ReduceScatter:
+  case CollectiveOp::AllSlice: return bytes / g;
   case CollectiveOp::Send: return 0;
   default: return bytes;
   }
@@ -180,6 +181,14 @@ void computeCollective(const CollectiveInfo &c, int64_t index, int64_t g,
       reduceBuffers(c.reduce, c.dtype, rows.data(), g, dst + o * run,
                     c.splitInner);
     }
+    return;
+  }
+  case CollectiveOp::AllSlice: {
+    // dst [outer, inner] <- this member's [o, index, :].
+    size_t run = static_cast<size_t>(c.splitInner) * elem;
+    for (int64_t o = 0; o < c.splitOuter; ++o)
+      if (run)
+        std::memcpy(dst + o * run, src(index) + (o * g + index) * run, run);
     return;
   }
   case CollectiveOp::AllToAll: {

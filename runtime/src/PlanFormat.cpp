@@ -90,6 +90,7 @@ const char *collectiveOpName(CollectiveOp op) {
   case CollectiveOp::Permute: return "collective_permute";
   case CollectiveOp::Send: return "send";
   case CollectiveOp::Recv: return "recv";
+  case CollectiveOp::AllSlice: return "all_slice";
   }
   return "unknown";
 }

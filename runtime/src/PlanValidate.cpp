@@ -182,6 +182,7 @@ bool Validator::checkCollective(const std::string &what0, const Command &c) {
     out = in * g;
     break;
   case CollectiveOp::ReduceScatter:
+  case CollectiveOp::AllSlice:
     if (!view(k.splitOuter, k.splitInner, k.count, "scatter"))
       return false;
     out = in / g;

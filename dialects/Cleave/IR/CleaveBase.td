@@ -25,6 +25,12 @@ def Cleave_Dialect : Dialect {
     unsigned types map to unsigned MLIR integers, signed ones to signless.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    /// Sharding attributes (CleaveSharding.td), registered from
+    /// CleaveSharding.cpp.
+    void registerAttributes();
+  }];
 }
 
 //===----------------------------------------------------------------------===//

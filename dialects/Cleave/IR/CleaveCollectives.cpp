@@ -241,6 +241,27 @@ AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
                         1);
 }
 
+LogicalResult AllSliceOp::verify() {
+  if (getAsync())
+    return emitOpError() << "sends nothing, so it has no async form";
+  if (failed(checkRankAndElementType(*this, getOperand().getType(),
+                                     getType())) ||
+      failed(checkDimInRange(*this, getDim(), getType().getRank(), "dim")))
+    return failure();
+  return success();
+}
+
+LogicalResult
+AllSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  int64_t n;
+  if (failed(verifyGroup(*this, symbols, &n)) ||
+      failed(checkDivides(*this, getOperand().getType(), getDim(), n,
+                          "operand")))
+    return failure();
+  return checkScaledDim(*this, getOperand().getType(), getType(), getDim(), 1,
+                        n);
+}
+
 LogicalResult ReduceScatterOp::verify() {
   if (failed(verifyFloatForAvg(*this, getKind(), getOperand().getType())) ||
       failed(checkRankAndElementType(*this, getOperand().getType(),
@@ -367,6 +388,7 @@ int64_t ReduceScatterOp::getFlops() {
   return getOperand().getType().getNumElements();
 }
 int64_t AllGatherOp::getFlops() { return 0; }
+int64_t AllSliceOp::getFlops() { return 0; }
 int64_t AllToAllOp::getFlops() { return 0; }
 int64_t BroadcastOp::getFlops() { return 0; }
 int64_t CollectivePermuteOp::getFlops() { return 0; }
@@ -421,5 +443,6 @@ CollectiveCost mlir::cleave::getCollectiveCost(CollectiveOpInterface op,
         cost.steps = 1;
       })
       .Case([&](RecvOp) { cost.steps = 1; });
+  // AllSliceOp sends nothing: zero bytes, zero steps.
   return cost;
 }

@@ -135,6 +135,31 @@ def Cleave_AllGatherOp : Cleave_CollectiveOp<"all_gather"> {
   }];
 }
 
+def Cleave_AllSliceOp : Cleave_CollectiveOp<"all_slice"> {
+  let summary = "Keep this rank's slice of a tensor the group holds whole";
+  let description = [{
+    The inverse of `cleave.all_gather`: every rank of the group holds the
+    same operand, splits it along `dim` into group-size equal slices and
+    keeps slice `i`, `i` its group index. Nothing is sent; the op is among
+    the collectives because its result depends on the rank. The SPMD
+    partitioner uses it where a replicated tensor meets an op that reads it
+    sharded, and to give each rank its offsets (a slice of a constant).
+
+    ```mlir
+    %w = cleave.all_slice %full over @mesh ["tp"] dim = 1
+        : tensor<16x64xf32> -> tensor<16x32xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat, AnyInteger]>:$operand,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes,
+                       I64Attr:$dim, UnitAttr:$async);
+  let results = (outs RankedTensorOf<[AnyFloat, AnyInteger]>:$result);
+  let assemblyFormat = [{
+    $operand `over` $mesh $mesh_axes `dim` `=` $dim (`async` $async^)?
+    attr-dict `:` type($operand) `->` type($result)
+  }];
+}
+
 def Cleave_ReduceScatterOp : Cleave_CollectiveOp<"reduce_scatter"> {
   let summary = "Combine over the group and keep this rank's slice";
   let description = [{

@@ -3,6 +3,7 @@
 #include "Cleave/IR/CleaveDialect.h"
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
+#include "Cleave/IR/CleaveSharding.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -20,6 +21,7 @@ void CleaveDialect::initialize() {
 #define GET_OP_LIST
 #include "Cleave/IR/CleaveCollectiveOps.cpp.inc"
       >();
+  registerAttributes();
 }
 
 Operation *CleaveDialect::materializeConstant(OpBuilder &builder,

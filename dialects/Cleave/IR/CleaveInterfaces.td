@@ -55,4 +55,21 @@ def Cleave_VJPOpInterface : OpInterface<"VJPOpInterface"> {
   ];
 }
 
+def Cleave_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlir::cleave";
+  let description = [{
+    The factor-based sharding rule of an op (`cleave::ShardingRule`): how
+    its operand and result dimensions map to the factors of its iteration
+    space, and whether each factor is parallel, a reduction or in need of
+    replication. Sharding propagation and SPMD partitioning read every op
+    through it, and the linalg lowering takes the indexing maps of simple
+    ops from it. Every cleave compute op implements it; an op that cannot
+    be partitioned returns `ShardingRule::replicatedOnly` with the reason.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's sharding rule.",
+      "::mlir::cleave::ShardingRule", "getShardingRule", (ins)>,
+  ];
+}
+
 #endif // CLEAVE_IR_CLEAVEINTERFACES_TD

@@ -373,8 +373,10 @@ LogicalResult TopKOp::verify() {
   if (failed(checkDim(*this, getDimension(), in.size(), "dimension")))
     return failure();
   int64_t n = in[getDimension()];
-  if (getK() < 0 || getK() > n)
-    return emitOpError() << "k = " << getK() << " is out of range [0, " << n
+  // The attribute is signed; read it as such so a negative k is caught.
+  int64_t k = getKAttr().getInt();
+  if (k < 0 || k > n)
+    return emitOpError() << "k = " << k << " is out of range [0, " << n
                          << "] for dimension " << getDimension();
   SmallVector<int64_t> expected(in);
   expected[getDimension()] = getK();

@@ -14,6 +14,7 @@
 
 #include "Cleave/IR/CleaveDialect.h"
 #include "Cleave/IR/CleaveEnums.h.inc"
+#include "Cleave/IR/ShardingRule.h"
 
 namespace mlir::cleave::detail {
 /// Number of elements of a statically shaped tensor type (1 for scalars).

@@ -14,14 +14,16 @@ def Cleave_Tensor : RankedTensorOf<[Cleave_ElementType]>;
 def Cleave_BoolTensor : RankedTensorOf<[I1]>;
 def Cleave_IndexTensor : RankedTensorOf<[AnyInteger]>;
 
-/// Every Cleave op is pure and has a cost. `costOverrides` names the
-/// CostOpInterface methods an op computes itself instead of the defaults.
+/// Every Cleave op is pure, has a cost and a sharding rule. `costOverrides`
+/// names the CostOpInterface methods an op computes itself instead of the
+/// defaults.
 class Cleave_Op<string mnemonic, list<Trait> traits = [],
                 list<string> costOverrides = []>
     : Op<Cleave_Dialect, mnemonic,
          !listconcat(traits, [Pure,
              DeclareOpInterfaceMethods<Cleave_CostOpInterface,
-                                       costOverrides>])>;
+                                       costOverrides>,
+             DeclareOpInterfaceMethods<Cleave_ShardingRuleOpInterface>])>;
 
 //===----------------------------------------------------------------------===//
 // Constants and index generation

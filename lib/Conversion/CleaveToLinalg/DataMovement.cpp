@@ -57,26 +57,18 @@ struct BroadcastInDimLowering : OpConversionPattern<BroadcastInDimOp> {
   LogicalResult
   matchAndRewrite(BroadcastInDimOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto inType = cast<RankedTensorType>(adaptor.getOperand().getType());
     auto outType = cast<RankedTensorType>(
         getTypeConverter()->convertType(op.getType()));
-    unsigned rank = outType.getRank();
-    SmallVector<AffineExpr> exprs;
-    for (auto [i, d] : llvm::enumerate(op.getBroadcastDimensions())) {
-      if (inType.getDimSize(i) == 1 && outType.getDimSize(d) != 1)
-        exprs.push_back(rewriter.getAffineConstantExpr(0));
-      else
-        exprs.push_back(rewriter.getAffineDimExpr(d));
-    }
+    // The sharding rule's maps: a loop per result dimension; an operand
+    // dimension of size 1 that is repeated reads index 0.
+    ShardingRule rule = op.getShardingRule();
     Location loc = op.getLoc();
     Value init = createEmpty(rewriter, loc, outType.getShape(),
                              outType.getElementType());
-    SmallVector<AffineMap> maps = {
-        AffineMap::get(rank, 0, exprs, rewriter.getContext()),
-        rewriter.getMultiDimIdentityMap(rank)};
+    SmallVector<AffineMap> maps = rule.getIndexingMaps(rewriter.getContext());
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{outType}, adaptor.getOperand(),
-        ValueRange{init}, maps, parallelIterators(rank),
+        ValueRange{init}, maps, rule.getIteratorTypes(),
         [](OpBuilder &b, Location l, ValueRange args) {
           linalg::YieldOp::create(b, l, args[0]);
         });
@@ -92,21 +84,16 @@ struct TransposeLowering : OpConversionPattern<TransposeOp> {
                   ConversionPatternRewriter &rewriter) const override {
     auto outType = cast<RankedTensorType>(
         getTypeConverter()->convertType(op.getType()));
-    unsigned rank = outType.getRank();
-    ArrayRef<int64_t> perm = op.getPermutation();
-    // result[i] = operand[perm[i]]: operand dim perm[i] is loop dim i.
-    SmallVector<AffineExpr> exprs(rank);
-    for (unsigned i = 0; i < rank; ++i)
-      exprs[perm[i]] = rewriter.getAffineDimExpr(i);
+    // The sharding rule's maps: a loop per result dimension, the operand
+    // indexed through the permutation.
+    ShardingRule rule = op.getShardingRule();
     Location loc = op.getLoc();
     Value init = createEmpty(rewriter, loc, outType.getShape(),
                              outType.getElementType());
-    SmallVector<AffineMap> maps = {
-        AffineMap::get(rank, 0, exprs, rewriter.getContext()),
-        rewriter.getMultiDimIdentityMap(rank)};
+    SmallVector<AffineMap> maps = rule.getIndexingMaps(rewriter.getContext());
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{outType}, adaptor.getOperand(),
-        ValueRange{init}, maps, parallelIterators(rank),
+        ValueRange{init}, maps, rule.getIteratorTypes(),
         [](OpBuilder &b, Location l, ValueRange args) {
           linalg::YieldOp::create(b, l, args[0]);
         });

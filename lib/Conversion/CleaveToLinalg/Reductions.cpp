@@ -27,44 +27,12 @@ struct ContractLowering : OpConversionPattern<ContractOp> {
                   ConversionPatternRewriter &rewriter) const override {
     auto outType = cast<RankedTensorType>(
         getTypeConverter()->convertType(op.getType()));
-    auto lhsType = cast<RankedTensorType>(adaptor.getLhs().getType());
-    auto rhsType = cast<RankedTensorType>(adaptor.getRhs().getType());
-    ArrayRef<int64_t> lb = op.getLhsBatchingDimensions();
-    ArrayRef<int64_t> rb = op.getRhsBatchingDimensions();
-    ArrayRef<int64_t> lc = op.getLhsContractingDimensions();
-    ArrayRef<int64_t> rc = op.getRhsContractingDimensions();
-    int64_t numBatch = lb.size();
-    int64_t numLhsFree = lhsType.getRank() - lb.size() - lc.size();
-    int64_t numRhsFree = rhsType.getRank() - rb.size() - rc.size();
-    int64_t numOut = numBatch + numLhsFree + numRhsFree;
-    int64_t numLoops = numOut + lc.size();
+    // The iteration space is the op's sharding rule: one loop per factor
+    // (batch, lhs free, rhs free, then the contracting reductions).
+    ShardingRule rule = op.getShardingRule();
     MLIRContext *ctx = rewriter.getContext();
-
-    // Loop order: batch, lhs free, rhs free, contracting.
-    auto operandMap = [&](RankedTensorType type, ArrayRef<int64_t> batch,
-                          ArrayRef<int64_t> contract, int64_t freeStart) {
-      SmallVector<AffineExpr> exprs;
-      int64_t nextFree = freeStart;
-      for (int64_t d = 0; d < type.getRank(); ++d) {
-        if (auto *it = llvm::find(batch, d); it != batch.end())
-          exprs.push_back(getAffineDimExpr(it - batch.begin(), ctx));
-        else if (auto *it = llvm::find(contract, d); it != contract.end())
-          exprs.push_back(getAffineDimExpr(numOut + (it - contract.begin()), ctx));
-        else
-          exprs.push_back(getAffineDimExpr(nextFree++, ctx));
-      }
-      return AffineMap::get(numLoops, 0, exprs, ctx);
-    };
-    SmallVector<AffineExpr> outExprs;
-    for (int64_t d = 0; d < numOut; ++d)
-      outExprs.push_back(getAffineDimExpr(d, ctx));
-    SmallVector<AffineMap> maps = {
-        operandMap(lhsType, lb, lc, numBatch),
-        operandMap(rhsType, rb, rc, numBatch + numLhsFree),
-        AffineMap::get(numLoops, 0, outExprs, ctx)};
-    SmallVector<utils::IteratorType> iterators = parallelIterators(numLoops);
-    for (int64_t d = numOut; d < numLoops; ++d)
-      iterators[d] = utils::IteratorType::reduction;
+    SmallVector<AffineMap> maps = rule.getIndexingMaps(ctx);
+    SmallVector<utils::IteratorType> iterators = rule.getIteratorTypes();
 
     Location loc = op.getLoc();
     Type elementType = outType.getElementType();

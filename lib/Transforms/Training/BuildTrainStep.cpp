@@ -12,6 +12,7 @@
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
+#include "Cleave/IR/CleaveSharding.h"
 #include "cleave/Transforms/Autodiff.h"
 
 #include "TrainableParameters.h"
@@ -677,9 +678,13 @@ void BuildTrainStepPass::runOnOperation() {
     auto type = cast<RankedTensorType>(newMain.getArgument(index).getType());
     if (type.getRank() == 0)
       return;
-    SmallVector<Attribute> dims(type.getRank(), b.getArrayAttr({}));
-    dims[0] = b.getStrArrayAttr({"dp"});
-    newMain.setArgAttr(index, "cleave.sharding", b.getArrayAttr(dims));
+    MLIRContext *ctx = b.getContext();
+    SmallVector<DimShardingAttr> dims(
+        type.getRank(), DimShardingAttr::get(ctx, {}, /*closed=*/true, -1));
+    dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("dp")}, true, -1);
+    newMain.setArgAttr(index, kShardingAttrName,
+                       TensorShardingAttr::get(
+                           ctx, FlatSymbolRefAttr::get(ctx, "mesh"), dims));
   };
   for (unsigned i = 0; i < oldMain.getNumArguments(); ++i, ++argIndex) {
     if (auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name"))

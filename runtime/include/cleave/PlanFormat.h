@@ -197,7 +197,8 @@ enum class CollectiveOp : uint32_t {
   Broadcast = 5,
   Permute = 6,
   Send = 7,
-  Recv = 8
+  Recv = 8,
+  AllSlice = 9
 };
 /// "all_reduce", "all_gather", ...; "unknown" else.
 const char *collectiveOpName(CollectiveOp);
@@ -215,6 +216,8 @@ const char *reduceOpName(ReduceOp);
 ///     is [splitOuter, splitInner] (count = splitOuter * splitInner).
 ///  ReduceScatter: the operand is [splitOuter, G, splitInner], the result
 ///     [splitOuter, splitInner].
+///  AllSlice: like ReduceScatter's views, but the result is the operand's
+///     [:, index, :] (nothing is sent; the rank's group index picks it).
 ///  AllToAll: the operand is split as [splitOuter, G, splitInner], the
 ///     result assembled as [concatOuter, G, concatInner]; each slice has
 ///     splitOuter * splitInner = concatOuter * concatInner elements.

@@ -11,8 +11,8 @@
 // and the reported loss averaged too.
 // DP: cleave.mesh @mesh axes = ["dp"] shape = [2]
 // DP-LABEL: func.func @main(
-// DP-SAME: %arg2: tensor<2x4xf32> {cleave.name = "x", cleave.role = "data", cleave.sharding = {{\[\[}}"dp"], []]}
-// DP-SAME: %arg3: tensor<2x4xf32> {cleave.name = "target", cleave.role = "data", cleave.sharding = {{\[\[}}"dp"], []]}
+// DP-SAME: %arg2: tensor<2x4xf32> {cleave.name = "x", cleave.role = "data", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}
+// DP-SAME: %arg3: tensor<2x4xf32> {cleave.name = "target", cleave.role = "data", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}
 // DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "gradient of w"} : tensor<4x4xf32>
 // DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "gradient of b"} : tensor<4xf32>
 // DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "loss"} : tensor<f32>

@@ -85,8 +85,8 @@ def ops_for(dt):
 def program(names, shape, axes):
     g = int(np.prod([shape[names.index(a)] for a in axes]))
     grp = "[" + ", ".join(f'"{a}"' for a in axes) + "]"
-    everyone = "[" + ", ".join(f'"{a}"' for a in names) + "]"
-    shard = f"cleave.sharding = [{everyone}, []]"
+    everyone = "{" + ", ".join(f'"{a}"' for a in names) + "}"
+    shard = f"cleave.sharding = #cleave.sharding<@mesh, [{everyone}, {{}}]>"
     args, results, body, rets = [], [], [], []
 
     def t(r, c, ty):

@@ -80,7 +80,7 @@ def program(n, variant):
     init = initial_values()
     zero = variant == "zero"
     rows = {"w1": D // n if zero else D, "w2": H // n if zero else H}
-    shard = ', cleave.sharding = [["dp"], []]'
+    shard = ', cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>'
 
     def param(name, shape, sharded):
         return (f'%{name}: {t(*shape)} {{cleave.name = "{name}", '

@@ -46,11 +46,11 @@ def program(p, q):
                 f'cleave.initial_value = {dense(init[name])} : '
                 f'{t(*init[name].shape)}{s}}}')
 
-    data = ', cleave.sharding = [["dp"], []]'
+    data = ', cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>'
     args = [
-        param("w1", (D, hl), '[[], ["tp"]]'),
-        param("b1", (hl,), '[["tp"]]'),
-        param("w2", (hl, O), '[["tp"], []]'),
+        param("w1", (D, hl), '#cleave.sharding<@mesh, [{}, {"tp"}]>'),
+        param("b1", (hl,), '#cleave.sharding<@mesh, [{"tp"}]>'),
+        param("w2", (hl, O), '#cleave.sharding<@mesh, [{"tp"}, {}]>'),
         param("b2", (O,), None),
         f'%x: {t(bl, D)} {{cleave.name = "x", cleave.role = "data"{data}}}',
         f'%y: {t(bl, O)} {{cleave.name = "y", cleave.role = "data"{data}}}',

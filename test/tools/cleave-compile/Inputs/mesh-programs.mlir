@@ -1,6 +1,6 @@
 // Programs in the cleave dialect for mlir-input.test, one per split.
 cleave.mesh @mesh axes = ["dp"] shape = [2]
-func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = [["dp"]]}) -> (tensor<4xf32> {cleave.name = "y"}) {
+func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}]>}) -> (tensor<4xf32> {cleave.name = "y"}) {
   %0 = cleave.all_reduce sum %x over @mesh ["dp"] : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
@@ -17,12 +17,12 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 }
 // -----
 cleave.mesh @mesh axes = ["dp"] shape = [2]
-func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = [["tp"]]}) -> tensor<4xf32> {
+func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = #cleave.sharding<@mesh, [{"tp"}]>}) -> tensor<4xf32> {
   %0 = cleave.all_reduce sum %x over @mesh ["dp"] : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 // -----
-func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = [["dp"]]}) -> tensor<4xf32> {
+func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}]>}) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
 // -----
@@ -51,4 +51,14 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %1 = cleave.all_reduce max %0 over @m ["dp"] : tensor<4xf8E4M3FN>
   %2 = cleave.convert %1 : tensor<4xf8E4M3FN> -> tensor<4xf32>
   return %2 : tensor<4xf32>
+}
+// -----
+cleave.mesh @mesh axes = ["dp"] shape = [2]
+func.func @main(%x: tensor<4xf32> {cleave.name = "x", cleave.sharding = [["dp"]]}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+// -----
+cleave.mesh @mesh axes = ["dp"] shape = [2]
+func.func @main(%x: tensor<4x4xf32> {cleave.name = "x", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {"dp"}]>}) -> tensor<4x4xf32> {
+  return %x : tensor<4x4xf32>
 }

@@ -1,0 +1,54 @@
+//===- CleaveSharding.h - Sharding attributes and helpers -------*- C++ -*-===//
+
+#ifndef CLEAVE_IR_CLEAVESHARDING_H
+#define CLEAVE_IR_CLEAVESHARDING_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/Value.h"
+
+#include "Cleave/IR/CleaveDialect.h"
+
+#define GET_ATTRDEF_CLASSES
+#include "Cleave/IR/CleaveAttrs.h.inc"
+
+namespace mlir::cleave {
+
+class MeshOp;
+
+/// The attribute name of shardings: a TensorShardingAttr on a function
+/// argument or result, an ArrayAttr with one per result on an op.
+inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
+
+/// The sharding of `value` (a function argument or an op result), or null.
+TensorShardingAttr getSharding(Value value);
+/// Records `sharding` for `value`; a null sharding removes it.
+void setSharding(Value value, TensorShardingAttr sharding);
+/// The sharding of result `index` of a function, or null.
+TensorShardingAttr getResultSharding(Operation *func, unsigned index);
+
+/// Checks a sharding against a tensor type and its mesh: one entry per
+/// dimension, axes of the mesh, each axis used once, and each dimension
+/// divisible by the product of its axes' sizes. `what` names the tensor in
+/// the error (for example "argument 'x'").
+LogicalResult verifySharding(TensorShardingAttr sharding, Type type,
+                             MeshOp mesh,
+                             function_ref<InFlightDiagnostic()> emitError,
+                             StringRef what);
+
+/// The number of ranks the axes split a dimension into.
+int64_t getAxesSize(MeshOp mesh, ArrayRef<StringAttr> axes);
+/// The shape each rank holds of a tensor of `globalShape`.
+SmallVector<int64_t> getLocalShape(TensorShardingAttr sharding,
+                                   ArrayRef<int64_t> globalShape,
+                                   MeshOp mesh);
+
+/// Looks up the mesh a sharding names from `from` (any op in the module).
+MeshOp lookupMesh(Operation *from, FlatSymbolRefAttr name);
+
+} // namespace mlir::cleave
+
+#endif // CLEAVE_IR_CLEAVESHARDING_H

@@ -1,0 +1,666 @@
+//===- CleaveShardingRules.cpp - ShardingRule and every op's rule ----------===//
+
+#include "Cleave/IR/CleaveOps.h"
+
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+//===----------------------------------------------------------------------===//
+// ShardingRule
+//===----------------------------------------------------------------------===//
+
+static int64_t rankOf(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  return shaped && shaped.hasRank() ? shaped.getRank() : 0;
+}
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+
+ShardingRule ShardingRule::forOp(Operation *op) {
+  ShardingRule rule;
+  for (Type t : op->getOperandTypes())
+    rule.operands.emplace_back(rankOf(t));
+  for (Type t : op->getResultTypes())
+    rule.results.emplace_back(rankOf(t));
+  return rule;
+}
+
+ShardingRule ShardingRule::replicatedOnly(Operation *op, StringRef reason) {
+  ShardingRule rule = forOp(op);
+  rule.replicatedReason = reason.str();
+  return rule;
+}
+
+int64_t ShardingRule::addFactor(int64_t size, FactorKind kind) {
+  factors.push_back({size, kind, ReduceKind::sum});
+  return factors.size() - 1;
+}
+
+int64_t ShardingRule::addReduction(int64_t size, ReduceKind kind) {
+  factors.push_back({size, FactorKind::Reduction, kind});
+  return factors.size() - 1;
+}
+
+void ShardingRule::mapOperand(unsigned index, int64_t dim, int64_t factor) {
+  operands[index][dim].push_back(factor);
+}
+
+void ShardingRule::mapResult(unsigned index, int64_t dim, int64_t factor) {
+  results[index][dim].push_back(factor);
+}
+
+SmallVector<int64_t> ShardingRule::addIdentity(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> ids;
+  for (int64_t d = 0, e = shape.size(); d < e; ++d) {
+    int64_t f = addFactor(shape[d]);
+    ids.push_back(f);
+    for (TensorFactors &t : operands)
+      if ((int64_t)t.size() == e)
+        t[d].push_back(f);
+    for (TensorFactors &t : results)
+      if ((int64_t)t.size() == e)
+        t[d].push_back(f);
+  }
+  return ids;
+}
+
+bool ShardingRule::hasSimpleIndexing() const {
+  SmallVector<bool> used(factors.size(), false);
+  for (int64_t t = 0; t < getNumTensors(); ++t)
+    for (const auto &dim : getTensor(t)) {
+      if (dim.size() > 1)
+        return false;
+      for (int64_t f : dim)
+        used[f] = true;
+    }
+  for (auto [f, u] : llvm::enumerate(used))
+    if (!u && factors[f].size > 1)
+      return false;
+  return true;
+}
+
+AffineMap ShardingRule::getIndexingMap(MLIRContext *ctx, int64_t t) const {
+  SmallVector<AffineExpr> exprs;
+  for (const auto &dim : getTensor(t))
+    exprs.push_back(dim.empty() ? getAffineConstantExpr(0, ctx)
+                                : getAffineDimExpr(dim.front(), ctx));
+  return AffineMap::get(factors.size(), 0, exprs, ctx);
+}
+
+SmallVector<AffineMap> ShardingRule::getIndexingMaps(MLIRContext *ctx) const {
+  SmallVector<AffineMap> maps;
+  for (int64_t t = 0; t < getNumTensors(); ++t)
+    maps.push_back(getIndexingMap(ctx, t));
+  return maps;
+}
+
+SmallVector<utils::IteratorType> ShardingRule::getIteratorTypes() const {
+  return llvm::map_to_vector(factors, [](const ShardingFactor &f) {
+    return f.kind == FactorKind::Reduction ? utils::IteratorType::reduction
+                                           : utils::IteratorType::parallel;
+  });
+}
+
+/// Factor names as in Shardy's rules: i, j, ..., z, then z_1, z_2, ...
+static std::string factorName(int64_t f) {
+  if (f < 18)
+    return std::string(1, char('i' + f));
+  return "z_" + std::to_string(f - 17);
+}
+
+void ShardingRule::print(raw_ostream &os) const {
+  if (isReplicatedOnly()) {
+    os << "replicated: " << replicatedReason;
+    return;
+  }
+  auto printTensors = [&](ArrayRef<TensorFactors> tensors) {
+    os << "(";
+    llvm::interleaveComma(tensors, os, [&](const TensorFactors &t) {
+      os << "[";
+      llvm::interleaveComma(t, os, [&](const SmallVector<int64_t, 1> &dim) {
+        if (dim.empty())
+          os << "_";
+        for (int64_t f : dim)
+          os << factorName(f);
+      });
+      os << "]";
+    });
+    os << ")";
+  };
+  printTensors(operands);
+  os << " -> ";
+  printTensors(results);
+  os << " {";
+  llvm::interleaveComma(llvm::seq<int64_t>(0, factors.size()), os,
+                        [&](int64_t f) {
+                          os << factorName(f) << "=" << factors[f].size;
+                        });
+  os << "}";
+  auto printKind = [&](FactorKind kind, StringRef name) {
+    SmallVector<int64_t> fs;
+    for (int64_t f = 0, e = factors.size(); f < e; ++f)
+      if (factors[f].kind == kind)
+        fs.push_back(f);
+    if (fs.empty())
+      return;
+    os << " " << name << "={";
+    llvm::interleaveComma(fs, os, [&](int64_t f) {
+      os << factorName(f);
+      if (kind == FactorKind::Reduction &&
+          factors[f].reduceKind != ReduceKind::sum)
+        os << ":" << stringifyReduceKind(factors[f].reduceKind);
+    });
+    os << "}";
+  };
+  printKind(FactorKind::Reduction, "reduction");
+  printKind(FactorKind::NeedReplication, "need_replication");
+}
+
+std::string ShardingRule::str() const {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  print(os);
+  return s;
+}
+
+std::string ShardingRule::check(Operation *op) const {
+  if (operands.size() != op->getNumOperands() ||
+      results.size() != op->getNumResults())
+    return "the rule's tensor count differs from the op's";
+  if (isReplicatedOnly())
+    return {};
+  auto checkTensor = [&](const TensorFactors &t, Type type,
+                         const Twine &what) -> std::string {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || (int64_t)t.size() != shaped.getRank())
+      return (what + ": the rule's rank differs from the type's").str();
+    for (auto [d, dim] : llvm::enumerate(t)) {
+      int64_t product = 1;
+      for (int64_t f : dim) {
+        if (f < 0 || f >= (int64_t)factors.size())
+          return (what + ": dimension " + Twine(d) + " names no factor").str();
+        product *= factors[f].size;
+      }
+      if (product != shaped.getDimSize(d))
+        return (what + ": dimension " + Twine(d) + " has size " +
+                Twine(shaped.getDimSize(d)) + " but its factors " +
+                Twine(product))
+            .str();
+    }
+    return {};
+  };
+  for (auto [i, t] : llvm::enumerate(operands))
+    if (std::string e = checkTensor(t, op->getOperand(i).getType(),
+                                    "operand " + Twine(i));
+        !e.empty())
+      return e;
+  for (auto [i, t] : llvm::enumerate(results))
+    if (std::string e = checkTensor(t, op->getResult(i).getType(),
+                                    "result " + Twine(i));
+        !e.empty())
+      return e;
+  return {};
+}
+
+ShardingRule mlir::cleave::getShardingRule(Operation *op) {
+  if (auto iface = dyn_cast<ShardingRuleOpInterface>(op))
+    return iface.getShardingRule();
+  return ShardingRule::replicatedOnly(
+      op, ("'" + op->getName().getStringRef() + "' has no sharding rule").str());
+}
+
+bool mlir::cleave::getReshapeFactors(ArrayRef<int64_t> from,
+                                     ArrayRef<int64_t> to, ShardingRule &rule) {
+  // Walk both shapes major to minor, cutting the current dimensions at
+  // their common size whenever one divides the other. Size-1 dimensions
+  // have no factor.
+  size_t i = 0, j = 0;
+  int64_t restFrom = 0, restTo = 0;
+  auto skipOnes = [](ArrayRef<int64_t> shape, size_t &k, int64_t &rest) {
+    while (rest <= 1 && k < shape.size()) {
+      rest = shape[k];
+      if (rest == 1) {
+        ++k;
+        rest = 0;
+        continue;
+      }
+      break;
+    }
+  };
+  SmallVector<std::pair<size_t, size_t>> pending;
+  while (true) {
+    if (restFrom == 0)
+      skipOnes(from, i, restFrom);
+    if (restTo == 0)
+      skipOnes(to, j, restTo);
+    if (i >= from.size() || j >= to.size())
+      break;
+    int64_t common;
+    if (restFrom % restTo == 0)
+      common = restTo;
+    else if (restTo % restFrom == 0)
+      common = restFrom;
+    else
+      return false;
+    int64_t f = rule.addFactor(common);
+    rule.mapOperand(0, i, f);
+    rule.mapResult(0, j, f);
+    restFrom /= common;
+    restTo /= common;
+    if (restFrom == 1) {
+      ++i;
+      restFrom = 0;
+    }
+    if (restTo == 1) {
+      ++j;
+      restTo = 0;
+    }
+  }
+  return i >= from.size() && j >= to.size();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and index generation
+//===----------------------------------------------------------------------===//
+
+static ShardingRule elementwiseRule(Operation *op) {
+  ShardingRule rule = ShardingRule::forOp(op);
+  rule.addIdentity(shapeOf(op->getResult(0)));
+  return rule;
+}
+
+ShardingRule ConstantOp::getShardingRule() { return elementwiseRule(*this); }
+// A rank's slice of an iota along `dimension` starts at its offset; the
+// partitioner adds it.
+ShardingRule IotaOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule UnaryOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule BinaryOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule CompareOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule SelectOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule ConvertOp::getShardingRule() { return elementwiseRule(*this); }
+
+ShardingRule BroadcastInDimOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand()), out = shapeOf(getResult());
+  ArrayRef<int64_t> dims = getBroadcastDimensions();
+  for (int64_t d = 0, e = out.size(); d < e; ++d) {
+    int64_t f = rule.addFactor(out[d]);
+    rule.mapResult(0, d, f);
+    // An operand dimension of the result's size follows it; one of size 1
+    // is repeated and has no factor.
+    if (auto *it = llvm::find(dims, d); it != dims.end()) {
+      int64_t od = it - dims.begin();
+      if (in[od] == out[d] && out[d] != 1)
+        rule.mapOperand(0, od, f);
+    }
+  }
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+ShardingRule ReshapeOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  if (getReshapeFactors(shapeOf(getOperand()), shapeOf(getResult()), rule))
+    return rule;
+  // No common factors: the whole tensor is one need-replication factor on
+  // each side.
+  rule = ShardingRule::forOp(*this);
+  auto addWhole = [&](ArrayRef<int64_t> shape, bool isOperand) {
+    for (auto [d, size] : llvm::enumerate(shape)) {
+      if (size == 1)
+        continue;
+      int64_t f = rule.addFactor(size, FactorKind::NeedReplication);
+      isOperand ? rule.mapOperand(0, d, f) : rule.mapResult(0, d, f);
+    }
+  };
+  addWhole(shapeOf(getOperand()), true);
+  addWhole(shapeOf(getResult()), false);
+  return rule;
+}
+
+ShardingRule TransposeOp::getShardingRule() {
+  // One factor per result dimension, in result order (the lowering's loop
+  // order, so that writes are contiguous): result[i] = operand[perm[i]].
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> out = shapeOf(getResult());
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> factorOfOperandDim(out.size());
+  for (auto [i, size] : llvm::enumerate(out)) {
+    int64_t f = rule.addFactor(size);
+    rule.mapResult(0, i, f);
+    factorOfOperandDim[perm[i]] = f;
+  }
+  for (auto [d, f] : llvm::enumerate(factorOfOperandDim))
+    rule.mapOperand(0, d, f);
+  return rule;
+}
+
+/// Operand dimension `d` and result dimension `d` share a parallel factor
+/// when `same(d)`; otherwise each gets a need-replication factor of its
+/// own (the op reads across the dimension: slices, pads, windows).
+template <typename Same>
+static ShardingRule sameDimsRule(Operation *op, unsigned operand,
+                                 unsigned result, Same same) {
+  ShardingRule rule = ShardingRule::forOp(op);
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(operand));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(result));
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    if (same(d)) {
+      int64_t f = rule.addFactor(in[d]);
+      rule.mapOperand(operand, d, f);
+      rule.mapResult(result, d, f);
+      continue;
+    }
+    rule.mapOperand(operand, d,
+                    rule.addFactor(in[d], FactorKind::NeedReplication));
+    rule.mapResult(result, d,
+                   rule.addFactor(out[d], FactorKind::NeedReplication));
+  }
+  return rule;
+}
+
+ShardingRule SliceOp::getShardingRule() {
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  return sameDimsRule(*this, 0, 0, [&](int64_t d) {
+    return getStartIndices()[d] == 0 && getLimitIndices()[d] == in[d] &&
+           getStrides()[d] == 1;
+  });
+}
+
+ShardingRule ReverseOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    // A reversed dimension keeps its size but moves every element.
+    FactorKind kind = llvm::is_contained(getDimensions(), d)
+                          ? FactorKind::NeedReplication
+                          : FactorKind::Parallel;
+    int64_t f = rule.addFactor(in[d], kind);
+    rule.mapOperand(0, d, f);
+    rule.mapResult(0, d, f);
+  }
+  return rule;
+}
+
+ShardingRule ConcatOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> out = shapeOf(getResult());
+  int64_t axis = getDimension();
+  for (int64_t d = 0, e = out.size(); d < e; ++d) {
+    if (d == axis) {
+      for (auto [i, input] : llvm::enumerate(getInputs()))
+        rule.mapOperand(i, d,
+                        rule.addFactor(shapeOf(input)[d],
+                                       FactorKind::NeedReplication));
+      rule.mapResult(0, d, rule.addFactor(out[d], FactorKind::NeedReplication));
+      continue;
+    }
+    int64_t f = rule.addFactor(out[d]);
+    for (unsigned i = 0, n = getInputs().size(); i < n; ++i)
+      rule.mapOperand(i, d, f);
+    rule.mapResult(0, d, f);
+  }
+  return rule;
+}
+
+ShardingRule PadOp::getShardingRule() {
+  // The padding value is a 0-d operand without dimensions.
+  return sameDimsRule(*this, 0, 0, [&](int64_t d) {
+    return getLow()[d] == 0 && getHigh()[d] == 0;
+  });
+}
+
+ShardingRule GatherOp::getShardingRule() {
+  // Rows of a table sharded along `axis` are gathered by the ranks that
+  // hold them, indices shifted by the rank's offset; the others read zero
+  // (an index out of range reads as zero), so the results are partial sums:
+  // the vocabulary-parallel embedding.
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  ArrayRef<int64_t> idx = shapeOf(getIndices());
+  int64_t axis = getAxis();
+  int64_t numIdx = idx.size();
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    if (d == axis) {
+      rule.mapOperand(0, d, rule.addReduction(in[d], ReduceKind::sum));
+      for (int64_t k = 0; k < numIdx; ++k) {
+        int64_t f = rule.addFactor(idx[k]);
+        rule.mapOperand(1, k, f);
+        rule.mapResult(0, axis + k, f);
+      }
+      continue;
+    }
+    int64_t f = rule.addFactor(in[d]);
+    rule.mapOperand(0, d, f);
+    rule.mapResult(0, d < axis ? d : d + numIdx - 1, f);
+  }
+  return rule;
+}
+
+ShardingRule GatherElementsOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  ArrayRef<int64_t> idx = shapeOf(getIndices());
+  int64_t axis = getAxis();
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    // The indices and the result share every dimension; the operand shares
+    // those of equal size outside `axis`.
+    int64_t f = rule.addFactor(idx[d]);
+    rule.mapOperand(1, d, f);
+    rule.mapResult(0, d, f);
+    if (d != axis && in[d] == idx[d])
+      rule.mapOperand(0, d, f);
+    else
+      rule.mapOperand(0, d, rule.addFactor(in[d], FactorKind::NeedReplication));
+  }
+  return rule;
+}
+
+ShardingRule ScatterOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  ArrayRef<int64_t> upd = shapeOf(getUpdates());
+  int64_t axis = getAxis();
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    if (d != axis && in[d] == upd[d]) {
+      int64_t f = rule.addFactor(in[d]);
+      for (unsigned i = 0; i < 3; ++i)
+        rule.mapOperand(i, d, f);
+      rule.mapResult(0, d, f);
+      continue;
+    }
+    int64_t fo = rule.addFactor(in[d], FactorKind::NeedReplication);
+    rule.mapOperand(0, d, fo);
+    rule.mapResult(0, d, fo);
+    int64_t fu = rule.addFactor(upd[d], FactorKind::NeedReplication);
+    rule.mapOperand(1, d, fu);
+    rule.mapOperand(2, d, fu);
+  }
+  return rule;
+}
+
+ShardingRule TopKOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  int64_t dim = getDimension();
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    if (d == dim) {
+      rule.mapOperand(0, d, rule.addFactor(in[d], FactorKind::NeedReplication));
+      int64_t f = rule.addFactor(getK(), FactorKind::NeedReplication);
+      rule.mapResult(0, d, f);
+      rule.mapResult(1, d, f);
+      continue;
+    }
+    int64_t f = rule.addFactor(in[d]);
+    rule.mapOperand(0, d, f);
+    rule.mapResult(0, d, f);
+    rule.mapResult(1, d, f);
+  }
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and reductions
+//===----------------------------------------------------------------------===//
+
+ShardingRule ContractOp::getShardingRule() {
+  // Factor order is the lowering's loop order: batch, lhs free, rhs free,
+  // contracting.
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  ArrayRef<int64_t> lb = getLhsBatchingDimensions();
+  ArrayRef<int64_t> rb = getRhsBatchingDimensions();
+  ArrayRef<int64_t> lc = getLhsContractingDimensions();
+  ArrayRef<int64_t> rc = getRhsContractingDimensions();
+  int64_t out = 0;
+  for (auto [l, r] : llvm::zip_equal(lb, rb)) {
+    int64_t f = rule.addFactor(lhs[l]);
+    rule.mapOperand(0, l, f);
+    rule.mapOperand(1, r, f);
+    rule.mapResult(0, out++, f);
+  }
+  auto addFree = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> batch,
+                     ArrayRef<int64_t> contract, unsigned operand) {
+    for (int64_t d = 0, e = shape.size(); d < e; ++d) {
+      if (llvm::is_contained(batch, d) || llvm::is_contained(contract, d))
+        continue;
+      int64_t f = rule.addFactor(shape[d]);
+      rule.mapOperand(operand, d, f);
+      rule.mapResult(0, out++, f);
+    }
+  };
+  addFree(lhs, lb, lc, 0);
+  addFree(rhs, rb, rc, 1);
+  for (auto [l, r] : llvm::zip_equal(lc, rc)) {
+    int64_t f = rule.addReduction(lhs[l], ReduceKind::sum);
+    rule.mapOperand(0, l, f);
+    rule.mapOperand(1, r, f);
+  }
+  return rule;
+}
+
+ShardingRule ReduceOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  int64_t out = 0;
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    if (llvm::is_contained(getDimensions(), d)) {
+      rule.mapOperand(0, d, rule.addReduction(in[d], getKind()));
+      continue;
+    }
+    int64_t f = rule.addFactor(in[d]);
+    rule.mapOperand(0, d, f);
+    rule.mapResult(0, out++, f);
+  }
+  return rule;
+}
+
+/// Ops that read a whole row along `dim` (arg_reduce, cumsum, softmax):
+/// `dim` needs replication, every other dimension is parallel and kept in
+/// the results unless `dropsDim`.
+static ShardingRule rowRule(Operation *op, int64_t dim, bool dropsDim) {
+  ShardingRule rule = ShardingRule::forOp(op);
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  int64_t out = 0;
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    bool isRow = d == dim;
+    int64_t f = rule.addFactor(
+        in[d], isRow ? FactorKind::NeedReplication : FactorKind::Parallel);
+    rule.mapOperand(0, d, f);
+    if (isRow && dropsDim)
+      continue;
+    rule.mapResult(0, out++, f);
+  }
+  return rule;
+}
+
+ShardingRule ArgReduceOp::getShardingRule() {
+  return rowRule(*this, getDimension(), /*dropsDim=*/true);
+}
+ShardingRule CumSumOp::getShardingRule() {
+  return rowRule(*this, getDimension(), /*dropsDim=*/false);
+}
+ShardingRule SoftmaxOp::getShardingRule() {
+  return rowRule(*this, getDimension(), /*dropsDim=*/false);
+}
+ShardingRule LogSoftmaxOp::getShardingRule() {
+  return rowRule(*this, getDimension(), /*dropsDim=*/false);
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  // Rows are parallel; the normalized dimensions, which scale and bias
+  // share, are read whole (mean and variance).
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getOperand());
+  int64_t axis = getAxis();
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    bool normalized = d >= axis;
+    int64_t f = rule.addFactor(
+        in[d], normalized ? FactorKind::NeedReplication : FactorKind::Parallel);
+    rule.mapOperand(0, d, f);
+    rule.mapResult(0, d, f);
+    if (normalized) {
+      rule.mapOperand(1, d - axis, f);
+      rule.mapOperand(2, d - axis, f);
+    }
+  }
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and windowed reduction
+//===----------------------------------------------------------------------===//
+
+ShardingRule ConvOp::getShardingRule() {
+  // Input N x C x S..., filter O x C/G x K..., result N x O x S'...: the
+  // batch and the output channels are parallel, the input channels of a
+  // group are a reduction, and with G > 1 groups the channel dimensions
+  // split into a parallel group factor (major) and the per-group factor.
+  // Spatial dimensions read windows (halos), so they need replication.
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getInput()), filter = shapeOf(getFilter());
+  ArrayRef<int64_t> out = shapeOf(getResult());
+  int64_t groups = getGroups();
+  int64_t n = rule.addFactor(in[0]);
+  rule.mapOperand(0, 0, n);
+  rule.mapResult(0, 0, n);
+  if (groups > 1) {
+    int64_t g = rule.addFactor(groups);
+    rule.mapOperand(0, 1, g);
+    rule.mapOperand(1, 0, g);
+    rule.mapResult(0, 1, g);
+  }
+  int64_t o = rule.addFactor(filter[0] / groups);
+  rule.mapOperand(1, 0, o);
+  rule.mapResult(0, 1, o);
+  int64_t c = rule.addReduction(filter[1], ReduceKind::sum);
+  rule.mapOperand(0, 1, c);
+  rule.mapOperand(1, 1, c);
+  for (int64_t d = 2, e = in.size(); d < e; ++d) {
+    rule.mapOperand(0, d, rule.addFactor(in[d], FactorKind::NeedReplication));
+    rule.mapOperand(1, d,
+                    rule.addFactor(filter[d], FactorKind::NeedReplication));
+    rule.mapResult(0, d, rule.addFactor(out[d], FactorKind::NeedReplication));
+  }
+  return rule;
+}
+
+ShardingRule ReduceWindowOp::getShardingRule() {
+  return sameDimsRule(*this, 0, 0, [&](int64_t d) {
+    return getWindow()[d] == 1 && getStrides()[d] == 1 &&
+           getPadLow()[d] == 0 && getPadHigh()[d] == 0;
+  });
+}

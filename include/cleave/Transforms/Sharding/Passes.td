@@ -1,0 +1,89 @@
+//===- Passes.td - Cleave sharding passes ------------------*- tablegen -*-===//
+
+#ifndef CLEAVE_TRANSFORMS_SHARDING_PASSES_TD
+#define CLEAVE_TRANSFORMS_SHARDING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TestShardingRulesPass : Pass<"cleave-test-sharding-rules", "::mlir::func::FuncOp"> {
+  let summary = "Print the sharding rule of every op as a remark";
+  let description = [{
+    For each op, emits a remark with its factor-based sharding rule
+    (`cleave::ShardingRule`), and an error when the rule does not match the
+    op's types (a dimension whose size differs from its factors' product).
+    For testing the rules.
+
+    ```mlir
+    %0 = cleave.contract %a, %b batch = [] x [] contract = [1] x [0]
+        : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+    // remark: ([i, k], [k, j]) -> ([i, j]) {i=8, j=32, k=16} reduction={k}
+    ```
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
+def PropagateShardingPass : Pass<"cleave-propagate-sharding", "::mlir::ModuleOp"> {
+  let summary = "Give every tensor a sharding, from the ops' sharding rules";
+  let description = [{
+    Starts from the shardings the program states (`cleave.sharding` on
+    function arguments and results, and on ops as constraints) and carries
+    them through the ops' factor-based rules, forward and backward, until
+    nothing changes. Then every op result carries a `cleave.sharding` and
+    every function argument and result one of its own.
+
+    - **Priorities.** Propagation runs in rounds, one per priority given on
+      the program's dimension shardings (`{"dp"}p0` first), then one for the
+      rest: what a higher priority reaches, a lower one cannot change.
+    - **Open and closed.** A closed dimension (`{"dp"}`, `{}`) keeps its
+      axes; an open one (`{?}`, `{"dp", ?}`) can gain axes.
+    - **Conflicts.** When the tensors of an op ask for different axes on
+      one factor, the choice that reshards the fewest bytes wins; ties go
+      to the higher priority, then to the smaller axis names.
+    - **Determinism.** Each sweep computes every op's proposals from the
+      state before the sweep and merges them per value by rules that do not
+      depend on the order of ops, so the result does not depend on op order.
+
+    Need-replication factors carry no axes across an op, so a tensor that
+    reaches one (a softmax row, a sliced dimension) stays sharded only on
+    its own side; the partitioner gathers it there. Ops without a rule and
+    ops with regions are barriers.
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+  let options = [
+    Option<"keepOpen", "keep-open", "bool", "false",
+           "Leave open dimensions open in the result (to add more "
+           "shardings and propagate again)">,
+  ];
+}
+
+def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrite a sharded global program into the per-rank program";
+  let description = [{
+    Takes a program whose values all carry shardings (after
+    `--cleave-propagate-sharding`) and gives every function local shapes
+    and the collectives its shardings imply, op by op through the sharding
+    rules: operands are resharded to the layout the op's factors give them
+    (`all_gather` for axes to drop, `all_slice` for axes to add, a local
+    copy), the op runs on its slice, split reductions are completed with an
+    `all_reduce` of their kind, and results are resharded to their own
+    sharding. A gather from a table split along the gathered axis looks up
+    only the rows the rank holds (Megatron's vocabulary-parallel
+    embedding). Function arguments and results keep their
+    `cleave.sharding`, which now says which part of the global tensor each
+    rank holds. Every collective says why it exists in `cleave.phase`.
+
+    ```mlir
+    // Before: rows of %w over tp, the contraction over them.
+    %0 = cleave.contract %x, %w batch = [] x [] contract = [1] x [0]
+        {cleave.sharding = [#cleave.sharding<@mesh, [{}, {}]>]}
+        : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
+    // After, on each of 2 ranks:
+    %1 = cleave.contract %xl, %wl batch = [] x [] contract = [1] x [0]
+        : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32>
+    %0 = cleave.all_reduce sum %1 over @mesh ["tp"] : tensor<8x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
+#endif // CLEAVE_TRANSFORMS_SHARDING_PASSES_TD

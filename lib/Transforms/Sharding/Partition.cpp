@@ -1,0 +1,453 @@
+//===- Partition.cpp - Global program to per-rank program ------------------===//
+//
+// Rewrites a program whose values all carry shardings (after
+// --cleave-propagate-sharding) into the program every rank runs: local
+// shapes, and the collectives the shardings imply. Each op is partitioned on
+// its own through its sharding rule:
+//
+//   1. Factor axes: a factor that appears in a result takes the result's
+//      axes; a factor only operands have (a contraction, a reduced or
+//      gathered axis) takes the axes of the largest operand that splits it;
+//      need-replication factors take none. An axis splits one factor.
+//   2. Each operand is resharded to what the factor axes give its
+//      dimensions: all_gather where it has axes the op does not split it
+//      over, all_slice where it lacks some (a local copy, no traffic).
+//   3. The op runs on local shapes.
+//   4. Reduction factors split over axes leave partial results: an
+//      all_reduce of the factor's kind over those axes completes them.
+//   5. The result is resharded to its propagated sharding.
+//
+// Every value then has its propagated sharding, which is what the next op
+// and the function's results expect. Each collective records why it exists
+// in `cleave.phase` (the plan's command source and --explain-sharding).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Sharding/FactorSharding.h"
+#include "cleave/Transforms/Sharding/Passes.h"
+
+#include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveOps.h"
+#include "Cleave/IR/CleaveSharding.h"
+
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "cleave/Transforms/Sharding/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace mlir::cleave;
+using namespace ::cleave::sharding;
+
+namespace {
+
+using DimAxes = SmallVector<Axes>;
+
+static DimAxes axesOf(TensorShardingAttr s, int64_t rank) {
+  DimAxes dims(rank);
+  if (s)
+    for (auto [d, dim] : llvm::enumerate(s.getDims()))
+      if (d < (size_t)rank)
+        dims[d].assign(dim.getAxes().begin(), dim.getAxes().end());
+  return dims;
+}
+
+static std::string dimsToString(ArrayRef<Axes> dims) {
+  std::string s = "[";
+  for (auto [d, axes] : llvm::enumerate(dims)) {
+    s += d ? ", {" : "{";
+    for (auto [i, a] : llvm::enumerate(axes))
+      s += (i ? ", \"" : "\"") + a.getValue().str() + "\"";
+    s += "}";
+  }
+  return s + "]";
+}
+
+class Partitioner {
+public:
+  Partitioner(MeshOp mesh) : mesh(mesh), axes(mesh) {}
+
+  LogicalResult run(func::FuncOp func);
+
+private:
+  struct Local {
+    Value value;
+    DimAxes dims;
+  };
+
+  RankedTensorType localType(RankedTensorType global, ArrayRef<Axes> dims) {
+    SmallVector<int64_t> shape(global.getShape());
+    for (auto [d, a] : llvm::enumerate(dims))
+      shape[d] /= axes.size(a);
+    return RankedTensorType::get(shape, global.getElementType());
+  }
+
+  ArrayAttr axesAttr(ArrayRef<StringAttr> list) {
+    return ArrayAttr::get(mesh.getContext(),
+                          SmallVector<Attribute>(list.begin(), list.end()));
+  }
+
+  Operation *tag(Operation *op, const Twine &why) {
+    op->setAttr("cleave.phase", StringAttr::get(op->getContext(), why));
+    return op;
+  }
+
+  /// The local value of `global` resharded from `from` to `to`.
+  Value reshard(OpBuilder &b, Location loc, Value local,
+                RankedTensorType globalType, ArrayRef<Axes> from,
+                ArrayRef<Axes> to, StringRef why);
+
+  LogicalResult partitionOp(OpBuilder &b, Operation *op);
+  Value buildGatherWithOffsets(OpBuilder &b, GatherOp op, Value table,
+                               Value indices, ArrayRef<StringAttr> vocabAxes,
+                               Type resultType);
+
+  MeshOp mesh;
+  MeshAxes axes;
+  DenseMap<Value, Local> locals;
+};
+
+Value Partitioner::reshard(OpBuilder &b, Location loc, Value local,
+                           RankedTensorType globalType, ArrayRef<Axes> from,
+                           ArrayRef<Axes> to, StringRef why) {
+  StringRef meshName = mesh.getSymName();
+  DimAxes current(from.begin(), from.end());
+  // Gathers first, so that an axis moving between dimensions is free before
+  // a slice takes it.
+  for (int64_t d = 0, e = current.size(); d < e; ++d) {
+    if (isPrefix(current[d], to[d]))
+      continue;
+    // Keep the common prefix, gather the rest.
+    size_t keep = 0;
+    while (keep < current[d].size() && keep < to[d].size() &&
+           current[d][keep] == to[d][keep])
+      ++keep;
+    ArrayRef<StringAttr> gathered = ArrayRef(current[d]).drop_front(keep);
+    current[d].resize(keep);
+    auto type = localType(globalType, current);
+    local = tag(AllGatherOp::create(b, loc, type, local, meshName,
+                                    axesAttr(gathered), d),
+                "all_gather " + axesToString(gathered) + " on dimension " +
+                    Twine(d) + ": " + why)
+                ->getResult(0);
+  }
+  for (int64_t d = 0, e = current.size(); d < e; ++d) {
+    if (current[d].size() == to[d].size())
+      continue;
+    ArrayRef<StringAttr> sliced = ArrayRef(to[d]).drop_front(current[d].size());
+    current[d] = to[d];
+    auto type = localType(globalType, current);
+    local = tag(AllSliceOp::create(b, loc, type, local, meshName,
+                                   axesAttr(sliced), d),
+                "all_slice " + axesToString(sliced) + " on dimension " +
+                    Twine(d) + ": " + why)
+                ->getResult(0);
+  }
+  return local;
+}
+
+/// A gather from a table split along its gathered axis: every rank looks up
+/// the rows it holds (indices shifted by its first row) and reads zero for
+/// the others; the caller sums the partial results.
+Value Partitioner::buildGatherWithOffsets(OpBuilder &b, GatherOp op,
+                                          Value table, Value indices,
+                                          ArrayRef<StringAttr> vocabAxes,
+                                          Type resultType) {
+  Location loc = op.getLoc();
+  auto idxType = cast<RankedTensorType>(indices.getType());
+  Type et = idxType.getElementType();
+  int64_t axis = op.getAxis();
+  int64_t rows = op.getOperand().getType().getDimSize(axis);
+  int64_t parts = axes.size(vocabAxes);
+  int64_t localRows = rows / parts;
+  auto scalar = [&](int64_t v) -> Value {
+    auto t = RankedTensorType::get({}, et);
+    auto c = ConstantOp::create(
+        b, loc, t, DenseElementsAttr::get(t, b.getIntegerAttr(et, v)));
+    return BroadcastInDimOp::create(b, loc, idxType, c,
+                                    b.getDenseI64ArrayAttr({}));
+  };
+  // This rank's first row: a slice of [0, localRows, 2 * localRows, ...].
+  SmallVector<APInt> starts;
+  for (int64_t i = 0; i < parts; ++i)
+    starts.push_back(APInt(et.getIntOrFloatBitWidth(), i * localRows, true));
+  auto startsType = RankedTensorType::get({parts}, et);
+  Value all = ConstantOp::create(b, loc, startsType,
+                                 DenseElementsAttr::get(startsType, starts));
+  Value mine = tag(AllSliceOp::create(b, loc, RankedTensorType::get({1}, et),
+                                      all, mesh.getSymName(),
+                                      axesAttr(vocabAxes), 0),
+                   "the first row of this rank's slice of the table of " +
+                       op->getName().getStringRef())
+                   ->getResult(0);
+  Value offset =
+      idxType.getRank() == 0
+          ? Value(ReshapeOp::create(b, loc, idxType, mine))
+          : Value(BroadcastInDimOp::create(
+                b, loc, idxType,
+                ReshapeOp::create(b, loc, RankedTensorType::get({}, et), mine),
+                b.getDenseI64ArrayAttr({})));
+  auto boolType = RankedTensorType::get(idxType.getShape(), b.getI1Type());
+  // Negative indices count from the end of the whole table.
+  Value zero = scalar(0), count = scalar(rows), local = scalar(localRows);
+  Value negative =
+      CompareOp::create(b, loc, boolType, CompareKind::lt, indices, zero);
+  Value wrapped = BinaryOp::create(b, loc, BinaryKind::add, indices, count);
+  Value global = SelectOp::create(b, loc, negative, wrapped, indices);
+  Value shifted = BinaryOp::create(b, loc, BinaryKind::sub, global, offset);
+  // Rows other ranks hold become `localRows`, which reads zero.
+  Value below =
+      CompareOp::create(b, loc, boolType, CompareKind::lt, shifted, zero);
+  Value above =
+      CompareOp::create(b, loc, boolType, CompareKind::ge, shifted, local);
+  Value outside = BinaryOp::create(b, loc, BinaryKind::lor, below, above);
+  Value mapped = SelectOp::create(b, loc, outside, local, shifted);
+  return GatherOp::create(b, loc, resultType, table, mapped, op.getAxisAttr());
+}
+
+LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
+  if (op->getNumRegions() != 0)
+    return op->emitError() << "cannot be partitioned: ops with regions are "
+                              "not supported by the SPMD partitioner";
+  Location loc = op->getLoc();
+  StringRef opName = op->getName().getStringRef();
+  for (Value v : op->getOperands())
+    if (!locals.count(v))
+      return op->emitError() << "operand has no partitioned value";
+
+  auto tensorType = [](Value v) {
+    return dyn_cast<RankedTensorType>(v.getType());
+  };
+  auto targetOf = [&](Value r) {
+    return axesOf(getSharding(r), tensorType(r) ? tensorType(r).getRank() : 0);
+  };
+
+  ShardingRule rule = getShardingRule(op);
+  bool wholeOnly = rule.isReplicatedOnly() || isa<ConstantOp, IotaOp>(op) ||
+                   llvm::any_of(op->getResultTypes(), [](Type t) {
+                     return !isa<RankedTensorType>(t);
+                   });
+
+  SmallVector<Axes> factorAxes(rule.getNumFactors());
+  if (!wholeOnly) {
+    // 1. Factor axes: results first, then the largest operands.
+    SmallVector<bool> decided(rule.getNumFactors(), false);
+    auto take = [&](const TensorFactors &t, ArrayRef<Axes> dims,
+                    bool decides) {
+      for (auto [d, factors] : llvm::enumerate(t)) {
+        SmallVector<Axes> split = splitDimAxes(dims[d], factors, rule, axes);
+        for (auto [i, f] : llvm::enumerate(factors)) {
+          if (decided[f])
+            continue;
+          if (rule.getFactor(f).kind == FactorKind::NeedReplication) {
+            decided[f] = true;
+            continue;
+          }
+          if (decides || !split[i].empty()) {
+            factorAxes[f] = split[i];
+            decided[f] = true;
+          }
+        }
+      }
+    };
+    for (auto [i, r] : llvm::enumerate(op->getResults()))
+      take(rule.getResult(i), targetOf(r), /*decides=*/true);
+    SmallVector<unsigned> byBytes(llvm::seq<unsigned>(0, op->getNumOperands()));
+    llvm::stable_sort(byBytes, [&](unsigned a, unsigned c) {
+      return detail::getSizeInBytes(op->getOperand(a).getType()) >
+             detail::getSizeInBytes(op->getOperand(c).getType());
+    });
+    for (unsigned i : byBytes)
+      if (tensorType(op->getOperand(i)))
+        take(rule.getOperand(i), locals[op->getOperand(i)].dims, false);
+    // An axis splits one factor: earlier factors keep it.
+    llvm::SmallDenseSet<StringAttr> used;
+    for (Axes &a : factorAxes) {
+      auto *clash = llvm::find_if(a, [&](StringAttr x) { return used.count(x); });
+      a.erase(clash, a.end());
+      used.insert(a.begin(), a.end());
+    }
+  }
+
+  // 2. Operands in the layout the op computes on.
+  SmallVector<Value> operands;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    Local &in = locals[v];
+    auto type = tensorType(v);
+    if (!type) {
+      operands.push_back(in.value);
+      continue;
+    }
+    DimAxes want = wholeOnly ? DimAxes(type.getRank())
+                             : projectToTensor(rule, i, factorAxes, axes);
+    operands.push_back(reshard(b, loc, in.value, type, in.dims, want,
+                               ("operand " + Twine(i) + " of " + opName +
+                                " is needed as " + dimsToString(want))
+                                   .str()));
+  }
+
+  // 3. The op on local shapes.
+  SmallVector<DimAxes> produced;
+  SmallVector<Type> resultTypes;
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto type = tensorType(r);
+    produced.push_back(wholeOnly || !type
+                           ? DimAxes(type ? type.getRank() : 0)
+                           : projectToTensor(rule, rule.getOperandMappings().size() + i,
+                                             factorAxes, axes));
+    resultTypes.push_back(type ? localType(type, produced.back())
+                               : r.getType());
+  }
+  // Reduction factors split over axes leave partial results.
+  Axes partial;
+  std::optional<ReduceKind> partialKind;
+  for (int64_t f = 0; f < rule.getNumFactors(); ++f) {
+    if (factorAxes[f].empty() ||
+        rule.getFactor(f).kind != FactorKind::Reduction)
+      continue;
+    if (partialKind && *partialKind != rule.getFactor(f).reduceKind)
+      return op->emitError() << "cannot be partitioned: it reduces over "
+                                "split factors with different kinds";
+    partialKind = rule.getFactor(f).reduceKind;
+    llvm::append_range(partial, factorAxes[f]);
+  }
+
+  Operation *local = nullptr;
+  if (auto gather = dyn_cast<GatherOp>(op);
+      gather && !partial.empty()) {
+    Value v = buildGatherWithOffsets(b, gather, operands[0], operands[1],
+                                     partial, resultTypes[0]);
+    local = v.getDefiningOp();
+  } else {
+    OperationState state(loc, op->getName());
+    state.addOperands(operands);
+    state.addTypes(resultTypes);
+    for (NamedAttribute attr : op->getAttrs())
+      if (attr.getName() != kShardingAttrName)
+        state.addAttribute(attr.getName(), attr.getValue());
+    local = b.create(state);
+    if (auto slice = dyn_cast<SliceOp>(local)) {
+      // Split dimensions are whole ones (their factor is shared), so their
+      // limit is the local size.
+      SmallVector<int64_t> limits(slice.getLimitIndices());
+      for (auto [d, a] : llvm::enumerate(produced[0]))
+        if (!a.empty())
+          limits[d] = resultTypes.empty()
+                          ? limits[d]
+                          : cast<RankedTensorType>(resultTypes[0]).getDimSize(d);
+      slice.setLimitIndices(limits);
+    }
+    if (auto conv = dyn_cast<ConvOp>(local); conv && conv.getGroups() > 1) {
+      // Factor 1 is the group factor: each rank convolves its groups.
+      int64_t groups = conv.getGroups() / axes.size(factorAxes[1]);
+      conv.setGroups(groups);
+    }
+  }
+
+  // 4. Complete partial results.
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    Value v = local->getResult(i);
+    if (!partial.empty()) {
+      CollectiveReduceKind kind = CollectiveReduceKind::sum;
+      switch (*partialKind) {
+      case ReduceKind::sum: kind = CollectiveReduceKind::sum; break;
+      case ReduceKind::prod: kind = CollectiveReduceKind::prod; break;
+      case ReduceKind::max: kind = CollectiveReduceKind::max; break;
+      case ReduceKind::min: kind = CollectiveReduceKind::min; break;
+      }
+      v = tag(AllReduceOp::create(b, loc, v.getType(), kind, v,
+                                  mesh.getSymName(), axesAttr(partial)),
+              "all_reduce " + axesToString(partial) + ": partial results of " +
+                  opName + " (its reduction is split)")
+              ->getResult(0);
+    }
+    // 5. The result's own sharding.
+    auto type = tensorType(r);
+    DimAxes target = type ? targetOf(r) : DimAxes();
+    if (type)
+      v = reshard(b, loc, v, type, produced[i], target,
+                  ("the result of " + opName + " is " +
+                   dimsToString(target))
+                      .str());
+    locals[r] = {v, target};
+  }
+  return success();
+}
+
+LogicalResult Partitioner::run(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type) {
+      locals[arg] = {arg, {}};
+      continue;
+    }
+    DimAxes dims = axesOf(getSharding(arg), type.getRank());
+    arg.setType(localType(type, dims));
+    locals[arg] = {arg, dims};
+  }
+  SmallVector<Operation *> old;
+  for (Operation &op : body.without_terminator())
+    old.push_back(&op);
+  OpBuilder b(func.getContext());
+  for (Operation *op : old) {
+    b.setInsertionPoint(op);
+    if (failed(partitionOp(b, op)))
+      return failure();
+  }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  b.setInsertionPoint(ret);
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Local &in = locals[v];
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type) {
+      results.push_back(in.value);
+      resultTypes.push_back(in.value.getType());
+      continue;
+    }
+    DimAxes want = axesOf(getResultSharding(func, i), type.getRank());
+    Value out = reshard(b, ret.getLoc(), in.value, type, in.dims, want,
+                        ("function result " + Twine(i) + " is " +
+                         dimsToString(want))
+                            .str());
+    results.push_back(out);
+    resultTypes.push_back(out.getType());
+  }
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  for (Operation *op : llvm::reverse(old)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  func.setFunctionType(FunctionType::get(
+      func.getContext(), body.getArgumentTypes(), resultTypes));
+  return success();
+}
+
+struct PartitionPass : ::cleave::impl::PartitionPassBase<PartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+    if (meshes.empty())
+      return;
+    if (meshes.size() != 1) {
+      meshes[1].emitError() << "the SPMD partitioner works over one mesh";
+      return signalPassFailure();
+    }
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      if (func.isExternal())
+        continue;
+      Partitioner p(meshes.front());
+      if (failed(p.run(func)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
