@@ -85,6 +85,9 @@ struct Options {
       cl::values(
           clEnumValN(::cleave::CompilePhase::Import, "import",
                      "the cleave dialect as imported from ONNX (default)"),
+          clEnumValN(::cleave::CompilePhase::Partitioned, "partitioned",
+                     "after sharding propagation and SPMD partitioning "
+                     "(with --mesh)"),
           clEnumValN(::cleave::CompilePhase::TrainStep, "train-step",
                      "after building the training step (with --train)"),
           clEnumValN(::cleave::CompilePhase::Prepared, "prepared",
@@ -181,6 +184,22 @@ struct Options {
                "global batch and the gradients and the loss are all-reduced "
                "(mean). Run with cleave-run --ranks N or mpirun -np N"),
       cl::value_desc("N"), cl::init(1), cl::cat(trainCategory)};
+  cl::opt<std::string> mesh{
+      "mesh",
+      cl::desc("Partition the program over a device mesh of named axes, "
+               "e.g. dp=4,tp=2 (their product is the number of ranks): "
+               "data inputs are split over dp by their batch dimension, "
+               "--shard states more, propagation through every op's sharding "
+               "rule gives every tensor a layout, and the SPMD partitioner "
+               "writes the per-rank program with its collectives"),
+      cl::value_desc("axis=size,..."), cl::cat(trainCategory)};
+  cl::list<std::string> shard{
+      "shard",
+      cl::desc("With --mesh: the sharding of the parameters (and their "
+               "optimizer states) whose name matches the whole regular "
+               "expression, e.g. --shard='.*c_fc.weight=[{}, {\"tp\"}]' "
+               "(one {axes} per dimension; repeatable, first match wins)"),
+      cl::value_desc("regex=[{..}, ..]"), cl::cat(trainCategory)};
   cl::opt<std::string> frozen{
       "frozen", cl::desc("Regex of initializers to keep fixed"),
       cl::value_desc("regex"), cl::cat(trainCategory)};
@@ -417,6 +436,26 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return fail("--loss needs --train");
   } else if (opts.dataParallel != 1) {
     return fail("--data-parallel needs --train");
+  }
+  if (!opts.mesh.empty()) {
+    if (opts.dataParallel != 1)
+      return fail("--mesh replaces --data-parallel; give one of them");
+    ::cleave::ShardProgramOptions shardOptions;
+    if (std::string error =
+            ::cleave::parseMeshSpec(opts.mesh, shardOptions.mesh);
+        !error.empty())
+      return fail(error);
+    for (const std::string &rule : opts.shard) {
+      size_t eq = rule.find("=[");
+      if (eq == std::string::npos)
+        return fail("bad --shard '" + rule +
+                    "' (expected regex=[{axes}, ...], e.g. "
+                    "w1=[{}, {\"tp\"}])");
+      shardOptions.shardings.push_back({rule.substr(0, eq), rule.substr(eq + 1)});
+    }
+    compileOptions.shard = std::move(shardOptions);
+  } else if (!opts.shard.empty()) {
+    return fail("--shard needs --mesh");
   }
   // The optimizer name and learning-rate schedule of a training plan (built
   // by --train, or a .mlir program that is already a training step).

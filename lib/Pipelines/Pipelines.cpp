@@ -141,6 +141,10 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   }
   if (stopHere(CompilePhase::TrainStep, module))
     return plan::Plan();
+  if (options.shard && failed(shardProgram(module, *options.shard)))
+    return failure();
+  if (stopHere(CompilePhase::Partitioned, module))
+    return plan::Plan();
 
   PassManager pm(module.getContext());
   buildPreparePipeline(pm);

@@ -11,6 +11,7 @@
 
 #include "cleave/Plan/PlanBuilder.h"
 #include "cleave/PlanFormat.h"
+#include "cleave/Transforms/Sharding/ShardProgram.h"
 #include "cleave/Transforms/Training/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -32,7 +33,15 @@ void registerPipelines();
 /// Where compileToPlan stops to show IR: after import (no passes run), after
 /// building the training step, after preparation, the kernel module in
 /// cleave ops, or the kernel module lowered to the LLVM dialect.
-enum class CompilePhase { Import, TrainStep, Prepared, Kernels, LLVM, Plan };
+enum class CompilePhase {
+  Import,
+  TrainStep,
+  Partitioned,
+  Prepared,
+  Kernels,
+  LLVM,
+  Plan
+};
 
 /// The code generation target of a plan.
 enum class Target { CPU, CUDA };
@@ -53,6 +62,9 @@ struct CompileOptions {
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;
+  /// Set: partition the (training or forward) program over a mesh
+  /// (cleave::shardProgram) after the training step is built.
+  std::optional<ShardProgramOptions> shard;
   /// "fp32" (default), "bf16" or "fp16": with a training step, run
   /// --cleave-apply-mixed-precision after building it (and tag its loss and
   /// optimizer ops to stay f32).

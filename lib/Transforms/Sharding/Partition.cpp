@@ -226,6 +226,19 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     return axesOf(getSharding(r), tensorType(r) ? tensorType(r).getRank() : 0);
   };
 
+  // A splat constant is the same splat on every rank, at the local shape.
+  if (auto constant = dyn_cast<ConstantOp>(op)) {
+    auto splat = dyn_cast<SplatElementsAttr>(constant.getValue());
+    auto type = tensorType(constant.getResult());
+    if (splat && type) {
+      DimAxes target = targetOf(constant.getResult());
+      auto local = localType(type, target);
+      Value v = ConstantOp::create(b, loc, local, splat.resizeSplat(local));
+      locals[constant.getResult()] = {v, target};
+      return success();
+    }
+  }
+
   ShardingRule rule = getShardingRule(op);
   bool wholeOnly = rule.isReplicatedOnly() || isa<ConstantOp, IotaOp>(op) ||
                    llvm::any_of(op->getResultTypes(), [](Type t) {
@@ -256,10 +269,11 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     };
     for (auto [i, r] : llvm::enumerate(op->getResults()))
       take(rule.getResult(i), targetOf(r), /*decides=*/true);
-    SmallVector<unsigned> byBytes(llvm::seq<unsigned>(0, op->getNumOperands()));
+    SmallVector<unsigned> byBytes =
+        llvm::to_vector(llvm::seq<unsigned>(0, op->getNumOperands()));
     llvm::stable_sort(byBytes, [&](unsigned a, unsigned c) {
-      return detail::getSizeInBytes(op->getOperand(a).getType()) >
-             detail::getSizeInBytes(op->getOperand(c).getType());
+      return mlir::cleave::detail::getSizeInBytes(op->getOperand(a).getType()) >
+             mlir::cleave::detail::getSizeInBytes(op->getOperand(c).getType());
     });
     for (unsigned i : byBytes)
       if (tensorType(op->getOperand(i)))
@@ -379,16 +393,17 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
 }
 
 LogicalResult Partitioner::run(func::FuncOp func) {
+  // The local arguments are new block arguments, so that the global ones
+  // keep their types (the rules read them) until the old ops are gone.
   Block &body = func.getBody().front();
-  for (BlockArgument arg : body.getArguments()) {
+  unsigned numArgs = body.getNumArguments();
+  for (unsigned i = 0; i < numArgs; ++i) {
+    BlockArgument arg = body.getArgument(i);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type) {
-      locals[arg] = {arg, {}};
-      continue;
-    }
-    DimAxes dims = axesOf(getSharding(arg), type.getRank());
-    arg.setType(localType(type, dims));
-    locals[arg] = {arg, dims};
+    DimAxes dims = type ? axesOf(getSharding(arg), type.getRank()) : DimAxes();
+    Value local = body.addArgument(type ? localType(type, dims) : arg.getType(),
+                                   arg.getLoc());
+    locals[arg] = {local, dims};
   }
   SmallVector<Operation *> old;
   for (Operation &op : body.without_terminator())
@@ -425,6 +440,7 @@ LogicalResult Partitioner::run(func::FuncOp func) {
     op->dropAllUses();
     op->erase();
   }
+  body.eraseArguments(0, numArgs);
   func.setFunctionType(FunctionType::get(
       func.getContext(), body.getArgumentTypes(), resultTypes));
   return success();

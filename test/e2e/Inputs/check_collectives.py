@@ -79,7 +79,7 @@ def ops_for(dt):
     floaty = DTYPES[dt][2]
     kinds = ["sum", "max", "min", "prod"] + (["avg"] if floaty else [])
     return [f"ar_{k}" for k in kinds] + ["ag0", "ag1", "rs", "a2a", "bc",
-                                         "perm", "p2p01", "p2p10"]
+                                         "perm", "p2p01", "p2p10", "sl"]
 
 
 def program(names, shape, axes):
@@ -112,6 +112,9 @@ def program(names, shape, axes):
             elif op == "a2a":
                 out = t(R * g, C, ty)
                 body.append(f"{v} = cleave.all_to_all {x} over @mesh {grp} split = 1 concat = 0 : {t(R, C * g, ty)} -> {out}")
+            elif op == "sl":
+                out = t(R, C, ty)
+                body.append(f"{v} = cleave.all_slice {x} over @mesh {grp} dim = 1 : {t(R, C * g, ty)} -> {out}")
             elif op == "bc":
                 out = t(R, C * g, ty)
                 body.append(f"{v} = cleave.broadcast {x} over @mesh {grp} root = {g - 1} : {out}")
@@ -200,6 +203,8 @@ def expected(op, dt, shards, rank, names, shape, axes):
         return reduce("sum", [p[:, me * C:(me + 1) * C] for p in parts], dt)
     if op == "a2a":
         return as_out(np.concatenate([p[:, me * C:(me + 1) * C] for p in parts], 0))
+    if op == "sl":
+        return as_out(mine[:, me * C:(me + 1) * C])
     if op == "bc":
         return as_out(parts[g - 1])
     if op == "perm":

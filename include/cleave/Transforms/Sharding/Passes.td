@@ -75,7 +75,7 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
     ```mlir
     // Before: rows of %w over tp, the contraction over them.
     %0 = cleave.contract %x, %w batch = [] x [] contract = [1] x [0]
-        {cleave.sharding = [#cleave.sharding<@mesh, [{}, {}]>]}
+        {cleave.sharding = [#cleave.sharding<@mesh, [{}, {} ]>]}
         : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
     // After, on each of 2 ranks:
     %1 = cleave.contract %xl, %wl batch = [] x [] contract = [1] x [0]

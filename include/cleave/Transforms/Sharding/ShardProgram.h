@@ -1,0 +1,46 @@
+//===- ShardProgram.h - Mesh, shardings, propagation, partition -*- C++ -*-===//
+//
+// What `cleave-compile --mesh=... --shard=...` does to a global program:
+// declares the mesh, states the shardings the user and the axis policies
+// give, propagates them to every value, and partitions the program into the
+// per-rank one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_TRANSFORMS_SHARDING_SHARDPROGRAM_H
+#define CLEAVE_TRANSFORMS_SHARDING_SHARDPROGRAM_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cleave {
+
+struct ShardProgramOptions {
+  /// Mesh axes in order (the last varies fastest over ranks).
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  /// (regular expression, dimension shardings such as `[{}, {"tp"}]`): a
+  /// function argument whose parameter name (`cleave.parameter`, else
+  /// `cleave.name`) matches the whole expression gets the sharding; the
+  /// first rule that matches wins.
+  std::vector<std::pair<std::string, std::string>> shardings;
+};
+
+/// Parses `dp=4,tp=2`. Returns an error message, or an empty string.
+std::string parseMeshSpec(llvm::StringRef text,
+                          std::vector<std::pair<std::string, int64_t>> &mesh);
+
+/// Declares the mesh in `module` (which must have none), states shardings
+/// on `@main`'s arguments (the rules; then, on a mesh with a `dp` axis, the
+/// batch dimension of every data input over `dp`), propagates them, gives
+/// each result that updates a state argument that argument's sharding, and
+/// partitions the program. Fails after emitting diagnostics.
+mlir::LogicalResult shardProgram(mlir::ModuleOp module,
+                                 const ShardProgramOptions &options);
+
+} // namespace cleave
+
+#endif // CLEAVE_TRANSFORMS_SHARDING_SHARDPROGRAM_H

@@ -1,0 +1,69 @@
+// RUN: cleave-opt --cleave-propagate-sharding --cleave-partition %s | FileCheck %s
+
+// SPMD partitioning: local shapes and the collectives the shardings imply.
+// Every collective says why it exists in cleave.phase.
+
+cleave.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+
+// Megatron's MLP: the column-split first layer needs nothing; the row-split
+// second layer leaves partial sums, completed by one all-reduce over tp.
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME: %arg0: tensor<4x16xf32>
+// CHECK-SAME: %arg1: tensor<16x16xf32>
+// CHECK-SAME: %arg2: tensor<16x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>}
+// CHECK-NOT: cleave.all_
+// CHECK: cleave.unary tanh
+// CHECK-NOT: cleave.all_
+// CHECK: %[[Y:.*]] = cleave.contract {{.*}} -> tensor<4x16xf32>
+// CHECK-NEXT: %[[S:.*]] = cleave.all_reduce sum %[[Y]] over @mesh ["tp"] {cleave.phase = "all_reduce [\22tp\22]: partial results of cleave.contract (its reduction is split)"} : tensor<4x16xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @mlp(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>},
+               %w1: tensor<16x32xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp"}]>},
+               %w2: tensor<32x16xf32>) -> tensor<8x16xf32> {
+  %0 = cleave.contract %x, %w1 batch = [] x [] contract = [1] x [0] : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %1 = cleave.unary tanh %0 : tensor<8x32xf32>
+  %2 = cleave.contract %1, %w2 batch = [] x [] contract = [1] x [0] : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
+  return %2 : tensor<8x16xf32>
+}
+
+// Resharding: a replicated operand is sliced locally where a split op reads
+// it (no traffic), a splat constant is built at the local shape, a split
+// max-reduction is completed with an all-reduce of max, and a result
+// returned in another layout is gathered.
+// CHECK-LABEL: func.func @reshard(
+// CHECK-SAME: -> (tensor<8x4xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp"}]>}, tensor<4xf32>
+// CHECK: cleave.constant dense<2.000000e+00> : tensor<4x4xf32>
+// CHECK: cleave.all_slice %arg0 over @mesh ["tp"] dim = 1
+// CHECK: cleave.all_slice %arg1 over @mesh ["dp"] dim = 0
+// CHECK: cleave.all_slice {{.*}} over @mesh ["tp"] dim = 1
+// CHECK: cleave.reduce max {{.*}} : tensor<4x4xf32> -> tensor<4xf32>
+// CHECK-NEXT: cleave.all_reduce max {{.*}} over @mesh ["dp"]
+// CHECK-NEXT: cleave.all_gather {{.*}} over @mesh ["dp"] dim = 0
+func.func @reshard(%a: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>},
+                   %r: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {}]>})
+    -> (tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp"}]>}, tensor<8xf32>) {
+  %c = cleave.constant dense<2.0> : tensor<8x8xf32>
+  %0 = cleave.binary mul %a, %r : tensor<8x8xf32>
+  %1 = cleave.binary add %0, %c : tensor<8x8xf32>
+  %2 = cleave.reduce max %1 dims = [0] : tensor<8x8xf32> -> tensor<8xf32>
+  return %1, %2 : tensor<8x8xf32>, tensor<8xf32>
+}
+
+// A table split over tp along the gathered axis: indices become local rows
+// (negative ones counted from the end of the whole table, rows other ranks
+// hold mapped out of range, which reads zero) and the partial embeddings are
+// summed.
+// CHECK-LABEL: func.func @embedding(
+// CHECK: %[[STARTS:.*]] = cleave.constant dense<[0, 48]> : tensor<2xi64>
+// CHECK: cleave.all_slice %[[STARTS]] over @mesh ["tp"] dim = 0
+// CHECK: cleave.compare lt %arg0
+// CHECK: cleave.binary sub
+// CHECK: cleave.select
+// CHECK: %[[G:.*]] = cleave.gather %arg1, {{.*}} : (tensor<48x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+// CHECK-NEXT: cleave.all_reduce sum %[[G]] over @mesh ["tp"]
+func.func @embedding(%ids: tensor<4x8xi64> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>},
+                     %table: tensor<96x32xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>})
+    -> tensor<4x8x32xf32> {
+  %h = cleave.gather %table, %ids axis = 0 : (tensor<96x32xf32>, tensor<4x8xi64>) -> tensor<4x8x32xf32>
+  return %h : tensor<4x8x32xf32>
+}
