@@ -193,6 +193,19 @@ struct Options {
                "rule gives every tensor a layout, and the SPMD partitioner "
                "writes the per-rank program with its collectives"),
       cl::value_desc("axis=size,..."), cl::cat(trainCategory)};
+  cl::opt<int> zero{
+      "zero",
+      cl::desc("With --mesh: ZeRO over the dp axis: 1 splits the optimizer "
+               "states, 2 also the gradients (reduce-scattered), 3 also the "
+               "parameters (all-gathered where used)"),
+      cl::value_desc("stage"), cl::init(0), cl::cat(trainCategory)};
+  cl::opt<bool> explainSharding{
+      "explain-sharding",
+      cl::desc("With --mesh: print every collective the partitioner "
+               "inserted, its bytes per rank per step, the op and sharding "
+               "that caused it, and the conflicts propagation settled (what "
+               "lost and why), then totals per mesh axis, to stderr"),
+      cl::cat(trainCategory)};
   cl::list<std::string> shard{
       "shard",
       cl::desc("With --mesh: the sharding of the parameters (and their "
@@ -453,9 +466,18 @@ int (::cleave::compileMain)(int argc, char **argv) {
                     "w1=[{}, {\"tp\"}])");
       shardOptions.shardings.push_back({rule.substr(0, eq), rule.substr(eq + 1)});
     }
+    shardOptions.zero = opts.zero;
+    if (opts.explainSharding)
+      shardOptions.explain = [](const std::string &report) {
+        llvm::errs() << report;
+      };
     compileOptions.shard = std::move(shardOptions);
   } else if (!opts.shard.empty()) {
     return fail("--shard needs --mesh");
+  } else if (opts.explainSharding) {
+    return fail("--explain-sharding needs --mesh");
+  } else if (opts.zero != 0) {
+    return fail("--zero needs --mesh with a dp axis");
   }
   // The optimizer name and learning-rate schedule of a training plan (built
   // by --train, or a .mlir program that is already a training step).
@@ -607,6 +629,18 @@ int (::cleave::compileMain)(int argc, char **argv) {
       llvm::errs() << "mesh: " << plan->mesh.str() << " ("
                    << plan->mesh.worldSize() << " ranks), " << collectives
                    << " collectives (" << async << " asynchronous)\n";
+    if (!plan->states.empty()) {
+      // Each rank's persistent state (its shards), by kind.
+      uint64_t params = 0, optimizer = 0, buffers = 0;
+      for (const plan::StateTensor &st : plan->states)
+        (st.kind == plan::StateKind::Parameter        ? params
+         : st.kind == plan::StateKind::OptimizerState ? optimizer
+                                                      : buffers) +=
+            st.info.byteSize();
+      llvm::errs() << "state per rank: parameters " << params
+                   << " bytes, optimizer states " << optimizer
+                   << " bytes, buffers " << buffers << " bytes\n";
+    }
     llvm::errs() << "plan: " << plan->commands.size() << " commands ("
                  << kernels
                  << (plan->target.rfind("cuda-", 0) == 0 ? " kernel launches, "

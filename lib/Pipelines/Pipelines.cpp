@@ -119,6 +119,7 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     bool mixed = options.precision != "fp32";
     trainOptions.markFp32Ops |= mixed;
     trainOptions.markBackward = true;
+    trainOptions.markGradients = options.shard.has_value();
     train.addPass(createBuildTrainStepPass(trainOptions));
     if (mixed)
       train.addPass(createApplyMixedPrecisionPass(
@@ -143,6 +144,7 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     return plan::Plan();
   if (options.shard && failed(shardProgram(module, *options.shard)))
     return failure();
+  stripAttribute(module, kGradientOfAttr);
   if (stopHere(CompilePhase::Partitioned, module))
     return plan::Plan();
 

@@ -22,6 +22,10 @@ class MeshOp;
 /// The attribute name of shardings: a TensorShardingAttr on a function
 /// argument or result, an ArrayAttr with one per result on an op.
 inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
+/// The conflicts propagation settled on an op's factors (an array of
+/// strings), which the partitioner cites in the collectives they cause.
+inline constexpr llvm::StringLiteral kConflictsAttrName =
+    "cleave.sharding_conflicts";
 
 /// The sharding of `value` (a function argument or an op result), or null.
 TensorShardingAttr getSharding(Value value);

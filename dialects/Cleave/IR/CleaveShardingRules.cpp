@@ -112,7 +112,7 @@ SmallVector<utils::IteratorType> ShardingRule::getIteratorTypes() const {
 }
 
 /// Factor names as in Shardy's rules: i, j, ..., z, then z_1, z_2, ...
-static std::string factorName(int64_t f) {
+std::string ShardingRule::getFactorName(int64_t f) {
   if (f < 18)
     return std::string(1, char('i' + f));
   return "z_" + std::to_string(f - 17);
@@ -131,7 +131,7 @@ void ShardingRule::print(raw_ostream &os) const {
         if (dim.empty())
           os << "_";
         for (int64_t f : dim)
-          os << factorName(f);
+          os << getFactorName(f);
       });
       os << "]";
     });
@@ -143,7 +143,7 @@ void ShardingRule::print(raw_ostream &os) const {
   os << " {";
   llvm::interleaveComma(llvm::seq<int64_t>(0, factors.size()), os,
                         [&](int64_t f) {
-                          os << factorName(f) << "=" << factors[f].size;
+                          os << getFactorName(f) << "=" << factors[f].size;
                         });
   os << "}";
   auto printKind = [&](FactorKind kind, StringRef name) {
@@ -155,7 +155,7 @@ void ShardingRule::print(raw_ostream &os) const {
       return;
     os << " " << name << "={";
     llvm::interleaveComma(fs, os, [&](int64_t f) {
-      os << factorName(f);
+      os << getFactorName(f);
       if (kind == FactorKind::Reduction &&
           factors[f].reduceKind != ReduceKind::sum)
         os << ":" << stringifyReduceKind(factors[f].reduceKind);

@@ -100,6 +100,9 @@ public:
   /// Reductions are `reduction`, the rest `parallel`.
   SmallVector<utils::IteratorType> getIteratorTypes() const;
 
+  /// The name factor `f` prints as: i, j, ..., z, then z_1, z_2, ...
+  static std::string getFactorName(int64_t f);
+
   /// Shardy-like text: `([i, k], [k, j]) -> ([i, j]) {i=8, j=32, k=16}
   /// reduction={k}`; a dimension of several factors prints them together
   /// (`ij`), one of none prints `_`.

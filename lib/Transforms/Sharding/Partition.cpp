@@ -5,16 +5,18 @@
 // shapes, and the collectives the shardings imply. Each op is partitioned on
 // its own through its sharding rule:
 //
-//   1. Factor axes: a factor that appears in a result takes the result's
-//      axes; a factor only operands have (a contraction, a reduced or
-//      gathered axis) takes the axes of the largest operand that splits it;
-//      need-replication factors take none. An axis splits one factor.
+//   1. Factor axes: either results first (a factor in a result takes the
+//      result's axes, a factor only operands have takes the axes of the
+//      largest operand that splits it) or operands first (the largest
+//      operands' axes, then the results'), whichever moves fewer bytes.
+//      Need-replication factors take none; an axis splits one factor.
 //   2. Each operand is resharded to what the factor axes give its
 //      dimensions: all_gather where it has axes the op does not split it
 //      over, all_slice where it lacks some (a local copy, no traffic).
 //   3. The op runs on local shapes.
 //   4. Reduction factors split over axes leave partial results: an
-//      all_reduce of the factor's kind over those axes completes them.
+//      all_reduce of the factor's kind over those axes completes them, or
+//      a reduce_scatter when the result is to be split over those axes.
 //   5. The result is resharded to its propagated sharding.
 //
 // Every value then has its propagated sharding, which is what the next op
@@ -33,6 +35,8 @@
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/STLExtras.h"
+
+#include <optional>
 
 namespace cleave {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -93,6 +97,8 @@ private:
 
   Operation *tag(Operation *op, const Twine &why) {
     op->setAttr("cleave.phase", StringAttr::get(op->getContext(), why));
+    if (conflicts)
+      op->setAttr(kConflictsAttrName, conflicts);
     return op;
   }
 
@@ -102,6 +108,26 @@ private:
                 ArrayRef<Axes> to, StringRef why);
 
   LogicalResult partitionOp(OpBuilder &b, Operation *op);
+
+  /// Factor axes for `op`, taking the results' axes first or the
+  /// operands' first (largest operand first); need-replication factors get
+  /// none and an axis splits one factor.
+  SmallVector<Axes> assignFactors(Operation *op, const ShardingRule &rule,
+                                  bool resultsFirst);
+  /// Bytes each rank sends to run `op` with `factorAxes`: gathers of its
+  /// operands, completing partial results (reduce_scatter or all_reduce),
+  /// and gathers of its results to their shardings (ring estimates).
+  int64_t estimateBytes(Operation *op, const ShardingRule &rule,
+                        ArrayRef<Axes> factorAxes);
+  /// Bytes a rank sends to reshard a tensor from `from` to `to`.
+  int64_t reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
+                       ArrayRef<Axes> to);
+  /// The dimension a reduce_scatter over `partial` can split when going
+  /// from `produced` to `target`: the only dimension that changes, gaining
+  /// exactly `partial`.
+  static std::optional<int64_t> scatterDim(ArrayRef<Axes> produced,
+                                           ArrayRef<Axes> target,
+                                           ArrayRef<StringAttr> partial);
   Value buildGatherWithOffsets(OpBuilder &b, GatherOp op, Value table,
                                Value indices, ArrayRef<StringAttr> vocabAxes,
                                Type resultType);
@@ -109,6 +135,9 @@ private:
   MeshOp mesh;
   MeshAxes axes;
   DenseMap<Value, Local> locals;
+  /// The conflicts propagation settled on the op being partitioned: the
+  /// collectives it causes carry them.
+  ArrayAttr conflicts;
 };
 
 Value Partitioner::reshard(OpBuilder &b, Location loc, Value local,
@@ -209,12 +238,136 @@ Value Partitioner::buildGatherWithOffsets(OpBuilder &b, GatherOp op,
   return GatherOp::create(b, loc, resultType, table, mapped, op.getAxisAttr());
 }
 
+SmallVector<Axes> Partitioner::assignFactors(Operation *op,
+                                             const ShardingRule &rule,
+                                             bool resultsFirst) {
+  SmallVector<Axes> factorAxes(rule.getNumFactors());
+  SmallVector<bool> decided(rule.getNumFactors(), false);
+  SmallVector<int64_t> order;
+  auto take = [&](const TensorFactors &t, ArrayRef<Axes> dims, bool decides) {
+    for (auto [d, factors] : llvm::enumerate(t)) {
+      SmallVector<Axes> split = splitDimAxes(dims[d], factors, rule, axes);
+      for (auto [i, f] : llvm::enumerate(factors)) {
+        if (decided[f])
+          continue;
+        if (rule.getFactor(f).kind == FactorKind::NeedReplication) {
+          decided[f] = true;
+          continue;
+        }
+        if (decides || !split[i].empty()) {
+          factorAxes[f] = split[i];
+          decided[f] = true;
+          order.push_back(f);
+        }
+      }
+    }
+  };
+  auto takeResults = [&]() {
+    for (auto [i, r] : llvm::enumerate(op->getResults()))
+      if (auto type = dyn_cast<RankedTensorType>(r.getType()))
+        take(rule.getResult(i), axesOf(getSharding(r), type.getRank()),
+             /*decides=*/true);
+  };
+  if (resultsFirst)
+    takeResults();
+  SmallVector<unsigned> byBytes =
+      llvm::to_vector(llvm::seq<unsigned>(0, op->getNumOperands()));
+  llvm::stable_sort(byBytes, [&](unsigned a, unsigned c) {
+    return mlir::cleave::detail::getSizeInBytes(op->getOperand(a).getType()) >
+           mlir::cleave::detail::getSizeInBytes(op->getOperand(c).getType());
+  });
+  for (unsigned i : byBytes)
+    if (isa<RankedTensorType>(op->getOperand(i).getType()))
+      take(rule.getOperand(i), locals[op->getOperand(i)].dims, false);
+  if (!resultsFirst)
+    takeResults();
+  // An axis splits one factor: the factor decided first keeps it.
+  llvm::SmallDenseSet<StringAttr> used;
+  for (int64_t f : order) {
+    Axes &a = factorAxes[f];
+    auto *clash = llvm::find_if(a, [&](StringAttr x) { return used.count(x); });
+    a.erase(clash, a.end());
+    used.insert(a.begin(), a.end());
+  }
+  return factorAxes;
+}
+
+int64_t Partitioner::reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
+                                  ArrayRef<Axes> to) {
+  int64_t bytes = 0;
+  DimAxes current(from.begin(), from.end());
+  for (int64_t d = 0, e = current.size(); d < e; ++d) {
+    if (isPrefix(current[d], to[d]))
+      continue;
+    size_t keep = 0;
+    while (keep < current[d].size() && keep < to[d].size() &&
+           current[d][keep] == to[d][keep])
+      ++keep;
+    int64_t g = axes.size(ArrayRef(current[d]).drop_front(keep));
+    current[d].resize(keep);
+    bytes += mlir::cleave::detail::getSizeInBytes(localType(type, current)) *
+             (g - 1) / g;
+  }
+  return bytes;
+}
+
+std::optional<int64_t>
+Partitioner::scatterDim(ArrayRef<Axes> produced, ArrayRef<Axes> target,
+                        ArrayRef<StringAttr> partial) {
+  std::optional<int64_t> dim;
+  for (int64_t d = 0, e = produced.size(); d < e; ++d) {
+    if (produced[d] == target[d])
+      continue;
+    if (dim || !isPrefix(produced[d], target[d]) ||
+        !llvm::equal(ArrayRef(target[d]).drop_front(produced[d].size()),
+                     partial))
+      return std::nullopt;
+    dim = d;
+  }
+  return dim;
+}
+
+int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
+                                   ArrayRef<Axes> factorAxes) {
+  int64_t bytes = 0;
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (auto type = dyn_cast<RankedTensorType>(v.getType()))
+      bytes += reshardBytes(type, locals[v].dims,
+                            projectToTensor(rule, i, factorAxes, axes));
+  Axes partial;
+  for (int64_t f = 0; f < rule.getNumFactors(); ++f)
+    if (rule.getFactor(f).kind == FactorKind::Reduction)
+      llvm::append_range(partial, factorAxes[f]);
+  int64_t g = axes.size(partial);
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto type = dyn_cast<RankedTensorType>(r.getType());
+    if (!type)
+      continue;
+    DimAxes produced = projectToTensor(
+        rule, rule.getOperandMappings().size() + i, factorAxes, axes);
+    DimAxes target = axesOf(getSharding(r), type.getRank());
+    int64_t local =
+        mlir::cleave::detail::getSizeInBytes(localType(type, produced));
+    if (g > 1) {
+      if (std::optional<int64_t> d = scatterDim(produced, target, partial)) {
+        bytes += local * (g - 1) / g;
+        produced[*d] = target[*d];
+      } else {
+        bytes += 2 * local * (g - 1) / g;
+      }
+    }
+    bytes += reshardBytes(type, produced, target);
+  }
+  return bytes;
+}
+
 LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   if (op->getNumRegions() != 0)
     return op->emitError() << "cannot be partitioned: ops with regions are "
                               "not supported by the SPMD partitioner";
   Location loc = op->getLoc();
   StringRef opName = op->getName().getStringRef();
+  conflicts = op->getAttrOfType<ArrayAttr>(kConflictsAttrName);
   for (Value v : op->getOperands())
     if (!locals.count(v))
       return op->emitError() << "operand has no partitioned value";
@@ -247,44 +400,15 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
 
   SmallVector<Axes> factorAxes(rule.getNumFactors());
   if (!wholeOnly) {
-    // 1. Factor axes: results first, then the largest operands.
-    SmallVector<bool> decided(rule.getNumFactors(), false);
-    auto take = [&](const TensorFactors &t, ArrayRef<Axes> dims,
-                    bool decides) {
-      for (auto [d, factors] : llvm::enumerate(t)) {
-        SmallVector<Axes> split = splitDimAxes(dims[d], factors, rule, axes);
-        for (auto [i, f] : llvm::enumerate(factors)) {
-          if (decided[f])
-            continue;
-          if (rule.getFactor(f).kind == FactorKind::NeedReplication) {
-            decided[f] = true;
-            continue;
-          }
-          if (decides || !split[i].empty()) {
-            factorAxes[f] = split[i];
-            decided[f] = true;
-          }
-        }
-      }
-    };
-    for (auto [i, r] : llvm::enumerate(op->getResults()))
-      take(rule.getResult(i), targetOf(r), /*decides=*/true);
-    SmallVector<unsigned> byBytes =
-        llvm::to_vector(llvm::seq<unsigned>(0, op->getNumOperands()));
-    llvm::stable_sort(byBytes, [&](unsigned a, unsigned c) {
-      return mlir::cleave::detail::getSizeInBytes(op->getOperand(a).getType()) >
-             mlir::cleave::detail::getSizeInBytes(op->getOperand(c).getType());
-    });
-    for (unsigned i : byBytes)
-      if (tensorType(op->getOperand(i)))
-        take(rule.getOperand(i), locals[op->getOperand(i)].dims, false);
-    // An axis splits one factor: earlier factors keep it.
-    llvm::SmallDenseSet<StringAttr> used;
-    for (Axes &a : factorAxes) {
-      auto *clash = llvm::find_if(a, [&](StringAttr x) { return used.count(x); });
-      a.erase(clash, a.end());
-      used.insert(a.begin(), a.end());
-    }
+    // 1. Factor axes, two ways: results first (operands are resharded to
+    //    what the results need), or operands first (results may be partial
+    //    and then reduced, or resharded). The one that moves fewer bytes
+    //    wins; results first on a tie.
+    SmallVector<Axes> resultsFirst = assignFactors(op, rule, true);
+    SmallVector<Axes> operandsFirst = assignFactors(op, rule, false);
+    int64_t costR = estimateBytes(op, rule, resultsFirst);
+    int64_t costO = estimateBytes(op, rule, operandsFirst);
+    factorAxes = costO < costR ? operandsFirst : resultsFirst;
   }
 
   // 2. Operands in the layout the op computes on.
@@ -341,7 +465,8 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     state.addOperands(operands);
     state.addTypes(resultTypes);
     for (NamedAttribute attr : op->getAttrs())
-      if (attr.getName() != kShardingAttrName)
+      if (attr.getName() != kShardingAttrName &&
+          attr.getName() != kConflictsAttrName)
         state.addAttribute(attr.getName(), attr.getValue());
     local = b.create(state);
     if (auto slice = dyn_cast<SliceOp>(local)) {
@@ -365,6 +490,8 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   // 4. Complete partial results.
   for (auto [i, r] : llvm::enumerate(op->getResults())) {
     Value v = local->getResult(i);
+    auto type = tensorType(r);
+    DimAxes target = type ? targetOf(r) : DimAxes();
     if (!partial.empty()) {
       CollectiveReduceKind kind = CollectiveReduceKind::sum;
       switch (*partialKind) {
@@ -373,15 +500,28 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
       case ReduceKind::max: kind = CollectiveReduceKind::max; break;
       case ReduceKind::min: kind = CollectiveReduceKind::min; break;
       }
-      v = tag(AllReduceOp::create(b, loc, v.getType(), kind, v,
-                                  mesh.getSymName(), axesAttr(partial)),
-              "all_reduce " + axesToString(partial) + ": partial results of " +
-                  opName + " (its reduction is split)")
-              ->getResult(0);
+      if (std::optional<int64_t> d =
+              scatterDim(produced[i], target, partial)) {
+        // Partial sums the result wants split over the same axes: one
+        // reduce_scatter instead of an all_reduce and a slice.
+        produced[i][*d] = target[*d];
+        v = tag(ReduceScatterOp::create(b, loc, localType(type, produced[i]),
+                                        kind, v, mesh.getSymName(),
+                                        axesAttr(partial), *d),
+                "reduce_scatter " + axesToString(partial) +
+                    " on dimension " + Twine(*d) + ": partial results of " +
+                    opName + " (its reduction is split), kept split")
+                ->getResult(0);
+      } else {
+        v = tag(AllReduceOp::create(b, loc, v.getType(), kind, v,
+                                    mesh.getSymName(), axesAttr(partial)),
+                "all_reduce " + axesToString(partial) +
+                    ": partial results of " + opName +
+                    " (its reduction is split)")
+                ->getResult(0);
+      }
     }
     // 5. The result's own sharding.
-    auto type = tensorType(r);
-    DimAxes target = type ? targetOf(r) : DimAxes();
     if (type)
       v = reshard(b, loc, v, type, produced[i], target,
                   ("the result of " + opName + " is " +
@@ -416,6 +556,7 @@ LogicalResult Partitioner::run(func::FuncOp func) {
   }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   b.setInsertionPoint(ret);
+  conflicts = nullptr;
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {

@@ -168,7 +168,25 @@ private:
   struct RuleOp {
     Operation *op;
     ShardingRule rule;
+    /// Conflicts settled on this op's factors, for --explain-sharding.
+    SmallVector<std::string> conflicts;
   };
+
+public:
+  /// Records each op's settled conflicts as `cleave.sharding_conflicts`.
+  void writeConflicts() {
+    for (RuleOp &r : ops) {
+      if (r.conflicts.empty())
+        continue;
+      SmallVector<Attribute> notes;
+      for (const std::string &c : r.conflicts)
+        notes.push_back(StringAttr::get(r.op->getContext(), c));
+      r.op->setAttr(kConflictsAttrName,
+                    ArrayAttr::get(r.op->getContext(), notes));
+    }
+  }
+
+private:
 
   /// One sweep at priority `p`: proposals from every op, then one merge per
   /// value. Returns true when a state changed.
@@ -225,7 +243,8 @@ private:
       if (rule.getFactor(f).kind == FactorKind::NeedReplication ||
           candidates[f].empty())
         continue;
-      std::tie(factorAxes[f], factorPriority[f]) = settle(candidates[f]);
+      std::tie(factorAxes[f], factorPriority[f]) =
+          settle(candidates[f], r, f);
     }
 
     // An axis splits at most one factor: factors of higher priority (then
@@ -258,7 +277,8 @@ private:
   /// The axes of one factor from its candidates: agreeing candidates give
   /// the longest; in a conflict, the choice that reshards the fewest bytes
   /// wins, then the higher priority, then the smaller names.
-  std::pair<Axes, int64_t> settle(ArrayRef<Candidate> candidates) {
+  std::pair<Axes, int64_t> settle(ArrayRef<Candidate> candidates,
+                                  RuleOp &r, int64_t factor) {
     SmallVector<Axes> options;
     for (const auto &c : candidates)
       if (!llvm::is_contained(options, c.axes))
@@ -288,6 +308,25 @@ private:
         bestCost = cost;
         bestPriority = priority;
       }
+    }
+    // A real conflict (two options that do not agree) is recorded for
+    // --explain-sharding: what won, what lost, and the bytes each reshards.
+    for (const Axes &o : options) {
+      if (isPrefix(o, *best) || isPrefix(*best, o))
+        continue;
+      int64_t cost = 0;
+      for (const auto &c : candidates)
+        if (!isPrefix(c.axes, o) && !isPrefix(o, c.axes))
+          cost += c.bytes;
+      std::string note = "factor " + ShardingRule::getFactorName(factor) +
+                         " (size " +
+                         std::to_string(r.rule.getFactor(factor).size) +
+                         "): " + axesToString(*best) + " kept, resharding " +
+                         std::to_string(bestCost) + " bytes; " +
+                         axesToString(o) + " rejected, it would reshard " +
+                         std::to_string(cost) + " bytes";
+      if (!llvm::is_contained(r.conflicts, note))
+        r.conflicts.push_back(note);
     }
     return {*best, bestPriority};
   }
@@ -423,6 +462,7 @@ struct PropagateShardingPass
       return signalPassFailure();
 
     prop.run();
+    prop.writeConflicts();
 
     // Write every state back.
     size_t resultIndex = 0;

@@ -10,13 +10,23 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
 #include "llvm/Support/Regex.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
 
 namespace cleave {
+
+/// Propagation priorities of the policies: user --shard rules 0, the batch
+/// split of data inputs 1, ZeRO's layouts last.
+static constexpr int64_t kBatchPriority = 1;
+static constexpr int64_t kZeroPriority = 100;
 
 std::string parseMeshSpec(
     StringRef text, std::vector<std::pair<std::string, int64_t>> &mesh) {
@@ -83,6 +93,40 @@ LogicalResult shardProgram(ModuleOp module,
     rules.emplace_back(std::move(re), sharding);
   }
   bool hasDp = mesh.getAxisIndex("dp") >= 0;
+  if (options.zero < 0 || options.zero > 3)
+    return module.emitError() << "--zero must be 0, 1, 2 or 3";
+  if (options.zero > 0 && !hasDp)
+    return module.emitError() << "--zero=" << options.zero
+                              << " splits over the dp axis, which --mesh "
+                                 "does not have";
+  int64_t dpSize = hasDp ? mesh.getShape()[mesh.getAxisIndex("dp")] : 1;
+  StringAttr dpName = b.getStringAttr("dp");
+  // A tensor's layout with dp added (ZeRO): on the first dimension whose
+  // local size divides by dp; a tensor with none stays whole over dp.
+  auto withDp = [&](TensorShardingAttr base, RankedTensorType type) {
+    SmallVector<SmallVector<StringAttr>> axes(type.getRank());
+    if (base)
+      for (auto [d, dim] : llvm::enumerate(base.getDims()))
+        axes[d].assign(dim.getAxes().begin(), dim.getAxes().end());
+    bool has = llvm::any_of(axes, [&](auto &a) {
+      return llvm::is_contained(a, dpName);
+    });
+    for (int64_t d = 0; !has && d < type.getRank(); ++d)
+      if ((type.getDimSize(d) / getAxesSize(mesh, axes[d])) % dpSize == 0) {
+        axes[d].push_back(dpName);
+        has = true;
+      }
+    // The lowest priority: ZeRO lays out these tensors but must not move
+    // the activations' batch split (a parameter split over dp would
+    // otherwise split the hidden dimension of everything it multiplies).
+    SmallVector<DimShardingAttr> dims;
+    for (auto &a : axes)
+      dims.push_back(
+          DimShardingAttr::get(ctx, a, /*closed=*/true, kZeroPriority));
+    return TensorShardingAttr::get(ctx, meshRef, dims);
+  };
+  // The user's sharding of each parameter, for ZeRO's gradients.
+  llvm::StringMap<std::pair<TensorShardingAttr, RankedTensorType>> paramBase;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     auto type = dyn_cast<RankedTensorType>(main.getArgument(i).getType());
     if (!type)
@@ -99,15 +143,31 @@ LogicalResult shardProgram(ModuleOp module,
         chosen = sharding;
         break;
       }
+    // Data inputs: cleave.role = "data" in a training step; in a forward
+    // program, every input that is not a parameter or state.
     auto role = main.getArgAttrOfType<StringAttr>(i, "cleave.role");
-    if (!chosen && hasDp && role && role.getValue() == "data" &&
-        type.getRank() > 0) {
+    bool isData = role ? role.getValue() == "data"
+                       : !main.getArgAttr(i, "cleave.state") &&
+                             !main.getArgAttr(i, "cleave.initial_value");
+    if (!chosen && hasDp && isData && type.getRank() > 0) {
       // The batch dimension over dp, below user rules in priority.
       SmallVector<DimShardingAttr> dims(
           type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
-      dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("dp")}, false, 1);
+      dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("dp")}, false,
+                                     kBatchPriority);
       chosen = TensorShardingAttr::get(ctx, meshRef, dims);
     }
+    auto state = main.getArgAttrOfType<StringAttr>(i, "cleave.state");
+    bool isParam = state && state.getValue() == "parameter";
+    bool isOptState = state && state.getValue() == "optimizer_state" &&
+                      key != "__trainer__";
+    if (isParam)
+      paramBase[key] = {chosen, type};
+    if ((isOptState && options.zero >= 1) || (isParam && options.zero == 3))
+      chosen = withDp(chosen, type);
+    else if (isParam && options.zero > 0 && !chosen)
+      chosen = TensorShardingAttr::getReplicated(ctx, meshRef, type.getRank(),
+                                                 /*closed=*/true);
     if (!chosen)
       continue;
     if (failed(verifySharding(chosen, type, mesh,
@@ -115,6 +175,24 @@ LogicalResult shardProgram(ModuleOp module,
       return failure();
     setSharding(main.getArgument(i), chosen);
   }
+
+  // ZeRO lays gradients out too: whole over dp at stage 1, split at 2 and 3.
+  if (options.zero > 0)
+    main.walk([&](Operation *op) {
+      auto of = op->getAttrOfType<StringAttr>("cleave.gradient_of");
+      if (!of || op->getNumResults() != 1)
+        return;
+      auto it = paramBase.find(of.getValue());
+      auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+      if (it == paramBase.end() || !type || type != it->second.second)
+        return;
+      TensorShardingAttr base = it->second.first;
+      setSharding(op->getResult(0),
+                  options.zero >= 2 ? withDp(base, type)
+                  : base ? base
+                         : TensorShardingAttr::getReplicated(
+                               ctx, meshRef, type.getRank(), true));
+    });
 
   PassManager propagate(ctx);
   propagate.addPass(createPropagateShardingPass());
@@ -127,7 +205,65 @@ LogicalResult shardProgram(ModuleOp module,
         main.setResultAttr(i, kShardingAttrName, s);
   PassManager partition(ctx);
   partition.addPass(createPartitionPass());
-  return partition.run(module);
+  if (failed(partition.run(module)))
+    return failure();
+  if (options.explain)
+    options.explain(explainSharding(module));
+  return success();
+}
+
+static std::string whereFrom(Location loc) {
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return "node " + name.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc); file && file.getLine())
+    return llvm::sys::path::filename(file.getFilename().getValue()).str() +
+           ":" + std::to_string(file.getLine());
+  return "";
+}
+
+std::string explainSharding(ModuleOp module) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return out;
+  struct Total {
+    int64_t count = 0, bytes = 0;
+  };
+  std::map<std::string, Total> totals;
+  int64_t index = 0;
+  main.walk([&](CollectiveOpInterface op) {
+    std::string axes;
+    for (auto [i, a] : llvm::enumerate(op.getMeshAxesAttr()))
+      axes += (i ? ", " : "") + cast<StringAttr>(a).getValue().str();
+    FailureOr<int64_t> n = getGroupSize(op);
+    int64_t bytes =
+        succeeded(n) ? getCollectiveCost(op, *n, CollectiveAlgorithm::Ring)
+                           .bytesSent
+                     : 0;
+    Value data = op->getNumOperands() ? op->getOperand(0) : op->getResult(0);
+    os << "collective " << index++ << ": " << op->getName().getStringRef()
+       << " over [" << axes << "] of " << data.getType() << ", " << bytes
+       << " bytes sent per rank per step\n";
+    if (auto why = op->getAttrOfType<StringAttr>("cleave.phase"))
+      os << "  because: " << why.getValue() << "\n";
+    if (std::string where = whereFrom(op->getLoc()); !where.empty())
+      os << "  from: " << where << "\n";
+    if (auto notes = op->getAttrOfType<ArrayAttr>(kConflictsAttrName))
+      for (Attribute note : notes)
+        os << "  conflict settled there: "
+           << cast<StringAttr>(note).getValue() << "\n";
+    Total &t = totals["[" + axes + "]"];
+    ++t.count;
+    t.bytes += bytes;
+  });
+  for (const auto &[axes, t] : totals)
+    os << "total over " << axes << ": " << t.count << " collectives, "
+       << t.bytes << " bytes sent per rank per step\n";
+  return out;
 }
 
 } // namespace cleave

@@ -486,6 +486,13 @@ void BuildTrainStepPass::runOnOperation() {
   }
   Operation *backwardEnd = body->empty() ? nullptr : &body->back();
   (void)backwardStart;
+  // Tag each gradient with its parameter, for sharding policies that lay
+  // gradients out (ZeRO-1 keeps them whole, ZeRO-2 splits them); the
+  // compile pipeline strips the tags.
+  for (auto [g, p] : llvm::zip(*grads, params))
+    if (Operation *def = markGradients ? g.getDefiningOp() : nullptr)
+      if (auto name = p->getAttrOfType<StringAttr>("cleave.initializer"))
+        def->setAttr("cleave.gradient_of", name);
 
   // Data parallelism: each rank holds the same parameters and 1/N of the
   // batch; the mean over the global batch is the mean of the ranks' means

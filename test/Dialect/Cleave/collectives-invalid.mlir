@@ -238,3 +238,30 @@ func.func @recv_range() -> tensor<4xf32> {
   %0 = cleave.recv over @m ["pp"] from = 2 to = 0 : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+cleave.mesh @m axes = ["dp"] shape = [4]
+func.func @slice_divides(%x: tensor<6x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{operand dimension 0 of size 6 does not divide by the group size 4 of mesh axes [dp]}}
+  %0 = cleave.all_slice %x over @m ["dp"] dim = 0 : tensor<6x4xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+cleave.mesh @m axes = ["dp"] shape = [2]
+func.func @slice_size(%x: tensor<8x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{result dimension 0 is 2, expected 4}}
+  %0 = cleave.all_slice %x over @m ["dp"] dim = 0 : tensor<8x4xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+cleave.mesh @m axes = ["dp"] shape = [2]
+func.func @slice_async(%x: tensor<8x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{sends nothing, so it has no async form}}
+  %0 = cleave.all_slice %x over @m ["dp"] dim = 0 async : tensor<8x4xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}

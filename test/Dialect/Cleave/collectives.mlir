@@ -12,7 +12,7 @@ cleave.mesh @cube axes = ["x", "y", "z"] shape = [2, 2, 2]
 // CHECK-LABEL: func.func @every_collective
 func.func @every_collective(%x: tensor<4x6xf32>, %i: tensor<8xi32>)
     -> (tensor<4x6xf32>, tensor<8x6xf32>, tensor<2x6xf32>, tensor<2x12xf32>,
-        tensor<4x6xf32>, tensor<8xi32>, tensor<4x6xf32>) {
+        tensor<4x6xf32>, tensor<8xi32>, tensor<4x6xf32>, tensor<4x3xf32>) {
   // CHECK: cleave.all_reduce sum %{{.*}} over @mesh ["dp"] : tensor<4x6xf32>
   %0 = cleave.all_reduce sum %x over @mesh ["dp"] : tensor<4x6xf32>
   // CHECK: cleave.all_gather %{{.*}} over @mesh ["tp"] dim = 0 : tensor<4x6xf32> -> tensor<8x6xf32>
@@ -29,7 +29,9 @@ func.func @every_collective(%x: tensor<4x6xf32>, %i: tensor<8xi32>)
   cleave.send %x over @mesh ["tp"] from = 0 to = 1 : tensor<4x6xf32>
   // CHECK: cleave.recv over @mesh ["tp"] from = 0 to = 1 : tensor<4x6xf32>
   %6 = cleave.recv over @mesh ["tp"] from = 0 to = 1 : tensor<4x6xf32>
-  return %0, %1, %2, %3, %4, %5, %6 : tensor<4x6xf32>, tensor<8x6xf32>, tensor<2x6xf32>, tensor<2x12xf32>, tensor<4x6xf32>, tensor<8xi32>, tensor<4x6xf32>
+  // CHECK: cleave.all_slice %{{.*}} over @mesh ["dp"] dim = 1 : tensor<4x6xf32> -> tensor<4x3xf32>
+  %7 = cleave.all_slice %x over @mesh ["dp"] dim = 1 : tensor<4x6xf32> -> tensor<4x3xf32>
+  return %0, %1, %2, %3, %4, %5, %6, %7 : tensor<4x6xf32>, tensor<8x6xf32>, tensor<2x6xf32>, tensor<2x12xf32>, tensor<4x6xf32>, tensor<8xi32>, tensor<4x6xf32>, tensor<4x3xf32>
 }
 
 // CHECK-LABEL: func.func @async

@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,13 @@ struct ShardProgramOptions {
   /// `cleave.name`) matches the whole expression gets the sharding; the
   /// first rule that matches wins.
   std::vector<std::pair<std::string, std::string>> shardings;
+  /// ZeRO stage over the `dp` axis: 1 splits optimizer states over dp
+  /// (parameters and gradients stay whole), 2 also gradients, 3 also
+  /// parameters. Each tensor gets `dp` on its first dimension that divides
+  /// (after the axes a --shard rule gives it); one with none stays whole.
+  int zero = 0;
+  /// If set, receives the explainSharding report after partitioning.
+  std::function<void(const std::string &)> explain;
 };
 
 /// Parses `dp=4,tp=2`. Returns an error message, or an empty string.
@@ -40,6 +48,13 @@ std::string parseMeshSpec(llvm::StringRef text,
 /// partitions the program. Fails after emitting diagnostics.
 mlir::LogicalResult shardProgram(mlir::ModuleOp module,
                                  const ShardProgramOptions &options);
+
+/// The --explain-sharding report of a partitioned module: every collective
+/// of `@main` with its bytes sent per rank per step (ring algorithm), the
+/// op and sharding that caused it, where it comes from (ONNX node or
+/// file:line), the conflicts propagation settled on that op (what lost and
+/// why), and totals per group of mesh axes.
+std::string explainSharding(mlir::ModuleOp module);
 
 } // namespace cleave
 

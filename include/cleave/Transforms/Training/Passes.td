@@ -120,6 +120,10 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "Tag the ops built for the loss, gradient norm, clipping, loss "
            "scaling and optimizer update with `cleave.fp32`, so that "
            "--cleave-apply-mixed-precision keeps them in f32">,
+    Option<"markGradients", "mark-gradients", "bool", "false",
+           "Tag the op that computes each parameter's gradient with "
+           "`cleave.gradient_of = \"<parameter>\"`, for sharding policies "
+           "(ZeRO) that lay gradients out">,
     Option<"markBackward", "mark-backward", "bool", "false",
            "Tag the ops of the backward pass (built by autodiff) with "
            "`cleave.backward`, so that --cleave-insert-recompute knows which "

@@ -21,6 +21,8 @@ namespace cleave {
 
 /// Unit attribute on the ops autodiff built (the backward pass).
 inline constexpr llvm::StringLiteral kBackwardAttr = "cleave.backward";
+/// On the op that computes a parameter's gradient: the parameter's name.
+inline constexpr llvm::StringLiteral kGradientOfAttr = "cleave.gradient_of";
 /// Unit attribute on the forward ops --cleave-insert-recompute cloned.
 inline constexpr llvm::StringLiteral kRecomputeAttr = "cleave.recompute";
 /// Dictionary attribute on the module with the pass's statistics.
