@@ -398,7 +398,8 @@ struct PropagateShardingPass
       if (!meshRef)
         meshRef = s.getMesh();
       else if (meshRef != s.getMesh()) {
-        where->emitError() << "sharding propagation works over one mesh, but "
+        mlir::emitError(where->getLoc())
+            << "sharding propagation works over one mesh, but "
                               "shardings name "
                            << meshRef << " and " << s.getMesh();
         ok = false;
@@ -425,7 +426,7 @@ struct PropagateShardingPass
     }
     MeshOp mesh = lookupMesh(module, meshRef);
     if (!mesh) {
-      module.emitError() << "shardings name mesh " << meshRef
+      mlir::emitError(module.getLoc()) << "shardings name mesh " << meshRef
                          << ", which is not declared";
       return signalPassFailure();
     }
@@ -435,7 +436,7 @@ struct PropagateShardingPass
     auto stated = [&](TensorShardingAttr s, Type type, Operation *where,
                       const Twine &what) -> TensorShardingAttr {
       if (s && failed(verifySharding(
-                   s, type, mesh, [&] { return where->emitError(); },
+                   s, type, mesh, [&] { return mlir::emitError(where->getLoc()); },
                    what.str())))
         ok = false;
       return s;

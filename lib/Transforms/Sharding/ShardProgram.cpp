@@ -56,9 +56,9 @@ LogicalResult shardProgram(ModuleOp module,
   MLIRContext *ctx = module.getContext();
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
-    return module.emitError() << "--mesh needs a func.func @main";
+    return mlir::emitError(module.getLoc()) << "--mesh needs a func.func @main";
   if (!module.getOps<MeshOp>().empty())
-    return module.emitError()
+    return mlir::emitError(module.getLoc())
            << "--mesh applies to a global program, but this one already "
               "declares a cleave.mesh";
 
@@ -80,23 +80,23 @@ LogicalResult shardProgram(ModuleOp module,
     llvm::Regex re("^(" + pattern + ")$");
     std::string error;
     if (!re.isValid(error))
-      return module.emitError()
+      return mlir::emitError(module.getLoc())
              << "--shard pattern '" << pattern << "' is not a valid regular "
              << "expression: " << error;
     Attribute attr = parseAttribute("#cleave.sharding<@mesh, " + spec + ">",
                                     ctx);
     auto sharding = dyn_cast_or_null<TensorShardingAttr>(attr);
     if (!sharding)
-      return module.emitError()
+      return mlir::emitError(module.getLoc())
              << "--shard '" << pattern << "=" << spec
              << "': expected dimension shardings such as [{}, {\"tp\"}]";
     rules.emplace_back(std::move(re), sharding);
   }
   bool hasDp = mesh.getAxisIndex("dp") >= 0;
   if (options.zero < 0 || options.zero > 3)
-    return module.emitError() << "--zero must be 0, 1, 2 or 3";
+    return mlir::emitError(module.getLoc()) << "--zero must be 0, 1, 2 or 3";
   if (options.zero > 0 && !hasDp)
-    return module.emitError() << "--zero=" << options.zero
+    return mlir::emitError(module.getLoc()) << "--zero=" << options.zero
                               << " splits over the dp axis, which --mesh "
                                  "does not have";
   int64_t dpSize = hasDp ? mesh.getShape()[mesh.getAxisIndex("dp")] : 1;
@@ -171,7 +171,7 @@ LogicalResult shardProgram(ModuleOp module,
     if (!chosen)
       continue;
     if (failed(verifySharding(chosen, type, mesh,
-                              [&] { return main.emitError(); }, what)))
+                              [&] { return mlir::emitError(main.getLoc()); }, what)))
       return failure();
     setSharding(main.getArgument(i), chosen);
   }
