@@ -199,6 +199,18 @@ struct Options {
                "states, 2 also the gradients (reduce-scattered), 3 also the "
                "parameters (all-gathered where used)"),
       cl::value_desc("stage"), cl::init(0), cl::cat(trainCategory)};
+  cl::opt<bool> overlapCollectives{
+      "overlap-collectives",
+      cl::desc("With --mesh: pack consecutive gradient all-reduces into "
+               "buckets of --bucket-mb MiB and run every collective "
+               "asynchronously, waiting right before its first reader, so "
+               "that communication overlaps the rest of the step"),
+      cl::cat(trainCategory)};
+  cl::opt<double> bucketMB{
+      "bucket-mb",
+      cl::desc("With --overlap-collectives: MiB per all-reduce bucket "
+               "(default 25; 0 leaves every all-reduce on its own)"),
+      cl::init(25.0), cl::cat(trainCategory)};
   cl::opt<bool> explainSharding{
       "explain-sharding",
       cl::desc("With --mesh: print every collective the partitioner "
@@ -467,6 +479,10 @@ int (::cleave::compileMain)(int argc, char **argv) {
       shardOptions.shardings.push_back({rule.substr(0, eq), rule.substr(eq + 1)});
     }
     shardOptions.zero = opts.zero;
+    shardOptions.overlap = opts.overlapCollectives;
+    if (!(opts.bucketMB >= 0.0) || opts.bucketMB > 65536.0)
+      return fail("--bucket-mb must be from 0 to 65536");
+    shardOptions.bucketMB = opts.bucketMB;
     if (opts.explainSharding)
       shardOptions.explain = [](const std::string &report) {
         llvm::errs() << report;
@@ -478,6 +494,8 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return fail("--explain-sharding needs --mesh");
   } else if (opts.zero != 0) {
     return fail("--zero needs --mesh with a dp axis");
+  } else if (opts.overlapCollectives) {
+    return fail("--overlap-collectives needs --mesh");
   }
   // The optimizer name and learning-rate schedule of a training plan (built
   // by --train, or a .mlir program that is already a training step).

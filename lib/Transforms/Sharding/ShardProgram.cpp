@@ -205,6 +205,12 @@ LogicalResult shardProgram(ModuleOp module,
         main.setResultAttr(i, kShardingAttrName, s);
   PassManager partition(ctx);
   partition.addPass(createPartitionPass());
+  if (options.overlap) {
+    ScheduleCollectivesPassOptions schedule;
+    schedule.bucketMB = options.bucketMB;
+    partition.addNestedPass<func::FuncOp>(
+        createScheduleCollectivesPass(schedule));
+  }
   if (failed(partition.run(module)))
     return failure();
   if (options.explain)

@@ -86,4 +86,42 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def ScheduleCollectivesPass : Pass<"cleave-schedule-collectives", "::mlir::func::FuncOp"> {
+  let summary = "Bucket gradient all-reduces and overlap collectives with compute";
+  let description = [{
+    On a partitioned program, in program order:
+
+    - **Buckets.** Consecutive all-reduces of the same kind, mesh axes and
+      element type are packed into one (flattened, concatenated, sliced
+      back) until the bucket holds `bucket-mb` MiB or an op reads one of
+      them; the bucket starts where its last member's operand is ready.
+      Every element is reduced as before, so results are bitwise the same.
+    - **Overlap.** Each synchronous all_reduce, reduce_scatter and
+      all_gather becomes asynchronous, with its `cleave.done` right before
+      the first op that reads it, so the compute in between runs while it
+      is in flight and each optimizer update waits only for its own bucket.
+
+    ```mlir
+    // Before:
+    %a = cleave.all_reduce sum %ga over @mesh ["dp"] : tensor<64xf32>
+    %b = cleave.all_reduce sum %gb over @mesh ["dp"] : tensor<32xf32>
+    %y = ... independent compute ...
+    %u = cleave.binary sub %w, %a : tensor<64xf32>
+    // After (one bucket):
+    %f = cleave.concat %ga', %gb' dim = 0 : (...) -> tensor<96xf32>
+    %h = cleave.all_reduce sum %f over @mesh ["dp"] async : tensor<96xf32>
+    %y = ... independent compute ...
+    %r = cleave.done %h : tensor<96xf32>
+    %a = cleave.slice %r ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+  let options = [
+    Option<"bucketMB", "bucket-mb", "double", "25.0",
+           "Bytes per bucket in MiB (0: no buckets)">,
+    Option<"async", "async", "bool", "true",
+           "Make collectives asynchronous, waiting at their first reader">,
+  ];
+}
+
 #endif // CLEAVE_TRANSFORMS_SHARDING_PASSES_TD

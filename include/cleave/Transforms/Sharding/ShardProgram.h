@@ -33,6 +33,10 @@ struct ShardProgramOptions {
   /// parameters. Each tensor gets `dp` on its first dimension that divides
   /// (after the axes a --shard rule gives it); one with none stays whole.
   int zero = 0;
+  /// Run --cleave-schedule-collectives after partitioning: gradient
+  /// all-reduces in buckets of `bucketMB` MiB, collectives asynchronous.
+  bool overlap = false;
+  double bucketMB = 25.0;
   /// If set, receives the explainSharding report after partitioning.
   std::function<void(const std::string &)> explain;
 };

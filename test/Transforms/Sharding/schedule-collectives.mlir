@@ -1,0 +1,41 @@
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-schedule-collectives{bucket-mb=1}))' | FileCheck %s --check-prefix=BUCKET
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-schedule-collectives{bucket-mb=0}))' | FileCheck %s --check-prefix=ASYNC
+
+// Two gradient all-reduces, each read by its optimizer update, with
+// independent compute (exp) after them.
+cleave.mesh @mesh axes = ["dp"] shape = [2]
+
+// One bucket: the operands are flattened and concatenated, the all-reduce
+// starts where the last gradient is ready, the updates move after it, and
+// the independent compute runs while it is in flight.
+// BUCKET-LABEL: func.func @step
+// BUCKET: %[[A:.*]] = cleave.reshape %arg0 : tensor<8x4xf32> -> tensor<32xf32>
+// BUCKET: %[[C:.*]] = cleave.concat %[[A]], %{{.*}} dim = 0 : (tensor<32xf32>, tensor<16xf32>) -> tensor<48xf32>
+// BUCKET: %[[H:.*]] = cleave.all_reduce sum %[[C]] over @mesh ["dp"] async {cleave.phase = "bucket of 2 all_reduces (192 bytes)"}
+// BUCKET-NEXT: cleave.unary exp
+// BUCKET-NEXT: %[[D:.*]] = cleave.done %[[H]] : tensor<48xf32>
+// BUCKET-NEXT: cleave.slice %[[D]] start = [0] limit = [32]
+// BUCKET: cleave.slice %[[D]] start = [32] limit = [48]
+// BUCKET: cleave.binary sub %arg2
+// BUCKET: cleave.binary sub %arg3
+// BUCKET-NOT: cleave.all_reduce
+
+// Without buckets each all-reduce is asynchronous and waited for right
+// before its reader: the second one overlaps the exp.
+// ASYNC-LABEL: func.func @step
+// ASYNC: %[[A:.*]] = cleave.all_reduce sum %arg0 over @mesh ["dp"] async
+// ASYNC-NEXT: cleave.done %[[A]]
+// ASYNC-NEXT: cleave.binary sub %arg2
+// ASYNC-NEXT: %[[B:.*]] = cleave.all_reduce sum %arg1 over @mesh ["dp"] async
+// ASYNC-NEXT: cleave.unary exp
+// ASYNC-NEXT: cleave.done %[[B]]
+// ASYNC-NEXT: cleave.binary sub %arg3
+func.func @step(%ga: tensor<8x4xf32>, %gb: tensor<16xf32>, %w: tensor<8x4xf32>, %v: tensor<16xf32>, %x: tensor<4xf32>)
+    -> (tensor<8x4xf32>, tensor<16xf32>, tensor<4xf32>) {
+  %a = cleave.all_reduce sum %ga over @mesh ["dp"] : tensor<8x4xf32>
+  %wa = cleave.binary sub %w, %a : tensor<8x4xf32>
+  %b = cleave.all_reduce sum %gb over @mesh ["dp"] : tensor<16xf32>
+  %y = cleave.unary exp %x : tensor<4xf32>
+  %vb = cleave.binary sub %v, %b : tensor<16xf32>
+  return %wa, %vb, %y : tensor<8x4xf32>, tensor<16xf32>, tensor<4xf32>
+}
