@@ -199,6 +199,14 @@ struct Options {
                "states, 2 also the gradients (reduce-scattered), 3 also the "
                "parameters (all-gathered where used)"),
       cl::value_desc("stage"), cl::init(0), cl::cat(trainCategory)};
+  cl::opt<bool> sequenceParallel{
+      "sequence-parallel",
+      cl::desc("With --mesh and a tp axis: Megatron's sequence parallelism: "
+               "the layer norms, residual adds and dropouts between "
+               "tensor-parallel regions work on sequence slices over tp, and "
+               "the all-reduces around those regions become reduce-scatters "
+               "and all-gathers"),
+      cl::cat(trainCategory)};
   cl::opt<bool> overlapCollectives{
       "overlap-collectives",
       cl::desc("With --mesh: pack consecutive gradient all-reduces into "
@@ -480,6 +488,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
     }
     shardOptions.zero = opts.zero;
     shardOptions.overlap = opts.overlapCollectives;
+    shardOptions.sequenceParallel = opts.sequenceParallel;
     if (!(opts.bucketMB >= 0.0) || opts.bucketMB > 65536.0)
       return fail("--bucket-mb must be from 0 to 65536");
     shardOptions.bucketMB = opts.bucketMB;
@@ -496,6 +505,8 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return fail("--zero needs --mesh with a dp axis");
   } else if (opts.overlapCollectives) {
     return fail("--overlap-collectives needs --mesh");
+  } else if (opts.sequenceParallel) {
+    return fail("--sequence-parallel needs --mesh with a tp axis");
   }
   // The optimizer name and learning-rate schedule of a training plan (built
   // by --train, or a .mlir program that is already a training step).

@@ -289,6 +289,25 @@ SmallVector<Axes> Partitioner::assignFactors(Operation *op,
     a.erase(clash, a.end());
     used.insert(a.begin(), a.end());
   }
+  // A dimension made of several factors is split as blocks only if each
+  // factor before a split one is split whole; otherwise the minor factors'
+  // axes cannot be expressed there, and no tensor may use them (a reshape's
+  // two sides must agree on every factor).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int64_t t = 0; t < rule.getNumTensors(); ++t)
+      for (const auto &dim : rule.getTensor(t)) {
+        bool blocked = false;
+        for (int64_t f : dim) {
+          if (blocked && !factorAxes[f].empty()) {
+            factorAxes[f].clear();
+            changed = true;
+          }
+          if (axes.size(factorAxes[f]) != rule.getFactor(f).size)
+            blocked = true;
+        }
+      }
+  }
   return factorAxes;
 }
 

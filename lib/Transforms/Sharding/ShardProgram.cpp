@@ -4,6 +4,7 @@
 #include "cleave/Transforms/Sharding/Passes.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveOps.h"
 #include "Cleave/IR/CleaveSharding.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -26,6 +27,7 @@ namespace cleave {
 /// Propagation priorities of the policies: user --shard rules 0, the batch
 /// split of data inputs 1, ZeRO's layouts last.
 static constexpr int64_t kBatchPriority = 1;
+static constexpr int64_t kSequencePriority = 2;
 static constexpr int64_t kZeroPriority = 100;
 
 std::string parseMeshSpec(
@@ -174,6 +176,43 @@ LogicalResult shardProgram(ModuleOp module,
                               [&] { return mlir::emitError(main.getLoc()); }, what)))
       return failure();
     setSharding(main.getArgument(i), chosen);
+  }
+
+  // Sequence parallelism: layer norms work on sequence slices over tp.
+  if (options.sequenceParallel) {
+    if (mesh.getAxisIndex("tp") < 0)
+      return mlir::emitError(module.getLoc())
+             << "--sequence-parallel splits over the tp axis, which --mesh "
+                "does not have";
+    int64_t tp = mesh.getShape()[mesh.getAxisIndex("tp")];
+    StringAttr tpName = b.getStringAttr("tp");
+    int64_t seeded = 0;
+    WalkResult walk = main.walk([&](LayerNormOp ln) {
+      auto type = ln.getType();
+      if (type.getRank() != 3 || ln.getAxis() != 2)
+        return WalkResult::advance();
+      if (type.getDimSize(1) % tp != 0) {
+        mlir::emitError(ln.getLoc())
+            << "--sequence-parallel: the sequence dimension (1) of this "
+               "layer norm's "
+            << type << " does not divide over mesh axis tp (" << tp
+            << " ranks)";
+        return WalkResult::interrupt();
+      }
+      SmallVector<DimShardingAttr> dims = {
+          DimShardingAttr::get(ctx, {}, false, -1),
+          DimShardingAttr::get(ctx, {tpName}, true, kSequencePriority),
+          DimShardingAttr::get(ctx, {}, false, -1)};
+      setSharding(ln.getResult(), TensorShardingAttr::get(ctx, meshRef, dims));
+      ++seeded;
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    if (!seeded)
+      return mlir::emitError(module.getLoc())
+             << "--sequence-parallel found no layer norm over the last "
+                "dimension of a [batch, sequence, hidden] tensor";
   }
 
   // ZeRO lays gradients out too: whole over dp at stage 1, split at 2 and 3.
