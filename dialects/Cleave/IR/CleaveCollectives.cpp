@@ -251,15 +251,22 @@ LogicalResult AllSliceOp::verify() {
   return success();
 }
 
-LogicalResult
-AllSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+/// reduce_scatter and all_slice: the operand's `dim` divides by the group
+/// size and the result keeps one group-size-th of it.
+template <typename Op>
+static LogicalResult verifySplitGroup(Op op, SymbolTableCollection &symbols) {
   int64_t n;
-  if (failed(verifyGroup(*this, symbols, &n)) ||
-      failed(checkDivides(*this, getOperand().getType(), getDim(), n,
+  if (failed(verifyGroup(op, symbols, &n)) ||
+      failed(checkDivides(op, op.getOperand().getType(), op.getDim(), n,
                           "operand")))
     return failure();
-  return checkScaledDim(*this, getOperand().getType(), getType(), getDim(), 1,
-                        n);
+  return checkScaledDim(op, op.getOperand().getType(), op.getType(),
+                        op.getDim(), 1, n);
+}
+
+LogicalResult
+AllSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifySplitGroup(*this, symbols);
 }
 
 LogicalResult ReduceScatterOp::verify() {
@@ -273,13 +280,7 @@ LogicalResult ReduceScatterOp::verify() {
 
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  int64_t n;
-  if (failed(verifyGroup(*this, symbols, &n)) ||
-      failed(checkDivides(*this, getOperand().getType(), getDim(), n,
-                          "operand")))
-    return failure();
-  return checkScaledDim(*this, getOperand().getType(), getType(), getDim(), 1,
-                        n);
+  return verifySplitGroup(*this, symbols);
 }
 
 LogicalResult AllToAllOp::verify() {

@@ -60,6 +60,14 @@ static DimAxes axesOf(TensorShardingAttr s, int64_t rank) {
   return dims;
 }
 
+/// The length of the longest common prefix of two axis lists.
+static size_t commonPrefix(ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n])
+    ++n;
+  return n;
+}
+
 static std::string dimsToString(ArrayRef<Axes> dims) {
   std::string s = "[";
   for (auto [d, axes] : llvm::enumerate(dims)) {
@@ -151,10 +159,7 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value local,
     if (isPrefix(current[d], to[d]))
       continue;
     // Keep the common prefix, gather the rest.
-    size_t keep = 0;
-    while (keep < current[d].size() && keep < to[d].size() &&
-           current[d][keep] == to[d][keep])
-      ++keep;
+    size_t keep = commonPrefix(current[d], to[d]);
     ArrayRef<StringAttr> gathered = ArrayRef(current[d]).drop_front(keep);
     current[d].resize(keep);
     auto type = localType(globalType, current);
@@ -318,10 +323,7 @@ int64_t Partitioner::reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
   for (int64_t d = 0, e = current.size(); d < e; ++d) {
     if (isPrefix(current[d], to[d]))
       continue;
-    size_t keep = 0;
-    while (keep < current[d].size() && keep < to[d].size() &&
-           current[d][keep] == to[d][keep])
-      ++keep;
+    size_t keep = commonPrefix(current[d], to[d]);
     int64_t g = axes.size(ArrayRef(current[d]).drop_front(keep));
     current[d].resize(keep);
     bytes += mlir::cleave::detail::getSizeInBytes(localType(type, current)) *

@@ -95,14 +95,11 @@ public:
   Propagator(MeshOp mesh, FlatSymbolRefAttr meshRef)
       : mesh(mesh), meshRef(meshRef) {}
 
-  /// Registers a value with its stated sharding (or none).
-  void addValue(Value v, TensorShardingAttr stated) {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type)
-      return;
+  /// The state of a tensor of `rank` with a stated sharding (or none):
+  /// stated dimensions without a priority get the first one.
+  TensorState fromStated(TensorShardingAttr stated, int64_t rank) {
     TensorState s;
-    s.dims.resize(type.getRank());
-    s.bytes = mlir::cleave::detail::getSizeInBytes(type);
+    s.dims.resize(stated ? stated.getRank() : rank);
     if (stated)
       for (auto [d, dim] : llvm::enumerate(stated.getDims())) {
         s.dims[d].axes.assign(dim.getAxes().begin(), dim.getAxes().end());
@@ -110,6 +107,16 @@ public:
         s.dims[d].priority = dim.getPriority() >= 0 ? dim.getPriority() : 0;
         priorities.insert(s.dims[d].priority);
       }
+    return s;
+  }
+
+  /// Registers a value with its stated sharding (or none).
+  void addValue(Value v, TensorShardingAttr stated) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      return;
+    TensorState s = fromStated(stated, type.getRank());
+    s.bytes = mlir::cleave::detail::getSizeInBytes(type);
     states.insert({v, std::move(s)});
   }
 
@@ -117,17 +124,10 @@ public:
   void addResult(Value returned, TensorShardingAttr stated) {
     if (!isa<RankedTensorType>(returned.getType()))
       return;
-    TensorState s;
-    s.dims.resize(stated ? stated.getRank()
-                         : cast<RankedTensorType>(returned.getType()).getRank());
-    if (stated)
-      for (auto [d, dim] : llvm::enumerate(stated.getDims())) {
-        s.dims[d].axes.assign(dim.getAxes().begin(), dim.getAxes().end());
-        s.dims[d].closed = dim.getClosed();
-        s.dims[d].priority = dim.getPriority() >= 0 ? dim.getPriority() : 0;
-        priorities.insert(s.dims[d].priority);
-      }
-    results.push_back({returned, std::move(s)});
+    results.push_back(
+        {returned,
+         fromStated(stated,
+                    cast<RankedTensorType>(returned.getType()).getRank())});
   }
 
   void addOp(Operation *op) {
