@@ -14,6 +14,8 @@
 //      before the first op that reads it: the compute in between (the rest
 //      of the backward pass, other buckets' updates) runs while it is in
 //      flight, and an optimizer update waits only for its own bucket.
+//   3. Prefetch. A gather of a function argument (a ZeRO-3 parameter)
+//      starts right after the previous such gather is waited for.
 //
 //===----------------------------------------------------------------------===//
 
@@ -199,6 +201,25 @@ struct ScheduleCollectivesPass
         collectives.push_back(&op);
     for (Operation *op : collectives)
       overlap(op);
+    if (!prefetch)
+      return;
+    // ZeRO-3's parameter gathers (of function arguments, so they can start
+    // any time): each starts as soon as the previous one has been waited
+    // for, so that the next layer's parameters arrive while this layer
+    // computes, with at most two gathered ahead of use.
+    SmallVector<AllGatherOp> gathers;
+    for (Operation &op : body)
+      if (auto g = dyn_cast<AllGatherOp>(op);
+          g && g.getAsync() && isa<BlockArgument>(g.getOperand()))
+        gathers.push_back(g);
+    for (size_t k = 1; k < gathers.size(); ++k) {
+      Value prev = gathers[k - 1].getResult();
+      if (!prev.hasOneUse())
+        continue;
+      Operation *done = *prev.getUsers().begin();
+      if (done->getBlock() == &body && done->isBeforeInBlock(gathers[k]))
+        gathers[k]->moveAfter(done);
+    }
   }
 };
 

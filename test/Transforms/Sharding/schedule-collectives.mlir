@@ -39,3 +39,22 @@ func.func @step(%ga: tensor<8x4xf32>, %gb: tensor<16xf32>, %w: tensor<8x4xf32>, 
   %vb = cleave.binary sub %v, %b : tensor<16xf32>
   return %wa, %vb, %y : tensor<8x4xf32>, tensor<16xf32>, tensor<4xf32>
 }
+
+// ZeRO-3: the second layer's parameter gather starts as soon as the first
+// one is waited for, so it arrives while the first layer computes.
+// BUCKET-LABEL: func.func @prefetch
+// BUCKET: %[[G1:.*]] = cleave.all_gather %arg1 over @mesh ["dp"] dim = 0 async
+// BUCKET-NEXT: %[[W1:.*]] = cleave.done %[[G1]]
+// BUCKET-NEXT: %[[G2:.*]] = cleave.all_gather %arg2 over @mesh ["dp"] dim = 0 async
+// BUCKET-NEXT: cleave.contract %arg0, %[[W1]]
+// BUCKET-NEXT: cleave.unary tanh
+// BUCKET-NEXT: cleave.done %[[G2]]
+// BUCKET-NEXT: cleave.contract
+func.func @prefetch(%x: tensor<4x8xf32>, %w1: tensor<4x8xf32>, %w2: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = cleave.all_gather %w1 over @mesh ["dp"] dim = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+  %h = cleave.contract %x, %a batch = [] x [] contract = [1] x [0] : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %t = cleave.unary tanh %h : tensor<4x8xf32>
+  %b = cleave.all_gather %w2 over @mesh ["dp"] dim = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+  %y = cleave.contract %t, %b batch = [] x [] contract = [1] x [0] : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

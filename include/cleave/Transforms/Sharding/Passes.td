@@ -100,6 +100,9 @@ def ScheduleCollectivesPass : Pass<"cleave-schedule-collectives", "::mlir::func:
       all_gather becomes asynchronous, with its `cleave.done` right before
       the first op that reads it, so the compute in between runs while it
       is in flight and each optimizer update waits only for its own bucket.
+    - **Prefetch.** A gather of a function argument (a ZeRO-3 parameter)
+      starts right after the previous one is waited for: the next layer's
+      parameters arrive while this layer computes.
 
     ```mlir
     // Before:
@@ -121,6 +124,9 @@ def ScheduleCollectivesPass : Pass<"cleave-schedule-collectives", "::mlir::func:
            "Bytes per bucket in MiB (0: no buckets)">,
     Option<"async", "async", "bool", "true",
            "Make collectives asynchronous, waiting at their first reader">,
+    Option<"prefetch", "prefetch", "bool", "true",
+           "Start each asynchronous gather of a function argument (a ZeRO-3 "
+           "parameter) right after the previous one is waited for">,
   ];
 }
 
