@@ -430,6 +430,22 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     int64_t costR = estimateBytes(op, rule, resultsFirst);
     int64_t costO = estimateBytes(op, rule, operandsFirst);
     factorAxes = costO < costR ? operandsFirst : resultsFirst;
+    if (costO != costR && resultsFirst != operandsFirst) {
+      // The collectives this op causes cite the layout that lost.
+      bool operandsWon = costO < costR;
+      SmallVector<Attribute> notes;
+      if (conflicts)
+        llvm::append_range(notes, conflicts.getValue());
+      notes.push_back(StringAttr::get(
+          op->getContext(),
+          Twine("layout: ") +
+              (operandsWon ? "operands first" : "results first") + ", " +
+              Twine(operandsWon ? costO : costR) + " bytes; " +
+              (operandsWon ? "results first" : "operands first") +
+              " rejected, it would send " + Twine(operandsWon ? costR : costO) +
+              " bytes"));
+      conflicts = ArrayAttr::get(op->getContext(), notes);
+    }
   }
 
   // 2. Operands in the layout the op computes on.

@@ -299,7 +299,7 @@ std::string explainSharding(ModuleOp module) {
       os << "  from: " << where << "\n";
     if (auto notes = op->getAttrOfType<ArrayAttr>(kConflictsAttrName))
       for (Attribute note : notes)
-        os << "  conflict settled there: "
+        os << "  settled there: "
            << cast<StringAttr>(note).getValue() << "\n";
     Total &t = totals["[" + axes + "]"];
     ++t.count;

@@ -61,8 +61,9 @@ mlir::LogicalResult shardProgram(mlir::ModuleOp module,
 /// The --explain-sharding report of a partitioned module: every collective
 /// of `@main` with its bytes sent per rank per step (ring algorithm), the
 /// op and sharding that caused it, where it comes from (ONNX node or
-/// file:line), the conflicts propagation settled on that op (what lost and
-/// why), and totals per group of mesh axes.
+/// file:line), the conflicts propagation settled on that op and the factor
+/// layout the partitioner rejected for it (what lost and by how many
+/// bytes), and totals per group of mesh axes.
 std::string explainSharding(mlir::ModuleOp module);
 
 } // namespace cleave
