@@ -219,6 +219,20 @@ struct Options {
       cl::desc("With --overlap-collectives: MiB per all-reduce bucket "
                "(default 25; 0 leaves every all-reduce on its own)"),
       cl::init(25.0), cl::cat(trainCategory)};
+  cl::opt<std::string> probe{
+      "probe",
+      cl::desc("With --train: the training step also returns the forward "
+               "output of every ONNX node whose name matches the whole "
+               "regular expression (outputs probe.<NNNN>.<node>, written by "
+               "cleave-run --output-dir after the last step; for "
+               "tools/cleave-parity)"),
+      cl::value_desc("regex"), cl::cat(trainCategory)};
+  cl::opt<int64_t> debugDropCollective{
+      "debug-drop-collective",
+      cl::desc("Testing only: with --mesh, drop the N-th all_reduce of the "
+               "partitioned program (so a parity check has something to "
+               "find)"),
+      cl::init(-1), cl::Hidden, cl::cat(trainCategory)};
   cl::opt<bool> explainSharding{
       "explain-sharding",
       cl::desc("With --mesh: print every collective the partitioner "
@@ -465,6 +479,9 @@ int (::cleave::compileMain)(int argc, char **argv) {
     train.lossScaleInit = opts.lossScaleInit;
     train.lossScaleWindow = opts.lossScaleWindow;
     compileOptions.train = train;
+    compileOptions.probe = opts.probe;
+  } else if (!opts.probe.empty()) {
+    return fail("--probe needs --train");
   } else if (!opts.loss.empty()) {
     return fail("--loss needs --train");
   } else if (opts.dataParallel != 1) {
@@ -487,6 +504,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
       shardOptions.shardings.push_back({rule.substr(0, eq), rule.substr(eq + 1)});
     }
     shardOptions.zero = opts.zero;
+    shardOptions.dropCollective = opts.debugDropCollective;
     shardOptions.overlap = opts.overlapCollectives;
     shardOptions.sequenceParallel = opts.sequenceParallel;
     if (!(opts.bucketMB >= 0.0) || opts.bucketMB > 65536.0)

@@ -5,6 +5,7 @@
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Training/Probes.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -129,6 +130,11 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     if (failed(train.run(module)))
       return failure();
     recomputeStats = takeRecomputeStats(module);
+    if (!options.probe.empty()) {
+      auto main = module.lookupSymbol<func::FuncOp>("main");
+      if (!main || failed(addActivationProbes(main, options.probe)))
+        return failure();
+    }
     // The backward tags have done their job; without them CSE treats
     // forward and backward ops alike, as it did before recompute existed.
     stripAttribute(module, kBackwardAttr);

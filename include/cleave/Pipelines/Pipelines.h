@@ -62,6 +62,9 @@ struct CompileOptions {
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;
+  /// With a training step: return the forward output of every ONNX node
+  /// whose name matches this regular expression (cleave::addActivationProbes).
+  std::string probe;
   /// Set: partition the (training or forward) program over a mesh
   /// (cleave::shardProgram) after the training step is built.
   std::optional<ShardProgramOptions> shard;

@@ -252,6 +252,20 @@ LogicalResult shardProgram(ModuleOp module,
   }
   if (failed(partition.run(module)))
     return failure();
+  if (options.dropCollective >= 0) {
+    int64_t index = 0;
+    AllReduceOp dropped;
+    main.walk([&](AllReduceOp op) {
+      if (index++ == options.dropCollective)
+        dropped = op;
+    });
+    if (!dropped)
+      return mlir::emitError(module.getLoc())
+             << "--debug-drop-collective=" << options.dropCollective
+             << ": the program has " << index << " all_reduces";
+    dropped.getResult().replaceAllUsesWith(dropped.getOperand());
+    dropped->erase();
+  }
   if (options.explain)
     options.explain(explainSharding(module));
   return success();

@@ -42,6 +42,9 @@ struct ShardProgramOptions {
   /// all-reduces in buckets of `bucketMB` MiB, collectives asynchronous.
   bool overlap = false;
   double bucketMB = 25.0;
+  /// For testing the parity check: after partitioning, drop the all_reduce
+  /// with this index in program order (its result becomes its operand).
+  int64_t dropCollective = -1;
   /// If set, receives the explainSharding report after partitioning.
   std::function<void(const std::string &)> explain;
 };

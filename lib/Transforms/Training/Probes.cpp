@@ -1,0 +1,71 @@
+//===- Probes.cpp - Forward activations as extra outputs -------------------===//
+
+#include "cleave/Transforms/Training/Probes.h"
+#include "cleave/Transforms/Training/Recompute.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Regex.h"
+
+using namespace mlir;
+
+static StringRef nodeName(Location loc) {
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().getValue();
+  return {};
+}
+
+FailureOr<unsigned> cleave::addActivationProbes(func::FuncOp main,
+                                                StringRef pattern) {
+  llvm::Regex re(("^(" + pattern + ")$").str());
+  std::string error;
+  if (!re.isValid(error)) {
+    mlir::emitError(main.getLoc())
+        << "--probe '" << pattern << "' is not a valid regular expression: "
+        << error;
+    return failure();
+  }
+  // The last forward op of each matching node, in order of first sight.
+  llvm::MapVector<StringRef, Value> outputs;
+  for (Operation &op : main.getBody().front()) {
+    if (op.hasAttr(kBackwardAttr) || op.getNumResults() != 1)
+      continue;
+    auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+    StringRef name = nodeName(op.getLoc());
+    if (!type || !isa<FloatType>(type.getElementType()) || name.empty() ||
+        !re.match(name))
+      continue;
+    outputs[name] = op.getResult(0);
+  }
+  if (outputs.empty())
+    return 0u;
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  SmallVector<Value> values(ret.getOperands());
+  SmallVector<Type> types(main.getResultTypes());
+  SmallVector<DictionaryAttr> attrs;
+  main.getAllResultAttrs(attrs);
+  OpBuilder b(ret);
+  for (auto [n, entry] : llvm::enumerate(outputs)) {
+    values.push_back(entry.second);
+    types.push_back(entry.second.getType());
+    NamedAttribute named[] = {
+        b.getNamedAttr("cleave.name",
+                       b.getStringAttr(llvm::formatv("probe.{0:D4}.{1}", n,
+                                                     entry.first)
+                                           .str())),
+        b.getNamedAttr("cleave.role", b.getStringAttr("probe"))};
+    attrs.push_back(b.getDictionaryAttr(named));
+  }
+  func::ReturnOp::create(b, ret.getLoc(), values);
+  ret.erase();
+  main.setFunctionType(
+      FunctionType::get(main.getContext(), main.getArgumentTypes(), types));
+  main.setAllResultAttrs(attrs);
+  return static_cast<unsigned>(outputs.size());
+}
