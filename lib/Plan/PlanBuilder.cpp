@@ -341,16 +341,7 @@ void PlanBuilder::addCommNode(Node::Kind kind, Operation *op) {
 /// Where a collective came from, for messages: the ONNX node (a NameLoc),
 /// or file:line.
 static std::string sourceOf(Operation *op) {
-  std::string s;
-  Location loc = op->getLoc();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    if (!fused.getLocations().empty())
-      loc = fused.getLocations().front();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    s = "node " + name.getName().str();
-  else if (auto file = dyn_cast<FileLineColLoc>(loc); file && file.getLine())
-    s = llvm::sys::path::filename(file.getFilename().getValue()).str() + ":" +
-        std::to_string(file.getLine());
+  std::string s = describeLocation(op->getLoc());
   if (auto phase = op->getAttrOfType<StringAttr>("cleave.phase"))
     s += (s.empty() ? "" : ", ") + phase.getValue().str();
   return s;

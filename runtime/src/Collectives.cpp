@@ -152,6 +152,16 @@ uint64_t collectiveResultBytes(const CollectiveInfo &c, int64_t g) {
   }
 }
 
+void sliceShard(const CollectiveInfo &c, int64_t index, int64_t g,
+                const void *srcV, void *dstV) {
+  // dst [outer, inner] <- src's [o, index, :].
+  const auto *src = static_cast<const uint8_t *>(srcV);
+  auto *dst = static_cast<uint8_t *>(dstV);
+  size_t run = static_cast<size_t>(c.splitInner) * dtypeSize(c.dtype);
+  for (int64_t o = 0; o < c.splitOuter && run; ++o)
+    std::memcpy(dst + o * run, src + (o * g + index) * run, run);
+}
+
 void computeCollective(const CollectiveInfo &c, int64_t index, int64_t g,
                        const void *const *srcs, void *dstV) {
   const size_t elem = dtypeSize(c.dtype);
@@ -183,14 +193,9 @@ void computeCollective(const CollectiveInfo &c, int64_t index, int64_t g,
     }
     return;
   }
-  case CollectiveOp::AllSlice: {
-    // dst [outer, inner] <- this member's [o, index, :].
-    size_t run = static_cast<size_t>(c.splitInner) * elem;
-    for (int64_t o = 0; o < c.splitOuter; ++o)
-      if (run)
-        std::memcpy(dst + o * run, src(index) + (o * g + index) * run, run);
+  case CollectiveOp::AllSlice:
+    sliceShard(c, index, g, src(index), dst);
     return;
-  }
   case CollectiveOp::AllToAll: {
     // Member k's slice `index` (its [:, index, :] of the split view), in
     // row-major order, goes to dst's [:, k, :] of the concat view.

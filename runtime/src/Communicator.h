@@ -78,6 +78,11 @@ void reduceBuffers(plan::ReduceOp op, plan::DType dtype, const void *const *srcs
 void computeCollective(const plan::CollectiveInfo &c, int64_t index,
                        int64_t groupSize, const void *const *srcs, void *dst);
 
+/// AllSlice: the block of `src` (every member holds the same) that group
+/// member `index` of `g` keeps. Nothing is sent.
+void sliceShard(const plan::CollectiveInfo &c, int64_t index, int64_t g,
+                const void *src, void *dst);
+
 /// Bytes of collective `c`'s result (its dst buffer) for a group of `g`.
 uint64_t collectiveResultBytes(const plan::CollectiveInfo &c, int64_t g);
 

@@ -288,10 +288,9 @@ cleave_rt_status CpuBackend::runCollective(size_t index, const Command &c) {
   }
   if (info.op == CollectiveOp::AllSlice) {
     // Local: this rank's slice, chosen by its group index.
-    int64_t g = static_cast<int64_t>(group.ranks.size());
-    std::vector<const void *> srcs(std::max<int64_t>(g, 1), src);
-    computeCollective(info, comm ? group.index : 0, comm ? g : 1, srcs.data(),
-                      dst);
+    sliceShard(info, group.index,
+               std::max<int64_t>(static_cast<int64_t>(group.ranks.size()), 1),
+               src, dst);
     return nullptr;
   }
   auto task = [this, &info, &group, src, dst]() -> cleave_rt_status {

@@ -5,6 +5,9 @@
 #include "Cleave/IR/CleaveOps.h"
 #include "Cleave/IR/CleaveSharding.h"
 
+#include "mlir/IR/Location.h"
+#include "llvm/Support/Path.h"
+
 using namespace mlir;
 using namespace mlir::cleave;
 
@@ -22,6 +25,27 @@ void CleaveDialect::initialize() {
 #include "Cleave/IR/CleaveCollectiveOps.cpp.inc"
       >();
   registerAttributes();
+}
+
+StringRef mlir::cleave::getNodeName(Location loc) {
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().getValue();
+  return {};
+}
+
+std::string mlir::cleave::describeLocation(Location loc) {
+  if (StringRef node = getNodeName(loc); !node.empty())
+    return ("node " + node).str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto file = dyn_cast<FileLineColLoc>(loc); file && file.getLine())
+    return llvm::sys::path::filename(file.getFilename().getValue()).str() +
+           ":" + std::to_string(file.getLine());
+  return "";
 }
 
 Operation *CleaveDialect::materializeConstant(OpBuilder &builder,

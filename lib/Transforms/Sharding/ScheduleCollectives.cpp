@@ -63,8 +63,10 @@ static SmallVector<Operation *> packBucket(ArrayRef<AllReduceOp> members) {
   int64_t total = 0;
   for (AllReduceOp m : members) {
     int64_t n = m.getType().getNumElements();
-    flat.push_back(ReshapeOp::create(b, loc, RankedTensorType::get({n}, et),
-                                     m.getOperand()));
+    auto flatType = RankedTensorType::get({n}, et);
+    flat.push_back(m.getOperand().getType() == flatType
+                       ? m.getOperand()
+                       : ReshapeOp::create(b, loc, flatType, m.getOperand()));
     total += n;
   }
   auto packedType = RankedTensorType::get({total}, et);
@@ -85,10 +87,13 @@ static SmallVector<Operation *> packBucket(ArrayRef<AllReduceOp> members) {
         b, loc, RankedTensorType::get({n}, et), reduced.getResult(),
         b.getDenseI64ArrayAttr({offset}), b.getDenseI64ArrayAttr({offset + n}),
         b.getDenseI64ArrayAttr({1}));
-    Value back = ReshapeOp::create(b, loc, m.getType(), part);
+    Value back = m.getType() == part.getType()
+                     ? part
+                     : ReshapeOp::create(b, loc, m.getType(), part);
     m.getResult().replaceAllUsesWith(back);
     unpack.push_back(part.getDefiningOp());
-    unpack.push_back(back.getDefiningOp());
+    if (back != part)
+      unpack.push_back(back.getDefiningOp());
     offset += n;
   }
   for (AllReduceOp m : members)

@@ -239,9 +239,16 @@ LogicalResult shardProgram(ModuleOp module,
     return failure();
   // A result that updates a state is laid out like the state.
   for (unsigned i = 0; i < main.getNumResults(); ++i)
-    if (auto updates = main.getResultAttrOfType<IntegerAttr>(i, "cleave.updates"))
-      if (auto s = getSharding(main.getArgument(updates.getInt())))
+    if (auto updates =
+            main.getResultAttrOfType<IntegerAttr>(i, "cleave.updates")) {
+      int64_t arg = updates.getInt();
+      if (arg < 0 || arg >= (int64_t)main.getNumArguments())
+        return mlir::emitError(main.getLoc())
+               << "result " << i << ": cleave.updates = " << arg
+               << " is not an argument of @main";
+      if (auto s = getSharding(main.getArgument(arg)))
         main.setResultAttr(i, kShardingAttrName, s);
+    }
   PassManager partition(ctx);
   partition.addPass(createPartitionPass());
   if (options.overlap) {
@@ -271,18 +278,6 @@ LogicalResult shardProgram(ModuleOp module,
   return success();
 }
 
-static std::string whereFrom(Location loc) {
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    if (!fused.getLocations().empty())
-      loc = fused.getLocations().front();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return "node " + name.getName().str();
-  if (auto file = dyn_cast<FileLineColLoc>(loc); file && file.getLine())
-    return llvm::sys::path::filename(file.getFilename().getValue()).str() +
-           ":" + std::to_string(file.getLine());
-  return "";
-}
-
 std::string explainSharding(ModuleOp module) {
   std::string out;
   llvm::raw_string_ostream os(out);
@@ -309,7 +304,7 @@ std::string explainSharding(ModuleOp module) {
        << " bytes sent per rank per step\n";
     if (auto why = op->getAttrOfType<StringAttr>("cleave.phase"))
       os << "  because: " << why.getValue() << "\n";
-    if (std::string where = whereFrom(op->getLoc()); !where.empty())
+    if (std::string where = describeLocation(op->getLoc()); !where.empty())
       os << "  from: " << where << "\n";
     if (auto notes = op->getAttrOfType<ArrayAttr>(kConflictsAttrName))
       for (Attribute note : notes)

@@ -3,6 +3,8 @@
 #include "cleave/Transforms/Training/Probes.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
+#include "Cleave/IR/CleaveDialect.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -12,17 +14,9 @@
 
 using namespace mlir;
 
-static StringRef nodeName(Location loc) {
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    if (!fused.getLocations().empty())
-      loc = fused.getLocations().front();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().getValue();
-  return {};
-}
+namespace cleave {
 
-FailureOr<unsigned> cleave::addActivationProbes(func::FuncOp main,
-                                                StringRef pattern) {
+FailureOr<unsigned> addActivationProbes(func::FuncOp main, StringRef pattern) {
   llvm::Regex re(("^(" + pattern + ")$").str());
   std::string error;
   if (!re.isValid(error)) {
@@ -37,7 +31,7 @@ FailureOr<unsigned> cleave::addActivationProbes(func::FuncOp main,
     if (op.hasAttr(kBackwardAttr) || op.getNumResults() != 1)
       continue;
     auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
-    StringRef name = nodeName(op.getLoc());
+    StringRef name = mlir::cleave::getNodeName(op.getLoc());
     if (!type || !isa<FloatType>(type.getElementType()) || name.empty() ||
         !re.match(name))
       continue;
@@ -69,3 +63,5 @@ FailureOr<unsigned> cleave::addActivationProbes(func::FuncOp main,
   main.setAllResultAttrs(attrs);
   return static_cast<unsigned>(outputs.size());
 }
+
+} // namespace cleave
