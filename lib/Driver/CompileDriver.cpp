@@ -322,6 +322,15 @@ struct Options {
                "models)"),
       cl::value_desc("spec"), cl::cat(trainCategory)};
 
+  cl::opt<bool> report{
+      "report",
+      cl::desc("Print to stderr, per rank, the bytes of parameters, "
+               "gradients, optimizer states, activations and temporaries, "
+               "the exact peak of live bytes and the arena; per step, the "
+               "collectives by mesh axis with their bytes and how many of "
+               "them are in flight during compute; with --zero, ZeRO's "
+               "formula beside the measured model states"),
+      cl::cat(category)};
   cl::opt<bool> stats{"print-stats",
                       cl::desc("Print the plan's commands, memory and compile "
                                "time to stderr"),
@@ -590,6 +599,11 @@ int (::cleave::compileMain)(int argc, char **argv) {
     compileOptions.memoryReport = [](const std::string &report) {
       llvm::errs() << report;
     };
+  std::optional<StepReport> stepReport;
+  if (opts.report)
+    compileOptions.stepReport = [&](const StepReport &report) {
+      stepReport = report;
+    };
   FailureOr<plan::Plan> plan = compileToPlan(**module, compileOptions);
   if (failed(plan))
     return 1;
@@ -655,6 +669,24 @@ int (::cleave::compileMain)(int argc, char **argv) {
     }
   } else if (!plan::writeFile(output, *plan, &error)) {
     return fail("cannot write '" + output + "': " + error);
+  }
+  if (stepReport) {
+    printStepReport(*stepReport, llvm::errs());
+    if (opts.train && !plan->mesh.empty()) {
+      int64_t dpRanks = 1;
+      for (auto [name, size] :
+           llvm::zip(plan->mesh.axisNames, plan->mesh.shape))
+        if (name == "dp")
+          dpRanks = size;
+      StringRef optimizer = plan->training.optimizer;
+      unsigned optimizerBytes =
+          optimizer == "adam" || optimizer == "adamw"           ? 8
+          : optimizer == "momentum" || optimizer == "nesterov" ? 4
+                                                                : 0;
+      if (dpRanks > 1)
+        printZeroFormula(*stepReport, opts.zero, dpRanks, optimizerBytes,
+                         llvm::errs());
+    }
   }
   if (opts.stats) {
     size_t kernels = 0, gemms = 0;

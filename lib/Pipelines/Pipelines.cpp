@@ -120,7 +120,9 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     bool mixed = options.precision != "fp32";
     trainOptions.markFp32Ops |= mixed;
     trainOptions.markBackward = true;
-    trainOptions.markGradients = options.shard.has_value();
+    // The gradient tags serve the sharding policies and the report; the
+    // plan builder removes them.
+    trainOptions.markGradients = true;
     train.addPass(createBuildTrainStepPass(trainOptions));
     if (mixed)
       train.addPass(createApplyMixedPrecisionPass(
@@ -150,7 +152,6 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     return plan::Plan();
   if (options.shard && failed(shardProgram(module, *options.shard)))
     return failure();
-  stripAttribute(module, kGradientOfAttr);
   if (stopHere(CompilePhase::Partitioned, module))
     return plan::Plan();
 
@@ -170,12 +171,15 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   if (options.target == Target::CUDA || options.cpuEmulateCuda)
     planOptions.inlineConstantLimit = 0;
   planOptions.reportMemory = static_cast<bool>(options.memoryReport);
+  planOptions.report = static_cast<bool>(options.stepReport);
   FailureOr<BuiltPlan> program =
       buildPlan(module, planOptions);
   if (failed(program))
     return failure();
   if (options.memoryReport)
     options.memoryReport(program->memoryReport);
+  if (options.stepReport)
+    options.stepReport(program->stepReport);
   if (stopHere(CompilePhase::Kernels, program->kernels.get()))
     return plan::Plan();
 

@@ -20,6 +20,7 @@
 #include "GemmEpilogue.h"
 #include "cleave/Plan/MemoryPlanner.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Training/Recompute.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -30,6 +31,7 @@
 #include "llvm/Support/JSON.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Path.h"
@@ -193,6 +195,11 @@ private:
   LogicalResult lowerCollective(Node &node, plan::Command &cmd);
   LogicalResult outline(ModuleOp kernels);
   LogicalResult assemble(BuiltPlan &result);
+  void takeGradientTags();
+  int64_t nodeFlops(Node &node);
+  ::cleave::MemoryClass classify(Value root, bool &finalGradient);
+  void fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
+                  ArrayRef<BufferInterval> intervals, uint64_t arenaBytes);
 
   func::FuncOp main;
   const PlanBuildOptions &options;
@@ -210,6 +217,14 @@ private:
   /// Async collective -> the event its cleave.done waits for.
   DenseMap<Operation *, int64_t> eventOf;
   uint32_t numCollectives = 0;
+  /// For the report: each value of a parameter gradient's chain (the op
+  /// tagged cleave.gradient_of, then its reductions, reshapes, converts,
+  /// buckets and slices) -> the parameters it is a gradient of.
+  DenseMap<Value, SmallVector<StringAttr, 1>> gradientOf;
+  /// For the report: the ops the loss depends on (the forward pass).
+  llvm::SmallPtrSet<Operation *, 32> forward;
+  /// For the report: the values that own an arena buffer.
+  DenseSet<Value> buffered;
 };
 
 } // namespace
@@ -594,9 +609,17 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   }
 
   std::vector<BufferInterval> intervals;
-  for (const Buffer &b : buffers)
+  for (const Buffer &b : buffers) {
     intervals.push_back(b.interval);
+    buffered.insert(b.value);
+  }
   MemoryPlan memory = ::cleave::planMemory(intervals, p.alignment);
+  if (options.report) {
+    SmallVector<Value> values;
+    for (const Buffer &b : buffers)
+      values.push_back(b.value);
+    fillReport(result, values, intervals, memory.arenaBytes);
+  }
   if (options.reportMemory) {
     llvm::raw_string_ostream os(result.memoryReport);
     for (auto [index, node] : llvm::enumerate(nodes)) {
@@ -638,7 +661,12 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       else
         os << b.value.getDefiningOp()->getName().stripDialect() << " node "
            << nodeOf(b.value);
-      os << "\n";
+      bool final = false;
+      ::cleave::MemoryClass cls = classify(b.value, final);
+      os << " (" << ::cleave::getMemoryClassName(cls)
+         << (cls == ::cleave::MemoryClass::Gradients && !final ? ", partial"
+                                                              : "")
+         << ")\n";
     }
   }
   p.arenaBytes = memory.arenaBytes;
@@ -945,6 +973,229 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   return success();
 }
 
+/// Reads (and removes, so that identical kernels stay identical) the
+/// cleave.gradient_of tags the train step put on each parameter's gradient,
+/// follows each gradient through what reduces, reshapes, converts, packs
+/// and unpacks it, and marks the forward pass (the ops the loss depends
+/// on), for the report.
+void PlanBuilder::takeGradientTags() {
+  Block &body = main.getBody().front();
+  for (Operation &op : body) {
+    if (auto of = op.getAttrOfType<StringAttr>(::cleave::kGradientOfAttr)) {
+      op.removeAttr(::cleave::kGradientOfAttr);
+      for (Value r : op.getResults())
+        gradientOf[r].push_back(of);
+      // The tag sits on the last op autodiff built. The reductions and
+      // layout changes before it (all_reduce, transpose, ...) hold the same
+      // gradient, an add sums contributions to it (a tied weight), and the
+      // values they start from are gradients too.
+      SmallVector<Operation *> up = {&op};
+      while (!up.empty()) {
+        Operation *def = up.pop_back_val();
+        auto add = dyn_cast<BinaryOp>(def);
+        if (!isa<CollectiveOpInterface, DoneOp, ReshapeOp, ConvertOp,
+                 TransposeOp>(def) &&
+            !(add && add.getKind() == BinaryKind::add))
+          continue;
+        for (Value in : add ? def->getOperands() : def->getOperands().take_front()) {
+          if (!in.hasOneUse() || gradientOf.count(in) || !in.getDefiningOp())
+            continue;
+          gradientOf[in].push_back(of);
+          up.push_back(in.getDefiningOp());
+        }
+      }
+      continue;
+    }
+    if (!(options.report || options.reportMemory) || op.getNumOperands() == 0)
+      continue;
+    auto of = [&](Value v) { return gradientOf.lookup(v); };
+    SmallVector<StringAttr, 1> names;
+    if (isa<CollectiveOpInterface, DoneOp, ReshapeOp, ConvertOp, SliceOp>(op)) {
+      names = of(op.getOperand(0));
+    } else if (isa<ConcatOp>(op) &&
+               llvm::all_of(op.getOperands(), [&](Value v) {
+                 return gradientOf.count(v) != 0;
+               })) {
+      for (Value v : op.getOperands())
+        llvm::append_range(names, of(v));
+    }
+    if (!names.empty())
+      for (Value r : op.getResults())
+        gradientOf[r] = names;
+  }
+  if (!(options.report || options.reportMemory))
+    return;
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> work;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto role = main.getResultAttrOfType<StringAttr>(i, "cleave.role");
+    if (role && role.getValue() == "loss")
+      if (Operation *def = v.getDefiningOp())
+        work.push_back(def);
+  }
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!forward.insert(op).second)
+      continue;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        work.push_back(def);
+  }
+}
+
+int64_t PlanBuilder::nodeFlops(Node &node) {
+  int64_t flops = 0;
+  if (node.kind == Node::Gemm)
+    flops = cast<CostOpInterface>(node.contract.getOperation()).getFlops();
+  for (Operation *op : node.ops)
+    if (auto cost = dyn_cast<CostOpInterface>(op))
+      flops += cost.getFlops();
+  return flops;
+}
+
+/// The values that share `root`'s buffer: itself, and the reshapes and
+/// waits that read it, transitively.
+static SmallVector<Value> aliasesOf(Value root) {
+  SmallVector<Value> aliases = {root};
+  for (size_t i = 0; i < aliases.size(); ++i)
+    for (Operation *user : aliases[i].getUsers())
+      if (isa<ReshapeOp, DoneOp>(user))
+        llvm::append_range(aliases, user->getResults());
+  return aliases;
+}
+
+/// What a buffer holds (see ::cleave::MemoryClass).
+::cleave::MemoryClass PlanBuilder::classify(Value root,
+                                            bool &finalGradient) {
+  using ::cleave::MemoryClass;
+  finalGradient = false;
+  if (auto arg = dyn_cast<BlockArgument>(root)) {
+    auto state =
+        main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.state");
+    if (!state)
+      return MemoryClass::Inputs;
+    if (state.getValue() == "parameter")
+      return MemoryClass::Parameters;
+    if (state.getValue() == "optimizer_state")
+      return MemoryClass::OptimizerStates;
+    return MemoryClass::StateBuffers;
+  }
+  if (root.getDefiningOp<ConstantOp>())
+    return MemoryClass::Constants;
+  // The readers of the buffer: users, through the reshapes and waits that
+  // share it.
+  SmallVector<Operation *> readers;
+  bool gradient = false;
+  for (Value v : aliasesOf(root)) {
+    gradient |= gradientOf.count(v) != 0;
+    for (Operation *user : v.getUsers())
+      if (!isa<ReshapeOp, DoneOp>(user))
+        readers.push_back(user);
+  }
+  if (gradient) {
+    // Final unless it is reduced, converted, packed or sliced further
+    // into another buffer.
+    finalGradient = llvm::none_of(readers, [&](Operation *user) {
+      return llvm::any_of(user->getResults(), [&](Value r) {
+        return gradientOf.count(r) != 0 && buffered.contains(r);
+      });
+    });
+    return MemoryClass::Gradients;
+  }
+  if (forward.contains(root.getDefiningOp()) &&
+      llvm::any_of(readers, [&](Operation *user) {
+        return !forward.contains(user) && !isa<func::ReturnOp>(user);
+      }))
+    return MemoryClass::Activations;
+  return MemoryClass::Temporaries;
+}
+
+void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
+                             ArrayRef<BufferInterval> intervals,
+                             uint64_t arenaBytes) {
+  ::cleave::StepReport &report = result.stepReport;
+  std::vector<::cleave::ReportBuffer> buffers;
+  llvm::SmallDenseSet<StringAttr, 64> found;
+  for (auto [v, iv] : llvm::zip(bufferValues, intervals)) {
+    bool final = false;
+    ::cleave::MemoryClass cls = classify(v, final);
+    buffers.push_back({cls, iv.size, iv.firstUse, iv.lastUse, final});
+    if (final)
+      for (Value alias : aliasesOf(v))
+        for (StringAttr name : gradientOf.lookup(alias))
+          found.insert(name);
+  }
+  ::cleave::summarizeBuffers(buffers, report);
+  report.arenaBytes = arenaBytes;
+  report.gradientsHeld = found.size();
+  llvm::SmallDenseSet<StringAttr, 64> traced;
+  for (const auto &entry : gradientOf)
+    traced.insert(entry.second.begin(), entry.second.end());
+  report.gradientsTraced = traced.size();
+  if (report.peakNode >= 0 &&
+      report.peakNode < static_cast<int64_t>(nodes.size())) {
+    Node &node = nodes[report.peakNode];
+    Operation *op = node.kind == Node::Gemm ? node.contract.getOperation()
+                    : node.comm            ? node.comm
+                                           : node.ops.front();
+    report.peakWhere = node.name;
+    if (std::string where = sourceOf(op); !where.empty())
+      report.peakWhere += ": " + where;
+  } else if (report.peakNode >= 0) {
+    report.peakWhere = "the state copies after the last command";
+  }
+  for (BlockArgument arg : main.getArguments()) {
+    auto state =
+        main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.state");
+    if (!state || state.getValue() != "parameter")
+      continue;
+    ++report.parameterTensors;
+    auto type = cast<RankedTensorType>(arg.getType());
+    int64_t elements = type.getNumElements();
+    int64_t replica = elements;
+    if (auto sharding = getSharding(arg); sharding && mesh)
+      for (DimShardingAttr dim : sharding.getDims())
+        for (StringAttr axis : dim.getAxes()) {
+          int64_t size = getAxesSize(mesh, axis);
+          elements *= size;
+          replica *= axis.getValue() == "dp" ? size : 1;
+        }
+    report.parameterElements += elements;
+    report.replicaParameterElements += replica;
+  }
+  if (mesh) {
+    llvm::raw_string_ostream os(report.mesh);
+    for (auto [i, name] : llvm::enumerate(mesh.getAxisNames()))
+      os << (i ? "," : "") << cast<StringAttr>(name).getValue() << "="
+         << mesh.getShape()[i];
+  }
+  DenseMap<Operation *, int64_t> doneNode;
+  for (auto [index, node] : llvm::enumerate(nodes))
+    if (node.kind == Node::Done)
+      doneNode[node.comm->getOperand(0).getDefiningOp()] = index;
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (node.kind != Node::Collective)
+      continue;
+    auto op = cast<CollectiveOpInterface>(node.comm);
+    ::cleave::ReportCollective c;
+    c.kind = node.comm->getName().stripDialect().str();
+    llvm::raw_string_ostream axes(c.axes);
+    for (auto [i, a] : llvm::enumerate(op.getMeshAxesAttr()))
+      axes << (i ? "," : "") << cast<StringAttr>(a).getValue();
+    c.bytesSent =
+        getCollectiveCost(op, *getGroupSize(op), CollectiveAlgorithm::Ring)
+            .bytesSent;
+    c.async = op.getAsync();
+    if (auto it = doneNode.find(node.comm); it != doneNode.end())
+      for (int64_t t = index + 1; t < it->second; ++t)
+        if (nodes[t].kind == Node::Kernel || nodes[t].kind == Node::Gemm) {
+          ++c.computeCommandsInFlight;
+          c.flopsInFlight += nodeFlops(nodes[t]);
+        }
+    report.collectives.push_back(std::move(c));
+  }
+}
+
 FailureOr<BuiltPlan> PlanBuilder::run() {
   // A hand-written program may declare anything: the plan holds statically
   // shaped tensors of its element types only.
@@ -972,6 +1223,7 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
                              << mesh.getSymName() << ")";
     mesh = m;
   }
+  takeGradientTags();
   matchEpilogues();
   for (Operation &op : main.getBody().front()) {
     if (isa<func::ReturnOp, ConstantOp, ReshapeOp>(op))

@@ -27,7 +27,7 @@ PRESETS = {
 }
 
 
-def build(layers, d_model, heads, seq, vocab, batch, seed=0):
+def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False):
     rng = np.random.default_rng(seed)
     inits, nodes = [], []
     hd = d_model // heads
@@ -74,10 +74,18 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0):
         ln1 = node("LayerNormalization", [x, param(p + "ln_1.weight", None, value=np.ones(d_model, np.float32)),
                                           param(p + "ln_1.bias", None, value=np.zeros(d_model, np.float32))],
                    name=p + "ln_1", axis=-1, epsilon=1e-5)
-        qkv = node("MatMul", [ln1, param(p + "attn.c_attn.weight", (d_model, 3 * d_model))], name=p + "qkv")
-        qkv = node("Add", [qkv, param(p + "attn.c_attn.bias", None, value=np.zeros(3 * d_model, np.float32))],
-                   name=p + "qkv_bias")
-        q, k, v = node("Split", [qkv, split_sizes], n_out=3, name=p + "split", axis=-1)
+        if separate_qkv:
+            # One projection each, as Megatron lays out a fused QKV weight
+            # for tensor parallelism: splitting the columns splits heads.
+            q, k, v = (node("Add", [node("MatMul", [ln1, param(p + "attn.%s.weight" % n, (d_model, d_model))],
+                                         name=p + n),
+                                    param(p + "attn.%s.bias" % n, None, value=np.zeros(d_model, np.float32))],
+                            name=p + n + "_bias") for n in ("q", "k", "v"))
+        else:
+            qkv = node("MatMul", [ln1, param(p + "attn.c_attn.weight", (d_model, 3 * d_model))], name=p + "qkv")
+            qkv = node("Add", [qkv, param(p + "attn.c_attn.bias", None, value=np.zeros(3 * d_model, np.float32))],
+                       name=p + "qkv_bias")
+            q, k, v = node("Split", [qkv, split_sizes], n_out=3, name=p + "split", axis=-1)
         def to_heads(t, nm, perm):
             r = node("Reshape", [t, heads_shape], name=p + nm + "_reshape")
             return node("Transpose", [r], name=p + nm + "_transpose", perm=perm)
@@ -137,6 +145,10 @@ def main():
     for k in ("layers", "d_model", "heads", "seq", "vocab", "batch"):
         p.add_argument("--" + k.replace("_", "-"), type=int)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--separate-qkv", action="store_true",
+                   help="q, k and v projections of their own (attn.q/k/v.weight) "
+                        "instead of the fused c_attn, so that tensor parallelism "
+                        "can split heads by splitting their columns")
     p.add_argument("--external-data", action="store_true",
                    help="store the weights in a .data file beside the model")
     p.add_argument("-o", "--output", required=True)
@@ -145,7 +157,7 @@ def main():
     for k in cfg:
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
-    model = build(seed=a.seed, **cfg)
+    model = build(seed=a.seed, separate_qkv=a.separate_qkv, **cfg)
     if a.external_data:
         onnx.save_model(model, a.output, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=os.path.basename(a.output) + ".data", size_threshold=1024)

@@ -83,6 +83,8 @@ struct CompileOptions {
   /// If set, receives the memory planner's report (see
   /// BuiltPlan::memoryReport).
   std::function<void(const std::string &)> memoryReport;
+  /// If set, receives the step's report (see BuiltPlan::stepReport).
+  std::function<void(const StepReport &)> stepReport;
 };
 
 /// Runs every phase after import on `module`. Returns the plan (empty when

@@ -11,6 +11,7 @@
 #ifndef CLEAVE_PLAN_PLANBUILDER_H
 #define CLEAVE_PLAN_PLANBUILDER_H
 
+#include "cleave/Plan/StepReport.h"
 #include "cleave/PlanFormat.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -44,6 +45,8 @@ struct PlanBuildOptions {
   /// Fill BuiltPlan::memoryReport (cleave-compile
   /// --print-memory-plan).
   bool reportMemory = false;
+  /// Fill BuiltPlan::stepReport (cleave-compile --report).
+  bool report = false;
 };
 
 /// The program cut into commands, before kernel code generation.
@@ -56,6 +59,9 @@ struct BuiltPlan {
   /// and per buffer ("buffer B: offset O bytes S live [first, last]: what"),
   /// live ranges in node indices.
   std::string memoryReport;
+  /// With PlanBuildOptions::report: memory by class, the peak, and the
+  /// collectives (arenaBytes, peakWhere and mesh filled in).
+  StepReport stepReport;
 };
 
 /// Groups `module`'s @main (already canonicalized, contractions in GEMM

@@ -448,8 +448,10 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     }
   }
 
-  // 2. Operands in the layout the op computes on.
+  // 2. Operands in the layout the op computes on. An operand that appears
+  // twice in the same layout (x * x) is resharded once.
   SmallVector<Value> operands;
+  SmallVector<std::tuple<Value, DimAxes, Value>> resharded;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     Local &in = locals[v];
     auto type = tensorType(v);
@@ -459,10 +461,18 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     }
     DimAxes want = wholeOnly ? DimAxes(type.getRank())
                              : projectToTensor(rule, i, factorAxes, axes);
+    auto same = llvm::find_if(resharded, [&](const auto &entry) {
+      return std::get<0>(entry) == v && std::get<1>(entry) == want;
+    });
+    if (same != resharded.end()) {
+      operands.push_back(std::get<2>(*same));
+      continue;
+    }
     operands.push_back(reshard(b, loc, in.value, type, in.dims, want,
                                ("operand " + Twine(i) + " of " + opName +
                                 " is needed as " + dimsToString(want))
                                    .str()));
+    resharded.emplace_back(v, want, operands.back());
   }
 
   // 3. The op on local shapes.

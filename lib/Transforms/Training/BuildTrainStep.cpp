@@ -487,8 +487,8 @@ void BuildTrainStepPass::runOnOperation() {
   Operation *backwardEnd = body->empty() ? nullptr : &body->back();
   (void)backwardStart;
   // Tag each gradient with its parameter, for sharding policies that lay
-  // gradients out (ZeRO-1 keeps them whole, ZeRO-2 splits them); the
-  // compile pipeline strips the tags.
+  // gradients out (ZeRO-1 keeps them whole, ZeRO-2 splits them) and for
+  // cleave-compile --report; the plan builder reads and removes the tags.
   for (auto [g, p] : llvm::zip(*grads, params))
     if (Operation *def = markGradients ? g.getDefiningOp() : nullptr)
       if (auto name = p->getAttrOfType<StringAttr>("cleave.initializer"))

@@ -1,0 +1,224 @@
+//===- StepReport.cpp - What one rank holds and sends in a step -----------===//
+
+#include "cleave/Plan/StepReport.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <map>
+
+namespace cleave {
+
+llvm::StringRef getMemoryClassName(MemoryClass cls) {
+  switch (cls) {
+  case MemoryClass::Parameters: return "parameters";
+  case MemoryClass::OptimizerStates: return "optimizer states";
+  case MemoryClass::StateBuffers: return "state buffers";
+  case MemoryClass::Gradients: return "gradients";
+  case MemoryClass::Activations: return "activations";
+  case MemoryClass::Temporaries: return "temporaries";
+  case MemoryClass::Inputs: return "inputs";
+  case MemoryClass::Constants: return "constants";
+  }
+  return "?";
+}
+
+void summarizeBuffers(llvm::ArrayRef<ReportBuffer> buffers,
+                      StepReport &report) {
+  int64_t last = 0;
+  for (const ReportBuffer &b : buffers)
+    last = std::max(last, b.lastUse);
+  // Per class, the change of live bytes at each node: + at the first use,
+  // - after the last.
+  std::vector<std::array<int64_t, kNumMemoryClasses>> change(last + 2);
+  for (auto &c : change)
+    c.fill(0);
+  for (const ReportBuffer &b : buffers) {
+    unsigned cls = static_cast<unsigned>(b.cls);
+    if (b.cls != MemoryClass::Gradients || b.finalGradient)
+      report.held[cls] += b.bytes;
+    int64_t first = std::max<int64_t>(b.firstUse, 0);
+    change[first][cls] += b.bytes;
+    change[std::max(b.lastUse, first) + 1][cls] -= b.bytes;
+  }
+  std::array<int64_t, kNumMemoryClasses> live{};
+  for (int64_t t = 0; t <= last; ++t) {
+    uint64_t total = 0;
+    for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
+      live[c] += change[t][c];
+      report.peakLive[c] =
+          std::max<uint64_t>(report.peakLive[c], static_cast<uint64_t>(live[c]));
+      total += live[c];
+    }
+    if (total > report.peakBytes) {
+      report.peakBytes = total;
+      report.peakNode = t;
+      for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+        report.atPeak[c] = live[c];
+    }
+  }
+}
+
+/// "123456789 (117.7 MiB)" for anything from 1 MiB up.
+static std::string bytesText(uint64_t bytes) {
+  std::string text = std::to_string(bytes);
+  if (bytes >= (1u << 20))
+    text += llvm::formatv(" ({0:F1} MiB)", bytes / double(1 << 20)).str();
+  return text;
+}
+
+void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
+  os << "memory per rank"
+     << (r.mesh.empty() ? std::string(" (one rank)")
+                        : " (mesh " + r.mesh + ")")
+     << ", bytes:\n";
+  os << llvm::formatv("  {0,-18} {1,28} {2,28}\n", "", "held", "live at the peak");
+  auto row = [&](MemoryClass cls, llvm::StringRef held, llvm::StringRef note) {
+    unsigned c = static_cast<unsigned>(cls);
+    os << llvm::formatv("  {0,-18} {1,28} {2,28}", getMemoryClassName(cls),
+                        held, bytesText(r.atPeak[c]));
+    if (!note.empty())
+      os << "  " << note;
+    os << "\n";
+  };
+  auto held = [&](MemoryClass cls) {
+    return bytesText(r.held[static_cast<unsigned>(cls)]);
+  };
+  std::string perParameter;
+  if (r.parameterElements > 0)
+    perParameter =
+        llvm::formatv("{0} tensors, Ψ = {1} elements: {2:F3} bytes per "
+                      "element of Ψ",
+                      r.parameterTensors, r.parameterElements,
+                      r.held[0] / double(r.parameterElements))
+            .str();
+  row(MemoryClass::Parameters, held(MemoryClass::Parameters), perParameter);
+  auto perPsi = [&](MemoryClass cls) -> std::string {
+    if (r.parameterElements <= 0)
+      return "";
+    return llvm::formatv("{0:F3} bytes per element of Ψ",
+                         r.held[static_cast<unsigned>(cls)] /
+                             double(r.parameterElements))
+        .str();
+  };
+  row(MemoryClass::OptimizerStates, held(MemoryClass::OptimizerStates),
+      perPsi(MemoryClass::OptimizerStates));
+  if (r.held[static_cast<unsigned>(MemoryClass::StateBuffers)])
+    row(MemoryClass::StateBuffers, held(MemoryClass::StateBuffers), "");
+  std::string gradientNote = perPsi(MemoryClass::Gradients);
+  if (r.parameterTensors > 0 && r.gradientsHeld != r.parameterTensors) {
+    gradientNote += llvm::formatv("; {0} of {1} parameters' gradients are "
+                                  "stored",
+                                  r.gradientsHeld, r.parameterTensors)
+                        .str();
+    if (r.gradientsTraced > r.gradientsHeld)
+      gradientNote += llvm::formatv(", {0} never leave the kernels that "
+                                    "compute and apply them",
+                                    r.gradientsTraced - r.gradientsHeld)
+                          .str();
+    if (r.parameterTensors > r.gradientsTraced)
+      gradientNote += llvm::formatv(", {0} were not traced (counted as "
+                                    "temporaries)",
+                                    r.parameterTensors - r.gradientsTraced)
+                          .str();
+  }
+  row(MemoryClass::Gradients, held(MemoryClass::Gradients),
+      gradientNote.empty()
+          ? ""
+          : ("as the optimizer reads them; " + gradientNote).c_str());
+  row(MemoryClass::Activations, held(MemoryClass::Activations),
+      "kept from forward for backward");
+  row(MemoryClass::Temporaries, "-",
+      "largest live " +
+          bytesText(r.peakLive[static_cast<unsigned>(MemoryClass::Temporaries)]));
+  row(MemoryClass::Inputs, held(MemoryClass::Inputs), "");
+  row(MemoryClass::Constants, held(MemoryClass::Constants), "");
+  os << "  peak: " << bytesText(r.peakBytes) << " live";
+  if (r.peakNode >= 0)
+    os << " at command " << r.peakNode << " (" << r.peakWhere << ")";
+  os << "; arena " << bytesText(r.arenaBytes);
+  if (r.peakBytes > 0)
+    os << llvm::formatv(" ({0:F1}% above the peak: alignment and "
+                        "fragmentation)",
+                        100.0 * (double(r.arenaBytes) - double(r.peakBytes)) /
+                            double(r.peakBytes));
+  os << "\n";
+
+  if (r.collectives.empty()) {
+    os << "collectives per step: none\n";
+    return;
+  }
+  // By axis, then kind.
+  struct Totals {
+    int64_t count = 0, async = 0;
+    uint64_t bytes = 0, inFlightBytes = 0;
+    int64_t flopsInFlight = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Totals> rows;
+  Totals all;
+  for (const ReportCollective &c : r.collectives) {
+    for (Totals *t : {&rows[{c.axes, c.kind}], &all}) {
+      ++t->count;
+      t->async += c.async;
+      t->bytes += c.bytesSent;
+      if (c.computeCommandsInFlight > 0)
+        t->inFlightBytes += c.bytesSent;
+      t->flopsInFlight += c.flopsInFlight;
+    }
+  }
+  os << "collectives per step, per rank (bytes sent by the ring algorithm; "
+        "\"overlapped\": bytes of asynchronous collectives with compute "
+        "between their start and their wait):\n";
+  os << llvm::formatv("  {0,-8} {1,-20} {2,6} {3,24} {4,6} {5,24} {6,14}\n",
+                      "axes", "collective", "count", "bytes", "async",
+                      "overlapped", "GFLOP between");
+  auto line = [&](llvm::StringRef axes, llvm::StringRef kind,
+                  const Totals &t) {
+    os << llvm::formatv("  {0,-8} {1,-20} {2,6} {3,24} {4,6} {5,24} {6,14}\n",
+                        axes, kind, t.count, bytesText(t.bytes), t.async,
+                        bytesText(t.inFlightBytes),
+                        llvm::formatv("{0:F3}", t.flopsInFlight / 1e9).str());
+  };
+  for (const auto &[key, t] : rows)
+    line(key.first, key.second, t);
+  line("all", "all", all);
+  os << llvm::formatv("  overlapped: {0:F1}% of the bytes sent\n",
+                      all.bytes ? 100.0 * all.inFlightBytes / all.bytes : 0.0);
+}
+
+void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
+                      unsigned optimizerBytes, llvm::raw_ostream &os) {
+  const double psi = r.replicaParameterElements, n = dpRanks;
+  const double p = 4 * psi / (stage >= 3 ? n : 1),
+               g = 4 * psi / (stage >= 2 ? n : 1),
+               o = optimizerBytes * psi / (stage >= 1 ? n : 1);
+  auto at = [&](MemoryClass cls) {
+    return r.held[static_cast<unsigned>(cls)];
+  };
+  uint64_t measured = at(MemoryClass::Parameters) +
+                      at(MemoryClass::Gradients) +
+                      at(MemoryClass::OptimizerStates);
+  os << llvm::formatv(
+      "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
+      "(fp32 variant: 4-byte parameters and gradients, {3} bytes of "
+      "optimizer state per parameter):\n",
+      stage, dpRanks, r.replicaParameterElements, optimizerBytes);
+  auto line = [&](llvm::StringRef what, llvm::StringRef formula,
+                  double expected, uint64_t got) {
+    os << llvm::formatv("  {0,-18} {1,-10} {2,16:F0} expected {3,16} "
+                        "measured{4}\n",
+                        what, formula, expected, got,
+                        uint64_t(expected + 0.5) == got ? "" : "  (differs)");
+  };
+  auto term = [](unsigned bytes, bool split) {
+    return std::to_string(bytes) + "Ψ" + (split ? "/N" : "");
+  };
+  line("parameters", term(4, stage >= 3), p, at(MemoryClass::Parameters));
+  line("gradients", term(4, stage >= 2), g, at(MemoryClass::Gradients));
+  line("optimizer states", term(optimizerBytes, stage >= 1), o,
+       at(MemoryClass::OptimizerStates));
+  line("total", "", p + g + o, measured);
+}
+
+} // namespace cleave
