@@ -89,6 +89,12 @@ private:
   struct Local {
     Value value;
     DimAxes dims;
+    /// Non-empty: `value` is this rank's addend of a sum over these axes,
+    /// still to be completed (see complete()); then `target` is the
+    /// sharding to end in, and `why` names the op whose reduction it is.
+    Axes partial = {};
+    DimAxes target = {};
+    std::string why = {};
   };
 
   RankedTensorType localType(RankedTensorType global, ArrayRef<Axes> dims) {
@@ -117,6 +123,29 @@ private:
 
   LogicalResult partitionOp(OpBuilder &b, Operation *op);
 
+  /// Completes the partial results of an op whose reduction is split
+  /// (`partial` axes, `kind`): a reduce_scatter where the target splits a
+  /// dimension over exactly those axes, else an all_reduce; then reshards
+  /// to `target`.
+  Value complete(OpBuilder &b, Location loc, Value local,
+                 RankedTensorType type, DimAxes produced, ArrayRef<StringAttr> partial,
+                 CollectiveReduceKind kind, ArrayRef<Axes> target,
+                 StringRef opName);
+  /// Completes `v`'s local value if it is a deferred partial sum, before
+  /// the op `b` inserts at reads it.
+  void completeDeferred(OpBuilder &b, Value v);
+  /// Runs an add or subtract of deferred partial sums (same axes, same
+  /// layout) on the addends: the result is a partial sum too. Returns
+  /// false, changing nothing, if `op` is not such an op.
+  bool partitionLinear(OpBuilder &b, Operation *op);
+  /// `v` on the first rank of the `over` axes, zero on the others: a whole
+  /// value as one addend of a sum over those axes.
+  Value keepOnFirstRank(OpBuilder &b, Location loc, Value v,
+                        ArrayRef<StringAttr> over);
+  /// True if partial sums of `r` can wait: every reader adds or subtracts
+  /// (x·dW_q + x·dW_k + x·dW_v in backward), so the sum is completed once.
+  static bool canDefer(Value r);
+
   /// Factor axes for `op`, taking the results' axes first or the
   /// operands' first (largest operand first); need-replication factors get
   /// none and an axis splits one factor.
@@ -143,6 +172,8 @@ private:
   MeshOp mesh;
   MeshAxes axes;
   DenseMap<Value, Local> locals;
+  /// Per set of mesh axes: a scalar, true on the first rank of the axes.
+  DenseMap<Attribute, Value> firstRankFlags;
   /// The conflicts propagation settled on the op being partitioned: the
   /// collectives it causes carry them.
   ArrayAttr conflicts;
@@ -382,6 +413,153 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
   return bytes;
 }
 
+Value Partitioner::complete(OpBuilder &b, Location loc, Value v,
+                            RankedTensorType type, DimAxes produced,
+                            ArrayRef<StringAttr> partial,
+                            CollectiveReduceKind kind, ArrayRef<Axes> target,
+                            StringRef opName) {
+  if (std::optional<int64_t> d = scatterDim(produced, target, partial)) {
+    // Partial sums the result wants split over the same axes: one
+    // reduce_scatter instead of an all_reduce and a slice.
+    produced[*d] = target[*d];
+    v = tag(ReduceScatterOp::create(b, loc, localType(type, produced), kind,
+                                    v, mesh.getSymName(), axesAttr(partial),
+                                    *d),
+            "reduce_scatter " + axesToString(partial) + " on dimension " +
+                Twine(*d) + ": partial results of " + opName +
+                " (its reduction is split), kept split")
+            ->getResult(0);
+  } else {
+    v = tag(AllReduceOp::create(b, loc, v.getType(), kind, v,
+                                mesh.getSymName(), axesAttr(partial)),
+            "all_reduce " + axesToString(partial) + ": partial results of " +
+                opName + " (its reduction is split)")
+            ->getResult(0);
+  }
+  return reshard(b, loc, v, type, produced, target,
+                 ("the result of " + opName + " is " + dimsToString(target))
+                     .str());
+}
+
+/// True if any dimension of `dims` is split over one of `over`.
+static bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over) {
+  return llvm::any_of(dims, [&](const Axes &a) {
+    return llvm::any_of(
+        a, [&](StringAttr axis) { return llvm::is_contained(over, axis); });
+  });
+}
+
+bool Partitioner::canDefer(Value r) {
+  return !r.use_empty() && llvm::all_of(r.getUsers(), [](Operation *user) {
+    if (isa<ReshapeOp, TransposeOp>(user))
+      return canDefer(user->getResult(0));
+    auto binary = dyn_cast<BinaryOp>(user);
+    return binary && (binary.getKind() == BinaryKind::add ||
+                      binary.getKind() == BinaryKind::sub);
+  });
+}
+
+void Partitioner::completeDeferred(OpBuilder &b, Value v) {
+  Local &in = locals[v];
+  if (in.partial.empty())
+    return;
+  Local done = in;
+  done.value = complete(b, v.getLoc(), in.value,
+                        cast<RankedTensorType>(v.getType()), in.dims,
+                        in.partial, CollectiveReduceKind::sum, in.target,
+                        in.why);
+  done.dims = in.target;
+  done.partial.clear();
+  locals[v] = std::move(done);
+}
+
+Value Partitioner::keepOnFirstRank(OpBuilder &b, Location loc, Value v,
+                                   ArrayRef<StringAttr> over) {
+  auto type = cast<RankedTensorType>(v.getType());
+  // Whether this rank is the first of the axes: one flag per axis set, at
+  // the top of the function.
+  Value &isFirst = firstRankFlags[axesAttr(over)];
+  if (!isFirst) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(b.getInsertionBlock());
+    int64_t parts = axes.size(over);
+    SmallVector<bool> first(parts, false);
+    first[0] = true;
+    auto allType = RankedTensorType::get({parts}, b.getI1Type());
+    Value all = ConstantOp::create(b, loc, allType,
+                                   DenseElementsAttr::get(allType, first));
+    Value mine =
+        tag(AllSliceOp::create(b, loc,
+                               RankedTensorType::get({1}, b.getI1Type()), all,
+                               mesh.getSymName(), axesAttr(over), 0),
+            "whether this rank holds the whole addend of sums over " +
+                axesToString(over))
+            ->getResult(0);
+    isFirst = ReshapeOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
+                                mine);
+  }
+  Value cond = BroadcastInDimOp::create(
+      b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()), isFirst,
+      b.getDenseI64ArrayAttr({}));
+  Value zero = ConstantOp::create(
+      b, loc, type,
+      SplatElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+  return SelectOp::create(b, loc, cond, v, zero);
+}
+
+bool Partitioner::partitionLinear(OpBuilder &b, Operation *op) {
+  auto binary = dyn_cast<BinaryOp>(op);
+  if (!binary || (binary.getKind() != BinaryKind::add &&
+                  binary.getKind() != BinaryKind::sub))
+    return false;
+  Value r = binary.getResult();
+  auto type = dyn_cast<RankedTensorType>(r.getType());
+  if (!type)
+    return false;
+  Local lhs = locals[binary.getLhs()], rhs = locals[binary.getRhs()];
+  if (lhs.partial.empty() && rhs.partial.empty())
+    return false;
+  if (lhs.partial.empty() || rhs.partial.empty()) {
+    // A whole value plus a partial sum, on the way to more adds (the
+    // residual stream's gradient plus x·dW_q + x·dW_k + x·dW_v): the first
+    // rank of the sum's axes holds the whole value as its addend, the
+    // others zero, so the sum is still completed once.
+    if (!canDefer(r))
+      return false;
+    Local &whole = lhs.partial.empty() ? lhs : rhs;
+    const Local &part = lhs.partial.empty() ? rhs : lhs;
+    if (splitsOver(whole.dims, part.partial) ||
+        splitsOver(part.dims, part.partial))
+      return false;
+    Value operand = lhs.partial.empty() ? binary.getLhs() : binary.getRhs();
+    Value v = reshard(b, op->getLoc(), whole.value,
+                      cast<RankedTensorType>(operand.getType()), whole.dims,
+                      part.dims,
+                      "an addend of a sum over " +
+                          axesToString(part.partial) + " is needed as " +
+                          dimsToString(part.dims));
+    whole = {keepOnFirstRank(b, op->getLoc(), v, part.partial), part.dims,
+             part.partial, part.target, part.why};
+  }
+  if (lhs.partial != rhs.partial || lhs.dims != rhs.dims)
+    return false;
+  // (a0 + a1) ± (b0 + b1) = (a0 ± b0) + (a1 ± b1): each rank combines its
+  // addends; the sum is completed once, after the last add.
+  Value v = BinaryOp::create(b, op->getLoc(), binary.getKind(), lhs.value,
+                             rhs.value);
+  DimAxes target = axesOf(getSharding(r), type.getRank());
+  Local result{v, lhs.dims, lhs.partial, target,
+               lhs.why + " and " + rhs.why};
+  if (rhs.why == lhs.why || rhs.why.empty())
+    result.why = lhs.why;
+  else if (lhs.why.empty())
+    result.why = rhs.why;
+  locals[r] = result;
+  if (!canDefer(r))
+    completeDeferred(b, r);
+  return true;
+}
+
 LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   if (op->getNumRegions() != 0)
     return op->emitError() << "cannot be partitioned: ops with regions are "
@@ -392,6 +570,34 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   for (Value v : op->getOperands())
     if (!locals.count(v))
       return op->emitError() << "operand has no partitioned value";
+  if (partitionLinear(b, op))
+    return success();
+  // A reshape or transpose of a partial sum on its way to an add moves
+  // each rank's addend. Resharding addends is linear too, but not over the
+  // sum's own axes (each rank would keep a different block of its addend),
+  // so a result split over them completes the sum first.
+  if (isa<ReshapeOp, TransposeOp>(op) &&
+      !locals[op->getOperand(0)].partial.empty() &&
+      canDefer(op->getResult(0)) &&
+      !splitsOver(axesOf(getSharding(op->getResult(0)),
+                         cast<RankedTensorType>(op->getResult(0).getType())
+                             .getRank()),
+                  locals[op->getOperand(0)].partial)) {
+    Local &in = locals[op->getOperand(0)];
+    Local saved = in;
+    in.partial.clear();
+    LogicalResult result = partitionOp(b, op);
+    locals[op->getOperand(0)] = saved;
+    if (failed(result))
+      return failure();
+    Local &out = locals[op->getResult(0)];
+    out.partial = saved.partial;
+    out.target = out.dims;
+    out.why = saved.why;
+    return success();
+  }
+  for (Value v : op->getOperands())
+    completeDeferred(b, v);
 
   auto tensorType = [](Value v) {
     return dyn_cast<RankedTensorType>(v.getType());
@@ -461,8 +667,9 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     }
     DimAxes want = wholeOnly ? DimAxes(type.getRank())
                              : projectToTensor(rule, i, factorAxes, axes);
+    Value global = v;
     auto same = llvm::find_if(resharded, [&](const auto &entry) {
-      return std::get<0>(entry) == v && std::get<1>(entry) == want;
+      return std::get<0>(entry) == global && std::get<1>(entry) == want;
     });
     if (same != resharded.end()) {
       operands.push_back(std::get<2>(*same));
@@ -534,47 +741,35 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     }
   }
 
-  // 4. Complete partial results.
+  // 4. Complete partial results, or leave sums for their adds; 5. the
+  // result's own sharding.
   for (auto [i, r] : llvm::enumerate(op->getResults())) {
     Value v = local->getResult(i);
     auto type = tensorType(r);
     DimAxes target = type ? targetOf(r) : DimAxes();
-    if (!partial.empty()) {
-      CollectiveReduceKind kind = CollectiveReduceKind::sum;
-      switch (*partialKind) {
-      case ReduceKind::sum: kind = CollectiveReduceKind::sum; break;
-      case ReduceKind::prod: kind = CollectiveReduceKind::prod; break;
-      case ReduceKind::max: kind = CollectiveReduceKind::max; break;
-      case ReduceKind::min: kind = CollectiveReduceKind::min; break;
-      }
-      if (std::optional<int64_t> d =
-              scatterDim(produced[i], target, partial)) {
-        // Partial sums the result wants split over the same axes: one
-        // reduce_scatter instead of an all_reduce and a slice.
-        produced[i][*d] = target[*d];
-        v = tag(ReduceScatterOp::create(b, loc, localType(type, produced[i]),
-                                        kind, v, mesh.getSymName(),
-                                        axesAttr(partial), *d),
-                "reduce_scatter " + axesToString(partial) +
-                    " on dimension " + Twine(*d) + ": partial results of " +
-                    opName + " (its reduction is split), kept split")
-                ->getResult(0);
-      } else {
-        v = tag(AllReduceOp::create(b, loc, v.getType(), kind, v,
-                                    mesh.getSymName(), axesAttr(partial)),
-                "all_reduce " + axesToString(partial) +
-                    ": partial results of " + opName +
-                    " (its reduction is split)")
-                ->getResult(0);
-      }
+    if (partial.empty() || !type) {
+      if (type)
+        v = reshard(b, loc, v, type, produced[i], target,
+                    ("the result of " + opName + " is " +
+                     dimsToString(target))
+                        .str());
+      locals[r] = {v, target};
+      continue;
     }
-    // 5. The result's own sharding.
-    if (type)
-      v = reshard(b, loc, v, type, produced[i], target,
-                  ("the result of " + opName + " is " +
-                   dimsToString(target))
-                      .str());
-    locals[r] = {v, target};
+    if (*partialKind == ReduceKind::sum && canDefer(r)) {
+      locals[r] = {v, produced[i], partial, target, opName.str()};
+      continue;
+    }
+    CollectiveReduceKind kind = CollectiveReduceKind::sum;
+    switch (*partialKind) {
+    case ReduceKind::sum: kind = CollectiveReduceKind::sum; break;
+    case ReduceKind::prod: kind = CollectiveReduceKind::prod; break;
+    case ReduceKind::max: kind = CollectiveReduceKind::max; break;
+    case ReduceKind::min: kind = CollectiveReduceKind::min; break;
+    }
+    locals[r] = {complete(b, loc, v, type, produced[i], partial, kind, target,
+                          opName),
+                 target};
   }
   return success();
 }
@@ -607,6 +802,7 @@ LogicalResult Partitioner::run(func::FuncOp func) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    completeDeferred(b, v);
     Local &in = locals[v];
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type) {
