@@ -599,6 +599,9 @@ int (::cleave::compileMain)(int argc, char **argv) {
     compileOptions.memoryReport = [](const std::string &report) {
       llvm::errs() << report;
     };
+  if (opts.report && opts.emit == EmitKind::MLIR)
+    return fail("--report describes a plan; it cannot be combined with "
+                "--emit=mlir");
   std::optional<StepReport> stepReport;
   if (opts.report)
     compileOptions.stepReport = [&](const StepReport &report) {
@@ -672,7 +675,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
   }
   if (stepReport) {
     printStepReport(*stepReport, llvm::errs());
-    if (opts.train && !plan->mesh.empty()) {
+    if (plan->training.enabled && !plan->mesh.empty()) {
       int64_t dpRanks = 1;
       for (auto [name, size] :
            llvm::zip(plan->mesh.axisNames, plan->mesh.shape))

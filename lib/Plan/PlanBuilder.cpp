@@ -611,7 +611,8 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   std::vector<BufferInterval> intervals;
   for (const Buffer &b : buffers) {
     intervals.push_back(b.interval);
-    buffered.insert(b.value);
+    if (options.report || options.reportMemory)
+      buffered.insert(b.value);
   }
   MemoryPlan memory = ::cleave::planMemory(intervals, p.alignment);
   if (options.report) {
@@ -1163,12 +1164,8 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
     report.parameterElements += elements;
     report.replicaParameterElements += replica;
   }
-  if (mesh) {
-    llvm::raw_string_ostream os(report.mesh);
-    for (auto [i, name] : llvm::enumerate(mesh.getAxisNames()))
-      os << (i ? "," : "") << cast<StringAttr>(name).getValue() << "="
-         << mesh.getShape()[i];
-  }
+  if (!result.plan.mesh.empty())
+    report.mesh = result.plan.mesh.str();
   DenseMap<Operation *, int64_t> doneNode;
   for (auto [index, node] : llvm::enumerate(nodes))
     if (node.kind == Node::Done)

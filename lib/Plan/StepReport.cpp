@@ -3,6 +3,8 @@
 #include "cleave/Plan/StepReport.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -85,15 +87,6 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
   auto held = [&](MemoryClass cls) {
     return bytesText(r.held[static_cast<unsigned>(cls)]);
   };
-  std::string perParameter;
-  if (r.parameterElements > 0)
-    perParameter =
-        llvm::formatv("{0} tensors, Ψ = {1} elements: {2:F3} bytes per "
-                      "element of Ψ",
-                      r.parameterTensors, r.parameterElements,
-                      r.held[0] / double(r.parameterElements))
-            .str();
-  row(MemoryClass::Parameters, held(MemoryClass::Parameters), perParameter);
   auto perPsi = [&](MemoryClass cls) -> std::string {
     if (r.parameterElements <= 0)
       return "";
@@ -102,36 +95,50 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
                              double(r.parameterElements))
         .str();
   };
+  auto largestLive = [&](MemoryClass cls) {
+    return "largest live " +
+           bytesText(r.peakLive[static_cast<unsigned>(cls)]);
+  };
+  row(MemoryClass::Parameters, held(MemoryClass::Parameters),
+      r.parameterElements > 0
+          ? llvm::formatv("{0} tensors, Ψ = {1} elements: {2}",
+                          r.parameterTensors, r.parameterElements,
+                          perPsi(MemoryClass::Parameters))
+                .str()
+          : "");
   row(MemoryClass::OptimizerStates, held(MemoryClass::OptimizerStates),
       perPsi(MemoryClass::OptimizerStates));
   if (r.held[static_cast<unsigned>(MemoryClass::StateBuffers)])
     row(MemoryClass::StateBuffers, held(MemoryClass::StateBuffers), "");
-  std::string gradientNote = perPsi(MemoryClass::Gradients);
+  // Gradients: what the optimizer reads, then how many of the parameters
+  // have one stored at all.
+  llvm::SmallVector<std::string> gradientNotes = {"as the optimizer reads them"};
+  if (std::string psi = perPsi(MemoryClass::Gradients); !psi.empty())
+    gradientNotes.push_back(psi);
+  gradientNotes.push_back(largestLive(MemoryClass::Gradients) +
+                          " with unreduced ones");
   if (r.parameterTensors > 0 && r.gradientsHeld != r.parameterTensors) {
-    gradientNote += llvm::formatv("; {0} of {1} parameters' gradients are "
-                                  "stored",
-                                  r.gradientsHeld, r.parameterTensors)
-                        .str();
+    std::string stored = llvm::formatv("{0} of {1} parameters' gradients are "
+                                       "stored",
+                                       r.gradientsHeld, r.parameterTensors)
+                             .str();
     if (r.gradientsTraced > r.gradientsHeld)
-      gradientNote += llvm::formatv(", {0} never leave the kernels that "
-                                    "compute and apply them",
-                                    r.gradientsTraced - r.gradientsHeld)
-                          .str();
+      stored += llvm::formatv(", {0} never leave the kernels that compute "
+                              "and apply them",
+                              r.gradientsTraced - r.gradientsHeld)
+                    .str();
     if (r.parameterTensors > r.gradientsTraced)
-      gradientNote += llvm::formatv(", {0} were not traced (counted as "
-                                    "temporaries)",
-                                    r.parameterTensors - r.gradientsTraced)
-                          .str();
+      stored += llvm::formatv(", {0} were not traced (counted as "
+                              "temporaries)",
+                              r.parameterTensors - r.gradientsTraced)
+                    .str();
+    gradientNotes.push_back(std::move(stored));
   }
   row(MemoryClass::Gradients, held(MemoryClass::Gradients),
-      gradientNote.empty()
-          ? ""
-          : ("as the optimizer reads them; " + gradientNote).c_str());
+      llvm::join(gradientNotes, "; "));
   row(MemoryClass::Activations, held(MemoryClass::Activations),
       "kept from forward for backward");
-  row(MemoryClass::Temporaries, "-",
-      "largest live " +
-          bytesText(r.peakLive[static_cast<unsigned>(MemoryClass::Temporaries)]));
+  row(MemoryClass::Temporaries, "-", largestLive(MemoryClass::Temporaries));
   row(MemoryClass::Inputs, held(MemoryClass::Inputs), "");
   row(MemoryClass::Constants, held(MemoryClass::Constants), "");
   os << "  peak: " << bytesText(r.peakBytes) << " live";
@@ -219,6 +226,10 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
   line("optimizer states", term(optimizerBytes, stage >= 1), o,
        at(MemoryClass::OptimizerStates));
   line("total", "", p + g + o, measured);
+  uint64_t gradientsLive = r.peakLive[static_cast<unsigned>(MemoryClass::Gradients)];
+  if (gradientsLive < at(MemoryClass::Gradients))
+    os << "  (the gradients are never all live at once: at most "
+       << gradientsLive << " bytes are, with the unreduced ones)\n";
 }
 
 } // namespace cleave

@@ -2,6 +2,9 @@
 
 #include "cleave/Transforms/Sharding/FactorSharding.h"
 
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
 using namespace mlir;
 using namespace mlir::cleave;
 
@@ -72,6 +75,18 @@ bool isPrefix(ArrayRef<StringAttr> prefix,
                                 ArrayRef<StringAttr> axes) {
   return prefix.size() <= axes.size() &&
          llvm::equal(prefix, axes.take_front(prefix.size()));
+}
+
+void keepEachAxisOnce(llvm::MutableArrayRef<Axes> factorAxes,
+                      llvm::ArrayRef<int64_t> order) {
+  llvm::SmallDenseSet<mlir::StringAttr> used;
+  for (int64_t f : order) {
+    Axes &axes = factorAxes[f];
+    auto *clash =
+        llvm::find_if(axes, [&](mlir::StringAttr a) { return used.count(a); });
+    axes.erase(clash, axes.end());
+    used.insert(axes.begin(), axes.end());
+  }
 }
 
 } // namespace cleave::sharding

@@ -318,13 +318,7 @@ SmallVector<Axes> Partitioner::assignFactors(Operation *op,
   if (!resultsFirst)
     takeResults();
   // An axis splits one factor: the factor decided first keeps it.
-  llvm::SmallDenseSet<StringAttr> used;
-  for (int64_t f : order) {
-    Axes &a = factorAxes[f];
-    auto *clash = llvm::find_if(a, [&](StringAttr x) { return used.count(x); });
-    a.erase(clash, a.end());
-    used.insert(a.begin(), a.end());
-  }
+  keepEachAxisOnce(factorAxes, order);
   // A dimension made of several factors is split as blocks only if each
   // factor before a split one is split whole; otherwise the minor factors'
   // axes cannot be expressed there, and no tensor may use them (a reshape's

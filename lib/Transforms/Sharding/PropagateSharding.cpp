@@ -253,13 +253,7 @@ private:
     llvm::stable_sort(order, [&](int64_t a, int64_t b) {
       return factorPriority[a] < factorPriority[b];
     });
-    llvm::SmallDenseSet<StringAttr> used;
-    for (int64_t f : order) {
-      Axes &axes = factorAxes[f];
-      auto *clash = llvm::find_if(axes, [&](StringAttr a) { return used.count(a); });
-      axes.erase(clash, axes.end());
-      used.insert(axes.begin(), axes.end());
-    }
+    keepEachAxisOnce(factorAxes, order);
 
     for (auto [t, v] : llvm::enumerate(tensors)) {
       SmallVector<Axes> dims = projectToTensor(rule, t, factorAxes, mesh);

@@ -57,6 +57,11 @@ llvm::SmallVector<Axes> projectToTensor(const mlir::cleave::ShardingRule &rule,
                                         llvm::ArrayRef<Axes> factorAxes,
                                         const MeshAxes &mesh);
 
+/// An axis splits at most one factor: visiting factors in `order`, each
+/// keeps its axes up to the first one an earlier factor already took.
+void keepEachAxisOnce(llvm::MutableArrayRef<Axes> factorAxes,
+                      llvm::ArrayRef<int64_t> order);
+
 /// Text of an axis list: `["dp", "tp"]`.
 std::string axesToString(llvm::ArrayRef<mlir::StringAttr> axes);
 
