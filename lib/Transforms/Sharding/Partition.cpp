@@ -35,6 +35,7 @@
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <optional>
 
@@ -542,13 +543,16 @@ bool Partitioner::partitionLinear(OpBuilder &b, Operation *op) {
   Value v = BinaryOp::create(b, op->getLoc(), binary.getKind(), lhs.value,
                              rhs.value);
   DimAxes target = axesOf(getSharding(r), type.getRank());
-  Local result{v, lhs.dims, lhs.partial, target,
-               lhs.why + " and " + rhs.why};
-  if (rhs.why == lhs.why || rhs.why.empty())
-    result.why = lhs.why;
-  else if (lhs.why.empty())
-    result.why = rhs.why;
-  locals[r] = result;
+  // The ops whose reductions the sum completes, each named once.
+  SmallVector<StringRef> names;
+  for (const std::string *why : {&lhs.why, &rhs.why}) {
+    SmallVector<StringRef> parts;
+    StringRef(*why).split(parts, " and ", -1, /*KeepEmpty=*/false);
+    for (StringRef name : parts)
+      if (!llvm::is_contained(names, name))
+        names.push_back(name);
+  }
+  locals[r] = {v, lhs.dims, lhs.partial, target, llvm::join(names, " and ")};
   if (!canDefer(r))
     completeDeferred(b, r);
   return true;

@@ -2,6 +2,7 @@
 
 #include "cleave/Transforms/Sharding/ShardProgram.h"
 #include "cleave/Transforms/Sharding/Passes.h"
+#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
@@ -14,10 +15,10 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
-#include "llvm/Support/Regex.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -218,7 +219,7 @@ LogicalResult shardProgram(ModuleOp module,
   // ZeRO lays gradients out too: whole over dp at stage 1, split at 2 and 3.
   if (options.zero > 0)
     main.walk([&](Operation *op) {
-      auto of = op->getAttrOfType<StringAttr>("cleave.gradient_of");
+      auto of = op->getAttrOfType<StringAttr>(kGradientOfAttr);
       if (!of || op->getNumResults() != 1)
         return;
       auto it = paramBase.find(of.getValue());

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Training/Passes.h"
+#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
@@ -479,7 +480,7 @@ void BuildTrainStepPass::runOnOperation() {
 
   FailureOr<SmallVector<Value>> grads =
       ::cleave::buildGradients(b, *lossValue, paramArgs, seed,
-                               markBackward ? "cleave.backward" : "");
+                               markBackward ? ::cleave::kBackwardAttr : "");
   if (failed(grads)) {
     newMain.erase();
     return signalPassFailure();
@@ -492,7 +493,7 @@ void BuildTrainStepPass::runOnOperation() {
   for (auto [g, p] : llvm::zip(*grads, params))
     if (Operation *def = markGradients ? g.getDefiningOp() : nullptr)
       if (auto name = p->getAttrOfType<StringAttr>("cleave.initializer"))
-        def->setAttr("cleave.gradient_of", name);
+        def->setAttr(::cleave::kGradientOfAttr, name);
 
   // Data parallelism: each rank holds the same parameters and 1/N of the
   // batch; the mean over the global batch is the mean of the ranks' means
