@@ -14,7 +14,9 @@
 //      before the first op that reads it: the compute in between (the rest
 //      of the backward pass, other buckets' updates) runs while it is in
 //      flight, and an optimizer update waits only for its own bucket.
-//   3. Prefetch. A gather of a function argument (a ZeRO-3 parameter)
+//   3. Late waits. The wait of a reduction, and what depends on it, moves
+//      to just before the next collective starts (delayReductionWaits).
+//   4. Prefetch. A gather of a function argument (a ZeRO-3 parameter)
 //      starts right after the previous such gather is waited for.
 //
 //===----------------------------------------------------------------------===//
@@ -121,6 +123,46 @@ static void overlap(Operation *op) {
   result.replaceAllUsesExcept(done.getResult(), done);
 }
 
+/// Moves the wait of each asynchronous reduction (all_reduce,
+/// reduce_scatter), with the ops after it that depend on it, to just before
+/// the next collective starts. A gradient's reduction then runs while the
+/// backward pass computes the next gradient, instead of being waited for by
+/// the gradient-norm term right after it; and at most the reductions
+/// started since the last collective are in flight, so their buffers stay
+/// bounded. Nothing that does not depend on the wait moves, and the moved
+/// ops keep their order, so results are bitwise the same.
+static void delayReductionWaits(Block &body) {
+  SmallVector<DoneOp> waits;
+  for (Operation &op : body)
+    if (auto done = dyn_cast<DoneOp>(op))
+      if (isa_and_nonnull<AllReduceOp, ReduceScatterOp>(
+              done.getOperand().getDefiningOp()))
+        waits.push_back(done);
+  for (DoneOp done : waits) {
+    SmallVector<Operation *> moving = {done};
+    llvm::SmallPtrSet<Value, 16> tainted(done->result_begin(),
+                                         done->result_end());
+    Operation *next = nullptr;
+    for (Operation *op = done->getNextNode(); op; op = op->getNextNode()) {
+      if (isa<CollectiveOpInterface>(op)) {
+        next = op;
+        break;
+      }
+      if (!llvm::any_of(op->getOperands(),
+                        [&](Value v) { return tainted.contains(v); }))
+        continue;
+      if (op->hasTrait<OpTrait::IsTerminator>())
+        break;
+      moving.push_back(op);
+      tainted.insert(op->result_begin(), op->result_end());
+    }
+    if (!next)
+      continue;
+    for (Operation *op : moving)
+      op->moveBefore(next);
+  }
+}
+
 struct ScheduleCollectivesPass
     : ::cleave::impl::ScheduleCollectivesPassBase<ScheduleCollectivesPass> {
   using Base::Base;
@@ -206,6 +248,8 @@ struct ScheduleCollectivesPass
         collectives.push_back(&op);
     for (Operation *op : collectives)
       overlap(op);
+    if (lateWaits)
+      delayReductionWaits(body);
     if (!prefetch)
       return;
     // ZeRO-3's parameter gathers (of function arguments, so they can start

@@ -58,3 +58,20 @@ func.func @prefetch(%x: tensor<4x8xf32>, %w1: tensor<4x8xf32>, %w2: tensor<4x8xf
   %y = cleave.contract %t, %b batch = [] x [] contract = [1] x [0] : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// Late waits: the first gradient's reduce-scatter is waited for only when
+// the second one starts, so the second gradient's product runs while it is
+// in flight; the norm term that reads it moves with the wait.
+// ASYNC-LABEL: func.func @late
+// ASYNC: %[[R1:.*]] = cleave.reduce_scatter sum %arg0 over @mesh ["dp"] dim = 0 async
+// ASYNC-NEXT: cleave.contract %arg1, %arg2
+// ASYNC-NEXT: %[[D1:.*]] = cleave.done %[[R1]]
+// ASYNC-NEXT: cleave.binary mul %[[D1]], %[[D1]]
+// ASYNC-NEXT: cleave.reduce_scatter sum
+func.func @late(%g1: tensor<8x4xf32>, %x: tensor<4x8xf32>, %y: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %r1 = cleave.reduce_scatter sum %g1 over @mesh ["dp"] dim = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+  %sq = cleave.binary mul %r1, %r1 : tensor<4x4xf32>
+  %g2 = cleave.contract %x, %y batch = [] x [] contract = [0] x [0] : tensor<4x8xf32>, tensor<4x4xf32> -> tensor<8x4xf32>
+  %r2 = cleave.reduce_scatter sum %g2 over @mesh ["dp"] dim = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+  return %sq, %r2 : tensor<4x4xf32>, tensor<4x4xf32>
+}

@@ -100,6 +100,11 @@ def ScheduleCollectivesPass : Pass<"cleave-schedule-collectives", "::mlir::func:
       all_gather becomes asynchronous, with its `cleave.done` right before
       the first op that reads it, so the compute in between runs while it
       is in flight and each optimizer update waits only for its own bucket.
+    - **Late waits.** The wait of an all_reduce or reduce_scatter, and the
+      ops that depend on it, move to just before the next collective
+      starts: a gradient's reduction (ZeRO-2/3's reduce-scatters) runs
+      while backward computes the next gradient, instead of being waited
+      for by the gradient-norm term right after it.
     - **Prefetch.** A gather of a function argument (a ZeRO-3 parameter)
       starts right after the previous one is waited for: the next layer's
       parameters arrive while this layer computes.
@@ -124,6 +129,9 @@ def ScheduleCollectivesPass : Pass<"cleave-schedule-collectives", "::mlir::func:
            "Bytes per bucket in MiB (0: no buckets)">,
     Option<"async", "async", "bool", "true",
            "Make collectives asynchronous, waiting at their first reader">,
+    Option<"lateWaits", "late-waits", "bool", "true",
+           "Move each reduction's wait, with what depends on it, to just "
+           "before the next collective starts">,
     Option<"prefetch", "prefetch", "bool", "true",
            "Start each asynchronous gather of a function argument (a ZeRO-3 "
            "parameter) right after the previous one is waited for">,
