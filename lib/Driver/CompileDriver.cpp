@@ -29,6 +29,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Timer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -247,6 +248,12 @@ struct Options {
                "expression, e.g. --shard='.*c_fc.weight=[{}, {\"tp\"}]' "
                "(one {axes} per dimension; repeatable, first match wins)"),
       cl::value_desc("regex=[{..}, ..]"), cl::cat(trainCategory)};
+  cl::opt<std::string> shardingFile{
+      "sharding-file",
+      cl::desc("With --mesh: --shard rules from a file, one regex=[{..}, ..] "
+               "per line (blank lines and lines starting with # are "
+               "skipped), after the --shard options"),
+      cl::value_desc("path"), cl::cat(trainCategory)};
   cl::opt<std::string> frozen{
       "frozen", cl::desc("Regex of initializers to keep fixed"),
       cl::value_desc("regex"), cl::cat(trainCategory)};
@@ -504,13 +511,39 @@ int (::cleave::compileMain)(int argc, char **argv) {
             ::cleave::parseMeshSpec(opts.mesh, shardOptions.mesh);
         !error.empty())
       return fail(error);
-    for (const std::string &rule : opts.shard) {
+    // regex=[{axes}, ...] from --shard, then from --sharding-file.
+    auto addRule = [&](StringRef rule, const std::string &source) -> bool {
       size_t eq = rule.find("=[");
-      if (eq == std::string::npos)
+      if (eq == StringRef::npos)
+        return false;
+      shardOptions.shardings.push_back({rule.take_front(eq).str(),
+                                        rule.drop_front(eq + 1).str(),
+                                        source});
+      return true;
+    };
+    for (const std::string &rule : opts.shard)
+      if (!addRule(rule, "--shard"))
         return fail("bad --shard '" + rule +
                     "' (expected regex=[{axes}, ...], e.g. "
                     "w1=[{}, {\"tp\"}])");
-      shardOptions.shardings.push_back({rule.substr(0, eq), rule.substr(eq + 1)});
+    if (!opts.shardingFile.empty()) {
+      auto file = llvm::MemoryBuffer::getFile(opts.shardingFile, /*IsText=*/true);
+      if (!file)
+        return fail("cannot read --sharding-file '" + opts.shardingFile +
+                    "': " + file.getError().message());
+      SmallVector<StringRef> lines;
+      (*file)->getBuffer().split(lines, '\n');
+      for (auto [i, line] : llvm::enumerate(lines)) {
+        StringRef rule = line.trim();
+        std::string source =
+            opts.shardingFile.getValue() + ":" + std::to_string(i + 1);
+        if (rule.empty() || rule.starts_with("#"))
+          continue;
+        if (!addRule(rule, source))
+          return fail(source + ": bad sharding rule '" + rule.str() +
+                      "' (expected regex=[{axes}, ...], e.g. "
+                      "w1=[{}, {\"tp\"}])");
+      }
     }
     shardOptions.zero = opts.zero;
     shardOptions.dropCollective = opts.debugDropCollective;
@@ -526,6 +559,8 @@ int (::cleave::compileMain)(int argc, char **argv) {
     compileOptions.shard = std::move(shardOptions);
   } else if (!opts.shard.empty()) {
     return fail("--shard needs --mesh");
+  } else if (!opts.shardingFile.empty()) {
+    return fail("--sharding-file needs --mesh");
   } else if (opts.explainSharding) {
     return fail("--explain-sharding needs --mesh");
   } else if (opts.zero != 0) {

@@ -79,19 +79,19 @@ LogicalResult shardProgram(ModuleOp module,
 
   // User rules, then the dp policy for data inputs.
   std::vector<std::pair<llvm::Regex, TensorShardingAttr>> rules;
-  for (const auto &[pattern, spec] : options.shardings) {
+  for (const auto &[pattern, spec, source] : options.shardings) {
     llvm::Regex re("^(" + pattern + ")$");
     std::string error;
     if (!re.isValid(error))
       return mlir::emitError(module.getLoc())
-             << "--shard pattern '" << pattern << "' is not a valid regular "
-             << "expression: " << error;
+             << source << ": pattern '" << pattern
+             << "' is not a valid regular expression: " << error;
     Attribute attr = parseAttribute("#cleave.sharding<@mesh, " + spec + ">",
                                     ctx);
     auto sharding = dyn_cast_or_null<TensorShardingAttr>(attr);
     if (!sharding)
       return mlir::emitError(module.getLoc())
-             << "--shard '" << pattern << "=" << spec
+             << source << " '" << pattern << "=" << spec
              << "': expected dimension shardings such as [{}, {\"tp\"}]";
     rules.emplace_back(std::move(re), sharding);
   }

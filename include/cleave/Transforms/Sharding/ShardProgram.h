@@ -23,11 +23,15 @@ namespace cleave {
 struct ShardProgramOptions {
   /// Mesh axes in order (the last varies fastest over ranks).
   std::vector<std::pair<std::string, int64_t>> mesh;
-  /// (regular expression, dimension shardings such as `[{}, {"tp"}]`): a
-  /// function argument whose parameter name (`cleave.parameter`, else
-  /// `cleave.name`) matches the whole expression gets the sharding; the
-  /// first rule that matches wins.
-  std::vector<std::pair<std::string, std::string>> shardings;
+  /// A function argument whose parameter name (`cleave.parameter`, else
+  /// `cleave.name`) matches the whole regular expression `pattern` gets
+  /// the dimension shardings `spec` (such as `[{}, {"tp"}]`); the first
+  /// rule that matches wins. `source` names the rule in errors (`--shard`,
+  /// or `file:line` of a sharding file).
+  struct ShardingRule {
+    std::string pattern, spec, source;
+  };
+  std::vector<ShardingRule> shardings;
   /// ZeRO stage over the `dp` axis: 1 splits optimizer states over dp
   /// (parameters and gradients stay whole), 2 also gradients, 3 also
   /// parameters. Each tensor gets `dp` on its first dimension that divides
