@@ -345,13 +345,21 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
     Value scale = convertTensor(rewriter, loc, adaptor.getScale(), f);
     Value bias = convertTensor(rewriter, loc, adaptor.getBias(), f);
     auto type = cast<RankedTensorType>(x.getType());
-    int64_t rank = type.getRank();
-    int64_t axis = op.getAxis();
+    // The op's sharding rule gives the loops: one factor per dimension of
+    // x, parallel over rows, read whole (need-replication) over the
+    // normalized dimensions that scale and bias share.
+    ShardingRule rule = op.getShardingRule();
+    MLIRContext *ctx = rewriter.getContext();
     SmallVector<int64_t> dims;
+    SmallVector<AffineExpr> rows;
     int64_t count = 1;
-    for (int64_t d = axis; d < rank; ++d) {
-      dims.push_back(d);
-      count *= type.getDimSize(d);
+    for (int64_t f = 0; f < rule.getNumFactors(); ++f) {
+      if (rule.getFactor(f).kind == FactorKind::NeedReplication) {
+        dims.push_back(f);
+        count *= rule.getFactor(f).size;
+      } else {
+        rows.push_back(rewriter.getAffineDimExpr(f));
+      }
     }
     double invCount = count ? 1.0 / static_cast<double>(count) : 0.0;
     double eps = op.getEpsilon().convertToDouble();
@@ -374,20 +382,16 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
         createReduction(rewriter, loc, squares, dims, ReduceKind::sum, false);
     relaxRowReduction(sumSq, /*maxToMaxNum=*/false);
 
-    // y = centered * rsqrt(sumSq / count + eps) * scale + bias.
-    SmallVector<AffineExpr> lead, trail;
-    for (int64_t d = 0; d < rank; ++d)
-      (d < axis ? lead : trail).push_back(rewriter.getAffineDimExpr(d));
-    MLIRContext *ctx = rewriter.getContext();
-    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    SmallVector<AffineMap> maps = {id, AffineMap::get(rank, 0, lead, ctx),
-                                   AffineMap::get(rank, 0, trail, ctx),
-                                   AffineMap::get(rank, 0, trail, ctx), id};
+    // y = centered * rsqrt(sumSq / count + eps) * scale + bias: the rule's
+    // maps for x, scale, bias and y, and the rows' map for the statistics.
+    SmallVector<AffineMap> maps = rule.getIndexingMaps(ctx);
+    maps.insert(maps.begin() + 1,
+                AffineMap::get(rule.getNumFactors(), 0, rows, ctx));
     Value init = createEmpty(rewriter, loc, type.getShape(), f);
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{init.getType()},
         ValueRange{centered, sumSq, scale, bias}, ValueRange{init}, maps,
-        parallelIterators(rank), [&](OpBuilder &b, Location l, ValueRange a) {
+        rule.getIteratorTypes(), [&](OpBuilder &b, Location l, ValueRange a) {
           Value var = arith::MulFOp::create(b, l, a[1],
                                             createScalar(b, l, f, invCount));
           Value inv = math::RsqrtOp::create(
