@@ -10,6 +10,7 @@
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -210,10 +211,55 @@ LogicalResult shardProgram(ModuleOp module,
     });
     if (walk.wasInterrupted())
       return failure();
+    // RMSNorm, as exports decompose it: the mean square of each row,
+    // reduce(sum, x * x or x ^ 2) over the hidden dimension. Its [batch,
+    // sequence] statistic gets the sequence split; propagation carries it
+    // to x and the normalized rows.
+    auto isSquare = [](Value v) {
+      auto binary = v.getDefiningOp<BinaryOp>();
+      if (!binary)
+        return false;
+      if (binary.getKind() == BinaryKind::mul)
+        return binary.getLhs() == binary.getRhs();
+      if (binary.getKind() != BinaryKind::pow)
+        return false;
+      Value exponent = binary.getRhs();
+      while (auto bcast = exponent.getDefiningOp<BroadcastInDimOp>())
+        exponent = bcast.getOperand();
+      DenseElementsAttr value;
+      return matchPattern(exponent, m_Constant(&value)) && value.isSplat() &&
+             isa<FloatType>(value.getElementType()) &&
+             value.getSplatValue<APFloat>().isExactlyValue(2.0);
+    };
+    walk = main.walk([&](ReduceOp reduce) {
+      auto in = cast<RankedTensorType>(reduce.getOperand().getType());
+      if (reduce.getKind() != ReduceKind::sum || in.getRank() != 3 ||
+          reduce.getDimensions() != ArrayRef<int64_t>{2} ||
+          !isSquare(reduce.getOperand()) || getSharding(reduce.getResult()))
+        return WalkResult::advance();
+      if (in.getDimSize(1) % tp != 0) {
+        mlir::emitError(reduce.getLoc())
+            << "--sequence-parallel: the sequence dimension (1) of this "
+               "RMS normalization's "
+            << in << " does not divide over mesh axis tp (" << tp
+            << " ranks)";
+        return WalkResult::interrupt();
+      }
+      SmallVector<DimShardingAttr> dims = {
+          DimShardingAttr::get(ctx, {}, false, -1),
+          DimShardingAttr::get(ctx, {tpName}, true, kSequencePriority)};
+      setSharding(reduce.getResult(),
+                  TensorShardingAttr::get(ctx, meshRef, dims));
+      ++seeded;
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
     if (!seeded)
       return mlir::emitError(module.getLoc())
-             << "--sequence-parallel found no layer norm over the last "
-                "dimension of a [batch, sequence, hidden] tensor";
+             << "--sequence-parallel found no layer norm or RMS "
+                "normalization over the last dimension of a [batch, "
+                "sequence, hidden] tensor";
   }
 
   // ZeRO lays gradients out too: whole over dp at stage 1, split at 2 and 3.
