@@ -25,6 +25,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -35,6 +36,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <set>
 #include <chrono>
 
 using namespace mlir;
@@ -135,6 +137,12 @@ struct Options {
       "no-gemm-epilogue",
       cl::desc("Keep a matmul's bias add and tanh GELU in generated kernels "
                "instead of fusing them into the library GEMM as its epilogue"),
+      cl::cat(category)};
+  cl::opt<bool> embedWeights{
+      "embed-weights",
+      cl::desc("Copy initial parameters stored in the model's external data "
+               "into the plan (by default a training plan references the "
+               "file, and each rank reads only its shards when it starts)"),
       cl::cat(category)};
   // Training.
   cl::OptionCategory trainCategory{"cleave-compile training options"};
@@ -610,6 +618,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
   compileOptions.precision = opts.precision;
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
+  compileOptions.plan.referenceExternalData = !opts.embedWeights;
   compileOptions.cpuRowKernels = opts.cpuRowKernels;
   compileOptions.cpuEmulateCuda = opts.cpuEmulateCuda;
   if (opts.cpuRowKernels && opts.target != "cpu")
@@ -733,9 +742,17 @@ int (::cleave::compileMain)(int argc, char **argv) {
                  c.kind == plan::CommandKind::GpuLaunch;
       gemms += c.kind == plan::CommandKind::Gemm;
     }
-    uint64_t constantBytes = 0;
-    for (const plan::Constant &c : plan->constants)
+    uint64_t constantBytes = 0, referencedBytes = 0;
+    std::set<std::string> referencedFiles;
+    for (const plan::Constant &c : plan->constants) {
       constantBytes += c.data.size();
+      if (!c.file.empty()) {
+        plan::TensorInfo global = c.info;
+        global.shape = plan::globalShape(c.info, plan->mesh);
+        referencedBytes += global.byteSize();
+        referencedFiles.insert(c.file);
+      }
+    }
     size_t collectives = 0, async = 0;
     for (const plan::Command &c : plan->commands)
       if (c.kind == plan::CommandKind::Collective) {
@@ -767,6 +784,11 @@ int (::cleave::compileMain)(int argc, char **argv) {
                  << "), kernel object " << plan->kernelObject.size()
                  << " bytes, compiled in " << llvm::format("%.2f", seconds)
                  << " s\n";
+    if (referencedBytes)
+      llvm::errs() << "initial parameters: " << referencedBytes
+                   << " bytes referenced from "
+                   << llvm::join(referencedFiles, ", ") << " (each rank reads its shards when it starts; "
+                      "--embed-weights copies them into the plan)\n";
     size_t epilogues[4] = {0, 0, 0, 0};
     for (const plan::Command &c : plan->commands)
       if (c.kind == plan::CommandKind::Gemm)

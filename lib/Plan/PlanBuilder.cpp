@@ -767,6 +767,25 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       // rank copies its shard when its executor starts.
       plan::TensorInfo global = info;
       global.shape = plan::globalShape(info, p.mesh);
+      // Still the bytes of the model's external data: referenced, and each
+      // rank reads only its shard of them.
+      if (auto ref = main.getArgAttrOfType<DictionaryAttr>(
+              i, kExternalDataAttrName);
+          ref && ref.get("value") == init && options.referenceExternalData) {
+        auto file = ref.getAs<StringAttr>("file");
+        auto offset = ref.getAs<IntegerAttr>("offset");
+        auto fileSize = ref.getAs<IntegerAttr>("file_size");
+        if (file && offset && fileSize) {
+          plan::Constant c;
+          c.info = info;
+          c.file = file.getValue().str();
+          c.fileOffset = offset.getInt();
+          c.fileSize = fileSize.getInt();
+          p.constants.push_back(std::move(c));
+          p.states.push_back(std::move(state));
+          return success();
+        }
+      }
       FailureOr<std::vector<uint8_t>> bytes = constantBytes(init);
       if (failed(bytes) || bytes->size() != global.byteSize())
         return main.emitError() << "cannot serialize the initial value of '"

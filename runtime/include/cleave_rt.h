@@ -97,6 +97,20 @@ cleave_rt_status cleave_rt_program_find_output(cleave_rt_program program,
 uint64_t cleave_rt_program_peak_bytes(cleave_rt_program program);
 /* Bytes of constant data held by the plan (included in the peak). */
 uint64_t cleave_rt_program_constant_bytes(cleave_rt_program program);
+/* Bytes of initial values the plan references from files (the model's
+ * external data) instead of holding them, and the number of such files. */
+uint64_t cleave_rt_program_referenced_bytes(cleave_rt_program program);
+size_t cleave_rt_program_referenced_files(cleave_rt_program program);
+/* Looks for every file the plan references (by its name) in `dir` instead of
+ * the folder it was compiled from: for a plan run where the model's external
+ * data lies elsewhere. Affects executors created afterwards. */
+cleave_rt_status cleave_rt_program_set_weights_dir(cleave_rt_program program,
+                                                   const char *dir);
+/* Executors created afterwards leave the referenced initial values unread
+ * (zero): for a caller that writes every state itself, such as a training
+ * run resuming from a checkpoint. */
+cleave_rt_status cleave_rt_program_skip_referenced_values(
+    cleave_rt_program program);
 size_t cleave_rt_program_command_count(cleave_rt_program program);
 /* The target triple-like string the plan was compiled for ("cpu-x86_64"). */
 const char *cleave_rt_program_target(cleave_rt_program program);
@@ -140,6 +154,9 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
  * (or why NCCL is unavailable; a plan without collectives runs without it).
  * Valid while the executor lives; "" for NULL. */
 const char *cleave_rt_executor_device_info(cleave_rt_executor executor);
+/* Bytes of initial values this executor read from the files its plan
+ * references: its own shards only. */
+uint64_t cleave_rt_executor_initial_bytes_read(cleave_rt_executor executor);
 
 /*===-- Ranks: communicators and partitioned plans -------------------------===*/
 

@@ -15,6 +15,7 @@
 #include "Status.h"
 #include "cleave/PlanFormat.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,7 +36,25 @@ public:
   /// One line for cleave_rt_executor_device_info; the backend's name unless
   /// it says more.
   virtual std::string deviceInfo() const { return name(); }
+
+  /// Bytes of initial values this backend read from files referenced by the
+  /// plan (this rank's shards only).
+  uint64_t initialBytesRead() const { return bytesReadFromFiles; }
+
+protected:
+  uint64_t bytesReadFromFiles = 0;
 };
+
+/// Writes rank `rank`'s value of every constant of `plan` with data or a
+/// file reference to host memory: fn(constant, bytes) is called with
+/// constant.info.byteSize() bytes (its shard). File references are read
+/// shard by shard (each file opened once, its size checked against the
+/// plan's); *bytesRead gets the bytes read from files.
+cleave_rt_status
+forEachConstantValue(const plan::Plan &plan, int64_t rank,
+                     const std::function<cleave_rt_status(
+                         const plan::Constant &, const uint8_t *)> &fn,
+                     uint64_t *bytesRead);
 
 using PlanRef = std::shared_ptr<const plan::Plan>;
 

@@ -247,7 +247,7 @@ bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
 // Verifying and loading
 //===----------------------------------------------------------------------===//
 
-bool verify(const std::string &stepDir, std::string *error) {
+bool verify(const std::string &stepDir, std::string *error, bool hashes) {
   std::string manifestPath = stepDir + "/" + kManifestFile;
   if (!exists(manifestPath)) {
     *error = "checkpoint '" + stepDir + "' is incomplete: '" + manifestPath +
@@ -284,21 +284,31 @@ bool verify(const std::string &stepDir, std::string *error) {
     sawModel |= name->text == kModelFile;
     sawIndex |= name->text == kIndexFile;
     std::string path = stepDir + "/" + name->text;
-    if (!readWholeFile(path, &bytes, &err)) {
+    int64_t actual = -1;
+    struct stat st;
+    if (hashes) {
+      if (!readWholeFile(path, &bytes, &err)) {
+        *error = "checkpoint '" + stepDir + "': '" + path +
+                 "' listed in the manifest is missing or unreadable (" + err +
+                 ")";
+        return false;
+      }
+      actual = static_cast<int64_t>(bytes.size());
+    } else if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
       *error = "checkpoint '" + stepDir + "': '" + path +
-               "' listed in the manifest is missing or unreadable (" + err +
-               ")";
+               "' listed in the manifest is missing or not a file";
       return false;
+    } else {
+      actual = st.st_size;
     }
-    if (static_cast<int64_t>(bytes.size()) != expectBytes) {
+    if (actual != expectBytes) {
       *error = "checkpoint '" + stepDir + "': '" + path + "' is " +
-               (static_cast<int64_t>(bytes.size()) < expectBytes ? "truncated"
-                                                                 : "corrupted") +
-               ": " + std::to_string(bytes.size()) +
-               " bytes, the manifest says " + std::to_string(expectBytes);
+               (actual < expectBytes ? "truncated" : "corrupted") + ": " +
+               std::to_string(actual) + " bytes, the manifest says " +
+               std::to_string(expectBytes);
       return false;
     }
-    if (Sha256::hex(bytes.data(), bytes.size()) != sha->text) {
+    if (hashes && Sha256::hex(bytes.data(), bytes.size()) != sha->text) {
       *error = "checkpoint '" + stepDir + "': '" + path +
                "' is corrupted: its SHA-256 does not match the manifest";
       return false;
@@ -312,8 +322,42 @@ bool verify(const std::string &stepDir, std::string *error) {
   return true;
 }
 
-bool load(const std::string &stepDir, Checkpoint *out, std::string *error) {
-  if (!verify(stepDir, error))
+/// Reads the safetensors header of the open file `fd` (`size` bytes).
+static bool readHeader(int fd, const std::string &path, uint64_t size,
+                       safetensors::Header *header, std::string *error) {
+  uint8_t prefix[8];
+  if (size < 8) {
+    *error = "'" + path + "' is too short for a safetensors file";
+    return false;
+  }
+  if (!readAt(fd, path, 0, prefix, 8, error))
+    return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = n << 8 | prefix[i];
+  // decodeHeader reports a length beyond the file; read what there is.
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::min(size, 8 + n)));
+  if (!readAt(fd, path, 0, bytes.data(), bytes.size(), error))
+    return false;
+  return safetensors::decodeHeader(bytes.data(), bytes.size(), size, header,
+                                   error);
+}
+
+bool readShard(int fd, const Checkpoint &c, const StateRecord &r,
+               const std::vector<int64_t> &local,
+               const std::vector<int64_t> &offsets, uint8_t *dst,
+               uint64_t *bytesRead, std::string *error) {
+  if (!cleave::readShard(fd, c.tensorFile, r.fileOffset, r.shape, local,
+                         offsets, dtypeSize(r.dtype), dst, bytesRead, error)) {
+    *error = "checkpoint tensor '" + r.name + "': " + *error;
+    return false;
+  }
+  return true;
+}
+
+bool load(const std::string &stepDir, Checkpoint *out, std::string *error,
+          const LoadOptions &options) {
+  if (!verify(stepDir, error, options.verifyHashes))
     return false;
   std::string indexPath = stepDir + "/" + kIndexFile;
   std::string modelPath = stepDir + "/" + kModelFile;
@@ -342,16 +386,32 @@ bool load(const std::string &stepDir, Checkpoint *out, std::string *error) {
   if ((v = index.get("data_position")) && (v = v->get("samples_consumed")))
     v->asInt64(&c.samplesConsumed);
 
-  if (!readWholeFile(modelPath, &bytes, &err)) {
-    *error = "checkpoint: " + err;
-    return false;
-  }
   safetensors::Header header;
-  if (!safetensors::decodeHeader(bytes.data(), bytes.size(), bytes.size(),
-                                 &header, &err)) {
-    *error = "checkpoint '" + modelPath + "': " + err;
-    return false;
+  if (options.readData) {
+    if (!readWholeFile(modelPath, &bytes, &err)) {
+      *error = "checkpoint: " + err;
+      return false;
+    }
+    if (!safetensors::decodeHeader(bytes.data(), bytes.size(), bytes.size(),
+                                   &header, &err)) {
+      *error = "checkpoint '" + modelPath + "': " + err;
+      return false;
+    }
+  } else {
+    int fd = ::open(modelPath.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    bool ok = fd >= 0 && ::fstat(fd, &st) == 0 &&
+              readHeader(fd, modelPath, st.st_size, &header, &err);
+    if (fd < 0)
+      err = "cannot open '" + modelPath + "': " + errnoText();
+    if (fd >= 0)
+      ::close(fd);
+    if (!ok) {
+      *error = "checkpoint '" + modelPath + "': " + err;
+      return false;
+    }
   }
+  c.tensorFile = modelPath;
   for (const json::Value &t : tensors->items) {
     StateRecord r;
     const json::Value *name = t.get("name"), *kind = t.get("kind"),
@@ -377,8 +437,11 @@ bool load(const std::string &stepDir, Checkpoint *out, std::string *error) {
     }
     r.dtype = it->dtype;
     r.shape = it->shape;
-    const uint8_t *p = bytes.data() + header.dataStart;
-    r.data.assign(p + it->begin, p + it->end);
+    r.fileOffset = header.dataStart + it->begin;
+    if (options.readData) {
+      const uint8_t *p = bytes.data() + header.dataStart;
+      r.data.assign(p + it->begin, p + it->end);
+    }
     c.states.push_back(std::move(r));
   }
   *out = std::move(c);

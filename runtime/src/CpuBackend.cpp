@@ -183,19 +183,14 @@ cleave_rt_status CpuBackend::init() {
                           std::to_string(plan->arenaBytes) + " bytes");
   std::memset(arena, 0, bytes);
   int64_t rank = comm ? comm->rank() : 0;
-  for (const Constant &c : plan->constants) {
-    if (c.data.empty())
-      continue;
-    if (c.info.sharding.empty()) {
-      std::memcpy(arena + c.info.offset, c.data.data(), c.data.size());
-      continue;
-    }
-    // This rank's shard of a global initial value.
-    copyShard(globalShape(c.info, plan->mesh), c.info.shape,
-              shardOffsets(c.info, plan->mesh, rank), dtypeSize(c.info.dtype),
-              const_cast<uint8_t *>(c.data.data()), arena + c.info.offset,
-              /*toGlobal=*/false);
-  }
+  // Each constant's value, or this rank's shard of it.
+  CLEAVE_RT_RETURN_IF_ERROR(forEachConstantValue(
+      *plan, rank,
+      [&](const Constant &c, const uint8_t *bytes) -> cleave_rt_status {
+        std::memcpy(arena + c.info.offset, bytes, c.info.byteSize());
+        return nullptr;
+      },
+      &bytesReadFromFiles));
   size_t maxArgs = 0;
   for (const auto *list : {&plan->commands, &plan->initCommands})
     for (const Command &c : *list)

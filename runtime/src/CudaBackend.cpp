@@ -260,10 +260,13 @@ cleave_rt_status CudaBackend::init() {
       check(cu.cuMemsetD8Async(arena, 0, bytes, compute), "cuMemsetD8Async"));
   CLEAVE_RT_RETURN_IF_ERROR(
       check(cu.cuStreamSynchronize(compute), "cuStreamSynchronize"));
-  for (const Constant &c : plan->constants)
-    if (!c.data.empty())
-      CLEAVE_RT_RETURN_IF_ERROR(upload(arena + c.info.offset, c.data.data(),
-                                       c.data.size(), "constant"));
+  CLEAVE_RT_RETURN_IF_ERROR(forEachConstantValue(
+      *plan, /*rank=*/0,
+      [&](const Constant &c, const uint8_t *bytes) {
+        return upload(arena + c.info.offset, bytes, c.info.byteSize(),
+                      "constant");
+      },
+      &bytesReadFromFiles));
 
   bool anyGemm = false;
   for (const auto *list : {&plan->commands, &plan->initCommands})

@@ -135,6 +135,10 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
   return nullptr;
 }
 
+uint64_t cleave_rt_executor_initial_bytes_read(cleave_rt_executor executor) {
+  return executor ? executor->backend->initialBytesRead() : 0;
+}
+
 const char *cleave_rt_executor_device_info(cleave_rt_executor executor) {
   if (!executor)
     return "";

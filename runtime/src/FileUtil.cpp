@@ -1,6 +1,7 @@
 //===- FileUtil.cpp - Whole-file reads and atomic writes ------------------===//
 
 #include "cleave/FileUtil.h"
+#include "cleave/PlanFormat.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -124,6 +125,63 @@ bool makeDirectories(const std::string &path, std::string *error) {
     return false;
   }
   return true;
+}
+
+bool readAt(int fd, const std::string &path, uint64_t offset, void *dst,
+            size_t size, std::string *error) {
+  auto *out = static_cast<uint8_t *>(dst);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, out + done, size - done,
+                        static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      *error = "cannot read '" + path + "': " + errnoText();
+      return false;
+    }
+    if (n == 0) {
+      *error = "'" + path + "' ends at byte " + std::to_string(offset + done) +
+               ", before the " + std::to_string(size) + " bytes at offset " +
+               std::to_string(offset) + " could be read";
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool readShard(int fd, const std::string &path, uint64_t fileOffset,
+               const std::vector<int64_t> &global,
+               const std::vector<int64_t> &local,
+               const std::vector<int64_t> &offsets, size_t elemSize,
+               uint8_t *dst, uint64_t *bytesRead, std::string *error) {
+  // Rows of the box that follow each other in the file and in `dst` merge
+  // into one read.
+  int64_t runG = -1, runL = 0, runN = 0;
+  bool ok = true;
+  auto flush = [&] {
+    if (runN == 0 || !ok)
+      return;
+    size_t bytes = static_cast<size_t>(runN) * elemSize;
+    ok = readAt(fd, path, fileOffset + static_cast<uint64_t>(runG) * elemSize,
+                dst + static_cast<size_t>(runL) * elemSize, bytes, error);
+    *bytesRead += ok ? bytes : 0;
+    runN = 0;
+  };
+  plan::forEachShardRow(global, local, offsets,
+                        [&](int64_t g, int64_t l, int64_t n) {
+                          if (runN && g == runG + runN && l == runL + runN) {
+                            runN += n;
+                            return;
+                          }
+                          flush();
+                          runG = g;
+                          runL = l;
+                          runN = n;
+                        });
+  flush();
+  return ok;
 }
 
 } // namespace cleave

@@ -5,7 +5,8 @@
 // little-endian. Strings are u32 length + bytes, blobs u64 length + bytes,
 // lists u32 count + elements, doubles as their u64 bit patterns. Version 2
 // appends, after the metadata: the init commands, the state tensors and the
-// training record.
+// training record; version 4 a file reference (path, offset, file size)
+// after each constant's data.
 //
 //===----------------------------------------------------------------------===//
 
@@ -386,6 +387,9 @@ std::vector<uint8_t> serialize(const Plan &plan) {
   for (const Constant &c : plan.constants) {
     w.tensor(c.info);
     w.blob(c.data);
+    w.str(c.file);
+    w.u64(c.fileOffset);
+    w.u64(c.fileSize);
   }
   w.u32(static_cast<uint32_t>(plan.kernelNames.size()));
   for (const std::string &name : plan.kernelNames)
@@ -641,12 +645,15 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
   plan.outputs.resize(n);
   for (uint32_t i = 0; i < n; ++i)
     r.tensor(&plan.outputs[i], "output " + std::to_string(i));
-  n = r.count("constant list", kMinTensor + 8);
+  n = r.count("constant list", kMinTensor + 8 + 4 + 16);
   plan.constants.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
     std::string ctx = "constant " + std::to_string(i);
     r.tensor(&plan.constants[i].info, ctx);
     plan.constants[i].data = r.blob((ctx + " data").c_str());
+    plan.constants[i].file = r.str((ctx + " file").c_str());
+    plan.constants[i].fileOffset = r.u64((ctx + " file offset").c_str());
+    plan.constants[i].fileSize = r.u64((ctx + " file size").c_str());
   }
   n = r.count("kernel name list", 4);
   plan.kernelNames.resize(n);

@@ -317,6 +317,17 @@ bool Validator::run() {
          (global.numElements() > 0 && global.byteSize() == 0)))
       return fail(what + ": global shape " + shapeString(global.shape) +
                   " has too many elements");
+    if (!c.file.empty()) {
+      if (!c.data.empty())
+        return fail(what + ": has both data and a file reference");
+      if (c.fileOffset > c.fileSize ||
+          global.byteSize() > c.fileSize - c.fileOffset)
+        return fail(what + ": its " + std::to_string(global.byteSize()) +
+                    " bytes at offset " + std::to_string(c.fileOffset) +
+                    " lie beyond the end of '" + c.file + "' (" +
+                    std::to_string(c.fileSize) + " bytes)");
+      continue;
+    }
     if (c.data.size() != global.byteSize())
       return fail(what + ": holds " + std::to_string(c.data.size()) +
                   " bytes of data but its " +

@@ -7,6 +7,7 @@
 #include "cleave/Training.h"
 
 #include <cstring>
+#include <set>
 
 using namespace cleave;
 using namespace cleave::rt;
@@ -14,8 +15,17 @@ using namespace cleave::rt;
 static cleave_rt_status finishLoad(plan::Plan &&p,
                                    cleave_rt_program *out_program) {
   auto *program = new cleave_rt_program_t();
-  for (const plan::Constant &c : p.constants)
+  std::set<std::string> files;
+  for (const plan::Constant &c : p.constants) {
     program->constantBytes += c.data.size();
+    if (!c.file.empty()) {
+      plan::TensorInfo global = c.info;
+      global.shape = plan::globalShape(c.info, p.mesh);
+      program->referencedBytes += global.byteSize();
+      files.insert(c.file);
+    }
+  }
+  program->referencedFiles = files.size();
   for (const plan::StateTensor &st : p.states)
     program->stateNames.push_back(st.globalName());
   program->meshString = p.mesh.str();
@@ -145,6 +155,48 @@ uint64_t cleave_rt_program_peak_bytes(cleave_rt_program program) {
 
 uint64_t cleave_rt_program_constant_bytes(cleave_rt_program program) {
   return program ? program->constantBytes : 0;
+}
+
+uint64_t cleave_rt_program_referenced_bytes(cleave_rt_program program) {
+  return program ? program->referencedBytes : 0;
+}
+
+size_t cleave_rt_program_referenced_files(cleave_rt_program program) {
+  return program ? program->referencedFiles : 0;
+}
+
+cleave_rt_status cleave_rt_program_set_weights_dir(cleave_rt_program program,
+                                                   const char *dir) {
+  if (!program || !dir)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  std::string folder = dir;
+  if (folder.empty())
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "empty weights folder");
+  while (folder.size() > 1 && folder.back() == '/')
+    folder.pop_back();
+  // Executors hold their own reference to the plan, so a changed copy
+  // leaves those already made as they are.
+  auto p = std::make_shared<plan::Plan>(*program->plan);
+  for (plan::Constant &c : p->constants) {
+    if (c.file.empty())
+      continue;
+    size_t slash = c.file.rfind('/');
+    c.file = folder + "/" +
+             (slash == std::string::npos ? c.file : c.file.substr(slash + 1));
+  }
+  program->plan = std::move(p);
+  return nullptr;
+}
+
+cleave_rt_status
+cleave_rt_program_skip_referenced_values(cleave_rt_program program) {
+  if (!program)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  auto p = std::make_shared<plan::Plan>(*program->plan);
+  for (plan::Constant &c : p->constants)
+    c.file.clear(); // Neither data nor file: nothing to copy.
+  program->plan = std::move(p);
+  return nullptr;
 }
 
 size_t cleave_rt_program_command_count(cleave_rt_program program) {

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <memory>
 #include <unistd.h>
@@ -196,6 +197,9 @@ struct ExecutorHolder {
   ~ExecutorHolder() { cleave_rt_executor_destroy(e); }
 };
 
+/// The longest checkpoint path rank 0 hands to the other ranks.
+constexpr size_t kMaxPath = 4096;
+
 struct StateInfo {
   cleave_rt_state_desc_t desc;
   std::vector<int64_t> shape;  ///< This rank's (the shard's) shape.
@@ -249,7 +253,15 @@ static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
 /// with the same dtype and shape.
 static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
                    const RankContext &ctx, const checkpoint::Checkpoint &c,
-                   const std::string &dir) {
+                   const std::string &dir, uint64_t *bytesRead) {
+  // Each state is read from the tensor file shard by shard.
+  int fd = ::open(c.tensorFile.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail("cannot open '" + c.tensorFile + "': " + std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
   std::vector<uint8_t> shard;
   std::map<std::string, const checkpoint::StateRecord *> byName;
   for (const checkpoint::StateRecord &r : c.states)
@@ -267,17 +279,16 @@ static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
                   "' is " + tensorfile::shapeToString(r.shape) + " " + dtypeName(r.dtype) +
                   " but the plan has " + tensorfile::shapeToString(states[i].global) + " " +
                   cleave_rt_dtype_name(d.tensor.dtype));
-    if (d.sharded) {
-      // Checkpoints hold global tensors: this rank takes its shard.
-      shard.resize(d.tensor.byte_size);
-      plan::copyShard(states[i].global, states[i].shape,
-                      states[i].offsets[ctx.rank], dtypeSize(r.dtype),
-                      const_cast<uint8_t *>(r.data.data()), shard.data(),
-                      /*toGlobal=*/false);
-      TRY(cleave_rt_executor_write_state(e, i, shard.data(), shard.size()));
-    } else {
-      TRY(cleave_rt_executor_write_state(e, i, r.data.data(), r.data.size()));
-    }
+    // Checkpoints hold global tensors: this rank reads its shard.
+    shard.resize(d.tensor.byte_size);
+    std::string err;
+    if (!checkpoint::readShard(
+            fd, c, r, states[i].shape,
+            d.sharded ? states[i].offsets[ctx.rank]
+                      : std::vector<int64_t>(states[i].shape.size(), 0),
+            shard.data(), bytesRead, &err))
+      return fail(err);
+    TRY(cleave_rt_executor_write_state(e, i, shard.data(), shard.size()));
     byName.erase(it);
   }
   for (const auto &kv : byName)
@@ -430,24 +441,85 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   ExecutorHolder exec;
   TRY(cleave_rt_executor_create_ranked(program, backend.c_str(), ctx.comm,
                                        &exec.e));
+  // Initial values referenced from files: what each rank read (its shards).
+  uint64_t referenced = cleave_rt_program_referenced_bytes(program);
+  if (referenced && o.resume.empty()) {
+    uint64_t mine = cleave_rt_executor_initial_bytes_read(exec.e);
+    std::vector<uint64_t> all(ctx.worldSize > 1 ? ctx.worldSize : 1, mine);
+    if (ctx.worldSize > 1)
+      TRY(cleave_rt_communicator_gather(ctx.comm, &mine, sizeof(mine),
+                                        all.data()));
+    if (gLeader) {
+      std::string perRank;
+      for (size_t r = 0; r < all.size(); ++r)
+        perRank += (r ? ", " : "") + std::to_string(all[r]);
+      size_t files = cleave_rt_program_referenced_files(program);
+      std::fprintf(stderr,
+                   "%s: initial parameters: %" PRIu64 " bytes referenced "
+                   "from %zu file%s; bytes read per rank: %s\n",
+                   gProgram.c_str(), referenced, files, files == 1 ? "" : "s",
+                   perRank.c_str());
+    }
+  }
 
   // Resume before opening the data: the checkpoint carries the seed.
   uint64_t seed = o.seed;
   int64_t firstStep = 0;
   if (!o.resume.empty()) {
+    // Rank 0 chooses the checkpoint and verifies every file's SHA-256; the
+    // others take its choice and check only the sizes, so that no rank
+    // reads more than its own shards of the tensors.
     std::string dir, err;
-    std::vector<std::string> notes;
-    bool found = checkpoint::findResumePoint(o.resume, &dir, &notes, &err);
-    for (const std::string &n : notes)
-      warn(n);
+    bool found = true;
+    if (ctx.rank == 0) {
+      std::vector<std::string> notes;
+      found = checkpoint::findResumePoint(o.resume, &dir, &notes, &err);
+      for (const std::string &n : notes)
+        warn(n);
+      if (found && dir.size() > kMaxPath) {
+        found = false;
+        err = "the checkpoint path '" + dir + "' is longer than " +
+              std::to_string(kMaxPath) + " bytes";
+      }
+    }
+    if (ctx.worldSize > 1) {
+      std::vector<char> mine(kMaxPath + 1, 0), all;
+      if (ctx.rank == 0 && found)
+        std::strncpy(mine.data(), dir.c_str(), kMaxPath);
+      all.resize(mine.size() * ctx.worldSize);
+      TRY(cleave_rt_communicator_gather(ctx.comm, mine.data(), mine.size(),
+                                        all.data()));
+      if (ctx.rank != 0) {
+        dir = all.data();
+        if (dir.empty())
+          return fail("rank 0 found no checkpoint to resume from in '" +
+                      o.resume + "'");
+      }
+    }
     if (!found)
       return fail(err);
+    checkpoint::LoadOptions load;
+    load.verifyHashes = false; // Rank 0 just did, in findResumePoint.
+    load.readData = false;
     checkpoint::Checkpoint c;
-    if (!checkpoint::load(dir, &c, &err))
+    if (!checkpoint::load(dir, &c, &err, load))
       return fail(err);
-    int rc = restore(exec.e, states, ctx, c, dir);
+    uint64_t bytesRead = 0;
+    int rc = restore(exec.e, states, ctx, c, dir, &bytesRead);
     if (rc >= 0)
       return rc;
+    std::vector<uint64_t> all(ctx.worldSize > 1 ? ctx.worldSize : 1,
+                              bytesRead);
+    if (ctx.worldSize > 1)
+      TRY(cleave_rt_communicator_gather(ctx.comm, &bytesRead,
+                                        sizeof(bytesRead), all.data()));
+    if (gLeader) {
+      std::string perRank;
+      for (size_t r = 0; r < all.size(); ++r)
+        perRank += (r ? ", " : "") + std::to_string(all[r]);
+      std::fprintf(stderr, "%s: checkpoint bytes read per rank: %s\n",
+                   gProgram.c_str(), perRank.c_str());
+    }
     firstStep = c.step;
     if (!o.seedGiven)
       seed = c.seed;

@@ -71,6 +71,9 @@ static const char kHelp[] =
     "  --backend NAME           backend to run on: cpu (default) or cuda (plans\n"
     "                           compiled with --target=cuda; needs the NVIDIA\n"
     "                           driver and a GPU)\n"
+    "  --weights-dir DIR        look in DIR for the files the plan references\n"
+    "                           (the model's external data, by file name)\n"
+    "                           instead of the folder it was compiled from\n"
     "  --warmup N               untimed runs before the timed ones (default 0)\n"
     "  --repeat N               timed runs (default 1); outputs come from the\n"
     "                           last run\n"
@@ -151,6 +154,7 @@ struct Options {
   std::string outputDir = ".";
   bool outputDirGiven = false;
   std::string backend = "cpu";
+  std::string weightsDir; ///< --weights-dir DIR
   bool noOutput = false, printOutputs = false, printStats = false;
   long warmup = 0, repeat = 1;
   long ranks = 0;             ///< --ranks N (0: not given)
@@ -222,10 +226,13 @@ static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
     } else if (arg == "--print-stats") {
       o->printStats = true;
     } else if (arg == "--output-dir" || arg == "--backend" ||
-               arg == "--input" || arg == "--warmup" || arg == "--repeat") {
+               arg == "--input" || arg == "--warmup" || arg == "--repeat" ||
+               arg == "--weights-dir") {
       if (!value(&v))
         return usageError("option " + arg + " needs a value");
-      if (arg == "--output-dir") {
+      if (arg == "--weights-dir") {
+        o->weightsDir = v;
+      } else if (arg == "--output-dir") {
         o->outputDir = v;
         o->outputDirGiven = true;
       } else if (arg == "--backend") {
@@ -678,6 +685,15 @@ int main(int argc, char **argv) {
   }
   double loadMs = msSince(t0);
   cleave_rt_program program = session.program;
+  if (!o.weightsDir.empty())
+    if (cleave_rt_status s = cleave_rt_program_set_weights_dir(
+            program, o.weightsDir.c_str()))
+      return statusError(s);
+  // A resumed run overwrites every state: the initial values the plan
+  // references from the model's files are not read.
+  if (!o.train.resume.empty())
+    if (cleave_rt_status s = cleave_rt_program_skip_referenced_values(program))
+      return statusError(s);
 
   // A plan over a mesh runs as many ranks as the mesh has, no more, no less.
   int64_t world = static_cast<int64_t>(cleave_rt_program_world_size(program));

@@ -42,6 +42,10 @@ struct PlanBuildOptions {
   /// --cleave-build-train-step): the optimizer name and learning-rate
   /// schedule to record. The builder fills in the input/output indices.
   plan::TrainingInfo training;
+  /// Initial parameter values that are still the bytes of the model's
+  /// external data (kExternalDataAttrName) are referenced by the plan, not
+  /// copied into it (cleave-compile --embed-weights turns this off).
+  bool referenceExternalData = true;
   /// Fill BuiltPlan::memoryReport (cleave-compile
   /// --print-memory-plan).
   bool reportMemory = false;

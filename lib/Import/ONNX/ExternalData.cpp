@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cerrno>
@@ -32,11 +33,12 @@ static std::string realPath(const std::string &p) {
   return buf;
 }
 
-FailureOr<std::vector<char>> readExternalData(const onnx::TensorProto &t,
-                                              StringRef modelDir,
-                                              int64_t expectedBytes,
-                                              Location loc) {
-  auto fail = [&](const Twine &why) -> FailureOr<std::vector<char>> {
+/// Resolves and checks the location of `t`'s external data and opens it.
+static FailureOr<ExternalData> openExternalData(const onnx::TensorProto &t,
+                                                StringRef modelDir,
+                                                int64_t expectedBytes,
+                                                Location loc) {
+  auto fail = [&](const Twine &why) -> FailureOr<ExternalData> {
     mlir::emitError(loc) << "external data of tensor '" << t.name()
                          << "': " << why;
     return failure();
@@ -83,10 +85,8 @@ FailureOr<std::vector<char>> readExternalData(const onnx::TensorProto &t,
   int fd = ::open(realFile.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     return fail("cannot open '" + location + "': " + std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+  ExternalData where;
+  where.fd = fd; // Closed by ~ExternalData, also on the failures below.
   struct stat st;
   if (::fstat(fd, &st) != 0)
     return fail("cannot stat '" + location + "': " + std::strerror(errno));
@@ -108,17 +108,61 @@ FailureOr<std::vector<char>> readExternalData(const onnx::TensorProto &t,
   if (length != expectedBytes)
     return fail("holds " + Twine(length) + " bytes but its shape and type "
                 "need " + Twine(expectedBytes));
+  where.file = realFile;
+  where.offset = offset;
+  where.length = length;
+  where.fileSize = size;
+  return where;
+}
+
+ExternalData::~ExternalData() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+FailureOr<std::vector<char>> readExternalData(const onnx::TensorProto &t,
+                                              StringRef modelDir,
+                                              int64_t expectedBytes,
+                                              Location loc) {
+  FailureOr<ExternalData> where =
+      openExternalData(t, modelDir, expectedBytes, loc);
+  if (failed(where))
+    return failure();
+  int64_t offset = where->offset, length = where->length;
+  int fd = where->fd;
   std::vector<char> data(length);
   int64_t done = 0;
   while (done < length) {
     ssize_t r = ::pread(fd, data.data() + done, length - done, offset + done);
     if (r < 0 && errno == EINTR)
       continue;
-    if (r <= 0)
-      return fail("cannot read '" + location + "'");
+    if (r <= 0) {
+      mlir::emitError(loc) << "external data of tensor '" << t.name()
+                           << "': cannot read '" << where->file << "'";
+      return failure();
+    }
     done += r;
   }
   return data;
+}
+
+FailureOr<ExternalData> mapExternalData(const onnx::TensorProto &t,
+                                        StringRef modelDir,
+                                        int64_t expectedBytes, Location loc) {
+  FailureOr<ExternalData> where =
+      openExternalData(t, modelDir, expectedBytes, loc);
+  if (failed(where))
+    return failure();
+  auto buffer = llvm::MemoryBuffer::getOpenFileSlice(
+      where->fd, where->file, where->length, where->offset);
+  if (!buffer) {
+    mlir::emitError(loc) << "external data of tensor '" << t.name()
+                         << "': cannot map '" << where->file
+                         << "': " << buffer.getError().message();
+    return failure();
+  }
+  where->buffer = std::move(*buffer);
+  return where;
 }
 
 } // namespace cleave::onnximport

@@ -15,11 +15,14 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <onnx/onnx_pb.h>
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cleave::onnximport {
@@ -83,15 +86,48 @@ int64_t wrapInt(Type elemType, int64_t v);
 /// complex), with `why` naming the type.
 Type convertElementType(mlir::MLIRContext *ctx, int32_t onnxType,
                         std::string &why);
+/// Tensors of more elements than this become resource blobs (dense_resource)
+/// rather than inline dense attributes; stored as external data, they are
+/// mapped rather than read.
+constexpr int64_t kMaxInlineElements = 1024;
+
+/// Where an externally stored tensor's bytes lie.
+struct ExternalRef {
+  std::string file; ///< Resolved (real) path.
+  int64_t offset = 0, length = 0;
+  int64_t fileSize = 0; ///< The whole file's, when it was read.
+};
+
 /// Converts a TensorProto (inline or external data) into an elements
 /// attribute. `modelDir` resolves external data. Errors are emitted at loc.
+/// A large externally stored tensor is mapped, not copied (its pages are
+/// read only if something reads its values), and *external, when given,
+/// says where it lies (left empty for every other tensor).
 mlir::FailureOr<mlir::ElementsAttr>
 convertTensorProto(const onnx::TensorProto &tensor, StringRef modelDir,
-                   Location loc, mlir::MLIRContext *ctx);
+                   Location loc, mlir::MLIRContext *ctx,
+                   std::optional<ExternalRef> *external = nullptr);
+
+/// An externally stored tensor, opened: its location checked, the file
+/// open (fd) and, from mapExternalData, mapped.
+struct ExternalData : ExternalRef {
+  int fd = -1;
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  ExternalData() = default;
+  ExternalData(ExternalData &&o)
+      : ExternalRef(std::move(o)), fd(std::exchange(o.fd, -1)),
+        buffer(std::move(o.buffer)) {}
+  ExternalData &operator=(ExternalData &&) = delete;
+  ~ExternalData();
+};
 /// Reads the bytes of an externally stored tensor, validating its location.
 mlir::FailureOr<std::vector<char>>
 readExternalData(const onnx::TensorProto &tensor, StringRef modelDir,
                  int64_t expectedBytes, Location loc);
+/// Maps the bytes of an externally stored tensor, validating its location.
+mlir::FailureOr<ExternalData>
+mapExternalData(const onnx::TensorProto &tensor, StringRef modelDir,
+                int64_t expectedBytes, Location loc);
 
 //===----------------------------------------------------------------------===//
 // Per-tensor state of the graph walk

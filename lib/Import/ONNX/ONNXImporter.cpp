@@ -328,11 +328,25 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   }
   for (const auto &t : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), fileLoc);
-    auto attr = convertTensorProto(t, modelDir, loc, ctx);
+    std::optional<ExternalRef> external;
+    auto attr = convertTensorProto(t, modelDir, loc, ctx, &external);
     if (failed(attr))
       return failure();
     auto cst = mlir::cleave::ConstantOp::create(b, loc, *attr);
     cst->setDiscardableAttr("cleave.initializer", b.getStringAttr(t.name()));
+    // Where the bytes lie, so that a training plan can reference them
+    // instead of holding a copy (value: the attribute they back, which a
+    // transformed initial value no longer is).
+    if (external)
+      cst->setDiscardableAttr(
+          mlir::cleave::kExternalDataAttrName,
+          b.getDictionaryAttr({
+              b.getNamedAttr("file", b.getStringAttr(external->file)),
+              b.getNamedAttr("offset", b.getI64IntegerAttr(external->offset)),
+              b.getNamedAttr("file_size",
+                             b.getI64IntegerAttr(external->fileSize)),
+              b.getNamedAttr("value", *attr),
+          }));
     // With a PyTorch export signature, each initializer is a parameter, a
     // buffer, or (absent from it) a constant the exporter made.
     if (!stateKinds.empty()) {

@@ -147,14 +147,51 @@ static LogicalResult freezeInputs(onnx::ModelProto &model,
   return success();
 }
 
-/// Reads every initializer stored as external data (validating its location)
-/// into raw_data, so the checker and the importer see self-contained tensors.
+/// Large initializers stored as external data, taken out of the graph while
+/// libonnx checks, converts and infers shapes: libonnx would look for their
+/// files relative to the working directory, and reading them would copy
+/// every weight into the protobuf. Each stands in as a graph input of the
+/// same type meanwhile; the importer maps their bytes later
+/// (convertTensorProto), and a training plan references them.
+struct SetAsideInitializers {
+  std::vector<onnx::TensorProto> tensors;
+  std::vector<std::string> addedInputs;
+
+  /// Puts the initializers back and drops the stand-in inputs.
+  void restore(onnx::ModelProto &model) {
+    onnx::GraphProto *graph = model.mutable_graph();
+    llvm::StringSet<> added;
+    for (const std::string &name : addedInputs)
+      added.insert(name);
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> inputs;
+    for (onnx::ValueInfoProto &in : *graph->mutable_input())
+      if (!added.contains(in.name()))
+        *inputs.Add() = std::move(in);
+    graph->mutable_input()->Swap(&inputs);
+    for (onnx::TensorProto &t : tensors)
+      *graph->add_initializer() = std::move(t);
+    tensors.clear();
+    addedInputs.clear();
+  }
+};
+
+/// Reads every small initializer stored as external data (validating its
+/// location) into raw_data, so the checker and shape inference see their
+/// values (shapes, axes); sets the large ones aside (SetAsideInitializers).
 static LogicalResult internalizeExternalData(onnx::ModelProto &model,
-                                             StringRef path, MLIRContext *ctx) {
+                                             StringRef path, MLIRContext *ctx,
+                                             SetAsideInitializers &aside) {
   std::string dir = llvm::sys::path::parent_path(path).str();
-  for (auto &t : *model.mutable_graph()->mutable_initializer()) {
-    if (t.data_location() != onnx::TensorProto::EXTERNAL)
+  onnx::GraphProto *graph = model.mutable_graph();
+  llvm::StringSet<> inputs;
+  for (const auto &in : graph->input())
+    inputs.insert(in.name());
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  for (auto &t : *graph->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) {
+      *kept.Add() = std::move(t);
       continue;
+    }
     Location loc = NameLoc::get(StringAttr::get(ctx, t.name()),
                                 FileLineColLoc::get(ctx, path, 0, 0));
     std::string why;
@@ -172,6 +209,24 @@ static LogicalResult internalizeExternalData(onnx::ModelProto &model,
       }
       n *= d;
     }
+    if (n > kMaxInlineElements && !et.isInteger(1) &&
+        (t.data_type() == onnx::TensorProto::FLOAT ||
+         t.data_type() == onnx::TensorProto::FLOAT16 ||
+         t.data_type() == onnx::TensorProto::BFLOAT16 ||
+         t.data_type() == onnx::TensorProto::DOUBLE)) {
+      if (!inputs.contains(t.name())) {
+        onnx::ValueInfoProto *in = graph->add_input();
+        in->set_name(t.name());
+        auto *tt = in->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(t.data_type());
+        auto *shape = tt->mutable_shape();
+        for (int64_t d : t.dims())
+          shape->add_dim()->set_dim_value(d);
+        aside.addedInputs.push_back(t.name());
+      }
+      aside.tensors.push_back(std::move(t));
+      continue;
+    }
     int64_t eb = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
     auto data = readExternalData(t, dir, n * eb, loc);
     if (failed(data))
@@ -179,7 +234,9 @@ static LogicalResult internalizeExternalData(onnx::ModelProto &model,
     t.set_raw_data(data->data(), data->size());
     t.clear_external_data();
     t.set_data_location(onnx::TensorProto::DEFAULT);
+    *kept.Add() = std::move(t);
   }
+  graph->mutable_initializer()->Swap(&kept);
   return success();
 }
 
@@ -289,11 +346,12 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   int64_t opset = getDefaultOpset(model);
   if (sourceOpset)
     *sourceOpset = opset;
+  SetAsideInitializers aside;
   // A model without the default opset (only custom domains) goes on: the
   // importer's pre-pass then lists its ops as unsupported.
   if (failed(pinInputShapes(model, options, loc)) ||
       failed(freezeInputs(model, options, loc)) ||
-      failed(internalizeExternalData(model, path, ctx)))
+      failed(internalizeExternalData(model, path, ctx, aside)))
     return failure();
 
   if (opset > kMaxCheckedOpset || model.ir_version() > onnx::IR_VERSION) {
@@ -304,6 +362,7 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
                            << static_cast<int64_t>(onnx::IR_VERSION)
                            << "); skipping the checker and ONNX shape "
                               "inference";
+    aside.restore(model);
     return success();
   }
   try {
@@ -348,6 +407,7 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
                          << "'";
     return failure();
   }
+  aside.restore(model);
   return success();
 }
 

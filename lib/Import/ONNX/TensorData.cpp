@@ -13,7 +13,6 @@ using namespace mlir;
 namespace cleave::onnximport {
 
 /// Tensors above this many elements become resource blobs.
-static constexpr int64_t kMaxInlineElements = 1024;
 
 Type convertElementType(MLIRContext *ctx, int32_t t, std::string &why) {
   Builder b(ctx);
@@ -133,7 +132,8 @@ static LogicalResult typedFieldsToBytes(const onnx::TensorProto &t, Type et,
 
 FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
                                            StringRef modelDir, Location loc,
-                                           MLIRContext *ctx) {
+                                           MLIRContext *ctx,
+                                           std::optional<ExternalRef> *external) {
   auto fail = [&](const Twine &why) -> FailureOr<ElementsAttr> {
     mlir::emitError(loc) << "tensor '" << t.name() << "': " << why;
     return failure();
@@ -153,6 +153,33 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
     shape.push_back(d);
   }
   int64_t eb = elementBytes(et);
+  auto type = RankedTensorType::get(shape, et);
+  std::string name = t.name().empty() ? std::string("tensor") : t.name();
+  if (external)
+    external->reset();
+  if (t.data_location() == onnx::TensorProto::EXTERNAL &&
+      n > kMaxInlineElements && !et.isInteger(1)) {
+    // Mapped, not copied: a training plan references the file instead of
+    // holding the bytes, so nothing reads most of these pages at compile
+    // time. The blob keeps the mapping alive.
+    FailureOr<ExternalData> mapped = mapExternalData(t, modelDir, n * eb, loc);
+    if (failed(mapped))
+      return failure();
+    ArrayRef<char> data(mapped->buffer->getBufferStart(),
+                        mapped->buffer->getBufferSize());
+    size_t align = static_cast<size_t>(eb);
+    if (reinterpret_cast<uintptr_t>(data.data()) % align == 0) {
+      if (external)
+        *external = static_cast<const ExternalRef &>(*mapped);
+      std::shared_ptr<llvm::MemoryBuffer> owner = std::move(mapped->buffer);
+      AsmResourceBlob blob(
+          data, align, [owner](void *, size_t, size_t) mutable { owner.reset(); },
+          /*dataIsMutable=*/false);
+      return ElementsAttr(
+          DenseResourceElementsAttr::get(type, name, std::move(blob)));
+    }
+    // An offset that misaligns the elements: copied below instead.
+  }
   std::vector<char> bytes;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     auto data = readExternalData(t, modelDir, n * eb, loc);
@@ -168,11 +195,9 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
     return fail(why);
   }
 
-  auto type = RankedTensorType::get(shape, et);
   if (n > kMaxInlineElements) {
     auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
         ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
-    std::string name = t.name().empty() ? std::string("tensor") : t.name();
     return ElementsAttr(
         DenseResourceElementsAttr::get(type, name, std::move(blob)));
   }

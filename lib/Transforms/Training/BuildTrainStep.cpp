@@ -650,7 +650,9 @@ void BuildTrainStepPass::runOnOperation() {
     newMain.setArgAttr(argIndex, "cleave.state", str(kind));
     newMain.setArgAttr(argIndex, "cleave.parameter", str(name));
     newMain.setArgAttr(argIndex, "cleave.initial_value", c.getValue());
-    for (StringRef attr : {"cleave.untied_from", "cleave.untied_node"})
+    for (StringRef attr : {StringRef("cleave.untied_from"),
+                           StringRef("cleave.untied_node"),
+                           StringRef(kExternalDataAttrName)})
       if (Attribute a = c->getAttr(attr))
         newMain.setArgAttr(argIndex, attr, a);
     ++argIndex;

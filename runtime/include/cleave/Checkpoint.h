@@ -31,7 +31,11 @@ struct StateRecord {
   std::string parameter, slot;
   plan::DType dtype = plan::DType::F32;
   std::vector<int64_t> shape;
+  /// The global tensor, unless loaded without data (LoadOptions::readData
+  /// false): then empty, and its bytes start at `fileOffset` of
+  /// Checkpoint::tensorFile (see readShard).
   std::vector<uint8_t> data;
+  uint64_t fileOffset = 0;
 };
 
 struct Checkpoint {
@@ -40,6 +44,7 @@ struct Checkpoint {
   std::string optimizer;
   int64_t samplesConsumed = 0; ///< Data position: dataset rows used so far.
   std::vector<StateRecord> states;
+  std::string tensorFile; ///< The model.safetensors loaded from.
 };
 
 /// Writes `ckpt` atomically as dir/step-<step>/ (creating `dir` if needed)
@@ -48,12 +53,32 @@ bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
           std::string *error);
 
 /// Checks that `stepDir` is complete: manifest.json present and well formed,
-/// and every file it lists present with its size and SHA-256. The error
-/// names the file at fault.
-bool verify(const std::string &stepDir, std::string *error);
+/// and every file it lists present with its size and (with `hashes`) its
+/// SHA-256, which means reading every byte. The error names the file at
+/// fault.
+bool verify(const std::string &stepDir, std::string *error,
+            bool hashes = true);
+
+struct LoadOptions {
+  /// Check the files' SHA-256s (else only their sizes); false when the
+  /// caller has just verified the checkpoint, or another rank has.
+  bool verifyHashes = true;
+  /// Read every tensor's bytes into StateRecord::data; false reads only the
+  /// index and the safetensors header, for readShard.
+  bool readData = true;
+};
 
 /// verify(), then reads index.json and model.safetensors.
-bool load(const std::string &stepDir, Checkpoint *out, std::string *error);
+bool load(const std::string &stepDir, Checkpoint *out, std::string *error,
+          const LoadOptions &options = {});
+
+/// Reads the box of shape `local` at `offsets` of record `r` (global shape
+/// r.shape) from the checkpoint's tensor file, open as `fd`, into `dst`:
+/// only that shard's bytes. Adds them to *bytesRead.
+bool readShard(int fd, const Checkpoint &c, const StateRecord &r,
+               const std::vector<int64_t> &local,
+               const std::vector<int64_t> &offsets, uint8_t *dst,
+               uint64_t *bytesRead, std::string *error);
 
 /// Resolves a --resume path: a checkpoint directory itself (refused if it is
 /// incomplete), or a directory of step-<N>/ checkpoints, of which the newest

@@ -64,9 +64,21 @@ struct TensorInfo {
 };
 
 /// A constant, copied into the arena at info.offset when an executor is made.
+/// Its value is `data`, or, for a large initial parameter, the bytes at
+/// `fileOffset` of the file `file` (the ONNX model's external data): the
+/// plan then holds only the reference, and each rank reads just its shard.
+/// A sharded constant's value is the global tensor (row-major), of which
+/// each rank takes its box (TensorInfo::sharding).
 struct Constant {
   TensorInfo info;
-  std::vector<uint8_t> data;
+  std::vector<uint8_t> data; ///< Empty when `file` is set.
+  /// Absolute path at compile time; a runtime may look for the file's name
+  /// in another folder (cleave_rt_program_set_weights_dir).
+  std::string file;
+  uint64_t fileOffset = 0;
+  /// The file's size when the plan was made; a file of another size is
+  /// refused (it is not the data the plan was compiled from).
+  uint64_t fileSize = 0;
 };
 
 enum class CommandKind : uint32_t {
@@ -441,8 +453,9 @@ struct Plan {
 };
 
 /// Version 2 added initCommands, states and training; version 3 the mesh,
-/// shardings, streams, events and Collective/Wait commands.
-constexpr uint32_t kFormatVersion = 3;
+/// shardings, streams, events and Collective/Wait commands; version 4 the
+/// constants' file references.
+constexpr uint32_t kFormatVersion = 4;
 constexpr size_t kHeaderSize = 32;
 
 /// Encodes `plan` as a complete file image (header + payload).

@@ -89,7 +89,10 @@ bool leftByFault();
 
 /// Runs the training loop of a training plan for `ctx`'s rank; returns the
 /// exit code. Every rank feeds its shard of the same global batch a
-/// one-rank run would see.
+/// one-rank run would see. With o.resume, rank 0 chooses and verifies the
+/// checkpoint and every rank reads only its shards of it; a driver calls
+/// cleave_rt_program_skip_referenced_values first (once, before the ranks
+/// start) so that the plan's initial values are not read for nothing.
 int runTraining(const TrainOptions &o, cleave_rt_program program,
                 const std::string &backend, const RankContext &ctx = {});
 

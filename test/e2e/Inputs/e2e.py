@@ -70,6 +70,13 @@ def main():
         print("%d common steps, worst relative difference %s %s"
               % (len(common), "within" if worst <= rtol else "ABOVE", sys.argv[4]))
         sys.exit(0 if common and worst <= rtol else 1)
+    elif cmd == "larger-by":
+        import os
+        diff = os.path.getsize(sys.argv[2]) - os.path.getsize(sys.argv[3])
+        least, most = int(sys.argv[4]), int(sys.argv[5])
+        ok = least <= diff <= most
+        print("larger by %s %d and %d bytes" % ("between" if ok else "NOT between", least, most))
+        sys.exit(0 if ok else 1)
     elif cmd == "ort-matches":
         import onnxruntime as ort
         sess = ort.InferenceSession(sys.argv[2], providers=["CPUExecutionProvider"])
