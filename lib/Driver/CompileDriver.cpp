@@ -116,6 +116,14 @@ struct Options {
                "bf16/fp16 (f32 accumulation), statistics, loss and "
                "optimizer in f32 with f32 master weights"),
       cl::init("fp32"), cl::cat(category)};
+  cl::opt<bool> lowPrecisionGradients{
+      "low-precision-gradients",
+      cl::desc("With --precision=bf16|fp16 and --train: round the gradients "
+               "of the parameters computed in low precision to bf16/fp16 "
+               "where backward finishes them, so that they are reduced over "
+               "dp and stored in 2 bytes (the ZeRO paper's accounting; by "
+               "default they stay f32, as Megatron keeps them)"),
+      cl::cat(category)};
   cl::opt<bool> cpuRowKernels{
       "cpu-row-kernels",
       cl::desc("With --target=cpu: lower reduction kernels as one loop over "
@@ -614,8 +622,12 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return fail("--loss-scale needs --train");
   if (!opts.train && opts.recompute != "none")
     return fail("--recompute needs --train");
+  if (opts.lowPrecisionGradients && (!opts.train || opts.precision == "fp32"))
+    return fail("--low-precision-gradients needs --train and "
+                "--precision=bf16 or fp16");
   compileOptions.recompute = opts.recompute;
   compileOptions.precision = opts.precision;
+  compileOptions.lowPrecisionGradients = opts.lowPrecisionGradients;
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
   compileOptions.plan.referenceExternalData = !opts.embedWeights;

@@ -124,9 +124,12 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     // plan builder removes them.
     trainOptions.markGradients = true;
     train.addPass(createBuildTrainStepPass(trainOptions));
-    if (mixed)
-      train.addPass(createApplyMixedPrecisionPass(
-          ApplyMixedPrecisionPassOptions{options.precision}));
+    if (mixed) {
+      ApplyMixedPrecisionPassOptions mixedOptions;
+      mixedOptions.precision = options.precision;
+      mixedOptions.lowPrecisionGradients = options.lowPrecisionGradients;
+      train.addPass(createApplyMixedPrecisionPass(mixedOptions));
+    }
     train.addPass(
         createInsertRecomputePass(InsertRecomputePassOptions{options.recompute}));
     if (failed(train.run(module)))
@@ -143,8 +146,9 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   } else if (options.precision != "fp32") {
     // A forward model: contractions and activations in the low type.
     PassManager mixed(module.getContext());
-    mixed.addPass(createApplyMixedPrecisionPass(
-        ApplyMixedPrecisionPassOptions{options.precision}));
+    ApplyMixedPrecisionPassOptions mixedOptions;
+    mixedOptions.precision = options.precision;
+    mixed.addPass(createApplyMixedPrecisionPass(mixedOptions));
     if (failed(mixed.run(module)))
       return failure();
   }

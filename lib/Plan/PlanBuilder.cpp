@@ -37,6 +37,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #define DEBUG_TYPE "cleave-plan-builder"
@@ -225,6 +226,9 @@ private:
   llvm::SmallPtrSet<Operation *, 32> forward;
   /// For the report: the values that own an arena buffer.
   DenseSet<Value> buffered;
+  /// For the report: low-precision parameter copies the partitioner
+  /// gathered once for the whole step (kReshardOnceAttr).
+  llvm::SmallPtrSet<Operation *, 16> keptCopies;
 };
 
 } // namespace
@@ -790,7 +794,10 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       if (failed(bytes) || bytes->size() != global.byteSize())
         return main.emitError() << "cannot serialize the initial value of '"
                                 << info.name << "'";
-      p.constants.push_back({info, std::move(*bytes)});
+      plan::Constant c;
+      c.info = info;
+      c.data = std::move(*bytes);
+      p.constants.push_back(std::move(c));
     } else if (kind == "optimizer_state") {
       state.kind = plan::StateKind::OptimizerState;
       p.initCommands.push_back(plan::makeCommand(
@@ -1001,6 +1008,11 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
 void PlanBuilder::takeGradientTags() {
   Block &body = main.getBody().front();
   for (Operation &op : body) {
+    // A low-precision parameter copy gathered once and kept (ZeRO-1/2).
+    if (op.hasAttr(kReshardOnceAttr)) {
+      op.removeAttr(kReshardOnceAttr);
+      keptCopies.insert(&op);
+    }
     if (auto of = op.getAttrOfType<StringAttr>(::cleave::kGradientOfAttr)) {
       op.removeAttr(::cleave::kGradientOfAttr);
       for (Value r : op.getResults())
@@ -1030,7 +1042,17 @@ void PlanBuilder::takeGradientTags() {
       continue;
     auto of = [&](Value v) { return gradientOf.lookup(v); };
     SmallVector<StringAttr, 1> names;
-    if (isa<CollectiveOpInterface, DoneOp, ReshapeOp, ConvertOp, SliceOp>(op)) {
+    // A low-precision gradient widened back to f32 is the optimizer's
+    // transient view of it, not another gradient (--low-precision-gradients).
+    auto widens = [](Operation &op) {
+      auto convert = dyn_cast<ConvertOp>(op);
+      return convert &&
+             getElementTypeOrSelf(convert.getType()).getIntOrFloatBitWidth() >
+                 getElementTypeOrSelf(convert.getOperand().getType())
+                     .getIntOrFloatBitWidth();
+    };
+    if (isa<CollectiveOpInterface, DoneOp, ReshapeOp, ConvertOp, SliceOp>(op) &&
+        !widens(op)) {
       names = of(op.getOperand(0));
     } else if (isa<ConcatOp>(op) &&
                llvm::all_of(op.getOperands(), [&](Value v) {
@@ -1075,6 +1097,17 @@ int64_t PlanBuilder::nodeFlops(Node &node) {
 
 /// The values that share `root`'s buffer: itself, and the reshapes and
 /// waits that read it, transitively.
+/// A conversion to a narrower float type (f32 -> bf16/f16).
+static bool isLoweringConvert(Operation *op) {
+  auto convert = dyn_cast<ConvertOp>(op);
+  if (!convert)
+    return false;
+  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(convert.getType()));
+  auto from = dyn_cast<FloatType>(
+      getElementTypeOrSelf(convert.getOperand().getType()));
+  return to && from && to.getWidth() < from.getWidth();
+}
+
 static SmallVector<Value> aliasesOf(Value root) {
   SmallVector<Value> aliases = {root};
   for (size_t i = 0; i < aliases.size(); ++i)
@@ -1095,13 +1128,34 @@ static SmallVector<Value> aliasesOf(Value root) {
     if (!state)
       return MemoryClass::Inputs;
     if (state.getValue() == "parameter")
-      return MemoryClass::Parameters;
+      return llvm::any_of(arg.getUsers(), isLoweringConvert)
+                 ? MemoryClass::MasterParameters
+                 : MemoryClass::Parameters;
     if (state.getValue() == "optimizer_state")
       return MemoryClass::OptimizerStates;
     return MemoryClass::StateBuffers;
   }
   if (root.getDefiningOp<ConstantOp>())
     return MemoryClass::Constants;
+  // Low-precision parameter copies: a master's conversion (at ZeRO-1/2 only
+  // the shard on its way to the gather that keeps the copy for the step).
+  Operation *def = root.getDefiningOp();
+  auto isCopy = [&](Operation *op) {
+    return op && isLoweringConvert(op) &&
+           isa<BlockArgument>(op->getOperand(0)) &&
+           main.getArgAttrOfType<StringAttr>(
+                   cast<BlockArgument>(op->getOperand(0)).getArgNumber(),
+                   "cleave.state") == StringAttr::get(main.getContext(),
+                                                      "parameter");
+  };
+  if (isCopy(def))
+    return keptCopies.contains(def) ? MemoryClass::Temporaries
+                                    : MemoryClass::Parameters;
+  if (isa_and_nonnull<DoneOp>(def))
+    def = def->getOperand(0).getDefiningOp();
+  if (def && isa<CollectiveOpInterface>(def) && def->getNumOperands() &&
+      keptCopies.contains(def->getOperand(0).getDefiningOp()))
+    return MemoryClass::Parameters;
   // The readers of the buffer: users, through the reshapes and waits that
   // share it.
   SmallVector<Operation *> readers;
@@ -1115,10 +1169,22 @@ static SmallVector<Value> aliasesOf(Value root) {
   if (gradient) {
     // Final unless it is reduced, converted, packed or sliced further
     // into another buffer.
+    // (Through values that a kernel computes without a buffer of their
+    // own: a transpose fused with a rounding to bf16.)
+    std::function<bool(Value, int)> reachesBuffered = [&](Value r, int depth) {
+      if (gradientOf.count(r) == 0)
+        return false;
+      if (buffered.contains(r))
+        return true;
+      return depth < 8 && llvm::any_of(r.getUsers(), [&](Operation *user) {
+               return llvm::any_of(user->getResults(), [&](Value next) {
+                 return reachesBuffered(next, depth + 1);
+               });
+             });
+    };
     finalGradient = llvm::none_of(readers, [&](Operation *user) {
-      return llvm::any_of(user->getResults(), [&](Value r) {
-        return gradientOf.count(r) != 0 && buffered.contains(r);
-      });
+      return llvm::any_of(user->getResults(),
+                          [&](Value r) { return reachesBuffered(r, 0); });
     });
     return MemoryClass::Gradients;
   }
@@ -1152,6 +1218,11 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
   for (const auto &entry : gradientOf)
     traced.insert(entry.second.begin(), entry.second.end());
   report.gradientsTraced = traced.size();
+  for (const auto &entry : gradientOf)
+    if (auto type = dyn_cast<RankedTensorType>(entry.first.getType());
+        type && type.getElementType().isIntOrFloat() &&
+        type.getElementType().getIntOrFloatBitWidth() == 16)
+      report.lowPrecisionGradients = true;
   if (report.peakNode >= 0 &&
       report.peakNode < static_cast<int64_t>(nodes.size())) {
     Node &node = nodes[report.peakNode];
@@ -1182,6 +1253,8 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
         }
     report.parameterElements += elements;
     report.replicaParameterElements += replica;
+    if (llvm::any_of(arg.getUsers(), isLoweringConvert))
+      report.replicaLowPrecisionElements += replica;
   }
   if (!result.plan.mesh.empty())
     report.mesh = result.plan.mesh.str();

@@ -15,6 +15,7 @@ namespace cleave {
 llvm::StringRef getMemoryClassName(MemoryClass cls) {
   switch (cls) {
   case MemoryClass::Parameters: return "parameters";
+  case MemoryClass::MasterParameters: return "master parameters";
   case MemoryClass::OptimizerStates: return "optimizer states";
   case MemoryClass::StateBuffers: return "state buffers";
   case MemoryClass::Gradients: return "gradients";
@@ -106,6 +107,10 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
                           perPsi(MemoryClass::Parameters))
                 .str()
           : "");
+  if (r.held[static_cast<unsigned>(MemoryClass::MasterParameters)])
+    row(MemoryClass::MasterParameters, held(MemoryClass::MasterParameters),
+        perPsi(MemoryClass::MasterParameters) +
+            "; f32 masters of the low-precision parameters");
   row(MemoryClass::OptimizerStates, held(MemoryClass::OptimizerStates),
       perPsi(MemoryClass::OptimizerStates));
   if (r.held[static_cast<unsigned>(MemoryClass::StateBuffers)])
@@ -196,21 +201,35 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
 
 void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
                       unsigned optimizerBytes, llvm::raw_ostream &os) {
-  const double psi = r.replicaParameterElements, n = dpRanks;
-  const double p = 4 * psi / (stage >= 3 ? n : 1),
-               g = 4 * psi / (stage >= 2 ? n : 1),
-               o = optimizerBytes * psi / (stage >= 1 ? n : 1);
   auto at = [&](MemoryClass cls) {
     return r.held[static_cast<unsigned>(cls)];
   };
+  // Mixed precision (some parameters have f32 masters): the paper's
+  // variant, 2-byte parameters and gradients, the master with the
+  // optimizer's states; otherwise the fp32 one.
+  const bool mixed = r.replicaLowPrecisionElements > 0;
+  const unsigned paramBytes = mixed ? 2 : 4, gradBytes = mixed ? 2 : 4,
+                 stateBytes = optimizerBytes + (mixed ? 4 : 0);
+  const double psi = r.replicaParameterElements, n = dpRanks;
+  const double p = paramBytes * psi / (stage >= 3 ? n : 1),
+               g = gradBytes * psi / (stage >= 2 ? n : 1),
+               o = stateBytes * psi / (stage >= 1 ? n : 1);
+  uint64_t states = at(MemoryClass::OptimizerStates) +
+                    at(MemoryClass::MasterParameters);
   uint64_t measured = at(MemoryClass::Parameters) +
-                      at(MemoryClass::Gradients) +
-                      at(MemoryClass::OptimizerStates);
-  os << llvm::formatv(
-      "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
-      "(fp32 variant: 4-byte parameters and gradients, {3} bytes of "
-      "optimizer state per parameter):\n",
-      stage, dpRanks, r.replicaParameterElements, optimizerBytes);
+                      at(MemoryClass::Gradients) + states;
+  if (mixed)
+    os << llvm::formatv(
+        "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
+        "(mixed-precision variant: 2-byte parameters and gradients, {3} "
+        "bytes of f32 master and optimizer state per parameter):\n",
+        stage, dpRanks, r.replicaParameterElements, stateBytes);
+  else
+    os << llvm::formatv(
+        "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
+        "(fp32 variant: 4-byte parameters and gradients, {3} bytes of "
+        "optimizer state per parameter):\n",
+        stage, dpRanks, r.replicaParameterElements, optimizerBytes);
   auto line = [&](llvm::StringRef what, llvm::StringRef formula,
                   double expected, uint64_t got) {
     os << llvm::formatv("  {0,-18} {1,-10} {2,16:F0} expected {3,16} "
@@ -221,11 +240,31 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
   auto term = [](unsigned bytes, bool split) {
     return std::to_string(bytes) + "Ψ" + (split ? "/N" : "");
   };
-  line("parameters", term(4, stage >= 3), p, at(MemoryClass::Parameters));
-  line("gradients", term(4, stage >= 2), g, at(MemoryClass::Gradients));
-  line("optimizer states", term(optimizerBytes, stage >= 1), o,
-       at(MemoryClass::OptimizerStates));
+  line("parameters", term(paramBytes, stage >= 3), p,
+       at(MemoryClass::Parameters));
+  line("gradients", term(gradBytes, stage >= 2), g,
+       at(MemoryClass::Gradients));
+  line(mixed ? "master + optimizer" : "optimizer states",
+       term(stateBytes, stage >= 1), o, states);
   line("total", "", p + g + o, measured);
+  if (mixed) {
+    int64_t f32Only = r.replicaParameterElements - r.replicaLowPrecisionElements;
+    llvm::SmallVector<std::string> notes;
+    if (!r.lowPrecisionGradients)
+      notes.push_back("gradients stay f32, 4 bytes where the formula has 2 "
+                      "(--low-precision-gradients rounds them)");
+    if (f32Only > 0)
+      notes.push_back(
+          std::to_string(f32Only) +
+          " of the Ψ elements belong to parameters the step reads in f32 "
+          "(norms, biases, embeddings it gathers), which have no master: 4 "
+          "bytes of parameter" +
+          (r.lowPrecisionGradients ? " and of gradient" : "") +
+          ", none of master");
+    if (!notes.empty())
+      os << "  (where Cleave departs from the formula: "
+         << llvm::join(notes, "; ") << ")\n";
+  }
   uint64_t gradientsLive = r.peakLive[static_cast<unsigned>(MemoryClass::Gradients)];
   if (gradientsLive < at(MemoryClass::Gradients))
     os << "  (the gradients are never all live at once: at most "

@@ -72,6 +72,10 @@ struct CompileOptions {
   /// --cleave-apply-mixed-precision after building it (and tag its loss and
   /// optimizer ops to stay f32).
   std::string precision = "fp32";
+  /// With bf16/fp16 training: gradients of the parameters read in low
+  /// precision are rounded, reduced and stored in the low type
+  /// (--cleave-apply-mixed-precision's low-precision-gradients).
+  bool lowPrecisionGradients = false;
   /// With a training step: the --cleave-insert-recompute policy (none,
   /// selective, full, budget:<bytes>); its statistics go to the plan's
   /// metadata (recompute_policy, saved_activation_bytes_before/after,

@@ -26,7 +26,14 @@ namespace cleave {
 
 /// What a buffer of the step holds.
 enum class MemoryClass {
-  Parameters,      ///< Parameter state (this rank's shards).
+  /// Parameter state (this rank's shards), and under mixed precision the
+  /// bf16/f16 copies the step computes with: the conversion of each
+  /// master, or at ZeRO-1/2 its gathered copy kept for the step.
+  Parameters,
+  /// Under mixed precision, the f32 master of each parameter the step
+  /// computes with in low precision (optimizer state in the ZeRO paper's
+  /// accounting).
+  MasterParameters,
   OptimizerStates, ///< Optimizer state (momenta, second moments, ...).
   StateBuffers,    ///< Other persistent state (running statistics).
   /// Parameter gradients: from the op autodiff built for a parameter's
@@ -39,7 +46,7 @@ enum class MemoryClass {
   Inputs,      ///< Data inputs, the learning rate and the step number.
   Constants,   ///< Constants that take arena memory.
 };
-inline constexpr unsigned kNumMemoryClasses = 8;
+inline constexpr unsigned kNumMemoryClasses = 9;
 llvm::StringRef getMemoryClassName(MemoryClass cls);
 
 /// One arena buffer: its class, bytes, and the commands (node indices)
@@ -93,6 +100,11 @@ struct StepReport {
   /// global elements over the sizes of its non-`dp` axes (ZeRO's Ψ when
   /// the mesh also has tensor-parallel axes).
   int64_t replicaParameterElements = 0;
+  /// Of those, the elements of parameters with an f32 master (mixed
+  /// precision: the step computes with their bf16/f16 copies).
+  int64_t replicaLowPrecisionElements = 0;
+  /// Whether gradients are rounded to bf16/f16 (--low-precision-gradients).
+  bool lowPrecisionGradients = false;
   std::string mesh; ///< "dp=2,tp=2", empty for one rank.
   std::vector<ReportCollective> collectives;
 };

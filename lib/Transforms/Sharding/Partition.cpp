@@ -27,6 +27,7 @@
 
 #include "cleave/Transforms/Sharding/FactorSharding.h"
 #include "cleave/Transforms/Sharding/Passes.h"
+#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
@@ -87,6 +88,9 @@ public:
   LogicalResult run(func::FuncOp func);
 
 private:
+  /// Reshards of kReshardOnceAttr values, shared by all their users.
+  SmallVector<std::tuple<Value, DimAxes, Value>> reshardedOnce;
+
   struct Local {
     Value value;
     DimAxes dims;
@@ -374,6 +378,12 @@ Partitioner::scatterDim(ArrayRef<Axes> produced, ArrayRef<Axes> target,
   return dim;
 }
 
+/// A gradient's rounding to bf16/f16 (--low-precision-gradients): the
+/// addends are rounded and the sum is completed in the low type.
+static bool isGradientRounding(Operation *op) {
+  return isa<ConvertOp>(op) && op->hasAttr(::cleave::kGradientOfAttr);
+}
+
 int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
                                    ArrayRef<Axes> factorAxes) {
   int64_t bytes = 0;
@@ -395,6 +405,17 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
     DimAxes target = axesOf(getSharding(r), type.getRank());
     int64_t local =
         mlir::cleave::detail::getSizeInBytes(localType(type, produced));
+    // A partial gradient rounded to bf16/f16 before its reduction (through
+    // reshapes and transposes) is reduced in the low type.
+    Value chain = r;
+    while (chain.hasOneUse() &&
+           isa<ReshapeOp, TransposeOp>(*chain.getUsers().begin()))
+      chain = chain.getUsers().begin()->getResult(0);
+    if (chain.hasOneUse() && isGradientRounding(*chain.getUsers().begin()))
+      local = local *
+              getElementTypeOrSelf(chain.getUsers().begin()->getResult(0))
+                  .getIntOrFloatBitWidth() /
+              type.getElementType().getIntOrFloatBitWidth();
     if (g > 1) {
       if (std::optional<int64_t> d = scatterDim(produced, target, partial)) {
         bytes += local * (g - 1) / g;
@@ -444,8 +465,20 @@ static bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over) {
   });
 }
 
+/// Whether `v` reaches a gradient rounding through single-use reshapes
+/// and transposes.
+static bool leadsToGradientRounding(Value v) {
+  while (v.hasOneUse() && isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()))
+    v = v.getUsers().begin()->getResult(0);
+  return v.hasOneUse() && isGradientRounding(*v.getUsers().begin());
+}
+
 bool Partitioner::canDefer(Value r) {
   return !r.use_empty() && llvm::all_of(r.getUsers(), [](Operation *user) {
+    if (isGradientRounding(user) ||
+        (isa<ReshapeOp, TransposeOp>(user) &&
+         leadsToGradientRounding(user->getResult(0))))
+      return true;
     if (isa<ReshapeOp, TransposeOp>(user))
       return canDefer(user->getResult(0));
     auto binary = dyn_cast<BinaryOp>(user);
@@ -570,6 +603,51 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
       return op->emitError() << "operand has no partitioned value";
   if (partitionLinear(b, op))
     return success();
+  // A transpose or reshape of a partial gradient on its way to its rounding
+  // (below) moves each rank's addend as it is, so that the sum is
+  // completed after the rounding, in the low type, into the gradient's
+  // layout (e.g. a reduce_scatter over dp for ZeRO-2).
+  if (isa<ReshapeOp, TransposeOp>(op) &&
+      !locals[op->getOperand(0)].partial.empty() &&
+      leadsToGradientRounding(op->getResult(0))) {
+    const Local &in = locals[op->getOperand(0)];
+    Value r = op->getResult(0);
+    auto type = cast<RankedTensorType>(r.getType());
+    DimAxes dims(type.getRank());
+    if (auto transpose = dyn_cast<TransposeOp>(op)) {
+      for (auto [d, p] : llvm::enumerate(transpose.getPermutation()))
+        dims[d] = in.dims[p];
+    } else if (llvm::any_of(in.dims, [](const Axes &a) { return !a.empty(); })) {
+      dims.clear(); // A split reshape: completed first, below.
+    }
+    if (!dims.empty()) {
+      OperationState state(loc, op->getName());
+      state.addOperands(in.value);
+      state.addTypes(localType(type, dims));
+      for (NamedAttribute attr : op->getAttrs())
+        if (attr.getName() != kShardingAttrName &&
+            attr.getName() != kConflictsAttrName)
+          state.addAttribute(attr.getName(), attr.getValue());
+      Value v = b.create(state)->getResult(0);
+      locals[r] = {v, dims, in.partial, axesOf(getSharding(r), type.getRank()),
+                   in.why};
+      return success();
+    }
+  }
+  // A gradient rounded to low precision on its way to its reduction: each
+  // rank rounds its addend, and the sum is completed (all_reduce or
+  // reduce_scatter, in the low type) where the rounded gradient is read.
+  if (isGradientRounding(op) && !locals[op->getOperand(0)].partial.empty()) {
+    const Local &in = locals[op->getOperand(0)];
+    Value r = op->getResult(0);
+    auto type = cast<RankedTensorType>(r.getType());
+    Value v = ConvertOp::create(b, loc, localType(type, in.dims), in.value);
+    v.getDefiningOp()->setAttrs(op->getDiscardableAttrDictionary());
+    v.getDefiningOp()->removeAttr(kShardingAttrName);
+    locals[r] = {v, in.dims, in.partial, axesOf(getSharding(r), type.getRank()),
+                 in.why};
+    return success();
+  }
   // A reshape or transpose of a partial sum on its way to an add moves
   // each rank's addend. Resharding addends is linear too, but not over the
   // sum's own axes (each rank would keep a different block of its addend),
@@ -653,9 +731,11 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   }
 
   // 2. Operands in the layout the op computes on. An operand that appears
-  // twice in the same layout (x * x) is resharded once.
+  // twice in the same layout (x * x) is resharded once, and so is a value
+  // marked kReshardOnceAttr for all its users (the first one's reshard
+  // dominates the others: one block, in order).
   SmallVector<Value> operands;
-  SmallVector<std::tuple<Value, DimAxes, Value>> resharded;
+  SmallVector<std::tuple<Value, DimAxes, Value>> resharded = reshardedOnce;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     Local &in = locals[v];
     auto type = tensorType(v);
@@ -678,6 +758,9 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
                                 " is needed as " + dimsToString(want))
                                    .str()));
     resharded.emplace_back(v, want, operands.back());
+    if (Operation *def = v.getDefiningOp();
+        def && def->hasAttr(kReshardOnceAttr))
+      reshardedOnce.emplace_back(v, want, operands.back());
   }
 
   // 3. The op on local shapes.

@@ -167,8 +167,32 @@ LogicalResult shardProgram(ModuleOp module,
                       key != "__trainer__";
     if (isParam)
       paramBase[key] = {chosen, type};
-    if ((isOptState && options.zero >= 1) || (isParam && options.zero == 3))
+    // Mixed precision: the f32 master copy of a parameter is optimizer
+    // state as far as ZeRO goes (12 bytes per parameter with Adam's two
+    // moments); what the step computes with is its bf16/f16 conversion,
+    // which propagation leaves split like the master and the partitioner
+    // all-gathers where it is used, in low precision.
+    SmallVector<Value> lowCopies;
+    if (isParam && options.zero >= 1)
+      for (Operation *user : main.getArgument(i).getUsers())
+        if (auto convert = dyn_cast<ConvertOp>(user);
+            convert && getElementTypeOrSelf(convert.getType())
+                               .getIntOrFloatBitWidth() <
+                           getElementTypeOrSelf(type).getIntOrFloatBitWidth())
+          lowCopies.push_back(convert.getResult());
+    if ((isOptState && options.zero >= 1) || (isParam && options.zero == 3) ||
+        !lowCopies.empty()) {
       chosen = withDp(chosen, type);
+      // The copy is split like the master, so that it is gathered in low
+      // precision rather than converted after an f32 gather.
+      // ZeRO-1 and -2 gather it once per step and keep it (2 bytes per
+      // parameter), ZeRO-3 at each use.
+      for (Value copy : lowCopies) {
+        setSharding(copy, chosen);
+        if (options.zero < 3)
+          copy.getDefiningOp()->setAttr(kReshardOnceAttr, b.getUnitAttr());
+      }
+    }
     else if (isParam && options.zero > 0 && !chosen)
       chosen = TensorShardingAttr::getReplicated(ctx, meshRef, type.getRank(),
                                                  /*closed=*/true);
@@ -269,8 +293,11 @@ LogicalResult shardProgram(ModuleOp module,
       if (!of || op->getNumResults() != 1)
         return;
       auto it = paramBase.find(of.getValue());
+      // (A gradient rounded to bf16/f16 has its parameter's shape, not its
+      // element type.)
       auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-      if (it == paramBase.end() || !type || type != it->second.second)
+      if (it == paramBase.end() || !type ||
+          type.getShape() != it->second.second.getShape())
         return;
       TensorShardingAttr base = it->second.first;
       setSharding(op->getResult(0),

@@ -27,15 +27,23 @@
 // Only f32 values are lowered; f64, integer and already-low values are left
 // alone. The tags are removed.
 //
+// With low-precision-gradients, the gradient of every parameter the step
+// reads in low precision is rounded to the low type where autodiff
+// finishes it (the op tagged cleave.gradient_of; the tag moves to the
+// rounding), so that it is reduced over data-parallel ranks and stored in
+// 2 bytes; the optimizer reads it converted back to f32.
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Training/Passes.h"
+#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 
 #define DEBUG_TYPE "cleave-apply-mixed-precision"
 
@@ -64,6 +72,9 @@ class Rewriter {
 public:
   Rewriter(func::FuncOp fn, Type low) : fn(fn), low(low) {}
   LogicalResult run();
+  /// Rounds the gradients of the parameters read in low precision (see the
+  /// file comment); after run().
+  void roundGradients();
 
 private:
   /// `v` (f32) as `low`, converted once right after its definition.
@@ -181,6 +192,43 @@ LogicalResult Rewriter::run() {
   return success();
 }
 
+void Rewriter::roundGradients() {
+  // The parameters the step reads in low precision, by name.
+  llvm::StringSet<> lowParameters;
+  for (BlockArgument arg : fn.getArguments()) {
+    auto state = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                 "cleave.state");
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                "cleave.parameter");
+    if (!state || state.getValue() != "parameter" || !name)
+      continue;
+    if (llvm::any_of(arg.getUsers(), [&](Operation *user) {
+          auto convert = dyn_cast<ConvertOp>(user);
+          return convert && elementTypeOf(convert.getResult()) == low;
+        }))
+      lowParameters.insert(name.getValue());
+  }
+  SmallVector<Operation *> tagged;
+  fn.walk([&](Operation *op) {
+    auto of = op->getAttrOfType<StringAttr>(::cleave::kGradientOfAttr);
+    if (of && lowParameters.contains(of.getValue()) &&
+        op->getNumResults() == 1 && elementTypeOf(op->getResult(0)).isF32())
+      tagged.push_back(op);
+  });
+  for (Operation *op : tagged) {
+    Value g = op->getResult(0);
+    auto type = cast<RankedTensorType>(g.getType());
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    auto rounded = ConvertOp::create(b, op->getLoc(), type.clone(low), g);
+    auto back = ConvertOp::create(b, op->getLoc(), type, rounded.getResult());
+    g.replaceAllUsesExcept(back.getResult(), rounded);
+    rounded->setAttr(::cleave::kGradientOfAttr,
+                     op->getAttr(::cleave::kGradientOfAttr));
+    op->removeAttr(::cleave::kGradientOfAttr);
+  }
+}
+
 struct ApplyMixedPrecisionPass
     : public ::cleave::impl::ApplyMixedPrecisionPassBase<
           ApplyMixedPrecisionPass> {
@@ -220,8 +268,11 @@ struct ApplyMixedPrecisionPass
                           "true ...\" so that the loss and optimizer stay f32";
         return signalPassFailure();
       }
-      if (failed(Rewriter(fn, low).run()))
+      Rewriter rewriter(fn, low);
+      if (failed(rewriter.run()))
         return signalPassFailure();
+      if (lowPrecisionGradients)
+        rewriter.roundGradients();
     }
   }
 };

@@ -171,6 +171,12 @@ def ApplyMixedPrecisionPass
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"",
            "fp32 | bf16 | fp16">,
+    Option<"lowPrecisionGradients", "low-precision-gradients", "bool",
+           "false",
+           "Round the gradients of the parameters read in low precision to "
+           "the low type where autodiff finishes them (tagged "
+           "cleave.gradient_of), so that they are reduced and stored in 2 "
+           "bytes">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect",
                            "::mlir::func::FuncDialect"];

@@ -5,7 +5,7 @@ import re
 import sys
 
 text = open(sys.argv[1]).read()
-classes = ("parameters", "optimizer states", "state buffers", "gradients",
+classes = ("parameters", "master parameters", "optimizer states", "state buffers", "gradients",
            "activations", "temporaries", "inputs", "constants")
 row = re.compile(r"^  (%s)\s+(-|\d+)(?: \([\d.]+ MiB\))?\s+(\d+)" %
                  "|".join(classes), re.M)
