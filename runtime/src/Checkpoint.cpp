@@ -138,64 +138,71 @@ static std::string indexJson(const Checkpoint &c) {
   return s + "\n  ]\n}\n";
 }
 
-bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
-          std::string *error) {
+/// The safetensors header of `ckpt`'s states (their data offsets assigned
+/// in order) and its entries.
+static bool layoutTensors(const Checkpoint &ckpt,
+                          std::vector<safetensors::TensorEntry> *entries,
+                          std::vector<uint8_t> *header, std::string *error) {
+  entries->clear();
+  for (const StateRecord &r : ckpt.states) {
+    safetensors::TensorEntry e;
+    e.name = r.name;
+    e.dtype = r.dtype;
+    e.shape = r.shape;
+    entries->push_back(e);
+  }
+  safetensors::Metadata meta = {{"format", "pt"},
+                                {"producer", "cleave-run"},
+                                {"step", std::to_string(ckpt.step)}};
+  std::string err;
+  if (!safetensors::encodeHeader(entries, meta, header, &err)) {
+    *error = "checkpoint: " + err;
+    return false;
+  }
+  return true;
+}
+
+/// A new checkpoint directory's temporary name: DIR/.tmp-step-<N>-<pid>.
+static std::string tmpDirOf(const std::string &dir, int64_t step) {
+  return dir + "/.tmp-step-" + std::to_string(step) + "-" +
+         std::to_string(::getpid());
+}
+
+/// Creates `dir` and the empty temporary directory `tmp`.
+static bool makeTmpDir(const std::string &dir, const std::string &tmp,
+                       std::string *error) {
   if (!makeDirectories(dir, error))
     return false;
-  std::string name = "step-" + std::to_string(ckpt.step);
-  std::string tmp =
-      dir + "/.tmp-" + name + "-" + std::to_string(::getpid());
-  std::string final = dir + "/" + name;
   if (exists(tmp))
     removeDir(tmp);
   if (::mkdir(tmp.c_str(), 0777) != 0) {
     *error = "cannot create directory '" + tmp + "': " + errnoText();
     return false;
   }
+  return true;
+}
+
+struct Written {
+  std::string name, hash;
+  uint64_t bytes;
+};
+
+/// Writes index.json and the manifest into `tmp` (which holds the tensor
+/// file `model`), renames it to dir/step-<N> and points dir/latest at it.
+static bool completeSave(const std::string &dir, const std::string &tmp,
+                         const Checkpoint &ckpt, Written model,
+                         std::string *outPath, std::string *error) {
+  std::string name = "step-" + std::to_string(ckpt.step);
+  std::string final = dir + "/" + name;
   auto fail = [&](const std::string &msg) {
     *error = msg;
     removeDir(tmp);
     return false;
   };
-
-  struct Written {
-    std::string name, hash;
-    uint64_t bytes;
-  };
-  std::vector<Written> files;
+  std::vector<Written> files = {model};
   std::string err;
-
-  // model.safetensors, streamed from the records.
-  std::vector<safetensors::TensorEntry> entries;
-  for (const StateRecord &r : ckpt.states) {
-    safetensors::TensorEntry e;
-    e.name = r.name;
-    e.dtype = r.dtype;
-    e.shape = r.shape;
-    entries.push_back(e);
-  }
-  safetensors::Metadata meta = {{"format", "pt"},
-                                {"producer", "cleave-run"},
-                                {"step", std::to_string(ckpt.step)}};
-  std::vector<uint8_t> header;
-  if (!safetensors::encodeHeader(&entries, meta, &header, &err))
-    return fail("checkpoint: " + err);
-  std::vector<Chunk> chunks = {{header.data(), header.size()}};
-  for (size_t i = 0; i < ckpt.states.size(); ++i) {
-    if (ckpt.states[i].data.size() != entries[i].end - entries[i].begin)
-      return fail("checkpoint: state '" + ckpt.states[i].name + "' has " +
-                  std::to_string(ckpt.states[i].data.size()) +
-                  " bytes, its shape needs " +
-                  std::to_string(entries[i].end - entries[i].begin));
-    chunks.push_back({ckpt.states[i].data.data(), ckpt.states[i].data.size()});
-  }
-  Written w{kModelFile, "", 0};
-  if (!writeSynced(tmp + "/" + kModelFile, chunks, &w.bytes, &w.hash, &err))
-    return fail(err);
-  files.push_back(w);
-
   std::string index = indexJson(ckpt);
-  w = Written{kIndexFile, "", 0};
+  Written w{kIndexFile, "", 0};
   if (!writeSynced(tmp + "/" + kIndexFile, {{index.data(), index.size()}},
                    &w.bytes, &w.hash, &err))
     return fail(err);
@@ -241,6 +248,143 @@ bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
     return false;
   *outPath = final;
   return true;
+}
+
+bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
+          std::string *error) {
+  std::string tmp = tmpDirOf(dir, ckpt.step);
+  if (!makeTmpDir(dir, tmp, error))
+    return false;
+  auto fail = [&](const std::string &msg) {
+    *error = msg;
+    removeDir(tmp);
+    return false;
+  };
+  // model.safetensors, streamed from the records.
+  std::vector<safetensors::TensorEntry> entries;
+  std::vector<uint8_t> header;
+  std::string err;
+  if (!layoutTensors(ckpt, &entries, &header, &err))
+    return fail(err);
+  std::vector<Chunk> chunks = {{header.data(), header.size()}};
+  for (size_t i = 0; i < ckpt.states.size(); ++i) {
+    if (ckpt.states[i].data.size() != entries[i].end - entries[i].begin)
+      return fail("checkpoint: state '" + ckpt.states[i].name + "' has " +
+                  std::to_string(ckpt.states[i].data.size()) +
+                  " bytes, its shape needs " +
+                  std::to_string(entries[i].end - entries[i].begin));
+    chunks.push_back({ckpt.states[i].data.data(), ckpt.states[i].data.size()});
+  }
+  Written w{kModelFile, "", 0};
+  if (!writeSynced(tmp + "/" + kModelFile, chunks, &w.bytes, &w.hash, &err))
+    return fail(err);
+  return completeSave(dir, tmp, ckpt, w, outPath, error);
+}
+
+bool layoutShardedSave(const Checkpoint &ckpt, ShardedSave *out,
+                       std::string *error) {
+  std::vector<safetensors::TensorEntry> entries;
+  std::vector<uint8_t> header;
+  if (!layoutTensors(ckpt, &entries, &header, error))
+    return false;
+  out->offsets.clear();
+  for (const safetensors::TensorEntry &e : entries)
+    out->offsets.push_back(header.size() + e.begin);
+  out->fileBytes = header.size() + (entries.empty() ? 0 : entries.back().end);
+  return true;
+}
+
+bool beginShardedSave(const std::string &dir, const Checkpoint &ckpt,
+                      ShardedSave *out, std::string *error) {
+  std::vector<safetensors::TensorEntry> entries;
+  std::vector<uint8_t> header;
+  if (!layoutShardedSave(ckpt, out, error) ||
+      !layoutTensors(ckpt, &entries, &header, error))
+    return false;
+  out->dir = dir;
+  out->tmp = tmpDirOf(dir, ckpt.step);
+  out->tensorFile = out->tmp + "/" + kModelFile;
+  if (!makeTmpDir(dir, out->tmp, error))
+    return false;
+  // The header now, the data as the ranks write it: a file of its final
+  // size whose data bytes each rank fills with its shards.
+  int fd = ::open(out->tensorFile.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  bool ok = fd >= 0 &&
+            ::ftruncate(fd, static_cast<off_t>(out->fileBytes)) == 0 &&
+            ::pwrite(fd, header.data(), header.size(), 0) ==
+                static_cast<ssize_t>(header.size());
+  if (fd >= 0)
+    ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    *error = "cannot create '" + out->tensorFile + "': " + errnoText();
+    removeDir(out->tmp);
+    return false;
+  }
+  return true;
+}
+
+bool finishShardedSave(const ShardedSave &s, const Checkpoint &ckpt,
+                       std::string *outPath, std::string *error) {
+  // Every rank has written and synced its shards; hash the file in pieces.
+  int fd = ::open(s.tensorFile.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open '" + s.tensorFile + "': " + errnoText();
+    removeDir(s.tmp);
+    return false;
+  }
+  Sha256 hash;
+  std::vector<uint8_t> piece(size_t(16) << 20);
+  uint64_t done = 0;
+  std::string err;
+  while (done < s.fileBytes) {
+    size_t n = static_cast<size_t>(
+        std::min<uint64_t>(piece.size(), s.fileBytes - done));
+    if (!readAt(fd, s.tensorFile, done, piece.data(), n, &err)) {
+      ::close(fd);
+      *error = err;
+      removeDir(s.tmp);
+      return false;
+    }
+    hash.update(piece.data(), n);
+    done += n;
+  }
+  ::close(fd);
+  return completeSave(s.dir, s.tmp, ckpt,
+                      Written{kModelFile, hash.finishHex(), s.fileBytes},
+                      outPath, error);
+}
+
+bool writeShard(int fd, const ShardedSave &s, size_t state,
+                const std::vector<int64_t> &global,
+                const std::vector<int64_t> &local,
+                const std::vector<int64_t> &offsets, size_t elemSize,
+                const uint8_t *data, std::string *error) {
+  bool ok = true;
+  plan::forEachShardRow(global, local, offsets,
+                        [&](int64_t g, int64_t l, int64_t n) {
+                          if (!ok)
+                            return;
+                          size_t bytes = static_cast<size_t>(n) * elemSize;
+                          off_t at = static_cast<off_t>(
+                              s.offsets[state] + uint64_t(g) * elemSize);
+                          const uint8_t *p = data + size_t(l) * elemSize;
+                          size_t put = 0;
+                          while (ok && put < bytes) {
+                            ssize_t w = ::pwrite(fd, p + put, bytes - put,
+                                                 at + static_cast<off_t>(put));
+                            if (w < 0 && errno == EINTR)
+                              continue;
+                            if (w <= 0) {
+                              *error = "cannot write '" + s.tensorFile +
+                                       "': " + errnoText();
+                              ok = false;
+                            } else {
+                              put += static_cast<size_t>(w);
+                            }
+                          }
+                        });
+  return ok;
 }
 
 //===----------------------------------------------------------------------===//

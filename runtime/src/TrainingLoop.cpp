@@ -249,6 +249,110 @@ static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
   return -1;
 }
 
+/// Rank 0's `text` on every rank (at most kMaxPath bytes; longer is an
+/// error on rank 0 before this is called). A collective over the world.
+static int shareFromRank0(const RankContext &ctx, std::string *text) {
+  if (ctx.worldSize <= 1)
+    return -1;
+  std::vector<char> mine(kMaxPath + 1, 0), all(mine.size() * ctx.worldSize);
+  if (ctx.rank == 0)
+    std::strncpy(mine.data(), text->c_str(), kMaxPath);
+  TRY(cleave_rt_communicator_gather(ctx.comm, mine.data(), mine.size(),
+                                    all.data()));
+  *text = all.data();
+  return -1;
+}
+
+/// Whether every rank says `ok` (a collective over the world).
+static int allAgree(const RankContext &ctx, bool ok, bool *all) {
+  *all = ok;
+  if (ctx.worldSize <= 1)
+    return -1;
+  uint8_t mine = ok ? 1 : 0;
+  std::vector<uint8_t> every(ctx.worldSize);
+  TRY(cleave_rt_communicator_gather(ctx.comm, &mine, 1, every.data()));
+  for (uint8_t v : every)
+    *all = *all && v;
+  return -1;
+}
+
+/// Saves a checkpoint with every rank writing the shards it owns (the
+/// lowest rank holding each distinct shard) into one tensor file that rank
+/// 0 laid out; no rank gathers a global tensor. Returns an exit code on
+/// failure, -1 on success; *path is set on rank 0.
+static int saveSharded(cleave_rt_executor e, const std::vector<StateInfo> &states,
+                       const RankContext &ctx, const std::string &dir,
+                       checkpoint::Checkpoint &c, std::string *path) {
+  c.states.clear();
+  for (const StateInfo &st : states) {
+    checkpoint::StateRecord r;
+    r.name = st.desc.global_name;
+    r.kind = static_cast<StateKind>(st.desc.kind);
+    r.parameter = st.desc.parameter;
+    r.slot = st.desc.slot;
+    r.dtype = static_cast<DType>(st.desc.tensor.dtype);
+    r.shape = st.global;
+    c.states.push_back(std::move(r));
+  }
+  checkpoint::ShardedSave save;
+  std::string err, file;
+  bool ok = ctx.rank == 0 ? checkpoint::beginShardedSave(dir, c, &save, &err)
+                          : checkpoint::layoutShardedSave(c, &save, &err);
+  if (ctx.rank == 0 && ok && save.tensorFile.size() > kMaxPath) {
+    ok = false;
+    err = "the checkpoint path '" + save.tensorFile + "' is too long";
+  }
+  file = ok ? save.tensorFile : "";
+  int rc = shareFromRank0(ctx, &file);
+  if (rc >= 0)
+    return rc;
+  if (!ok)
+    return fail(err);
+  if (file.empty())
+    return fail("rank 0 could not start the checkpoint in '" + dir + "'");
+  save.tensorFile = file;
+  int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  ok = fd >= 0;
+  if (!ok)
+    err = "cannot open '" + file + "': " + std::strerror(errno);
+  std::vector<uint8_t> local;
+  for (size_t i = 0; ok && i < states.size(); ++i) {
+    const StateInfo &st = states[i];
+    // Only the lowest rank holding this shard writes it.
+    std::vector<int64_t> mine =
+        st.desc.sharded ? st.offsets[ctx.rank]
+                        : std::vector<int64_t>(st.global.size(), 0);
+    bool owner = ctx.rank == 0 || st.desc.sharded;
+    for (int64_t k = 0; owner && st.desc.sharded && k < ctx.rank; ++k)
+      owner = st.offsets[k] != mine;
+    if (!owner)
+      continue;
+    local.resize(st.desc.tensor.byte_size);
+    TRY(cleave_rt_executor_read_state(e, i, local.data(), local.size()));
+    ok = checkpoint::writeShard(fd, save, i, st.global, st.shape, mine,
+                                cleave_rt_dtype_size(st.desc.tensor.dtype),
+                                local.data(), &err);
+  }
+  if (fd >= 0 && (::fsync(fd) != 0 || ::close(fd) != 0) && ok) {
+    ok = false;
+    err = "cannot fsync '" + file + "': " + std::strerror(errno);
+  }
+  bool all = false;
+  rc = allAgree(ctx, ok, &all);
+  if (rc >= 0)
+    return rc;
+  if (!ok)
+    return fail("cannot write the checkpoint of step " +
+                std::to_string(c.step) + ": " + err);
+  if (!all)
+    return fail("another rank could not write its shards of the checkpoint "
+                "of step " + std::to_string(c.step));
+  if (ctx.rank == 0 && !checkpoint::finishShardedSave(save, c, path, &err))
+    return fail("cannot save the checkpoint of step " +
+                std::to_string(c.step) + ": " + err);
+  return -1;
+}
+
 /// Restores the states from a checkpoint; every plan state must be there
 /// with the same dtype and shape.
 static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
@@ -483,14 +587,12 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       }
     }
     if (ctx.worldSize > 1) {
-      std::vector<char> mine(kMaxPath + 1, 0), all;
-      if (ctx.rank == 0 && found)
-        std::strncpy(mine.data(), dir.c_str(), kMaxPath);
-      all.resize(mine.size() * ctx.worldSize);
-      TRY(cleave_rt_communicator_gather(ctx.comm, mine.data(), mine.size(),
-                                        all.data()));
+      std::string shared = found ? dir : "";
+      int rc = shareFromRank0(ctx, &shared);
+      if (rc >= 0)
+        return rc;
       if (ctx.rank != 0) {
-        dir = all.data();
+        dir = shared;
         if (dir.empty())
           return fail("rank 0 found no checkpoint to resume from in '" +
                       o.resume + "'");
@@ -772,23 +874,29 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                    o.steps);
       std::fflush(stderr);
     }
-    // Every rank takes part in the snapshot (sharded states are gathered);
-    // rank 0 writes the checkpoint of global tensors.
+    // One rank writes the checkpoint of global tensors itself; several
+    // write the shards they own into one file that rank 0 completes.
     if (o.saveEvery > 0 && done % o.saveEvery == 0) {
       checkpoint::Checkpoint c;
       c.step = done;
       c.seed = seed;
       c.optimizer = info.optimizer;
       c.samplesConsumed = done * batch;
-      int rc = snapshot(exec.e, states, ctx, &c.states);
-      if (rc >= 0)
-        return rc;
+      std::string path;
+      if (ctx.worldSize > 1) {
+        int rc = saveSharded(exec.e, states, ctx, o.checkpointDir, c, &path);
+        if (rc >= 0)
+          return rc;
+      } else {
+        int rc = snapshot(exec.e, states, ctx, &c.states);
+        if (rc >= 0)
+          return rc;
+        if (!checkpoint::save(o.checkpointDir, c, &path, &err))
+          return fail("cannot save the checkpoint of step " +
+                      std::to_string(done) + ": " + err);
+      }
       if (!gLeader)
         continue;
-      std::string path;
-      if (!checkpoint::save(o.checkpointDir, c, &path, &err))
-        return fail("cannot save the checkpoint of step " +
-                    std::to_string(done) + ": " + err);
       if (progress)
         std::fprintf(stderr, "\r\033[K");
       std::fprintf(stderr, "%s: saved checkpoint '%s'\n", gProgram.c_str(),

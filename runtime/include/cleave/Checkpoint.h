@@ -52,6 +52,33 @@ struct Checkpoint {
 bool save(const std::string &dir, const Checkpoint &ckpt, std::string *outPath,
           std::string *error);
 
+/// A checkpoint written by all ranks together, in save()'s format: rank 0
+/// lays out the tensor file in a temporary directory (beginShardedSave),
+/// every rank writes the bytes of the shards it owns into it (writeShard;
+/// disjoint ranges of one file, so the directory must be shared), and once
+/// all have synced, rank 0 hashes it and completes the checkpoint
+/// (finishShardedSave). No rank ever holds a global tensor.
+struct ShardedSave {
+  std::string dir, tmp, tensorFile;
+  std::vector<uint64_t> offsets; ///< Each state's data offset in the file.
+  uint64_t fileBytes = 0;
+};
+/// The offsets and size alone (any rank): from the states' names, dtypes
+/// and shapes; their data is not needed.
+bool layoutShardedSave(const Checkpoint &ckpt, ShardedSave *out,
+                       std::string *error);
+bool beginShardedSave(const std::string &dir, const Checkpoint &ckpt,
+                      ShardedSave *out, std::string *error);
+/// Writes the box of shape `local` at `offsets` of state `state` (global
+/// shape `global`) from the row-major `data` into the open tensor file.
+bool writeShard(int fd, const ShardedSave &s, size_t state,
+                const std::vector<int64_t> &global,
+                const std::vector<int64_t> &local,
+                const std::vector<int64_t> &offsets, size_t elemSize,
+                const uint8_t *data, std::string *error);
+bool finishShardedSave(const ShardedSave &s, const Checkpoint &ckpt,
+                       std::string *outPath, std::string *error);
+
 /// Checks that `stepDir` is complete: manifest.json present and well formed,
 /// and every file it lists present with its size and (with `hashes`) its
 /// SHA-256, which means reading every byte. The error names the file at
