@@ -81,8 +81,11 @@ echo "$gpt_steps" >"$out/gpt/steps"
 echo "== GPT-2-small training step (bf16, T=1024, batch $batch), CUDA plan"
 "$py" "$root/tools/models/make_gpt.py" --preset gpt2-small --batch "$batch" \
   --external-data -o "$tmp/gpt2.onnx"
+# --embed-weights: the device machine has no copy of the external data that
+# the initial values not drawn at random (biases, norms) would reference.
 "$compile" "$tmp/gpt2.onnx" "${train_flags[@]}" --target=cuda \
-  --init-parameters=normal:0.02 -o "$out/gpt2/train-cuda.cleave" --print-stats
+  --init-parameters=normal:0.02 --embed-weights \
+  -o "$out/gpt2/train-cuda.cleave" --print-stats
 cat >"$out/gpt2/config.json" <<JSON
 {"layers": 12, "d_model": 768, "heads": 12, "seq": 1024, "vocab": 50257, "batch": $batch}
 JSON
