@@ -479,7 +479,14 @@ static bool readHeader(int fd, const std::string &path, uint64_t size,
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
     n = n << 8 | prefix[i];
-  // decodeHeader reports a length beyond the file; read what there is.
+  // A header longer than the file is decodeHeader's to report (it reads
+  // what there is); one of more than 100 MB (safetensors' own limit) is
+  // refused before any of it is read.
+  if (n > (uint64_t(100) << 20)) {
+    *error = "'" + path + "' announces a safetensors header of " +
+             std::to_string(n) + " bytes, more than the format's 100 MB";
+    return false;
+  }
   std::vector<uint8_t> bytes(static_cast<size_t>(std::min(size, 8 + n)));
   if (!readAt(fd, path, 0, bytes.data(), bytes.size(), error))
     return false;

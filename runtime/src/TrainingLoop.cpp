@@ -263,6 +263,24 @@ static int shareFromRank0(const RankContext &ctx, std::string *text) {
   return -1;
 }
 
+/// Prints "<what>: v0, v1, ..." on rank 0 with each rank's `value` (a
+/// collective over the world).
+static int printPerRank(const RankContext &ctx, const std::string &what,
+                        uint64_t value) {
+  std::vector<uint64_t> all(ctx.worldSize > 1 ? ctx.worldSize : 1, value);
+  if (ctx.worldSize > 1)
+    TRY(cleave_rt_communicator_gather(ctx.comm, &value, sizeof(value),
+                                      all.data()));
+  if (!gLeader)
+    return -1;
+  std::string list;
+  for (size_t r = 0; r < all.size(); ++r)
+    list += (r ? ", " : "") + std::to_string(all[r]);
+  std::fprintf(stderr, "%s: %s: %s\n", gProgram.c_str(), what.c_str(),
+               list.c_str());
+  return -1;
+}
+
 /// Whether every rank says `ok` (a collective over the world).
 static int allAgree(const RankContext &ctx, bool ok, bool *all) {
   *all = ok;
@@ -548,23 +566,17 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   // Initial values referenced from files: what each rank read (its shards).
   uint64_t referenced = cleave_rt_program_referenced_bytes(program);
   if (referenced && o.resume.empty()) {
-    uint64_t mine = cleave_rt_executor_initial_bytes_read(exec.e);
-    std::vector<uint64_t> all(ctx.worldSize > 1 ? ctx.worldSize : 1, mine);
-    if (ctx.worldSize > 1)
-      TRY(cleave_rt_communicator_gather(ctx.comm, &mine, sizeof(mine),
-                                        all.data()));
-    if (gLeader) {
-      std::string perRank;
-      for (size_t r = 0; r < all.size(); ++r)
-        perRank += (r ? ", " : "") + std::to_string(all[r]);
-      size_t files = cleave_rt_program_referenced_files(program);
-      std::fprintf(stderr,
-                   "%s: initial parameters: %" PRIu64 " bytes referenced "
-                   "from %zu file%s; bytes read per rank: %s\n",
-                   gProgram.c_str(), referenced, files, files == 1 ? "" : "s",
-                   perRank.c_str());
-    }
+    size_t files = cleave_rt_program_referenced_files(program);
+    std::string what = "initial parameters: " + std::to_string(referenced) +
+                       " bytes referenced from " + std::to_string(files) +
+                       (files == 1 ? " file" : " files") +
+                       "; bytes read per rank";
+    int rc = printPerRank(
+        ctx, what, cleave_rt_executor_initial_bytes_read(exec.e));
+    if (rc >= 0)
+      return rc;
   }
+
 
   // Resume before opening the data: the checkpoint carries the seed.
   uint64_t seed = o.seed;
@@ -610,18 +622,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     int rc = restore(exec.e, states, ctx, c, dir, &bytesRead);
     if (rc >= 0)
       return rc;
-    std::vector<uint64_t> all(ctx.worldSize > 1 ? ctx.worldSize : 1,
-                              bytesRead);
-    if (ctx.worldSize > 1)
-      TRY(cleave_rt_communicator_gather(ctx.comm, &bytesRead,
-                                        sizeof(bytesRead), all.data()));
-    if (gLeader) {
-      std::string perRank;
-      for (size_t r = 0; r < all.size(); ++r)
-        perRank += (r ? ", " : "") + std::to_string(all[r]);
-      std::fprintf(stderr, "%s: checkpoint bytes read per rank: %s\n",
-                   gProgram.c_str(), perRank.c_str());
-    }
+    rc = printPerRank(ctx, "checkpoint bytes read per rank", bytesRead);
+    if (rc >= 0)
+      return rc;
     firstStep = c.step;
     if (!o.seedGiven)
       seed = c.seed;

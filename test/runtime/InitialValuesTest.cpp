@@ -217,4 +217,31 @@ TEST(InitialValues, CheckpointShardsAreReadAlone) {
   EXPECT_EQ(read, 24u);
 }
 
+TEST(InitialValues, AHugeCheckpointHeaderIsRefusedBeforeReading) {
+  TempDir dir;
+  checkpoint::Checkpoint c;
+  checkpoint::StateRecord r;
+  r.name = r.parameter = "w";
+  r.shape = {2};
+  r.data = bytesOf<float>({1, 2});
+  c.states.push_back(r);
+  std::string path, err;
+  ASSERT_TRUE(checkpoint::save(dir.path, c, &path, &err)) << err;
+  // The header length field says 2^40 bytes.
+  std::string file = path + "/model.safetensors";
+  FILE *f = std::fopen(file.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  uint8_t length[8] = {0, 0, 0, 0, 0, 1, 0, 0};
+  ASSERT_EQ(std::fwrite(length, 1, 8, f), 8u);
+  std::fclose(f);
+  checkpoint::Checkpoint meta;
+  checkpoint::LoadOptions options;
+  options.readData = false;
+  options.verifyHashes = false;
+  EXPECT_FALSE(checkpoint::load(path, &meta, &err, options));
+  EXPECT_NE(err.find("announces a safetensors header of 1099511627776 bytes"),
+            std::string::npos)
+      << err;
+}
+
 } // namespace

@@ -384,6 +384,19 @@ static bool isGradientRounding(Operation *op) {
   return isa<ConvertOp>(op) && op->hasAttr(::cleave::kGradientOfAttr);
 }
 
+/// The gradient rounding `v` reaches through single-use reshapes and
+/// transposes, or null.
+static Operation *gradientRoundingOf(Value v) {
+  while (v.hasOneUse() && isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()))
+    v = v.getUsers().begin()->getResult(0);
+  if (v.hasOneUse() && isGradientRounding(*v.getUsers().begin()))
+    return *v.getUsers().begin();
+  return nullptr;
+}
+static bool leadsToGradientRounding(Value v) {
+  return gradientRoundingOf(v) != nullptr;
+}
+
 int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
                                    ArrayRef<Axes> factorAxes) {
   int64_t bytes = 0;
@@ -407,13 +420,9 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
         mlir::cleave::detail::getSizeInBytes(localType(type, produced));
     // A partial gradient rounded to bf16/f16 before its reduction (through
     // reshapes and transposes) is reduced in the low type.
-    Value chain = r;
-    while (chain.hasOneUse() &&
-           isa<ReshapeOp, TransposeOp>(*chain.getUsers().begin()))
-      chain = chain.getUsers().begin()->getResult(0);
-    if (chain.hasOneUse() && isGradientRounding(*chain.getUsers().begin()))
+    if (Operation *rounding = gradientRoundingOf(r))
       local = local *
-              getElementTypeOrSelf(chain.getUsers().begin()->getResult(0))
+              getElementTypeOrSelf(rounding->getResult(0))
                   .getIntOrFloatBitWidth() /
               type.getElementType().getIntOrFloatBitWidth();
     if (g > 1) {
@@ -465,13 +474,6 @@ static bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over) {
   });
 }
 
-/// Whether `v` reaches a gradient rounding through single-use reshapes
-/// and transposes.
-static bool leadsToGradientRounding(Value v) {
-  while (v.hasOneUse() && isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()))
-    v = v.getUsers().begin()->getResult(0);
-  return v.hasOneUse() && isGradientRounding(*v.getUsers().begin());
-}
 
 bool Partitioner::canDefer(Value r) {
   return !r.use_empty() && llvm::all_of(r.getUsers(), [](Operation *user) {
