@@ -206,9 +206,12 @@ struct Options {
       cl::desc("Partition the program over a device mesh of named axes, "
                "e.g. dp=4,tp=2 (their product is the number of ranks): "
                "data inputs are split over dp by their batch dimension, "
-               "--shard states more, propagation through every op's sharding "
-               "rule gives every tensor a layout, and the SPMD partitioner "
-               "writes the per-rank program with its collectives"),
+               "--shard states more (without it, a tp axis splits the "
+               "Megatron regions found from the program: column/row matmul "
+               "pairs, attention heads, the token embedding), propagation "
+               "through every op's sharding rule gives every tensor a "
+               "layout, and the SPMD partitioner writes the per-rank "
+               "program with its collectives"),
       cl::value_desc("axis=size,..."), cl::cat(trainCategory)};
   cl::opt<int> zero{
       "zero",
@@ -262,7 +265,8 @@ struct Options {
       cl::desc("With --mesh: the sharding of the parameters (and their "
                "optimizer states) whose name matches the whole regular "
                "expression, e.g. --shard='.*c_fc.weight=[{}, {\"tp\"}]' "
-               "(one {axes} per dimension; repeatable, first match wins)"),
+               "(one {axes} per dimension; repeatable, first match wins; "
+               "with rules, tp splits only what they say)"),
       cl::value_desc("regex=[{..}, ..]"), cl::cat(trainCategory)};
   cl::opt<std::string> shardingFile{
       "sharding-file",

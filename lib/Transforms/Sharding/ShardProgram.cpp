@@ -129,6 +129,43 @@ LogicalResult shardProgram(ModuleOp module,
           DimShardingAttr::get(ctx, a, /*closed=*/true, kZeroPriority));
     return TensorShardingAttr::get(ctx, meshRef, dims);
   };
+  // Megatron's tensor parallelism, found from the program when no rule
+  // says what to split.
+  llvm::DenseMap<unsigned, TensorShardingAttr> tpSeeds;
+  std::string tpReport;
+  int64_t tpAxis = mesh.getAxisIndex("tp");
+  if (rules.empty() && tpAxis >= 0 &&
+      mesh.getShape()[tpAxis] > 1) {
+    int64_t tp = mesh.getShape()[tpAxis];
+    TensorParallelPolicy policy = findTensorParallelSeeds(main, tp);
+    tpReport = policy.report;
+    if (policy.seeds.empty()) {
+      InFlightDiagnostic diag = mlir::emitError(module.getLoc())
+          << "mesh axis tp (" << tp << " ranks) splits nothing: ";
+      if (tpReport.empty()) {
+        diag << "no parameter is the weight of a contraction or an "
+                "embedding lookup (the weights of a program that is not a "
+                "training step are inputs); give --shard rules or drop the "
+                "axis";
+        return failure();
+      }
+      diag << "no weight's split closes a tensor-parallel region; give "
+              "--shard rules or drop the axis";
+      SmallVector<StringRef> lines;
+      StringRef(tpReport).split(lines, '\n', -1, /*KeepEmpty=*/false);
+      for (StringRef line : lines)
+        diag.attachNote() << line;
+      return failure();
+    }
+    for (auto [arg, dim] : policy.seeds) {
+      auto type = cast<RankedTensorType>(main.getArgument(arg).getType());
+      SmallVector<DimShardingAttr> dims(
+          type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
+      dims[dim] = DimShardingAttr::get(ctx, {b.getStringAttr("tp")}, false, 0);
+      tpSeeds[arg] = TensorShardingAttr::get(ctx, meshRef, dims);
+    }
+  }
+
   // The user's sharding of each parameter, for ZeRO's gradients.
   llvm::StringMap<std::pair<TensorShardingAttr, RankedTensorType>> paramBase;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
@@ -147,6 +184,8 @@ LogicalResult shardProgram(ModuleOp module,
         chosen = sharding;
         break;
       }
+    if (auto it = tpSeeds.find(i); it != tpSeeds.end())
+      chosen = it->second;
     // Data inputs: cleave.role = "data" in a training step; in a forward
     // program, every input that is not a parameter or state.
     auto role = main.getArgAttrOfType<StringAttr>(i, "cleave.role");
@@ -348,7 +387,7 @@ LogicalResult shardProgram(ModuleOp module,
     dropped->erase();
   }
   if (options.explain)
-    options.explain(explainSharding(module));
+    options.explain(tpReport + explainSharding(module));
   return success();
 }
 

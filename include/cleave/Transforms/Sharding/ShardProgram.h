@@ -11,6 +11,7 @@
 #define CLEAVE_TRANSFORMS_SHARDING_SHARDPROGRAM_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,10 @@ namespace cleave {
 struct ShardProgramOptions {
   /// Mesh axes in order (the last varies fastest over ranks).
   std::vector<std::pair<std::string, int64_t>> mesh;
+  /// Without rules, a `tp` axis of more than one rank splits what
+  /// findTensorParallelSeeds finds (Megatron's policy); with rules, only
+  /// what they say.
+  ///
   /// A function argument whose parameter name (`cleave.parameter`, else
   /// `cleave.name`) matches the whole regular expression `pattern` gets
   /// the dimension shardings `spec` (such as `[{}, {"tp"}]`); the first
@@ -64,6 +69,23 @@ std::string parseMeshSpec(llvm::StringRef text,
 /// partitions the program. Fails after emitting diagnostics.
 mlir::LogicalResult shardProgram(mlir::ModuleOp module,
                                  const ShardProgramOptions &options);
+
+/// The seeds of Megatron's tensor parallelism in a global program: pairs
+/// of @main's argument number and the dimension to split over tp, and a
+/// report with one line per weight (the seed and the region it splits, or
+/// why the weight stays whole).
+struct TensorParallelPolicy {
+  std::vector<std::pair<unsigned, int64_t>> seeds;
+  std::string report;
+};
+
+/// Finds, for each weight of a forward contraction or embedding lookup not
+/// yet in a region, a dimension whose split over `tp` ranks closes a
+/// tensor-parallel region: followed through every op's sharding rule, it
+/// ends only in contractions over it (the row-split partner) or lookups of
+/// a split table, never in an op that needs it whole.
+TensorParallelPolicy findTensorParallelSeeds(mlir::func::FuncOp main,
+                                             int64_t tp);
 
 /// The --explain-sharding report of a partitioned module: every collective
 /// of `@main` with its bytes sent per rank per step (ring algorithm), the
