@@ -124,6 +124,17 @@ struct Options {
                "dp and stored in 2 bytes (the ZeRO paper's accounting; by "
                "default they stay f32, as Megatron keeps them)"),
       cl::cat(category)};
+  cl::opt<bool> lowPrecisionParameters{
+      "low-precision-parameters",
+      cl::desc("With --precision=bf16|fp16 and --train: read every "
+               "parameter through its bf16/fp16 copy, layer norms, biases "
+               "and embedding tables too (f32 ops read the copy converted "
+               "up), so that every parameter has an f32 master only the "
+               "optimizer reads; with --low-precision-gradients the model "
+               "states are the ZeRO paper's 16 bytes per parameter (by "
+               "default the parameters the step reads in f32 keep one f32 "
+               "copy and no master)"),
+      cl::cat(category)};
   cl::opt<bool> cpuRowKernels{
       "cpu-row-kernels",
       cl::desc("With --target=cpu: lower reduction kernels as one loop over "
@@ -632,6 +643,10 @@ int (::cleave::compileMain)(int argc, char **argv) {
   compileOptions.recompute = opts.recompute;
   compileOptions.precision = opts.precision;
   compileOptions.lowPrecisionGradients = opts.lowPrecisionGradients;
+  if (opts.lowPrecisionParameters && (!opts.train || opts.precision == "fp32"))
+    return fail("--low-precision-parameters needs --train and "
+                "--precision=bf16 or fp16");
+  compileOptions.lowPrecisionParameters = opts.lowPrecisionParameters;
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
   compileOptions.plan.referenceExternalData = !opts.embedWeights;

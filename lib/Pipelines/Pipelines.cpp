@@ -128,6 +128,7 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
       ApplyMixedPrecisionPassOptions mixedOptions;
       mixedOptions.precision = options.precision;
       mixedOptions.lowPrecisionGradients = options.lowPrecisionGradients;
+      mixedOptions.lowPrecisionParameters = options.lowPrecisionParameters;
       train.addPass(createApplyMixedPrecisionPass(mixedOptions));
     }
     train.addPass(

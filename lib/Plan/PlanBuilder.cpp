@@ -1205,7 +1205,12 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
   for (auto [v, iv] : llvm::zip(bufferValues, intervals)) {
     bool final = false;
     ::cleave::MemoryClass cls = classify(v, final);
-    buffers.push_back({cls, iv.size, iv.firstUse, iv.lastUse, final});
+    unsigned elementBytes = 0;
+    if (auto type = dyn_cast<RankedTensorType>(v.getType());
+        type && type.getElementType().isIntOrFloat())
+      elementBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+    buffers.push_back(
+        {cls, iv.size, iv.firstUse, iv.lastUse, final, elementBytes});
     if (final)
       for (Value alias : aliasesOf(v))
         for (StringAttr name : gradientOf.lookup(alias))

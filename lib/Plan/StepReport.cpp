@@ -41,6 +41,9 @@ void summarizeBuffers(llvm::ArrayRef<ReportBuffer> buffers,
     unsigned cls = static_cast<unsigned>(b.cls);
     if (b.cls != MemoryClass::Gradients || b.finalGradient)
       report.held[cls] += b.bytes;
+    if (b.cls == MemoryClass::Gradients && b.finalGradient &&
+        b.elementBytes == 4)
+      report.wideGradientBytes += b.bytes;
     int64_t first = std::max<int64_t>(b.firstUse, 0);
     change[first][cls] += b.bytes;
     change[std::max(b.lastUse, first) + 1][cls] -= b.bytes;
@@ -253,6 +256,21 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
     if (!r.lowPrecisionGradients)
       notes.push_back("gradients stay f32, 4 bytes where the formula has 2 "
                       "(--low-precision-gradients rounds them)");
+    else if (r.wideGradientBytes > 0 && f32Only == 0)
+      notes.push_back(std::to_string(r.wideGradientBytes) +
+                      " bytes of gradients are held in f32: reduced before "
+                      "their rounding, where the partitioner completes their "
+                      "sum for an op that cannot take it partial (a scatter, "
+                      "a gather)");
+    if (at(MemoryClass::Parameters) < uint64_t(p + 0.5))
+      notes.push_back(
+          std::to_string(uint64_t(p + 0.5) - at(MemoryClass::Parameters)) +
+          " bytes of parameters fewer: low-precision copies converted inside "
+          "the kernels that read them are never stored");
+    if (stage == 1 && r.lowPrecisionGradients &&
+        at(MemoryClass::Gradients) < uint64_t(g + 0.5))
+      notes.push_back("each gradient is sliced right after its all-reduce, "
+                      "so a rank holds only the part its optimizer reads");
     if (f32Only > 0)
       notes.push_back(
           std::to_string(f32Only) +

@@ -22,9 +22,10 @@ class MeshOp;
 /// The attribute name of shardings: a TensorShardingAttr on a function
 /// argument or result, an ArrayAttr with one per result on an op.
 inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
-/// On an op whose result the partitioner reshards once for all its users
-/// instead of once per user: ZeRO-1/2's low-precision parameter copies,
-/// gathered once per step and kept, where ZeRO-3 gathers at each use.
+/// On an op whose result the partitioner reshards once for all its users,
+/// to the layout this attribute names (a TensorShardingAttr), before the
+/// first user: ZeRO-1/2's low-precision parameter copies, gathered once
+/// per step and kept, where ZeRO-3 gathers at each use.
 inline constexpr llvm::StringLiteral kReshardOnceAttr = "cleave.reshard_once";
 /// The conflicts propagation settled on an op's factors (an array of
 /// strings), which the partitioner cites in the collectives they cause.

@@ -76,6 +76,10 @@ struct CompileOptions {
   /// precision are rounded, reduced and stored in the low type
   /// (--cleave-apply-mixed-precision's low-precision-gradients).
   bool lowPrecisionGradients = false;
+  /// With bf16/fp16 training: every parameter is read through its
+  /// low-precision copy, so every parameter has an f32 master
+  /// (--cleave-apply-mixed-precision's low-precision-parameters).
+  bool lowPrecisionParameters = false;
   /// With a training step: the --cleave-insert-recompute policy (none,
   /// selective, full, budget:<bytes>); its statistics go to the plan's
   /// metadata (recompute_policy, saved_activation_bytes_before/after,

@@ -58,6 +58,8 @@ struct ReportBuffer {
   /// For gradients: true for the value the optimizer reads (after every
   /// reduction), false for a partial one still to be reduced.
   bool finalGradient = false;
+  /// Bytes per element (for gradients: 4 when held in f32).
+  unsigned elementBytes = 0;
 };
 
 /// One collective of the step.
@@ -105,6 +107,9 @@ struct StepReport {
   int64_t replicaLowPrecisionElements = 0;
   /// Whether gradients are rounded to bf16/f16 (--low-precision-gradients).
   bool lowPrecisionGradients = false;
+  /// Bytes of the gradients the optimizer reads that are held in 4-byte
+  /// elements.
+  uint64_t wideGradientBytes = 0;
   std::string mesh; ///< "dp=2,tp=2", empty for one rank.
   std::vector<ReportCollective> collectives;
 };

@@ -88,9 +88,6 @@ public:
   LogicalResult run(func::FuncOp func);
 
 private:
-  /// Reshards of kReshardOnceAttr values, shared by all their users.
-  SmallVector<std::tuple<Value, DimAxes, Value>> reshardedOnce;
-
   struct Local {
     Value value;
     DimAxes dims;
@@ -150,6 +147,16 @@ private:
   /// True if partial sums of `r` can wait: every reader adds or subtracts
   /// (x·dW_q + x·dW_k + x·dW_v in backward), so the sum is completed once.
   static bool canDefer(Value r);
+  /// A value split as `from` that is whole over `over` in `to` except for
+  /// one dimension split further over some of `over`'s axes: this rank's
+  /// addend of it in layout `to`, its block in place and zeros elsewhere
+  /// (and zero on all but the first rank of the rest of `over`), so that
+  /// the sum of the addends over `over` is the value. None when the
+  /// layouts differ otherwise.
+  std::optional<Value> spreadBlocks(OpBuilder &b, Location loc, Value v,
+                                    RankedTensorType globalType,
+                                    ArrayRef<Axes> from, ArrayRef<Axes> to,
+                                    ArrayRef<StringAttr> over);
 
   /// Factor axes for `op`, taking the results' axes first or the
   /// operands' first (largest operand first); need-replication factors get
@@ -384,10 +391,19 @@ static bool isGradientRounding(Operation *op) {
   return isa<ConvertOp>(op) && op->hasAttr(::cleave::kGradientOfAttr);
 }
 
-/// The gradient rounding `v` reaches through single-use reshapes and
-/// transposes, or null.
+/// Whether `op` is an add or subtract (linear in each operand).
+static bool isAddOrSub(Operation *op) {
+  auto binary = dyn_cast<BinaryOp>(op);
+  return binary && (binary.getKind() == BinaryKind::add ||
+                    binary.getKind() == BinaryKind::sub);
+}
+
+/// The gradient rounding `v` reaches through single-use reshapes,
+/// transposes and adds (a tied weight's contributions), or null.
 static Operation *gradientRoundingOf(Value v) {
-  while (v.hasOneUse() && isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()))
+  while (v.hasOneUse() &&
+         (isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()) ||
+          isAddOrSub(*v.getUsers().begin())))
     v = v.getUsers().begin()->getResult(0);
   if (v.hasOneUse() && isGradientRounding(*v.getUsers().begin()))
     return *v.getUsers().begin();
@@ -503,6 +519,66 @@ void Partitioner::completeDeferred(OpBuilder &b, Value v) {
   locals[v] = std::move(done);
 }
 
+std::optional<Value> Partitioner::spreadBlocks(OpBuilder &b, Location loc,
+                                               Value v,
+                                               RankedTensorType globalType,
+                                               ArrayRef<Axes> from,
+                                               ArrayRef<Axes> to,
+                                               ArrayRef<StringAttr> over) {
+  // `from` must be `to` with some of `over`'s axes added to one dimension.
+  std::optional<int64_t> dim;
+  Axes extra;
+  for (auto [d, pair] : llvm::enumerate(llvm::zip_equal(from, to))) {
+    const auto &[f, t] = pair;
+    if (f == t)
+      continue;
+    if (dim || f.size() <= t.size() ||
+        !std::equal(t.begin(), t.end(), f.begin()))
+      return std::nullopt;
+    dim = d;
+    extra.assign(f.begin() + t.size(), f.end());
+  }
+  if (!dim || llvm::any_of(extra, [&](StringAttr a) {
+        return !llvm::is_contained(over, a);
+      }))
+    return std::nullopt;
+  auto local = cast<RankedTensorType>(v.getType());
+  int64_t parts = axes.size(extra);
+  Value zero = ConstantOp::create(
+      b, loc, local,
+      SplatElementsAttr::get(local, b.getZeroAttr(local.getElementType())));
+  auto flagsType = RankedTensorType::get({parts}, b.getI1Type());
+  SmallVector<Value> blocks;
+  for (int64_t j = 0; j < parts; ++j) {
+    SmallVector<bool> oneHot(parts, false);
+    oneHot[j] = true;
+    Value flags = ConstantOp::create(b, loc, flagsType,
+                                     DenseElementsAttr::get(flagsType, oneHot));
+    Value mine =
+        tag(AllSliceOp::create(b, loc,
+                               RankedTensorType::get({1}, b.getI1Type()),
+                               flags, mesh.getSymName(), axesAttr(extra), 0),
+            "whether this rank holds block " + std::to_string(j) +
+                " of an addend split over " + axesToString(extra))
+            ->getResult(0);
+    Value isMine = ReshapeOp::create(
+        b, loc, RankedTensorType::get({}, b.getI1Type()), mine);
+    Value cond = BroadcastInDimOp::create(
+        b, loc, RankedTensorType::get(local.getShape(), b.getI1Type()), isMine,
+        b.getDenseI64ArrayAttr({}));
+    blocks.push_back(SelectOp::create(b, loc, cond, v, zero));
+  }
+  Value spread = ConcatOp::create(b, loc, localType(globalType, to), blocks,
+                                  *dim);
+  // Axes of the sum the value was not split over: the first rank of them
+  // holds it.
+  Axes rest;
+  for (StringAttr a : over)
+    if (!llvm::is_contained(extra, a))
+      rest.push_back(a);
+  return rest.empty() ? spread : keepOnFirstRank(b, loc, spread, rest);
+}
+
 Value Partitioner::keepOnFirstRank(OpBuilder &b, Location loc, Value v,
                                    ArrayRef<StringAttr> over) {
   auto type = cast<RankedTensorType>(v.getType());
@@ -558,18 +634,35 @@ bool Partitioner::partitionLinear(OpBuilder &b, Operation *op) {
       return false;
     Local &whole = lhs.partial.empty() ? lhs : rhs;
     const Local &part = lhs.partial.empty() ? rhs : lhs;
-    if (splitsOver(whole.dims, part.partial) ||
-        splitsOver(part.dims, part.partial))
+    if (splitsOver(part.dims, part.partial))
       return false;
     Value operand = lhs.partial.empty() ? binary.getLhs() : binary.getRhs();
-    Value v = reshard(b, op->getLoc(), whole.value,
-                      cast<RankedTensorType>(operand.getType()), whole.dims,
-                      part.dims,
-                      "an addend of a sum over " +
-                          axesToString(part.partial) + " is needed as " +
-                          dimsToString(part.dims));
-    whole = {keepOnFirstRank(b, op->getLoc(), v, part.partial), part.dims,
-             part.partial, part.target, part.why};
+    if (splitsOver(whole.dims, part.partial)) {
+      // A value split over the sum's own axes joining a sum on its way to
+      // a gradient's rounding (a tied embedding's lookup contribution,
+      // split like the gradient, plus its logits contribution): each rank
+      // places its block in a zero addend, so the sum is still completed
+      // once, after the rounding, in the low type.
+      if (!leadsToGradientRounding(r))
+        return false;
+      std::optional<Value> spread =
+          spreadBlocks(b, op->getLoc(), whole.value,
+                       cast<RankedTensorType>(operand.getType()), whole.dims,
+                       part.dims, part.partial);
+      if (!spread)
+        return false;
+      whole = {*spread, part.dims, part.partial, part.target, part.why};
+    }
+    if (whole.partial.empty()) {
+      Value v = reshard(b, op->getLoc(), whole.value,
+                        cast<RankedTensorType>(operand.getType()), whole.dims,
+                        part.dims,
+                        "an addend of a sum over " +
+                            axesToString(part.partial) + " is needed as " +
+                            dimsToString(part.dims));
+      whole = {keepOnFirstRank(b, op->getLoc(), v, part.partial), part.dims,
+               part.partial, part.target, part.why};
+    }
   }
   if (lhs.partial != rhs.partial || lhs.dims != rhs.dims)
     return false;
@@ -676,6 +769,29 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   }
   for (Value v : op->getOperands())
     completeDeferred(b, v);
+  // A value resharded once for all its users (kReshardOnceAttr: ZeRO-1/2's
+  // low-precision parameter copies, gathered once per step) takes the
+  // layout the attribute names before its first user picks a layout of
+  // its own; every later user reads that.
+  for (Value v : op->getOperands()) {
+    Operation *def = v.getDefiningOp();
+    auto once =
+        def ? def->getAttrOfType<TensorShardingAttr>(kReshardOnceAttr) : nullptr;
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!once || !type)
+      continue;
+    Local &in = locals[v];
+    DimAxes want = axesOf(once, type.getRank());
+    if (in.dims == want || !in.partial.empty())
+      continue;
+    Value whole = reshard(b, loc, in.value, type, in.dims, want,
+                          ("gathered once per step for all users of " +
+                           def->getName().getStringRef())
+                              .str());
+    in.value = whole;
+    in.dims = want;
+    in.target = want;
+  }
 
   auto tensorType = [](Value v) {
     return dyn_cast<RankedTensorType>(v.getType());
@@ -733,11 +849,9 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   }
 
   // 2. Operands in the layout the op computes on. An operand that appears
-  // twice in the same layout (x * x) is resharded once, and so is a value
-  // marked kReshardOnceAttr for all its users (the first one's reshard
-  // dominates the others: one block, in order).
+  // twice in the same layout (x * x) is resharded once.
   SmallVector<Value> operands;
-  SmallVector<std::tuple<Value, DimAxes, Value>> resharded = reshardedOnce;
+  SmallVector<std::tuple<Value, DimAxes, Value>> resharded;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     Local &in = locals[v];
     auto type = tensorType(v);
@@ -760,9 +874,6 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
                                 " is needed as " + dimsToString(want))
                                    .str()));
     resharded.emplace_back(v, want, operands.back());
-    if (Operation *def = v.getDefiningOp();
-        def && def->hasAttr(kReshardOnceAttr))
-      reshardedOnce.emplace_back(v, want, operands.back());
   }
 
   // 3. The op on local shapes.

@@ -221,6 +221,11 @@ LogicalResult shardProgram(ModuleOp module,
           lowCopies.push_back(convert.getResult());
     if ((isOptState && options.zero >= 1) || (isParam && options.zero == 3) ||
         !lowCopies.empty()) {
+      // Where the copies are gathered to: the layout without dp.
+      TensorShardingAttr whole =
+          chosen ? chosen
+                 : TensorShardingAttr::getReplicated(ctx, meshRef,
+                                                     type.getRank(), true);
       chosen = withDp(chosen, type);
       // The copy is split like the master, so that it is gathered in low
       // precision rather than converted after an f32 gather.
@@ -229,7 +234,7 @@ LogicalResult shardProgram(ModuleOp module,
       for (Value copy : lowCopies) {
         setSharding(copy, chosen);
         if (options.zero < 3)
-          copy.getDefiningOp()->setAttr(kReshardOnceAttr, b.getUnitAttr());
+          copy.getDefiningOp()->setAttr(kReshardOnceAttr, whole);
       }
     }
     else if (isParam && options.zero > 0 && !chosen)

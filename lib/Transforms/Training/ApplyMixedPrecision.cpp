@@ -27,6 +27,16 @@
 // Only f32 values are lowered; f64, integer and already-low values are left
 // alone. The tags are removed.
 //
+// With low-precision-parameters, every f32 parameter is read through its
+// low-precision copy, as Megatron keeps all parameters in bf16 beside f32
+// masters: layer norms' scales and biases, biases and embedding tables too.
+// Ops that compute in f32 read the copy converted back up (the rounded
+// value); a parameter's layout changes (a tied embedding's transpose) and
+// embedding lookups move the copy in low precision, which gives the same
+// values without an f32 temporary of the whole table. Only the optimizer
+// (tagged cleave.fp32) reads the f32 master. With low-precision-gradients
+// too, the model states take the ZeRO paper's 16 bytes per parameter.
+//
 // With low-precision-gradients, the gradient of every parameter the step
 // reads in low precision is rounded to the low type where autodiff
 // finishes it (the op tagged cleave.gradient_of; the tag moves to the
@@ -70,7 +80,8 @@ Type elementTypeOf(Value v) { return getElementTypeOrSelf(v.getType()); }
 
 class Rewriter {
 public:
-  Rewriter(func::FuncOp fn, Type low) : fn(fn), low(low) {}
+  Rewriter(func::FuncOp fn, Type low, bool allParameters)
+      : fn(fn), low(low), allParameters(allParameters) {}
   LogicalResult run();
   /// Rounds the gradients of the parameters read in low precision (see the
   /// file comment); after run().
@@ -83,8 +94,20 @@ private:
   Value up(Value v);
   Value convertAfterDef(Value v, Type elem, DenseMap<Value, Value> &cache);
 
+  /// Whether `v` is an f32 parameter read through its low copy
+  /// (low-precision-parameters).
+  bool isLowParameter(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!allParameters || !arg || !elementTypeOf(v).isF32())
+      return false;
+    auto state = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                 "cleave.state");
+    return state && state.getValue() == "parameter";
+  }
+
   func::FuncOp fn;
   Type low;
+  bool allParameters;
   DenseSet<Value> lowered;    ///< Values this pass turned into `low`.
   DenseSet<Value> contracted; ///< f32 contraction results (and their moves).
   DenseMap<Value, Value> downCache, upCache;
@@ -158,10 +181,29 @@ LogicalResult Rewriter::run() {
       contracted.insert(contract.getResult());
       continue;
     }
+    // A parameter's layout change moves its low copy.
+    bool movesParameter =
+        !fp32 && isMovement(op) &&
+        llvm::all_of(op->getOperands(), [&](Value v) {
+          return lowered.contains(v) || isLowParameter(v);
+        });
+    // An embedding lookup in a low table (or a parameter's copy) gathers
+    // low-precision rows.
+    if (auto gather = dyn_cast<GatherOp>(op);
+        gather && !fp32 && isF32(gather.getResult()) &&
+        (lowered.contains(gather.getOperand()) ||
+         isLowParameter(gather.getOperand()))) {
+      gather.getOperandMutable().set(down(gather.getOperand()));
+      Value r = gather.getResult();
+      r.setType(cast<RankedTensorType>(r.getType()).clone(low));
+      lowered.insert(r);
+      continue;
+    }
     bool follow = !fp32 && (isElementwise(op) || isMovement(op));
-    bool anyLowered = llvm::any_of(op->getOperands(), [&](Value v) {
-      return lowered.contains(v);
-    });
+    bool anyLowered = movesParameter ||
+                      llvm::any_of(op->getOperands(), [&](Value v) {
+                        return lowered.contains(v);
+                      });
     bool anyContracted = llvm::any_of(op->getOperands(), [&](Value v) {
       return contracted.contains(v);
     });
@@ -182,10 +224,14 @@ LogicalResult Rewriter::run() {
         }
       continue;
     }
-    // f32 compute: low-precision operands this pass made come back up.
+    // f32 compute: low-precision operands this pass made come back up, and
+    // parameters are read rounded through their copies (not the optimizer,
+    // which updates the masters).
     for (OpOperand &use : op->getOpOperands())
       if (lowered.contains(use.get()))
         use.set(up(use.get()));
+      else if (!op->hasAttr(kFp32Attr) && isLowParameter(use.get()))
+        use.set(up(down(use.get())));
   }
   for (Operation *op : ops)
     op->removeAttr(kFp32Attr);
@@ -268,7 +314,7 @@ struct ApplyMixedPrecisionPass
                           "true ...\" so that the loss and optimizer stay f32";
         return signalPassFailure();
       }
-      Rewriter rewriter(fn, low);
+      Rewriter rewriter(fn, low, lowPrecisionParameters);
       if (failed(rewriter.run()))
         return signalPassFailure();
       if (lowPrecisionGradients)

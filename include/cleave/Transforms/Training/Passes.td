@@ -177,6 +177,11 @@ def ApplyMixedPrecisionPass
            "the low type where autodiff finishes them (tagged "
            "cleave.gradient_of), so that they are reduced and stored in 2 "
            "bytes">,
+    Option<"lowPrecisionParameters", "low-precision-parameters", "bool",
+           "false",
+           "Read every f32 parameter (norms, biases, embedding tables too) "
+           "through its low-precision copy; only the optimizer reads the f32 "
+           "masters">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect",
                            "::mlir::func::FuncDialect"];
