@@ -205,6 +205,15 @@ struct Options {
       cl::desc("The training step also returns every parameter's gradient "
                "(grad.<name>, before clipping)"),
       cl::cat(trainCategory)};
+  cl::opt<int64_t> microbatches{
+      "microbatches",
+      cl::desc("With --train: split each step's batch into this many "
+               "microbatches that run forward and backward one after "
+               "another, adding up their gradients (gradient accumulation: "
+               "the activations of one microbatch live at a time); the "
+               "loss is normalized by the whole batch's count of labels, "
+               "so the step computes what the unsplit batch does"),
+      cl::init(1), cl::value_desc("m"), cl::cat(trainCategory)};
   cl::opt<unsigned> dataParallel{
       "data-parallel",
       cl::desc("Train data parallel over N ranks (mesh dp=N): compile the "
@@ -512,6 +521,12 @@ int (::cleave::compileMain)(int argc, char **argv) {
     if (opts.dataParallel < 1 || opts.dataParallel > 4096)
       return fail("--data-parallel must be from 1 to 4096");
     train.dataParallel = opts.dataParallel;
+    if (opts.microbatches < 1 || opts.microbatches > 4096)
+      return fail("--microbatches must be from 1 to 4096");
+    if (opts.microbatches > 1 && !opts.probe.empty())
+      return fail("--probe returns one forward pass's activations; it "
+                  "needs --microbatches=1");
+    train.microbatches = opts.microbatches;
     train.loss = opts.loss;
     train.optimizer = opts.optimizer;
     train.momentum = opts.momentum;
@@ -533,6 +548,8 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return fail("--loss needs --train");
   } else if (opts.dataParallel != 1) {
     return fail("--data-parallel needs --train");
+  } else if (opts.microbatches != 1) {
+    return fail("--microbatches needs --train");
   }
   if (!opts.mesh.empty()) {
     if (opts.dataParallel != 1)

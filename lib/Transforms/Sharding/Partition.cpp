@@ -808,6 +808,10 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
       DimAxes target = targetOf(constant.getResult());
       auto local = localType(type, target);
       Value v = ConstantOp::create(b, loc, local, splat.resizeSplat(local));
+      // Discardable attributes (an initializer's name) stay.
+      for (NamedAttribute attr : constant->getDiscardableAttrs())
+        if (attr.getName() != kShardingAttrName)
+          v.getDefiningOp()->setAttr(attr.getName(), attr.getValue());
       locals[constant.getResult()] = {v, target};
       return success();
     }

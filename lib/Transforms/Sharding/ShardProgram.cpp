@@ -192,6 +192,19 @@ LogicalResult shardProgram(ModuleOp module,
     bool isData = role ? role.getValue() == "data"
                        : !main.getArgAttr(i, "cleave.state") &&
                              !main.getArgAttr(i, "cleave.initial_value");
+    // With microbatches (rows k, k + m, ... of the batch), each
+    // microbatch's rows must divide over dp too, or every dp rank would
+    // compute the whole microbatch.
+    if (auto micro = main->getAttrOfType<IntegerAttr>("cleave.microbatches");
+        micro && hasDp && isData && type.getRank() > 0 &&
+        type.getDimSize(0) % micro.getInt() == 0 &&
+        (type.getDimSize(0) / micro.getInt()) % dpSize != 0)
+      return mlir::emitError(main.getLoc())
+             << what << ": each of the " << micro.getInt()
+             << " microbatches has " << type.getDimSize(0) / micro.getInt()
+             << " of its " << type.getDimSize(0)
+             << " rows, which do not divide over mesh axis dp (" << dpSize
+             << " ranks)";
     if (!chosen && hasDp && isData && type.getRank() > 0) {
       // The batch dimension over dp, below user rules in priority.
       SmallVector<DimShardingAttr> dims(

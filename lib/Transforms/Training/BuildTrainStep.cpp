@@ -18,8 +18,11 @@
 
 #include "TrainableParameters.h"
 
+#include "cleave/Transforms/Sharding/Passes.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "llvm/Support/Regex.h"
 
@@ -103,6 +106,15 @@ struct Emitter {
   }
 };
 
+/// The loss a training step minimizes (see resolveLoss).
+struct LossSpec {
+  enum Kind { Scalar, Mse, CrossEntropy } kind = Scalar;
+  unsigned output = 0;        ///< Index of the forward output it reads.
+  RankedTensorType targetType; ///< The added data input; null for Scalar.
+  std::string targetName;
+  int64_t ignoreIndex = -100;
+};
+
 /// One state slot an optimizer keeps per parameter.
 struct Slot {
   StringRef name;
@@ -122,11 +134,19 @@ struct BuildTrainStepPass
   void runOnOperation() override;
 
 private:
-  FailureOr<Value> buildLoss(Emitter &e, func::FuncOp oldMain,
-                             ArrayRef<Value> outputs,
-                             SmallVectorImpl<Type> &extraInputs,
-                             SmallVectorImpl<std::string> &extraNames,
-                             Block *body);
+  /// Parses --loss against the forward program: which output, which
+  /// kind, and the data input it adds (labels, targets).
+  FailureOr<LossSpec> resolveLoss(func::FuncOp oldMain);
+  /// The loss of `outputs` against `target` (null for the model's own
+  /// scalar loss). With `denominator` set (microbatches), the sum over this
+  /// microbatch is divided by it instead of by its own count.
+  Value buildLoss(Emitter &e, const LossSpec &spec, ArrayRef<Value> outputs,
+                  Value target, Value denominator = {});
+  /// What the loss of the whole batch divides by: the labels not ignored
+  /// (cross-entropy), the elements (mse), or the microbatches (a model's
+  /// own mean loss), so that microbatch losses add up to it.
+  Value lossDenominator(Emitter &e, const LossSpec &spec, Value target,
+                        int64_t numMicrobatches);
   /// Returns (new parameter, new slots...).
   SmallVector<Value> update(Emitter &e, Value param, Value grad,
                             ArrayRef<Value> slots, Value lr, Value step,
@@ -139,42 +159,42 @@ private:
 // Loss
 //===----------------------------------------------------------------------===//
 
-/// Finds the forward output named `name` (the `cleave.name` result attribute).
-static Value findOutput(func::FuncOp main, ArrayRef<Value> outputs,
-                        StringRef name) {
-  for (auto [i, v] : llvm::enumerate(outputs))
+/// The index of the forward output named `name` (the `cleave.name` result
+/// attribute).
+static std::optional<unsigned> findOutput(func::FuncOp main, StringRef name) {
+  for (unsigned i = 0; i < main.getNumResults(); ++i)
     if (auto attr = main.getResultAttrOfType<StringAttr>(i, "cleave.name"))
       if (attr.getValue() == name)
-        return v;
-  return {};
+        return i;
+  return std::nullopt;
 }
 
-FailureOr<Value> BuildTrainStepPass::buildLoss(
-    Emitter &e, func::FuncOp oldMain, ArrayRef<Value> outputs,
-    SmallVectorImpl<Type> &extraInputs, SmallVectorImpl<std::string> &extraNames,
-    Block *body) {
-  StringRef spec = loss;
-  if (spec.empty()) {
-    for (Value v : outputs) {
-      auto t = Emitter::typeOf(v);
-      if (t.getRank() == 0 && isa<FloatType>(t.getElementType()))
-        return v;
+FailureOr<LossSpec> BuildTrainStepPass::resolveLoss(func::FuncOp oldMain) {
+  LossSpec spec;
+  StringRef text = loss;
+  if (text.empty()) {
+    for (auto [i, t] : llvm::enumerate(oldMain.getResultTypes())) {
+      auto type = cast<RankedTensorType>(t);
+      if (type.getRank() == 0 && isa<FloatType>(type.getElementType())) {
+        spec.output = i;
+        return spec;
+      }
     }
     return oldMain.emitError()
            << "the model has no scalar float output to train on; add a loss "
               "with --loss=cross_entropy:<logits>,<labels> or "
               "--loss=mse:<output>,<target>";
   }
-  auto [kind, rest] = spec.split(':');
+  auto [kind, rest] = text.split(':');
   SmallVector<StringRef> parts;
   rest.split(parts, ',');
   if ((kind != "cross_entropy" && kind != "mse") || parts.size() < 2 ||
       parts.size() > (kind == "cross_entropy" ? 3u : 2u))
     return oldMain.emitError()
-           << "invalid --loss '" << spec
+           << "invalid --loss '" << text
            << "': expected cross_entropy:<logits>,<labels>[,<ignore_index>] "
               "or mse:<output>,<target>";
-  Value out = findOutput(oldMain, outputs, parts[0]);
+  std::optional<unsigned> out = findOutput(oldMain, parts[0]);
   if (!out) {
     auto diag = oldMain.emitError()
                 << "--loss names '" << parts[0]
@@ -184,36 +204,61 @@ FailureOr<Value> BuildTrainStepPass::buildLoss(
         diag << " '" << a.getValue() << "'";
     return failure();
   }
-  auto outType = Emitter::typeOf(out);
-  Type f = outType.getElementType();
-  if (!isa<FloatType>(f))
+  spec.output = *out;
+  auto outType = cast<RankedTensorType>(oldMain.getResultTypes()[*out]);
+  if (!isa<FloatType>(outType.getElementType()))
     return oldMain.emitError() << "loss output '" << parts[0]
                                << "' must be a float tensor, got " << outType;
-
+  spec.targetName = parts[1].str();
   if (kind == "mse") {
-    extraInputs.push_back(outType);
-    extraNames.push_back(parts[1].str());
-    Value target = body->addArgument(outType, e.loc);
-    Value d = e.sub(out, target);
-    Value sum = e.sumAll(e.mul(d, d));
-    return e.div(sum, e.scalar(f, std::max<int64_t>(outType.getNumElements(), 1)));
+    spec.kind = LossSpec::Mse;
+    spec.targetType = outType;
+    return spec;
   }
-
   // Cross-entropy over the last dimension; labels index it.
   if (outType.getRank() < 1)
     return oldMain.emitError() << "cross-entropy logits '" << parts[0]
                                << "' need a class dimension";
-  int64_t ignore = -100;
-  if (parts.size() == 3 && parts[2].getAsInteger(10, ignore))
+  if (parts.size() == 3 && parts[2].getAsInteger(10, spec.ignoreIndex))
     return oldMain.emitError() << "invalid ignore index '" << parts[2] << "'";
+  spec.kind = LossSpec::CrossEntropy;
+  spec.targetType = RankedTensorType::get(outType.getShape().drop_back(),
+                                          IntegerType::get(oldMain.getContext(), 64));
+  return spec;
+}
+
+/// The weights of the labels a cross-entropy counts: 1 where the label is
+/// not the ignore index, as `f`.
+static Value labelWeights(Emitter &e, const LossSpec &spec, Value labels,
+                          Type f) {
+  auto labelType = Emitter::typeOf(labels);
+  Value valid = CompareOp::create(
+      e.b, e.loc, labelType.clone(e.b.getI1Type()), CompareKind::ne, labels,
+      e.splat(labelType.getElementType(), labelType.getShape(),
+              spec.ignoreIndex));
+  return e.convert(valid, f);
+}
+
+Value BuildTrainStepPass::buildLoss(Emitter &e, const LossSpec &spec,
+                                    ArrayRef<Value> outputs, Value target,
+                                    Value denominator) {
+  Value out = outputs[spec.output];
+  auto outType = Emitter::typeOf(out);
+  Type f = outType.getElementType();
+  if (spec.kind == LossSpec::Scalar)
+    return denominator ? e.div(out, e.convert(denominator, f)) : out;
+  if (spec.kind == LossSpec::Mse) {
+    Value d = e.sub(out, target);
+    Value sum = e.sumAll(e.mul(d, d));
+    return e.div(sum, denominator
+                          ? e.convert(denominator, f)
+                          : e.scalar(f, std::max<int64_t>(
+                                            outType.getNumElements(), 1)));
+  }
   int64_t rank = outType.getRank();
   ArrayRef<int64_t> labelShape = outType.getShape().drop_back();
   auto i64 = e.b.getI64Type();
-  auto labelType = RankedTensorType::get(labelShape, i64);
-  extraInputs.push_back(labelType);
-  extraNames.push_back(parts[1].str());
-  Value labels = body->addArgument(labelType, e.loc);
-
+  Value labels = target;
   Value logProbs = LogSoftmaxOp::create(e.b, e.loc, outType, out, rank - 1);
   Value classes = IotaOp::create(e.b, e.loc, outType.clone(i64), rank - 1);
   SmallVector<int64_t> keep;
@@ -229,13 +274,114 @@ FailureOr<Value> BuildTrainStepPass::buildLoss(
   auto rowType = RankedTensorType::get(labelShape, f);
   picked = ReduceOp::create(e.b, e.loc, rowType, ReduceKind::sum, picked,
                             ArrayRef<int64_t>{rank - 1});
-  Value valid = CompareOp::create(e.b, e.loc, labelType.clone(e.b.getI1Type()),
-                                  CompareKind::ne, labels,
-                                  e.splat(i64, labelShape, ignore));
-  Value weight = e.convert(valid, f);
+  Value weight = labelWeights(e, spec, labels, f);
   Value total = e.sumAll(e.mul(picked, weight));
-  Value count = e.binary(BinaryKind::max, e.sumAll(weight), e.scalar(f, 1.0));
+  Value count =
+      denominator
+          ? e.convert(denominator, f)
+          : e.binary(BinaryKind::max, e.sumAll(weight), e.scalar(f, 1.0));
   return e.unary(UnaryKind::neg, e.div(total, count));
+}
+
+Value BuildTrainStepPass::lossDenominator(Emitter &e, const LossSpec &spec,
+                                          Value target,
+                                          int64_t numMicrobatches) {
+  Type f32 = e.b.getF32Type();
+  switch (spec.kind) {
+  case LossSpec::Scalar:
+    return e.scalar(f32, (double)numMicrobatches);
+  case LossSpec::Mse:
+    return e.scalar(f32, (double)std::max<int64_t>(
+                             spec.targetType.getNumElements(), 1));
+  case LossSpec::CrossEntropy:
+    return e.binary(BinaryKind::max,
+                    e.sumAll(labelWeights(e, spec, target, f32)),
+                    e.scalar(f32, 1.0));
+  }
+  llvm_unreachable("loss kinds");
+}
+
+/// Microbatch `k` of `m` of a batch input along `dim`: rows k, k + m,
+/// k + 2m, ... (viewed as [rows / m, m, ...], the slice of the second of
+/// those), so that a split of the batch over dp ranks stays a split of
+/// every microbatch and slicing needs no communication.
+static Value microbatchOf(Emitter &e, Value v, int64_t k, int64_t m,
+                          int64_t dim = 0) {
+  auto type = Emitter::typeOf(v);
+  SmallVector<int64_t> shape(type.getShape());
+  SmallVector<int64_t> grouped(shape.begin(), shape.begin() + dim);
+  grouped.push_back(shape[dim] / m);
+  grouped.push_back(m);
+  grouped.append(shape.begin() + dim + 1, shape.end());
+  Value g = ReshapeOp::create(e.b, e.loc, type.clone(grouped), v);
+  SmallVector<int64_t> start(grouped.size(), 0), limit(grouped),
+      strides(grouped.size(), 1);
+  start[dim + 1] = k;
+  limit[dim + 1] = k + 1;
+  SmallVector<int64_t> one(grouped);
+  one[dim + 1] = 1;
+  Value slice = SliceOp::create(e.b, e.loc, type.clone(one), g,
+                                e.b.getDenseI64ArrayAttr(start),
+                                e.b.getDenseI64ArrayAttr(limit),
+                                e.b.getDenseI64ArrayAttr(strides));
+  shape[dim] /= m;
+  return ReshapeOp::create(e.b, e.loc, type.clone(shape), slice);
+}
+
+/// The name of the sequential mesh axis a microbatch template is
+/// partitioned over.
+static constexpr StringLiteral kMicrobatchMesh = "microbatches";
+
+/// The forward program at one microbatch's shapes: `main` partitioned by
+/// the SPMD partitioner over a mesh of `m` "ranks" that are the
+/// microbatches, its batch inputs (`isBatch`) split by rows, so every op
+/// gets the shapes it has on 1/m of the batch. A microbatch's own slice of
+/// a whole tensor (a constant or iota with a batch dimension) is a
+/// `cleave.all_slice` over that mesh, which the caller replaces per
+/// microbatch. Fails, naming the op, where a microbatch would need the
+/// rows of another (any other collective: batch statistics, a mean over
+/// the batch).
+static FailureOr<OwningOpRef<ModuleOp>>
+microbatchTemplate(func::FuncOp main, int64_t m,
+                   llvm::function_ref<bool(Value)> isBatch) {
+  MLIRContext *ctx = main.getContext();
+  Location loc = main.getLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder b = OpBuilder::atBlockBegin(module->getBody());
+  MeshOp::create(b, loc, kMicrobatchMesh, b.getStrArrayAttr({"mb"}),
+                 b.getDenseI64ArrayAttr({m}));
+  auto fn = cast<func::FuncOp>(b.clone(*main.getOperation()));
+  auto meshRef = FlatSymbolRefAttr::get(ctx, kMicrobatchMesh);
+  for (BlockArgument arg : fn.getArguments()) {
+    if (!isBatch(arg))
+      continue;
+    auto type = cast<RankedTensorType>(arg.getType());
+    SmallVector<DimShardingAttr> dims(
+        type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
+    dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("mb")}, true, 0);
+    setSharding(arg, TensorShardingAttr::get(ctx, meshRef, dims));
+  }
+  PassManager pm(ctx);
+  pm.addPass(::cleave::createPropagateShardingPass());
+  pm.addPass(::cleave::createPartitionPass());
+  if (failed(pm.run(*module)))
+    return failure();
+  WalkResult walk = fn.walk([&](Operation *op) {
+    if (!isa<CollectiveOpInterface>(op) || isa<AllSliceOp>(op))
+      return WalkResult::advance();
+    InFlightDiagnostic diag = mlir::emitError(op->getLoc())
+        << "--microbatches=" << m << ": the forward program combines the "
+        << "rows of the batch here";
+    if (auto why = op->getAttrOfType<StringAttr>("cleave.phase"))
+      diag << " (" << why.getValue() << ")";
+    diag << "; each microbatch would need the others' rows (batch "
+            "statistics, a mean over the batch): train it without "
+            "--microbatches";
+    return WalkResult::interrupt();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return module;
 }
 
 //===----------------------------------------------------------------------===//
@@ -397,7 +543,6 @@ void BuildTrainStepPass::runOnOperation() {
   auto newMain = func::FuncOp::create(b, loc, "train_step",
                                       b.getFunctionType({}, {}));
   Block *body = newMain.addEntryBlock();
-  IRMapping mapping;
   SmallVector<Value> paramArgs, slotArgs;
   for (ConstantOp p : params)
     paramArgs.push_back(body->addArgument(p.getType(), p.getLoc()));
@@ -415,33 +560,97 @@ void BuildTrainStepPass::runOnOperation() {
   SmallVector<Value> bufferArgs;
   for (ConstantOp c : buffers)
     bufferArgs.push_back(body->addArgument(c.getType(), c.getLoc()));
+  SmallVector<Value> dataArgs;
   for (BlockArgument arg : oldMain.getArguments())
-    mapping.map(arg, body->addArgument(arg.getType(), arg.getLoc()));
-  for (auto [p, arg] : llvm::zip(params, paramArgs))
-    mapping.map(p.getResult(), arg);
-  for (auto [c, arg] : llvm::zip(buffers, bufferArgs))
-    mapping.map(c.getResult(), arg);
+    dataArgs.push_back(body->addArgument(arg.getType(), arg.getLoc()));
+  FailureOr<LossSpec> spec = resolveLoss(oldMain);
+  if (failed(spec)) {
+    newMain.erase();
+    return signalPassFailure();
+  }
+  SmallVector<std::string> extraNames;
+  Value target;
+  if (spec->targetType) {
+    extraNames.push_back(spec->targetName);
+    target = body->addArgument(spec->targetType, loc);
+  }
+  Value lr = body->addArgument(scalarF32, loc);
+  Value step = body->addArgument(scalarF32, loc);
+
+  // Microbatches: the batch is dimension 0 of the labels or targets (else
+  // of the first data input); data inputs with that many rows are split,
+  // the others are read whole by every microbatch.
+  const int64_t m = microbatches;
+  int64_t rows = -1;
+  std::string rowsOf;
+  if (target && spec->targetType.getRank() > 0) {
+    rows = spec->targetType.getDimSize(0);
+    rowsOf = spec->targetName;
+  } else {
+    for (auto [i, arg] : llvm::enumerate(dataArgs))
+      if (auto t = cast<RankedTensorType>(arg.getType()); t.getRank() > 0) {
+        rows = t.getDimSize(0);
+        auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name");
+        rowsOf = name ? name.getValue().str() : "input " + std::to_string(i);
+        break;
+      }
+  }
+  if (m < 1 || m > 4096) {
+    mlir::emitError(module.getLoc()) << "microbatches must be from 1 to 4096";
+    newMain.erase();
+    return signalPassFailure();
+  }
+  if (m > 1 && (rows < 1 || rows % m != 0)) {
+    auto diag = mlir::emitError(module.getLoc()) << "--microbatches=" << m;
+    if (rows < 1)
+      diag << ": no data input has a batch dimension to split";
+    else
+      diag << ": the batch of " << rows << " rows (dimension 0 of '"
+           << rowsOf << "') does not divide into " << m << " microbatches";
+    newMain.erase();
+    return signalPassFailure();
+  }
+  auto isBatch = [&](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return t.getRank() > 0 && t.getDimSize(0) == rows;
+  };
 
   b.setInsertionPointToEnd(body);
-  llvm::SmallPtrSet<Operation *, 16> paramOps;
-  for (ConstantOp p : params)
-    paramOps.insert(p);
-  for (ConstantOp c : buffers)
-    paramOps.insert(c);
-  SmallVector<Value> outputs;
-  for (Operation &op : oldMain.getBody().front()) {
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (Value v : ret.getOperands())
-        outputs.push_back(mapping.lookup(v));
-      continue;
+  // The forward program each microbatch runs: @main itself, or with
+  // microbatches @main at one microbatch's shapes.
+  OwningOpRef<ModuleOp> microbatchModule;
+  func::FuncOp forward = oldMain;
+  if (m > 1) {
+    FailureOr<OwningOpRef<ModuleOp>> t = microbatchTemplate(
+        oldMain, m, [&](Value v) { return isBatch(v); });
+    if (failed(t)) {
+      newMain.erase();
+      return signalPassFailure();
     }
-    if (!paramOps.contains(&op))
-      b.clone(op, mapping);
+    microbatchModule = std::move(*t);
+    forward = microbatchModule->lookupSymbol<func::FuncOp>("main");
+    auto outType = cast<RankedTensorType>(forward.getResultTypes()[spec->output]);
+    if (target && isBatch(target) &&
+        (outType.getRank() == 0 || outType.getDimSize(0) != rows / m)) {
+      mlir::emitError(module.getLoc())
+          << "--microbatches=" << m << ": the loss output's dimension 0 is "
+          << "not the batch's " << rows << " rows split by microbatch";
+      newMain.erase();
+      return signalPassFailure();
+    }
   }
+  // Parameters and buffers by name: the forward reads them as constants.
+  auto initializerName = [](Operation *op) -> StringRef {
+    auto c = dyn_cast<ConstantOp>(op);
+    auto name = c ? c->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
+    return name ? name.getValue() : StringRef();
+  };
+  llvm::StringMap<Value> stateValues;
+  for (auto [p, arg] : llvm::zip(params, paramArgs))
+    stateValues[initializerName(p)] = arg;
 
   // Ops built below (loss, gradient norm, loss scaling, optimizer) may be
   // tagged for --cleave-apply-mixed-precision; the backward pass is not.
-  Operation *forwardEnd = body->empty() ? nullptr : &body->back();
   auto opsAfter = [&](Operation *last) {
     SmallVector<Operation *> ops;
     for (Operation &op : llvm::make_range(
@@ -449,44 +658,114 @@ void BuildTrainStepPass::runOnOperation() {
       ops.push_back(&op);
     return ops;
   };
+  auto lastOp = [&]() -> Operation * {
+    return body->empty() ? nullptr : &body->back();
+  };
   SmallVector<Operation *> fp32Ops;
-
   Emitter e{b, loc};
-  SmallVector<Type> extraInputs;
-  SmallVector<std::string> extraNames;
-  FailureOr<Value> lossValue =
-      buildLoss(e, oldMain, outputs, extraInputs, extraNames, body);
-  if (failed(lossValue)) {
-    newMain.erase();
-    return signalPassFailure();
-  }
-  Value lossF32 = e.convert(*lossValue, b.getF32Type());
-  Value lr = body->addArgument(scalarF32, loc);
-  Value step = body->addArgument(scalarF32, loc);
-
-  // Loss scaling: the backward pass starts from the scale instead of 1.
   Type f32 = b.getF32Type();
-  Value scale;
-  if (dynamicScale)
-    scale = e.mul(e.scalar(f32, lossScaleInit),
-                  e.binary(BinaryKind::pow, e.scalar(f32, 2.0), scaleLog2Arg));
-  else if (staticScale > 0.0)
-    scale = e.scalar(f32, staticScale);
-  Value seed;
-  if (scale)
-    seed = e.convert(scale, Emitter::typeOf(*lossValue).getElementType());
-  llvm::append_range(fp32Ops, opsAfter(forwardEnd));
-  Operation *backwardStart = body->empty() ? nullptr : &body->back();
-
-  FailureOr<SmallVector<Value>> grads =
-      ::cleave::buildGradients(b, *lossValue, paramArgs, seed,
-                               markBackward ? ::cleave::kBackwardAttr : "");
-  if (failed(grads)) {
-    newMain.erase();
-    return signalPassFailure();
+  // With microbatches, each one's loss is its sum divided by the whole
+  // batch's count, so the losses (and gradients) add up to the batch's.
+  Value denominator;
+  if (m > 1) {
+    Operation *before = lastOp();
+    denominator = lossDenominator(e, *spec, target, m);
+    llvm::append_range(fp32Ops, opsAfter(before));
   }
-  Operation *backwardEnd = body->empty() ? nullptr : &body->back();
-  (void)backwardStart;
+
+  // Per microbatch: forward, loss, backward, and the gradients added to the
+  // previous microbatches' (in this order, so that only one microbatch's
+  // activations are live at a time).
+  SmallVector<Value> outputs, bufferValues(bufferArgs);
+  Value lossTotal, lossF32, seed, scale;
+  FailureOr<SmallVector<Value>> grads = SmallVector<Value>();
+  Operation *backwardEnd = nullptr;
+  for (int64_t k = 0; k < m; ++k) {
+    IRMapping mapping;
+    for (auto [arg, full] : llvm::zip(forward.getArguments(), dataArgs))
+      mapping.map(arg, m > 1 && isBatch(full) ? microbatchOf(e, full, k, m)
+                                              : Value(full));
+    for (auto [c, v] : llvm::zip(buffers, bufferValues))
+      stateValues[initializerName(c)] = v;
+    outputs.clear();
+    for (Operation &op : forward.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (Value v : ret.getOperands())
+          outputs.push_back(mapping.lookup(v));
+        continue;
+      }
+      if (StringRef name = initializerName(&op); !name.empty())
+        if (Value v = stateValues.lookup(name)) {
+          mapping.map(op.getResult(0), v);
+          continue;
+        }
+      // This microbatch's rows of a whole tensor (a constant or iota with
+      // a batch dimension), in the same row order as the inputs.
+      if (auto slice = dyn_cast<AllSliceOp>(op);
+          slice && slice.getMesh() == kMicrobatchMesh) {
+        mapping.map(slice.getResult(),
+                    microbatchOf(e, mapping.lookup(slice.getOperand()), k, m,
+                                 slice.getDim()));
+        continue;
+      }
+      Operation *copy = b.clone(op, mapping);
+      if (m > 1) {
+        copy->removeAttr(kShardingAttrName);
+        copy->removeAttr(kConflictsAttrName);
+      }
+    }
+    // Running statistics carry from one microbatch to the next.
+    for (auto [j, r] : llvm::enumerate(bufferResults))
+      bufferValues[j] = outputs[r];
+
+    Operation *forwardEnd = lastOp();
+    Value lossValue = buildLoss(
+        e, *spec, outputs,
+        target && m > 1 && isBatch(target) ? microbatchOf(e, target, k, m)
+                                           : target,
+        denominator);
+    if (k == 0) {
+      if (m == 1)
+        lossF32 = e.convert(lossValue, f32);
+      // Loss scaling: the backward pass starts from the scale instead of 1.
+      if (dynamicScale)
+        scale = e.mul(e.scalar(f32, lossScaleInit),
+                      e.binary(BinaryKind::pow, e.scalar(f32, 2.0),
+                               scaleLog2Arg));
+      else if (staticScale > 0.0)
+        scale = e.scalar(f32, staticScale);
+      if (scale)
+        seed = e.convert(scale, Emitter::typeOf(lossValue).getElementType());
+    }
+    llvm::append_range(fp32Ops, opsAfter(forwardEnd));
+
+    FailureOr<SmallVector<Value>> gradsK =
+        ::cleave::buildGradients(b, lossValue, paramArgs, seed,
+                                 markBackward ? ::cleave::kBackwardAttr : "");
+    if (failed(gradsK)) {
+      newMain.erase();
+      return signalPassFailure();
+    }
+    b.setInsertionPointToEnd(body);
+    backwardEnd = lastOp();
+    if (k == 0) {
+      grads = std::move(gradsK);
+      lossTotal = lossValue;
+      continue;
+    }
+    for (auto [g, gk] : llvm::zip(*grads, *gradsK)) {
+      // A parameter this microbatch's loss does not reach has a zero
+      // gradient constant; it goes to the top of the step, where the
+      // tail's scheduling (hoistToOperands) assumes constants are.
+      if (auto zero = gk.getDefiningOp<ConstantOp>())
+        zero->moveBefore(&body->front());
+      g = e.add(g, gk);
+    }
+    lossTotal = e.add(lossTotal, lossValue);
+    llvm::append_range(fp32Ops, opsAfter(backwardEnd));
+  }
+  if (m > 1)
+    lossF32 = e.convert(lossTotal, f32);
   // Tag each gradient with its parameter, for sharding policies that lay
   // gradients out (ZeRO-1 keeps them whole, ZeRO-2 splits them) and for
   // cleave-compile --report; the plan builder reads and removes the tags.
@@ -742,4 +1021,6 @@ void BuildTrainStepPass::runOnOperation() {
   oldMain.erase();
   module.push_back(newMain);
   newMain.setSymName("main");
+  if (m > 1)
+    newMain->setAttr("cleave.microbatches", b.getI64IntegerAttr(m));
 }

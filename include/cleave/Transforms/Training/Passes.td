@@ -91,6 +91,13 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "step (compiled at the per-rank batch); a cleave.mesh @mesh with "
            "axis dp=N is added, data inputs are sharded over dp on dim 0, "
            "and every gradient and the loss are all-reduced (avg) over dp">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Split the batch into this many microbatches (rows k, k + m, "
+           "...): each runs forward and backward in turn and its gradients "
+           "are added to the previous ones', so only one microbatch's "
+           "activations are live at a time; each microbatch's loss is its "
+           "sum over the whole batch's count (labels not ignored, elements), "
+           "so the step computes the unsplit batch's loss and gradients">,
     Option<"frozen", "frozen", "std::string", "\"\"",
            "Regex of initializer names to keep fixed (wins over trainable)">,
     Option<"loss", "loss", "std::string", "\"\"",
