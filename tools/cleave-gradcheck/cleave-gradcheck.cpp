@@ -2,7 +2,7 @@
 //---===//
 //
 // cleave-gradcheck file.mlir [--rtol 1e-6] [--step 1e-6] [--seed N]
-//                  [--samples 32]
+//                  [--samples 32] [--vjp]
 //
 // For each func.func @f of the file (f64 tensors), builds
 //   L(args) = sum_i sum(f(args)_i * R_i)
@@ -13,7 +13,10 @@
 // max(1, |x|)) on at most --samples elements per argument:
 //   ||g - fd|| / max(||g||, ||fd||, 1e-12) <= rtol.
 // Prints `PASS f max rel err 3.2e-10` or `FAIL f ...` per function and exits
-// 1 if any function fails.
+// 1 if any function fails. With --vjp the gradients come from f's results
+// with R_i as their cotangents (the form a pipeline stage uses, which
+// receives its outputs' gradients), and finite differences of L check them
+// the same way.
 //
 // Inputs: float arguments are drawn uniformly from [-1, 1], or from the
 // range given by a `gradcheck.range = [lo, hi]` attribute on the argument
@@ -86,6 +89,12 @@ static cl::opt<unsigned> seedOpt("seed", cl::desc("Seed of the inputs"),
 static cl::opt<unsigned>
     samples("samples", cl::desc("Elements checked per argument at most"),
             cl::init(32));
+static cl::opt<bool>
+    vjp("vjp",
+        cl::desc("Build the gradients from the function's results with the "
+                 "weights R_i as their cotangents (buildGradients' "
+                 "vector-Jacobian form) instead of from L"),
+        cl::init(false));
 static cl::opt<bool>
     hostile("hostile",
             cl::desc("Draw zeros, both signs and large magnitudes; fail on "
@@ -211,11 +220,14 @@ buildCheckModule(func::FuncOp f, ArrayRef<DenseElementsAttr> weights,
   auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
 
   Value loss;
+  SmallVector<Value> outputs, cotangents;
   for (auto [r, w] : llvm::zip(ret.getOperands(), weights)) {
     Value v = map.lookupOrDefault(r);
     auto type = cast<RankedTensorType>(v.getType());
-    Value weighted = BinaryOp::create(b, loc, BinaryKind::mul, v,
-                                      ConstantOp::create(b, loc, w));
+    Value weight = ConstantOp::create(b, loc, w);
+    outputs.push_back(v);
+    cotangents.push_back(weight);
+    Value weighted = BinaryOp::create(b, loc, BinaryKind::mul, v, weight);
     if (type.getRank() > 0)
       weighted = ReduceOp::create(
           b, loc, RankedTensorType::get({}, type.getElementType()),
@@ -231,8 +243,11 @@ buildCheckModule(func::FuncOp f, ArrayRef<DenseElementsAttr> weights,
     for (BlockArgument arg : body->getArguments())
       if (isFloatTensorType(arg.getType()))
         wrt.push_back(arg);
+    // --vjp: the gradients of L from the outputs and their weights as
+    // cotangents (the vector-Jacobian form), not from L itself.
     FailureOr<SmallVector<Value>> grads =
-        ::cleave::buildGradients(b, loss, wrt);
+        vjp ? ::cleave::buildGradients(b, outputs, cotangents, wrt)
+            : ::cleave::buildGradients(b, loss, wrt);
     if (failed(grads))
       return failure();
     llvm::append_range(results, *grads);

@@ -35,6 +35,17 @@ mlir::FailureOr<llvm::SmallVector<mlir::Value>>
 buildGradients(mlir::OpBuilder &b, mlir::Value loss, mlir::ValueRange wrt,
                mlir::Value seed = {}, llvm::StringRef tag = {});
 
+/// The vector-Jacobian product: emits the gradient with respect to each of
+/// `wrt` of sum_i <outputs[i], cotangents[i]>, where each cotangent has its
+/// output's type (the gradient a later pipeline stage sends back for the
+/// activations this one produced). The scalar-loss form above is this with
+/// one output and its seed. Outputs and `wrt` are values of one block; a
+/// `wrt` value that is itself an output receives its cotangent.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+buildGradients(mlir::OpBuilder &b, mlir::ValueRange outputs,
+               mlir::ValueRange cotangents, mlir::ValueRange wrt,
+               llvm::StringRef tag = {});
+
 } // namespace cleave
 
 #endif // CLEAVE_TRANSFORMS_AUTODIFF_H

@@ -47,6 +47,46 @@ static LogicalResult verifyGradientRequest(Value loss, ValueRange wrt,
   return success();
 }
 
+/// Checks the arguments of the vector-Jacobian form of buildGradients.
+static LogicalResult verifyCotangents(ValueRange outputs,
+                                      ValueRange cotangents, ValueRange wrt) {
+  if (outputs.empty())
+    return emitError(UnknownLoc::get(wrt.empty() ? nullptr
+                                                 : wrt.front().getContext()))
+           << "cannot differentiate: no outputs";
+  if (outputs.size() != cotangents.size())
+    return emitError(outputs.front().getLoc())
+           << "cannot differentiate: " << outputs.size() << " outputs but "
+           << cotangents.size() << " cotangents";
+  Block *block = outputs.front().getParentBlock();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(outputs, cotangents))) {
+    auto [out, c] = pair;
+    if (!isFloatTensor(out))
+      return emitError(out.getLoc())
+             << "cannot differentiate output #" << i << " of type "
+             << out.getType() << ": not a float tensor";
+    if (c.getType() != out.getType())
+      return emitError(c.getLoc())
+             << "the cotangent of output #" << i << " has type "
+             << c.getType() << ", not the output's " << out.getType();
+    if (out.getParentBlock() != block)
+      return emitError(out.getLoc())
+             << "cannot differentiate: output #" << i
+             << " is not in the block of the first output";
+  }
+  for (auto [i, w] : llvm::enumerate(wrt)) {
+    if (!isFloatTensor(w))
+      return emitError(w.getLoc())
+             << "cannot differentiate with respect to value #" << i
+             << " of type " << w.getType() << ": not a float tensor";
+    if (w.getParentBlock() != block)
+      return emitError(w.getLoc())
+             << "cannot differentiate with respect to value #" << i
+             << ": it is not in the block of the outputs";
+  }
+  return success();
+}
+
 namespace {
 /// Tags every op inserted through a builder with a unit attribute, then
 /// forwards the notification to the builder's own listener.
@@ -70,53 +110,80 @@ struct TagListener : public OpBuilder::Listener {
 } // namespace
 
 static FailureOr<SmallVector<Value>>
-buildGradientsImpl(OpBuilder &b, Value loss, ValueRange wrt, Value seed);
+buildGradientsImpl(OpBuilder &b, ValueRange outputs, ValueRange cotangents,
+                   ValueRange wrt);
 
 namespace cleave {
 FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss,
                                              ValueRange wrt, Value seed,
                                              StringRef tag) {
+  if (failed(verifyGradientRequest(loss, wrt, seed)))
+    return failure();
+  // The seed is the first op of the backward pass, tagged like the rest.
+  OpBuilder::Listener *previous = b.getListener();
+  TagListener listener(StringAttr::get(b.getContext(), tag), previous);
+  if (!tag.empty())
+    b.setListener(&listener);
+  Value cotangent = seed;
+  if (!cotangent)
+    cotangent = Emitter{b, loss.getLoc()}.splatLike(loss, 1.0);
+  FailureOr<SmallVector<Value>> result =
+      buildGradientsImpl(b, ValueRange{loss}, ValueRange{cotangent}, wrt);
+  b.setListener(previous);
+  return result;
+}
+
+FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, ValueRange outputs,
+                                             ValueRange cotangents,
+                                             ValueRange wrt, StringRef tag) {
   if (tag.empty())
-    return buildGradientsImpl(b, loss, wrt, seed);
+    return buildGradientsImpl(b, outputs, cotangents, wrt);
   OpBuilder::Listener *previous = b.getListener();
   TagListener listener(StringAttr::get(b.getContext(), tag), previous);
   b.setListener(&listener);
   FailureOr<SmallVector<Value>> result =
-      buildGradientsImpl(b, loss, wrt, seed);
+      buildGradientsImpl(b, outputs, cotangents, wrt);
   b.setListener(previous);
   return result;
 }
 } // namespace cleave
 
 static FailureOr<SmallVector<Value>>
-buildGradientsImpl(OpBuilder &b, Value loss, ValueRange wrt, Value seed) {
-  if (failed(verifyGradientRequest(loss, wrt, seed)))
+buildGradientsImpl(OpBuilder &b, ValueRange outputs, ValueRange cotangents,
+                   ValueRange wrt) {
+  if (failed(verifyCotangents(outputs, cotangents, wrt)))
     return failure();
-  Emitter e{b, loss.getLoc()};
-  Block *block = loss.getParentBlock();
-  Operation *lossOp = loss.getDefiningOp();
+  Emitter e{b, outputs.front().getLoc()};
+  Block *block = outputs.front().getParentBlock();
+  // The last op that defines an output: the backward walk starts there.
+  Operation *lastOp = nullptr;
+  for (Value out : outputs)
+    if (Operation *def = out.getDefiningOp())
+      if (!lastOp || lastOp->isBeforeInBlock(def))
+        lastOp = def;
 
   // Forward: the values that depend on a wrt value.
   DenseSet<Value> active(wrt.begin(), wrt.end());
-  if (lossOp) {
+  if (lastOp) {
     for (Operation &op : block->without_terminator()) {
       if (llvm::any_of(op.getOperands(),
                        [&](Value v) { return active.contains(v); }))
         active.insert(op.getResults().begin(), op.getResults().end());
-      if (&op == lossOp)
+      if (&op == lastOp)
         break;
     }
   }
 
-  // Backward: from the loss, in reverse program order; only values on a
-  // path from a wrt value to the loss get a cotangent.
+  // Backward: from the outputs, in reverse program order; only values on a
+  // path from a wrt value to an output get a cotangent.
   DenseMap<Value, Value> cotangent;
-  cotangent[loss] = seed ? seed : e.splatLike(loss, 1.0);
   auto accumulate = [&](Value v, Value c) {
     Value &slot = cotangent[v];
     slot = slot ? e.add(slot, c) : c;
   };
-  for (Operation *op = lossOp; op; op = op->getPrevNode()) {
+  for (auto [out, c] : llvm::zip(outputs, cotangents))
+    accumulate(out, c);
+  for (Operation *op = lastOp; op; op = op->getPrevNode()) {
     bool hasCotangent = llvm::any_of(
         op->getResults(), [&](Value r) { return cotangent.contains(r); });
     bool dependsOnWrt = llvm::any_of(
