@@ -10,6 +10,8 @@
 #include "cleave/Transforms/Training/Passes.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
+#include "Layers.h"
+
 #include "Cleave/IR/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -90,38 +92,6 @@ static int64_t flopsOf(Operation *op) {
   return 0;
 }
 
-/// The layer prefix of an ONNX node name (see Passes.td), or "".
-static StringRef layerPrefix(StringRef name) {
-  auto isDigit = [](char c) { return c >= '0' && c <= '9'; };
-  auto isLead = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
-           c == '_';
-  };
-  for (size_t i = 1; i < name.size(); ++i) {
-    if (!isDigit(name[i]) || isDigit(name[i - 1]) || !isLead(name[i - 1]))
-      continue;
-    size_t e = i;
-    while (e < name.size() && isDigit(name[e]))
-      ++e;
-    if (e < name.size() && (name[e] == '.' || name[e] == '/'))
-      return name.take_front(e);
-    i = e;
-  }
-  return "";
-}
-
-/// The first NameLoc name in `loc`, if any.
-static std::optional<StringRef> locName(Location loc) {
-  std::optional<StringRef> found;
-  loc->walk([&](Location l) {
-    if (auto n = dyn_cast<NameLoc>(l)) {
-      found = n.getName().getValue();
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  return found;
-}
 
 /// Cheap ops for the selective policy.
 static bool isCheap(Operation *op) {
@@ -223,8 +193,9 @@ void Recompute::assignLayers() {
     int layer = previous;
     if (auto attr = op->getAttrOfType<StringAttr>("cleave.layer")) {
       layer = attr.getValue().empty() ? -1 : idOf(attr.getValue());
-    } else if (std::optional<StringRef> name = locName(op->getLoc())) {
-      StringRef prefix = layerPrefix(*name);
+    } else if (std::optional<StringRef> name =
+                   ::cleave::training::locName(op->getLoc())) {
+      StringRef prefix = ::cleave::training::layerPrefix(*name);
       layer = prefix.empty() ? -1 : idOf(prefix);
     }
     any |= layer >= 0;
@@ -522,3 +493,40 @@ void InsertRecomputePass::runOnOperation() {
   module->setAttr(::cleave::kRecomputeStatsAttr,
                   b.getDictionaryAttr(entries));
 }
+
+namespace cleave::training {
+
+/// The layer prefix of an ONNX node name (see Passes.td), or "".
+StringRef layerPrefix(StringRef name) {
+  auto isDigit = [](char c) { return c >= '0' && c <= '9'; };
+  auto isLead = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+           c == '_';
+  };
+  for (size_t i = 1; i < name.size(); ++i) {
+    if (!isDigit(name[i]) || isDigit(name[i - 1]) || !isLead(name[i - 1]))
+      continue;
+    size_t e = i;
+    while (e < name.size() && isDigit(name[e]))
+      ++e;
+    if (e < name.size() && (name[e] == '.' || name[e] == '/'))
+      return name.take_front(e);
+    i = e;
+  }
+  return "";
+}
+
+/// The first NameLoc name in `loc`, if any.
+std::optional<StringRef> locName(Location loc) {
+  std::optional<StringRef> found;
+  loc->walk([&](Location l) {
+    if (auto n = dyn_cast<NameLoc>(l)) {
+      found = n.getName().getValue();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return found;
+}
+
+} // namespace cleave::training

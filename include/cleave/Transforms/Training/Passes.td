@@ -194,6 +194,36 @@ def ApplyMixedPrecisionPass
                            "::mlir::func::FuncDialect"];
 }
 
+def AssignPipelineStagesPass
+    : Pass<"cleave-assign-pipeline-stages", "::mlir::ModuleOp"> {
+  let summary = "Cut the forward program into balanced pipeline stages";
+  let description = [{
+    Gives every op of `@main` (a forward program) a `cleave.stage` i64
+    attribute: the program, in order, is cut into `stages` contiguous stages.
+    Cuts fall between layers (the layer rule of --cleave-insert-recompute:
+    ONNX node name prefixes such as `h3` or `/model/layers.11`; between any
+    two ops when no op has a layer) and are chosen to minimize the cost of
+    the largest stage (CostOpInterface flops), then the activation bytes
+    that cross the cuts (what a stage sends the next, and receives back as
+    gradients). With `boundaries`, the stages end after the last op of each
+    named ONNX node instead (one fewer name than stages). A parameter or
+    constant takes the stage of its first reader; one read by several
+    stages (tied embedding and output head) is reported.
+
+    Each stage is reported as a remark: its ops, its share of the flops, its
+    parameter bytes and the bytes it sends on; then the balance (largest
+    stage over the mean).
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "2", "Pipeline stages">,
+    Option<"boundaries", "boundaries", "std::string", "\"\"",
+           "Comma-separated ONNX node names: each stage but the last ends "
+           "after the last op of its node">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def InsertRecomputePass
     : Pass<"cleave-insert-recompute", "::mlir::ModuleOp"> {
   let summary = "Activation recomputation (checkpointing) by policy or budget";
