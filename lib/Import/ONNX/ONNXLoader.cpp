@@ -275,6 +275,55 @@ static LogicalResult checkGraphStructure(const onnx::GraphProto &graph,
   return success();
 }
 
+/// The window attributes libonnx's shape inference divides by or sizes
+/// with (Conv and pooling: strides, dilations, kernel_shape, group, pads),
+/// checked before it runs: a stride of 0 would stop the process with a
+/// division by zero inside libonnx. Subgraphs (If, Loop, Scan bodies) too.
+static LogicalResult checkWindowAttributes(const onnx::GraphProto &graph,
+                                           StringRef path, MLIRContext *ctx) {
+  static const llvm::StringSet<> windowed = {
+      "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv",
+      "DeformConv",  "MaxPool",       "AveragePool", "LpPool",
+      "MaxUnpool",   "Col2Im"};
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    std::string where = node.name().empty()
+                            ? node.op_type() + "#" + std::to_string(i)
+                            : node.name();
+    for (const auto &attr : node.attribute()) {
+      if (attr.has_g() &&
+          failed(checkWindowAttributes(attr.g(), path, ctx)))
+        return failure();
+      for (const auto &g : attr.graphs())
+        if (failed(checkWindowAttributes(g, path, ctx)))
+          return failure();
+      if (!node.domain().empty() || !windowed.contains(node.op_type()))
+        continue;
+      StringRef name = attr.name();
+      int64_t least = name == "strides" || name == "dilations" ||
+                              name == "kernel_shape" || name == "group"
+                          ? 1
+                      : name == "pads" || name == "output_padding" ? 0
+                                                                   : -1;
+      if (least < 0)
+        continue;
+      SmallVector<int64_t> values(attr.ints().begin(), attr.ints().end());
+      if (attr.has_i())
+        values.push_back(attr.i());
+      for (auto [k, v] : llvm::enumerate(values))
+        if (v < least) {
+          mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
+                                       FileLineColLoc::get(ctx, path, 0, 0)))
+              << node.op_type() << " node '" << where << "': attribute "
+              << name << (attr.has_i() ? "" : "[" + std::to_string(k) + "]")
+              << " is " << v << "; " << name << " must be >= " << least;
+          return failure();
+        }
+    }
+  }
+  return success();
+}
+
 /// Dropout's mask has the input's type before opset 10 and is bool after;
 /// the version converter changes the node but not the mask's declared type
 /// (a graph output or value_info), which shape inference then refuses. A
@@ -365,6 +414,9 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
     aside.restore(model);
     return success();
   }
+  // Before the checker: its shape checks run some inference code too.
+  if (failed(checkWindowAttributes(model.graph(), path, ctx)))
+    return failure();
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception &e) {
