@@ -14,7 +14,9 @@
 
 #include "cleave/Import/ONNXImporter.h"
 #include "cleave/InitAll.h"
+#include "cleave/Pipeline/Schedule.h"
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Transforms/Training/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -23,12 +25,15 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "Cleave/IR/CleaveOps.h"
 #include "mlir/Parser/Parser.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -43,7 +48,7 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 namespace {
-enum class EmitKind { Plan, MLIR, Exe };
+enum class EmitKind { Plan, MLIR, Exe, Schedule };
 
 struct Options {
   cl::OptionCategory category{"cleave-compile options"};
@@ -80,7 +85,13 @@ struct Options {
                             "a self-contained executable: cleave-run with "
                             "the plan inside, taking cleave-run's options "
                             "(no compiler libraries; runs under mpirun, "
-                            "srun or --ranks)")),
+                            "srun or --ranks)"),
+                 clEnumValN(EmitKind::Schedule, "schedule",
+                            "the pipeline schedule of --pipeline-stages "
+                            "stages as Chrome trace JSON: the forward "
+                            "program cut into balanced stages, each step "
+                            "as long as its stage's flops (a backward pass "
+                            "twice a forward)")),
       cl::cat(category)};
   cl::opt<::cleave::CompilePhase> phase{
       "phase", cl::desc("With --emit=mlir: the phase after which to print IR"),
@@ -205,6 +216,15 @@ struct Options {
       cl::desc("The training step also returns every parameter's gradient "
                "(grad.<name>, before clipping)"),
       cl::cat(trainCategory)};
+  cl::opt<int64_t> pipelineStages{
+      "pipeline-stages",
+      cl::desc("With --emit=schedule: pipeline ranks"),
+      cl::init(0), cl::value_desc("p"), cl::cat(trainCategory)};
+  cl::opt<std::string> schedule{
+      "schedule",
+      cl::desc("With --emit=schedule: gpipe, 1f1b (default), "
+               "interleaved:<chunks per rank> or zero-bubble"),
+      cl::init("1f1b"), cl::cat(trainCategory)};
   cl::opt<int64_t> microbatches{
       "microbatches",
       cl::desc("With --train: split each step's batch into this many "
@@ -418,6 +438,11 @@ void printDiagnostic(Diagnostic &diag) {
 }
 
 std::string defaultOutput(llvm::StringRef input, EmitKind emit) {
+  if (emit == EmitKind::Schedule) {
+    llvm::SmallString<256> path(llvm::sys::path::filename(input));
+    llvm::sys::path::replace_extension(path, "schedule.json");
+    return path.str().str();
+  }
   if (emit == EmitKind::MLIR)
     return "-";
   llvm::SmallString<256> path(llvm::sys::path::filename(input));
@@ -429,6 +454,65 @@ std::string defaultOutput(llvm::StringRef input, EmitKind emit) {
 int fail(const llvm::Twine &message) {
   llvm::errs() << "cleave-compile: error: " << message << "\n";
   return 1;
+}
+
+/// --emit=schedule: cuts the forward program into --pipeline-stages stages
+/// (times the chunks of an interleaved schedule), simulates the schedule
+/// with each stage's steps as long as its share of the flops, and writes
+/// the timeline as Chrome trace JSON.
+int emitSchedule(ModuleOp module, const Options &opts,
+                 const std::string &output) {
+  namespace pl = ::cleave::pipeline;
+  pl::ScheduleOptions options;
+  if (std::string error = pl::parseScheduleKind(opts.schedule, options);
+      !error.empty())
+    return fail("--schedule: " + error);
+  if (opts.pipelineStages < 1)
+    return fail("--emit=schedule needs --pipeline-stages (at least 1)");
+  options.ranks = opts.pipelineStages;
+  options.microbatches = opts.microbatches;
+  int64_t stages = options.ranks * options.chunks;
+  PassManager pm(module.getContext());
+  ::cleave::AssignPipelineStagesPassOptions assign;
+  assign.stages = stages;
+  pm.addPass(::cleave::createAssignPipelineStagesPass(assign));
+  if (failed(pm.run(module)))
+    return 1;
+  // Each stage's flops, relative to the mean stage.
+  std::vector<double> flops(stages, 0.0);
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  main.walk([&](mlir::cleave::CostOpInterface op) {
+    if (auto stage = op->getAttrOfType<IntegerAttr>("cleave.stage"))
+      if (!isa<mlir::cleave::ConstantOp>(op))
+        flops[stage.getInt()] += static_cast<double>(op.getFlops());
+  });
+  double total = 0;
+  for (double f : flops)
+    total += f;
+  pl::StepCosts costs;
+  for (double f : flops)
+    costs.stageWeight.push_back(total > 0 ? f * stages / total : 1.0);
+  std::string error;
+  std::vector<std::vector<pl::Step>> order = pl::buildSchedule(options, error);
+  if (order.empty())
+    return fail("--schedule: " + error);
+  pl::Simulation sim = pl::simulate(order, options, costs, error);
+  if (!error.empty())
+    return fail("--schedule: " + error);
+  llvm::errs() << llvm::formatv(
+      "schedule {0}: {1} ranks, {2} microbatches: step time {3:F2} mean-stage "
+      "forward passes, bubble {4:P1} (with equal stages the formula gives "
+      "{5:P1})\n",
+      opts.schedule, options.ranks, options.microbatches, sim.makespan,
+      sim.bubble, pl::formulaBubble(options, costs));
+  if (llvm::Error err = llvm::writeToOutput(
+          output, [&](llvm::raw_ostream &os) -> llvm::Error {
+            os << pl::chromeTrace(sim, options);
+            return llvm::Error::success();
+          }))
+    return fail("cannot write '" + output +
+                "': " + llvm::toString(std::move(err)));
+  return 0;
 }
 } // namespace
 
@@ -507,6 +591,12 @@ int (::cleave::compileMain)(int argc, char **argv) {
   std::string output = opts.output.empty()
                            ? defaultOutput(opts.input, opts.emit)
                            : opts.output.getValue();
+  if (opts.emit == EmitKind::Schedule)
+    return emitSchedule(**module, opts, output);
+  if (opts.pipelineStages != 0)
+    return fail("--pipeline-stages needs --emit=schedule (pipelined plans "
+                "are not built yet)");
+
   CompileOptions compileOptions;
   compileOptions.target =
       opts.target == "cuda" ? ::cleave::Target::CUDA : ::cleave::Target::CPU;
@@ -548,7 +638,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return fail("--loss needs --train");
   } else if (opts.dataParallel != 1) {
     return fail("--data-parallel needs --train");
-  } else if (opts.microbatches != 1) {
+  } else if (opts.microbatches != 1 && opts.emit != EmitKind::Schedule) {
     return fail("--microbatches needs --train");
   }
   if (!opts.mesh.empty()) {

@@ -3,6 +3,8 @@
 #include "cleave/Pipeline/Schedule.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -39,6 +41,8 @@ std::vector<Key> dependencies(const Step &s, int64_t stages, bool split) {
 
 double costOf(const Step &s, const StepCosts &c, int64_t chunks) {
   double v = static_cast<double>(chunks);
+  if (s.stage < static_cast<int64_t>(c.stageWeight.size()))
+    v /= c.stageWeight[s.stage];
   switch (s.kind) {
   case StepKind::Forward:
     return c.forward / v;
@@ -194,6 +198,31 @@ std::vector<std::vector<Step>> zeroBubble(int64_t p, int64_t m,
 
 } // namespace
 
+std::string parseScheduleKind(const std::string &text,
+                              ScheduleOptions &options) {
+  options.chunks = 1;
+  if (text == "gpipe")
+    options.kind = ScheduleKind::GPipe;
+  else if (text == "1f1b")
+    options.kind = ScheduleKind::OneFOneB;
+  else if (text == "zero-bubble")
+    options.kind = ScheduleKind::ZeroBubble;
+  else if (text.rfind("interleaved:", 0) == 0) {
+    options.kind = ScheduleKind::Interleaved;
+    std::string v = text.substr(12);
+    char *end = nullptr;
+    long long chunks = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || chunks < 2 || chunks > 64)
+      return "bad schedule '" + text +
+             "' (expected interleaved:<chunks per rank>, 2 to 64)";
+    options.chunks = chunks;
+  } else {
+    return "unknown schedule '" + text +
+           "' (expected gpipe, 1f1b, interleaved:<v> or zero-bubble)";
+  }
+  return "";
+}
+
 std::vector<std::vector<Step>> buildSchedule(const ScheduleOptions &o,
                                              std::string &error) {
   if (o.ranks < 1 || o.microbatches < 1 || o.chunks < 1) {
@@ -320,6 +349,23 @@ double formulaBubble(const ScheduleOptions &o, const StepCosts &c) {
   }
   }
   return 0;
+}
+
+std::string chromeTrace(const Simulation &sim, const ScheduleOptions &o) {
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  for (size_t i = 0; i < sim.steps.size(); ++i) {
+    const TimedStep &t = sim.steps[i];
+    char buffer[256];
+    std::snprintf(buffer, sizeof(buffer),
+                  "%s\n  {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
+                  "\"ts\": %.3f, \"dur\": %.3f, \"pid\": 0, \"tid\": %lld}",
+                  i ? "," : "", stepName(t.step, o).c_str(),
+                  t.step.kind == StepKind::Forward ? "forward" : "backward",
+                  t.start * 1000.0, (t.end - t.start) * 1000.0,
+                  static_cast<long long>(t.rank));
+    out += buffer;
+  }
+  return out + "\n]}\n";
 }
 
 std::string stepName(const Step &s, const ScheduleOptions &o) {

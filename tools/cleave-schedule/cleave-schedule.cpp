@@ -23,7 +23,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -67,22 +66,9 @@ int main(int argc, char **argv) {
   ScheduleOptions options;
   options.ranks = stagesOpt;
   options.microbatches = microbatchesOpt;
-  StringRef kind = scheduleOpt;
-  if (kind == "gpipe") {
-    options.kind = ScheduleKind::GPipe;
-  } else if (kind == "1f1b") {
-    options.kind = ScheduleKind::OneFOneB;
-  } else if (kind == "zero-bubble") {
-    options.kind = ScheduleKind::ZeroBubble;
-  } else if (kind.consume_front("interleaved:")) {
-    options.kind = ScheduleKind::Interleaved;
-    if (kind.getAsInteger(10, options.chunks))
-      return fail("bad --schedule 'interleaved:" + kind +
-                  "' (expected interleaved:<chunks per rank>)");
-  } else {
-    return fail("unknown --schedule '" + scheduleOpt +
-                "' (expected gpipe, 1f1b, interleaved:<v> or zero-bubble)");
-  }
+  if (std::string error = parseScheduleKind(scheduleOpt, options);
+      !error.empty())
+    return fail(error);
   if (!(forwardOpt > 0) || !(backwardOpt > 0) || !(weightShareOpt >= 0) ||
       !(weightShareOpt < 1))
     return fail("--forward and --backward must be positive and "
@@ -127,24 +113,11 @@ int main(int argc, char **argv) {
   outs() << "\n";
 
   if (!traceOpt.empty()) {
-    json::Array events;
-    for (const TimedStep &t : sim.steps)
-      events.push_back(json::Object{
-          {"name", stepName(t.step, options)},
-          {"ph", "X"},
-          {"ts", t.start * 1000.0},
-          {"dur", (t.end - t.start) * 1000.0},
-          {"pid", 0},
-          {"tid", t.rank},
-          {"cat", t.step.kind == StepKind::Forward ? "forward" : "backward"}});
     std::error_code ec;
     ToolOutputFile out(traceOpt, ec, sys::fs::OF_Text);
     if (ec)
       return fail("cannot write --trace '" + traceOpt + "': " + ec.message());
-    out.os() << formatv("{0:2}", json::Value(json::Object{
-                                     {"traceEvents", std::move(events)},
-                                     {"displayTimeUnit", "ms"}}))
-             << "\n";
+    out.os() << chromeTrace(sim, options);
     out.keep();
   }
   return 0;

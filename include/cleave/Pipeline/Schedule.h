@@ -42,6 +42,11 @@ struct ScheduleOptions {
   int64_t chunks = 1;       ///< Virtual stages per rank (v), interleaved only.
 };
 
+/// Reads "gpipe", "1f1b", "interleaved:<chunks per rank>" or "zero-bubble"
+/// into `options` (kind and chunks). Returns an error message, or "".
+std::string parseScheduleKind(const std::string &text,
+                              ScheduleOptions &options);
+
 /// Each rank's steps in the order it runs them. Returns an empty vector and
 /// sets `error` for options the schedule cannot take.
 std::vector<std::vector<Step>> buildSchedule(const ScheduleOptions &options,
@@ -51,6 +56,9 @@ std::vector<std::vector<Step>> buildSchedule(const ScheduleOptions &options,
 /// backward pass is `backwardInput + backwardWeight` when not split.
 struct StepCosts {
   double forward = 1.0, backwardInput = 1.0, backwardWeight = 1.0;
+  /// Per (virtual) stage, a factor on the three durations (a stage with
+  /// more work takes longer); empty: every stage the same.
+  std::vector<double> stageWeight;
 };
 
 struct TimedStep {
@@ -85,6 +93,12 @@ Simulation simulate(const std::vector<std::vector<Step>> &order,
 /// (p - 1) / (v m + p - 1) interleaved, and for the zero-bubble schedule
 /// the share of (p - 1)(F + B - W) in the step.
 double formulaBubble(const ScheduleOptions &options, const StepCosts &costs);
+
+/// The simulated timeline as Chrome trace JSON (chrome://tracing,
+/// Perfetto): one complete event per step, one row (tid) per rank, one
+/// time unit of the costs as 1 ms.
+std::string chromeTrace(const Simulation &simulation,
+                        const ScheduleOptions &options);
 
 /// "F", "B", "Bi" or "W" followed by the microbatch, with ".c<chunk>" when
 /// a rank has several chunks.
