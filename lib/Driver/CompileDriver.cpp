@@ -593,9 +593,10 @@ int (::cleave::compileMain)(int argc, char **argv) {
                            : opts.output.getValue();
   if (opts.emit == EmitKind::Schedule)
     return emitSchedule(**module, opts, output);
-  if (opts.pipelineStages != 0)
-    return fail("--pipeline-stages needs --emit=schedule (pipelined plans "
-                "are not built yet)");
+  if (opts.pipelineStages.getNumOccurrences() ||
+      opts.schedule.getNumOccurrences())
+    return fail("--pipeline-stages and --schedule need --emit=schedule "
+                "(pipelined plans are not built yet)");
 
   CompileOptions compileOptions;
   compileOptions.target =

@@ -229,6 +229,16 @@ std::vector<std::vector<Step>> buildSchedule(const ScheduleOptions &o,
     error = "pipeline ranks, microbatches and chunks must be at least 1";
     return {};
   }
+  // The orders are unrolled: bound them (a million steps per schedule).
+  if (o.ranks > 4096 || o.microbatches > 65536 || o.chunks > 64 ||
+      o.ranks * o.microbatches * o.chunks > 1000000 / 3) {
+    error = "the schedule has too many steps to unroll (" +
+            std::to_string(o.ranks) + " ranks, " +
+            std::to_string(o.microbatches) + " microbatches, " +
+            std::to_string(o.chunks) +
+            " chunks per rank; at most about 333,000 forward passes)";
+    return {};
+  }
   if (o.chunks > 1 && o.kind != ScheduleKind::Interleaved) {
     error = "only the interleaved schedule runs several chunks per rank";
     return {};

@@ -1005,6 +1005,20 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
 /// follows each gradient through what reduces, reshapes, converts, packs
 /// and unpacks it, and marks the forward pass (the ops the loss depends
 /// on), for the report.
+/// The change of float width a conversion makes (to bits minus from
+/// bits), or 0 for anything else.
+static int floatWidening(Operation *op) {
+  auto convert = dyn_cast_or_null<ConvertOp>(op);
+  if (!convert)
+    return 0;
+  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(convert.getType()));
+  auto from = dyn_cast<FloatType>(
+      getElementTypeOrSelf(convert.getOperand().getType()));
+  return to && from ? int(to.getWidth()) - int(from.getWidth()) : 0;
+}
+/// A conversion to a narrower float type (f32 -> bf16/f16).
+static bool isLoweringConvert(Operation *op) { return floatWidening(op) < 0; }
+
 void PlanBuilder::takeGradientTags() {
   Block &body = main.getBody().front();
   for (Operation &op : body) {
@@ -1044,15 +1058,8 @@ void PlanBuilder::takeGradientTags() {
     SmallVector<StringAttr, 1> names;
     // A low-precision gradient widened back to f32 is the optimizer's
     // transient view of it, not another gradient (--low-precision-gradients).
-    auto widens = [](Operation &op) {
-      auto convert = dyn_cast<ConvertOp>(op);
-      return convert &&
-             getElementTypeOrSelf(convert.getType()).getIntOrFloatBitWidth() >
-                 getElementTypeOrSelf(convert.getOperand().getType())
-                     .getIntOrFloatBitWidth();
-    };
     if (isa<CollectiveOpInterface, DoneOp, ReshapeOp, ConvertOp, SliceOp>(op) &&
-        !widens(op)) {
+        floatWidening(&op) <= 0) {
       names = of(op.getOperand(0));
     } else if (isa<ConcatOp>(op) &&
                llvm::all_of(op.getOperands(), [&](Value v) {
@@ -1097,17 +1104,6 @@ int64_t PlanBuilder::nodeFlops(Node &node) {
 
 /// The values that share `root`'s buffer: itself, and the reshapes and
 /// waits that read it, transitively.
-/// A conversion to a narrower float type (f32 -> bf16/f16).
-static bool isLoweringConvert(Operation *op) {
-  auto convert = dyn_cast<ConvertOp>(op);
-  if (!convert)
-    return false;
-  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(convert.getType()));
-  auto from = dyn_cast<FloatType>(
-      getElementTypeOrSelf(convert.getOperand().getType()));
-  return to && from && to.getWidth() < from.getWidth();
-}
-
 static SmallVector<Value> aliasesOf(Value root) {
   SmallVector<Value> aliases = {root};
   for (size_t i = 0; i < aliases.size(); ++i)

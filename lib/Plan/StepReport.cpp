@@ -221,18 +221,13 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
                     at(MemoryClass::MasterParameters);
   uint64_t measured = at(MemoryClass::Parameters) +
                       at(MemoryClass::Gradients) + states;
-  if (mixed)
-    os << llvm::formatv(
-        "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
-        "(mixed-precision variant: 2-byte parameters and gradients, {3} "
-        "bytes of f32 master and optimizer state per parameter):\n",
-        stage, dpRanks, r.replicaParameterElements, stateBytes);
-  else
-    os << llvm::formatv(
-        "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
-        "(fp32 variant: 4-byte parameters and gradients, {3} bytes of "
-        "optimizer state per parameter):\n",
-        stage, dpRanks, r.replicaParameterElements, optimizerBytes);
+  os << llvm::formatv(
+      "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
+      "({3} variant: {4}-byte parameters and gradients, {5} bytes of {6}"
+      "optimizer state per parameter):\n",
+      stage, dpRanks, r.replicaParameterElements,
+      mixed ? "mixed-precision" : "fp32", paramBytes, stateBytes,
+      mixed ? "f32 master and " : "");
   auto line = [&](llvm::StringRef what, llvm::StringRef formula,
                   double expected, uint64_t got) {
     os << llvm::formatv("  {0,-18} {1,-10} {2,16:F0} expected {3,16} "
@@ -262,7 +257,7 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
                       "their rounding, where the partitioner completes their "
                       "sum for an op that cannot take it partial (a scatter, "
                       "a gather)");
-    if (at(MemoryClass::Parameters) < uint64_t(p + 0.5))
+    if (f32Only == 0 && at(MemoryClass::Parameters) < uint64_t(p + 0.5))
       notes.push_back(
           std::to_string(uint64_t(p + 0.5) - at(MemoryClass::Parameters)) +
           " bytes of parameters fewer: low-precision copies converted inside "

@@ -346,7 +346,15 @@ static int saveSharded(cleave_rt_executor e, const std::vector<StateInfo> &state
     if (!owner)
       continue;
     local.resize(st.desc.tensor.byte_size);
-    TRY(cleave_rt_executor_read_state(e, i, local.data(), local.size()));
+    // A failure here still reaches allAgree below, so no rank waits for
+    // one that gave up.
+    if (cleave_rt_status s =
+            cleave_rt_executor_read_state(e, i, local.data(), local.size())) {
+      err = cleave_rt_status_message(s);
+      cleave_rt_status_free(s);
+      ok = false;
+      break;
+    }
     ok = checkpoint::writeShard(fd, save, i, st.global, st.shape, mine,
                                 cleave_rt_dtype_size(st.desc.tensor.dtype),
                                 local.data(), &err);
@@ -576,7 +584,6 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     if (rc >= 0)
       return rc;
   }
-
 
   // Resume before opening the data: the checkpoint carries the seed.
   uint64_t seed = o.seed;
@@ -877,8 +884,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                    o.steps);
       std::fflush(stderr);
     }
-    // One rank writes the checkpoint of global tensors itself; several
-    // write the shards they own into one file that rank 0 completes.
+    // Every rank writes the shards it owns into one file that rank 0 laid
+    // out and completes (one rank: all of it).
     if (o.saveEvery > 0 && done % o.saveEvery == 0) {
       checkpoint::Checkpoint c;
       c.step = done;
@@ -886,18 +893,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
       c.optimizer = info.optimizer;
       c.samplesConsumed = done * batch;
       std::string path;
-      if (ctx.worldSize > 1) {
-        int rc = saveSharded(exec.e, states, ctx, o.checkpointDir, c, &path);
-        if (rc >= 0)
-          return rc;
-      } else {
-        int rc = snapshot(exec.e, states, ctx, &c.states);
-        if (rc >= 0)
-          return rc;
-        if (!checkpoint::save(o.checkpointDir, c, &path, &err))
-          return fail("cannot save the checkpoint of step " +
-                      std::to_string(done) + ": " + err);
-      }
+      int rc = saveSharded(exec.e, states, ctx, o.checkpointDir, c, &path);
+      if (rc >= 0)
+        return rc;
       if (!gLeader)
         continue;
       if (progress)

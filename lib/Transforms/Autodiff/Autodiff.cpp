@@ -21,9 +21,9 @@ using namespace mlir::cleave;
 using ::cleave::autodiff::Emitter;
 using ::cleave::autodiff::isFloatTensor;
 
-/// Checks the arguments of buildGradients.
-static LogicalResult verifyGradientRequest(Value loss, ValueRange wrt,
-                                           Value seed) {
+/// Checks the loss and seed of the scalar form of buildGradients (the
+/// vector-Jacobian form checks the rest).
+static LogicalResult verifyGradientRequest(Value loss, Value seed) {
   auto lossType = dyn_cast<RankedTensorType>(loss.getType());
   if (!lossType || lossType.getRank() != 0 ||
       !isa<FloatType>(lossType.getElementType()))
@@ -34,16 +34,6 @@ static LogicalResult verifyGradientRequest(Value loss, ValueRange wrt,
     return emitError(seed.getLoc())
            << "the seed's type " << seed.getType()
            << " differs from the loss's type " << loss.getType();
-  for (auto [i, w] : llvm::enumerate(wrt)) {
-    if (!isFloatTensor(w))
-      return emitError(w.getLoc())
-             << "cannot differentiate with respect to value #" << i
-             << " of type " << w.getType() << ": not a float tensor";
-    if (w.getParentBlock() != loss.getParentBlock())
-      return emitError(w.getLoc())
-             << "cannot differentiate with respect to value #" << i
-             << ": it is not in the block of the loss";
-  }
   return success();
 }
 
@@ -82,7 +72,8 @@ static LogicalResult verifyCotangents(ValueRange outputs,
     if (w.getParentBlock() != block)
       return emitError(w.getLoc())
              << "cannot differentiate with respect to value #" << i
-             << ": it is not in the block of the outputs";
+             << ": it is not in the block of the "
+             << (outputs.size() == 1 ? "loss" : "outputs");
   }
   return success();
 }
@@ -117,7 +108,7 @@ namespace cleave {
 FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss,
                                              ValueRange wrt, Value seed,
                                              StringRef tag) {
-  if (failed(verifyGradientRequest(loss, wrt, seed)))
+  if (failed(verifyGradientRequest(loss, seed)))
     return failure();
   // The seed is the first op of the backward pass, tagged like the rest.
   OpBuilder::Listener *previous = b.getListener();

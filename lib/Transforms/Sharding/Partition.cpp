@@ -144,8 +144,10 @@ private:
   /// value as one addend of a sum over those axes.
   Value keepOnFirstRank(OpBuilder &b, Location loc, Value v,
                         ArrayRef<StringAttr> over);
-  /// True if partial sums of `r` can wait: every reader adds or subtracts
-  /// (x·dW_q + x·dW_k + x·dW_v in backward), so the sum is completed once.
+  /// True if partial sums of `r` can wait: every reader, through reshapes
+  /// and transposes, adds or subtracts (x·dW_q + x·dW_k + x·dW_v in
+  /// backward) or rounds a gradient to bf16/f16, so the sum is completed
+  /// once.
   static bool canDefer(Value r);
   /// A value split as `from` that is whole over `over` in `to` except for
   /// one dimension split further over some of `over`'s axes: this rank's
@@ -490,18 +492,11 @@ static bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over) {
   });
 }
 
-
 bool Partitioner::canDefer(Value r) {
   return !r.use_empty() && llvm::all_of(r.getUsers(), [](Operation *user) {
-    if (isGradientRounding(user) ||
-        (isa<ReshapeOp, TransposeOp>(user) &&
-         leadsToGradientRounding(user->getResult(0))))
-      return true;
     if (isa<ReshapeOp, TransposeOp>(user))
       return canDefer(user->getResult(0));
-    auto binary = dyn_cast<BinaryOp>(user);
-    return binary && (binary.getKind() == BinaryKind::add ||
-                      binary.getKind() == BinaryKind::sub);
+    return isGradientRounding(user) || isAddOrSub(user);
   });
 }
 

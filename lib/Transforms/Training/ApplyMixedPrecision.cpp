@@ -80,8 +80,16 @@ Type elementTypeOf(Value v) { return getElementTypeOrSelf(v.getType()); }
 
 class Rewriter {
 public:
-  Rewriter(func::FuncOp fn, Type low, bool allParameters)
-      : fn(fn), low(low), allParameters(allParameters) {}
+  Rewriter(func::FuncOp fn, Type low, bool allParameters) : fn(fn), low(low) {
+    if (!allParameters)
+      return;
+    for (BlockArgument arg : fn.getArguments())
+      if (auto state = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       "cleave.state");
+          state && state.getValue() == "parameter" &&
+          elementTypeOf(arg).isF32())
+        lowParameters.insert(arg);
+  }
   LogicalResult run();
   /// Rounds the gradients of the parameters read in low precision (see the
   /// file comment); after run().
@@ -96,18 +104,12 @@ private:
 
   /// Whether `v` is an f32 parameter read through its low copy
   /// (low-precision-parameters).
-  bool isLowParameter(Value v) {
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!allParameters || !arg || !elementTypeOf(v).isF32())
-      return false;
-    auto state = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                 "cleave.state");
-    return state && state.getValue() == "parameter";
-  }
+  bool isLowParameter(Value v) const { return lowParameters.contains(v); }
 
   func::FuncOp fn;
   Type low;
-  bool allParameters;
+  /// With low-precision-parameters: the f32 parameter arguments.
+  DenseSet<Value> lowParameters;
   DenseSet<Value> lowered;    ///< Values this pass turned into `low`.
   DenseSet<Value> contracted; ///< f32 contraction results (and their moves).
   DenseMap<Value, Value> downCache, upCache;
@@ -240,7 +242,7 @@ LogicalResult Rewriter::run() {
 
 void Rewriter::roundGradients() {
   // The parameters the step reads in low precision, by name.
-  llvm::StringSet<> lowParameters;
+  llvm::StringSet<> lowNames;
   for (BlockArgument arg : fn.getArguments()) {
     auto state = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                  "cleave.state");
@@ -252,12 +254,12 @@ void Rewriter::roundGradients() {
           auto convert = dyn_cast<ConvertOp>(user);
           return convert && elementTypeOf(convert.getResult()) == low;
         }))
-      lowParameters.insert(name.getValue());
+      lowNames.insert(name.getValue());
   }
   SmallVector<Operation *> tagged;
   fn.walk([&](Operation *op) {
     auto of = op->getAttrOfType<StringAttr>(::cleave::kGradientOfAttr);
-    if (of && lowParameters.contains(of.getValue()) &&
+    if (of && lowNames.contains(of.getValue()) &&
         op->getNumResults() == 1 && elementTypeOf(op->getResult(0)).isF32())
       tagged.push_back(op);
   });

@@ -138,15 +138,15 @@ private:
   /// kind, and the data input it adds (labels, targets).
   FailureOr<LossSpec> resolveLoss(func::FuncOp oldMain);
   /// The loss of `outputs` against `target` (null for the model's own
-  /// scalar loss). With `denominator` set (microbatches), the sum over this
-  /// microbatch is divided by it instead of by its own count.
+  /// scalar loss). With `denominator` set (microbatches; not for a scalar
+  /// loss), the sum over this microbatch is divided by it instead of by its
+  /// own count.
   Value buildLoss(Emitter &e, const LossSpec &spec, ArrayRef<Value> outputs,
                   Value target, Value denominator = {});
   /// What the loss of the whole batch divides by: the labels not ignored
-  /// (cross-entropy), the elements (mse), or the microbatches (a model's
-  /// own mean loss), so that microbatch losses add up to it.
-  Value lossDenominator(Emitter &e, const LossSpec &spec, Value target,
-                        int64_t numMicrobatches);
+  /// (cross-entropy) or the elements (mse), so that microbatch losses add
+  /// up to it.
+  Value lossDenominator(Emitter &e, const LossSpec &spec, Value target);
   /// Returns (new parameter, new slots...).
   SmallVector<Value> update(Emitter &e, Value param, Value grad,
                             ArrayRef<Value> slots, Value lr, Value step,
@@ -246,7 +246,7 @@ Value BuildTrainStepPass::buildLoss(Emitter &e, const LossSpec &spec,
   auto outType = Emitter::typeOf(out);
   Type f = outType.getElementType();
   if (spec.kind == LossSpec::Scalar)
-    return denominator ? e.div(out, e.convert(denominator, f)) : out;
+    return out;
   if (spec.kind == LossSpec::Mse) {
     Value d = e.sub(out, target);
     Value sum = e.sumAll(e.mul(d, d));
@@ -284,21 +284,15 @@ Value BuildTrainStepPass::buildLoss(Emitter &e, const LossSpec &spec,
 }
 
 Value BuildTrainStepPass::lossDenominator(Emitter &e, const LossSpec &spec,
-                                          Value target,
-                                          int64_t numMicrobatches) {
+                                          Value target) {
   Type f32 = e.b.getF32Type();
-  switch (spec.kind) {
-  case LossSpec::Scalar:
-    return e.scalar(f32, (double)numMicrobatches);
-  case LossSpec::Mse:
-    return e.scalar(f32, (double)std::max<int64_t>(
-                             spec.targetType.getNumElements(), 1));
-  case LossSpec::CrossEntropy:
+  if (spec.kind == LossSpec::CrossEntropy)
     return e.binary(BinaryKind::max,
                     e.sumAll(labelWeights(e, spec, target, f32)),
                     e.scalar(f32, 1.0));
-  }
-  llvm_unreachable("loss kinds");
+  // Mean squared error (a model's own scalar loss is refused).
+  return e.scalar(f32, (double)std::max<int64_t>(
+                           spec.targetType.getNumElements(), 1));
 }
 
 /// Microbatch `k` of `m` of a batch input along `dim`: rows k, k + m,
@@ -470,6 +464,15 @@ static void hoistToOperands(Operation *first) {
     if (firstUser)
       op->moveBefore(firstUser);
   }
+  // Constants are ignored above and free to move: one made after an op
+  // that now reads it (the zero gradient of a parameter a microbatch's loss
+  // does not reach, built late in backward) goes right before that op.
+  for (Operation *op : ops)
+    for (Value v : op->getOperands())
+      if (auto constant = v.getDefiningOp<ConstantOp>();
+          constant && constant->getBlock() == block &&
+          op->isBeforeInBlock(constant))
+        constant->moveBefore(op);
 }
 
 //===----------------------------------------------------------------------===//
@@ -600,6 +603,13 @@ void BuildTrainStepPass::runOnOperation() {
     newMain.erase();
     return signalPassFailure();
   }
+  if (m > 1 && spec->kind == LossSpec::Scalar) {
+    mlir::emitError(module.getLoc())
+        << "--microbatches=" << m << " needs --loss: the model's own scalar "
+        << "loss combines the rows of the whole batch";
+    newMain.erase();
+    return signalPassFailure();
+  }
   if (m > 1 && (rows < 1 || rows % m != 0)) {
     auto diag = mlir::emitError(module.getLoc()) << "--microbatches=" << m;
     if (rows < 1)
@@ -669,7 +679,7 @@ void BuildTrainStepPass::runOnOperation() {
   Value denominator;
   if (m > 1) {
     Operation *before = lastOp();
-    denominator = lossDenominator(e, *spec, target, m);
+    denominator = lossDenominator(e, *spec, target);
     llvm::append_range(fp32Ops, opsAfter(before));
   }
 
@@ -753,14 +763,8 @@ void BuildTrainStepPass::runOnOperation() {
       lossTotal = lossValue;
       continue;
     }
-    for (auto [g, gk] : llvm::zip(*grads, *gradsK)) {
-      // A parameter this microbatch's loss does not reach has a zero
-      // gradient constant; it goes to the top of the step, where the
-      // tail's scheduling (hoistToOperands) assumes constants are.
-      if (auto zero = gk.getDefiningOp<ConstantOp>())
-        zero->moveBefore(&body->front());
+    for (auto [g, gk] : llvm::zip(*grads, *gradsK))
       g = e.add(g, gk);
-    }
     lossTotal = e.add(lossTotal, lossValue);
     llvm::append_range(fp32Ops, opsAfter(backwardEnd));
   }
