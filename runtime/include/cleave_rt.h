@@ -158,6 +158,24 @@ const char *cleave_rt_executor_device_info(cleave_rt_executor executor);
  * references: its own shards only. */
 uint64_t cleave_rt_executor_initial_bytes_read(cleave_rt_executor executor);
 
+/* Tracing: with `enabled` non-zero, each later run records every marker
+ * command it executes (the step index, the phase: 0 begins, 1 ends, and the
+ * steady-clock time); without tracing a marker costs nothing. UNIMPLEMENTED
+ * on the cuda backend. */
+typedef struct cleave_rt_marker_record_t {
+  int64_t index;
+  int64_t phase;
+  int64_t time_ns; /* steady clock (CLOCK_MONOTONIC), nanoseconds */
+} cleave_rt_marker_record_t;
+cleave_rt_status cleave_rt_executor_set_tracing(cleave_rt_executor executor,
+                                                int enabled);
+/* The markers of the last traced run, in order (valid until the next run or
+ * destroy), and the steady-clock time that run started. */
+cleave_rt_status
+cleave_rt_executor_markers(cleave_rt_executor executor,
+                           const cleave_rt_marker_record_t **out_records,
+                           size_t *out_count, int64_t *out_run_start_ns);
+
 /*===-- Ranks: communicators and partitioned plans -------------------------===*/
 
 /* A plan compiled for a mesh (cleave.mesh; `mesh` below) runs on as many
@@ -217,9 +235,10 @@ typedef struct cleave_rt_launch_env_t {
 cleave_rt_status cleave_rt_read_launch_env(cleave_rt_launch_env_t *out);
 
 /* Like executor_create, for rank cleave_rt_communicator_rank(comm) of the
- * plan's mesh. `comm` may be NULL for a plan without a mesh or with a
- * one-rank mesh; otherwise its size must equal the mesh's (the error names
- * both). The communicator must outlive the executor. */
+ * plan's mesh (of a pipelined plan: that rank's stage). `comm` may be NULL
+ * for a plan without a mesh or with a one-rank mesh; otherwise its size
+ * must equal the mesh's (the error names both). The communicator must
+ * outlive the executor. */
 cleave_rt_status cleave_rt_executor_create_ranked(
     cleave_rt_program program, const char *backend,
     cleave_rt_communicator comm, cleave_rt_executor *out_executor);
@@ -247,10 +266,51 @@ cleave_rt_status cleave_rt_program_state_shard(cleave_rt_program program,
                                                int *out_sharded);
 
 /* The plan's mesh as "dp=2,tp=2" ("" without one), its world size (1
- * without one), and the number of collective commands. */
+ * without one), and the number of collective commands (of every stage, for
+ * a whole pipelined plan). */
 const char *cleave_rt_program_mesh(cleave_rt_program program);
 size_t cleave_rt_program_world_size(cleave_rt_program program);
 size_t cleave_rt_program_collective_count(cleave_rt_program program);
+
+/*===-- Pipelined plans: one program per stage ----------------------------===*/
+
+/* A pipelined plan (format 5) is MPMD over the mesh axis "pp" of size p: it
+ * holds p stage plans, and every rank whose "pp" coordinate is c runs stage
+ * c's. All stages have the same inputs, outputs and training record, so a
+ * program loaded from a pipelined file describes those (stage 0's) like any
+ * plan's; its counts (commands, collectives, markers, constant and
+ * referenced bytes) cover every stage, its peak is the largest stage's, and
+ * its states are refused (they differ per stage: ask a stage).
+ * cleave_rt_executor_create_ranked runs the communicator rank's stage;
+ * cleave_rt_executor_create refuses a pipelined plan over more than one
+ * rank. A handle on one stage is a program like any other (its metadata
+ * falls back to the file's); it takes the file as it is when made, so call
+ * _set_weights_dir and _skip_referenced_values on the file first. */
+
+/* The number of stages of a pipelined plan; 0 for a plan that is not
+ * pipelined and for a stage's handle. */
+size_t cleave_rt_program_stage_count(cleave_rt_program program);
+/* The stage rank `mesh_rank` runs (its "pp" coordinate; 0 when not
+ * pipelined). */
+cleave_rt_status cleave_rt_program_stage_of_rank(cleave_rt_program program,
+                                                 size_t mesh_rank,
+                                                 size_t *out_stage);
+/* A new program handle (destroy it) for the plan rank `mesh_rank` runs: its
+ * stage of a pipelined plan, the plan itself otherwise. On a stage's handle,
+ * INVALID_ARGUMENT for a rank of another stage. */
+cleave_rt_status cleave_rt_program_stage(cleave_rt_program program,
+                                         size_t mesh_rank,
+                                         cleave_rt_program *out_stage);
+/* A new program handle for stage `stage` (< stage_count; 0 for a plan that
+ * is not pipelined, which gives the plan itself). */
+cleave_rt_status cleave_rt_program_stage_at(cleave_rt_program program,
+                                            size_t stage,
+                                            cleave_rt_program *out_stage);
+/* The stage a handle made by _stage or _stage_at is; 0 otherwise. */
+size_t cleave_rt_program_stage_index(cleave_rt_program program);
+/* The number of step marker commands (metadata "pipeline_steps" names the
+ * steps they index). */
+size_t cleave_rt_program_marker_count(cleave_rt_program program);
 
 /*===-- Training: state tensors, the training record ----------------------===*/
 

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cleave::rt {
 
@@ -41,8 +42,35 @@ public:
   /// plan (this rank's shards only).
   uint64_t initialBytesRead() const { return bytesReadFromFiles; }
 
+  /// Whether setTracing can record markers on this backend.
+  virtual bool supportsTracing() const { return true; }
+  /// With `on`, later runs record their Marker commands.
+  void setTracing(bool on) { tracing = on; }
+  /// The markers of the last traced run, in order.
+  const std::vector<cleave_rt_marker_record_t> &markers() const {
+    return markerRecords;
+  }
+  /// The steady-clock time (ns) the last traced run started.
+  int64_t runStartNs() const { return runStart; }
+
 protected:
+  /// Called by run() first: forgets the last run's markers.
+  void beginRun() {
+    markerRecords.clear();
+    if (tracing)
+      runStart = nowNs();
+  }
+  /// Executes a Marker command: nothing unless tracing.
+  void mark(const plan::Command &c) {
+    if (tracing)
+      markerRecords.push_back({c.params[0], c.params[1], nowNs()});
+  }
+  static int64_t nowNs();
+
   uint64_t bytesReadFromFiles = 0;
+  bool tracing = false;
+  std::vector<cleave_rt_marker_record_t> markerRecords;
+  int64_t runStart = 0;
 };
 
 /// Writes rank `rank`'s value of every constant of `plan` with data or a

@@ -32,10 +32,17 @@ public:
   virtual int64_t worldSize() const = 0;
   /// Runs `c` for this rank over the group `group` (plan::groupOf): reads
   /// `src` (c.count elements; null for recv) and writes `dst` (null for
-  /// send). Blocks until this rank's part is done. Buffers are host memory.
+  /// send). Blocks until this rank's part is done, except a send, which
+  /// never waits for its receiver: the communicator keeps a copy of the
+  /// data until it is delivered (flush). Buffers are host memory.
   virtual cleave_rt_status run(const plan::CollectiveInfo &c,
                                const plan::Group &group, const void *src,
                                void *dst) = 0;
+  /// Waits until every message this rank has sent has been delivered, at
+  /// most the communication timeout; the error names a receiver that never
+  /// took its message. Executors call it at the end of each run, so the
+  /// copies a communicator holds are at most one run's sends.
+  virtual cleave_rt_status flush() { return nullptr; }
   /// Makes every rank's pending and later collectives fail with a message
   /// naming this rank and `reason` (a rank that hit an error calls it so
   /// that its peers stop waiting for it).

@@ -136,9 +136,11 @@ public:
     return nullptr;
   }
   cleave_rt_status run() override {
+    beginRun();
     if (comms)
       comms->reset();
-    return settle(runCommands(plan->commands));
+    CLEAVE_RT_RETURN_IF_ERROR(settle(runCommands(plan->commands)));
+    return flushSends();
   }
 
 private:
@@ -149,6 +151,9 @@ private:
   /// Waits for every collective still in flight after a failed run, so
   /// nothing writes the arena after run() returns; returns `status`.
   cleave_rt_status settle(cleave_rt_status status);
+  /// Waits until this run's sends have been delivered (Communicator::flush),
+  /// on the thread that runs the collectives.
+  cleave_rt_status flushSends();
 
   PlanRef plan;
   Communicator *comm;
@@ -250,6 +255,9 @@ cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
     case CommandKind::Wait:
       CLEAVE_RT_RETURN_IF_ERROR(comms->wait(static_cast<size_t>(c.event)));
       break;
+    case CommandKind::Marker:
+      mark(c);
+      break;
     case CommandKind::GpuLaunch: // Rejected by the validator.
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "GPU launch command in a CPU plan");
@@ -315,6 +323,15 @@ cleave_rt_status CpuBackend::settle(cleave_rt_status status) {
   if (comms)
     comms->drain();
   return status;
+}
+
+cleave_rt_status CpuBackend::flushSends() {
+  if (!comm)
+    return nullptr;
+  if (!comms)
+    return comm->flush();
+  comms->submit(syncEvent, [this] { return comm->flush(); });
+  return comms->wait(syncEvent);
 }
 
 cleave_rt_status createCpuBackend(PlanRef plan, Communicator *comm,

@@ -111,6 +111,7 @@ public:
   cleave_rt_status init();
 
   const char *name() const override { return "cuda"; }
+  bool supportsTracing() const override { return false; }
   cleave_rt_status writeTensor(const TensorInfo &tensor,
                                const void *data) override;
   cleave_rt_status readTensor(const TensorInfo &tensor,
@@ -566,6 +567,8 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
     case CommandKind::Kernel:
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "host kernel command in a CUDA plan");
+    case CommandKind::Marker: // tracing is not supported here
+      break;
     case CommandKind::Collective: // refused by createBackend
     case CommandKind::Wait:
       return makeStatus(CLEAVE_RT_UNIMPLEMENTED,

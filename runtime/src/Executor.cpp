@@ -6,6 +6,7 @@
 
 #include "Program.h"
 
+#include <chrono>
 #include <cstring>
 
 using namespace cleave;
@@ -26,6 +27,12 @@ static std::string shapeString(const plan::TensorInfo &t) {
   return s + "] " + plan::dtypeName(t.dtype);
 }
 
+int64_t cleave::rt::Backend::nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 extern "C" {
 
 cleave_rt_status cleave_rt_executor_create(cleave_rt_program program,
@@ -41,18 +48,21 @@ cleave_rt_status cleave_rt_executor_create_ranked(
   if (!program || !out_executor)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                       "program and out_executor must not be NULL");
-  const plan::Mesh &mesh = program->plan->mesh;
+  const plan::Mesh &mesh = program->file->mesh;
   int64_t world = mesh.worldSize();
   Communicator *c = comm ? comm->impl.get() : nullptr;
+  std::string ranks = std::to_string(world) + " ranks (cleave-run --ranks " +
+                      std::to_string(world) + ", or mpirun -np " +
+                      std::to_string(world) + ")";
+  if (!c && world > 1 && program->file->isPipelined())
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      describePipeline(*program->file) + ": run it on " +
+                          ranks + ", each rank running its stage");
   if (!c && world > 1)
     return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
-                      "the plan is partitioned over mesh " + mesh.str() +
-                          " (" + std::to_string(world) +
-                          " ranks) and needs a communicator of " +
+                      "the plan is partitioned over mesh " + mesh.str() + " (" +
                           std::to_string(world) +
-                          " ranks (cleave-run --ranks " +
-                          std::to_string(world) + ", or mpirun -np " +
-                          std::to_string(world) + ")");
+                          " ranks) and needs a communicator of " + ranks);
   if (c && c->worldSize() != world)
     return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
                       "the plan's mesh " +
@@ -61,11 +71,14 @@ cleave_rt_status cleave_rt_executor_create_ranked(
                           " has " + std::to_string(world) +
                           " ranks but the " + c->name() + " world has " +
                           std::to_string(c->worldSize()));
+  // A pipelined plan: the rank's stage.
+  PlanRef plan;
+  CLEAVE_RT_RETURN_IF_ERROR(planForRank(program, c ? c->rank() : 0, &plan));
   std::unique_ptr<Backend> impl;
   CLEAVE_RT_RETURN_IF_ERROR(
-      createBackend(backend ? backend : "", program->plan, c, &impl));
+      createBackend(backend ? backend : "", plan, c, &impl));
   auto *exec = new cleave_rt_executor_t();
-  exec->plan = program->plan;
+  exec->plan = plan;
   exec->backend = std::move(impl);
   exec->inputSet.assign(exec->plan->inputs.size(), false);
   *out_executor = exec;
@@ -137,6 +150,31 @@ cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
 
 uint64_t cleave_rt_executor_initial_bytes_read(cleave_rt_executor executor) {
   return executor ? executor->backend->initialBytesRead() : 0;
+}
+
+cleave_rt_status cleave_rt_executor_set_tracing(cleave_rt_executor executor,
+                                                int enabled) {
+  if (!executor)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "executor is NULL");
+  if (enabled && !executor->backend->supportsTracing())
+    return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                      std::string("the ") + executor->backend->name() +
+                          " backend does not trace step markers");
+  executor->backend->setTracing(enabled != 0);
+  return nullptr;
+}
+
+cleave_rt_status
+cleave_rt_executor_markers(cleave_rt_executor executor,
+                           const cleave_rt_marker_record_t **out_records,
+                           size_t *out_count, int64_t *out_run_start_ns) {
+  if (!executor || !out_records || !out_count || !out_run_start_ns)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const auto &markers = executor->backend->markers();
+  *out_records = markers.data();
+  *out_count = markers.size();
+  *out_run_start_ns = executor->backend->runStartNs();
+  return nullptr;
 }
 
 const char *cleave_rt_executor_device_info(cleave_rt_executor executor) {

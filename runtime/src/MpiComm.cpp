@@ -12,8 +12,16 @@
 //     computes its own result from all operands in group-index order
 //     (computeCollective), bit for bit what the local communicator gives.
 // Messages between two ranks match in order (MPI's non-overtaking rule),
-// and every rank issues its collectives in plan order. The exchange moves
-// G times the bytes of a ring algorithm: MPI is the CPU and launch path;
+// and every rank issues its collectives in plan order.
+//
+// A send never waits for its receiver (two pipeline ranks that both send
+// before they receive would otherwise deadlock once a message is larger
+// than MPI's eager limit): its data is copied into a buffer the
+// communicator owns and MPI_Isend'ed, and the call returns. Later calls
+// free the buffers of sends that have completed (MPI_Test), and flush(),
+// which executors call at the end of each run, waits for the rest within
+// the timeout, naming a receiver that never took its message. The exchange
+// moves G times the bytes of a ring algorithm: MPI is the CPU and launch path;
 // GPUs communicate through NCCL.
 //
 // Waits poll MPI_Testall against a deadline, so nothing blocks forever. On
@@ -31,6 +39,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <list>
 #include <thread>
 #include <vector>
 
@@ -52,6 +61,8 @@ public:
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (!finalized)
+      dropSends();
     if (ownsInit && !finalized)
       MPI_Finalize();
   }
@@ -60,6 +71,7 @@ public:
   int64_t worldSize() const override { return size; }
   cleave_rt_status run(const CollectiveInfo &c, const Group &group,
                        const void *src, void *dst) override;
+  cleave_rt_status flush() override;
   void abort(const std::string &) override {
     // The job ends: mpirun reports the abort and stops every rank (the
     // caller has printed the reason).
@@ -74,7 +86,20 @@ private:
   bool waitAll(std::vector<MPI_Request> &requests, std::vector<size_t> *pending);
   cleave_rt_status timedOut(const std::string &what,
                             const std::vector<int64_t> &ranks);
+  /// Frees the buffers of the sends that have completed (no waiting).
+  void progressSends();
+  /// At destruction: waits for the pending sends within the timeout, then
+  /// cancels those left (after a failure; the job is ending).
+  void dropSends();
 
+  /// A send in flight: MPI reads its data from `data` until it completes.
+  struct PendingSend {
+    std::vector<uint8_t> data;
+    MPI_Request request = MPI_REQUEST_NULL;
+    int64_t to = 0;   ///< The receiver's rank.
+    std::string what; ///< describe() of the send.
+  };
+  std::list<PendingSend> sends;
   int myRank, size;
   bool ownsInit;
   Clock::duration timeout;
@@ -138,29 +163,34 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
                           "most 2^31-1 bytes per message");
   const int bytes = static_cast<int>(bytes64);
 
+  progressSends();
   if (c.op == CollectiveOp::Send || c.op == CollectiveOp::Recv) {
     int from = static_cast<int>(group.ranks[c.root]);
     int to = static_cast<int>(group.ranks[c.peer]);
-    std::vector<MPI_Request> req(1, MPI_REQUEST_NULL);
     if (c.op == CollectiveOp::Send) {
       if (me != c.root)
         return nullptr;
-      MPI_Isend(src, bytes, MPI_BYTE, to, kPointToPoint, MPI_COMM_WORLD,
-                &req[0]);
-    } else {
-      if (me != c.peer) {
-        if (bytes)
-          std::memset(dst, 0, bytes);
-        return nullptr;
-      }
-      MPI_Irecv(dst, bytes, MPI_BYTE, from, kPointToPoint, MPI_COMM_WORLD,
-                &req[0]);
+      // Buffered: the caller may overwrite `src` as soon as this returns.
+      PendingSend &s = sends.emplace_back();
+      const uint8_t *p = static_cast<const uint8_t *>(src);
+      s.data.assign(p, p + bytes);
+      s.to = to;
+      s.what = describe(c);
+      MPI_Isend(s.data.data(), bytes, MPI_BYTE, to, kPointToPoint,
+                MPI_COMM_WORLD, &s.request);
+      return nullptr;
     }
+    if (me != c.peer) {
+      if (bytes)
+        std::memset(dst, 0, bytes);
+      return nullptr;
+    }
+    std::vector<MPI_Request> req(1, MPI_REQUEST_NULL);
+    MPI_Irecv(dst, bytes, MPI_BYTE, from, kPointToPoint, MPI_COMM_WORLD,
+              &req[0]);
     std::vector<size_t> pending;
     if (!waitAll(req, &pending))
-      return c.op == CollectiveOp::Send
-                 ? timedOut("the recv matching " + describe(c), {to})
-                 : timedOut("the send matching " + describe(c), {from});
+      return timedOut("the send matching " + describe(c), {from});
     return nullptr;
   }
 
@@ -235,6 +265,56 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
                           " after every rank of the group had reached it");
   computeCollective(c, me, g, srcs.data(), dst);
   return nullptr;
+}
+
+void MpiCommunicator::progressSends() {
+  for (auto it = sends.begin(); it != sends.end();) {
+    int done = 0;
+    MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+    it = done ? sends.erase(it) : std::next(it);
+  }
+}
+
+cleave_rt_status MpiCommunicator::flush() {
+  if (sends.empty())
+    return nullptr;
+  std::vector<MPI_Request> req;
+  for (const PendingSend &s : sends)
+    req.push_back(s.request);
+  std::vector<size_t> pending;
+  bool done = waitAll(req, &pending);
+  // Completed requests are MPI_REQUEST_NULL now.
+  size_t i = 0;
+  std::string msg;
+  for (PendingSend &s : sends) {
+    s.request = req[i++];
+    if (s.request != MPI_REQUEST_NULL)
+      msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
+             std::to_string(s.to) + " never reached the recv matching " +
+             s.what;
+  }
+  progressSends();
+  if (done || msg.empty())
+    return nullptr;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
+                timeoutSeconds);
+  return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + buf);
+}
+
+void MpiCommunicator::dropSends() {
+  if (sends.empty())
+    return;
+  std::vector<MPI_Request> req;
+  for (const PendingSend &s : sends)
+    req.push_back(s.request);
+  std::vector<size_t> pending;
+  if (!waitAll(req, &pending))
+    for (size_t i : pending) {
+      MPI_Cancel(&req[i]);
+      MPI_Request_free(&req[i]);
+    }
+  sends.clear();
 }
 
 cleave_rt_status createMpiCommunicator(double timeoutSeconds,

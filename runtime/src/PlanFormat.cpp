@@ -6,7 +6,10 @@
 // lists u32 count + elements, doubles as their u64 bit patterns. Version 2
 // appends, after the metadata: the init commands, the state tensors and the
 // training record; version 4 a file reference (path, offset, file size)
-// after each constant's data.
+// after each constant's data; version 5, after the event count, the stage
+// plans: a u32 count, then each stage's payload (encoded like the top
+// level's, with a stage count of 0) as a blob. A stage is decoded from its
+// blob alone, so a damaged stage never reads past its own bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +18,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <functional>
 
 namespace cleave::plan {
 
@@ -77,6 +79,7 @@ const char *commandKindName(CommandKind k) {
   case CommandKind::RandomNormal: return "random_normal";
   case CommandKind::Collective: return "collective";
   case CommandKind::Wait: return "wait";
+  case CommandKind::Marker: return "marker";
   }
   return "unknown";
 }
@@ -105,136 +108,6 @@ const char *reduceOpName(ReduceOp op) {
   case ReduceOp::Prod: return "prod";
   }
   return "unknown";
-}
-
-int64_t Mesh::worldSize() const {
-  int64_t n = 1;
-  for (int64_t s : shape)
-    n *= s;
-  return n;
-}
-
-std::vector<int64_t> Mesh::coordinates(int64_t rank) const {
-  std::vector<int64_t> c(shape.size());
-  for (size_t i = shape.size(); i-- > 0;) {
-    c[i] = rank % shape[i];
-    rank /= shape[i];
-  }
-  return c;
-}
-
-std::string Mesh::str() const {
-  std::string s;
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + axisNames[i] + "=" + std::to_string(shape[i]);
-  return s;
-}
-
-std::vector<int64_t> globalShape(const TensorInfo &t, const Mesh &mesh) {
-  std::vector<int64_t> shape = t.shape;
-  for (size_t d = 0; d < t.sharding.size() && d < shape.size(); ++d)
-    for (uint32_t a : t.sharding[d])
-      shape[d] *= mesh.shape[a];
-  return shape;
-}
-
-std::vector<int64_t> shardOffsets(const TensorInfo &t, const Mesh &mesh,
-                                  int64_t rank) {
-  std::vector<int64_t> offsets(t.shape.size(), 0);
-  if (t.sharding.empty())
-    return offsets;
-  std::vector<int64_t> coords = mesh.coordinates(rank);
-  for (size_t d = 0; d < t.sharding.size() && d < offsets.size(); ++d) {
-    int64_t index = 0;
-    for (uint32_t a : t.sharding[d])
-      index = index * mesh.shape[a] + coords[a];
-    offsets[d] = index * t.shape[d];
-  }
-  return offsets;
-}
-
-void forEachShardRow(const std::vector<int64_t> &global,
-                     const std::vector<int64_t> &local,
-                     const std::vector<int64_t> &offsets,
-                     const std::function<void(int64_t, int64_t, int64_t)> &fn) {
-  size_t rank = local.size();
-  int64_t total = 1;
-  for (int64_t d : local)
-    total *= d;
-  if (total == 0)
-    return;
-  if (rank == 0) {
-    fn(0, 0, 1);
-    return;
-  }
-  // Runs along the last dimension; an odometer over the others.
-  int64_t run = local[rank - 1];
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t row = 0; row < total / run; ++row) {
-    int64_t g = 0;
-    for (size_t d = 0; d < rank; ++d)
-      g = g * global[d] + offsets[d] + (d + 1 < rank ? idx[d] : 0);
-    fn(g, row * run, run);
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++idx[d] < local[d])
-        break;
-      idx[d] = 0;
-    }
-  }
-}
-
-void copyShard(const std::vector<int64_t> &global,
-               const std::vector<int64_t> &local,
-               const std::vector<int64_t> &offsets, size_t elem,
-               uint8_t *globalData, uint8_t *localData, bool toGlobal) {
-  forEachShardRow(global, local, offsets, [&](int64_t g, int64_t l, int64_t n) {
-    uint8_t *gp = globalData + g * elem, *lp = localData + l * elem;
-    if (toGlobal)
-      std::memcpy(gp, lp, n * elem);
-    else
-      std::memcpy(lp, gp, n * elem);
-  });
-}
-
-std::pair<int64_t, int64_t> splitColorKey(const Mesh &mesh,
-                                          const std::vector<uint32_t> &axes,
-                                          int64_t rank) {
-  std::vector<int64_t> c = mesh.coordinates(rank);
-  std::vector<bool> inGroup(mesh.shape.size(), false);
-  for (uint32_t a : axes)
-    inGroup[a] = true;
-  int64_t color = 0;
-  for (size_t d = 0; d < mesh.shape.size(); ++d)
-    if (!inGroup[d])
-      color = color * mesh.shape[d] + c[d];
-  return {color, groupOf(mesh, axes, rank).index};
-}
-
-Group groupOf(const Mesh &mesh, const std::vector<uint32_t> &axes,
-              int64_t rank) {
-  Group g;
-  std::vector<int64_t> coords = mesh.coordinates(rank);
-  int64_t size = 1;
-  for (uint32_t a : axes)
-    size *= mesh.shape[a];
-  g.ranks.resize(size);
-  // Enumerate the group's coordinates on `axes` (last fastest) and map each
-  // back to a rank, keeping rank's coordinates on the other axes.
-  std::vector<int64_t> c = coords;
-  for (int64_t i = 0; i < size; ++i) {
-    int64_t rest = i;
-    for (size_t k = axes.size(); k-- > 0;) {
-      c[axes[k]] = rest % mesh.shape[axes[k]];
-      rest /= mesh.shape[axes[k]];
-    }
-    int64_t r = 0;
-    for (size_t d = 0; d < mesh.shape.size(); ++d)
-      r = r * mesh.shape[d] + c[d];
-    g.ranks[i] = r;
-    if (r == rank)
-      g.index = i;
-  }
-  return g;
 }
 
 const char *gemmEpilogueName(GemmEpilogue e) {
@@ -373,7 +246,8 @@ private:
 };
 } // namespace
 
-std::vector<uint8_t> serialize(const Plan &plan) {
+/// The payload of `plan` (its stages nested).
+static std::vector<uint8_t> encodePayload(const Plan &plan) {
   Writer w;
   w.str(plan.target);
   w.u64(plan.arenaBytes);
@@ -429,14 +303,21 @@ std::vector<uint8_t> serialize(const Plan &plan) {
     w.i64(plan.mesh.shape[i]);
   }
   w.i64(plan.numEvents);
+  w.u32(static_cast<uint32_t>(plan.stages.size()));
+  for (const Plan &stage : plan.stages)
+    w.blob(encodePayload(stage));
+  return std::move(w.out);
+}
 
+std::vector<uint8_t> serialize(const Plan &plan) {
+  std::vector<uint8_t> payload = encodePayload(plan);
   Writer file;
   file.out.insert(file.out.end(), kMagic, kMagic + 8);
   file.u32(kFormatVersion);
   file.u32(kHeaderSize);
-  file.u64(w.out.size());
-  file.u64(fnv1a64(w.out.data(), w.out.size()));
-  file.out.insert(file.out.end(), w.out.begin(), w.out.end());
+  file.u64(payload.size());
+  file.u64(fnv1a64(payload.data(), payload.size()));
+  file.out.insert(file.out.end(), payload.begin(), payload.end());
   return file.out;
 }
 
@@ -487,6 +368,18 @@ public:
     p += n;
     left -= n;
     return s;
+  }
+  /// A reader over the next `n` bytes (a u64 length read first), which
+  /// this one skips; a length past the end fails this reader and returns
+  /// an empty one.
+  Reader sub(const char *what) {
+    uint64_t n = u64(what);
+    if (!need(n, what))
+      return Reader(p, 0);
+    Reader r(p, n);
+    p += n;
+    left -= n;
+    return r;
   }
   std::vector<uint8_t> blob(const char *what) {
     uint64_t n = u64(what);
@@ -582,6 +475,105 @@ private:
 };
 } // namespace
 
+/// Decodes a payload of format `version` into *plan. A stage plan's
+/// payload (`isStage`) must hold no stages of its own. On failure r.error
+/// says why.
+static void decodePayload(Reader &r, uint32_t version, bool isStage,
+                          Plan *plan) {
+  plan->target = r.str("target");
+  plan->arenaBytes = r.u64("arena size");
+  plan->alignment = r.u64("alignment");
+  // Each tensor record is at least name(4) + dtype(4) + rank(4) + offset(8)
+  // + sharding(4).
+  const size_t kMinTensor = 24;
+  uint32_t n = r.count("input list", kMinTensor);
+  plan->inputs.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    r.tensor(&plan->inputs[i], "input " + std::to_string(i));
+  n = r.count("output list", kMinTensor);
+  plan->outputs.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    r.tensor(&plan->outputs[i], "output " + std::to_string(i));
+  n = r.count("constant list", kMinTensor + 8 + 4 + 16);
+  plan->constants.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string ctx = "constant " + std::to_string(i);
+    r.tensor(&plan->constants[i].info, ctx);
+    plan->constants[i].data = r.blob((ctx + " data").c_str());
+    plan->constants[i].file = r.str((ctx + " file").c_str());
+    plan->constants[i].fileOffset = r.u64((ctx + " file offset").c_str());
+    plan->constants[i].fileSize = r.u64((ctx + " file size").c_str());
+  }
+  n = r.count("kernel name list", 4);
+  plan->kernelNames.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    plan->kernelNames[i] = r.str("kernel name");
+  plan->kernelObject = r.blob("kernel object");
+  r.commands(&plan->commands, "command list");
+  n = r.count("metadata list", 8);
+  plan->metadata.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    plan->metadata[i].first = r.str("metadata key");
+    plan->metadata[i].second = r.str("metadata value");
+  }
+  r.commands(&plan->initCommands, "init command list");
+  n = r.count("state list", kMinTensor + 12);
+  plan->states.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    StateTensor &st = plan->states[i];
+    r.tensor(&st.info, "state " + std::to_string(i));
+    st.kind = static_cast<StateKind>(r.u32("state kind"));
+    st.parameter = r.str("state parameter");
+    st.slot = r.str("state slot");
+  }
+  TrainingInfo &t = plan->training;
+  t.enabled = r.u32("training flag") != 0;
+  t.optimizer = r.str("training optimizer");
+  for (int64_t *v :
+       {&t.lrInput, &t.stepInput, &t.lossOutput, &t.gradNormOutput})
+    *v = r.i64("training index");
+  t.schedule = static_cast<LRSchedule>(r.u32("training schedule"));
+  t.baseLR = r.f64("training base lr");
+  t.minLR = r.f64("training min lr");
+  for (int64_t *v : {&t.warmupSteps, &t.totalSteps, &t.referenceBatch,
+                     &t.batchSize, &t.sequenceLength})
+    *v = r.i64("training parameter");
+  n = r.count("training data inputs", 8);
+  t.dataInputs.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    t.dataInputs[i] = r.i64("training data input");
+  n = r.count("mesh axes", 12);
+  plan->mesh.axisNames.resize(n);
+  plan->mesh.shape.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    plan->mesh.axisNames[i] = r.str("mesh axis name");
+    plan->mesh.shape[i] = r.i64("mesh axis size");
+  }
+  plan->numEvents = r.i64("event count");
+  if (version < 5)
+    return;
+  uint32_t stages = r.count("stage list", 8);
+  if (isStage && stages != 0) {
+    r.fail("holds stage plans of its own (stage plans do not nest)");
+    return;
+  }
+  for (uint32_t c = 0; c < stages && r.ok(); ++c) {
+    std::string what = "stage " + std::to_string(c);
+    Reader sub = r.sub((what + " length").c_str());
+    if (!r.ok())
+      return;
+    // Decoded one at a time, so memory grows only with stages that
+    // decode.
+    plan->stages.emplace_back();
+    decodePayload(sub, version, /*isStage=*/true, &plan->stages.back());
+    if (!sub.ok())
+      r.fail(what + ": " + sub.error);
+    else if (sub.remaining() != 0)
+      r.fail(what + ": malformed payload: " + std::to_string(sub.remaining()) +
+             " unread bytes at its end");
+  }
+}
+
 bool deserialize(const uint8_t *data, size_t size, Plan *out,
                  std::string *error) {
   if (size < kHeaderSize) {
@@ -600,10 +592,11 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
   uint32_t headerSize = header.u32("header size");
   uint64_t payloadSize = header.u64("payload size");
   uint64_t checksum = header.u64("checksum");
-  if (version != kFormatVersion) {
+  if (version < kOldestReadableVersion || version > kFormatVersion) {
     *error = "unsupported version " + std::to_string(version) +
-             " (this runtime reads version " + std::to_string(kFormatVersion) +
-             ")";
+             " (this runtime reads versions " +
+             std::to_string(kOldestReadableVersion) + " to " +
+             std::to_string(kFormatVersion) + ")";
     return false;
   }
   if (headerSize != kHeaderSize) {
@@ -631,76 +624,7 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
 
   Plan plan;
   Reader r(payload, payloadSize);
-  plan.target = r.str("target");
-  plan.arenaBytes = r.u64("arena size");
-  plan.alignment = r.u64("alignment");
-  // Each tensor record is at least name(4) + dtype(4) + rank(4) + offset(8)
-  // + sharding(4).
-  const size_t kMinTensor = 24;
-  uint32_t n = r.count("input list", kMinTensor);
-  plan.inputs.resize(n);
-  for (uint32_t i = 0; i < n; ++i)
-    r.tensor(&plan.inputs[i], "input " + std::to_string(i));
-  n = r.count("output list", kMinTensor);
-  plan.outputs.resize(n);
-  for (uint32_t i = 0; i < n; ++i)
-    r.tensor(&plan.outputs[i], "output " + std::to_string(i));
-  n = r.count("constant list", kMinTensor + 8 + 4 + 16);
-  plan.constants.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    std::string ctx = "constant " + std::to_string(i);
-    r.tensor(&plan.constants[i].info, ctx);
-    plan.constants[i].data = r.blob((ctx + " data").c_str());
-    plan.constants[i].file = r.str((ctx + " file").c_str());
-    plan.constants[i].fileOffset = r.u64((ctx + " file offset").c_str());
-    plan.constants[i].fileSize = r.u64((ctx + " file size").c_str());
-  }
-  n = r.count("kernel name list", 4);
-  plan.kernelNames.resize(n);
-  for (uint32_t i = 0; i < n; ++i)
-    plan.kernelNames[i] = r.str("kernel name");
-  plan.kernelObject = r.blob("kernel object");
-  r.commands(&plan.commands, "command list");
-  n = r.count("metadata list", 8);
-  plan.metadata.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    plan.metadata[i].first = r.str("metadata key");
-    plan.metadata[i].second = r.str("metadata value");
-  }
-  r.commands(&plan.initCommands, "init command list");
-  n = r.count("state list", kMinTensor + 12);
-  plan.states.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    StateTensor &st = plan.states[i];
-    r.tensor(&st.info, "state " + std::to_string(i));
-    st.kind = static_cast<StateKind>(r.u32("state kind"));
-    st.parameter = r.str("state parameter");
-    st.slot = r.str("state slot");
-  }
-  TrainingInfo &t = plan.training;
-  t.enabled = r.u32("training flag") != 0;
-  t.optimizer = r.str("training optimizer");
-  for (int64_t *v : {&t.lrInput, &t.stepInput, &t.lossOutput,
-                     &t.gradNormOutput})
-    *v = r.i64("training index");
-  t.schedule = static_cast<LRSchedule>(r.u32("training schedule"));
-  t.baseLR = r.f64("training base lr");
-  t.minLR = r.f64("training min lr");
-  for (int64_t *v : {&t.warmupSteps, &t.totalSteps, &t.referenceBatch,
-                     &t.batchSize, &t.sequenceLength})
-    *v = r.i64("training parameter");
-  n = r.count("training data inputs", 8);
-  t.dataInputs.resize(n);
-  for (uint32_t i = 0; i < n; ++i)
-    t.dataInputs[i] = r.i64("training data input");
-  n = r.count("mesh axes", 12);
-  plan.mesh.axisNames.resize(n);
-  plan.mesh.shape.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    plan.mesh.axisNames[i] = r.str("mesh axis name");
-    plan.mesh.shape[i] = r.i64("mesh axis size");
-  }
-  plan.numEvents = r.i64("event count");
+  decodePayload(r, version, /*isStage=*/false, &plan);
   if (!r.ok()) {
     *error = r.error;
     return false;

@@ -36,9 +36,12 @@ private:
   bool checkMesh();
   bool checkCollective(const std::string &what, const Command &c);
   bool checkEvents();
+  bool checkMarkers();
 
   const Plan &plan;
   std::string *error;
+  /// The names Marker commands index (metadata kPipelineStepsKey).
+  std::vector<std::string> steps;
 };
 } // namespace
 
@@ -286,6 +289,11 @@ bool Validator::run() {
                 " is not a power of two");
   if (!checkMesh())
     return false;
+  steps = pipelineSteps(plan);
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].empty())
+      return fail(std::string("metadata '") + kPipelineStepsKey + "': step " +
+                  std::to_string(i) + " has an empty name");
   std::set<std::string> names;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const TensorInfo &t = plan.inputs[i];
@@ -363,10 +371,43 @@ bool Validator::run() {
                   commandKindName(c.kind) +
                   "): init commands run on one rank's compute stream and "
                   "cannot communicate");
+    if (c.kind == CommandKind::Marker)
+      return fail("init command " + std::to_string(i) +
+                  " (marker): markers belong to the step's commands, not "
+                  "to the init commands");
     if (!checkCommand("init command", i, c))
       return false;
   }
-  return checkEvents() && checkStates() && checkTraining();
+  if (!checkEvents() || !checkMarkers() || !checkStates() || !checkTraining())
+    return false;
+  return !plan.isPipelined() || validateStages(plan, error);
+}
+
+bool Validator::checkMarkers() {
+  // open[i]: the command that began step i and has not ended it, or -1.
+  std::vector<int64_t> open(steps.size(), -1);
+  for (size_t i = 0; i < plan.commands.size(); ++i) {
+    const Command &c = plan.commands[i];
+    if (c.kind != CommandKind::Marker)
+      continue;
+    // checkCommand has checked the index and the phase.
+    size_t step = static_cast<size_t>(c.params[0]);
+    bool begins = c.params[1] == 0;
+    std::string what = "command " + std::to_string(i) + " (marker): step " +
+                       std::to_string(step) + " '" + steps[step] + "'";
+    if (begins && open[step] >= 0)
+      return fail(what + " begins again before the begin of command " +
+                  std::to_string(open[step]) + " has ended");
+    if (!begins && open[step] < 0)
+      return fail(what + " ends without having begun");
+    open[step] = begins ? static_cast<int64_t>(i) : -1;
+  }
+  for (size_t step = 0; step < steps.size(); ++step)
+    if (open[step] >= 0)
+      return fail("command " + std::to_string(open[step]) + " (marker): step " +
+                  std::to_string(step) + " '" + steps[step] +
+                  "' begins and never ends");
+  return true;
 }
 
 bool Validator::checkStates() {
@@ -611,6 +652,18 @@ bool Validator::checkCommand(const char *label, size_t index,
     return checkCollective(what, c);
   case CommandKind::Wait:
     return true; // checkEvents
+  case CommandKind::Marker:
+    if (!counts(2, 0))
+      return false;
+    if (c.params[0] < 0 || static_cast<uint64_t>(c.params[0]) >= steps.size())
+      return fail(what + ": step index " + std::to_string(c.params[0]) +
+                  " is out of range (the plan names " +
+                  std::to_string(steps.size()) + " steps in metadata '" +
+                  kPipelineStepsKey + "')");
+    if (c.params[1] != 0 && c.params[1] != 1)
+      return fail(what + ": phase " + std::to_string(c.params[1]) +
+                  " is not 0 (begin) or 1 (end)");
+    return true; // checkMarkers checks the order
   }
   return fail(what + ": unknown command kind " +
               std::to_string(static_cast<uint32_t>(c.kind)));

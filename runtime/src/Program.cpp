@@ -12,27 +12,110 @@
 using namespace cleave;
 using namespace cleave::rt;
 
+/// The plans a handle's counts cover: its own, or every stage of a whole
+/// pipelined file.
+static std::vector<const plan::Plan *>
+coveredPlans(const cleave_rt_program_t &p) {
+  std::vector<const plan::Plan *> plans;
+  if (p.wholePipeline())
+    for (const plan::Plan &stage : p.file->stages)
+      plans.push_back(&stage);
+  else
+    plans.push_back(p.plan.get());
+  return plans;
+}
+
+/// A new handle on `file` (stage -1) or on its stage `stage`.
+static cleave_rt_program makeHandle(PlanRef file, int64_t stage) {
+  auto *program = new cleave_rt_program_t();
+  program->file = file;
+  program->stage = stage;
+  if (stage >= 0)
+    program->plan = PlanRef(file, &file->stages[stage]);
+  else if (file->isPipelined())
+    program->plan = PlanRef(file, &file->stages[0]);
+  else
+    program->plan = file;
+  std::set<std::string> files;
+  for (const plan::Plan *p : coveredPlans(*program))
+    for (const plan::Constant &c : p->constants) {
+      program->constantBytes += c.data.size();
+      if (!c.file.empty()) {
+        plan::TensorInfo global = c.info;
+        global.shape = plan::globalShape(c.info, p->mesh);
+        program->referencedBytes += global.byteSize();
+        files.insert(c.file);
+      }
+    }
+  program->referencedFiles = files.size();
+  if (!program->wholePipeline())
+    for (const plan::StateTensor &st : program->plan->states)
+      program->stateNames.push_back(st.globalName());
+  program->meshString = file->mesh.str();
+  return program;
+}
+
 static cleave_rt_status finishLoad(plan::Plan &&p,
                                    cleave_rt_program *out_program) {
-  auto *program = new cleave_rt_program_t();
-  std::set<std::string> files;
-  for (const plan::Constant &c : p.constants) {
-    program->constantBytes += c.data.size();
-    if (!c.file.empty()) {
-      plan::TensorInfo global = c.info;
-      global.shape = plan::globalShape(c.info, p.mesh);
-      program->referencedBytes += global.byteSize();
-      files.insert(c.file);
-    }
-  }
-  program->referencedFiles = files.size();
-  for (const plan::StateTensor &st : p.states)
-    program->stateNames.push_back(st.globalName());
-  program->meshString = p.mesh.str();
-  program->plan = std::make_shared<const plan::Plan>(std::move(p));
-  *out_program = program;
+  *out_program =
+      makeHandle(std::make_shared<const plan::Plan>(std::move(p)), -1);
   return nullptr;
 }
+
+/// Replaces the handle's plans by `file` (a changed copy of its file):
+/// executors made before keep the plans they hold.
+static void rebind(cleave_rt_program program,
+                   std::shared_ptr<plan::Plan> file) {
+  cleave_rt_program fresh = makeHandle(std::move(file), program->stage);
+  *program = std::move(*fresh);
+  delete fresh;
+}
+
+/// Calls fn on every constant of `file`, in its stages too.
+template <typename Fn> static void forEachConstant(plan::Plan &file, Fn fn) {
+  for (plan::Constant &c : file.constants)
+    fn(c);
+  for (plan::Plan &stage : file.stages)
+    for (plan::Constant &c : stage.constants)
+      fn(c);
+}
+
+namespace cleave::rt {
+
+std::string describePipeline(const plan::Plan &file) {
+  int64_t axis = plan::pipelineAxis(file.mesh);
+  int64_t p = axis >= 0 ? file.mesh.shape[axis] : 0;
+  int64_t world = file.mesh.worldSize();
+  return std::string("the plan is pipelined over ") + plan::kPipelineAxis +
+         "=" + std::to_string(p) + " (mesh " + file.mesh.str() + ", " +
+         std::to_string(world) + (world == 1 ? " rank)" : " ranks)");
+}
+
+cleave_rt_status planForRank(cleave_rt_program program, int64_t rank,
+                             PlanRef *out) {
+  const plan::Plan &file = *program->file;
+  int64_t world = file.mesh.worldSize();
+  if (rank < 0 || rank >= world)
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "rank " + std::to_string(rank) +
+                          " is out of range (the mesh has " +
+                          std::to_string(world) + " ranks)");
+  if (!file.isPipelined()) {
+    *out = program->plan;
+    return nullptr;
+  }
+  int64_t stage = plan::stageOfRank(file, rank);
+  if (program->stage >= 0 && program->stage != stage)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "rank " + std::to_string(rank) + " runs stage " +
+                          std::to_string(stage) + " of the pipeline (its " +
+                          plan::kPipelineAxis + " coordinate), not stage " +
+                          std::to_string(program->stage));
+  *out = PlanRef(program->file, &file.stages[stage]);
+  return nullptr;
+}
+
+} // namespace cleave::rt
 
 static cleave_rt_status describe(const plan::TensorInfo &t,
                                  cleave_rt_tensor_desc_t *out_desc) {
@@ -150,7 +233,12 @@ cleave_rt_status cleave_rt_program_find_output(cleave_rt_program program,
 }
 
 uint64_t cleave_rt_program_peak_bytes(cleave_rt_program program) {
-  return program ? program->plan->arenaBytes : 0;
+  if (!program)
+    return 0;
+  uint64_t peak = 0;
+  for (const plan::Plan *p : coveredPlans(*program))
+    peak = std::max(peak, p->arenaBytes);
+  return peak;
 }
 
 uint64_t cleave_rt_program_constant_bytes(cleave_rt_program program) {
@@ -176,15 +264,15 @@ cleave_rt_status cleave_rt_program_set_weights_dir(cleave_rt_program program,
     folder.pop_back();
   // Executors hold their own reference to the plan, so a changed copy
   // leaves those already made as they are.
-  auto p = std::make_shared<plan::Plan>(*program->plan);
-  for (plan::Constant &c : p->constants) {
+  auto p = std::make_shared<plan::Plan>(*program->file);
+  forEachConstant(*p, [&](plan::Constant &c) {
     if (c.file.empty())
-      continue;
+      return;
     size_t slash = c.file.rfind('/');
     c.file = folder + "/" +
              (slash == std::string::npos ? c.file : c.file.substr(slash + 1));
-  }
-  program->plan = std::move(p);
+  });
+  rebind(program, std::move(p));
   return nullptr;
 }
 
@@ -192,19 +280,24 @@ cleave_rt_status
 cleave_rt_program_skip_referenced_values(cleave_rt_program program) {
   if (!program)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
-  auto p = std::make_shared<plan::Plan>(*program->plan);
-  for (plan::Constant &c : p->constants)
-    c.file.clear(); // Neither data nor file: nothing to copy.
-  program->plan = std::move(p);
+  auto p = std::make_shared<plan::Plan>(*program->file);
+  // Neither data nor file: nothing to copy.
+  forEachConstant(*p, [](plan::Constant &c) { c.file.clear(); });
+  rebind(program, std::move(p));
   return nullptr;
 }
 
 size_t cleave_rt_program_command_count(cleave_rt_program program) {
-  return program ? program->plan->commands.size() : 0;
+  if (!program)
+    return 0;
+  size_t n = 0;
+  for (const plan::Plan *p : coveredPlans(*program))
+    n += p->commands.size();
+  return n;
 }
 
 const char *cleave_rt_program_target(cleave_rt_program program) {
-  return program ? program->plan->target.c_str() : "";
+  return program ? program->file->target.c_str() : "";
 }
 
 enum class TensorList { Input, Output, State };
@@ -219,6 +312,11 @@ static cleave_rt_status shardOf(cleave_rt_program program, TensorList which,
   size_t size = which == TensorList::Input    ? p.inputs.size()
                 : which == TensorList::Output ? p.outputs.size()
                                               : p.states.size();
+  if (which == TensorList::State && program->wholePipeline())
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      describePipeline(*program->file) +
+                          ": its states are per stage "
+                          "(cleave_rt_program_stage)");
   if (index >= size)
     return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
                       std::string(which == TensorList::Input    ? "input"
@@ -280,26 +378,106 @@ const char *cleave_rt_program_mesh(cleave_rt_program program) {
 }
 
 size_t cleave_rt_program_world_size(cleave_rt_program program) {
-  return program ? static_cast<size_t>(program->plan->mesh.worldSize()) : 0;
+  return program ? static_cast<size_t>(program->file->mesh.worldSize()) : 0;
 }
 
-size_t cleave_rt_program_collective_count(cleave_rt_program program) {
+/// Commands of `kind` in the plans the handle covers.
+static size_t countCommands(cleave_rt_program program, plan::CommandKind kind) {
   if (!program)
     return 0;
   size_t n = 0;
-  for (const auto &c : program->plan->commands)
-    n += c.kind == cleave::plan::CommandKind::Collective;
+  for (const plan::Plan *p : coveredPlans(*program))
+    for (const auto &c : p->commands)
+      n += c.kind == kind;
   return n;
+}
+
+size_t cleave_rt_program_collective_count(cleave_rt_program program) {
+  return countCommands(program, plan::CommandKind::Collective);
+}
+
+size_t cleave_rt_program_marker_count(cleave_rt_program program) {
+  return countCommands(program, plan::CommandKind::Marker);
 }
 
 const char *cleave_rt_program_metadata(cleave_rt_program program,
                                        const char *key) {
   if (!program || !key)
     return nullptr;
-  for (const auto &kv : program->plan->metadata)
-    if (kv.first == key)
-      return kv.second.c_str();
+  auto find = [&](const plan::Plan &p) -> const char * {
+    for (const auto &kv : p.metadata)
+      if (kv.first == key)
+        return kv.second.c_str();
+    return nullptr;
+  };
+  // A stage's own metadata first, then the file's.
+  const char *value = program->stage >= 0 ? find(*program->plan) : nullptr;
+  return value ? value : find(*program->file);
+}
+
+size_t cleave_rt_program_stage_count(cleave_rt_program program) {
+  return program && program->stage < 0 ? program->file->stages.size() : 0;
+}
+
+cleave_rt_status cleave_rt_program_stage_of_rank(cleave_rt_program program,
+                                                 size_t mesh_rank,
+                                                 size_t *out_stage) {
+  if (!program || !out_stage)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  int64_t world = program->file->mesh.worldSize();
+  if (static_cast<int64_t>(mesh_rank) >= world)
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "rank " + std::to_string(mesh_rank) +
+                          " is out of range (the mesh has " +
+                          std::to_string(world) + " ranks)");
+  *out_stage = static_cast<size_t>(
+      plan::stageOfRank(*program->file, static_cast<int64_t>(mesh_rank)));
   return nullptr;
+}
+
+cleave_rt_status cleave_rt_program_stage(cleave_rt_program program,
+                                         size_t mesh_rank,
+                                         cleave_rt_program *out_stage) {
+  if (!program || !out_stage)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  PlanRef ignored;
+  CLEAVE_RT_RETURN_IF_ERROR(
+      planForRank(program, static_cast<int64_t>(mesh_rank), &ignored));
+  int64_t stage =
+      program->file->isPipelined()
+          ? plan::stageOfRank(*program->file, static_cast<int64_t>(mesh_rank))
+          : -1;
+  *out_stage = makeHandle(program->file, stage);
+  return nullptr;
+}
+
+cleave_rt_status cleave_rt_program_stage_at(cleave_rt_program program,
+                                            size_t stage,
+                                            cleave_rt_program *out_stage) {
+  if (!program || !out_stage)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const plan::Plan &file = *program->file;
+  if (!file.isPipelined()) {
+    if (stage != 0)
+      return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                        "stage " + std::to_string(stage) +
+                            " is out of range (the plan is not pipelined: "
+                            "its one stage is itself)");
+    *out_stage = makeHandle(program->file, -1);
+    return nullptr;
+  }
+  if (stage >= file.stages.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "stage " + std::to_string(stage) +
+                          " is out of range (the plan has " +
+                          std::to_string(file.stages.size()) + " stages)");
+  *out_stage = makeHandle(program->file, static_cast<int64_t>(stage));
+  return nullptr;
+}
+
+size_t cleave_rt_program_stage_index(cleave_rt_program program) {
+  return program && program->stage >= 0 ? static_cast<size_t>(program->stage)
+                                        : 0;
 }
 
 const char *cleave_rt_dtype_name(uint32_t dtype) {
@@ -311,7 +489,16 @@ size_t cleave_rt_dtype_size(uint32_t dtype) {
 }
 
 size_t cleave_rt_program_state_count(cleave_rt_program program) {
-  return program ? program->plan->states.size() : 0;
+  return program ? program->stateNames.size() : 0;
+}
+
+/// Refuses the state queries of a whole pipelined file.
+static cleave_rt_status statesPerStage(cleave_rt_program program) {
+  if (!program->wholePipeline())
+    return nullptr;
+  return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                    describePipeline(*program->file) +
+                        ": its states are per stage (cleave_rt_program_stage)");
 }
 
 cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
@@ -319,6 +506,7 @@ cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
                                               cleave_rt_state_desc_t *out_desc) {
   if (!program || !out_desc)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  CLEAVE_RT_RETURN_IF_ERROR(statesPerStage(program));
   const auto &states = program->plan->states;
   if (index >= states.size())
     return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
@@ -340,6 +528,7 @@ cleave_rt_status cleave_rt_program_find_state(cleave_rt_program program,
                                               size_t *out_index) {
   if (!program || !out_index || !global_name)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  CLEAVE_RT_RETURN_IF_ERROR(statesPerStage(program));
   const auto &names = program->stateNames;
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == global_name) {

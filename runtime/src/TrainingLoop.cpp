@@ -10,14 +10,17 @@
 
 #include "cleave/TrainingLoop.h"
 
+#include "TrainingSupport.h"
+
 #include <csignal>
 #include <thread>
 
-#include "cleave/FileUtil.h"
-#include "cleave/OnnxExport.h"
 #include "cleave/Checkpoint.h"
 #include "cleave/Data.h"
+#include "cleave/FileUtil.h"
 #include "cleave/Json.h"
+#include "cleave/OnnxExport.h"
+#include "cleave/PipelineTrace.h"
 #include "cleave/TensorFile.h"
 
 #include <cctype>
@@ -52,29 +55,23 @@ void setRank(int64_t rank, int64_t worldSize) {
 const std::string &rankPrefix() { return gRankPrefix; }
 bool isLeader() { return gLeader; }
 
-static int fail(const std::string &message) {
+int fail(const std::string &message) {
   std::fprintf(stderr, "%s: %serror: %s\n", gProgram.c_str(),
                gRankPrefix.c_str(), message.c_str());
   return 1;
 }
 
-static void warn(const std::string &message) {
+void warn(const std::string &message) {
   if (gLeader)
     std::fprintf(stderr, "%s: warning: %s\n", gProgram.c_str(),
                  message.c_str());
 }
 
-static int statusFail(cleave_rt_status s) {
+int statusFail(cleave_rt_status s) {
   std::string msg = cleave_rt_status_message(s);
   cleave_rt_status_free(s);
   return fail(msg);
 }
-
-#define TRY(expr)                                                              \
-  do {                                                                         \
-    if (cleave_rt_status s_ = (expr))                                          \
-      return statusFail(s_);                                                   \
-  } while (0)
 
 std::string outputFileName(const std::string &name) {
   std::string s = name;
@@ -190,6 +187,36 @@ bool anyTrainingOption(const TrainOptions &o) {
          !o.exportOnnx.empty();
 }
 
+std::vector<std::string> describeStages(cleave_rt_program program) {
+  std::vector<std::string> lines;
+  for (size_t c = 0; c < cleave_rt_program_stage_count(program); ++c) {
+    cleave_rt_program stage = nullptr;
+    if (cleave_rt_status s = cleave_rt_program_stage_at(program, c, &stage)) {
+      lines.push_back("stage " + std::to_string(c) + ": " +
+                      cleave_rt_status_message(s));
+      cleave_rt_status_free(s);
+      continue;
+    }
+    uint64_t stateBytes = 0;
+    for (size_t i = 0; i < cleave_rt_program_state_count(stage); ++i) {
+      cleave_rt_state_desc_t d;
+      if (cleave_rt_status s = cleave_rt_program_state_desc(stage, i, &d))
+        cleave_rt_status_free(s);
+      else
+        stateBytes += d.tensor.byte_size;
+    }
+    lines.push_back(
+        "stage " + std::to_string(c) + ": " +
+        std::to_string(cleave_rt_program_command_count(stage)) +
+        " commands, arena " +
+        std::to_string(cleave_rt_program_peak_bytes(stage)) +
+        " bytes, states " + std::to_string(stateBytes) + " bytes, " +
+        std::to_string(cleave_rt_program_marker_count(stage)) + " markers");
+    cleave_rt_program_destroy(stage);
+  }
+  return lines;
+}
+
 namespace {
 /// Owns the executor.
 struct ExecutorHolder {
@@ -197,61 +224,16 @@ struct ExecutorHolder {
   ~ExecutorHolder() { cleave_rt_executor_destroy(e); }
 };
 
-/// The longest checkpoint path rank 0 hands to the other ranks.
-constexpr size_t kMaxPath = 4096;
-
-struct StateInfo {
-  cleave_rt_state_desc_t desc;
-  std::vector<int64_t> shape;  ///< This rank's (the shard's) shape.
-  std::vector<int64_t> global; ///< The global shape (= shape if replicated).
-  /// Sharded states: where each rank's shard starts in the global tensor.
-  std::vector<std::vector<int64_t>> offsets;
+/// Owns a program handle (a rank's stage).
+struct ProgramHolder {
+  cleave_rt_program p = nullptr;
+  ~ProgramHolder() { cleave_rt_program_destroy(p); }
 };
 } // namespace
 
-/// Reads every state of the executor into checkpoint records of global
-/// tensors. A sharded state is gathered from every rank (so all ranks call
-/// this together); a replicated one is this rank's copy.
-static int snapshot(cleave_rt_executor e, const std::vector<StateInfo> &states,
-                    const RankContext &ctx,
-                    std::vector<checkpoint::StateRecord> *out) {
-  out->clear();
-  std::vector<uint8_t> local, all;
-  for (size_t i = 0; i < states.size(); ++i) {
-    const cleave_rt_state_desc_t &d = states[i].desc;
-    checkpoint::StateRecord r;
-    r.name = d.global_name;
-    r.kind = static_cast<StateKind>(d.kind);
-    r.parameter = d.parameter;
-    r.slot = d.slot;
-    r.dtype = static_cast<DType>(d.tensor.dtype);
-    r.shape = states[i].global;
-    local.resize(d.tensor.byte_size);
-    TRY(cleave_rt_executor_read_state(e, i, local.data(), local.size()));
-    if (!d.sharded || ctx.worldSize == 1) {
-      r.data = local; // the whole tensor (a mesh of one rank has no peers)
-    } else {
-      all.resize(local.size() * ctx.worldSize);
-      TRY(cleave_rt_communicator_gather(ctx.comm, local.data(), local.size(),
-                                        all.data()));
-      size_t globalBytes = cleave_rt_dtype_size(d.tensor.dtype);
-      for (int64_t v : states[i].global)
-        globalBytes *= static_cast<size_t>(v);
-      r.data.assign(globalBytes, 0);
-      for (int64_t k = 0; k < ctx.worldSize; ++k)
-        plan::copyShard(states[i].global, states[i].shape,
-                        states[i].offsets[k], dtypeSize(r.dtype),
-                        r.data.data(), all.data() + k * local.size(),
-                        /*toGlobal=*/true);
-    }
-    out->push_back(std::move(r));
-  }
-  return -1;
-}
-
 /// Rank 0's `text` on every rank (at most kMaxPath bytes; longer is an
 /// error on rank 0 before this is called). A collective over the world.
-static int shareFromRank0(const RankContext &ctx, std::string *text) {
+int shareFromRank0(const RankContext &ctx, std::string *text) {
   if (ctx.worldSize <= 1)
     return -1;
   std::vector<char> mine(kMaxPath + 1, 0), all(mine.size() * ctx.worldSize);
@@ -265,8 +247,8 @@ static int shareFromRank0(const RankContext &ctx, std::string *text) {
 
 /// Prints "<what>: v0, v1, ..." on rank 0 with each rank's `value` (a
 /// collective over the world).
-static int printPerRank(const RankContext &ctx, const std::string &what,
-                        uint64_t value) {
+int printPerRank(const RankContext &ctx, const std::string &what,
+                 uint64_t value) {
   std::vector<uint64_t> all(ctx.worldSize > 1 ? ctx.worldSize : 1, value);
   if (ctx.worldSize > 1)
     TRY(cleave_rt_communicator_gather(ctx.comm, &value, sizeof(value),
@@ -282,7 +264,7 @@ static int printPerRank(const RankContext &ctx, const std::string &what,
 }
 
 /// Whether every rank says `ok` (a collective over the world).
-static int allAgree(const RankContext &ctx, bool ok, bool *all) {
+int allAgree(const RankContext &ctx, bool ok, bool *all) {
   *all = ok;
   if (ctx.worldSize <= 1)
     return -1;
@@ -291,139 +273,6 @@ static int allAgree(const RankContext &ctx, bool ok, bool *all) {
   TRY(cleave_rt_communicator_gather(ctx.comm, &mine, 1, every.data()));
   for (uint8_t v : every)
     *all = *all && v;
-  return -1;
-}
-
-/// Saves a checkpoint with every rank writing the shards it owns (the
-/// lowest rank holding each distinct shard) into one tensor file that rank
-/// 0 laid out; no rank gathers a global tensor. Returns an exit code on
-/// failure, -1 on success; *path is set on rank 0.
-static int saveSharded(cleave_rt_executor e, const std::vector<StateInfo> &states,
-                       const RankContext &ctx, const std::string &dir,
-                       checkpoint::Checkpoint &c, std::string *path) {
-  c.states.clear();
-  for (const StateInfo &st : states) {
-    checkpoint::StateRecord r;
-    r.name = st.desc.global_name;
-    r.kind = static_cast<StateKind>(st.desc.kind);
-    r.parameter = st.desc.parameter;
-    r.slot = st.desc.slot;
-    r.dtype = static_cast<DType>(st.desc.tensor.dtype);
-    r.shape = st.global;
-    c.states.push_back(std::move(r));
-  }
-  checkpoint::ShardedSave save;
-  std::string err, file;
-  bool ok = ctx.rank == 0 ? checkpoint::beginShardedSave(dir, c, &save, &err)
-                          : checkpoint::layoutShardedSave(c, &save, &err);
-  if (ctx.rank == 0 && ok && save.tensorFile.size() > kMaxPath) {
-    ok = false;
-    err = "the checkpoint path '" + save.tensorFile + "' is too long";
-  }
-  file = ok ? save.tensorFile : "";
-  int rc = shareFromRank0(ctx, &file);
-  if (rc >= 0)
-    return rc;
-  if (!ok)
-    return fail(err);
-  if (file.empty())
-    return fail("rank 0 could not start the checkpoint in '" + dir + "'");
-  save.tensorFile = file;
-  int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
-  ok = fd >= 0;
-  if (!ok)
-    err = "cannot open '" + file + "': " + std::strerror(errno);
-  std::vector<uint8_t> local;
-  for (size_t i = 0; ok && i < states.size(); ++i) {
-    const StateInfo &st = states[i];
-    // Only the lowest rank holding this shard writes it.
-    std::vector<int64_t> mine =
-        st.desc.sharded ? st.offsets[ctx.rank]
-                        : std::vector<int64_t>(st.global.size(), 0);
-    bool owner = ctx.rank == 0 || st.desc.sharded;
-    for (int64_t k = 0; owner && st.desc.sharded && k < ctx.rank; ++k)
-      owner = st.offsets[k] != mine;
-    if (!owner)
-      continue;
-    local.resize(st.desc.tensor.byte_size);
-    // A failure here still reaches allAgree below, so no rank waits for
-    // one that gave up.
-    if (cleave_rt_status s =
-            cleave_rt_executor_read_state(e, i, local.data(), local.size())) {
-      err = cleave_rt_status_message(s);
-      cleave_rt_status_free(s);
-      ok = false;
-      break;
-    }
-    ok = checkpoint::writeShard(fd, save, i, st.global, st.shape, mine,
-                                cleave_rt_dtype_size(st.desc.tensor.dtype),
-                                local.data(), &err);
-  }
-  if (fd >= 0 && (::fsync(fd) != 0 || ::close(fd) != 0) && ok) {
-    ok = false;
-    err = "cannot fsync '" + file + "': " + std::strerror(errno);
-  }
-  bool all = false;
-  rc = allAgree(ctx, ok, &all);
-  if (rc >= 0)
-    return rc;
-  if (!ok)
-    return fail("cannot write the checkpoint of step " +
-                std::to_string(c.step) + ": " + err);
-  if (!all)
-    return fail("another rank could not write its shards of the checkpoint "
-                "of step " + std::to_string(c.step));
-  if (ctx.rank == 0 && !checkpoint::finishShardedSave(save, c, path, &err))
-    return fail("cannot save the checkpoint of step " +
-                std::to_string(c.step) + ": " + err);
-  return -1;
-}
-
-/// Restores the states from a checkpoint; every plan state must be there
-/// with the same dtype and shape.
-static int restore(cleave_rt_executor e, const std::vector<StateInfo> &states,
-                   const RankContext &ctx, const checkpoint::Checkpoint &c,
-                   const std::string &dir, uint64_t *bytesRead) {
-  // Each state is read from the tensor file shard by shard.
-  int fd = ::open(c.tensorFile.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fail("cannot open '" + c.tensorFile + "': " + std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  std::vector<uint8_t> shard;
-  std::map<std::string, const checkpoint::StateRecord *> byName;
-  for (const checkpoint::StateRecord &r : c.states)
-    byName[r.name] = &r;
-  for (size_t i = 0; i < states.size(); ++i) {
-    const cleave_rt_state_desc_t &d = states[i].desc;
-    auto it = byName.find(d.global_name);
-    if (it == byName.end())
-      return fail("checkpoint '" + dir + "' has no tensor '" + d.global_name +
-                  "' that the plan needs; was it saved by another model?");
-    const checkpoint::StateRecord &r = *it->second;
-    if (static_cast<uint32_t>(r.dtype) != d.tensor.dtype ||
-        r.shape != states[i].global)
-      return fail("checkpoint '" + dir + "': tensor '" + d.global_name +
-                  "' is " + tensorfile::shapeToString(r.shape) + " " + dtypeName(r.dtype) +
-                  " but the plan has " + tensorfile::shapeToString(states[i].global) + " " +
-                  cleave_rt_dtype_name(d.tensor.dtype));
-    // Checkpoints hold global tensors: this rank reads its shard.
-    shard.resize(d.tensor.byte_size);
-    std::string err;
-    if (!checkpoint::readShard(
-            fd, c, r, states[i].shape,
-            d.sharded ? states[i].offsets[ctx.rank]
-                      : std::vector<int64_t>(states[i].shape.size(), 0),
-            shard.data(), bytesRead, &err))
-      return fail(err);
-    TRY(cleave_rt_executor_write_state(e, i, shard.data(), shard.size()));
-    byName.erase(it);
-  }
-  for (const auto &kv : byName)
-    warn("checkpoint tensor '" + kv.first + "' is not a state of the plan; "
-         "ignored");
   return -1;
 }
 
@@ -479,8 +328,13 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
   return -1;
 }
 
-int runTraining(const TrainOptions &o, cleave_rt_program program,
+int runTraining(const TrainOptions &o, cleave_rt_program file,
                 const std::string &backend, const RankContext &ctx) {
+  // This rank's program: its stage of a pipelined plan. The file's other
+  // stages matter only to checkpoints.
+  ProgramHolder stage;
+  TRY(cleave_rt_program_stage(file, static_cast<size_t>(ctx.rank), &stage.p));
+  cleave_rt_program program = stage.p;
   cleave_rt_training_info_t info;
   TRY(cleave_rt_program_training_info(program, &info));
   if (!info.enabled)
@@ -532,25 +386,11 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                 "--synthetic");
   }
 
-  // States.
-  std::vector<StateInfo> states(cleave_rt_program_state_count(program));
-  for (size_t i = 0; i < states.size(); ++i) {
-    StateInfo &st = states[i];
-    TRY(cleave_rt_program_state_desc(program, i, &st.desc));
-    const cleave_rt_tensor_desc_t &t = st.desc.tensor;
-    st.shape.assign(t.dims, t.dims + t.rank);
-    st.global = st.shape;
-    if (!st.desc.sharded)
-      continue;
-    for (int64_t k = 0; k < ctx.worldSize; ++k) {
-      std::vector<int64_t> offsets(t.rank);
-      int sharded = 0;
-      TRY(cleave_rt_program_state_shard(program, i, static_cast<size_t>(k),
-                                        st.global.data(), offsets.data(),
-                                        &sharded));
-      st.offsets.push_back(std::move(offsets));
-    }
-  }
+  // States: this rank's, and the checkpoint's (every stage's).
+  CheckpointLayout states;
+  int layoutRc = states.build(file, program, ctx);
+  if (layoutRc >= 0)
+    return layoutRc;
   // Parameters that --untie made go back into the ONNX model as new
   // initializers read by their node; one whose node is unknown cannot.
   std::string outputError;
@@ -572,9 +412,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
   TRY(cleave_rt_executor_create_ranked(program, backend.c_str(), ctx.comm,
                                        &exec.e));
   // Initial values referenced from files: what each rank read (its shards).
-  uint64_t referenced = cleave_rt_program_referenced_bytes(program);
+  uint64_t referenced = cleave_rt_program_referenced_bytes(file);
   if (referenced && o.resume.empty()) {
-    size_t files = cleave_rt_program_referenced_files(program);
+    size_t files = cleave_rt_program_referenced_files(file);
     std::string what = "initial parameters: " + std::to_string(referenced) +
                        " bytes referenced from " + std::to_string(files) +
                        (files == 1 ? " file" : " files") +
@@ -750,6 +590,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
                  gProgram.c_str(), ctx.worldSize,
                  cleave_rt_communicator_kind(ctx.comm),
                  cleave_rt_program_mesh(program), batch);
+  if (gLeader)
+    for (const std::string &line : describeStages(file))
+      std::fprintf(stderr, "%s: pipeline %s\n", gProgram.c_str(), line.c_str());
 
   // Dynamic loss scaling (--precision=fp16): the plan reports whether the
   // step overflowed (and was skipped) and the loss scale for the next step.
@@ -805,6 +648,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     TRY(cleave_rt_executor_set_input(exec.e, info.lr_input, &lrF, 4));
     if (info.step_input >= 0)
       TRY(cleave_rt_executor_set_input(exec.e, info.step_input, &stepF, 4));
+    // --trace: the markers of the last step.
+    if (!o.tracePath.empty() && step + 1 == o.steps)
+      TRY(cleave_rt_executor_set_tracing(exec.e, 1));
     TRY(cleave_rt_executor_run(exec.e));
     const void *p;
     size_t n;
@@ -916,6 +762,15 @@ int runTraining(const TrainOptions &o, cleave_rt_program program,
     int rc = writeOutputs(program, exec.e, o.outputDir, ctx);
     if (rc >= 0)
       return rc;
+  }
+  if (!o.tracePath.empty()) {
+    if (firstStep >= o.steps) {
+      warn("--trace: no step ran, so no trace is written");
+    } else {
+      int rc = writePipelineTrace(file, exec.e, o.tracePath, ctx);
+      if (rc >= 0)
+        return rc;
+    }
   }
 
   if (!o.exportPath.empty() || !o.exportOnnx.empty()) {

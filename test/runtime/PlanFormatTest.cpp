@@ -157,7 +157,7 @@ TEST(PlanFormat, WrongVersion) {
   std::vector<uint8_t> bytes = serialize(samplePlan());
   bytes[8] = 7;
   EXPECT_EQ(decodeError(bytes),
-            "unsupported version 7 (this runtime reads version 4)");
+            "unsupported version 7 (this runtime reads versions 4 to 5)");
 }
 
 TEST(PlanFormat, BadMagic) {

@@ -5,9 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/TrainingLoop.h"
 #include "cleave/FileUtil.h"
+#include "cleave/PipelineTrace.h"
 #include "cleave/TensorFile.h"
+#include "cleave/TrainingLoop.h"
 #include "cleave_rt.h"
 
 #include <algorithm>
@@ -80,7 +81,15 @@ static const char kHelp[] =
     "  --print-stats            print the device (for cuda: GPU, driver and\n"
     "                           NCCL versions), the plan's peak memory (arena\n"
     "                           bytes and constant bytes), the load time and\n"
-    "                           the run time (min and mean over the timed runs)\n"
+    "                           the run time (min and mean over the timed\n"
+    "                           runs); for a pipelined plan, each stage's\n"
+    "                           commands, arena, state bytes and markers\n"
+    "  --trace FILE             for a pipelined plan or one with step markers:\n"
+    "                           the last run's (or training step's) measured\n"
+    "                           timeline of every rank's steps as Chrome trace\n"
+    "                           JSON (chrome://tracing, Perfetto), written by\n"
+    "                           rank 0 atomically, and a line with the\n"
+    "                           measured pipeline bubble\n"
     "\n"
     "Training (plans compiled for training; each run is one step):\n"
     "  --steps N                train until step N (counted from the start,\n"
@@ -121,6 +130,8 @@ static const char kHelp[] =
     "  is a terminal.\n"
     "\n"
     "Ranks (plans compiled for a mesh, e.g. a program with cleave.mesh):\n"
+    "  A pipelined plan holds one program per stage of its 'pp' mesh axis;\n"
+    "  each rank runs its stage's, with the same inputs and outputs.\n"
     "  --ranks N                run the plan's N ranks as threads of this\n"
     "                           process (local communicator); N must equal the\n"
     "                           mesh's size. Input files hold global tensors;\n"
@@ -227,10 +238,12 @@ static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
       o->printStats = true;
     } else if (arg == "--output-dir" || arg == "--backend" ||
                arg == "--input" || arg == "--warmup" || arg == "--repeat" ||
-               arg == "--weights-dir") {
+               arg == "--weights-dir" || arg == "--trace") {
       if (!value(&v))
         return usageError("option " + arg + " needs a value");
-      if (arg == "--weights-dir") {
+      if (arg == "--trace") {
+        o->train.tracePath = v;
+      } else if (arg == "--weights-dir") {
         o->weightsDir = v;
       } else if (arg == "--output-dir") {
         o->outputDir = v;
@@ -458,14 +471,20 @@ static double msSince(std::chrono::steady_clock::time_point t0) {
 }
 
 /// Runs rank ctx.rank of the plan (all of it for a one-rank plan).
-static int runRank(const Options &o, cleave_rt_program program,
+static int runRank(const Options &o, cleave_rt_program file,
                    const run::RankContext &ctx, double loadMs) {
-  Session session; // owns only the executor here
   cleave_rt_training_info_t training;
-  if (cleave_rt_status s = cleave_rt_program_training_info(program, &training))
+  if (cleave_rt_status s = cleave_rt_program_training_info(file, &training))
     return statusError(s);
   if (training.enabled || run::anyTrainingOption(o.train))
-    return run::runTraining(o.train, program, o.backend, ctx);
+    return run::runTraining(o.train, file, o.backend, ctx);
+  // The plan this rank runs (its stage of a pipelined plan); the session
+  // owns it and the executor.
+  Session session;
+  if (cleave_rt_status s = cleave_rt_program_stage(
+          file, static_cast<size_t>(ctx.rank), &session.program))
+    return statusError(s);
+  cleave_rt_program program = session.program;
 
   std::vector<HostTensor> inputs;
   int rc = loadInputs(o, program, ctx.rank, &inputs);
@@ -487,6 +506,11 @@ static int runRank(const Options &o, cleave_rt_program program,
       return statusError(s);
   double minMs = 0, totalMs = 0;
   for (long i = 0; i < o.repeat; ++i) {
+    // --trace: the markers of the last run.
+    if (!o.train.tracePath.empty() && i + 1 == o.repeat)
+      if (cleave_rt_status s =
+              cleave_rt_executor_set_tracing(session.executor, 1))
+        return statusError(s);
     t0 = std::chrono::steady_clock::now();
     if (cleave_rt_status s = cleave_rt_executor_run(session.executor))
       return statusError(s);
@@ -516,6 +540,12 @@ static int runRank(const Options &o, cleave_rt_program program,
     if (rc >= 0)
       return rc;
   }
+  if (!o.train.tracePath.empty()) {
+    rc =
+        run::writePipelineTrace(file, session.executor, o.train.tracePath, ctx);
+    if (rc >= 0)
+      return rc;
+  }
 
   if (o.printStats && leader) {
     std::printf("device: %s\n",
@@ -530,6 +560,8 @@ static int runRank(const Options &o, cleave_rt_program program,
                 " bytes of constants\n",
                 cleave_rt_program_peak_bytes(program),
                 cleave_rt_program_constant_bytes(program));
+    for (const std::string &line : run::describeStages(file))
+      std::printf("pipeline %s\n", line.c_str());
     std::printf("load time: %.3f ms (plan) + %.3f ms (executor)\n", loadMs,
                 createMs);
     std::printf("run time: min %.3f ms, mean %.3f ms over %ld run%s "
@@ -715,11 +747,22 @@ int main(int argc, char **argv) {
                  (mesh.empty() ? std::string("(none: one rank)") : mesh) +
                  " has " + std::to_string(world) + " rank" +
                  (world == 1 ? "" : "s"));
+  size_t stages = cleave_rt_program_stage_count(program);
   if (o.ranks == 0 && world > 1 && launched <= 0)
-    return error("the plan is partitioned over mesh " + mesh + " (" +
-                 std::to_string(world) + " ranks): run it with --ranks " +
-                 std::to_string(world) + " (threads of one process) or under "
-                 "mpirun -np " + std::to_string(world));
+    return error(
+        (stages ? "the plan is pipelined over pp=" + std::to_string(stages) +
+                      " (mesh " + mesh + ", " + std::to_string(world) +
+                      " ranks, each running its stage)"
+                : "the plan is partitioned over mesh " + mesh + " (" +
+                      std::to_string(world) + " ranks)") +
+        ": run it with --ranks " + std::to_string(world) +
+        " (threads of one process) or under mpirun -np " +
+        std::to_string(world));
+  if (!o.train.tracePath.empty() && stages == 0 &&
+      cleave_rt_program_marker_count(program) == 0)
+    return error("--trace needs a pipelined plan or a plan with step "
+                 "markers, and this plan has neither (nothing would be "
+                 "measured)");
 
   cleave_rt_training_info_t training;
   if (cleave_rt_status s = cleave_rt_program_training_info(program, &training))

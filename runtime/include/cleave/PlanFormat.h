@@ -89,7 +89,8 @@ enum class CommandKind : uint32_t {
   GpuLaunch = 5,
   RandomNormal = 6,
   Collective = 7,
-  Wait = 8
+  Wait = 8,
+  Marker = 9
 };
 
 /// Lower-case name of a command kind ("kernel", "gemm", ...), "unknown" else.
@@ -137,6 +138,13 @@ const char *commandKindName(CommandKind);
 ///          starts and completes Command::event, which a later Wait on the
 ///          compute stream waits for (see Command).
 ///  Wait:   params and buffers empty; waits for Command::event.
+///  Marker: params = {index, phase}, no buffers: step `index` of the plan's
+///          pipeline schedule (the names are metadata kPipelineStepsKey,
+///          comma-separated) begins (phase 0) or ends (phase 1). Does
+///          nothing unless the executor traces; then it records the index,
+///          the phase and the time. Per index, begins and ends alternate,
+///          starting with a begin and ending with an end. Commands only
+///          (not init commands), on the compute stream.
 ///
 /// CUDA plans: `target` starts with "cuda-" ("cuda-sm_90a"), kernelObject is
 /// a cubin (an ELF file) whose kernel symbols are kernelNames, and metadata
@@ -446,24 +454,65 @@ struct Plan {
   std::vector<StateTensor> states;
   TrainingInfo training;
   /// Partitioned plans: the mesh every rank's copy of the plan runs on
-  /// (empty: one rank). The plan is the same for every rank (SPMD).
+  /// (empty: one rank). Without stages the plan is the same for every rank
+  /// (SPMD).
   Mesh mesh;
   /// Events of asynchronous collectives: ids are in [0, numEvents).
   int64_t numEvents = 0;
+  /// Pipelined plans (MPMD over the mesh axis kPipelineAxis, of size p):
+  /// exactly p stage plans, stages[c] being the whole program (target,
+  /// arena, kernels, constants, commands, init commands, states, training,
+  /// inputs, outputs, events) of every rank whose kPipelineAxis coordinate
+  /// is c. The top level then holds only the target, the mesh and the
+  /// metadata: no arena, inputs, outputs, constants, kernels, commands,
+  /// states, events or training. Every stage has the top level's mesh and
+  /// target, no stages of its own, and the same inputs and outputs (names,
+  /// dtypes, shapes, shardings; offsets are its own) and training record as
+  /// stage 0. A state held by several stages (a tied parameter) has the
+  /// same kind, dtype and global shape in each. Empty: not pipelined.
+  std::vector<Plan> stages;
+
+  /// True if the plan holds stage plans.
+  bool isPipelined() const { return !stages.empty(); }
 };
+
+/// The mesh axis a pipelined plan's stages are laid out over.
+constexpr const char *kPipelineAxis = "pp";
+/// The metadata key naming the steps that Marker commands index
+/// ("F0,F1,B0,..."), in a stage plan or an unpipelined plan.
+constexpr const char *kPipelineStepsKey = "pipeline_steps";
+
+/// The index of `mesh`'s kPipelineAxis axis, or -1.
+int64_t pipelineAxis(const Mesh &mesh);
+/// The stage that rank `rank` of `plan`'s mesh runs: its coordinate on the
+/// kPipelineAxis axis for a pipelined plan, 0 otherwise.
+int64_t stageOfRank(const Plan &plan, int64_t rank);
+/// The plan rank `rank` runs: its stage plan for a pipelined plan, `plan`
+/// itself otherwise. `rank` must be below the mesh's world size.
+const Plan &stagePlanFor(const Plan &plan, int64_t rank);
+/// The step names of metadata kPipelineStepsKey, split at commas (empty if
+/// the plan has none).
+std::vector<std::string> pipelineSteps(const Plan &plan);
+/// A kPipelineStepsKey value split at commas ("" gives no names).
+std::vector<std::string> splitPipelineSteps(const std::string &value);
 
 /// Version 2 added initCommands, states and training; version 3 the mesh,
 /// shardings, streams, events and Collective/Wait commands; version 4 the
-/// constants' file references.
-constexpr uint32_t kFormatVersion = 4;
+/// constants' file references; version 5 the stage plans (appended to the
+/// payload as a list of length-prefixed stage payloads) and Marker
+/// commands. Files of versions 4 and 5 are read.
+constexpr uint32_t kFormatVersion = 5;
+/// The oldest version deserialize reads.
+constexpr uint32_t kOldestReadableVersion = 4;
 constexpr size_t kHeaderSize = 32;
 
 /// Encodes `plan` as a complete file image (header + payload).
 std::vector<uint8_t> serialize(const Plan &plan);
 
-/// Decodes and validates a file image. Returns false and sets *error to a
-/// message naming the problem on any malformed input; never reads out of
-/// bounds and never allocates more than the input size justifies.
+/// Decodes and validates a file image (version 4 or 5). Returns false and
+/// sets *error to a message naming the problem (and the stage, inside a
+/// stage plan) on any malformed input; never reads out of bounds and never
+/// allocates more than the input size justifies.
 bool deserialize(const uint8_t *data, size_t size, Plan *out,
                  std::string *error);
 
@@ -471,9 +520,19 @@ bool deserialize(const uint8_t *data, size_t size, Plan *out,
 /// parameter counts per kind, known dtypes, non-negative dims, GEMM operand
 /// extents, GEMM epilogue kinds and bias buffers; init commands like
 /// commands; state tensors inside the arena with valid kinds and unique
-/// names; training input/output indices in range and f32 scalars. Called by
-/// deserialize.
+/// names; training input/output indices in range and f32 scalars; marker
+/// indices and their begin/end order; for a pipelined plan, the stage
+/// structure (validateStages) and every stage as a plan of its own. Called
+/// by deserialize.
 bool validate(const Plan &plan, std::string *error);
+
+/// The checks particular to a pipelined plan (PipelineValidate.cpp): the
+/// mesh's kPipelineAxis axis has one stage per rank of it, the top level
+/// holds no program, and the stages agree with stage 0 on their mesh,
+/// target, inputs, outputs and training record and on the states they
+/// share. Each stage is checked with validate(); an error starts with
+/// "stage C: ". Called by validate for plans with stages.
+bool validateStages(const Plan &plan, std::string *error);
 
 /// Writes atomically: a temporary file in the same directory, fsync, rename.
 bool writeFile(const std::string &path, const Plan &plan, std::string *error);

@@ -41,6 +41,9 @@ struct TrainOptions {
   /// --output-dir DIR: every output of the last step (loss, grad_norm and,
   /// in plans compiled with --return-gradients, grad.<name>) as .npy.
   std::string outputDir;
+  /// --trace FILE: the last step's measured pipeline timeline
+  /// (writePipelineTrace).
+  std::string tracePath;
 };
 
 /// The file name an output is written to: `<name>.npy`, with characters
@@ -71,6 +74,11 @@ int writeOutputs(cleave_rt_program program, cleave_rt_executor executor,
 /// plan).
 bool anyTrainingOption(const TrainOptions &o);
 
+/// One line per stage of a pipelined plan ("stage 1: 42 commands, arena
+/// 4096 bytes, states 1024 bytes, 8 markers"); none for a plan that is not
+/// pipelined.
+std::vector<std::string> describeStages(cleave_rt_program program);
+
 /// The name messages start with ("cleave-run: error: ..."); "cleave" by
 /// default.
 void setProgramName(const std::string &name);
@@ -88,9 +96,11 @@ bool isLeader();
 bool leftByFault();
 
 /// Runs the training loop of a training plan for `ctx`'s rank; returns the
-/// exit code. Every rank feeds its shard of the same global batch a
-/// one-rank run would see. With o.resume, rank 0 chooses and verifies the
-/// checkpoint and every rank reads only its shards of it; a driver calls
+/// exit code. `program` is the plan as loaded (of a pipelined plan the
+/// whole file: the rank runs its stage, and checkpoints and exports cover
+/// every stage's states). Every rank feeds its shard of the same global
+/// batch a one-rank run would see. With o.resume, rank 0 chooses and verifies
+/// the checkpoint and every rank reads only its shards of it; a driver calls
 /// cleave_rt_program_skip_referenced_values first (once, before the ranks
 /// start) so that the plan's initial values are not read for nothing.
 int runTraining(const TrainOptions &o, cleave_rt_program program,
