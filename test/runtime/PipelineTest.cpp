@@ -805,6 +805,24 @@ Plan pipelinedTrainingPlan() {
   return p;
 }
 
+/// The same step as pipelinedTrainingPlan() in one plan for one rank.
+Plan unpipelinedTrainingPlan() {
+  Plan one = pipelinedTrainingPlan().stages[1];
+  one.mesh = Mesh();
+  one.arenaBytes = 512;
+  one.states = {
+      {tensor("a", DType::F32, {4}, 448), StateKind::Parameter, "a", ""},
+      one.states[1],
+      one.states[0],
+      one.states[2]};
+  one.constants.push_back(constant("a", 448, {0, 1, 2, 3}));
+  one.commands = {addScaled(64, 0, 448), addScaled(64, 0, 256),
+                  gemm(DType::F32, false, false, 1, 1, 4, 448, 384, 128),
+                  addScaled(64, 448, 192), addScaled(64, 448, 320)};
+  one.metadata.clear();
+  return one;
+}
+
 /// The tensor `name` of a safetensors file image as floats.
 std::vector<float> safetensor(const std::string &file,
                               const std::string &name) {
@@ -929,4 +947,21 @@ TEST(PipelineTrain, CheckpointsResumeAndExportAcrossStages) {
   EXPECT_EQ(logLosses(slurp(dir.file("resumed.jsonl"))),
             std::vector<std::string>(losses.begin() + 2, losses.end()));
   EXPECT_EQ(slurp(dir.file("w2.safetensors")), weights);
+
+  // The checkpoint holds global tensors by name: one rank running the same
+  // step without a pipeline resumes it too.
+  ASSERT_TRUE(
+      writeFile(dir.file("one.cleave"), unpipelinedTrainingPlan(), &err))
+      << err;
+  Result one = runTool(
+      dir, "'" + dir.file("one.cleave") + "' --data x='" + dir.file("x.npy") +
+               "' --steps 4 --resume '" + ck + "/step-2' --log-json '" +
+               dir.file("one.jsonl") + "' --export-safetensors '" +
+               dir.file("w3.safetensors") + "'");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(logLosses(slurp(dir.file("one.jsonl"))),
+            std::vector<std::string>(losses.begin() + 2, losses.end()));
+  std::string w3 = slurp(dir.file("w3.safetensors"));
+  for (const char *name : {"a", "tied", "b"})
+    EXPECT_EQ(safetensor(w3, name), safetensor(weights, name)) << name;
 }
