@@ -740,8 +740,8 @@ Constant constant(const std::string &name, uint64_t offset,
 /// and sends a; stage 1 receives a, computes loss = sum(a) and sends it
 /// back, and holds b, its momentum and tied, adding lr * a (b and the
 /// momentum) and lr * x (tied). Every step's loss: sum(a0) + k lr sum(x).
-Plan pipelinedTrainingPlan() {
-  Mesh mesh{{"pp"}, {2}};
+Plan pipelinedTrainingPlan(Mesh mesh = {{"pp"}, {2}}) {
+  uint32_t pp = static_cast<uint32_t>(pipelineAxis(mesh));
   Plan p;
   p.mesh = mesh;
   p.metadata = {{"name", "pipelined-sgd"}};
@@ -773,10 +773,10 @@ Plan pipelinedTrainingPlan() {
       s.commands = {marker(0, 0),
                     addScaled(64, 0, 192),
                     addScaled(64, 0, 256),
-                    pointToPoint(CollectiveOp::Send, 192, 4, 0, 1, 0),
+                    pointToPoint(CollectiveOp::Send, 192, 4, 0, 1, 0, pp),
                     marker(0, 1),
                     marker(1, 0),
-                    pointToPoint(CollectiveOp::Recv, 128, 1, 1, 0, 1),
+                    pointToPoint(CollectiveOp::Recv, 128, 1, 1, 0, 1, pp),
                     marker(1, 1)};
     } else {
       s.arenaBytes = 512;
@@ -790,11 +790,11 @@ Plan pipelinedTrainingPlan() {
       s.constants.push_back(ones);
       s.initCommands = {makeCommand(CommandKind::Fill, {16, 0}, {320})};
       s.commands = {marker(0, 0),
-                    pointToPoint(CollectiveOp::Recv, 448, 4, 0, 1, 0),
+                    pointToPoint(CollectiveOp::Recv, 448, 4, 0, 1, 0, pp),
                     gemm(DType::F32, false, false, 1, 1, 4, 448, 384, 128),
                     marker(0, 1),
                     marker(1, 0),
-                    pointToPoint(CollectiveOp::Send, 128, 1, 1, 0, 1),
+                    pointToPoint(CollectiveOp::Send, 128, 1, 1, 0, 1, pp),
                     addScaled(64, 448, 192),
                     addScaled(64, 448, 320),
                     addScaled(64, 0, 256),
@@ -964,4 +964,22 @@ TEST(PipelineTrain, CheckpointsResumeAndExportAcrossStages) {
   std::string w3 = slurp(dir.file("w3.safetensors"));
   for (const char *name : {"a", "tied", "b"})
     EXPECT_EQ(safetensor(w3, name), safetensor(weights, name)) << name;
+
+  // With dp=2 beside pp=2 (rank = 2 dp + pp): each state saved once, by
+  // the lowest rank of its stage; the same losses and weights.
+  ASSERT_TRUE(writeFile(dir.file("dp.cleave"),
+                        pipelinedTrainingPlan({{"dp", "pp"}, {2, 2}}), &err))
+      << err;
+  std::string ck4 = dir.file("ck4");
+  Result dp = runTool(dir, "'" + dir.file("dp.cleave") +
+                               "' --ranks 4 --data x='" + dir.file("x.npy") +
+                               "' --steps 4 --save-every 4 --checkpoint-dir '" +
+                               ck4 + "' --log-json '" + dir.file("dp.jsonl") +
+                               "' --export-safetensors '" +
+                               dir.file("w4.safetensors") + "'");
+  ASSERT_EQ(dp.code, 0) << dp.err;
+  EXPECT_EQ(logLosses(slurp(dir.file("dp.jsonl"))), losses);
+  EXPECT_EQ(slurp(dir.file("w4.safetensors")), weights);
+  EXPECT_EQ(slurp(ck4 + "/step-4/model.safetensors"),
+            slurp(ck + "/step-4/model.safetensors"));
 }
