@@ -222,9 +222,16 @@ struct Options {
       cl::init(0), cl::value_desc("p"), cl::cat(trainCategory)};
   cl::opt<std::string> schedule{
       "schedule",
-      cl::desc("With --emit=schedule: gpipe, 1f1b (default), "
+      cl::desc("The pipeline schedule of a --mesh with a pp axis (or of "
+               "--emit=schedule): gpipe, 1f1b (default), "
                "interleaved:<chunks per rank> or zero-bubble"),
       cl::init("1f1b"), cl::cat(trainCategory)};
+  cl::opt<std::string> stageBoundaries{
+      "stage-boundaries",
+      cl::desc("With a pp mesh axis: comma-separated ONNX node names after "
+               "which pipeline stages end (default: balanced cuts between "
+               "layers)"),
+      cl::value_desc("nodes"), cl::cat(trainCategory)};
   cl::opt<int64_t> microbatches{
       "microbatches",
       cl::desc("With --train: split each step's batch into this many "
@@ -593,10 +600,31 @@ int (::cleave::compileMain)(int argc, char **argv) {
                            : opts.output.getValue();
   if (opts.emit == EmitKind::Schedule)
     return emitSchedule(**module, opts, output);
-  if (opts.pipelineStages.getNumOccurrences() ||
-      opts.schedule.getNumOccurrences())
-    return fail("--pipeline-stages and --schedule need --emit=schedule "
-                "(pipelined plans are not built yet)");
+  if (opts.pipelineStages.getNumOccurrences())
+    return fail("--pipeline-stages applies to --emit=schedule; a plan's "
+                "pipeline is the pp axis of --mesh (e.g. --mesh pp=4,dp=2)");
+  // Pipeline ranks: the mesh's pp axis.
+  int64_t pipelineRanks = 1;
+  if (!opts.mesh.empty()) {
+    ::cleave::ShardProgramOptions parsed;
+    if (std::string error = ::cleave::parseMeshSpec(opts.mesh, parsed.mesh);
+        !error.empty())
+      return fail(error);
+    for (const auto &[name, size] : parsed.mesh)
+      if (name == "pp")
+        pipelineRanks = size;
+  }
+  if (pipelineRanks == 1 && (opts.schedule.getNumOccurrences() ||
+                             opts.stageBoundaries.getNumOccurrences()))
+    return fail("--schedule and --stage-boundaries need a pipeline: a pp "
+                "axis in --mesh (or --emit=schedule)");
+  if (pipelineRanks > 1 && !opts.train)
+    return fail("a pp mesh axis needs --train (pipelines run training steps)");
+  if (pipelineRanks > 1 && opts.overlapCollectives)
+    return fail("--overlap-collectives is not supported with a pp mesh axis "
+                "yet");
+  if (pipelineRanks > 1 && !opts.probe.empty())
+    return fail("--probe is not supported with a pp mesh axis");
 
   CompileOptions compileOptions;
   compileOptions.target =
@@ -618,6 +646,9 @@ int (::cleave::compileMain)(int argc, char **argv) {
       return fail("--probe returns one forward pass's activations; it "
                   "needs --microbatches=1");
     train.microbatches = opts.microbatches;
+    train.pipelineRanks = pipelineRanks;
+    train.schedule = opts.schedule;
+    train.stageBoundaries = opts.stageBoundaries;
     train.loss = opts.loss;
     train.optimizer = opts.optimizer;
     train.momentum = opts.momentum;

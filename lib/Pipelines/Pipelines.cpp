@@ -5,6 +5,7 @@
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Training/Pipeline.h"
 #include "cleave/Transforms/Training/Probes.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
@@ -101,65 +102,13 @@ static LogicalResult lowerPlanToCUDA(plan::Plan &p, const CUDAProgram &cuda,
   return success();
 }
 
-FailureOr<plan::Plan> compileToPlan(ModuleOp module,
-                                    const CompileOptions &options) {
-  auto stopHere = [&](CompilePhase phase, Operation *op) {
-    if (options.stopAfter != phase)
-      return false;
-    if (options.dump)
-      options.dump(op);
-    return true;
-  };
-  if (stopHere(CompilePhase::Import, module))
-    return plan::Plan();
-
-  std::optional<RecomputeStats> recomputeStats;
-  if (options.train) {
-    PassManager train(module.getContext());
-    BuildTrainStepPassOptions trainOptions = *options.train;
-    bool mixed = options.precision != "fp32";
-    trainOptions.markFp32Ops |= mixed;
-    trainOptions.markBackward = true;
-    // The gradient tags serve the sharding policies and the report; the
-    // plan builder removes them.
-    trainOptions.markGradients = true;
-    train.addPass(createBuildTrainStepPass(trainOptions));
-    if (mixed) {
-      ApplyMixedPrecisionPassOptions mixedOptions;
-      mixedOptions.precision = options.precision;
-      mixedOptions.lowPrecisionGradients = options.lowPrecisionGradients;
-      mixedOptions.lowPrecisionParameters = options.lowPrecisionParameters;
-      train.addPass(createApplyMixedPrecisionPass(mixedOptions));
-    }
-    train.addPass(
-        createInsertRecomputePass(InsertRecomputePassOptions{options.recompute}));
-    if (failed(train.run(module)))
-      return failure();
-    recomputeStats = takeRecomputeStats(module);
-    if (!options.probe.empty()) {
-      auto main = module.lookupSymbol<func::FuncOp>("main");
-      if (!main || failed(addActivationProbes(main, options.probe)))
-        return failure();
-    }
-    // The backward tags have done their job; without them CSE treats
-    // forward and backward ops alike, as it did before recompute existed.
-    stripAttribute(module, kBackwardAttr);
-  } else if (options.precision != "fp32") {
-    // A forward model: contractions and activations in the low type.
-    PassManager mixed(module.getContext());
-    ApplyMixedPrecisionPassOptions mixedOptions;
-    mixedOptions.precision = options.precision;
-    mixed.addPass(createApplyMixedPrecisionPass(mixedOptions));
-    if (failed(mixed.run(module)))
-      return failure();
-  }
-  if (stopHere(CompilePhase::TrainStep, module))
-    return plan::Plan();
-  if (options.shard && failed(shardProgram(module, *options.shard)))
-    return failure();
-  if (stopHere(CompilePhase::Partitioned, module))
-    return plan::Plan();
-
+/// The phases after partitioning: preparation, planning and code
+/// generation of one program (the whole step, or one pipeline rank's).
+template <typename StopHere>
+static FailureOr<plan::Plan>
+buildStagePlan(ModuleOp module, const CompileOptions &options,
+               const std::optional<RecomputeStats> &recomputeStats,
+               StopHere &stopHere) {
   PassManager pm(module.getContext());
   buildPreparePipeline(pm);
   if (failed(pm.run(module)))
@@ -233,5 +182,96 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   }
   return std::move(program->plan);
 }
+
+FailureOr<plan::Plan> compileToPlan(ModuleOp module,
+                                    const CompileOptions &options) {
+  auto stopHere = [&](CompilePhase phase, Operation *op) {
+    if (options.stopAfter != phase)
+      return false;
+    if (options.dump)
+      options.dump(op);
+    return true;
+  };
+  if (stopHere(CompilePhase::Import, module))
+    return plan::Plan();
+
+  std::optional<RecomputeStats> recomputeStats;
+  if (options.train) {
+    PassManager train(module.getContext());
+    BuildTrainStepPassOptions trainOptions = *options.train;
+    bool mixed = options.precision != "fp32";
+    trainOptions.markFp32Ops |= mixed;
+    trainOptions.markBackward = true;
+    // The gradient tags serve the sharding policies and the report; the
+    // plan builder removes them.
+    trainOptions.markGradients = true;
+    train.addPass(createBuildTrainStepPass(trainOptions));
+    if (mixed) {
+      ApplyMixedPrecisionPassOptions mixedOptions;
+      mixedOptions.precision = options.precision;
+      mixedOptions.lowPrecisionGradients = options.lowPrecisionGradients;
+      mixedOptions.lowPrecisionParameters = options.lowPrecisionParameters;
+      train.addPass(createApplyMixedPrecisionPass(mixedOptions));
+    }
+    train.addPass(
+        createInsertRecomputePass(InsertRecomputePassOptions{options.recompute}));
+    if (failed(train.run(module)))
+      return failure();
+    recomputeStats = takeRecomputeStats(module);
+    if (!options.probe.empty()) {
+      auto main = module.lookupSymbol<func::FuncOp>("main");
+      if (!main || failed(addActivationProbes(main, options.probe)))
+        return failure();
+    }
+    // The backward tags have done their job; without them CSE treats
+    // forward and backward ops alike, as it did before recompute existed.
+    stripAttribute(module, kBackwardAttr);
+  } else if (options.precision != "fp32") {
+    // A forward model: contractions and activations in the low type.
+    PassManager mixed(module.getContext());
+    ApplyMixedPrecisionPassOptions mixedOptions;
+    mixedOptions.precision = options.precision;
+    mixed.addPass(createApplyMixedPrecisionPass(mixedOptions));
+    if (failed(mixed.run(module)))
+      return failure();
+  }
+  if (stopHere(CompilePhase::TrainStep, module))
+    return plan::Plan();
+  if (options.shard && failed(shardProgram(module, *options.shard)))
+    return failure();
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (main && main->hasAttr(kPipelineRanksAttr)) {
+    // One program per pipeline rank, each compiled on its own.
+    FailureOr<SmallVector<OwningOpRef<ModuleOp>>> ranks =
+        splitPipelineRanks(module);
+    if (failed(ranks))
+      return failure();
+    if (options.stopAfter == CompilePhase::Partitioned) {
+      for (OwningOpRef<ModuleOp> &rank : *ranks)
+        stopHere(CompilePhase::Partitioned, rank.get());
+      return plan::Plan();
+    }
+    plan::Plan pipelined;
+    for (auto [r, rank] : llvm::enumerate(*ranks)) {
+      FailureOr<plan::Plan> stage =
+          buildStagePlan(rank.get(), options, recomputeStats, stopHere);
+      if (failed(stage))
+        return failure();
+      if (options.stopAfter != CompilePhase::Plan)
+        continue;
+      stage->metadata.push_back({"pipeline_rank", std::to_string(r)});
+      pipelined.mesh = stage->mesh;
+      pipelined.target = stage->target;
+      pipelined.stages.push_back(std::move(*stage));
+    }
+    if (options.stopAfter != CompilePhase::Plan)
+      return plan::Plan();
+    return pipelined;
+  }
+  if (stopHere(CompilePhase::Partitioned, module))
+    return plan::Plan();
+  return buildStagePlan(module, options, recomputeStats, stopHere);
+}
+
 
 } // namespace cleave

@@ -30,6 +30,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
@@ -135,7 +136,8 @@ namespace {
 struct Node {
   /// Collective: a communication op (`comm`); Done: the wait for an async
   /// one (`comm` is the cleave.done).
-  enum Kind { Kernel, Gemm, Collective, Done } kind;
+  /// Marker: a pipeline step's begin or end (`comm` is the marker).
+  enum Kind { Kernel, Gemm, Collective, Done, Marker } kind;
   SmallVector<Operation *> ops; ///< Kernel members in program order.
   ContractOp contract;          ///< For GEMMs.
   /// For GEMMs: the epilogue, its bias (or null) and the value written into
@@ -459,6 +461,10 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
 LogicalResult PlanBuilder::outline(ModuleOp kernels) {
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(kernels.getBody());
   for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (node.kind == Node::Marker) {
+      node.name = "marker" + std::to_string(index);
+      continue;
+    }
     if (node.kind == Node::Collective || node.kind == Node::Done) {
       node.inputs.assign(node.comm->operand_begin(), node.comm->operand_end());
       if (node.kind == Node::Collective)
@@ -640,6 +646,9 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       case Node::Done:
         os << "done event "
            << eventOf.lookup(node.comm->getOperand(0).getDefiningOp());
+        break;
+      case Node::Marker:
+        os << "marker " << cast<PipelineMarkerOp>(node.comm).getStep();
         break;
       }
       auto list = [&](StringRef label, ArrayRef<Value> values) {
@@ -897,7 +906,8 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
     return a.first < b.first;
   });
   auto nextCopy = stateCopies.begin();
-  llvm::StringMap<size_t> kernelIndex;
+  llvm::StringMap<size_t> kernelIndex, markerIndex;
+  std::vector<std::string> markerNames;
   for (auto [index, node] : llvm::enumerate(nodes)) {
     if (index > 0)
       for (; nextCopy != stateCopies.end() &&
@@ -913,6 +923,16 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
     } else if (node.kind == Node::Done) {
       cmd.kind = plan::CommandKind::Wait;
       cmd.event = eventOf.lookup(node.comm->getOperand(0).getDefiningOp());
+    } else if (node.kind == Node::Marker) {
+      // Steps are numbered in the order they first appear.
+      auto marker = cast<PipelineMarkerOp>(node.comm);
+      auto [it, inserted] =
+          markerIndex.try_emplace(marker.getStep(), markerIndex.size());
+      if (inserted)
+        markerNames.push_back(marker.getStep().str());
+      cmd.kind = plan::CommandKind::Marker;
+      cmd.params = {static_cast<int64_t>(it->second),
+                    marker.getBegin() ? 0 : 1};
     } else if (node.kind == Node::Kernel) {
       cmd.kind = plan::CommandKind::Kernel;
       auto [it, inserted] =
@@ -997,6 +1017,8 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   if (!untied.empty())
     p.metadata.push_back(
         {"untied", llvm::formatv("{0}", llvm::json::Value(std::move(untied)))});
+  if (!markerNames.empty())
+    p.metadata.push_back({plan::kPipelineStepsKey, llvm::join(markerNames, ",")});
   return success();
 }
 
@@ -1326,6 +1348,10 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
     }
     if (isa<DoneOp>(op)) {
       addCommNode(Node::Done, &op);
+      continue;
+    }
+    if (isa<PipelineMarkerOp>(op)) {
+      addCommNode(Node::Marker, &op);
       continue;
     }
     if (op.getDialect() != op.getContext()->getLoadedDialect<CleaveDialect>())

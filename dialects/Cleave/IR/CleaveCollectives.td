@@ -320,4 +320,23 @@ def Cleave_DoneOp : Op<Cleave_Dialect, "done", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+def Cleave_PipelineMarkerOp : Op<Cleave_Dialect, "pipeline_marker", [
+    MemoryEffects<[MemRead<Cleave_CommunicationResource>,
+                   MemWrite<Cleave_CommunicationResource>]>]> {
+  let summary = "Where a pipeline step begins or ends";
+  let description = [{
+    Marks the beginning (`begin`) or the end of the step `step` ("F3",
+    "B0", "W2", ...) of a pipeline rank's schedule. The plan builder makes
+    it a Marker command, which costs nothing unless the runtime traces the
+    step (`cleave-run --trace`). It orders like a collective, so no pass
+    moves work across it.
+
+    ```mlir
+    cleave.pipeline_marker "F0" begin
+    ```
+  }];
+  let arguments = (ins StrAttr:$step, UnitAttr:$begin);
+  let assemblyFormat = "$step (`begin` $begin^)? attr-dict";
+}
+
 #endif // CLEAVE_IR_CLEAVECOLLECTIVES_TD

@@ -45,6 +45,7 @@ int64_t cleave::detail::getTotalResultBytes(Operation *op) {
 
 // Pure data movement performs no arithmetic.
 int64_t ReshapeOp::getFlops() { return 0; }
+int64_t PipelineTransferOp::getFlops() { return 0; }
 int64_t TransposeOp::getFlops() { return 0; }
 int64_t SliceOp::getFlops() { return 0; }
 int64_t ReverseOp::getFlops() { return 0; }

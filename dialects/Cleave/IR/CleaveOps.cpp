@@ -624,3 +624,26 @@ LogicalResult ReduceWindowOp::verify() {
 
 #define GET_OP_CLASSES
 #include "Cleave/IR/CleaveOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Pipeline stages
+//===----------------------------------------------------------------------===//
+
+LogicalResult PipelineTransferOp::verify() {
+  if (getFrom() < 0 || getTo() < 0)
+    return emitOpError() << "needs pipeline ranks, got from = " << getFrom()
+                         << " to = " << getTo();
+  return success();
+}
+
+LogicalResult PipelineSumOp::verify() {
+  ArrayRef<int64_t> ranks = getRanks();
+  if (getOperands().empty() || ranks.size() != getOperands().size())
+    return emitOpError() << "needs one pipeline rank per operand, got "
+                         << ranks.size() << " for " << getOperands().size();
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] < 0 || (i > 0 && ranks[i] <= ranks[i - 1]))
+      return emitOpError()
+             << "pipeline ranks must be non-negative and increasing";
+  return success();
+}

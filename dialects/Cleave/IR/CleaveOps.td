@@ -617,4 +617,63 @@ def Cleave_ReduceWindowOp : Cleave_Op<"reduce_window", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline stages
+//===----------------------------------------------------------------------===//
+//
+// A pipelined training step is first built as one global program whose ops
+// carry the pipeline rank that runs them (`cleave.pipeline_rank`), so that
+// sharding propagation and partitioning over the other mesh axes see every
+// stage at once. These two ops are where values cross pipeline ranks; they
+// exist only until --pipeline-stages splits the program into one program
+// per pipeline rank, where they become `cleave.send` / `cleave.recv`.
+
+def Cleave_PipelineTransferOp : Cleave_Op<"pipeline_transfer",
+    [SameOperandsAndResultType], ["getFlops"]> {
+  let summary = "A value made on one pipeline rank and read on another";
+  let description = [{
+    The identity in the global program. Split per pipeline rank, it is a
+    `cleave.send` on rank `from` and a `cleave.recv` on rank `to`, placed
+    where the op stands in the global program (so in each rank's schedule).
+    With `from` equal to `to` (two stages of one rank, interleaved
+    schedules) it is only the boundary where the later stage's backward
+    pass stops, and the split replaces it by its operand.
+
+    ```mlir
+    %a = cleave.pipeline_transfer %h from = 0 to = 1 : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$operand, I64Attr:$from, I64Attr:$to);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = [{
+    $operand `from` `=` $from `to` `=` $to attr-dict `:` type($operand)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cleave_PipelineSumOp : Cleave_Op<"pipeline_sum",
+    [SameOperandsAndResultType]> {
+  let summary = "The sum of values made on several pipeline ranks";
+  let description = [{
+    Operand `i` is made on pipeline rank `ranks[i]` (strictly increasing).
+    The result is their sum in that order, available to every pipeline rank
+    that reads it: split per rank, each rank sends its operand to every
+    other rank that reads the result and adds what it receives in rank
+    order, so every reader holds bitwise the same sum. Gradients of a
+    parameter read on several stages (tied embeddings), the partial sums of
+    the global gradient norm, and the loss made on the last stage use it.
+
+    ```mlir
+    %g = cleave.pipeline_sum %g0, %g3 ranks = [0, 3] : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Cleave_Tensor>:$operands,
+                       DenseI64ArrayAttr:$ranks);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = [{
+    $operands `ranks` `=` $ranks attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // CLEAVE_IR_CLEAVEOPS_TD

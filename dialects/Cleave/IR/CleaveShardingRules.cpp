@@ -288,6 +288,10 @@ ShardingRule BinaryOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule CompareOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule SelectOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule ConvertOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule PipelineTransferOp::getShardingRule() {
+  return elementwiseRule(*this);
+}
+ShardingRule PipelineSumOp::getShardingRule() { return elementwiseRule(*this); }
 
 ShardingRule BroadcastInDimOp::getShardingRule() {
   ShardingRule rule = ShardingRule::forOp(*this);

@@ -34,7 +34,7 @@ namespace cleave {
 void registerVJPExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, CleaveDialect *) {
     attach<ConstantOp, IotaOp, CompareOp, ArgReduceOp, UnaryOp, BinaryOp,
-           SelectOp, ConvertOp>(ctx);
+           SelectOp, ConvertOp, PipelineTransferOp>(ctx);
     attach<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
            ConcatOp, PadOp, GatherOp, GatherElementsOp, ScatterOp, TopKOp>(ctx);
     attach<ContractOp, ReduceOp, CumSumOp, SoftmaxOp, LogSoftmaxOp,

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Training/Passes.h"
+#include "cleave/Transforms/Training/Pipeline.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
@@ -19,11 +20,14 @@
 #include "TrainableParameters.h"
 
 #include "cleave/Transforms/Sharding/Passes.h"
+#include "cleave/Pipeline/Schedule.h"
+#include "Layers.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassManager.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Regex.h"
 
 #include <limits>
@@ -128,6 +132,42 @@ SmallVector<Slot> slotsOf(StringRef optimizer) {
   return {};
 }
 
+/// The step being built, as the pipelined microbatch loop sees it.
+struct PipelineStep {
+  OpBuilder &b;
+  Block *body;
+  /// The forward program at one microbatch's shapes.
+  func::FuncOp forward;
+  const LossSpec &spec;
+  /// The step's data arguments (whole batch), in the forward's order.
+  ArrayRef<Value> dataArgs;
+  /// Labels or targets (whole batch), or null.
+  Value target;
+  /// The whole batch's loss denominator (microbatches), or null.
+  Value denominator;
+  /// The loss's cotangent (loss scaling), or null for 1.
+  Value seed;
+  /// Initializer name -> parameter argument.
+  const llvm::StringMap<Value> &stateValues;
+  ArrayRef<Value> paramArgs;
+  int64_t microbatches;
+  std::function<bool(Value)> isBatch;
+  StringRef backwardTag;
+};
+
+/// What the loop leaves for the rest of the step.
+struct PipelineResult {
+  /// Per parameter: its gradient over all microbatches (a pipeline_sum when
+  /// several ranks read it), and the ranks that read it.
+  SmallVector<Value> grads;
+  SmallVector<SmallVector<int64_t>> readers;
+  /// The sum of the microbatches' losses, made on the last stage's rank.
+  Value loss;
+  /// Loss ops, which stay f32 under mixed precision.
+  SmallVector<Operation *> lossOps;
+  int64_t ranks = 1;
+};
+
 struct BuildTrainStepPass
     : public ::cleave::impl::BuildTrainStepPassBase<BuildTrainStepPass> {
   using Base::Base;
@@ -147,6 +187,8 @@ private:
   /// (cross-entropy) or the elements (mse), so that microbatch losses add
   /// up to it.
   Value lossDenominator(Emitter &e, const LossSpec &spec, Value target);
+  /// The microbatch loop of a pipelined step (pipeline-ranks > 1).
+  FailureOr<PipelineResult> emitPipeline(PipelineStep &step);
   /// Returns (new parameter, new slots...).
   SmallVector<Value> update(Emitter &e, Value param, Value grad,
                             ArrayRef<Value> slots, Value lr, Value step,
@@ -479,6 +521,336 @@ static void hoistToOperands(Operation *first) {
 // The pass
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Pipeline stages
+//===----------------------------------------------------------------------===//
+
+
+/// Tags the ops of `body` after `before` (all of them when null) with the
+/// pipeline rank that runs them; transfers say it themselves.
+static void tagPipelineRank(Block *body, Operation *before, int64_t rank) {
+  auto attr = IntegerAttr::get(IntegerType::get(body->getParentOp()->getContext(), 64), rank);
+  for (Operation &op : llvm::make_range(
+           before ? std::next(Block::iterator(before)) : body->begin(),
+           body->end()))
+    if (!isa<PipelineTransferOp>(op))
+      op.setAttr(::cleave::kPipelineRankAttr, attr);
+}
+
+/// Emits every microbatch's forward and backward steps of every stage, in
+/// the order the schedule runs them (steps of different ranks by their
+/// simulated start), each op tagged with its rank.
+FailureOr<PipelineResult>
+BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
+  namespace pl = ::cleave::pipeline;
+  OpBuilder &b = ps.b;
+  Location loc = ps.forward.getLoc();
+  Emitter e{b, loc};
+  const int64_t p = pipelineRanks, m = ps.microbatches;
+  pl::ScheduleOptions options;
+  if (std::string error = pl::parseScheduleKind(schedule, options);
+      !error.empty()) {
+    mlir::emitError(loc) << "--schedule: " << error;
+    return failure();
+  }
+  options.ranks = p;
+  options.microbatches = m;
+  const int64_t v = options.chunks, numStages = p * v;
+  auto rankOf = [&](int64_t stage) { return stage % p; };
+
+  FailureOr<::cleave::training::StageAssignment> assignment =
+      ::cleave::training::assignPipelineStages(ps.forward, numStages,
+                                               stageBoundaries);
+  if (failed(assignment))
+    return failure();
+  for (const std::string &remark : assignment->remarks)
+    mlir::emitRemark(loc) << remark;
+  std::string error;
+  std::vector<std::vector<pl::Step>> order = pl::buildSchedule(options, error);
+  if (!error.empty()) {
+    mlir::emitError(loc) << "--schedule: " << error;
+    return failure();
+  }
+  // Steps of a stage take time in proportion to its flops.
+  pl::StepCosts costs;
+  {
+    double total = 0;
+    for (int64_t f : assignment->flops)
+      total += double(f);
+    for (int64_t f : assignment->flops)
+      costs.stageWeight.push_back(
+          total > 0 ? std::max(1e-3, double(f) * numStages / total) : 1.0);
+  }
+  pl::Simulation sim = pl::simulate(order, options, costs, error);
+  if (!error.empty()) {
+    mlir::emitError(loc) << "--schedule: " << error;
+    return failure();
+  }
+  std::vector<pl::TimedStep> steps = sim.steps;
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const pl::TimedStep &x, const pl::TimedStep &y) {
+                     return x.start != y.start ? x.start < y.start
+                                               : x.rank < y.rank;
+                   });
+
+  // The forward program by stage.
+  Block &fwd = ps.forward.getBody().front();
+  auto ret = cast<func::ReturnOp>(fwd.getTerminator());
+  auto stageOf = [&](Operation *op) { return assignment->stageOf.lookup(op); };
+  SmallVector<SmallVector<Operation *>> stageOps(numStages);
+  for (Operation &op : fwd.without_terminator())
+    if (!isa<ConstantOp>(op))
+      stageOps[stageOf(&op)].push_back(&op);
+  Value lossOutput = ret.getOperand(ps.spec.output);
+  int64_t lossStage = numStages - 1;
+  if (Operation *def = lossOutput.getDefiningOp();
+      !def || isa<ConstantOp>(def) || stageOf(def) != lossStage) {
+    mlir::emitError(loc) << "the loss output is not made on the last "
+                            "pipeline stage";
+    return failure();
+  }
+  // Values read by later stages: the stages that read each.
+  llvm::MapVector<Value, SmallVector<int64_t>> consumers;
+  SmallVector<SmallVector<Value>> cutValues(numStages);
+  for (int64_t s = 0; s < numStages; ++s)
+    for (Operation *op : stageOps[s])
+      for (Value r : op->getResults()) {
+        SmallVector<int64_t> readers;
+        for (Operation *user : r.getUsers()) {
+          int64_t c = user == ret ? (r == lossOutput ? lossStage : s)
+                                  : stageOf(user);
+          if (c != s && !isa<ConstantOp>(user))
+            readers.push_back(c);
+        }
+        llvm::sort(readers);
+        readers.erase(std::unique(readers.begin(), readers.end()),
+                      readers.end());
+        if (!readers.empty()) {
+          consumers[r] = readers;
+          cutValues[s].push_back(r);
+        }
+      }
+  // The parameters each stage reads, in first-use order.
+  DenseMap<Value, int64_t> paramIndex;
+  for (auto [i, a] : llvm::enumerate(ps.paramArgs))
+    paramIndex[a] = i;
+  auto paramOf = [&](Value x) -> Value {
+    auto c = x.getDefiningOp<ConstantOp>();
+    auto name = c ? c->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
+    return name ? ps.stateValues.lookup(name.getValue()) : Value();
+  };
+  SmallVector<SmallVector<int64_t>> stageParams(numStages);
+  for (int64_t s = 0; s < numStages; ++s) {
+    llvm::SmallDenseSet<int64_t> seen;
+    for (Operation *op : stageOps[s])
+      for (Value x : op->getOperands())
+        if (Value a = paramOf(x))
+          if (seen.insert(paramIndex.lookup(a)).second)
+            stageParams[s].push_back(paramIndex.lookup(a));
+  }
+
+  // Per microbatch: the forward values made so far (on their own stage's
+  // rank), each stage's copies of what it reads from other stages, and the
+  // cotangents sent back for each cut value.
+  struct Microbatch {
+    IRMapping values;
+    DenseMap<std::pair<Value, int64_t>, Value> copies;
+    SmallVector<SmallVector<std::pair<Value, Value>>> inputs;
+    DenseMap<Value, SmallVector<Value>> cotangents;
+    DenseMap<std::pair<unsigned, int64_t>, Value> data;
+    Value loss;
+  };
+  std::vector<Microbatch> mbs(m);
+  for (Microbatch &mb : mbs)
+    mb.inputs.resize(numStages);
+  DenseMap<std::pair<Operation *, int64_t>, Value> constants;
+  SmallVector<DenseMap<int64_t, Value>> acc(ps.paramArgs.size());
+  PipelineResult result;
+  result.ranks = p;
+
+  auto resolve = [&](Value x, int64_t s, int64_t k) -> Value {
+    Microbatch &mb = mbs[k];
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      Value full = ps.dataArgs[arg.getArgNumber()];
+      if (m == 1 || !ps.isBatch(full))
+        return full;
+      Value &slice = mb.data[{arg.getArgNumber(), rankOf(s)}];
+      if (!slice)
+        slice = microbatchOf(e, full, k, m);
+      return slice;
+    }
+    if (Value a = paramOf(x))
+      return a;
+    Operation *def = x.getDefiningOp();
+    if (isa<ConstantOp>(def)) {
+      Value &c = constants[{def, rankOf(s)}];
+      if (!c)
+        c = b.clone(*def)->getResult(0);
+      return c;
+    }
+    if (stageOf(def) == s)
+      return mb.values.lookup(x);
+    return mb.copies.lookup({x, s});
+  };
+
+  auto forwardStep = [&](int64_t s, int64_t k) -> LogicalResult {
+    Microbatch &mb = mbs[k];
+    for (Operation *op : stageOps[s]) {
+      if (auto slice = dyn_cast<AllSliceOp>(op);
+          slice && slice.getMesh() == kMicrobatchMesh) {
+        mb.values.map(slice.getResult(),
+                      microbatchOf(e, resolve(slice.getOperand(), s, k), k, m,
+                                   slice.getDim()));
+        continue;
+      }
+      IRMapping operands;
+      for (Value x : op->getOperands())
+        operands.map(x, resolve(x, s, k));
+      Operation *copy = b.clone(*op, operands);
+      copy->removeAttr(kShardingAttrName);
+      copy->removeAttr(kConflictsAttrName);
+      for (auto [r, c] : llvm::zip(op->getResults(), copy->getResults()))
+        mb.values.map(r, c);
+    }
+    // Send on what later stages read (to each stage its own copy, so each
+    // stage's backward pass stops at its inputs).
+    for (Value r : cutValues[s])
+      for (int64_t c : consumers[r]) {
+        Value copy = PipelineTransferOp::create(b, loc, mb.values.lookup(r),
+                                                rankOf(s), rankOf(c));
+        mb.copies[{r, c}] = copy;
+        mb.inputs[c].push_back({r, copy});
+      }
+    if (s == lossStage) {
+      Operation *before = &ps.body->back();
+      SmallVector<Value> outs(ret.getNumOperands());
+      outs[ps.spec.output] = resolve(lossOutput, s, k);
+      Value target = ps.target;
+      if (target && m > 1 && ps.isBatch(target))
+        target = microbatchOf(e, target, k, m);
+      mb.loss = buildLoss(e, ps.spec, outs, target, ps.denominator);
+      for (Operation &op : llvm::make_range(std::next(Block::iterator(before)),
+                                            ps.body->end()))
+        result.lossOps.push_back(&op);
+    }
+    return success();
+  };
+
+  auto backwardStep = [&](int64_t s, int64_t k, bool inputs,
+                          bool weights) -> LogicalResult {
+    Microbatch &mb = mbs[k];
+    SmallVector<Value> outputs, cotangents;
+    if (s != lossStage) {
+      for (Value r : cutValues[s]) {
+        auto it = mb.cotangents.find(r);
+        if (it == mb.cotangents.end() || it->second.empty())
+          continue;
+        Value sum = it->second.front();
+        for (Value c : ArrayRef<Value>(it->second).drop_front())
+          sum = e.add(sum, c);
+        outputs.push_back(mb.values.lookup(r));
+        cotangents.push_back(sum);
+      }
+      if (outputs.empty())
+        return success();
+    }
+    SmallVector<Value> wrt;
+    SmallVector<std::pair<Value, Value>> received;
+    if (inputs)
+      for (auto [x, copy] : mb.inputs[s])
+        if (isa<FloatType>(Emitter::typeOf(copy).getElementType())) {
+          received.push_back({x, copy});
+          wrt.push_back(copy);
+        }
+    if (weights)
+      for (int64_t i : stageParams[s])
+        wrt.push_back(ps.paramArgs[i]);
+    if (wrt.empty())
+      return success();
+    FailureOr<SmallVector<Value>> grads =
+        s == lossStage
+            ? ::cleave::buildGradients(b, mb.loss, wrt, ps.seed, ps.backwardTag)
+            : ::cleave::buildGradients(b, outputs, cotangents, wrt,
+                                       ps.backwardTag);
+    if (failed(grads))
+      return failure();
+    for (auto [i, xr] : llvm::enumerate(received)) {
+      Value g = (*grads)[i];
+      int64_t from = stageOf(xr.first.getDefiningOp());
+      if (rankOf(from) != rankOf(s))
+        g = PipelineTransferOp::create(b, loc, g, rankOf(s), rankOf(from));
+      mb.cotangents[xr.first].push_back(g);
+    }
+    if (weights)
+      for (auto [j, i] : llvm::enumerate(stageParams[s])) {
+        Value g = (*grads)[received.size() + j];
+        Value &slot = acc[i][rankOf(s)];
+        slot = slot ? e.add(slot, g) : g;
+      }
+    return success();
+  };
+
+  for (const pl::TimedStep &t : steps) {
+    Operation *before = ps.body->empty() ? nullptr : &ps.body->back();
+    int64_t s = t.step.stage, k = t.step.microbatch;
+    std::string name = pl::stepName(t.step, options);
+    PipelineMarkerOp::create(b, loc, name, /*begin=*/true);
+    LogicalResult done = success();
+    switch (t.step.kind) {
+    case pl::StepKind::Forward:
+      done = forwardStep(s, k);
+      break;
+    case pl::StepKind::Backward:
+      done = backwardStep(s, k, true, true);
+      break;
+    case pl::StepKind::BackwardInput:
+      done = backwardStep(s, k, true, false);
+      break;
+    case pl::StepKind::BackwardWeight:
+      done = backwardStep(s, k, false, true);
+      break;
+    }
+    if (failed(done))
+      return failure();
+    PipelineMarkerOp::create(b, loc, name, /*begin=*/false);
+    tagPipelineRank(ps.body, before, t.rank);
+  }
+
+  // The microbatches' losses, on the last stage's rank.
+  Operation *before = &ps.body->back();
+  Value loss = mbs[0].loss;
+  for (int64_t k = 1; k < m; ++k)
+    loss = e.add(loss, mbs[k].loss);
+  result.loss = e.convert(loss, b.getF32Type());
+  for (Operation &op : llvm::make_range(std::next(Block::iterator(before)),
+                                        ps.body->end()))
+    result.lossOps.push_back(&op);
+  tagPipelineRank(ps.body, before, rankOf(lossStage));
+
+  // Each parameter's gradient: the sum of its readers' (rank order).
+  for (auto [i, a] : llvm::enumerate(ps.paramArgs)) {
+    SmallVector<int64_t> ranks;
+    SmallVector<Value> parts;
+    for (int64_t r = 0; r < p; ++r)
+      if (Value g = acc[i].lookup(r)) {
+        ranks.push_back(r);
+        parts.push_back(g);
+      }
+    result.readers.push_back(ranks);
+    if (parts.empty())
+      {
+      auto t = Emitter::typeOf(a);
+      result.grads.push_back(e.splat(t.getElementType(), t.getShape(), 0.0));
+    }
+    else if (parts.size() == 1)
+      result.grads.push_back(parts.front());
+    else
+      result.grads.push_back(PipelineSumOp::create(
+          b, loc, parts.front().getType(), parts, b.getDenseI64ArrayAttr(ranks)));
+  }
+  return result;
+}
+
 void BuildTrainStepPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto oldMain = module.lookupSymbol<func::FuncOp>("main");
@@ -620,6 +992,24 @@ void BuildTrainStepPass::runOnOperation() {
     newMain.erase();
     return signalPassFailure();
   }
+  if (pipelineRanks > 1) {
+    std::string refused;
+    if (pipelineRanks > 1024)
+      refused = "at most 1024 pipeline ranks";
+    else if (!buffers.empty())
+      refused = "model buffers (BatchNorm running statistics) are not "
+                "supported in pipeline stages yet";
+    else if (returnGradients)
+      refused = "--return-gradients is not supported with pipeline stages";
+    else if (dataParallel > 1)
+      refused = "give data parallelism as a mesh axis (--mesh dp=N,pp=P)";
+    if (!refused.empty()) {
+      mlir::emitError(module.getLoc())
+          << "pipeline-ranks=" << pipelineRanks << ": " << refused;
+      newMain.erase();
+      return signalPassFailure();
+    }
+  }
   auto isBatch = [&](Value v) {
     auto t = cast<RankedTensorType>(v.getType());
     return t.getRank() > 0 && t.getDimSize(0) == rows;
@@ -690,7 +1080,36 @@ void BuildTrainStepPass::runOnOperation() {
   Value lossTotal, lossF32, seed, scale;
   FailureOr<SmallVector<Value>> grads = SmallVector<Value>();
   Operation *backwardEnd = nullptr;
-  for (int64_t k = 0; k < m; ++k) {
+  std::optional<PipelineResult> pipeline;
+  if (pipelineRanks > 1) {
+    // Loss scaling: the last stage's backward starts from the scale.
+    if (dynamicScale)
+      scale = e.mul(e.scalar(f32, lossScaleInit),
+                    e.binary(BinaryKind::pow, e.scalar(f32, 2.0), scaleLog2Arg));
+    else if (staticScale > 0.0)
+      scale = e.scalar(f32, staticScale);
+    if (scale) {
+      auto outType = cast<RankedTensorType>(
+          forward.getResultTypes()[spec->output]);
+      seed = e.convert(scale, outType.getElementType());
+    }
+    PipelineStep step{b,       body,           forward,
+                      *spec,   dataArgs,       target,
+                      denominator, seed,        stateValues,
+                      paramArgs, m,            isBatch,
+                      markBackward ? StringRef(::cleave::kBackwardAttr) : ""};
+    FailureOr<PipelineResult> result = emitPipeline(step);
+    if (failed(result)) {
+      newMain.erase();
+      return signalPassFailure();
+    }
+    pipeline = std::move(*result);
+    grads = pipeline->grads;
+    lossF32 = pipeline->loss;
+    llvm::append_range(fp32Ops, pipeline->lossOps);
+    backwardEnd = lastOp();
+  }
+  for (int64_t k = 0; k < (pipeline ? 0 : m); ++k) {
     IRMapping mapping;
     for (auto [arg, full] : llvm::zip(forward.getArguments(), dataArgs))
       mapping.map(arg, m > 1 && isBatch(full) ? microbatchOf(e, full, k, m)
@@ -768,7 +1187,7 @@ void BuildTrainStepPass::runOnOperation() {
     lossTotal = e.add(lossTotal, lossValue);
     llvm::append_range(fp32Ops, opsAfter(backwardEnd));
   }
-  if (m > 1)
+  if (m > 1 && !pipeline)
     lossF32 = e.convert(lossTotal, f32);
   // Tag each gradient with its parameter, for sharding policies that lay
   // gradients out (ZeRO-1 keeps them whole, ZeRO-2 splits them) and for
@@ -783,6 +1202,11 @@ void BuildTrainStepPass::runOnOperation() {
   // (equal shards), so the gradients and the reported loss are averaged
   // over dp before anything reads them.
   Value lossOut = lossF32;
+  // Pipelines: every rank reports the loss made on the last stage.
+  if (pipeline)
+    lossOut = PipelineSumOp::create(
+        b, loc, lossF32.getType(), ValueRange{lossF32},
+        b.getDenseI64ArrayAttr({pipelineRanks - 1}));
   if (dataParallel > 1) {
     if (!module.getOps<MeshOp>().empty()) {
       mlir::emitError(module.getLoc())
@@ -828,7 +1252,27 @@ void BuildTrainStepPass::runOnOperation() {
 
   // Global gradient norm, and clipping to it.
   Value sumSq = e.scalar(b.getF32Type(), 0.0);
-  for (Value g : unscaled)
+  if (pipeline) {
+    // Each rank sums the squares of the gradients it makes (a parameter
+    // read on several ranks counts once, on the first), and the partial
+    // sums are added over the pipeline.
+    SmallVector<Value> partials;
+    SmallVector<int64_t> ranks;
+    for (int64_t r = 0; r < pipelineRanks; ++r) {
+      Operation *before = lastOp();
+      Value partial = e.scalar(b.getF32Type(), 0.0);
+      for (auto [g, readers] : llvm::zip(unscaled, pipeline->readers))
+        if (!readers.empty() && readers.front() == r)
+          partial = e.add(partial,
+                          e.convert(e.sumAll(e.mul(g, g)), b.getF32Type()));
+      tagPipelineRank(body, before, r);
+      partials.push_back(partial);
+      ranks.push_back(r);
+    }
+    sumSq = PipelineSumOp::create(b, loc, partials.front().getType(), partials,
+                                  b.getDenseI64ArrayAttr(ranks));
+  }
+  for (Value g : pipeline ? SmallVector<Value>() : unscaled)
     sumSq = e.add(sumSq, e.convert(e.sumAll(e.mul(g, g)), b.getF32Type()));
   Value gradNorm = e.unary(UnaryKind::sqrt, sumSq);
   // Dynamic scaling: a step is finite when the sum of squares is (NaN and
@@ -1027,4 +1471,7 @@ void BuildTrainStepPass::runOnOperation() {
   newMain.setSymName("main");
   if (m > 1)
     newMain->setAttr("cleave.microbatches", b.getI64IntegerAttr(m));
+  if (pipeline)
+    newMain->setAttr(::cleave::kPipelineRanksAttr,
+                     b.getI64IntegerAttr(pipelineRanks));
 }

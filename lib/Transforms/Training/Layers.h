@@ -11,7 +11,15 @@
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
 
 namespace cleave::training {
 
@@ -23,6 +31,27 @@ llvm::StringRef layerPrefix(llvm::StringRef name);
 
 /// The first NameLoc name in `loc`, if any.
 std::optional<llvm::StringRef> locName(mlir::Location loc);
+
+/// Pipeline stages of a forward program (see --cleave-assign-pipeline-stages
+/// in Passes.td): the stage of every op of its block but the terminator
+/// (constants and parameters: their first reader's), and the remarks that
+/// describe the cut.
+struct StageAssignment {
+  int64_t stages = 0;
+  llvm::DenseMap<mlir::Operation *, int64_t> stageOf;
+  /// Per stage: forward flops (CostOpInterface).
+  std::vector<int64_t> flops;
+  /// "stage 0: ops 0..41, ...", then the balance, then tied parameters.
+  std::vector<std::string> remarks;
+};
+
+/// Cuts `function` (a single-block forward program) into `stages` stages,
+/// at layer boundaries balanced by flops, or after the ONNX nodes named in
+/// `boundaries` (comma-separated, one fewer than the stages). Emits an
+/// error and fails when the program cannot be cut so.
+mlir::FailureOr<StageAssignment>
+assignPipelineStages(mlir::func::FuncOp function, int64_t stages,
+                     llvm::StringRef boundaries);
 
 } // namespace cleave::training
 

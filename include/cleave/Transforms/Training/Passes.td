@@ -98,6 +98,21 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "activations are live at a time; each microbatch's loss is its "
            "sum over the whole batch's count (labels not ignored, elements), "
            "so the step computes the unsplit batch's loss and gradients">,
+    Option<"pipelineRanks", "pipeline-ranks", "int64_t", "1",
+           "Pipeline parallelism over this many ranks (mesh axis pp): the "
+           "forward program is cut into pipeline-ranks x (the schedule's "
+           "chunks per rank) stages (virtual stage s on rank s mod "
+           "pipeline-ranks), each "
+           "differentiated on its own, and the microbatches' forward and "
+           "backward steps are emitted in the order of `schedule`; every "
+           "op carries `cleave.pipeline_rank`, and values crossing ranks go "
+           "through cleave.pipeline_transfer / cleave.pipeline_sum "
+           "(cleave::splitPipelineRanks makes one program per rank)">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe | 1f1b | interleaved:<chunks> | zero-bubble">,
+    Option<"stageBoundaries", "stage-boundaries", "std::string", "\"\"",
+           "Comma-separated ONNX node names after which stages end "
+           "(default: balanced cuts between layers)">,
     Option<"frozen", "frozen", "std::string", "\"\"",
            "Regex of initializer names to keep fixed (wins over trainable)">,
     Option<"loss", "loss", "std::string", "\"\"",
