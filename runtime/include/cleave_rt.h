@@ -176,6 +176,30 @@ cleave_rt_executor_markers(cleave_rt_executor executor,
                            const cleave_rt_marker_record_t **out_records,
                            size_t *out_count, int64_t *out_run_start_ns);
 
+/* Memory measurement: with `enabled` non-zero, each later run first fills
+ * every arena byte that holds no constant, no state, no input and nothing
+ * the init commands set up with a poison pattern (each byte's value a hash
+ * of its offset, never 0x00 or 0xFF), and afterwards finds the bytes that
+ * no longer hold their poison: the bytes the run wrote. A byte written with
+ * its own poison value goes unseen (for random data, one in 254). A plan
+ * that reads a byte it never wrote sees poison there, so such a run's
+ * results may differ from an unmeasured one's. UNIMPLEMENTED on the cuda
+ * backend (its arena is device memory). */
+typedef struct cleave_rt_memory_usage_t {
+  uint64_t arena_bytes;     /* the plan's arena: the compiler's peak */
+  uint64_t held_bytes;      /* constants, states, inputs, init values: not
+                               poisoned, not counted below */
+  uint64_t written_bytes;   /* bytes of the rest the run wrote */
+  uint64_t high_water_mark; /* one past the highest of those; 0 if none:
+                               the run never touched a poisoned byte above */
+} cleave_rt_memory_usage_t;
+cleave_rt_status cleave_rt_executor_measure_memory(cleave_rt_executor executor,
+                                                   int enabled);
+/* The figures of the last measured run; FAILED_PRECONDITION before one. */
+cleave_rt_status
+cleave_rt_executor_memory_usage(cleave_rt_executor executor,
+                                cleave_rt_memory_usage_t *out_usage);
+
 /*===-- Ranks: communicators and partitioned plans -------------------------===*/
 
 /* A plan compiled for a mesh (cleave.mesh; `mesh` below) runs on as many

@@ -42,6 +42,10 @@ public:
   /// plan (this rank's shards only).
   uint64_t initialBytesRead() const { return bytesReadFromFiles; }
 
+  /// The arena in host memory, for cleave_rt_executor_measure_memory; null
+  /// when it lies in device memory.
+  virtual uint8_t *hostArena() { return nullptr; }
+
   /// Whether setTracing can record markers on this backend.
   virtual bool supportsTracing() const { return true; }
   /// With `on`, later runs record their Marker commands.

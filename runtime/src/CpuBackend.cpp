@@ -135,6 +135,7 @@ public:
     *out_data = arena + tensor.offset;
     return nullptr;
   }
+  uint8_t *hostArena() override { return arena; }
   cleave_rt_status run() override {
     beginRun();
     if (comms)

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MemoryMeasure.h"
 #include "Program.h"
 
 #include <chrono>
@@ -18,6 +19,12 @@ struct cleave_rt_executor_t {
   std::unique_ptr<Backend> backend;
   std::vector<bool> inputSet;
   std::string deviceInfo; ///< Filled on the first device_info call.
+  /// cleave_rt_executor_measure_memory: the bytes each run poisons (empty
+  /// when not measuring), and the last measured run's figures.
+  bool measureMemory = false;
+  std::vector<ByteRange> poisoned;
+  bool measured = false;
+  cleave_rt_memory_usage_t usage = {};
 };
 
 static std::string shapeString(const plan::TensorInfo &t) {
@@ -125,7 +132,14 @@ cleave_rt_status cleave_rt_executor_run(cleave_rt_executor executor) {
                         "input " + std::to_string(i) + " '" +
                             executor->plan->inputs[i].name +
                             "' was not set before run");
-  return executor->backend->run();
+  if (!executor->measureMemory)
+    return executor->backend->run();
+  uint8_t *arena = executor->backend->hostArena();
+  poisonArena(arena, executor->poisoned);
+  CLEAVE_RT_RETURN_IF_ERROR(executor->backend->run());
+  measureArena(arena, *executor->plan, executor->poisoned, &executor->usage);
+  executor->measured = true;
+  return nullptr;
 }
 
 cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
@@ -174,6 +188,35 @@ cleave_rt_executor_markers(cleave_rt_executor executor,
   *out_records = markers.data();
   *out_count = markers.size();
   *out_run_start_ns = executor->backend->runStartNs();
+  return nullptr;
+}
+
+cleave_rt_status cleave_rt_executor_measure_memory(cleave_rt_executor executor,
+                                                   int enabled) {
+  if (!executor)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "executor is NULL");
+  if (enabled && !executor->backend->hostArena())
+    return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                      std::string("the ") + executor->backend->name() +
+                          " backend's arena is in device memory; memory is "
+                          "measured on the cpu backend");
+  executor->measureMemory = enabled != 0;
+  executor->poisoned.clear();
+  if (enabled)
+    executor->poisoned = poisonRanges(*executor->plan);
+  return nullptr;
+}
+
+cleave_rt_status
+cleave_rt_executor_memory_usage(cleave_rt_executor executor,
+                                cleave_rt_memory_usage_t *out_usage) {
+  if (!executor || !out_usage)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  if (!executor->measured)
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      "no run of this executor was measured (call "
+                      "cleave_rt_executor_measure_memory before a run)");
+  *out_usage = executor->usage;
   return nullptr;
 }
 

@@ -19,6 +19,7 @@
 #include "cleave/Data.h"
 #include "cleave/FileUtil.h"
 #include "cleave/Json.h"
+#include "cleave/MemoryReport.h"
 #include "cleave/OnnxExport.h"
 #include "cleave/PipelineTrace.h"
 #include "cleave/TensorFile.h"
@@ -651,6 +652,9 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
     // --trace: the markers of the last step.
     if (!o.tracePath.empty() && step + 1 == o.steps)
       TRY(cleave_rt_executor_set_tracing(exec.e, 1));
+    // --measure-memory: what the last step writes of the arena.
+    if (o.measureMemory && step + 1 == o.steps)
+      TRY(cleave_rt_executor_measure_memory(exec.e, 1));
     TRY(cleave_rt_executor_run(exec.e));
     const void *p;
     size_t n;
@@ -768,6 +772,15 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
       warn("--trace: no step ran, so no trace is written");
     } else {
       int rc = writePipelineTrace(file, exec.e, o.tracePath, ctx);
+      if (rc >= 0)
+        return rc;
+    }
+  }
+  if (o.measureMemory) {
+    if (firstStep >= o.steps) {
+      warn("--measure-memory: no step ran, so nothing was measured");
+    } else {
+      int rc = reportMemory(file, exec.e, "step", ctx);
       if (rc >= 0)
         return rc;
     }

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/FileUtil.h"
+#include "cleave/MemoryReport.h"
 #include "cleave/PipelineTrace.h"
 #include "cleave/TensorFile.h"
 #include "cleave/TrainingLoop.h"
@@ -90,6 +91,13 @@ static const char kHelp[] =
     "                           JSON (chrome://tracing, Perfetto), written by\n"
     "                           rank 0 atomically, and a line with the\n"
     "                           measured pipeline bubble\n"
+    "  --measure-memory         measure what the last run (or training step)\n"
+    "                           writes of the arena: every byte that holds no\n"
+    "                           constant, state or input is filled with a\n"
+    "                           poison pattern first, and rank 0 prints per\n"
+    "                           rank the highest arena offset the run wrote\n"
+    "                           (the high-water mark) beside the compiler's\n"
+    "                           arena and the bytes written (cpu backend only)\n"
     "\n"
     "Training (plans compiled for training; each run is one step):\n"
     "  --steps N                train until step N (counted from the start,\n"
@@ -236,6 +244,8 @@ static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
       o->printOutputs = true;
     } else if (arg == "--print-stats") {
       o->printStats = true;
+    } else if (arg == "--measure-memory") {
+      o->train.measureMemory = true;
     } else if (arg == "--output-dir" || arg == "--backend" ||
                arg == "--input" || arg == "--warmup" || arg == "--repeat" ||
                arg == "--weights-dir" || arg == "--trace") {
@@ -361,6 +371,10 @@ static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
     return usageError("no model given");
   if (o->repeat < 1)
     return usageError("--repeat must be at least 1");
+  if (o->train.measureMemory && o->backend != "cpu")
+    return usageError("--measure-memory fills and reads back the arena in "
+                      "host memory, so it runs on the cpu backend only, not "
+                      "on --backend " + o->backend);
   return -1;
 }
 
@@ -511,6 +525,11 @@ static int runRank(const Options &o, cleave_rt_program file,
       if (cleave_rt_status s =
               cleave_rt_executor_set_tracing(session.executor, 1))
         return statusError(s);
+    // --measure-memory: what the last run writes of the arena.
+    if (o.train.measureMemory && i + 1 == o.repeat)
+      if (cleave_rt_status s =
+              cleave_rt_executor_measure_memory(session.executor, 1))
+        return statusError(s);
     t0 = std::chrono::steady_clock::now();
     if (cleave_rt_status s = cleave_rt_executor_run(session.executor))
       return statusError(s);
@@ -543,6 +562,11 @@ static int runRank(const Options &o, cleave_rt_program file,
   if (!o.train.tracePath.empty()) {
     rc =
         run::writePipelineTrace(file, session.executor, o.train.tracePath, ctx);
+    if (rc >= 0)
+      return rc;
+  }
+  if (o.train.measureMemory) {
+    rc = run::reportMemory(file, session.executor, "run", ctx);
     if (rc >= 0)
       return rc;
   }

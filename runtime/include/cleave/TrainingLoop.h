@@ -44,6 +44,10 @@ struct TrainOptions {
   /// --trace FILE: the last step's measured pipeline timeline
   /// (writePipelineTrace).
   std::string tracePath;
+  /// --measure-memory: the last step is measured
+  /// (cleave_rt_executor_measure_memory) and every rank's figures printed
+  /// (reportMemory).
+  bool measureMemory = false;
 };
 
 /// The file name an output is written to: `<name>.npy`, with characters
