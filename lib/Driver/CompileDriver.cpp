@@ -523,6 +523,116 @@ int emitSchedule(ModuleOp module, const Options &opts,
 }
 } // namespace
 
+/// --stats: what a compiled program holds (one line per part).
+static void printPlanStats(const ::cleave::plan::Plan &program, double seconds) {
+  size_t kernels = 0, gemms = 0;
+  for (const ::cleave::plan::Command &c : program.commands) {
+    kernels += c.kind == ::cleave::plan::CommandKind::Kernel ||
+               c.kind == ::cleave::plan::CommandKind::GpuLaunch;
+    gemms += c.kind == ::cleave::plan::CommandKind::Gemm;
+  }
+  uint64_t constantBytes = 0, referencedBytes = 0;
+  std::set<std::string> referencedFiles;
+  for (const ::cleave::plan::Constant &c : program.constants) {
+    constantBytes += c.data.size();
+    if (!c.file.empty()) {
+      ::cleave::plan::TensorInfo global = c.info;
+      global.shape = ::cleave::plan::globalShape(c.info, program.mesh);
+      referencedBytes += global.byteSize();
+      referencedFiles.insert(c.file);
+    }
+  }
+  size_t collectives = 0, async = 0;
+  for (const ::cleave::plan::Command &c : program.commands)
+    if (c.kind == ::cleave::plan::CommandKind::Collective) {
+      ++collectives;
+      async += c.stream == ::cleave::plan::kCommStream;
+    }
+  if (!program.mesh.empty())
+    llvm::errs() << "mesh: " << program.mesh.str() << " ("
+                 << program.mesh.worldSize() << " ranks), " << collectives
+                 << " collectives (" << async << " asynchronous)\n";
+  if (!program.states.empty()) {
+    // Each rank's persistent state (its shards), by kind.
+    uint64_t params = 0, optimizer = 0, buffers = 0;
+    for (const ::cleave::plan::StateTensor &st : program.states)
+      (st.kind == ::cleave::plan::StateKind::Parameter        ? params
+       : st.kind == ::cleave::plan::StateKind::OptimizerState ? optimizer
+                                                    : buffers) +=
+          st.info.byteSize();
+    llvm::errs() << "state per rank: parameters " << params
+                 << " bytes, optimizer states " << optimizer
+                 << " bytes, buffers " << buffers << " bytes\n";
+  }
+  llvm::errs() << "plan: " << program.commands.size() << " commands ("
+               << kernels
+               << (program.target.rfind("cuda-", 0) == 0 ? " kernel launches, "
+                                                       : " kernels, ")
+               << gemms << " gemms), arena "
+               << program.arenaBytes << " bytes (constants " << constantBytes
+               << "), kernel object " << program.kernelObject.size()
+               << " bytes, compiled in " << llvm::format("%.2f", seconds)
+               << " s\n";
+  if (referencedBytes)
+    llvm::errs() << "initial parameters: " << referencedBytes
+                 << " bytes referenced from "
+                 << llvm::join(referencedFiles, ", ") << " (each rank reads its shards when it starts; "
+                    "--embed-weights copies them into the plan)\n";
+  size_t epilogues[4] = {0, 0, 0, 0};
+  for (const ::cleave::plan::Command &c : program.commands)
+    if (c.kind == ::cleave::plan::CommandKind::Gemm)
+      ++epilogues[static_cast<size_t>(::cleave::plan::gemmEpilogueOf(c))];
+  if (epilogues[1] + epilogues[2] + epilogues[3])
+    llvm::errs() << "gemm epilogues: " << epilogues[1] << " bias, "
+                 << epilogues[2] << " gelu_bias, " << epilogues[3]
+                 << " gelu\n";
+  llvm::StringMap<std::string> meta;
+  for (const auto &[key, value] : program.metadata)
+    meta[key] = value;
+  if (meta.count("recompute_policy"))
+    llvm::errs() << "recompute: policy " << meta["recompute_policy"]
+                 << ", saved activations "
+                 << meta["saved_activation_bytes_before"] << " -> "
+                 << meta["saved_activation_bytes_after"]
+                 << " bytes, recomputed flops " << meta["recompute_flops"]
+                 << ", extra flops " << meta["recompute_extra_flops"]
+                 << " (total " << meta["flops"] << ")\n";
+}
+
+/// --report of a pipelined plan: the schedule's bubble, simulated with
+/// equal stages and by the formula, and each stage's memory.
+static void printPipelineSummary(const ::cleave::plan::Plan &plan,
+                                 const std::string &schedule,
+                                 int64_t microbatches, llvm::raw_ostream &os) {
+  namespace pl = ::cleave::pipeline;
+  pl::ScheduleOptions options;
+  if (!pl::parseScheduleKind(schedule, options).empty())
+    return;
+  options.ranks = static_cast<int64_t>(plan.stages.size());
+  options.microbatches = microbatches;
+  std::string error;
+  auto order = pl::buildSchedule(options, error);
+  pl::StepCosts costs;
+  pl::Simulation sim = error.empty() ? pl::simulate(order, options, costs, error)
+                                     : pl::Simulation();
+  if (!error.empty())
+    return;
+  os << llvm::formatv("pipeline: schedule {0}, {1} ranks, {2} microbatches: "
+                      "bubble {3:P1} simulated with equal stages (B = 2F), "
+                      "{4:P1} by the formula\n",
+                      schedule, options.ranks, microbatches, sim.bubble,
+                      pl::formulaBubble(options, costs));
+  for (auto [c, stage] : llvm::enumerate(plan.stages)) {
+    uint64_t states = 0;
+    for (const ::cleave::plan::StateTensor &st : stage.states)
+      states += st.info.byteSize();
+    os << llvm::formatv("  stage {0}: peak {1} bytes (arena), states {2} "
+                        "bytes, at most {3} microbatches' activations held\n",
+                        c, stage.arenaBytes, states,
+                        c < sim.peakInFlight.size() ? sim.peakInFlight[c] : 0);
+  }
+}
+
 int (::cleave::compileMain)(int argc, char **argv) {
   using namespace ::cleave;
   llvm::InitLLVM init(argc, argv);
@@ -681,6 +791,31 @@ int (::cleave::compileMain)(int argc, char **argv) {
             ::cleave::parseMeshSpec(opts.mesh, shardOptions.mesh);
         !error.empty())
       return fail(error);
+    // Rank placement: a rank is the row-major index of its coordinates, so
+    // the last axis varies fastest. tp goes last (its ranks exchange the
+    // most, inside a node), then pp, then dp (across nodes); other axes
+    // keep their place before them.
+    {
+      auto place = [](const std::string &axis) {
+        return axis == "dp" ? 1 : axis == "pp" ? 2 : axis == "tp" ? 3 : 0;
+      };
+      auto placed = shardOptions.mesh;
+      std::stable_sort(placed.begin(), placed.end(),
+                       [&](const auto &a, const auto &b) {
+                         return place(a.first) < place(b.first);
+                       });
+      if (placed != shardOptions.mesh) {
+        std::string order;
+        for (const auto &[name, size] : placed)
+          order += (order.empty() ? "" : ",") + name + "=" +
+                   std::to_string(size);
+        llvm::errs() << "cleave-compile: note: --mesh " << opts.mesh
+                     << " laid out as " << order
+                     << " (rank = row-major index: tp fastest, inside a "
+                        "node; then pp; then dp, across nodes)\n";
+        shardOptions.mesh = std::move(placed);
+      }
+    }
     // regex=[{axes}, ...] from --shard, then from --sharding-file.
     auto addRule = [&](StringRef rule, const std::string &source) -> bool {
       size_t eq = rule.find("=[");
@@ -816,10 +951,11 @@ int (::cleave::compileMain)(int argc, char **argv) {
   if (opts.report && opts.emit == EmitKind::MLIR)
     return fail("--report describes a plan; it cannot be combined with "
                 "--emit=mlir");
-  std::optional<StepReport> stepReport;
+  // One report per program: the step's, or each pipeline stage's.
+  std::vector<StepReport> stepReports;
   if (opts.report)
     compileOptions.stepReport = [&](const StepReport &report) {
-      stepReport = report;
+      stepReports.push_back(report);
     };
   FailureOr<plan::Plan> plan = compileToPlan(**module, compileOptions);
   if (failed(plan))
@@ -887,97 +1023,41 @@ int (::cleave::compileMain)(int argc, char **argv) {
   } else if (!plan::writeFile(output, *plan, &error)) {
     return fail("cannot write '" + output + "': " + error);
   }
-  if (stepReport) {
-    printStepReport(*stepReport, llvm::errs());
-    if (plan->training.enabled && !plan->mesh.empty()) {
+  for (auto [c, report] : llvm::enumerate(stepReports)) {
+    const plan::Plan &program = plan->isPipelined() ? plan->stages[c] : *plan;
+    if (plan->isPipelined())
+      llvm::errs() << "pipeline stage " << c << " (pp rank " << c << "):\n";
+    printStepReport(report, llvm::errs());
+    if (program.training.enabled && !program.mesh.empty()) {
       int64_t dpRanks = 1;
       for (auto [name, size] :
-           llvm::zip(plan->mesh.axisNames, plan->mesh.shape))
+           llvm::zip(program.mesh.axisNames, program.mesh.shape))
         if (name == "dp")
           dpRanks = size;
-      StringRef optimizer = plan->training.optimizer;
+      StringRef optimizer = program.training.optimizer;
       unsigned optimizerBytes =
           optimizer == "adam" || optimizer == "adamw"           ? 8
           : optimizer == "momentum" || optimizer == "nesterov" ? 4
                                                                 : 0;
       if (dpRanks > 1)
-        printZeroFormula(*stepReport, opts.zero, dpRanks, optimizerBytes,
+        printZeroFormula(report, opts.zero, dpRanks, optimizerBytes,
                          llvm::errs());
     }
   }
+  if (opts.report && plan->isPipelined())
+    printPipelineSummary(*plan, opts.schedule, opts.microbatches,
+                         llvm::errs());
   if (opts.stats) {
-    size_t kernels = 0, gemms = 0;
-    for (const plan::Command &c : plan->commands) {
-      kernels += c.kind == plan::CommandKind::Kernel ||
-                 c.kind == plan::CommandKind::GpuLaunch;
-      gemms += c.kind == plan::CommandKind::Gemm;
-    }
-    uint64_t constantBytes = 0, referencedBytes = 0;
-    std::set<std::string> referencedFiles;
-    for (const plan::Constant &c : plan->constants) {
-      constantBytes += c.data.size();
-      if (!c.file.empty()) {
-        plan::TensorInfo global = c.info;
-        global.shape = plan::globalShape(c.info, plan->mesh);
-        referencedBytes += global.byteSize();
-        referencedFiles.insert(c.file);
+    if (plan->isPipelined()) {
+      llvm::errs() << "pipeline: " << plan->stages.size()
+                   << " stages over mesh " << plan->mesh.str() << "\n";
+      for (auto [c, stage] : llvm::enumerate(plan->stages)) {
+        llvm::errs() << "stage " << c << ": ";
+        printPlanStats(stage, seconds);
       }
+    } else {
+      printPlanStats(*plan, seconds);
     }
-    size_t collectives = 0, async = 0;
-    for (const plan::Command &c : plan->commands)
-      if (c.kind == plan::CommandKind::Collective) {
-        ++collectives;
-        async += c.stream == plan::kCommStream;
-      }
-    if (!plan->mesh.empty())
-      llvm::errs() << "mesh: " << plan->mesh.str() << " ("
-                   << plan->mesh.worldSize() << " ranks), " << collectives
-                   << " collectives (" << async << " asynchronous)\n";
-    if (!plan->states.empty()) {
-      // Each rank's persistent state (its shards), by kind.
-      uint64_t params = 0, optimizer = 0, buffers = 0;
-      for (const plan::StateTensor &st : plan->states)
-        (st.kind == plan::StateKind::Parameter        ? params
-         : st.kind == plan::StateKind::OptimizerState ? optimizer
-                                                      : buffers) +=
-            st.info.byteSize();
-      llvm::errs() << "state per rank: parameters " << params
-                   << " bytes, optimizer states " << optimizer
-                   << " bytes, buffers " << buffers << " bytes\n";
-    }
-    llvm::errs() << "plan: " << plan->commands.size() << " commands ("
-                 << kernels
-                 << (plan->target.rfind("cuda-", 0) == 0 ? " kernel launches, "
-                                                         : " kernels, ")
-                 << gemms << " gemms), arena "
-                 << plan->arenaBytes << " bytes (constants " << constantBytes
-                 << "), kernel object " << plan->kernelObject.size()
-                 << " bytes, compiled in " << llvm::format("%.2f", seconds)
-                 << " s\n";
-    if (referencedBytes)
-      llvm::errs() << "initial parameters: " << referencedBytes
-                   << " bytes referenced from "
-                   << llvm::join(referencedFiles, ", ") << " (each rank reads its shards when it starts; "
-                      "--embed-weights copies them into the plan)\n";
-    size_t epilogues[4] = {0, 0, 0, 0};
-    for (const plan::Command &c : plan->commands)
-      if (c.kind == plan::CommandKind::Gemm)
-        ++epilogues[static_cast<size_t>(plan::gemmEpilogueOf(c))];
-    if (epilogues[1] + epilogues[2] + epilogues[3])
-      llvm::errs() << "gemm epilogues: " << epilogues[1] << " bias, "
-                   << epilogues[2] << " gelu_bias, " << epilogues[3]
-                   << " gelu\n";
-    llvm::StringMap<std::string> meta;
-    for (const auto &[key, value] : plan->metadata)
-      meta[key] = value;
-    if (meta.count("recompute_policy"))
-      llvm::errs() << "recompute: policy " << meta["recompute_policy"]
-                   << ", saved activations "
-                   << meta["saved_activation_bytes_before"] << " -> "
-                   << meta["saved_activation_bytes_after"]
-                   << " bytes, recomputed flops " << meta["recompute_flops"]
-                   << ", extra flops " << meta["recompute_extra_flops"]
-                   << " (total " << meta["flops"] << ")\n";
   }
   return 0;
 }

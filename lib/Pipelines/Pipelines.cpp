@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - Cleave's compiler phases as pass pipelines ----------===//
 
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Pipeline/Schedule.h"
 
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
@@ -10,6 +11,7 @@
 #include "cleave/Transforms/Training/Recompute.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -266,6 +268,29 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     }
     if (options.stopAfter != CompilePhase::Plan)
       return plan::Plan();
+    // What the schedule should give, for cleave-run --trace to print beside
+    // the measured bubble.
+    namespace pl = ::cleave::pipeline;
+    pl::ScheduleOptions schedule;
+    if (options.train &&
+        pl::parseScheduleKind(options.train->schedule, schedule).empty()) {
+      schedule.ranks = static_cast<int64_t>(pipelined.stages.size());
+      schedule.microbatches = options.train->microbatches;
+      std::string error;
+      auto order = pl::buildSchedule(schedule, error);
+      pl::StepCosts costs;
+      pl::Simulation sim =
+          error.empty() ? pl::simulate(order, schedule, costs, error)
+                        : pl::Simulation();
+      if (error.empty())
+        pipelined.metadata.push_back(
+            {"pipeline_expected",
+             llvm::formatv("{0} with {1} microbatches: {2:P1} by the "
+                           "formula, {3:P1} simulated with equal stages",
+                           options.train->schedule, schedule.microbatches,
+                           pl::formulaBubble(schedule, costs), sim.bubble)
+                 .str()});
+    }
     return pipelined;
   }
   if (stopHere(CompilePhase::Partitioned, module))

@@ -197,11 +197,16 @@ int writePipelineTrace(cleave_rt_program program, cleave_rt_executor e,
   std::string text = chromeTraceJson(spans), err;
   if (!writeFileAtomically(path, text.data(), text.size(), &err))
     return fail("--trace: cannot write '" + path + "': " + err);
-  if (spans.empty())
+  if (spans.empty()) {
     warn("--trace: no rank ran a step marker; the trace '" + path +
          "' has no events");
-  else
-    std::printf("%s\n", bubbleLine(measureBubble(spans, world)).c_str());
+  } else {
+    // The compiler's expectation, when the plan carries it.
+    const char *expected =
+        cleave_rt_program_metadata(program, "pipeline_expected");
+    std::printf("%s%s%s\n", bubbleLine(measureBubble(spans, world)).c_str(),
+                expected ? "; schedule " : "", expected ? expected : "");
+  }
   std::fflush(stdout);
   return -1;
 }

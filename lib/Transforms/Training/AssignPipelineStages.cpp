@@ -71,6 +71,13 @@ struct AssignPipelineStagesPass
       op->setAttr("cleave.stage", b.getI64IntegerAttr(stage));
     for (const std::string &remark : assignment->remarks)
       mlir::emitRemark(main.getLoc()) << remark;
+    for (const auto &[name, readers] : assignment->shared) {
+      InFlightDiagnostic remark = mlir::emitRemark(main.getLoc())
+                                  << "tied parameter " << name << " on stages";
+      for (int64_t r : readers)
+        remark << " " << r;
+      remark << ": its gradient is the sum of the stages'";
+    }
   }
 };
 } // namespace
@@ -231,7 +238,6 @@ assignPipelineStages(func::FuncOp main, int64_t stages, StringRef boundaries) {
   for (int64_t i = 0; i < n; ++i)
     result.stageOf[ops[i]] = stageOf(i);
   SmallVector<int64_t> paramBytes(p, 0);
-  SmallVector<std::string> tied;
   for (Operation &op : block.without_terminator()) {
     auto constant = dyn_cast<ConstantOp>(op);
     if (!constant)
@@ -246,12 +252,10 @@ assignPipelineStages(func::FuncOp main, int64_t stages, StringRef boundaries) {
     result.stageOf[constant] = stage;
     if (auto name = constant->getAttrOfType<StringAttr>("cleave.initializer")) {
       paramBytes[stage] += bytesOf(constant.getResult());
-      if (readers.size() > 1) {
-        std::string s = name.getValue().str() + " on stages";
-        for (int64_t r : readers)
-          s += " " + std::to_string(r);
-        tied.push_back(s);
-      }
+      if (readers.size() > 1)
+        result.shared.push_back(
+            {name.getValue().str(),
+             std::vector<int64_t>(readers.begin(), readers.end())});
     }
   }
 
@@ -271,9 +275,6 @@ assignPipelineStages(func::FuncOp main, int64_t stages, StringRef boundaries) {
   result.remarks.push_back(
       llvm::formatv("balance: largest stage {0:F3} of the mean",
                     double(largest) * p / total));
-  for (const std::string &t : tied)
-    result.remarks.push_back("tied parameter " + t +
-                             ": its gradient is the sum of the stages'");
   return result;
 }
 

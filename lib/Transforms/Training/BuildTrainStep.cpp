@@ -565,6 +565,23 @@ BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
     return failure();
   for (const std::string &remark : assignment->remarks)
     mlir::emitRemark(loc) << remark;
+  // Trained parameters read on several stages (constants are copied).
+  for (const auto &[name, readers] : assignment->shared)
+    if (ps.stateValues.count(name)) {
+      SmallVector<int64_t> ranks;
+      for (int64_t r : readers)
+        ranks.push_back(rankOf(r));
+      llvm::sort(ranks);
+      ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+      InFlightDiagnostic remark = mlir::emitRemark(loc)
+                                  << "tied parameter " << name << " on stages";
+      for (int64_t r : readers)
+        remark << " " << r;
+      remark << ": its gradient is the sum of the stages' (pipeline ranks";
+      for (int64_t r : ranks)
+        remark << " " << r;
+      remark << ")";
+    }
   std::string error;
   std::vector<std::vector<pl::Step>> order = pl::buildSchedule(options, error);
   if (!error.empty()) {
@@ -597,10 +614,27 @@ BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
   Block &fwd = ps.forward.getBody().front();
   auto ret = cast<func::ReturnOp>(fwd.getTerminator());
   auto stageOf = [&](Operation *op) { return assignment->stageOf.lookup(op); };
+  // Every op on exactly one stage, every stage with ops, stages in program
+  // order: nothing dropped, nothing run twice.
   SmallVector<SmallVector<Operation *>> stageOps(numStages);
-  for (Operation &op : fwd.without_terminator())
-    if (!isa<ConstantOp>(op))
-      stageOps[stageOf(&op)].push_back(&op);
+  int64_t last = 0;
+  for (Operation &op : fwd.without_terminator()) {
+    if (isa<ConstantOp>(op))
+      continue;
+    auto it = assignment->stageOf.find(&op);
+    if (it == assignment->stageOf.end() || it->second < last ||
+        it->second >= numStages) {
+      op.emitError() << "is not in exactly one pipeline stage in order";
+      return failure();
+    }
+    last = it->second;
+    stageOps[last].push_back(&op);
+  }
+  for (auto [s, ops] : llvm::enumerate(stageOps))
+    if (ops.empty()) {
+      mlir::emitError(loc) << "pipeline stage " << s << " has no ops";
+      return failure();
+    }
   Value lossOutput = ret.getOperand(ps.spec.output);
   int64_t lossStage = numStages - 1;
   if (Operation *def = lossOutput.getDefiningOp();
@@ -1005,7 +1039,7 @@ void BuildTrainStepPass::runOnOperation() {
       refused = "give data parallelism as a mesh axis (--mesh dp=N,pp=P)";
     if (!refused.empty()) {
       mlir::emitError(module.getLoc())
-          << "pipeline-ranks=" << pipelineRanks << ": " << refused;
+          << "pipeline-ranks=" << int64_t(pipelineRanks) << ": " << refused;
       newMain.erase();
       return signalPassFailure();
     }

@@ -41,8 +41,10 @@ struct StageAssignment {
   llvm::DenseMap<mlir::Operation *, int64_t> stageOf;
   /// Per stage: forward flops (CostOpInterface).
   std::vector<int64_t> flops;
-  /// "stage 0: ops 0..41, ...", then the balance, then tied parameters.
+  /// "stage 0: ops 0..41, ...", then the balance.
   std::vector<std::string> remarks;
+  /// Initializers read by several stages, and those stages.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shared;
 };
 
 /// Cuts `function` (a single-block forward program) into `stages` stages,

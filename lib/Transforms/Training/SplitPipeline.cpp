@@ -19,6 +19,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::cleave;
 
@@ -128,6 +130,22 @@ private:
   SmallVector<std::pair<Operation *, int64_t>> worklist;
 };
 
+/// Where a rank receives `transfer`'s value: before the begin marker of
+/// the step holding its first reader (the reader itself without one).
+Operation *receivePoint(PipelineTransferOp transfer) {
+  Operation *first = nullptr;
+  for (Operation *user : transfer->getUsers())
+    if (!first || user->isBeforeInBlock(first))
+      first = user;
+  if (!first)
+    return transfer;
+  for (Operation *op = first->getPrevNode(); op && op != transfer.getOperation();
+       op = op->getPrevNode())
+    if (auto marker = dyn_cast<PipelineMarkerOp>(op))
+      return marker.getBegin() ? op : first;
+  return first;
+}
+
 } // namespace
 
 namespace cleave {
@@ -227,6 +245,8 @@ splitPipelineRanks(ModuleOp module) {
     for (Operation &op : rankBlock)
       copies.push_back(&op);
     SmallVector<Operation *> dead;
+    // Values received from each rank, in the order it sends them.
+    std::map<int64_t, SmallVector<PipelineTransferOp>> incoming;
     for (auto [orig, op] : llvm::zip(order, copies)) {
       if (isa<func::ReturnOp>(op))
         continue;
@@ -237,22 +257,17 @@ splitPipelineRanks(ModuleOp module) {
       OpBuilder b(op);
       Location loc = op->getLoc();
       if (auto transfer = dyn_cast<PipelineTransferOp>(op)) {
-        Value value = transfer.getOperand();
-        if (transfer.getFromAttr().getInt() != transfer.getToAttr().getInt()) {
-          if (transfer.getFromAttr().getInt() == r)
-            SendOp::create(b, loc, value, meshRef, pp,
-                           b.getI64IntegerAttr(transfer.getFromAttr().getInt()),
-                           b.getI64IntegerAttr(transfer.getToAttr().getInt()));
-          value = transfer.getToAttr().getInt() == r
-                      ? RecvOp::create(b, loc, transfer.getType(), meshRef, pp,
-                                       b.getI64IntegerAttr(transfer.getFromAttr().getInt()),
-                                       b.getI64IntegerAttr(transfer.getToAttr().getInt()))
-                            .getResult()
-                      : Value();
-        }
-        if (value)
-          transfer.replaceAllUsesWith(value);
-        dead.push_back(op);
+        int64_t from = transfer.getFromAttr().getInt(),
+                to = transfer.getToAttr().getInt();
+        if (from == to)
+          transfer.replaceAllUsesWith(transfer.getOperand());
+        else if (from == r)
+          SendOp::create(b, loc, transfer.getOperand(), meshRef, pp,
+                         b.getI64IntegerAttr(from), b.getI64IntegerAttr(to));
+        else
+          incoming[from].push_back(transfer);
+        if (from == to || from == r)
+          dead.push_back(op);
         continue;
       }
       if (auto sum = dyn_cast<PipelineSumOp>(op)) {
@@ -285,6 +300,27 @@ splitPipelineRanks(ModuleOp module) {
         continue;
       }
       op->removeAttr(kPipelineRankAttr);
+    }
+    // Receives: each where the step that first reads its value begins, but
+    // messages from one rank are matched in the order it sends them, so a
+    // receive moves no later than any that follows it from the same rank.
+    for (auto &[from, transfers] : incoming) {
+      SmallVector<Operation *> at(transfers.size());
+      Operation *limit = nullptr;
+      for (int64_t i = transfers.size() - 1; i >= 0; --i) {
+        Operation *point = receivePoint(transfers[i]);
+        if (limit && limit->isBeforeInBlock(point))
+          point = limit;
+        at[i] = limit = point;
+      }
+      for (auto [transfer, point] : llvm::zip(transfers, at)) {
+        OpBuilder b(point);
+        Value value = RecvOp::create(b, transfer.getLoc(), transfer.getType(),
+                                     meshRef, pp, b.getI64IntegerAttr(from),
+                                     b.getI64IntegerAttr(r));
+        transfer.replaceAllUsesWith(value);
+        dead.push_back(transfer);
+      }
     }
     // States this rank does not keep, and their new values.
     llvm::BitVector dropArgs(rankMain.getNumArguments());
