@@ -450,6 +450,10 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
         info.root = o.getSource();
         info.peer = o.getTarget();
       });
+  // A pipeline message's tag (cleave::splitPipelineRanks), which the
+  // receiving rank checks.
+  if (auto tag = node.comm->getAttrOfType<IntegerAttr>("cleave.message"))
+    info.pairs = {tag.getInt()};
   info.source = sourceOf(node.comm);
   if (op.getAsync()) {
     cmd.stream = plan::kCommStream;

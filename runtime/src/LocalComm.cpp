@@ -24,6 +24,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -85,8 +86,13 @@ private:
   std::vector<const CollectiveInfo *> where;
   std::vector<bool> exited;
   std::map<std::vector<int64_t>, Round> rounds;
-  std::map<std::pair<int64_t, int64_t>, std::deque<std::vector<uint8_t>>>
-      mail;
+  /// Messages from one rank to another, in the order they were sent, with
+  /// the tag of a tagged one (plan::messageTag).
+  struct Message {
+    std::optional<int64_t> tag;
+    std::vector<uint8_t> bytes;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::deque<Message>> mail;
 };
 
 cleave_rt_status LocalWorld::failure(int64_t rank, std::string message) {
@@ -153,7 +159,9 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     if (c.op == CollectiveOp::Send) {
       if (me == c.root) {
         const uint8_t *p = static_cast<const uint8_t *>(src);
-        mail[key].emplace_back(p, p + c.count * dtypeSize(c.dtype));
+        mail[key].push_back(
+            {plan::messageTag(c),
+             std::vector<uint8_t>(p, p + c.count * dtypeSize(c.dtype))});
         cv.notify_all();
       }
       return nullptr;
@@ -167,8 +175,19 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     CLEAVE_RT_RETURN_IF_ERROR(waitFor(
         lock, rank, c, [&] { return !mail[key].empty(); },
         [&] { return std::vector<int64_t>{from}; }));
-    std::vector<uint8_t> message = std::move(mail[key].front());
+    std::optional<int64_t> tag = std::move(mail[key].front().tag);
+    std::vector<uint8_t> message = std::move(mail[key].front().bytes);
     mail[key].pop_front();
+    if (tag != plan::messageTag(c))
+      return failure(rank, describe(c) + ": received message " +
+                               (tag ? std::to_string(*tag) : "(untagged)") +
+                               " from rank " + std::to_string(from) +
+                               " where message " +
+                               (plan::messageTag(c)
+                                    ? std::to_string(*plan::messageTag(c))
+                                    : "(untagged)") +
+                               " was expected (sends and receives out of "
+                               "order)");
     if (message.size() != bytes)
       return failure(rank, describe(c) + ": received " +
                                std::to_string(message.size()) +

@@ -40,6 +40,7 @@
 #include <climits>
 #include <cstring>
 #include <list>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -171,13 +172,19 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
       if (me != c.root)
         return nullptr;
       // Buffered: the caller may overwrite `src` as soon as this returns.
+      // A tagged message (plan::messageTag) carries its tag first.
       PendingSend &s = sends.emplace_back();
       const uint8_t *p = static_cast<const uint8_t *>(src);
-      s.data.assign(p, p + bytes);
+      std::optional<int64_t> tag = plan::messageTag(c);
+      if (tag) {
+        const uint8_t *t = reinterpret_cast<const uint8_t *>(&*tag);
+        s.data.assign(t, t + sizeof(int64_t));
+      }
+      s.data.insert(s.data.end(), p, p + bytes);
       s.to = to;
       s.what = describe(c);
-      MPI_Isend(s.data.data(), bytes, MPI_BYTE, to, kPointToPoint,
-                MPI_COMM_WORLD, &s.request);
+      MPI_Isend(s.data.data(), static_cast<int>(s.data.size()), MPI_BYTE, to,
+                kPointToPoint, MPI_COMM_WORLD, &s.request);
       return nullptr;
     }
     if (me != c.peer) {
@@ -185,12 +192,28 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
         std::memset(dst, 0, bytes);
       return nullptr;
     }
+    std::optional<int64_t> tag = plan::messageTag(c);
+    std::vector<uint8_t> framed(tag ? sizeof(int64_t) + bytes : 0);
     std::vector<MPI_Request> req(1, MPI_REQUEST_NULL);
-    MPI_Irecv(dst, bytes, MPI_BYTE, from, kPointToPoint, MPI_COMM_WORLD,
-              &req[0]);
+    MPI_Irecv(tag ? framed.data() : dst, static_cast<int>(tag ? framed.size() : bytes),
+              MPI_BYTE, from, kPointToPoint, MPI_COMM_WORLD, &req[0]);
     std::vector<size_t> pending;
     if (!waitAll(req, &pending))
       return timedOut("the send matching " + describe(c), {from});
+    if (tag) {
+      int64_t got = 0;
+      std::memcpy(&got, framed.data(), sizeof got);
+      if (got != *tag)
+        return makeStatus(CLEAVE_RT_INTERNAL,
+                          describe(c) + ": received message " +
+                              std::to_string(got) + " from rank " +
+                              std::to_string(from) + " where message " +
+                              std::to_string(*tag) +
+                              " was expected (sends and receives out of "
+                              "order)");
+      if (bytes)
+        std::memcpy(dst, framed.data() + sizeof(int64_t), bytes);
+    }
     return nullptr;
   }
 

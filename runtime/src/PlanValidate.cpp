@@ -218,6 +218,9 @@ bool Validator::checkCollective(const std::string &what0, const Command &c) {
       return false;
     if (k.root == k.peer)
       return fail(what + ": source and target are the same group index");
+    if (k.pairs.size() > 1)
+      return fail(what + ": carries " + std::to_string(k.pairs.size()) +
+                  " values in pairs, expected at most a message tag");
     buffers = 1;
     break;
   }

@@ -234,6 +234,25 @@ splitPipelineRanks(ModuleOp module) {
   SmallVector<Operation *> order;
   for (Operation &op : block)
     order.push_back(&op);
+  // Every message gets a tag its receiver checks (cleave.message): a
+  // transfer its index, a pipeline_sum's part from rank q to rank r one
+  // after all transfers'.
+  DenseMap<Operation *, int64_t> messageOf;
+  int64_t transfers = 0, sums = 0;
+  for (Operation *op : order)
+    if (isa<PipelineTransferOp>(op))
+      messageOf[op] = transfers++;
+  for (Operation *op : order)
+    if (isa<PipelineSumOp>(op))
+      messageOf[op] = sums++;
+  auto sumMessage = [&](Operation *sum, int64_t from, int64_t to) {
+    return transfers + (messageOf.lookup(sum) * p + from) * p + to;
+  };
+  auto tag = [&](Operation *op, int64_t message) {
+    op->setAttr("cleave.message",
+                IntegerAttr::get(IntegerType::get(op->getContext(), 64),
+                                 message));
+  };
   auto pp = ArrayAttr::get(module.getContext(),
                            {StringAttr::get(module.getContext(), "pp")});
   auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
@@ -246,7 +265,8 @@ splitPipelineRanks(ModuleOp module) {
       copies.push_back(&op);
     SmallVector<Operation *> dead;
     // Values received from each rank, in the order it sends them.
-    std::map<int64_t, SmallVector<PipelineTransferOp>> incoming;
+    std::map<int64_t, SmallVector<std::pair<PipelineTransferOp, int64_t>>>
+        incoming;
     for (auto [orig, op] : llvm::zip(order, copies)) {
       if (isa<func::ReturnOp>(op))
         continue;
@@ -262,10 +282,11 @@ splitPipelineRanks(ModuleOp module) {
         if (from == to)
           transfer.replaceAllUsesWith(transfer.getOperand());
         else if (from == r)
-          SendOp::create(b, loc, transfer.getOperand(), meshRef, pp,
-                         b.getI64IntegerAttr(from), b.getI64IntegerAttr(to));
+          tag(SendOp::create(b, loc, transfer.getOperand(), meshRef, pp,
+                             b.getI64IntegerAttr(from), b.getI64IntegerAttr(to)),
+              messageOf.lookup(orig));
         else
-          incoming[from].push_back(transfer);
+          incoming[from].push_back({transfer, messageOf.lookup(orig)});
         if (from == to || from == r)
           dead.push_back(op);
         continue;
@@ -279,16 +300,21 @@ splitPipelineRanks(ModuleOp module) {
           if (q == r)
             for (int64_t reader : readers)
               if (reader != r)
-                SendOp::create(b, loc, x, meshRef, pp, b.getI64IntegerAttr(r),
-                               b.getI64IntegerAttr(reader));
+                tag(SendOp::create(b, loc, x, meshRef, pp,
+                                   b.getI64IntegerAttr(r),
+                                   b.getI64IntegerAttr(reader)),
+                    sumMessage(orig, r, reader));
         if (readers.contains(r)) {
           Value total;
           for (auto [x, q] : llvm::zip(sum.getOperands(), ranks)) {
-            Value part = q == r ? x
-                                : RecvOp::create(b, loc, sum.getType(), meshRef,
-                                                 pp, b.getI64IntegerAttr(q),
-                                                 b.getI64IntegerAttr(r))
-                                      .getResult();
+            Value part = x;
+            if (q != r) {
+              auto recv = RecvOp::create(b, loc, sum.getType(), meshRef, pp,
+                                         b.getI64IntegerAttr(q),
+                                         b.getI64IntegerAttr(r));
+              tag(recv, sumMessage(orig, q, r));
+              part = recv.getResult();
+            }
             total = total ? BinaryOp::create(b, loc, BinaryKind::add, total,
                                              part)
                                 .getResult()
@@ -304,21 +330,23 @@ splitPipelineRanks(ModuleOp module) {
     // Receives: each where the step that first reads its value begins, but
     // messages from one rank are matched in the order it sends them, so a
     // receive moves no later than any that follows it from the same rank.
-    for (auto &[from, transfers] : incoming) {
-      SmallVector<Operation *> at(transfers.size());
+    for (auto &[from, messages] : incoming) {
+      SmallVector<Operation *> at(messages.size());
       Operation *limit = nullptr;
-      for (int64_t i = transfers.size() - 1; i >= 0; --i) {
-        Operation *point = receivePoint(transfers[i]);
+      for (int64_t i = messages.size() - 1; i >= 0; --i) {
+        Operation *point = receivePoint(messages[i].first);
         if (limit && limit->isBeforeInBlock(point))
           point = limit;
         at[i] = limit = point;
       }
-      for (auto [transfer, point] : llvm::zip(transfers, at)) {
+      for (auto [message, point] : llvm::zip(messages, at)) {
+        auto [transfer, id] = message;
         OpBuilder b(point);
-        Value value = RecvOp::create(b, transfer.getLoc(), transfer.getType(),
-                                     meshRef, pp, b.getI64IntegerAttr(from),
-                                     b.getI64IntegerAttr(r));
-        transfer.replaceAllUsesWith(value);
+        auto recv = RecvOp::create(b, transfer.getLoc(), transfer.getType(),
+                                   meshRef, pp, b.getI64IntegerAttr(from),
+                                   b.getI64IntegerAttr(r));
+        tag(recv, id);
+        transfer.replaceAllUsesWith(recv.getResult());
         dead.push_back(transfer);
       }
     }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -254,7 +255,8 @@ struct CollectiveInfo {
   int64_t root = 0;
   /// Send/Recv: the receiver's group index.
   int64_t peer = 0;
-  /// Permute: (source, target) group indices, flattened.
+  /// Permute: (source, target) group indices, flattened. Send/Recv: empty,
+  /// or the message's tag (see messageTag).
   std::vector<int64_t> pairs;
   /// The collective's position among the plan's collectives: every rank
   /// checks that its peers are at the same one.
@@ -262,6 +264,16 @@ struct CollectiveInfo {
   /// Where it came from: "all_reduce #3 (node /h.0/MatMul, backward)".
   std::string source;
 };
+
+/// The tag of a Send or Recv that carries one (pairs = {tag}): a receive
+/// checks that the message it matched, which messages between two ranks
+/// do in the order they were sent, is the one it expects.
+inline std::optional<int64_t> messageTag(const CollectiveInfo &c) {
+  if ((c.op == CollectiveOp::Send || c.op == CollectiveOp::Recv) &&
+      c.pairs.size() == 1)
+    return c.pairs.front();
+  return std::nullopt;
+}
 
 /// Streams of a rank: commands on one stream run in order; the streams run
 /// beside each other and meet only at Wait commands.
