@@ -525,11 +525,11 @@ static void hoistToOperands(Operation *first) {
 // Pipeline stages
 //===----------------------------------------------------------------------===//
 
-
 /// Tags the ops of `body` after `before` (all of them when null) with the
 /// pipeline rank that runs them; transfers say it themselves.
 static void tagPipelineRank(Block *body, Operation *before, int64_t rank) {
-  auto attr = IntegerAttr::get(IntegerType::get(body->getParentOp()->getContext(), 64), rank);
+  auto attr = IntegerAttr::get(
+      IntegerType::get(body->getParentOp()->getContext(), 64), rank);
   for (Operation &op : llvm::make_range(
            before ? std::next(Block::iterator(before)) : body->begin(),
            body->end()))
@@ -540,8 +540,7 @@ static void tagPipelineRank(Block *body, Operation *before, int64_t rank) {
 /// Emits every microbatch's forward and backward steps of every stage, in
 /// the order the schedule runs them (steps of different ranks by their
 /// simulated start), each op tagged with its rank.
-FailureOr<PipelineResult>
-BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
+FailureOr<PipelineResult> BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
   namespace pl = ::cleave::pipeline;
   OpBuilder &b = ps.b;
   Location loc = ps.forward.getLoc();
@@ -651,8 +650,8 @@ BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
       for (Value r : op->getResults()) {
         SmallVector<int64_t> readers;
         for (Operation *user : r.getUsers()) {
-          int64_t c = user == ret ? (r == lossOutput ? lossStage : s)
-                                  : stageOf(user);
+          int64_t c =
+              user == ret ? (r == lossOutput ? lossStage : s) : stageOf(user);
           if (c != s && !isa<ConstantOp>(user))
             readers.push_back(c);
         }
@@ -670,7 +669,8 @@ BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
     paramIndex[a] = i;
   auto paramOf = [&](Value x) -> Value {
     auto c = x.getDefiningOp<ConstantOp>();
-    auto name = c ? c->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
+    auto name =
+        c ? c->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
     return name ? ps.stateValues.lookup(name.getValue()) : Value();
   };
   SmallVector<SmallVector<int64_t>> stageParams(numStages);
@@ -763,8 +763,8 @@ BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
       if (target && m > 1 && ps.isBatch(target))
         target = microbatchOf(e, target, k, m);
       mb.loss = buildLoss(e, ps.spec, outs, target, ps.denominator);
-      for (Operation &op : llvm::make_range(std::next(Block::iterator(before)),
-                                            ps.body->end()))
+      for (Operation &op :
+           llvm::make_range(std::next(Block::iterator(before)), ps.body->end()))
         result.lossOps.push_back(&op);
     }
     return success();
@@ -856,8 +856,8 @@ BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
   for (int64_t k = 1; k < m; ++k)
     loss = e.add(loss, mbs[k].loss);
   result.loss = e.convert(loss, b.getF32Type());
-  for (Operation &op : llvm::make_range(std::next(Block::iterator(before)),
-                                        ps.body->end()))
+  for (Operation &op :
+       llvm::make_range(std::next(Block::iterator(before)), ps.body->end()))
     result.lossOps.push_back(&op);
   tagPipelineRank(ps.body, before, rankOf(lossStage));
 
@@ -871,16 +871,15 @@ BuildTrainStepPass::emitPipeline(PipelineStep &ps) {
         parts.push_back(g);
       }
     result.readers.push_back(ranks);
-    if (parts.empty())
-      {
+    if (parts.empty()) {
       auto t = Emitter::typeOf(a);
       result.grads.push_back(e.splat(t.getElementType(), t.getShape(), 0.0));
-    }
-    else if (parts.size() == 1)
+    } else if (parts.size() == 1)
       result.grads.push_back(parts.front());
     else
-      result.grads.push_back(PipelineSumOp::create(
-          b, loc, parts.front().getType(), parts, b.getDenseI64ArrayAttr(ranks)));
+      result.grads.push_back(
+          PipelineSumOp::create(b, loc, parts.front().getType(), parts,
+                                b.getDenseI64ArrayAttr(ranks)));
   }
   return result;
 }

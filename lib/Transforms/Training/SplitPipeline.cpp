@@ -36,8 +36,7 @@ std::optional<int64_t> taggedRank(Operation *op) {
 /// and its results over the ops they read.
 class Needs {
 public:
-  Needs(func::FuncOp main, int64_t ranks)
-      : main(main), ops(ranks), args(ranks) {}
+  explicit Needs(int64_t ranks) : ops(ranks), args(ranks) {}
 
   /// Adds `op` (and what it reads) to rank r's program.
   LogicalResult add(Operation *op, int64_t r) {
@@ -86,10 +85,12 @@ private:
   LogicalResult visitOperands(Operation *op, int64_t r) {
     if (auto transfer = dyn_cast<PipelineTransferOp>(op)) {
       // A receive on its target; its operand is made on its source.
-      if (transfer.getFromAttr().getInt() != r && transfer.getToAttr().getInt() != r)
+      if (transfer.getFromAttr().getInt() != r &&
+          transfer.getToAttr().getInt() != r)
         return transfer.emitError()
-               << "a value sent from pipeline rank " << transfer.getFromAttr().getInt()
-               << " to " << transfer.getToAttr().getInt() << " is read on rank " << r;
+               << "a value sent from pipeline rank "
+               << transfer.getFromAttr().getInt() << " to "
+               << transfer.getToAttr().getInt() << " is read on rank " << r;
       if (transfer.getFromAttr().getInt() != r)
         return success();
       Value x = transfer.getOperand();
@@ -115,15 +116,14 @@ private:
           transfer && transfer.getToAttr().getInt() != r)
         return op->emitError()
                << "reads a value sent from pipeline rank "
-               << transfer.getFromAttr().getInt() << " to " << transfer.getToAttr().getInt()
-               << " on rank " << r;
+               << transfer.getFromAttr().getInt() << " to "
+               << transfer.getToAttr().getInt() << " on rank " << r;
       if (!isa<PipelineSumOp>(def) || !sumReaders[def].contains(r))
         worklist.push_back({def, r});
     }
     return success();
   }
 
-  func::FuncOp main;
   std::vector<DenseSet<Operation *>> ops;
   std::vector<DenseSet<unsigned>> args;
   DenseMap<Operation *, llvm::SmallSetVector<int64_t, 4>> sumReaders;
@@ -139,8 +139,8 @@ Operation *receivePoint(PipelineTransferOp transfer) {
       first = user;
   if (!first)
     return transfer;
-  for (Operation *op = first->getPrevNode(); op && op != transfer.getOperation();
-       op = op->getPrevNode())
+  for (Operation *op = first->getPrevNode();
+       op && op != transfer.getOperation(); op = op->getPrevNode())
     if (auto marker = dyn_cast<PipelineMarkerOp>(op))
       return marker.getBegin() ? op : first;
   return first;
@@ -161,8 +161,8 @@ splitPipelineRanks(ModuleOp module) {
   const int64_t p = ranksAttr.getInt();
   MeshOp mesh;
   for (MeshOp candidate : module.getOps<MeshOp>())
-    for (auto [name, size] : llvm::zip(candidate.getAxisNames(),
-                                       candidate.getShape()))
+    for (auto [name, size] :
+         llvm::zip(candidate.getAxisNames(), candidate.getShape()))
       if (cast<StringAttr>(name).getValue() == "pp" && size == p)
         mesh = candidate;
   if (!mesh)
@@ -172,7 +172,7 @@ splitPipelineRanks(ModuleOp module) {
 
   Block &block = main.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
-  Needs needs(main, p);
+  Needs needs(p);
   // 1. What each rank computes: its tagged ops and its transfers.
   for (Operation &op : block.without_terminator()) {
     if (auto transfer = dyn_cast<PipelineTransferOp>(op)) {
@@ -208,7 +208,8 @@ splitPipelineRanks(ModuleOp module) {
     return parameter == "__trainer__" || keptParameters[r].contains(parameter);
   };
   auto updatedArg = [&](unsigned result) -> std::optional<unsigned> {
-    if (auto a = main.getResultAttrOfType<IntegerAttr>(result, "cleave.updates"))
+    if (auto a =
+            main.getResultAttrOfType<IntegerAttr>(result, "cleave.updates"))
       return a.getInt();
     return std::nullopt;
   };
@@ -225,9 +226,8 @@ splitPipelineRanks(ModuleOp module) {
   for (int64_t r = 0; r < p; ++r)
     for (unsigned i = 0; i < main.getNumArguments(); ++i)
       if (needs.reads(r, i) && !keeps(r, i))
-        return main.emitError()
-               << "pipeline rank " << r << " reads the state '"
-               << parameterOf(i) << "' without its parameter";
+        return main.emitError() << "pipeline rank " << r << " reads the state '"
+                                << parameterOf(i) << "' without its parameter";
 
   // 4. Each rank's program.
   SmallVector<OwningOpRef<ModuleOp>> result;
@@ -249,9 +249,9 @@ splitPipelineRanks(ModuleOp module) {
     return transfers + (messageOf.lookup(sum) * p + from) * p + to;
   };
   auto tag = [&](Operation *op, int64_t message) {
-    op->setAttr("cleave.message",
-                IntegerAttr::get(IntegerType::get(op->getContext(), 64),
-                                 message));
+    op->setAttr(
+        "cleave.message",
+        IntegerAttr::get(IntegerType::get(op->getContext(), 64), message));
   };
   auto pp = ArrayAttr::get(module.getContext(),
                            {StringAttr::get(module.getContext(), "pp")});
@@ -283,7 +283,8 @@ splitPipelineRanks(ModuleOp module) {
           transfer.replaceAllUsesWith(transfer.getOperand());
         else if (from == r)
           tag(SendOp::create(b, loc, transfer.getOperand(), meshRef, pp,
-                             b.getI64IntegerAttr(from), b.getI64IntegerAttr(to)),
+                             b.getI64IntegerAttr(from),
+                             b.getI64IntegerAttr(to)),
               messageOf.lookup(orig));
         else
           incoming[from].push_back({transfer, messageOf.lookup(orig)});
@@ -315,10 +316,10 @@ splitPipelineRanks(ModuleOp module) {
               tag(recv, sumMessage(orig, q, r));
               part = recv.getResult();
             }
-            total = total ? BinaryOp::create(b, loc, BinaryKind::add, total,
-                                             part)
-                                .getResult()
-                          : part;
+            total = total
+                        ? BinaryOp::create(b, loc, BinaryKind::add, total, part)
+                              .getResult()
+                        : part;
           }
           sum.replaceAllUsesWith(total);
         }
@@ -382,7 +383,8 @@ splitPipelineRanks(ModuleOp module) {
       newIndex[i] = dropArgs[i] ? 0 : n++;
     OpBuilder b(copy->getContext());
     for (unsigned i = 0; i < rankMain.getNumResults(); ++i)
-      if (auto a = rankMain.getResultAttrOfType<IntegerAttr>(i, "cleave.updates"))
+      if (auto a =
+              rankMain.getResultAttrOfType<IntegerAttr>(i, "cleave.updates"))
         rankMain.setResultAttr(i, "cleave.updates",
                                b.getI64IntegerAttr(newIndex[a.getInt()]));
     if (failed(rankMain.eraseArguments(dropArgs)))
