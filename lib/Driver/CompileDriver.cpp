@@ -16,6 +16,7 @@
 #include "cleave/InitAll.h"
 #include "cleave/Pipeline/Schedule.h"
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -248,6 +249,32 @@ struct Options {
                "global batch and the gradients and the loss are all-reduced "
                "(mean). Run with cleave-run --ranks N or mpirun -np N"),
       cl::value_desc("N"), cl::init(1), cl::cat(trainCategory)};
+  cl::opt<std::string> sync{
+      "sync",
+      cl::desc("With --data-parallel: how the replicas agree. step "
+               "(default): the gradients are all-reduced every step. "
+               "local:H: local SGD, each replica takes H optimizer steps on "
+               "its own data without communicating, then the replicas "
+               "average their parameters (the plan's 'sync' entry, run by "
+               "cleave-run after every H-th step). delayed: each step "
+               "applies the previous step's averaged gradients, whose "
+               "all-reduce overlaps this step's forward and backward (step "
+               "0 applies zero gradients)"),
+      cl::value_desc("step|local:H|delayed"), cl::init("step"),
+      cl::cat(trainCategory)};
+  cl::opt<std::string> outerOptimizer{
+      "outer-optimizer",
+      cl::desc("With --sync=local:H: nesterov makes the averaging DiLoCo's "
+               "outer step (outer gradient = global copy - average of the "
+               "replicas, Nesterov momentum, the global copy and momentum "
+               "split over dp like ZeRO-1; replicas restart from the new "
+               "global copy)"),
+      cl::value_desc("nesterov"), cl::cat(trainCategory)};
+  cl::opt<double> outerLr{"outer-lr", cl::desc("DiLoCo's outer learning rate"),
+                          cl::init(0.7), cl::cat(trainCategory)};
+  cl::opt<double> outerMomentum{
+      "outer-momentum", cl::desc("DiLoCo's outer Nesterov momentum"),
+      cl::init(0.9), cl::cat(trainCategory)};
   cl::opt<std::string> mesh{
       "mesh",
       cl::desc("Partition the program over a device mesh of named axes, "
@@ -756,6 +783,35 @@ int (::cleave::compileMain)(int argc, char **argv) {
       return fail("--probe returns one forward pass's activations; it "
                   "needs --microbatches=1");
     train.microbatches = opts.microbatches;
+    {
+      ::cleave::SyncMode mode;
+      if (std::string error = ::cleave::parseSyncMode(
+              opts.sync, opts.outerOptimizer, opts.outerLr,
+              opts.outerMomentum, mode);
+          !error.empty())
+        return fail(error);
+      if (mode.kind != ::cleave::SyncMode::Step && !opts.mesh.empty())
+        return fail(
+            "--sync=" + opts.sync +
+            " is not supported with --mesh: the partitioner derives the "
+            "gradient reduction from shardings, and a value that differs "
+            "per replica (local SGD's parameters, a delayed step's local "
+            "gradients) has none yet; use --data-parallel=N (so tensor "
+            "parallelism, ZeRO and pipelines, which need --mesh, do not "
+            "compose with it yet)");
+      if (mode.kind != ::cleave::SyncMode::Step && opts.dataParallel < 2)
+        return fail("--sync=" + opts.sync +
+                    " needs data-parallel replicas: give --data-parallel=N "
+                    "with N > 1");
+      if (mode.nesterov && !opts.initParameters.empty())
+        return fail("--outer-optimizer with --init-parameters: DiLoCo's "
+                    "global copy starts from the model's initializers, not "
+                    "from generated values");
+    }
+    train.sync = opts.sync;
+    train.outerOptimizer = opts.outerOptimizer;
+    train.outerLr = opts.outerLr;
+    train.outerMomentum = opts.outerMomentum;
     train.pipelineRanks = pipelineRanks;
     train.schedule = opts.schedule;
     train.stageBoundaries = opts.stageBoundaries;
@@ -780,6 +836,8 @@ int (::cleave::compileMain)(int argc, char **argv) {
     return fail("--loss needs --train");
   } else if (opts.dataParallel != 1) {
     return fail("--data-parallel needs --train");
+  } else if (opts.sync != "step" || !opts.outerOptimizer.empty()) {
+    return fail("--sync and --outer-optimizer need --train");
   } else if (opts.microbatches != 1 && opts.emit != EmitKind::Schedule) {
     return fail("--microbatches needs --train");
   }

@@ -6,6 +6,7 @@
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Pipeline.h"
 #include "cleave/Transforms/Training/Probes.h"
 #include "cleave/Transforms/Training/Recompute.h"
@@ -13,6 +14,8 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/Transforms/Passes.h"
+
+#include <set>
 
 using namespace mlir;
 
@@ -295,7 +298,44 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   }
   if (stopHere(CompilePhase::Partitioned, module))
     return plan::Plan();
-  return buildStagePlan(module, options, recomputeStats, stopHere);
+  // Local SGD: @sync becomes the plan's entry "sync", compiled on its own.
+  OwningOpRef<ModuleOp> syncModule;
+  if (auto sync = module.lookupSymbol<func::FuncOp>(kSyncFunctionName)) {
+    syncModule = cast<ModuleOp>(module->clone());
+    syncModule->lookupSymbol<func::FuncOp>("main").erase();
+    syncModule->lookupSymbol<func::FuncOp>(kSyncFunctionName)
+        .setSymName("main");
+    sync.erase();
+  }
+  int64_t syncEvery = 0;
+  if (main)
+    if (auto every = main->getAttrOfType<IntegerAttr>(kSyncEveryAttrName))
+      syncEvery = every.getInt();
+  FailureOr<plan::Plan> step =
+      buildStagePlan(module, options, recomputeStats, stopHere);
+  if (failed(step) || !syncModule || options.stopAfter != CompilePhase::Plan)
+    return step;
+  CompileOptions entryOptions = options;
+  entryOptions.memoryReport = nullptr;
+  entryOptions.stepReport = nullptr;
+  FailureOr<plan::Plan> entry =
+      buildStagePlan(syncModule.get(), entryOptions, std::nullopt, stopHere);
+  if (failed(entry))
+    return failure();
+  // An entry's states take the step's values when it runs: no initial
+  // values of its own.
+  std::set<uint64_t> stateOffsets;
+  for (const plan::StateTensor &st : entry->states)
+    stateOffsets.insert(st.info.offset);
+  llvm::erase_if(entry->constants, [&](const plan::Constant &c) {
+    return stateOffsets.count(c.info.offset) != 0;
+  });
+  entry->entryName = plan::kSyncEntry;
+  // Not a training step of its own: no learning rate, loss or data.
+  entry->training = plan::TrainingInfo();
+  step->training.syncEvery = syncEvery;
+  step->entries.push_back(std::move(*entry));
+  return step;
 }
 
 

@@ -603,9 +603,16 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   // live until the end of the step.
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
   DenseMap<Value, int64_t> lastRead;
-  for (auto [index, node] : llvm::enumerate(nodes))
+  for (auto [index, node] : llvm::enumerate(nodes)) {
     for (Value v : node.inputs)
       lastRead[root(v)] = index;
+    // An asynchronous collective reads its operand until its wait (a
+    // delayed gradient reduction reads the state it then replaces).
+    if (node.kind == Node::Done)
+      for (Value v :
+           node.comm->getOperand(0).getDefiningOp()->getOperands())
+        lastRead[root(v)] = index;
+  }
   DenseMap<unsigned, int64_t> copyTime; // result index -> after this command
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     bool isConstant = root(v).getDefiningOp<ConstantOp>() != nullptr;
@@ -773,10 +780,30 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
           {"from", from.getValue()},
           {"node", node ? node.getValue() : StringRef()}});
     }
-    if (kind == "parameter" || kind == "buffer") {
+    // `cleave.varying = ["dp"]`: the state differs from rank to rank over
+    // those axes although its sharding does not split it (local SGD's
+    // replicas, a delayed reduction's local gradients).
+    if (auto varying = main.getArgAttrOfType<ArrayAttr>(i, "cleave.varying")) {
+      for (Attribute a : varying) {
+        auto name = dyn_cast<StringAttr>(a);
+        auto it = name ? llvm::find(p.mesh.axisNames, name.getValue().str())
+                       : p.mesh.axisNames.end();
+        if (it == p.mesh.axisNames.end())
+          return main.emitError()
+                 << "state '" << info.name << "': cleave.varying names "
+                 << a << ", which is not an axis of the module's mesh";
+        state.varyingAxes.push_back(
+            static_cast<uint32_t>(it - p.mesh.axisNames.begin()));
+      }
+    }
+    auto initial =
+        main.getArgAttrOfType<ElementsAttr>(i, "cleave.initial_value");
+    if (kind == "parameter" || kind == "buffer" ||
+        (kind == "optimizer_state" && initial)) {
       state.kind = kind == "parameter" ? plan::StateKind::Parameter
-                                       : plan::StateKind::Buffer;
-      auto init = main.getArgAttrOfType<ElementsAttr>(i, "cleave.initial_value");
+                   : kind == "buffer"  ? plan::StateKind::Buffer
+                                       : plan::StateKind::OptimizerState;
+      auto init = initial;
       if (!init)
         return main.emitError() << "parameter '" << info.name
                                 << "' has no cleave.initial_value";

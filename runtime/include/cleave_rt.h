@@ -366,6 +366,29 @@ size_t cleave_rt_program_state_count(cleave_rt_program program);
 cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
                                               size_t index,
                                               cleave_rt_state_desc_t *out_desc);
+/* How many different values state `index` has over the mesh's ranks that
+ * hold the same shard of it (its varying axes: local SGD's replicas, a
+ * delayed reduction's local gradients), and which of them rank
+ * `mesh_rank` holds: 1 and 0 for a state that is the same on all of them.
+ * Checkpoints store a varying state with a leading dimension of
+ * *out_replicas. */
+cleave_rt_status cleave_rt_program_state_replica(cleave_rt_program program,
+                                                 size_t index, size_t mesh_rank,
+                                                 int64_t *out_replicas,
+                                                 int64_t *out_replica);
+
+/* Named entries: programs besides the step that a driver runs now and then
+ * (format 6), each borrowing some of the plan's states: copy them in
+ * (cleave_rt_executor_read_state on the step's executor, _write_state on
+ * the entry's), run the entry's executor, copy them back. The number of
+ * entries of a file's handle (0 for an entry's or a stage's handle), and a
+ * new handle (destroy it) on the entry named `name`, NOT_FOUND if none;
+ * executor_create_ranked on it runs the entry. */
+size_t cleave_rt_program_entry_count(cleave_rt_program program);
+cleave_rt_status cleave_rt_program_entry(cleave_rt_program program,
+                                         const char *name,
+                                         cleave_rt_program *out_entry);
+
 /* Index of the state whose global name is `global_name`, or NOT_FOUND. */
 cleave_rt_status cleave_rt_program_find_state(cleave_rt_program program,
                                               const char *global_name,
@@ -393,6 +416,9 @@ typedef struct cleave_rt_training_info_t {
   int64_t batch_size, sequence_length; /* of the data inputs; 0 = unknown */
   size_t data_input_count;
   const int64_t *data_inputs; /* input indices fed from the dataset, in order */
+  /* > 0: run entry "sync" (cleave_rt_program_entry) after every
+   * sync_every-th step (local SGD, DiLoCo); 0: none. */
+  int64_t sync_every;
 } cleave_rt_training_info_t;
 
 cleave_rt_status

@@ -9,7 +9,11 @@
 // after each constant's data; version 5, after the event count, the stage
 // plans: a u32 count, then each stage's payload (encoded like the top
 // level's, with a stage count of 0) as a blob. A stage is decoded from its
-// blob alone, so a damaged stage never reads past its own bytes.
+// blob alone, so a damaged stage never reads past its own bytes. Version 6
+// appends, after the stages: each state's varying axes (a u32 list per
+// state), the training record's syncEvery (i64) and the named entries: a
+// u32 count, then each entry's name and payload (like a stage's, with no
+// stages or entries of its own) as a blob.
 //
 //===----------------------------------------------------------------------===//
 
@@ -306,6 +310,17 @@ static std::vector<uint8_t> encodePayload(const Plan &plan) {
   w.u32(static_cast<uint32_t>(plan.stages.size()));
   for (const Plan &stage : plan.stages)
     w.blob(encodePayload(stage));
+  for (const StateTensor &st : plan.states) {
+    w.u32(static_cast<uint32_t>(st.varyingAxes.size()));
+    for (uint32_t a : st.varyingAxes)
+      w.u32(a);
+  }
+  w.i64(plan.training.syncEvery);
+  w.u32(static_cast<uint32_t>(plan.entries.size()));
+  for (const Plan &entry : plan.entries) {
+    w.str(entry.entryName);
+    w.blob(encodePayload(entry));
+  }
   return std::move(w.out);
 }
 
@@ -475,9 +490,9 @@ private:
 };
 } // namespace
 
-/// Decodes a payload of format `version` into *plan. A stage plan's
-/// payload (`isStage`) must hold no stages of its own. On failure r.error
-/// says why.
+/// Decodes a payload of format `version` into *plan. A stage plan's or an
+/// entry's payload (`isStage`) must hold no stages or entries of its own.
+/// On failure r.error says why.
 static void decodePayload(Reader &r, uint32_t version, bool isStage,
                           Plan *plan) {
   plan->target = r.str("target");
@@ -566,6 +581,34 @@ static void decodePayload(Reader &r, uint32_t version, bool isStage,
     // decode.
     plan->stages.emplace_back();
     decodePayload(sub, version, /*isStage=*/true, &plan->stages.back());
+    if (!sub.ok())
+      r.fail(what + ": " + sub.error);
+    else if (sub.remaining() != 0)
+      r.fail(what + ": malformed payload: " + std::to_string(sub.remaining()) +
+             " unread bytes at its end");
+  }
+  if (version < 6 || !r.ok())
+    return;
+  for (size_t i = 0; i < plan->states.size() && r.ok(); ++i) {
+    uint32_t axes = r.count("state varying axes", 4);
+    for (uint32_t k = 0; k < axes && r.ok(); ++k)
+      plan->states[i].varyingAxes.push_back(r.u32("state varying axis"));
+  }
+  plan->training.syncEvery = r.i64("training sync interval");
+  uint32_t entries = r.count("entry list", 12);
+  if (isStage && entries != 0) {
+    r.fail("holds entries of its own (entries do not nest)");
+    return;
+  }
+  for (uint32_t c = 0; c < entries && r.ok(); ++c) {
+    std::string name = r.str("entry name");
+    std::string what = "entry '" + name + "'";
+    Reader sub = r.sub((what + " length").c_str());
+    if (!r.ok())
+      return;
+    plan->entries.emplace_back();
+    decodePayload(sub, version, /*isStage=*/true, &plan->entries.back());
+    plan->entries.back().entryName = name;
     if (!sub.ok())
       r.fail(what + ": " + sub.error);
     else if (sub.remaining() != 0)

@@ -383,6 +383,8 @@ bool Validator::run() {
   }
   if (!checkEvents() || !checkMarkers() || !checkStates() || !checkTraining())
     return false;
+  if (!validateEntries(plan, error))
+    return false;
   return !plan.isPipelined() || validateStages(plan, error);
 }
 

@@ -25,12 +25,17 @@ coveredPlans(const cleave_rt_program_t &p) {
   return plans;
 }
 
-/// A new handle on `file` (stage -1) or on its stage `stage`.
-static cleave_rt_program makeHandle(PlanRef file, int64_t stage) {
+/// A new handle on `file` (stage -1), on its stage `stage`, or on its
+/// named entry `entry` (>= 0).
+static cleave_rt_program makeHandle(PlanRef file, int64_t stage,
+                                    int64_t entry = -1) {
   auto *program = new cleave_rt_program_t();
   program->file = file;
   program->stage = stage;
-  if (stage >= 0)
+  program->entry = entry;
+  if (entry >= 0)
+    program->plan = PlanRef(file, &file->entries[entry]);
+  else if (stage >= 0)
     program->plan = PlanRef(file, &file->stages[stage]);
   else if (file->isPipelined())
     program->plan = PlanRef(file, &file->stages[0]);
@@ -66,7 +71,8 @@ static cleave_rt_status finishLoad(plan::Plan &&p,
 /// executors made before keep the plans they hold.
 static void rebind(cleave_rt_program program,
                    std::shared_ptr<plan::Plan> file) {
-  cleave_rt_program fresh = makeHandle(std::move(file), program->stage);
+  cleave_rt_program fresh =
+      makeHandle(std::move(file), program->stage, program->entry);
   *program = std::move(*fresh);
   delete fresh;
 }
@@ -77,6 +83,9 @@ template <typename Fn> static void forEachConstant(plan::Plan &file, Fn fn) {
     fn(c);
   for (plan::Plan &stage : file.stages)
     for (plan::Constant &c : stage.constants)
+      fn(c);
+  for (plan::Plan &entry : file.entries)
+    for (plan::Constant &c : entry.constants)
       fn(c);
 }
 
@@ -100,7 +109,7 @@ cleave_rt_status planForRank(cleave_rt_program program, int64_t rank,
                       "rank " + std::to_string(rank) +
                           " is out of range (the mesh has " +
                           std::to_string(world) + " ranks)");
-  if (!file.isPipelined()) {
+  if (!file.isPipelined() || program->entry >= 0) {
     *out = program->plan;
     return nullptr;
   }
@@ -523,6 +532,57 @@ cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
   return nullptr;
 }
 
+cleave_rt_status cleave_rt_program_state_replica(cleave_rt_program program,
+                                                 size_t index, size_t mesh_rank,
+                                                 int64_t *out_replicas,
+                                                 int64_t *out_replica) {
+  if (!program || !out_replicas || !out_replica)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  CLEAVE_RT_RETURN_IF_ERROR(statesPerStage(program));
+  const auto &states = program->plan->states;
+  if (index >= states.size())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "state index " + std::to_string(index) +
+                          " is out of range (the plan has " +
+                          std::to_string(states.size()) + " states)");
+  const plan::Mesh &mesh = program->file->mesh;
+  if (static_cast<int64_t>(mesh_rank) >= mesh.worldSize())
+    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                      "rank " + std::to_string(mesh_rank) +
+                          " is out of range (the mesh has " +
+                          std::to_string(mesh.worldSize()) + " ranks)");
+  const std::vector<uint32_t> &axes = states[index].varyingAxes;
+  *out_replicas = 1;
+  *out_replica = 0;
+  if (axes.empty())
+    return nullptr;
+  plan::Group g =
+      plan::groupOf(mesh, axes, static_cast<int64_t>(mesh_rank));
+  *out_replicas = static_cast<int64_t>(g.ranks.size());
+  *out_replica = g.index;
+  return nullptr;
+}
+
+size_t cleave_rt_program_entry_count(cleave_rt_program program) {
+  return program && program->entry < 0 ? program->file->entries.size() : 0;
+}
+
+cleave_rt_status cleave_rt_program_entry(cleave_rt_program program,
+                                         const char *name,
+                                         cleave_rt_program *out_entry) {
+  if (!program || !name || !out_entry)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const auto &entries = program->file->entries;
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].entryName == name) {
+      *out_entry =
+          makeHandle(program->file, -1, static_cast<int64_t>(i));
+      return nullptr;
+    }
+  return makeStatus(CLEAVE_RT_NOT_FOUND,
+                    std::string("the plan has no entry '") + name + "'");
+}
+
 cleave_rt_status cleave_rt_program_find_state(cleave_rt_program program,
                                               const char *global_name,
                                               size_t *out_index) {
@@ -562,6 +622,7 @@ cleave_rt_program_training_info(cleave_rt_program program,
   info.sequence_length = t.sequenceLength;
   info.data_input_count = t.dataInputs.size();
   info.data_inputs = t.dataInputs.data();
+  info.sync_every = t.syncEvery;
   *out_info = info;
   return nullptr;
 }

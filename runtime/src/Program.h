@@ -17,6 +17,9 @@ struct cleave_rt_program_t {
   cleave::rt::PlanRef plan;
   /// The stage this handle is (cleave_rt_program_stage), or -1 for a file.
   int64_t stage = -1;
+  /// The named entry this handle is (cleave_rt_program_entry: an index into
+  /// file->entries), or -1.
+  int64_t entry = -1;
   uint64_t constantBytes = 0;
   uint64_t referencedBytes = 0; ///< Of constants referenced from files.
   size_t referencedFiles = 0;

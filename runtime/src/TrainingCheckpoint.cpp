@@ -32,7 +32,10 @@ static int readStateInfo(cleave_rt_program program, size_t index,
   const cleave_rt_tensor_desc_t &t = st->desc.tensor;
   st->shape.assign(t.dims, t.dims + t.rank);
   st->global = st->shape;
-  if (!st->desc.sharded)
+  int64_t replicas = 1, replica = 0;
+  TRY(cleave_rt_program_state_replica(program, index, 0, &replicas, &replica));
+  st->replicas = replicas;
+  if (!st->desc.sharded && replicas == 1)
     return -1;
   for (int64_t k = 0; k < ctx.worldSize; ++k) {
     std::vector<int64_t> offsets(t.rank);
@@ -40,7 +43,19 @@ static int readStateInfo(cleave_rt_program program, size_t index,
     TRY(cleave_rt_program_state_shard(program, index, static_cast<size_t>(k),
                                       st->global.data(), offsets.data(),
                                       &sharded));
+    // A varying state: replica r of the stored tensor is at index r of a
+    // leading dimension.
+    if (replicas > 1) {
+      TRY(cleave_rt_program_state_replica(program, index, static_cast<size_t>(k),
+                                          &replicas, &replica));
+      offsets.insert(offsets.begin(), replica);
+    }
     st->offsets.push_back(std::move(offsets));
+  }
+  if (replicas > 1) {
+    st->shape.insert(st->shape.begin(), 1);
+    st->global.insert(st->global.begin(), replicas);
+    st->desc.sharded = 1;
   }
   return -1;
 }
@@ -141,6 +156,12 @@ int snapshot(cleave_rt_executor e, const CheckpointLayout &layout,
           plan::copyShard(st.global, st.shape, shardStart(st, k),
                           dtypeSize(r.dtype), r.data.data(),
                           all.data() + k * local.size(), /*toGlobal=*/true);
+      // An export of a varying state is replica 0's (after a final
+      // averaging every replica's).
+      if (st.replicas > 1) {
+        r.shape.erase(r.shape.begin());
+        r.data.resize(globalBytes / static_cast<size_t>(st.replicas));
+      }
     }
     out->push_back(std::move(r));
   }

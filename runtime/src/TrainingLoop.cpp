@@ -185,7 +185,7 @@ bool anyTrainingOption(const TrainOptions &o) {
   return o.steps >= 0 || !o.data.empty() || !o.tokens.empty() || o.synthetic ||
          o.seedGiven || !o.logJson.empty() || o.saveEvery > 0 ||
          !o.checkpointDir.empty() || !o.resume.empty() || !o.exportPath.empty() ||
-         !o.exportOnnx.empty();
+         !o.exportOnnx.empty() || o.slowRank >= 0;
 }
 
 std::vector<std::string> describeStages(cleave_rt_program program) {
@@ -345,6 +345,10 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
     return fail("this is a training plan: give --steps N");
   if (o.saveEvery > 0 && o.checkpointDir.empty())
     return fail("--save-every needs --checkpoint-dir DIR");
+  if (o.slowRank >= ctx.worldSize)
+    return fail("--slow-rank " + std::to_string(o.slowRank) +
+                ": the run has " + std::to_string(ctx.worldSize) +
+                (ctx.worldSize == 1 ? " rank" : " ranks"));
 
   // Data inputs.
   // The dataset makes the global batch; a rank whose data inputs are
@@ -412,6 +416,56 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
   ExecutorHolder exec;
   TRY(cleave_rt_executor_create_ranked(program, backend.c_str(), ctx.comm,
                                        &exec.e));
+  // Local SGD / DiLoCo: the plan's sync entry runs after every
+  // info.sync_every-th step on the states it borrows from the step.
+  ProgramHolder syncProgram;
+  ExecutorHolder syncExec;
+  std::vector<std::pair<size_t, size_t>> syncStates; // (step's, entry's)
+  std::vector<uint8_t> syncBytes;
+  if (info.sync_every > 0) {
+    TRY(cleave_rt_program_entry(program, "sync", &syncProgram.p));
+    TRY(cleave_rt_executor_create_ranked(syncProgram.p, backend.c_str(),
+                                         ctx.comm, &syncExec.e));
+    for (size_t i = 0; i < cleave_rt_program_state_count(syncProgram.p); ++i) {
+      cleave_rt_state_desc_t d;
+      TRY(cleave_rt_program_state_desc(syncProgram.p, i, &d));
+      size_t mine = 0;
+      TRY(cleave_rt_program_find_state(program, d.global_name, &mine));
+      syncStates.push_back({mine, i});
+    }
+  }
+  // Runs `run` and, on the --slow-rank rank, sleeps (F - 1) times as long.
+  auto straggle = [&](std::chrono::steady_clock::time_point start) {
+    if (ctx.rank != o.slowRank || !(o.slowFactor > 1.0))
+      return;
+    std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - start;
+    std::this_thread::sleep_for(took * (o.slowFactor - 1.0));
+  };
+  auto runSync = [&]() -> int {
+    auto start = std::chrono::steady_clock::now();
+    for (auto [mine, theirs] : syncStates) {
+      cleave_rt_state_desc_t d;
+      TRY(cleave_rt_program_state_desc(syncProgram.p, theirs, &d));
+      syncBytes.resize(d.tensor.byte_size);
+      TRY(cleave_rt_executor_read_state(exec.e, mine, syncBytes.data(),
+                                        syncBytes.size()));
+      TRY(cleave_rt_executor_write_state(syncExec.e, theirs, syncBytes.data(),
+                                         syncBytes.size()));
+    }
+    TRY(cleave_rt_executor_run(syncExec.e));
+    for (auto [mine, theirs] : syncStates) {
+      cleave_rt_state_desc_t d;
+      TRY(cleave_rt_program_state_desc(syncProgram.p, theirs, &d));
+      syncBytes.resize(d.tensor.byte_size);
+      TRY(cleave_rt_executor_read_state(syncExec.e, theirs, syncBytes.data(),
+                                        syncBytes.size()));
+      TRY(cleave_rt_executor_write_state(exec.e, mine, syncBytes.data(),
+                                         syncBytes.size()));
+    }
+    straggle(start);
+    return -1;
+  };
   // Initial values referenced from files: what each rank read (its shards).
   uint64_t referenced = cleave_rt_program_referenced_bytes(file);
   if (referenced && o.resume.empty()) {
@@ -655,7 +709,14 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
     // --measure-memory: what the last step writes of the arena.
     if (o.measureMemory && step + 1 == o.steps)
       TRY(cleave_rt_executor_measure_memory(exec.e, 1));
+    auto runStart = std::chrono::steady_clock::now();
     TRY(cleave_rt_executor_run(exec.e));
+    straggle(runStart);
+    if (info.sync_every > 0 && (step + 1) % info.sync_every == 0) {
+      int rc = runSync();
+      if (rc >= 0)
+        return rc;
+    }
     const void *p;
     size_t n;
     float loss = 0, gradNorm = 0;

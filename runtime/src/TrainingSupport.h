@@ -55,6 +55,11 @@ struct StateInfo {
   /// Where each rank's shard starts in the global tensor (sharded states
   /// only; meaningful for the ranks that run this stage).
   std::vector<std::vector<int64_t>> offsets;
+  /// A state that differs between ranks holding the same shard (local
+  /// SGD's replicas, cleave_rt_program_state_replica): > 1 replicas, stored
+  /// with a leading dimension of that size; shape, global and offsets
+  /// include it (desc.sharded is then set).
+  int64_t replicas = 1;
 };
 
 /// The states of a checkpoint and who holds them. A plan that is not

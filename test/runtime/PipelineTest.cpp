@@ -165,21 +165,28 @@ TEST(PipelineFormat, RoundTrip) {
 }
 
 TEST(PipelineFormat, ReadsVersion4) {
-  // A plan without stages in version 4: version 5's payload without the
-  // stage count at its end.
+  // A plan without stages in version 4: version 6's payload without the
+  // version-6 trailer (a varying-axes count per state, the sync interval,
+  // the entry count) and the stage count at its end.
   Plan p = twoStagePlan().stages[0];
   p.mesh = Mesh();
   p.outputs[0].sharding.clear();
   p.commands = {makeCommand(CommandKind::Copy, {16}, {0, 64})};
   p.metadata.clear();
-  std::vector<uint8_t> v5 = serialize(p);
+  std::vector<uint8_t> v6 = serialize(p);
+  size_t trailer = 4 * p.states.size() + 8 + 4;
+  std::vector<uint8_t> v5(v6.begin(), v6.end() - trailer);
+  v5[8] = 5;
+  fixHeader(v5);
   std::vector<uint8_t> v4(v5.begin(), v5.end() - 4);
   v4[8] = 4;
   fixHeader(v4);
   Plan q;
   std::string err;
   ASSERT_TRUE(deserialize(v4.data(), v4.size(), &q, &err)) << err;
-  EXPECT_EQ(serialize(q), v5);
+  EXPECT_EQ(serialize(q), v6);
+  ASSERT_TRUE(deserialize(v5.data(), v5.size(), &q, &err)) << err;
+  EXPECT_EQ(serialize(q), v6);
   // A stage count in a version-4 file is bytes it does not have.
   v5[8] = 4;
   EXPECT_EQ(decodeError(v5), "malformed payload: 4 unread bytes at its end");
@@ -194,7 +201,7 @@ TEST(PipelineFormat, ReadsVersion4) {
   EXPECT_FALSE(q.commands.empty());
   v5[8] = 3;
   EXPECT_EQ(decodeError(v5),
-            "unsupported version 3 (this runtime reads versions 4 to 5)");
+            "unsupported version 3 (this runtime reads versions 4 to 6)");
 }
 
 TEST(PipelineFormat, ValidatorRefusals) {
@@ -326,9 +333,12 @@ TEST(PipelineFormat, ValidatorRefusals) {
 TEST(PipelineFormat, DamagedStagesAreRefusedNamingTheStage) {
   Plan p = twoStagePlan();
   std::vector<uint8_t> good = serialize(p);
-  // The last stage's blob ends the payload: [u64 length][stage 1 payload].
+  // The last stage's blob is followed only by the version-6 trailer of a
+  // top level without states (the sync interval and the entry count):
+  // [u64 length][stage 1 payload][i64][u32].
+  const size_t trailer = 12;
   size_t stage1 = serialize(p.stages[1]).size() - kHeaderSize;
-  size_t lengthAt = good.size() - stage1 - 8;
+  size_t lengthAt = good.size() - trailer - stage1 - 8;
   auto withLength = [&](uint64_t n) {
     std::vector<uint8_t> b = good;
     for (int i = 0; i < 8; ++i)
@@ -336,9 +346,10 @@ TEST(PipelineFormat, DamagedStagesAreRefusedNamingTheStage) {
     fixHeader(b);
     return b;
   };
-  EXPECT_EQ(decodeError(withLength(stage1 + 1)),
-            "truncated: stage 1 length needs " + std::to_string(stage1 + 1) +
-                " bytes but only " + std::to_string(stage1) + " remain");
+  EXPECT_EQ(decodeError(withLength(stage1 + trailer + 1)),
+            "truncated: stage 1 length needs " +
+                std::to_string(stage1 + trailer + 1) + " bytes but only " +
+                std::to_string(stage1 + trailer) + " remain");
   std::string err = decodeError(withLength(stage1 - 4));
   EXPECT_EQ(err.rfind("stage 1: truncated: ", 0), 0u) << err;
   // A nested stage (written by hand: serialize nests what it is given).
@@ -349,7 +360,7 @@ TEST(PipelineFormat, DamagedStagesAreRefusedNamingTheStage) {
   // A stage count the payload cannot hold.
   std::vector<uint8_t> bytes = serialize(Plan());
   for (int i = 0; i < 4; ++i)
-    bytes[bytes.size() - 4 + i] = 0xff;
+    bytes[bytes.size() - trailer - 4 + i] = 0xff;
   fixHeader(bytes);
   EXPECT_EQ(
       decodeError(bytes).rfind("truncated: stage list says 4294967295", 0), 0u);

@@ -155,9 +155,9 @@ TEST(PlanFormat, FlippedByteFailsChecksum) {
 
 TEST(PlanFormat, WrongVersion) {
   std::vector<uint8_t> bytes = serialize(samplePlan());
-  bytes[8] = 7;
+  bytes[8] = 8;
   EXPECT_EQ(decodeError(bytes),
-            "unsupported version 7 (this runtime reads versions 4 to 5)");
+            "unsupported version 8 (this runtime reads versions 4 to 6)");
 }
 
 TEST(PlanFormat, BadMagic) {

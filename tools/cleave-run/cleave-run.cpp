@@ -157,6 +157,11 @@ static const char kHelp[] =
     "  Under mpirun or srun (OpenMPI), each process is one rank: run\n"
     "  'mpirun -np N cleave-run MODEL.cleave ...' without --ranks. Rank 0\n"
     "  writes the outputs; an error on any rank ends the job (MPI_Abort).\n"
+    "  --slow-rank R:F          a straggler: after each training step (and\n"
+    "                           each run of a local-SGD plan's sync entry)\n"
+    "                           rank R sleeps F - 1 times the wall time that\n"
+    "                           run took on it, so its steps take F times as\n"
+    "                           long (F >= 1; for measurements)\n"
     "  --debug-fault R:STEP:MODE  testing aid: rank R fails at the start of\n"
     "                           training step STEP; MODE exit (leaves\n"
     "                           silently), hang (stops answering) or crash\n"
@@ -288,6 +293,18 @@ static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
         return usageError("--comm-timeout expects a positive number of "
                           "seconds, got '" + std::string(v) + "'");
       o->commTimeout = t;
+    } else if (arg == "--slow-rank") {
+      if (!value(&v))
+        return usageError("option " + arg + " needs a value");
+      long r = 0;
+      double f = 0;
+      int used = 0;
+      if (std::sscanf(v, "%ld:%lf%n", &r, &f, &used) != 2 ||
+          v[used] != '\0' || r < 0 || !(f >= 1.0) || f > 1000.0)
+        return usageError("--slow-rank expects RANK:FACTOR with FACTOR from "
+                          "1 to 1000 (e.g. 1:2), got '" + std::string(v) + "'");
+      o->train.slowRank = r;
+      o->train.slowFactor = f;
     } else if (arg == "--debug-fault") {
       if (!value(&v))
         return usageError("option " + arg + " needs a value");

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Passes.h"
 #include "cleave/Transforms/Training/Pipeline.h"
 #include "cleave/Transforms/Training/Recompute.h"
@@ -482,6 +483,10 @@ static void hoistToOperands(Operation *first) {
   SmallVector<Operation *> sinkable;
   llvm::SmallPtrSet<Operation *, 16> sinkSet;
   for (Operation *op : ops) {
+    // A wait stays where it was put (a delayed reduction's, after the
+    // backward pass that it overlaps); what reads it follows it.
+    if (isa<DoneOp>(op))
+      continue;
     Operation *latest = nullptr;
     for (Value v : op->getOperands()) {
       if (!isComputed(v) || sinkSet.contains(v.getDefiningOp()))
@@ -943,6 +948,30 @@ void BuildTrainStepPass::runOnOperation() {
     return signalPassFailure();
   }
 
+  ::cleave::SyncMode syncMode;
+  if (std::string error = ::cleave::parseSyncMode(
+          sync, outerOptimizer, outerLr, outerMomentum, syncMode);
+      !error.empty()) {
+    mlir::emitError(module.getLoc()) << error;
+    return signalPassFailure();
+  }
+  if (syncMode.kind != ::cleave::SyncMode::Step) {
+    std::string refused;
+    if (dataParallel <= 1)
+      refused = "it needs data-parallel replicas (--data-parallel=N, N > 1)";
+    else if (pipelineRanks > 1)
+      refused = "pipeline stages are not supported with it";
+    else if (syncMode.kind == ::cleave::SyncMode::Delayed && dynamicScale)
+      refused = "dynamic loss scaling would unscale the previous step's "
+                "gradients by this step's scale";
+    if (!refused.empty()) {
+      mlir::emitError(module.getLoc()) << "--sync=" << sync << ": " << refused;
+      return signalPassFailure();
+    }
+  }
+  const bool localSGD = syncMode.kind == ::cleave::SyncMode::Local;
+  const bool delayed = syncMode.kind == ::cleave::SyncMode::Delayed;
+
   // The new function's entry block: params, slots, data, lr, step. Extra
   // data inputs (labels, targets) are appended as the loss is built, so lr
   // and step are added after.
@@ -1235,6 +1264,8 @@ void BuildTrainStepPass::runOnOperation() {
   // (equal shards), so the gradients and the reported loss are averaged
   // over dp before anything reads them.
   Value lossOut = lossF32;
+  // --sync=delayed: the pending gradients (states) and their new values.
+  SmallVector<Value> pendingArgs, newPending;
   // Pipelines: every rank reports the loss made on the last stage.
   if (pipeline)
     lossOut = PipelineSumOp::create(
@@ -1265,12 +1296,37 @@ void BuildTrainStepPass::runOnOperation() {
       op->setAttr("cleave.phase", b.getStringAttr(what));
       return op->getResult(0);
     };
+    if (delayed) {
+      // Each step applies the previous step's gradients, averaged by an
+      // all-reduce that starts before this step's forward pass and is
+      // waited for after its backward pass; this step's own gradients
+      // become the pending ones (zeros before step 0).
+      Operation *first = &body->front();
+      for (auto [g, p] : llvm::zip(*grads, params)) {
+        Value pending = body->addArgument(g.getType(), p.getLoc());
+        pendingArgs.push_back(pending);
+        newPending.push_back(g);
+        Value started;
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(first);
+          started = average(pending, "delayed gradient");
+        }
+        started.getDefiningOp()->setAttr("async", b.getUnitAttr());
+        g = DoneOp::create(b, loc, started).getResult();
+      }
+    }
     for (auto [g, p] : llvm::zip(*grads, params)) {
+      if (localSGD || delayed)
+        break;
       auto name = p->getAttrOfType<StringAttr>("cleave.initializer");
       g = average(g, ("gradient of " + (name ? name.getValue() : "a parameter"))
                          .str());
     }
-    lossOut = average(lossF32, "loss");
+    // Local SGD reports each replica's own loss (rank 0's is logged): the
+    // step communicates nothing.
+    if (!localSGD)
+      lossOut = average(lossF32, "loss");
   }
 
   // Unscale in f32 (the gradients keep their element type).
@@ -1384,6 +1440,7 @@ void BuildTrainStepPass::runOnOperation() {
   }
   if (returnGradients)
     llvm::append_range(results, unscaled);
+  llvm::append_range(results, newPending);
   if (markFp32Ops) {
     llvm::append_range(fp32Ops, opsAfter(backwardEnd));
     for (Operation *op : fp32Ops)
@@ -1499,9 +1556,33 @@ void BuildTrainStepPass::runOnOperation() {
     }
   }
 
+  // The pending gradients: optimizer state of each parameter (zeroed), each
+  // rank's own until its all-reduce.
+  unsigned firstPendingResult =
+      numState + (dynamicScale ? 4 : 2) + (returnGradients ? params.size() : 0);
+  for (auto [i, arg] : llvm::enumerate(pendingArgs)) {
+    unsigned index = cast<BlockArgument>(arg).getArgNumber();
+    StringRef name =
+        params[i]->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    newMain.setArgAttr(index, "cleave.name",
+                       str((name + ".pending_grad").str()));
+    newMain.setArgAttr(index, "cleave.state", str("optimizer_state"));
+    newMain.setArgAttr(index, "cleave.parameter", str(name));
+    newMain.setArgAttr(index, "cleave.slot", str("pending_grad"));
+    newMain.setArgAttr(index, ::cleave::kVaryingAttrName,
+                       b.getStrArrayAttr({"dp"}));
+    newMain.setResultAttr(firstPendingResult + i, "cleave.updates",
+                          b.getI64IntegerAttr(index));
+    newMain.setResultAttr(firstPendingResult + i, "cleave.name",
+                          str((name + ".pending_grad").str()));
+  }
+
   oldMain.erase();
   module.push_back(newMain);
   newMain.setSymName("main");
+  if (localSGD &&
+      failed(::cleave::buildLocalSGD(module, newMain, syncMode, dataParallel)))
+    return signalPassFailure();
   if (m > 1)
     newMain->setAttr("cleave.microbatches", b.getI64IntegerAttr(m));
   if (pipeline)

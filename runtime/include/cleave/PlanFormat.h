@@ -412,6 +412,14 @@ struct StateTensor {
   std::string parameter;
   /// "" for parameters; "momentum", "adam_m", "adam_v", ... otherwise.
   std::string slot;
+  /// Mesh axes (indices into Mesh::axisNames) over which the state's value
+  /// differs from rank to rank although `info.sharding` does not split it:
+  /// local SGD's replicas train their own parameters and optimizer states,
+  /// a delayed reduction keeps each rank's own gradient. A checkpoint
+  /// stores such a state as a global tensor with one leading dimension of
+  /// the axes' total size (replica r at index r). Empty: the same on every
+  /// rank that holds the same shard.
+  std::vector<uint32_t> varyingAxes = {};
   /// Checkpoint key: `parameter`, or "<parameter>.<slot>".
   std::string globalName() const {
     return slot.empty() ? parameter : parameter + "." + slot;
@@ -446,7 +454,14 @@ struct TrainingInfo {
   int64_t batchSize = 0, sequenceLength = 0;
   /// Plan input indices fed from the dataset, in order (input_ids, labels).
   std::vector<int64_t> dataInputs;
+  /// > 0: after every syncEvery-th step (steps k with (k + 1) % syncEvery
+  /// == 0) the driver runs the plan's entry kSyncEntry (local SGD's
+  /// parameter averaging, DiLoCo's outer step). 0: no such entry runs.
+  int64_t syncEvery = 0;
 };
+
+/// The entry a driver runs every TrainingInfo::syncEvery steps.
+constexpr const char *kSyncEntry = "sync";
 
 struct Plan {
   std::string target = "cpu-x86_64";
@@ -483,9 +498,28 @@ struct Plan {
   /// stage 0. A state held by several stages (a tied parameter) has the
   /// same kind, dtype and global shape in each. Empty: not pipelined.
   std::vector<Plan> stages;
+  /// Named entries: programs a driver runs besides the step (`commands`),
+  /// each a whole plan of its own (arena, kernels, constants, commands,
+  /// init commands, states, events) with the top level's mesh and target,
+  /// no inputs, and no stages or entries of its own. Every state of an
+  /// entry is a state of the top level (same global name, kind, dtype,
+  /// shape, sharding and varying axes): the driver copies those states
+  /// into the entry's arena before running it and back after, so the top
+  /// level holds every state (checkpoints, exports) and an entry only
+  /// borrows them. An entry's states carry no initial values.
+  std::vector<Plan> entries;
+  /// An entry's name (entries only; unique among them).
+  std::string entryName;
 
   /// True if the plan holds stage plans.
   bool isPipelined() const { return !stages.empty(); }
+  /// The entry named `name`, or null.
+  const Plan *entry(const std::string &name) const {
+    for (const Plan &e : entries)
+      if (e.entryName == name)
+        return &e;
+    return nullptr;
+  }
 };
 
 /// The mesh axis a pipelined plan's stages are laid out over.
@@ -512,8 +546,10 @@ std::vector<std::string> splitPipelineSteps(const std::string &value);
 /// shardings, streams, events and Collective/Wait commands; version 4 the
 /// constants' file references; version 5 the stage plans (appended to the
 /// payload as a list of length-prefixed stage payloads) and Marker
-/// commands. Files of versions 4 and 5 are read.
-constexpr uint32_t kFormatVersion = 5;
+/// commands; version 6, at the end of each payload, the states' varying
+/// axes, the training record's syncEvery and the named entries (each a
+/// name and a length-prefixed payload). Files of versions 4 to 6 are read.
+constexpr uint32_t kFormatVersion = 6;
 /// The oldest version deserialize reads.
 constexpr uint32_t kOldestReadableVersion = 4;
 constexpr size_t kHeaderSize = 32;
@@ -521,7 +557,7 @@ constexpr size_t kHeaderSize = 32;
 /// Encodes `plan` as a complete file image (header + payload).
 std::vector<uint8_t> serialize(const Plan &plan);
 
-/// Decodes and validates a file image (version 4 or 5). Returns false and
+/// Decodes and validates a file image (version 4 to 6). Returns false and
 /// sets *error to a message naming the problem (and the stage, inside a
 /// stage plan) on any malformed input; never reads out of bounds and never
 /// allocates more than the input size justifies.
@@ -545,6 +581,16 @@ bool validate(const Plan &plan, std::string *error);
 /// share. Each stage is checked with validate(); an error starts with
 /// "stage C: ". Called by validate for plans with stages.
 bool validateStages(const Plan &plan, std::string *error);
+
+/// The checks of a plan's named entries and varying states
+/// (EntryValidate.cpp): entries have unique non-empty names, the top
+/// level's mesh and target, no inputs, stages or entries of their own, and
+/// only states the top level holds alike; a pipelined plan has no entries;
+/// syncEvery is not negative and, when positive, names an existing
+/// kSyncEntry entry; varying axes are mesh axes that do not shard the
+/// state. An error about an entry starts with "entry 'NAME': ". Called by
+/// validate.
+bool validateEntries(const Plan &plan, std::string *error);
 
 /// Writes atomically: a temporary file in the same directory, fsync, rename.
 bool writeFile(const std::string &path, const Plan &plan, std::string *error);

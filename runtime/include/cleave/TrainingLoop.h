@@ -48,6 +48,11 @@ struct TrainOptions {
   /// (cleave_rt_executor_measure_memory) and every rank's figures printed
   /// (reportMemory).
   bool measureMemory = false;
+  /// --slow-rank R:F (a straggler, for measurements): after each step (and
+  /// each run of the plan's sync entry) rank R sleeps (F - 1) times the
+  /// wall time that run took on it, so its compute takes F times as long.
+  int64_t slowRank = -1;
+  double slowFactor = 1.0;
 };
 
 /// The file name an output is written to: `<name>.npy`, with characters

@@ -91,6 +91,22 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "step (compiled at the per-rank batch); a cleave.mesh @mesh with "
            "axis dp=N is added, data inputs are sharded over dp on dim 0, "
            "and every gradient and the loss are all-reduced (avg) over dp">,
+    Option<"sync", "sync", "std::string", "\"step\"",
+           "How data-parallel replicas (data-parallel > 1) agree: step "
+           "(every gradient all-reduced each step), local:<H> (local SGD: "
+           "no reduction in the step; a function @sync, run after every "
+           "H-th step, averages the parameters, or with outer-optimizer "
+           "takes DiLoCo's outer step), delayed (each step applies the "
+           "previous step's averaged gradients, whose all-reduce overlaps "
+           "this step's forward and backward; step 0 applies zeros)">,
+    Option<"outerOptimizer", "outer-optimizer", "std::string", "\"\"",
+           "With sync=local:<H>: empty (plain averaging) or nesterov "
+           "(DiLoCo: outer gradient = global copy - average, Nesterov "
+           "momentum on the global copy, sharded over dp)">,
+    Option<"outerLr", "outer-lr", "double", "0.7",
+           "DiLoCo's outer learning rate">,
+    Option<"outerMomentum", "outer-momentum", "double", "0.9",
+           "DiLoCo's outer Nesterov momentum">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Split the batch into this many microbatches (rows k, k + m, "
            "...): each runs forward and backward in turn and its gradients "

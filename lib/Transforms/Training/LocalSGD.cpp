@@ -1,0 +1,259 @@
+//===- LocalSGD.cpp - Local SGD's and DiLoCo's @sync function -------------===//
+//
+// Local SGD (each data-parallel replica steps on its own data, then the
+// replicas average their parameters) and DiLoCo (Douillard et al. 2023: the
+// averaging becomes an outer optimizer's step on a global copy) need work
+// that runs every H steps, not every step: a second function, @sync, beside
+// the step. The driver compiles it into the plan's entry "sync"; the
+// runtime copies the states @sync reads into its arena, runs it and copies
+// them back.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Transforms/Training/LocalSGD.h"
+
+#include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveOps.h"
+#include "Cleave/IR/CleaveSharding.h"
+#include "cleave/Transforms/Sharding/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace cleave {
+
+std::string parseSyncMode(llvm::StringRef sync, llvm::StringRef outerOptimizer,
+                          double outerLr, double outerMomentum, SyncMode &out) {
+  out = SyncMode();
+  if (sync == "step" || sync.empty()) {
+    out.kind = SyncMode::Step;
+  } else if (sync == "delayed") {
+    out.kind = SyncMode::Delayed;
+  } else if (sync.consume_front("local:")) {
+    out.kind = SyncMode::Local;
+    if (sync.getAsInteger(10, out.every) || out.every < 1 ||
+        out.every > 1000000)
+      return "--sync=local:H needs H from 1 to 1000000, got '" + sync.str() +
+             "'";
+  } else {
+    return "unknown --sync '" + sync.str() +
+           "' (expected step, local:<H> or delayed)";
+  }
+  if (outerOptimizer.empty() || outerOptimizer == "none")
+    return "";
+  if (outerOptimizer != "nesterov")
+    return "unknown --outer-optimizer '" + outerOptimizer.str() +
+           "' (expected nesterov)";
+  if (out.kind != SyncMode::Local)
+    return "--outer-optimizer needs --sync=local:<H> (DiLoCo's outer step "
+           "runs when the replicas synchronize)";
+  if (!(outerLr > 0.0) || !(outerMomentum >= 0.0) || !(outerMomentum < 1.0))
+    return "--outer-lr must be positive and --outer-momentum in [0, 1)";
+  out.nesterov = true;
+  out.outerLr = outerLr;
+  out.outerMomentum = outerMomentum;
+  return "";
+}
+
+namespace {
+
+/// One parameter of the step, as @sync sees it.
+struct SyncedParameter {
+  unsigned arg;        ///< Its argument in the step.
+  RankedTensorType type;
+  int64_t splitDim = -1; ///< DiLoCo: the dimension the outer states split.
+  unsigned outerParams = 0, outerMomentum = 0; ///< Their step arguments.
+};
+
+Value allReduceAvg(OpBuilder &b, Location loc, Value v) {
+  OperationState state(loc, AllReduceOp::getOperationName());
+  state.addOperands(v);
+  state.addTypes(v.getType());
+  state.addAttribute("kind", CollectiveReduceKindAttr::get(
+                                 b.getContext(), CollectiveReduceKind::avg));
+  state.addAttribute("mesh", FlatSymbolRefAttr::get(b.getContext(), "mesh"));
+  state.addAttribute("mesh_axes", b.getStrArrayAttr({"dp"}));
+  Operation *op = b.create(state);
+  op->setAttr("cleave.phase", b.getStringAttr("local SGD averaging"));
+  return op->getResult(0);
+}
+
+Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  return ConstantOp::create(
+      b, loc, type,
+      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+}
+
+Value binary(OpBuilder &b, Location loc, BinaryKind kind, Value x, Value y) {
+  return BinaryOp::create(b, loc, x.getType(), kind, x, y);
+}
+
+} // namespace
+
+LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
+                            const SyncMode &mode, int64_t dp) {
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  Location loc = step.getLoc();
+  ArrayAttr dpAxes = b.getStrArrayAttr({"dp"});
+  // Every state of the step is its replica's own.
+  for (unsigned i = 0; i < step.getNumArguments(); ++i)
+    if (step.getArgAttr(i, "cleave.state"))
+      step.setArgAttr(i, kVaryingAttrName, dpAxes);
+
+  SmallVector<SyncedParameter> params;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind = step.getArgAttrOfType<StringAttr>(i, "cleave.state");
+    if (!kind || kind.getValue() != "parameter")
+      continue;
+    auto type = cast<RankedTensorType>(step.getArgument(i).getType());
+    if (!isa<FloatType>(type.getElementType()))
+      return step.emitError() << "local SGD averages float parameters; '"
+                              << step.getArgAttr(i, "cleave.name") << "' is "
+                              << type;
+    params.push_back({i, type});
+  }
+
+  // DiLoCo's outer states, held by the step (so checkpoints and resume see
+  // them) and split over dp like ZeRO-1's optimizer states.
+  auto shardingOn = [&](int64_t rank, int64_t dim) -> TensorShardingAttr {
+    SmallVector<DimShardingAttr> dims(
+        rank, DimShardingAttr::get(ctx, {}, /*closed=*/true, -1));
+    dims[dim] = DimShardingAttr::get(ctx, {b.getStringAttr("dp")}, true, -1);
+    return TensorShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, "mesh"),
+                                   dims);
+  };
+  auto localType = [&](const SyncedParameter &p) {
+    if (p.splitDim < 0)
+      return p.type;
+    SmallVector<int64_t> shape(p.type.getShape());
+    shape[p.splitDim] /= dp;
+    return p.type.clone(shape);
+  };
+  if (mode.nesterov) {
+    for (SyncedParameter &p : params) {
+      for (int64_t d = 0; d < p.type.getRank(); ++d)
+        if (p.type.getDimSize(d) % dp == 0) {
+          p.splitDim = d;
+          break;
+        }
+      StringAttr name = step.getArgAttrOfType<StringAttr>(p.arg, "cleave.name");
+      for (StringRef slot : {"outer_params", "outer_momentum"}) {
+        unsigned index = step.getNumArguments();
+        SmallVector<NamedAttribute> attrs{
+            b.getNamedAttr("cleave.name",
+                           b.getStringAttr(name.getValue() + "." + slot)),
+            b.getNamedAttr("cleave.state", b.getStringAttr("optimizer_state")),
+            b.getNamedAttr("cleave.parameter", name),
+            b.getNamedAttr("cleave.slot", b.getStringAttr(slot))};
+        // The global copy starts as the parameter (the same initial value,
+        // or the same bytes of the model's external data).
+        if (slot == "outer_params")
+          for (StringRef a : {StringRef("cleave.initial_value"),
+                              StringRef(kExternalDataAttrName)})
+            if (Attribute v = step.getArgAttr(p.arg, a))
+              attrs.push_back(b.getNamedAttr(a, v));
+        if (p.splitDim >= 0)
+          attrs.push_back(b.getNamedAttr(
+              kShardingAttrName, shardingOn(p.type.getRank(), p.splitDim)));
+        if (failed(step.insertArgument(index, localType(p),
+                                       b.getDictionaryAttr(attrs), loc)))
+          return failure();
+        (slot == "outer_params" ? p.outerParams : p.outerMomentum) = index;
+      }
+    }
+  }
+
+  // @sync(params..., outer states...) -> (new params..., new outer states...)
+  auto sync = func::FuncOp::create(b, loc, kSyncFunctionName,
+                                   b.getFunctionType({}, {}));
+  Block *body = sync.addEntryBlock();
+  SmallVector<unsigned> fromStep; // step argument of each sync argument
+  for (const SyncedParameter &p : params) {
+    body->addArgument(p.type, loc);
+    fromStep.push_back(p.arg);
+  }
+  if (mode.nesterov)
+    for (const SyncedParameter &p : params) {
+      body->addArgument(localType(p), loc);
+      fromStep.push_back(p.outerParams);
+      body->addArgument(localType(p), loc);
+      fromStep.push_back(p.outerMomentum);
+    }
+  b.setInsertionPointToEnd(body);
+  SmallVector<Value> results;
+  SmallVector<unsigned> updates;
+  for (auto [k, p] : llvm::enumerate(params)) {
+    Value param = body->getArgument(k);
+    if (!mode.nesterov) {
+      results.push_back(allReduceAvg(b, loc, param));
+      updates.push_back(k);
+    }
+  }
+  for (auto [k, p] : llvm::enumerate(params)) {
+    if (!mode.nesterov)
+      break;
+    Value param = body->getArgument(k);
+    unsigned globalArg = params.size() + 2 * k, momentumArg = globalArg + 1;
+    Value global = body->getArgument(globalArg);
+    Value momentum = body->getArgument(momentumArg);
+    RankedTensorType shard = localType(p);
+    // The average of the replicas, this rank's block of it.
+    Value average;
+    if (p.splitDim >= 0) {
+      auto op = ReduceScatterOp::create(b, loc, shard,
+                                        CollectiveReduceKind::avg, param,
+                                        "mesh", dpAxes, p.splitDim);
+      op->setAttr("cleave.phase", b.getStringAttr("DiLoCo outer step"));
+      average = op->getResult(0);
+    } else {
+      average = allReduceAvg(b, loc, param);
+    }
+    // Outer gradient, Nesterov momentum (torch.optim.SGD's form), update.
+    Value delta = binary(b, loc, BinaryKind::sub, global, average);
+    Value mu = splat(b, loc, shard, mode.outerMomentum);
+    Value newMomentum = binary(b, loc, BinaryKind::add,
+                               binary(b, loc, BinaryKind::mul, mu, momentum),
+                               delta);
+    Value direction = binary(b, loc, BinaryKind::add, delta,
+                             binary(b, loc, BinaryKind::mul, mu, newMomentum));
+    Value newGlobal =
+        binary(b, loc, BinaryKind::sub, global,
+               binary(b, loc, BinaryKind::mul,
+                      splat(b, loc, shard, mode.outerLr), direction));
+    Value newParam = newGlobal;
+    if (p.splitDim >= 0) {
+      auto op = AllGatherOp::create(b, loc, p.type, newGlobal, "mesh", dpAxes,
+                                    p.splitDim);
+      op->setAttr("cleave.phase", b.getStringAttr("DiLoCo outer step"));
+      newParam = op->getResult(0);
+    }
+    results.push_back(newParam);
+    updates.push_back(k);
+    results.push_back(newGlobal);
+    updates.push_back(globalArg);
+    results.push_back(newMomentum);
+    updates.push_back(momentumArg);
+  }
+  func::ReturnOp::create(b, loc, results);
+  sync.setFunctionType(b.getFunctionType(body->getArgumentTypes(),
+                                         TypeRange(ValueRange(results))));
+  // The step's attributes on the borrowed states; an entry's states get
+  // their values from the step's, so their initial values are dropped
+  // from the plan.
+  for (auto [i, from] : llvm::enumerate(fromStep))
+    for (NamedAttribute a : step.getArgAttrDict(from).getValue())
+      sync.setArgAttr(i, a.getName(), a.getValue());
+  for (auto [r, u] : llvm::enumerate(updates)) {
+    sync.setResultAttr(r, "cleave.updates", b.getI64IntegerAttr(u));
+    sync.setResultAttr(r, "cleave.name",
+                       sync.getArgAttrOfType<StringAttr>(u, "cleave.name"));
+  }
+  module.push_back(sync);
+  step->setAttr(kSyncEveryAttrName, b.getI64IntegerAttr(mode.every));
+  return success();
+}
+
+} // namespace cleave
