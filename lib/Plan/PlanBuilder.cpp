@@ -939,6 +939,9 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   auto nextCopy = stateCopies.begin();
   llvm::StringMap<size_t> kernelIndex, markerIndex;
   std::vector<std::string> markerNames;
+  // Each Kernel command's flops and the bytes of its arguments (what it
+  // reads and writes in the arena), for cost models (kKernelCostsKey).
+  std::vector<std::string> kernelCosts;
   for (auto [index, node] : llvm::enumerate(nodes)) {
     if (index > 0)
       for (; nextCopy != stateCopies.end() &&
@@ -973,6 +976,15 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       cmd.params = {static_cast<int64_t>(it->second)};
       for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
         cmd.buffers.push_back(offsetOf(v));
+      int64_t kernelFlops = 0;
+      uint64_t kernelBytes = 0;
+      for (Operation *op : node.ops)
+        if (auto cost = dyn_cast<CostOpInterface>(op))
+          kernelFlops += cost.getFlops();
+      for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
+        kernelBytes += byteSize(cast<RankedTensorType>(v.getType()));
+      kernelCosts.push_back(std::to_string(kernelFlops) + ":" +
+                            std::to_string(kernelBytes));
     } else {
       ::cleave::GemmShape g = *::cleave::getGemmShape(node.contract);
       Type outType = node.contract.getType().getElementType();
@@ -1050,6 +1062,8 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
         {"untied", llvm::formatv("{0}", llvm::json::Value(std::move(untied)))});
   if (!markerNames.empty())
     p.metadata.push_back({plan::kPipelineStepsKey, llvm::join(markerNames, ",")});
+  if (!kernelCosts.empty())
+    p.metadata.push_back({"kernel_costs", llvm::join(kernelCosts, ",")});
   return success();
 }
 

@@ -1,0 +1,103 @@
+//===- Cluster.h - The machines a plan runs on ------------------*- C++ -*-===//
+//
+// A cluster description: nodes of identical devices (GPUs, or CPU cores for
+// the `cpu` preset), each with its peak throughput by element type, memory
+// and power, the fabric inside a node and the network between nodes, and
+// prices. The cost model (CostModel.h) and the simulator (Simulator.h) read
+// it. Descriptions are JSON files (parseCluster) or built-in presets
+// (clusterPreset); loadCluster takes either.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SIMULATE_CLUSTER_H
+#define CLEAVE_SIMULATE_CLUSTER_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cleave::sim {
+
+/// A GEMM's efficiency against the device's peak, by the work it does:
+/// efficiency(flops) = max * flops / (flops + halfFlops), so a GEMM of
+/// `halfFlops` floating-point operations reaches half of `max`. Small GEMMs
+/// are far from the peak (launch, tiling and memory traffic dominate), large
+/// ones approach `max`.
+struct EfficiencyCurve {
+  double max = 0.8;
+  double halfFlops = 5e8;
+};
+
+/// One device (a GPU; for the `cpu` preset, one core running one rank).
+struct Device {
+  std::string name;
+  /// Dense peak throughput, FLOP/s, by element type of the operands: fp32
+  /// (CUDA cores, or the CPU's vector units), tf32 (f32 GEMMs on tensor
+  /// cores), bf16, fp16.
+  double fp32Flops = 0, tf32Flops = 0, bf16Flops = 0, fp16Flops = 0;
+  /// Memory: bytes and bandwidth (bytes/s).
+  double memoryBytes = 0, memoryBandwidth = 0;
+  /// Board power at full load, watts.
+  double powerWatts = 0;
+  /// GEMM efficiency curves: f32 GEMMs and 16-bit ones.
+  EfficiencyCurve gemmFp32, gemmHalf;
+  /// f32 GEMMs use tf32 tensor cores (cuBLAS's default for PyTorch-style
+  /// training on A100/H100 is off; Cleave's cuBLASLt GEMMs are f32).
+  bool tf32Gemms = false;
+  /// The share of memoryBandwidth that a fused (generated) kernel reaches.
+  double kernelBandwidthFraction = 0.7;
+  /// Fixed cost per command (launch, dispatch), seconds: kernels, GEMMs,
+  /// copies, and the extra cost per collective call.
+  double kernelOverhead = 5e-6, gemmOverhead = 5e-6, collectiveOverhead = 0;
+};
+
+/// A link: bandwidth per device per direction (bytes/s) and the latency of
+/// one message (seconds).
+struct Link {
+  double bandwidth = 0;
+  double latency = 0;
+};
+
+struct Cluster {
+  std::string name;
+  /// Where the figures come from (a vendor datasheet, a measurement).
+  std::string source;
+  int64_t nodes = 1;
+  /// Devices per node (GPUs; cores for the `cpu` preset). Rank r runs on
+  /// node r / devicesPerNode. A mesh larger than the cluster puts several
+  /// ranks on one device (ranks as threads on fewer cores): they share it,
+  /// and their compute takes (ranks per node / devicesPerNode) times as long.
+  int64_t devicesPerNode = 8;
+  Device device;
+  Link intraNode; ///< NVLink/NVSwitch (or shared memory on a CPU).
+  Link interNode; ///< InfiniBand/RoCE per device.
+  double pricePerDeviceHour = 0; ///< Currency per device-hour.
+  double pricePerKWh = 0;        ///< Currency per kWh.
+
+  /// All devices.
+  int64_t devices() const { return nodes * devicesPerNode; }
+};
+
+/// The names of the built-in presets: dgx-a100-80gb, dgx-h100, hgx-h200,
+/// cpu.
+std::vector<std::string> clusterPresetNames();
+
+/// A built-in preset, with `nodes` nodes (at least one). Returns false for an
+/// unknown name.
+bool clusterPreset(const std::string &name, Cluster &out, int64_t nodes = 1);
+
+/// Reads a JSON description (see README: Simulating plans). A description
+/// may start from a preset ("preset": "dgx-a100-80gb") and override any
+/// field. Returns an error naming the field, or "".
+std::string parseCluster(const std::string &json, Cluster &out);
+
+/// `spec` is a preset name, optionally with ":<nodes>" ("dgx-h100:4"), or a
+/// JSON file. Returns an error, or "".
+std::string loadCluster(const std::string &spec, Cluster &out);
+
+/// The description as JSON (every field, in parseCluster's schema).
+std::string clusterJson(const Cluster &cluster);
+
+} // namespace cleave::sim
+
+#endif // CLEAVE_SIMULATE_CLUSTER_H

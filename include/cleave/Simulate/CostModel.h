@@ -1,0 +1,110 @@
+//===- CostModel.h - What each plan command costs on a cluster -*- C++ -*-===//
+//
+// The time of each command of a plan (runtime/include/cleave/PlanFormat.h)
+// on a device of a cluster: GEMMs by a roofline with an efficiency curve
+// by work and element type, fused kernels by the bytes they move (the
+// plan's "kernel_costs" metadata), copies and fills by bandwidth,
+// collectives by the alpha-beta model of the ring or tree algorithm over
+// the link their group spans (NVLink inside a node, the network across
+// nodes), and pipeline messages by latency and bandwidth. Plain C++ over
+// the plan's structures (no LLVM).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SIMULATE_COSTMODEL_H
+#define CLEAVE_SIMULATE_COSTMODEL_H
+
+#include "cleave/PlanFormat.h"
+#include "cleave/Simulate/Cluster.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace cleave::sim {
+
+/// Where a mesh's ranks run: rank r on node r / ranksPerNode (rank = the
+/// row-major index of its mesh coordinates, tp fastest, so a tp group is
+/// inside a node). A mesh larger than the cluster's devices puts
+/// ranksPerNode > devicesPerNode ranks on a node; they share its devices
+/// and each computes computeShare times slower; each message step of a
+/// collective among them waits computeShare times the link's latency (the
+/// peer must be scheduled first).
+struct Placement {
+  int64_t world = 1;
+  int64_t ranksPerNode = 1;
+  double computeShare = 1;
+  int64_t nodeOf(int64_t rank) const { return rank / ranksPerNode; }
+};
+Placement placeRanks(const Cluster &cluster, int64_t world);
+
+enum class Algorithm { Ring, Tree };
+const char *algorithmName(Algorithm);
+
+/// A collective's cost: seconds, the bytes each member sends, and the
+/// number of sequential message steps (each paying the link's latency).
+struct CommCost {
+  double seconds = 0;
+  double bytesSent = 0;
+  int64_t steps = 0;
+  Algorithm algorithm = Algorithm::Ring;
+};
+
+/// The alpha-beta cost of collective `op` over `n` members joined by `link`
+/// with `algorithm` (ring: the textbook ring of ../shared/REFERENCE.md;
+/// tree: a pipelined binary tree, 2 log2(n) latency steps for all-reduce).
+/// `bytes` is S of the reference: the operand of all-reduce, broadcast,
+/// reduce-scatter, all-to-all, permute and send; the gathered result of
+/// all-gather.
+///   ring all-reduce:      2(n-1) steps, 2(n-1)/n S bytes sent
+///   ring all-gather,
+///   reduce-scatter,
+///   all-to-all:           n-1 steps, (n-1)/n S
+///   ring broadcast:       n-1 steps, S
+///   tree all-reduce:      2 ceil(log2 n) steps, 2 S
+///   tree broadcast:       ceil(log2 n) steps, S
+///   permute, send:        1 step, S
+/// seconds = steps * latency + bytesSent / bandwidth + overhead. Algorithms
+/// other than ring exist only for all-reduce and broadcast (the others take
+/// the ring).
+CommCost collectiveCost(plan::CollectiveOp op, double bytes, int64_t n,
+                        const Link &link, Algorithm algorithm,
+                        double overhead = 0);
+
+/// The link a group of ranks communicates over: the node's fabric when all
+/// are on one node, the network otherwise.
+const Link &linkFor(const Cluster &cluster, const Placement &placement,
+                    const std::vector<int64_t> &ranks);
+
+/// The bytes S of a Collective command (see collectiveCost).
+double collectiveBytes(const plan::CollectiveInfo &info, int64_t groupSize);
+
+/// Seconds of a GEMM of `batch` products of (m x k) by (k x n) with operands
+/// of `dtype`: max(flops / (peak * efficiency(flops)), bytes / memory
+/// bandwidth) + the GEMM overhead, on one unshared device.
+double gemmSeconds(const Device &device, int64_t m, int64_t n, int64_t k,
+                   int64_t batch, plan::DType dtype);
+
+/// The peak FLOP/s of a device for GEMMs with operands of `dtype` (fp32, or
+/// tf32 when the device's f32 GEMMs use it; bf16, fp16; f64 at half fp32).
+double gemmPeak(const Device &device, plan::DType dtype);
+
+/// Seconds of a fused kernel doing `flops` over `bytes` of arguments:
+/// max(bytes / (bandwidth * kernel fraction), flops / fp32 peak) + the
+/// kernel overhead.
+double kernelSeconds(const Device &device, double flops, double bytes);
+
+/// Seconds of a Copy (read and write `bytes`) or Fill (write).
+double copySeconds(const Device &device, double bytes);
+double fillSeconds(const Device &device, double bytes);
+
+/// The flops and argument bytes of each Kernel command of a plan, in
+/// command order, from its "kernel_costs" metadata ("flops:bytes,...").
+/// Empty when the plan has none (plans of older compilers).
+struct KernelCost {
+  double flops = 0, bytes = 0;
+};
+std::vector<KernelCost> kernelCosts(const plan::Plan &plan);
+
+} // namespace cleave::sim
+
+#endif // CLEAVE_SIMULATE_COSTMODEL_H

@@ -1,0 +1,105 @@
+//===- Simulator.h - Replay a compiled plan on a cluster --------*- C++ -*-===//
+//
+// Replays one step of a plan on every rank of its mesh: each rank runs its
+// commands (its stage's, for a pipelined plan) on a compute stream and a
+// communication stream, with the cost model's durations and the plan's
+// dependencies: an asynchronous collective runs on the communication
+// stream and completes the event a Wait waits for; a collective ends when
+// the last member of its group arrives plus its cost; a Recv waits for its
+// Send (messages between two ranks match in order). Gives the step time,
+// the exposed communication, the pipeline bubble (from Marker commands),
+// MFU and HFU, each rank's memory, and the timeline as a Chrome trace.
+// Plain C++ over the plan's structures (no LLVM).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SIMULATE_SIMULATOR_H
+#define CLEAVE_SIMULATE_SIMULATOR_H
+
+#include "cleave/PlanFormat.h"
+#include "cleave/Simulate/Cluster.h"
+#include "cleave/Simulate/CostModel.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cleave::sim {
+
+struct SimulateOptions {
+  /// The collective algorithm; none: the faster of ring and tree for each
+  /// all-reduce and broadcast (as NCCL chooses by size).
+  std::optional<Algorithm> algorithm;
+  /// Record every command's span for the trace (steps are always kept).
+  bool traceCommands = true;
+};
+
+/// A span of the simulated timeline, in seconds from the step's start.
+struct Span {
+  int64_t rank = 0;
+  /// 0: compute stream, 1: communication stream, 2: a pipeline step
+  /// (between its Marker commands).
+  int stream = 0;
+  std::string name;
+  std::string category; ///< gemm, kernel, copy, collective, wait, forward, backward, ...
+  double start = 0, end = 0;
+};
+
+struct RankResult {
+  int64_t rank = 0, stage = 0;
+  double end = 0; ///< When its last command ends.
+  double computeSeconds = 0;  ///< Compute commands (kernels, GEMMs, copies).
+  double commSeconds = 0;     ///< Collectives' own cost, either stream.
+  /// Time the compute stream waited for communication: blocking
+  /// collectives' cost, Waits for an async collective, a Recv's transfer.
+  double exposedCommSeconds = 0;
+  /// Time the compute stream waited for peers: other members of a
+  /// collective, or a Recv's sender (the pipeline bubble, imbalance).
+  double peerWaitSeconds = 0;
+  uint64_t arenaBytes = 0, stateBytes = 0;
+  double flops = 0, modelFlops = 0; ///< Its plan's, per step.
+};
+
+struct SimResult {
+  double stepSeconds = 0;
+  std::vector<RankResult> ranks;
+  /// Pipelined plans with markers: idle time in the pipeline ranks of the
+  /// first data/tensor coordinate over p times the makespan of their steps
+  /// (as cleave-run --trace measures it); -1 otherwise.
+  double bubble = -1;
+  /// The compiler's expectation (metadata "pipeline_expected": the
+  /// schedule's bubble by the formula and with equal stages), or "".
+  std::string expectedBubble;
+  /// Over all ranks: hardware flops (every op, recompute included) and
+  /// model flops (without recompute's extra), per step.
+  double flops = 0, modelFlops = 0;
+  /// The peak a device's GEMMs run at (FLOP/s) and its element type.
+  double peakFlops = 0;
+  std::string peakType;
+  double mfu = 0, hfu = 0;
+  Placement placement;
+  /// Kernel commands costed by bytes from the plan's metadata (false: the
+  /// plan has no kernel_costs, and kernels cost only their overhead).
+  bool kernelCostsKnown = true;
+  std::vector<Span> spans;
+};
+
+/// Simulates one step of `plan` on `cluster`. Returns an error (a deadlock
+/// names the rank and the command it waits at), or "".
+std::string simulatePlan(const plan::Plan &plan, const Cluster &cluster,
+                         const SimulateOptions &options, SimResult &out);
+
+/// The simulated timeline as Chrome trace JSON (the shape cleave-run
+/// --trace and cleave-schedule --trace write): pipeline steps as pid 0,
+/// one tid per rank; every command as pid 1, tid 2 * rank (compute) and
+/// 2 * rank + 1 (communication); times in microseconds.
+std::string simulationTrace(const SimResult &result);
+
+/// The report cleave-sim prints: step time, exposed communication, bubble,
+/// MFU/HFU and each rank's memory.
+std::string simulationReport(const SimResult &result, const Cluster &cluster);
+
+} // namespace cleave::sim
+
+#endif // CLEAVE_SIMULATE_SIMULATOR_H

@@ -1,0 +1,586 @@
+//===- Simulator.cpp - Replay a compiled plan on a cluster ---------------===//
+//
+// Discrete-event replay: every rank advances its compute stream (and the
+// communication stream its asynchronous collectives feed) as far as it
+// can; a collective member registers its arrival and moves on only when
+// the whole group has arrived, a Recv only when its Send has been posted,
+// a Wait only when its event is complete. Times follow from arrivals, not
+// from the order ranks are visited, so the sweep repeats until every rank
+// is done or none can move (a deadlock, named).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Simulate/Simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace cleave::sim {
+
+using plan::Command;
+using plan::CommandKind;
+using plan::CollectiveOp;
+
+namespace {
+
+constexpr double kPending = -1;
+
+/// One execution of a collective by a group.
+struct Instance {
+  std::vector<int64_t> ranks;
+  std::map<int64_t, double> arrivals;
+  bool complete = false;
+  double start = 0, end = 0;
+  CommCost cost;
+};
+
+/// Per plan (a stage, or the SPMD plan): each command's compute seconds on
+/// an unshared device.
+struct PlanCosts {
+  std::vector<double> seconds;
+  double flops = 0, modelFlops = 0;
+  uint64_t stateBytes = 0;
+  bool kernelCostsKnown = true;
+  std::vector<std::string> stepNames;
+};
+
+struct Stream {
+  double t = 0;
+  bool registered = false; ///< The head collective has arrived.
+};
+
+struct RankState {
+  int64_t rank = 0, stage = 0;
+  const plan::Plan *plan = nullptr;
+  const PlanCosts *costs = nullptr;
+  size_t pc = 0;
+  Stream compute, comm;
+  std::deque<std::pair<size_t, double>> commQueue; ///< (command, issued at)
+  std::vector<double> eventDone;
+  std::map<int64_t, double> markerBegin;
+  RankResult result;
+};
+
+double metadataNumber(const plan::Plan &p, const std::string &key) {
+  for (const auto &[k, v] : p.metadata)
+    if (k == key)
+      return std::strtod(v.c_str(), nullptr);
+  return 0;
+}
+
+PlanCosts costPlan(const plan::Plan &p, const Device &device) {
+  PlanCosts c;
+  std::vector<KernelCost> kernels = kernelCosts(p);
+  size_t numKernels = std::count_if(
+      p.commands.begin(), p.commands.end(),
+      [](const Command &x) { return x.kind == CommandKind::Kernel; });
+  c.kernelCostsKnown = kernels.size() == numKernels;
+  size_t kernel = 0;
+  for (const Command &cmd : p.commands) {
+    double s = 0;
+    switch (cmd.kind) {
+    case CommandKind::Kernel:
+      s = c.kernelCostsKnown
+              ? kernelSeconds(device, kernels[kernel].flops,
+                              kernels[kernel].bytes)
+              : device.kernelOverhead;
+      ++kernel;
+      break;
+    case CommandKind::Gemm:
+    case CommandKind::GpuLaunch:
+      if (cmd.kind == CommandKind::Gemm &&
+          cmd.params.size() >= plan::kGemmNumParams)
+        s = gemmSeconds(device, cmd.params[plan::kGemmM],
+                        cmd.params[plan::kGemmN], cmd.params[plan::kGemmK],
+                        cmd.params[plan::kGemmBatch],
+                        static_cast<plan::DType>(cmd.params[plan::kGemmDType]));
+      else
+        s = device.kernelOverhead;
+      break;
+    case CommandKind::Copy:
+      s = copySeconds(device, cmd.params.empty() ? 0 : double(cmd.params[0]));
+      break;
+    case CommandKind::Fill:
+      s = fillSeconds(device, cmd.params.empty() ? 0 : double(cmd.params[0]));
+      break;
+    default:
+      break;
+    }
+    c.seconds.push_back(s);
+  }
+  c.flops = metadataNumber(p, "flops");
+  c.modelFlops = c.flops - metadataNumber(p, "recompute_extra_flops");
+  for (const plan::StateTensor &s : p.states)
+    c.stateBytes += s.info.byteSize();
+  c.stepNames = plan::pipelineSteps(p);
+  return c;
+}
+
+std::string commandName(const Command &c) {
+  if (c.kind == CommandKind::Collective)
+    return plan::collectiveOpName(c.collective.op);
+  if (c.kind == CommandKind::Gemm && c.params.size() >= plan::kGemmNumParams)
+    return "gemm " + std::to_string(c.params[plan::kGemmM]) + "x" +
+           std::to_string(c.params[plan::kGemmN]) + "x" +
+           std::to_string(c.params[plan::kGemmK]) +
+           (c.params[plan::kGemmBatch] > 1
+                ? " x" + std::to_string(c.params[plan::kGemmBatch])
+                : "");
+  return plan::commandKindName(c.kind);
+}
+
+class Simulator {
+public:
+  Simulator(const plan::Plan &plan, const Cluster &cluster,
+            const SimulateOptions &options, SimResult &out)
+      : plan(plan), cluster(cluster), options(options), out(out) {}
+
+  std::string run();
+
+private:
+  /// Advances one stream of `r` as far as it goes; true if it moved.
+  bool advanceCompute(RankState &r);
+  bool advanceComm(RankState &r);
+  /// Registers `r`'s arrival at collective `cmd` at time `t` (once, guarded
+  /// by `registered`) and returns its instance when the group is complete.
+  Instance *arrive(RankState &r, const Command &cmd, double t,
+                   bool &registered);
+  /// A Send posts its message; a Recv takes the next message from its
+  /// sender (null while none is posted).
+  void span(RankState &r, int stream, std::string name, std::string cat,
+            double start, double end) {
+    if (options.traceCommands && end > start)
+      out.spans.push_back({r.rank, stream, std::move(name), std::move(cat),
+                           start, end});
+  }
+  CommCost costOf(const Command &cmd, const std::vector<int64_t> &ranks);
+
+  const plan::Plan &plan;
+  const Cluster &cluster;
+  const SimulateOptions &options;
+  SimResult &out;
+  Placement placement;
+  std::vector<RankState> ranks;
+  std::map<std::tuple<int64_t, uint32_t, int64_t>, Instance> instances;
+  /// (sender, receiver) -> times the posted messages are available.
+  std::map<std::pair<int64_t, int64_t>, std::deque<std::pair<double, double>>>
+      mailbox;
+};
+
+CommCost Simulator::costOf(const Command &cmd,
+                           const std::vector<int64_t> &group) {
+  const plan::CollectiveInfo &info = cmd.collective;
+  int64_t n = static_cast<int64_t>(group.size());
+  double bytes = collectiveBytes(info, n);
+  Link link = linkFor(cluster, placement, group);
+  // Ranks sharing a device (threads on fewer cores) pay for each message
+  // step the wait until the peer is scheduled: latency times the sharing.
+  link.latency *= placement.computeShare;
+  double overhead = cluster.device.collectiveOverhead;
+  if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv)
+    return collectiveCost(info.op, bytes, 2, link, Algorithm::Ring, overhead);
+  if (options.algorithm)
+    return collectiveCost(info.op, bytes, n, link, *options.algorithm,
+                          overhead);
+  CommCost ring =
+      collectiveCost(info.op, bytes, n, link, Algorithm::Ring, overhead);
+  CommCost tree =
+      collectiveCost(info.op, bytes, n, link, Algorithm::Tree, overhead);
+  return tree.seconds < ring.seconds ? tree : ring;
+}
+
+Instance *Simulator::arrive(RankState &r, const Command &cmd, double t,
+                            bool &registered) {
+  plan::Group group = plan::groupOf(plan.mesh, cmd.collective.axes, r.rank);
+  auto key = std::make_tuple(r.stage, cmd.collective.id, group.ranks.front());
+  Instance &inst = instances[key];
+  if (!registered) {
+    inst.ranks = group.ranks;
+    inst.arrivals[r.rank] = t;
+    registered = true;
+  }
+  if (!inst.complete && inst.arrivals.size() == inst.ranks.size()) {
+    inst.complete = true;
+    inst.start = 0;
+    for (const auto &[rank, at] : inst.arrivals)
+      inst.start = std::max(inst.start, at);
+    inst.cost = costOf(cmd, inst.ranks);
+    inst.end = inst.start + inst.cost.seconds;
+  }
+  return inst.complete ? &inst : nullptr;
+}
+
+bool Simulator::advanceCompute(RankState &r) {
+  const std::vector<Command> &cmds = r.plan->commands;
+  bool moved = false;
+  while (r.pc < cmds.size()) {
+    const Command &cmd = cmds[r.pc];
+    double &t = r.compute.t;
+    if (cmd.kind == CommandKind::Collective && cmd.stream == plan::kCommStream) {
+      r.commQueue.push_back({r.pc, t});
+    } else if (cmd.kind == CommandKind::Collective) {
+      const plan::CollectiveInfo &info = cmd.collective;
+      if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
+        plan::Group g = plan::groupOf(plan.mesh, info.axes, r.rank);
+        if (info.root < 0 || info.peer < 0 ||
+            info.root >= int64_t(g.ranks.size()) ||
+            info.peer >= int64_t(g.ranks.size()))
+          return moved;
+        int64_t sender = g.ranks[info.root], receiver = g.ranks[info.peer];
+        // One program serves every rank: only the sender sends and only
+        // the receiver receives.
+        bool mine = info.op == CollectiveOp::Send ? r.rank == sender
+                                                  : r.rank == receiver;
+        CommCost cost = costOf(cmd, {sender, receiver});
+        if (!mine) {
+        } else if (info.op == CollectiveOp::Send) {
+          // Buffered: the sender copies the message out and goes on.
+          mailbox[{sender, receiver}].push_back({t + cost.seconds, cost.seconds});
+          span(r, 0, "send", "collective", t, t + cost.seconds);
+          r.result.commSeconds += cost.seconds;
+          r.result.exposedCommSeconds += cost.seconds;
+          t += cost.seconds;
+        } else {
+          auto &queue = mailbox[{sender, receiver}];
+          if (queue.empty())
+            return moved;
+          auto [available, transfer] = queue.front();
+          queue.pop_front();
+          double end = std::max(t, available);
+          double stall = end - t;
+          double exposed = std::min(stall, transfer);
+          r.result.exposedCommSeconds += exposed;
+          r.result.peerWaitSeconds += stall - exposed;
+          span(r, 0, "recv", "collective", t, end);
+          t = end;
+        }
+      } else {
+        Instance *inst = arrive(r, cmd, t, r.compute.registered);
+        if (!inst)
+          return moved;
+        r.compute.registered = false;
+        r.result.peerWaitSeconds += inst->start - t;
+        r.result.exposedCommSeconds += inst->cost.seconds;
+        r.result.commSeconds += inst->cost.seconds;
+        span(r, 0, commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
+             "collective", inst->start, inst->end);
+        t = inst->end;
+      }
+    } else if (cmd.kind == CommandKind::Wait) {
+      if (cmd.event < 0 || cmd.event >= int64_t(r.eventDone.size()))
+        return moved;
+      double done = r.eventDone[cmd.event];
+      if (done == kPending)
+        return moved;
+      if (done > t) {
+        r.result.exposedCommSeconds += done - t;
+        span(r, 0, "wait", "wait", t, done);
+        t = done;
+      }
+    } else if (cmd.kind == CommandKind::Marker) {
+      if (cmd.params.size() >= 2) {
+        int64_t index = cmd.params[0];
+        if (cmd.params[1] == 0) {
+          r.markerBegin[index] = t;
+        } else {
+          double begin = r.markerBegin[index];
+          std::string name =
+              index < int64_t(r.costs->stepNames.size())
+                  ? r.costs->stepNames[index]
+                  : "step " + std::to_string(index);
+          std::string cat = name.empty() ? "step"
+                            : name[0] == 'F' ? "forward"
+                            : name[0] == 'B' || name[0] == 'W' ? "backward"
+                                                               : "step";
+          out.spans.push_back({r.rank, 2, name, cat, begin, t});
+        }
+      }
+    } else {
+      double d = r.costs->seconds[r.pc] * placement.computeShare;
+      const char *cat = cmd.kind == CommandKind::Gemm ? "gemm"
+                        : cmd.kind == CommandKind::Kernel ? "kernel"
+                                                          : "copy";
+      span(r, 0, commandName(cmd), cat, t, t + d);
+      r.result.computeSeconds += d;
+      t += d;
+    }
+    ++r.pc;
+    moved = true;
+  }
+  return moved;
+}
+
+bool Simulator::advanceComm(RankState &r) {
+  bool moved = false;
+  while (!r.commQueue.empty()) {
+    auto [index, issued] = r.commQueue.front();
+    const Command &cmd = r.plan->commands[index];
+    double at = std::max(r.comm.t, issued);
+    const plan::CollectiveInfo &info = cmd.collective;
+    if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
+      plan::Group g = plan::groupOf(plan.mesh, info.axes, r.rank);
+      if (info.root < 0 || info.peer < 0 ||
+          info.root >= int64_t(g.ranks.size()) ||
+          info.peer >= int64_t(g.ranks.size()))
+        return moved;
+      int64_t sender = g.ranks[info.root], receiver = g.ranks[info.peer];
+      bool mine = info.op == CollectiveOp::Send ? r.rank == sender
+                                                : r.rank == receiver;
+      CommCost cost = costOf(cmd, {sender, receiver});
+      if (mine && info.op == CollectiveOp::Send) {
+        mailbox[{sender, receiver}].push_back({at + cost.seconds, cost.seconds});
+        r.comm.t = at + cost.seconds;
+      } else if (mine) {
+        auto &queue = mailbox[{sender, receiver}];
+        if (queue.empty())
+          return moved;
+        r.comm.t = std::max(at, queue.front().first);
+        queue.pop_front();
+      }
+      if (mine) {
+        r.result.commSeconds += cost.seconds;
+        span(r, 1, plan::collectiveOpName(info.op), "collective", at, r.comm.t);
+      }
+    } else {
+      Instance *inst = arrive(r, cmd, at, r.comm.registered);
+      if (!inst)
+        return moved;
+      r.comm.registered = false;
+      r.comm.t = inst->end;
+      r.result.commSeconds += inst->cost.seconds;
+      span(r, 1, commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
+           "collective", inst->start, inst->end);
+    }
+    if (cmd.event >= 0 && cmd.event < int64_t(r.eventDone.size()))
+      r.eventDone[cmd.event] = r.comm.t;
+    r.commQueue.pop_front();
+    moved = true;
+  }
+  return moved;
+}
+
+std::string Simulator::run() {
+  int64_t world = plan.mesh.worldSize();
+  if (world < 1)
+    return "the plan's mesh has no ranks";
+  if (plan.isPipelined() && plan::pipelineAxis(plan.mesh) < 0)
+    return "the plan has stages but no '" + std::string(plan::kPipelineAxis) +
+           "' mesh axis";
+  placement = placeRanks(cluster, world);
+  out = SimResult();
+  out.placement = placement;
+
+  // Costs once per distinct plan (every SPMD rank shares one).
+  std::map<const plan::Plan *, PlanCosts> costs;
+  ranks.resize(world);
+  for (int64_t rank = 0; rank < world; ++rank) {
+    RankState &r = ranks[rank];
+    r.rank = rank;
+    r.stage = plan::stageOfRank(plan, rank);
+    if (r.stage >= int64_t(std::max<size_t>(plan.stages.size(), 1)))
+      return "rank " + std::to_string(rank) + " has no stage plan";
+    r.plan = &plan::stagePlanFor(plan, rank);
+    auto it = costs.find(r.plan);
+    if (it == costs.end())
+      it = costs.emplace(r.plan, costPlan(*r.plan, cluster.device)).first;
+    r.costs = &it->second;
+    r.eventDone.assign(std::max<int64_t>(r.plan->numEvents, 0), kPending);
+    r.result.rank = rank;
+    r.result.stage = r.stage;
+    r.result.arenaBytes = r.plan->arenaBytes;
+    r.result.stateBytes = r.costs->stateBytes;
+    r.result.flops = r.costs->flops;
+    r.result.modelFlops = r.costs->modelFlops;
+    out.kernelCostsKnown &= r.costs->kernelCostsKnown;
+  }
+
+  for (;;) {
+    bool moved = false, done = true;
+    for (RankState &r : ranks) {
+      moved |= advanceCompute(r);
+      moved |= advanceComm(r);
+      done &= r.pc == r.plan->commands.size() && r.commQueue.empty();
+    }
+    if (done)
+      break;
+    if (!moved) {
+      for (RankState &r : ranks) {
+        if (r.pc < r.plan->commands.size()) {
+          const Command &c = r.plan->commands[r.pc];
+          std::string what =
+              c.kind == CommandKind::Collective
+                  ? std::string(plan::collectiveOpName(c.collective.op)) +
+                        (c.collective.source.empty()
+                             ? ""
+                             : ", " + c.collective.source)
+                  : plan::commandKindName(c.kind);
+          return "deadlock: rank " + std::to_string(r.rank) +
+                 " waits forever at command " + std::to_string(r.pc) + " (" +
+                 what + ")";
+        }
+      }
+      return "deadlock: a communication stream waits forever";
+    }
+  }
+
+  for (RankState &r : ranks) {
+    r.result.end = std::max(r.compute.t, r.comm.t);
+    out.stepSeconds = std::max(out.stepSeconds, r.result.end);
+    out.flops += r.result.flops;
+    out.modelFlops += r.result.modelFlops;
+    out.ranks.push_back(r.result);
+  }
+
+  // The bubble over the pipeline ranks of the first data/tensor coordinate.
+  int64_t ppAxis = plan::pipelineAxis(plan.mesh);
+  for (const auto &[key, value] : plan.metadata)
+    if (key == "pipeline_expected")
+      out.expectedBubble = value;
+  if (plan.isPipelined() && ppAxis >= 0) {
+    double first = std::numeric_limits<double>::infinity(), last = 0, busy = 0;
+    int64_t count = 0;
+    std::set<int64_t> pipelineRanks;
+    for (int64_t rank = 0; rank < world; ++rank) {
+      std::vector<int64_t> coords = plan.mesh.coordinates(rank);
+      bool firstOthers = true;
+      for (size_t a = 0; a < coords.size(); ++a)
+        firstOthers &= int64_t(a) == ppAxis || coords[a] == 0;
+      if (firstOthers)
+        pipelineRanks.insert(rank);
+    }
+    for (const Span &s : out.spans)
+      if (s.stream == 2 && pipelineRanks.count(s.rank)) {
+        first = std::min(first, s.start);
+        last = std::max(last, s.end);
+        busy += s.end - s.start;
+        ++count;
+      }
+    if (count && last > first)
+      out.bubble = 1 - busy / (double(pipelineRanks.size()) * (last - first));
+  }
+
+  // MFU and HFU against the peak of the plan's GEMMs' element type.
+  plan::DType gemmType = plan::DType::F32;
+  for (const RankState &r : ranks)
+    for (const Command &c : r.plan->commands)
+      if (c.kind == CommandKind::Gemm && !c.params.empty()) {
+        auto t = static_cast<plan::DType>(c.params[plan::kGemmDType]);
+        if (t == plan::DType::BF16 || t == plan::DType::F16)
+          gemmType = t;
+      }
+  out.peakFlops = gemmPeak(cluster.device, gemmType);
+  out.peakType = gemmType == plan::DType::BF16  ? "bf16"
+                 : gemmType == plan::DType::F16 ? "fp16"
+                 : cluster.device.tf32Gemms && cluster.device.tf32Flops > 0
+                     ? "tf32"
+                     : "fp32";
+  double capacity = out.peakFlops * out.stepSeconds * double(world);
+  if (capacity > 0) {
+    out.mfu = out.modelFlops / capacity;
+    out.hfu = out.flops / capacity;
+  }
+  std::sort(out.spans.begin(), out.spans.end(),
+            [](const Span &a, const Span &b) {
+                     return std::tie(a.rank, a.stream, a.start, a.end) <
+                            std::tie(b.rank, b.stream, b.start, b.end);
+                   });
+  return "";
+}
+
+std::string escape(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20)
+      out += c;
+  }
+  return out;
+}
+
+} // namespace
+
+std::string simulatePlan(const plan::Plan &plan, const Cluster &cluster,
+                         const SimulateOptions &options, SimResult &out) {
+  return Simulator(plan, cluster, options, out).run();
+}
+
+std::string simulationTrace(const SimResult &result) {
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  bool first = true;
+  char buffer[512];
+  for (const Span &s : result.spans) {
+    int pid = s.stream == 2 ? 0 : 1;
+    long long tid = s.stream == 2 ? s.rank : 2 * s.rank + s.stream;
+    std::snprintf(buffer, sizeof(buffer),
+                  "%s\n  {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
+                  "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %lld}",
+                  first ? "" : ",", escape(s.name).c_str(),
+                  escape(s.category).c_str(), s.start * 1e6,
+                  (s.end - s.start) * 1e6, pid, tid);
+    out += buffer;
+    first = false;
+  }
+  return out + "\n]}\n";
+}
+
+std::string simulationReport(const SimResult &r, const Cluster &cluster) {
+  std::string out;
+  char line[512];
+  auto add = [&](const char *fmt, auto... args) {
+    std::snprintf(line, sizeof(line), fmt, args...);
+    out += line;
+  };
+  add("cluster: %s (%lld node%s x %lld %s%s%s)\n", cluster.name.c_str(),
+      (long long)cluster.nodes, cluster.nodes == 1 ? "" : "s",
+      (long long)cluster.devicesPerNode, cluster.device.name.c_str(),
+      cluster.source.empty() ? "" : "; ", cluster.source.c_str());
+  add("placement: %lld ranks, %lld per node", (long long)r.placement.world,
+      (long long)std::min(r.placement.ranksPerNode, r.placement.world));
+  if (r.placement.computeShare > 1)
+    add(" (%.2f ranks per device: compute shares it)", r.placement.computeShare);
+  out += "\n";
+  if (!r.kernelCostsKnown)
+    out += "warning: the plan has no kernel_costs metadata (compiled by an "
+           "older cleave-compile): kernels cost only their launch overhead\n";
+  double exposed = 0, wait = 0, comm = 0, compute = 0;
+  for (const RankResult &k : r.ranks) {
+    exposed = std::max(exposed, k.exposedCommSeconds);
+    wait = std::max(wait, k.peerWaitSeconds);
+    comm = std::max(comm, k.commSeconds);
+    compute = std::max(compute, k.computeSeconds);
+  }
+  add("step time %.3f ms: compute %.3f ms, communication %.3f ms of which "
+      "%.3f ms exposed, waiting for peers %.3f ms (the most of any rank)\n",
+      r.stepSeconds * 1e3, compute * 1e3, comm * 1e3, exposed * 1e3,
+      wait * 1e3);
+  if (r.bubble >= 0) {
+    add("pipeline: simulated bubble %.1f%%", r.bubble * 100);
+    if (!r.expectedBubble.empty())
+      out += "; schedule " + r.expectedBubble;
+    out += "\n";
+  }
+  add("flops per step %.4g (model %.4g); MFU %.2f%%, HFU %.2f%% of %.4g "
+      "TFLOP/s %s per device\n",
+      r.flops, r.modelFlops, r.mfu * 100, r.hfu * 100, r.peakFlops / 1e12,
+      r.peakType.c_str());
+  for (const RankResult &k : r.ranks)
+    add("  rank %lld%s: end %.3f ms, compute %.3f ms, exposed communication "
+        "%.3f ms, waiting %.3f ms, memory %llu bytes (arena; states %llu)%s\n",
+        (long long)k.rank,
+        r.bubble >= 0 ? (" (stage " + std::to_string(k.stage) + ")").c_str()
+                      : "",
+        k.end * 1e3, k.computeSeconds * 1e3, k.exposedCommSeconds * 1e3,
+        k.peerWaitSeconds * 1e3, (unsigned long long)k.arenaBytes,
+        (unsigned long long)k.stateBytes,
+        double(k.arenaBytes) > cluster.device.memoryBytes ? " OVER MEMORY" : "");
+  return out;
+}
+
+} // namespace cleave::sim
