@@ -579,6 +579,21 @@ static void printPlanStats(const ::cleave::plan::Plan &program, double seconds) 
     llvm::errs() << "mesh: " << program.mesh.str() << " ("
                  << program.mesh.worldSize() << " ranks), " << collectives
                  << " collectives (" << async << " asynchronous)\n";
+  // Named entries (local SGD's averaging), run every syncEvery steps.
+  for (const ::cleave::plan::Plan &entry : program.entries) {
+    size_t entryCollectives = 0;
+    for (const ::cleave::plan::Command &c : entry.commands)
+      entryCollectives += c.kind == ::cleave::plan::CommandKind::Collective;
+    llvm::errs() << "entry " << entry.entryName;
+    if (entry.entryName == ::cleave::plan::kSyncEntry)
+      llvm::errs() << " (after every " << program.training.syncEvery
+                   << (program.training.syncEvery == 1 ? " step" : " steps")
+                   << ")";
+    llvm::errs() << ": " << entry.commands.size() << " commands, "
+                 << entryCollectives << " collectives, arena "
+                 << entry.arenaBytes << " bytes, " << entry.states.size()
+                 << " states borrowed\n";
+  }
   if (!program.states.empty()) {
     // Each rank's persistent state (its shards), by kind.
     uint64_t params = 0, optimizer = 0, buffers = 0;
@@ -790,15 +805,27 @@ int (::cleave::compileMain)(int argc, char **argv) {
               opts.outerMomentum, mode);
           !error.empty())
         return fail(error);
-      if (mode.kind != ::cleave::SyncMode::Step && !opts.mesh.empty())
+      if (mode.kind != ::cleave::SyncMode::Step && !opts.mesh.empty()) {
+        // Name what the mesh asks for beyond plain data parallelism.
+        std::string what;
+        ::cleave::ShardProgramOptions parsed;
+        (void)::cleave::parseMeshSpec(opts.mesh, parsed.mesh);
+        for (const auto &[name, size] : parsed.mesh)
+          if (name == "tp")
+            what += ", tensor parallelism over tp";
+          else if (name == "pp")
+            what += ", a pipeline over pp";
+        if (opts.zero)
+          what += ", ZeRO-" + std::to_string(opts.zero);
         return fail(
-            "--sync=" + opts.sync +
-            " is not supported with --mesh: the partitioner derives the "
-            "gradient reduction from shardings, and a value that differs "
-            "per replica (local SGD's parameters, a delayed step's local "
-            "gradients) has none yet; use --data-parallel=N (so tensor "
-            "parallelism, ZeRO and pipelines, which need --mesh, do not "
-            "compose with it yet)");
+            "--sync=" + opts.sync + " is not supported with --mesh " +
+            opts.mesh + (what.empty() ? "" : " (" + what.substr(2) + ")") +
+            ": the partitioner derives every reduction from shardings and "
+            "has none for a value that differs per data-parallel replica "
+            "(local SGD's parameters and optimizer states, a delayed "
+            "step's unreduced gradients); data parallelism alone works "
+            "with --data-parallel=N");
+      }
       if (mode.kind != ::cleave::SyncMode::Step && opts.dataParallel < 2)
         return fail("--sync=" + opts.sync +
                     " needs data-parallel replicas: give --data-parallel=N "

@@ -277,12 +277,25 @@ int restore(cleave_rt_executor e, const CheckpointLayout &layout,
                   "' that the plan needs; was it saved by another model?");
     const checkpoint::StateRecord &r = *it->second;
     if (static_cast<uint32_t>(r.dtype) != d.tensor.dtype ||
-        r.shape != st.global)
+        r.shape != st.global) {
+      // One copy per data-parallel replica on one side only (--sync).
+      auto tail = [](const std::vector<int64_t> &v) {
+        return std::vector<int64_t>(v.begin() + (v.empty() ? 0 : 1), v.end());
+      };
+      std::string why;
+      if (st.replicas == 1 && tail(r.shape) == st.global)
+        why = " (the checkpoint holds one copy per data-parallel replica, "
+              "saved by a --sync=local or delayed run whose replicas "
+              "differ; this plan holds one)";
+      else if (st.replicas > 1 && tail(st.global) == r.shape)
+        why = " (this plan holds one copy per data-parallel replica "
+              "(--sync=local or delayed); the checkpoint holds one)";
       return fail("checkpoint '" + dir + "': tensor '" + d.global_name +
                   "' is " + tensorfile::shapeToString(r.shape) + " " +
                   dtypeName(r.dtype) + " but the plan has " +
                   tensorfile::shapeToString(st.global) + " " +
-                  cleave_rt_dtype_name(d.tensor.dtype));
+                  cleave_rt_dtype_name(d.tensor.dtype) + why);
+    }
     // Checkpoints hold global tensors: this rank reads its shard.
     shard.resize(d.tensor.byte_size);
     std::string err;
