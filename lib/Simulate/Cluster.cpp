@@ -94,22 +94,31 @@ static Cluster hopper(const char *name, const char *gpu, double memoryGiB,
   return c;
 }
 
-/// This machine's figures, measured by test/benchmarks/calibrate_cpu.py
-/// (2026-12-02, 2 cores of an AVX-512 x86-64, shared with other builds;
-/// OPENBLAS_NUM_THREADS=1): a device is one core running one rank.
-///   sgemm, one thread, 32x64x64 to 1024^3: 77-104 GFLOP/s (no fall-off
-///     with size worth a curve: efficiency 1 from 2 kFLOP on);
-///   a copy of 256 MiB: 27 GB/s (read + written);
-///   generated kernels (a chain of softmaxes): 0.1 us each at 64 bytes,
-///     0.65 of the copy bandwidth at 2 MiB;
-///   local all-reduce on 2 ranks, mean: 25 us at 4 KiB (12.5 us per ring
-///     step), 813 us at 4 MiB (5.3 GB/s per rank).
+/// This machine's figures, the median of three runs of
+/// test/benchmarks/calibrate_cpu.py (2026-12-02, 2 cores of an AMD EPYC VM,
+/// shared with other engineers' builds, so every figure moves from run to
+/// run; OPENBLAS_NUM_THREADS=1):
+///   sgemm, one thread, 32x64x64 to 1024^3: 61-104 GFLOP/s, about 100 from
+///     128x64x64 on (no curve worth fitting: efficiency 1);
+///   two sgemm processes at once: 0.7 to 1.7 cores' worth together, median
+///     1.05 over six runs (the VM's two cores share the host with other
+///     tenants: while it is busy they compute about what one does), so the
+///     node has two devices of one core each but one device's worth of
+///     compute for the ranks computing at once;
+///   generated kernels (a chain of softmaxes over 1 MiB): 17.1-17.5 GB/s
+///     read + written, 0.1 us each at 64 bytes (numpy's copy of 256 MiB:
+///     27, 13.6 and 11.1 GB/s: it meets the other builds' traffic);
+///   local all-reduce of 2 ranks, mean: 25-64 us at 4 KiB (12.5, 32 and
+///     25.5 us per ring step), 0.8-1.0 ms at 4 MiB (5.3, 4.3, 5.6 GB/s); over
+///     2 of 4 ranks (threads outnumber cores): 35, 82.5 and 67 us per step.
 static Cluster cpuPreset() {
   Cluster c;
   c.name = "cpu";
   c.source = "measured by test/benchmarks/calibrate_cpu.py on the 2-core "
              "development machine";
   c.devicesPerNode = 2;
+  c.coresPerNode = 2;
+  c.computeCapacity = 1.05;
   Device &d = c.device;
   d.name = "x86-64 core";
   d.fp32Flops = 100 * kGiga;
@@ -118,16 +127,16 @@ static Cluster cpuPreset() {
   d.gemmFp32 = {1.0, 2e3};
   d.gemmHalf = d.gemmFp32;
   d.memoryBytes = 16 * kGiB;
-  d.memoryBandwidth = 27 * kGiga;
+  d.memoryBandwidth = 17.3 * kGiga;
   d.powerWatts = 15;
-  d.kernelBandwidthFraction = 0.65;
+  d.kernelBandwidthFraction = 1.0;
   d.kernelOverhead = 0.1e-6;
   d.gemmOverhead = 1e-6;
   d.collectiveOverhead = 0;
   // Ranks as threads (local communicator): shared memory inside the
   // machine; between machines, MPI over TCP (an assumption, unmeasured).
-  c.intraNode = {5.3 * kGiga, 12.5e-6};
-  c.interNode = {1 * kGiga, 50e-6};
+  c.intraNode = {5.3 * kGiga, 25.5e-6, 67e-6};
+  c.interNode = {1 * kGiga, 50e-6, 0};
   c.pricePerDeviceHour = 0.02;
   c.pricePerKWh = 0.12;
   return c;
@@ -234,7 +243,8 @@ public:
     return [this, &l](const llvm::json::Value &v, const std::string &path) {
       return object(v, path,
                     {{"gbps", number(l.bandwidth, kGiga, true)},
-                     {"latency_us", number(l.latency, kMicro)}});
+                     {"latency_us", number(l.latency, kMicro)},
+                     {"shared_latency_us", number(l.sharedLatency, kMicro)}});
     };
   }
 
@@ -307,6 +317,8 @@ std::string parseCluster(const std::string &json, Cluster &out) {
                  {"source", r.string(c.source)},
                  {"nodes", r.integer(nodes)},
                  {"gpus_per_node", r.integer(c.devicesPerNode)},
+                 {"cores_per_node", r.integer(c.coresPerNode)},
+                 {"compute_capacity", r.number(c.computeCapacity, 1.0, true)},
                  {"gpu", gpu},
                  {"intra_node", r.link(c.intraNode)},
                  {"inter_node", r.link(c.interNode)},
@@ -389,13 +401,21 @@ std::string clusterJson(const Cluster &c) {
   };
   auto link = [](const Link &l) {
     return "{\"gbps\": " + num(l.bandwidth / kGiga) +
-           ", \"latency_us\": " + num(l.latency / kMicro) + "}";
+           ", \"latency_us\": " + num(l.latency / kMicro) +
+           (l.sharedLatency > 0
+                ? ", \"shared_latency_us\": " + num(l.sharedLatency / kMicro)
+                : std::string()) +
+           "}";
   };
   std::string o;
   o += "{\n  \"name\": " + str(c.name) + ",\n";
   o += "  \"source\": " + str(c.source) + ",\n";
   o += "  \"nodes\": " + std::to_string(c.nodes) + ",\n";
   o += "  \"gpus_per_node\": " + std::to_string(c.devicesPerNode) + ",\n";
+  if (c.coresPerNode > 0)
+    o += "  \"cores_per_node\": " + std::to_string(c.coresPerNode) + ",\n";
+  if (c.computeCapacity > 0)
+    o += "  \"compute_capacity\": " + num(c.computeCapacity) + ",\n";
   o += "  \"gpu\": {\n";
   o += "    \"name\": " + str(d.name) + ",\n";
   o += "    \"peak_tflops\": {\"fp32\": " + num(d.fp32Flops / kTera) +

@@ -16,9 +16,11 @@ Placement placeRanks(const Cluster &cluster, int64_t world) {
   p.world = std::max<int64_t>(world, 1);
   int64_t perNode = (p.world + cluster.nodes - 1) / cluster.nodes;
   p.ranksPerNode = std::max(cluster.devicesPerNode, perNode);
-  p.computeShare =
-      std::max(1.0, double(std::min(perNode, p.world)) /
-                        double(std::max<int64_t>(cluster.devicesPerNode, 1)));
+  double onNode = double(std::min(perNode, p.world));
+  int64_t devices = std::max<int64_t>(cluster.devicesPerNode, 1);
+  int64_t cores = cluster.coresPerNode > 0 ? cluster.coresPerNode : devices;
+  p.computeShare = std::max(1.0, onNode / cluster.capacity());
+  p.latencyShare = std::max(1.0, onNode / double(cores));
   return p;
 }
 

@@ -1,12 +1,18 @@
 //===- Simulator.cpp - Replay a compiled plan on a cluster ---------------===//
 //
-// Discrete-event replay: every rank advances its compute stream (and the
-// communication stream its asynchronous collectives feed) as far as it
-// can; a collective member registers its arrival and moves on only when
-// the whole group has arrived, a Recv only when its Send has been posted,
-// a Wait only when its event is complete. Times follow from arrivals, not
-// from the order ranks are visited, so the sweep repeats until every rank
-// is done or none can move (a deadlock, named).
+// Discrete-event replay on one clock. At each moment every rank moves its
+// compute stream as far as it can without time passing: it starts its
+// next compute command, or a collective member registers its arrival (and
+// once the whole group has arrived, it is held until the collective's
+// end), a Recv takes its message once the Send has posted it, a Wait
+// takes its event once the communication stream has completed it. The
+// communication streams run their collectives in order as soon as they are
+// issued. Then the clock moves to the next end of a compute command or of
+// a hold. Ranks on one node share its devices: with k ranks computing on
+// a node of d devices' worth of compute, each computes at min(1, d / k) of
+// a device's rate (processor sharing; the cpu preset's ranks are threads
+// on cores that share execution units). When no
+// rank can move and none computes or is held, the plan deadlocks (named).
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,6 +67,14 @@ struct RankState {
   const PlanCosts *costs = nullptr;
   size_t pc = 0;
   Stream compute, comm;
+  /// The compute stream runs command pc: `remaining` seconds of work at
+  /// the full rate of a device, started at `computeStart`.
+  bool computing = false;
+  double remaining = 0, computeStart = 0;
+  /// The compute stream is held (a collective, a message, a wait) until
+  /// this time; the command that held it is done.
+  double resumeAt = 0;
+  int64_t node = 0;
   std::deque<std::pair<size_t, double>> commQueue; ///< (command, issued at)
   std::vector<double> eventDone;
   std::map<int64_t, double> markerBegin;
@@ -144,15 +158,19 @@ public:
   std::string run();
 
 private:
-  /// Advances one stream of `r` as far as it goes; true if it moved.
-  bool advanceCompute(RankState &r);
+  /// Moves the compute stream of `r` as far as it goes at time `now`
+  /// (starting a compute command, or holding it on a collective, a message
+  /// or a wait); true if it moved.
+  bool advanceCompute(RankState &r, double now);
+  /// Runs the collectives the compute stream has issued to the
+  /// communication stream, in order, as far as their groups allow.
   bool advanceComm(RankState &r);
+  /// Ends the compute command `r` runs at time `end`.
+  void finishCompute(RankState &r, double end);
   /// Registers `r`'s arrival at collective `cmd` at time `t` (once, guarded
   /// by `registered`) and returns its instance when the group is complete.
   Instance *arrive(RankState &r, const Command &cmd, double t,
                    bool &registered);
-  /// A Send posts its message; a Recv takes the next message from its
-  /// sender (null while none is posted).
   void span(RankState &r, int stream, std::string name, std::string cat,
             double start, double end) {
     if (options.traceCommands && end > start)
@@ -179,9 +197,12 @@ CommCost Simulator::costOf(const Command &cmd,
   int64_t n = static_cast<int64_t>(group.size());
   double bytes = collectiveBytes(info, n);
   Link link = linkFor(cluster, placement, group);
-  // Ranks sharing a device (threads on fewer cores) pay for each message
-  // step the wait until the peer is scheduled: latency times the sharing.
-  link.latency *= placement.computeShare;
+  // Ranks as threads on fewer cores pay for each message step the wait
+  // until the peer is scheduled.
+  if (placement.latencyShare > 1)
+    link.latency = link.sharedLatency > 0
+                       ? link.sharedLatency
+                       : link.latency * placement.latencyShare;
   double overhead = cluster.device.collectiveOverhead;
   if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv)
     return collectiveCost(info.op, bytes, 2, link, Algorithm::Ring, overhead);
@@ -216,12 +237,13 @@ Instance *Simulator::arrive(RankState &r, const Command &cmd, double t,
   return inst.complete ? &inst : nullptr;
 }
 
-bool Simulator::advanceCompute(RankState &r) {
+bool Simulator::advanceCompute(RankState &r, double now) {
   const std::vector<Command> &cmds = r.plan->commands;
   bool moved = false;
-  while (r.pc < cmds.size()) {
+  while (!r.computing && r.pc < cmds.size() && r.resumeAt <= now) {
     const Command &cmd = cmds[r.pc];
-    double &t = r.compute.t;
+    double t = std::max(now, r.resumeAt);
+    r.compute.t = t;
     if (cmd.kind == CommandKind::Collective && cmd.stream == plan::kCommStream) {
       r.commQueue.push_back({r.pc, t});
     } else if (cmd.kind == CommandKind::Collective) {
@@ -245,7 +267,7 @@ bool Simulator::advanceCompute(RankState &r) {
           span(r, 0, "send", "collective", t, t + cost.seconds);
           r.result.commSeconds += cost.seconds;
           r.result.exposedCommSeconds += cost.seconds;
-          t += cost.seconds;
+          r.resumeAt = t + cost.seconds;
         } else {
           auto &queue = mailbox[{sender, receiver}];
           if (queue.empty())
@@ -258,19 +280,22 @@ bool Simulator::advanceCompute(RankState &r) {
           r.result.exposedCommSeconds += exposed;
           r.result.peerWaitSeconds += stall - exposed;
           span(r, 0, "recv", "collective", t, end);
-          t = end;
+          r.resumeAt = end;
         }
       } else {
         Instance *inst = arrive(r, cmd, t, r.compute.registered);
         if (!inst)
           return moved;
         r.compute.registered = false;
-        r.result.peerWaitSeconds += inst->start - t;
+        double arrived = inst->arrivals[r.rank];
+        r.result.peerWaitSeconds += inst->start - arrived;
         r.result.exposedCommSeconds += inst->cost.seconds;
         r.result.commSeconds += inst->cost.seconds;
-        span(r, 0, commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
+        span(r, 0,
+             commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) +
+                 ")",
              "collective", inst->start, inst->end);
-        t = inst->end;
+        r.resumeAt = inst->end;
       }
     } else if (cmd.kind == CommandKind::Wait) {
       if (cmd.event < 0 || cmd.event >= int64_t(r.eventDone.size()))
@@ -281,7 +306,7 @@ bool Simulator::advanceCompute(RankState &r) {
       if (done > t) {
         r.result.exposedCommSeconds += done - t;
         span(r, 0, "wait", "wait", t, done);
-        t = done;
+        r.resumeAt = done;
       }
     } else if (cmd.kind == CommandKind::Marker) {
       if (cmd.params.size() >= 2) {
@@ -302,13 +327,15 @@ bool Simulator::advanceCompute(RankState &r) {
         }
       }
     } else {
-      double d = r.costs->seconds[r.pc] * placement.computeShare;
-      const char *cat = cmd.kind == CommandKind::Gemm ? "gemm"
-                        : cmd.kind == CommandKind::Kernel ? "kernel"
-                                                          : "copy";
-      span(r, 0, commandName(cmd), cat, t, t + d);
-      r.result.computeSeconds += d;
-      t += d;
+      double d = r.costs->seconds[r.pc];
+      moved = true;
+      if (d > 0) {
+        // Runs until the clock has given it d seconds of a device.
+        r.computing = true;
+        r.remaining = d;
+        r.computeStart = t;
+        return moved;
+      }
     }
     ++r.pc;
     moved = true;
@@ -365,6 +392,20 @@ bool Simulator::advanceComm(RankState &r) {
   return moved;
 }
 
+void Simulator::finishCompute(RankState &r, double end) {
+  const Command &cmd = r.plan->commands[r.pc];
+  const char *cat = cmd.kind == CommandKind::Gemm     ? "gemm"
+                    : cmd.kind == CommandKind::Kernel ? "kernel"
+                                                      : "copy";
+  span(r, 0, commandName(cmd), cat, r.computeStart, end);
+  r.result.computeSeconds += end - r.computeStart;
+  r.computing = false;
+  r.remaining = 0;
+  r.compute.t = end;
+  r.resumeAt = end;
+  ++r.pc;
+}
+
 std::string Simulator::run() {
   int64_t world = plan.mesh.worldSize();
   if (world < 1)
@@ -400,16 +441,40 @@ std::string Simulator::run() {
     out.kernelCostsKnown &= r.costs->kernelCostsKnown;
   }
 
+  for (RankState &r : ranks)
+    r.node = placement.nodeOf(r.rank);
+  double devices = cluster.capacity();
+  double now = 0;
   for (;;) {
-    bool moved = false, done = true;
-    for (RankState &r : ranks) {
-      moved |= advanceCompute(r);
-      moved |= advanceComm(r);
+    // Everything that happens at `now` without time passing.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (RankState &r : ranks) {
+        moved |= advanceCompute(r, now);
+        moved |= advanceComm(r);
+      }
+    }
+    bool done = true;
+    std::map<int64_t, int64_t> busy; // node -> ranks computing
+    for (const RankState &r : ranks) {
       done &= r.pc == r.plan->commands.size() && r.commQueue.empty();
+      if (r.computing)
+        ++busy[r.node];
     }
     if (done)
       break;
-    if (!moved) {
+    auto rate = [&](const RankState &r) {
+      return std::min(1.0, devices / double(busy[r.node]));
+    };
+    // The next moment anything ends: a compute command or a hold.
+    double next = std::numeric_limits<double>::infinity();
+    for (const RankState &r : ranks) {
+      if (r.computing)
+        next = std::min(next, now + r.remaining / rate(r));
+      else if (r.resumeAt > now && r.pc < r.plan->commands.size())
+        next = std::min(next, r.resumeAt);
+    }
+    if (!std::isfinite(next)) {
       for (RankState &r : ranks) {
         if (r.pc < r.plan->commands.size()) {
           const Command &c = r.plan->commands[r.pc];
@@ -427,10 +492,20 @@ std::string Simulator::run() {
       }
       return "deadlock: a communication stream waits forever";
     }
+    for (RankState &r : ranks) {
+      if (!r.computing)
+        continue;
+      double left = r.remaining - rate(r) * (next - now);
+      if (now + r.remaining / rate(r) <= next)
+        finishCompute(r, next);
+      else
+        r.remaining = left;
+    }
+    now = next;
   }
 
   for (RankState &r : ranks) {
-    r.result.end = std::max(r.compute.t, r.comm.t);
+    r.result.end = std::max({r.compute.t, r.resumeAt, r.comm.t});
     out.stepSeconds = std::max(out.stepSeconds, r.result.end);
     out.flops += r.result.flops;
     out.modelFlops += r.result.modelFlops;
@@ -544,7 +619,18 @@ std::string simulationReport(const SimResult &r, const Cluster &cluster) {
   add("placement: %lld ranks, %lld per node", (long long)r.placement.world,
       (long long)std::min(r.placement.ranksPerNode, r.placement.world));
   if (r.placement.computeShare > 1)
-    add(" (%.2f ranks per device: compute shares it)", r.placement.computeShare);
+    add(" (up to %.2f ranks per device's worth of compute: they share it",
+        r.placement.computeShare);
+  if (r.placement.latencyShare > 1) {
+    const Link &l = cluster.intraNode;
+    add("%s%.2f ranks per core: a message step takes %.1f us",
+        r.placement.computeShare > 1 ? "; " : " (", r.placement.latencyShare,
+        (l.sharedLatency > 0 ? l.sharedLatency
+                             : l.latency * r.placement.latencyShare) *
+            1e6);
+  }
+  if (r.placement.computeShare > 1 || r.placement.latencyShare > 1)
+    out += ")";
   out += "\n";
   if (!r.kernelCostsKnown)
     out += "warning: the plan has no kernel_costs metadata (compiled by an "

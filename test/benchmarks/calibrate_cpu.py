@@ -17,10 +17,15 @@ lib/Simulate/Cluster.cpp's cpuPreset or `cleave-sim --cluster FILE`:
     timed by cleave-run --print-stats at [1, 16] (the per-kernel overhead)
     and [256, 1024] floats (the share of the copy bandwidth a generated
     kernel reaches, reading and writing 1 MiB).
+  * Devices: cores' worth of GEMM throughput when every core runs an
+    sgemm at once (each in its own process), over one alone: how many
+    ranks compute at full rate together (gpus_per_node).
   * Collectives: a one-all_reduce program on 2 ranks of the local
     communicator at 4 KiB (the latency) and 4 MiB (the bandwidth: ring
-    all-reduce sends 2(n-1)/n S). Mean times, not the fastest: a step
-    meets the scheduler's delays too.
+    all-reduce sends 2(n-1)/n S), and at 4 KiB over the 2-rank axis of a
+    mesh of twice as many ranks as cores (shared_latency_us: a peer must be
+    scheduled first). Mean times, not the fastest: a step meets the
+    scheduler's delays too.
 Everything runs with OPENBLAS_NUM_THREADS=1.
 
     calibrate_cpu.py [--build build] [--work /tmp/cal] [--repeat 20]
@@ -64,7 +69,7 @@ def openblas():
             f = lib.cblas_sgemm
             P, I, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
             f.argtypes = [I, I, I, I, I, I, F, P, I, P, I, F, P, I]
-            return lib, f
+            return lib, f, line.split("=>")[1].split("(")[0].strip()
     sys.exit("cleave-run links no OpenBLAS")
 
 
@@ -114,20 +119,45 @@ def softmax_chain(rows, cols, n=32):
     return run_stats(plan, [x]) / n, rows * cols * 4 * 2
 
 
-def all_reduce(elems, ranks=2):
+def all_reduce(elems, groups=1):
+    """Mean time of an all-reduce over the 2-rank axis r of a mesh of
+    `groups` x 2 ranks."""
     t = f"tensor<{elems}xf32>"
-    text = (f'module {{\n  cleave.mesh @mesh axes = ["r"] shape = [{ranks}]\n'
+    text = (f'module {{\n  cleave.mesh @mesh axes = ["g", "r"] shape = [{groups}, 2]\n'
             f'  func.func @main(%x: {t} {{cleave.name = "x"}}) -> {t} {{\n'
             f'    %y = cleave.all_reduce sum %x over @mesh ["r"] : {t}\n'
             f"    return %y : {t}\n  }}\n}}\n")
-    plan = compile_mlir(f"all_reduce_{elems}", text)
+    plan = compile_mlir(f"all_reduce_{groups}x{elems}", text)
     x = os.path.join(WORK, f"ar_{elems}.npy")
     np.save(x, np.ones(elems, np.float32))
-    return run_stats(plan, [x], ranks, mean=True)
+    return run_stats(plan, [x], 2 * groups, mean=True)
+
+
+SGEMM_ALONE = """
+import ctypes, sys, time
+import numpy as np
+lib = ctypes.CDLL(sys.argv[1]); f = lib.cblas_sgemm
+P, I, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+f.argtypes = [I, I, I, I, I, I, F, P, I, P, I, F, P, I]
+n = 512
+a = np.ones((n, n), np.float32); b = np.ones((n, n), np.float32); c = np.zeros((n, n), np.float32)
+args = (101, 111, 111, n, n, n, 1.0, a.ctypes.data, n, b.ctypes.data, n, 0.0, c.ctypes.data, n)
+f(*args)
+t0 = time.perf_counter(); k = 0
+while time.perf_counter() - t0 < 2.0:
+    f(*args); k += 1
+print(2.0 * n ** 3 * k / (time.perf_counter() - t0))
+"""
+
+
+def concurrent_gemm(path, copies):
+    procs = [subprocess.Popen([sys.executable, "-c", SGEMM_ALONE, path], stdout=subprocess.PIPE, text=True)
+             for _ in range(copies)]
+    return [float(p.communicate()[0]) for p in procs]
 
 
 def main():
-    lib, sgemm = openblas()
+    lib, sgemm, path = openblas()
     lib.openblas_get_num_threads.restype = ctypes.c_int
     print(f"OpenBLAS threads: {lib.openblas_get_num_threads()}, cores: {os.cpu_count()}")
     shapes = [(32, 64, 64), (128, 64, 64), (128, 192, 64), (128, 256, 64), (128, 64, 256),
@@ -166,6 +196,14 @@ def main():
     print(f"kernels: {small * 1e6:.1f} us per kernel at 64 bytes, {large * 1e6:.1f} us at {moved} bytes "
           f"-> {moved / (large - small) / 1e9:.2f} GB/s, {fraction:.2f} of the copy bandwidth")
 
+    cores = os.cpu_count()
+    alone = concurrent_gemm(path, 1)[0]
+    together = concurrent_gemm(path, cores)
+    devices = sum(together) / alone
+    print(f"sgemm 512^3: {alone / 1e9:.1f} GFLOP/s alone, "
+          + ", ".join(f"{x / 1e9:.1f}" for x in together)
+          + f" with {cores} at once -> {devices:.2f} cores' worth")
+
     lat = all_reduce(1024)
     big = all_reduce(1 << 20)
     n = 2
@@ -175,10 +213,14 @@ def main():
     link_bw = sent / max(big - lat, 1e-9)
     print(f"all_reduce on 2 ranks: {lat * 1e6:.1f} us at 4 KiB, {big * 1e6:.1f} us at 4 MiB "
           f"-> latency {latency * 1e6:.1f} us per step, {link_bw / 1e9:.2f} GB/s per rank")
+    shared = all_reduce(1024, groups=cores)
+    print(f"all_reduce over 2 of {2 * cores} ranks: {shared * 1e6:.1f} us at 4 KiB -> "
+          f"{shared / steps * 1e6:.1f} us per step")
 
     desc = {
         "preset": "cpu",
-        "gpus_per_node": os.cpu_count(),
+        "gpus_per_node": max(1, round(devices)),
+        "cores_per_node": cores,
         "gpu": {
             "peak_tflops": {"fp32": round(peak / 1e12, 5)},
             "gemm_efficiency": {"fp32": {"max": 1.0, "half_gflops": round(half / 1e9, 6)}},
@@ -187,7 +229,8 @@ def main():
             "kernel_overhead_us": round(small * 1e6, 2),
             "gemm_overhead_us": round(overhead * 1e6, 2),
         },
-        "intra_node": {"gbps": round(link_bw / 1e9, 2), "latency_us": round(latency * 1e6, 2)},
+        "intra_node": {"gbps": round(link_bw / 1e9, 2), "latency_us": round(latency * 1e6, 2),
+                       "shared_latency_us": round(shared / steps * 1e6, 2)},
     }
     print(json.dumps(desc, indent=2))
 

@@ -56,6 +56,10 @@ struct Device {
 struct Link {
   double bandwidth = 0;
   double latency = 0;
+  /// The latency of one message step when the node runs more ranks than
+  /// cores (a peer must be scheduled before it answers); 0: latency times
+  /// ranks per core.
+  double sharedLatency = 0;
 };
 
 struct Cluster {
@@ -63,11 +67,21 @@ struct Cluster {
   /// Where the figures come from (a vendor datasheet, a measurement).
   std::string source;
   int64_t nodes = 1;
-  /// Devices per node (GPUs; cores for the `cpu` preset). Rank r runs on
-  /// node r / devicesPerNode. A mesh larger than the cluster puts several
-  /// ranks on one device (ranks as threads on fewer cores): they share it,
-  /// and their compute takes (ranks per node / devicesPerNode) times as long.
+  /// Devices per node (GPUs; for the `cpu` preset, what the machine's cores
+  /// compute together, in cores' worth). A mesh larger than the cluster
+  /// puts several ranks on a node's devices: they share them (see
+  /// Simulator.h: processor sharing).
   int64_t devicesPerNode = 8;
+  /// Host cores per node that run the ranks' threads (0: one per device).
+  /// With more ranks on a node than cores, a rank waiting for a message
+  /// must first be scheduled: each message step's latency is multiplied by
+  /// ranks / cores.
+  int64_t coresPerNode = 0;
+  /// Devices' worth of compute a node gives the ranks computing on it at
+  /// once (0: devicesPerNode). Below devicesPerNode when the devices share
+  /// execution units (the `cpu` preset: two cores of a virtual machine
+  /// that together compute about what one does while the host is busy).
+  double computeCapacity = 0;
   Device device;
   Link intraNode; ///< NVLink/NVSwitch (or shared memory on a CPU).
   Link interNode; ///< InfiniBand/RoCE per device.
@@ -76,6 +90,10 @@ struct Cluster {
 
   /// All devices.
   int64_t devices() const { return nodes * devicesPerNode; }
+  /// Devices' worth of compute per node (computeCapacity or devicesPerNode).
+  double capacity() const {
+    return computeCapacity > 0 ? computeCapacity : double(devicesPerNode);
+  }
 };
 
 /// The names of the built-in presets: dgx-a100-80gb, dgx-h100, hgx-h200,

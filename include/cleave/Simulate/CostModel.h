@@ -25,14 +25,16 @@ namespace cleave::sim {
 /// Where a mesh's ranks run: rank r on node r / ranksPerNode (rank = the
 /// row-major index of its mesh coordinates, tp fastest, so a tp group is
 /// inside a node). A mesh larger than the cluster's devices puts
-/// ranksPerNode > devicesPerNode ranks on a node; they share its devices
-/// and each computes computeShare times slower; each message step of a
-/// collective among them waits computeShare times the link's latency (the
-/// peer must be scheduled first).
+/// ranksPerNode > devicesPerNode ranks on a node: they share its devices
+/// (computeShare ranks per device's worth of compute, at most), and with
+/// more ranks than cores each
+/// message step of a collective among them waits latencyShare times the
+/// link's latency (the peer must be scheduled first).
 struct Placement {
   int64_t world = 1;
   int64_t ranksPerNode = 1;
   double computeShare = 1;
+  double latencyShare = 1;
   int64_t nodeOf(int64_t rank) const { return rank / ranksPerNode; }
 };
 Placement placeRanks(const Cluster &cluster, int64_t world);

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""cleave-sim's prediction of a multi-rank CPU run against the run itself.
+
+Compiles the small GPT (tools/models/make_gpt.py --layers 2 --d-model 64
+--heads 2 --seq 32 --vocab 256 --batch 4) as an AdamW training step on one
+rank, at --mesh dp=2,tp=2 (4 ranks) and at --mesh pp=2 --microbatches=2
+(2 ranks), predicts each step's time with `cleave-sim --cluster cpu` (the
+figures of test/benchmarks/calibrate_cpu.py) and measures it with
+`cleave-run --ranks N --steps 50 --synthetic` (ranks as threads, one
+OpenBLAS thread each: a device of the cpu preset is one core running one
+rank). The measured figure is the median of the steps' times (the JSON
+log's step_ms) after the first 10, taken over --rounds runs alternating
+the configurations. The machine is shared: before each run the script
+waits (up to --quiet-wait s) until other processes use less than --quiet
+of the CPU, and a run during which they used more (the machine's CPU time
+from /proc/stat less the run's own) is run again, up to --tries times; the
+share they took of the kept run is printed.
+
+    sim_vs_measured.py [--build build] [--work DIR] [--rounds 3]
+        [--blas-threads 1]
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+ap.add_argument("--work", default=None)
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("--steps", type=int, default=50)
+ap.add_argument("--cluster", default="cpu")
+ap.add_argument("--quiet", type=float, default=0.1,
+                help="before each run, wait until other processes use less than this share of the CPU; "
+                     "run again when they used more during it")
+ap.add_argument("--tries", type=int, default=4, help="runs per measurement at most")
+ap.add_argument("--quiet-wait", type=float, default=60,
+                help="the longest wait for a quiet machine, seconds")
+ap.add_argument("--blas-threads", default="1",
+                help="OPENBLAS_NUM_THREADS for cleave-run ('default' leaves it unset)")
+args = ap.parse_args()
+BIN = os.path.join(args.build, "bin")
+WORK = args.work or tempfile.mkdtemp(prefix="cleave-simvs-")
+os.makedirs(WORK, exist_ok=True)
+ENV = dict(os.environ)
+if args.blas_threads != "default":
+    ENV["OPENBLAS_NUM_THREADS"] = args.blas_threads
+
+CONFIGS = [
+    ("1 rank", 1, []),
+    ("dp=2 x tp=2", 4, ["--mesh", "dp=2,tp=2"]),
+    ("pp=2, 2 microbatches", 2, ["--mesh", "pp=2", "--microbatches=2"]),
+]
+
+
+def busy_fraction(seconds=0.5):
+    """The share of the machine's CPU time used over `seconds`."""
+    def sample():
+        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    t0, i0 = sample()
+    time.sleep(seconds)
+    t1, i1 = sample()
+    return 1 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def wait_quiet():
+    """Waits (at most --quiet-wait seconds) until other processes use less
+    than --quiet of the CPU; returns the busy share last seen."""
+    deadline = time.time() + args.quiet_wait
+    while True:
+        b = busy_fraction()
+        if b < args.quiet or time.time() > deadline:
+            return b
+        time.sleep(1)
+
+
+def cpu_ticks():
+    """(busy, total) CPU ticks of the whole machine (/proc/stat)."""
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def child_seconds():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def sh(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
+    if r.returncode:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stderr[-2000:]))
+    return r.stdout + r.stderr
+
+
+def main():
+    gpt = os.path.join(WORK, "gpt.onnx")
+    sh([sys.executable, os.path.join(ROOT, "tools/models/make_gpt.py"), "--layers", "2", "--d-model", "64",
+        "--heads", "2", "--seq", "32", "--vocab", "256", "--batch", "4", "-o", gpt])
+    plans = []
+    for name, ranks, extra in CONFIGS:
+        plan = os.path.join(WORK, "plan%d.cleave" % len(plans))
+        sh([os.path.join(BIN, "cleave-compile"), gpt, "--train", "--loss=cross_entropy:logits,labels",
+            "--optimizer=adamw", *extra, "-o", plan])
+        out = sh([os.path.join(BIN, "cleave-sim"), plan, "--cluster", args.cluster])
+        predicted = float(re.search(r"step time ([0-9.]+) ms", out).group(1))
+        plans.append(dict(name=name, ranks=ranks, plan=plan, predicted=predicted, measured=[]))
+    hz = os.sysconf("SC_CLK_TCK")
+    for r in range(args.rounds):
+        for p in plans:
+            log = os.path.join(WORK, "log.jsonl")
+            cmd = [os.path.join(BIN, "cleave-run"), p["plan"], "--steps", str(args.steps), "--synthetic",
+                   "--log-every", "1", "--log-json", log]
+            if p["ranks"] > 1:
+                cmd += ["--ranks", str(p["ranks"])]
+            # A run during which other processes took more than --quiet of
+            # the CPU measures them too: it is run again (--tries times).
+            for attempt in range(args.tries):
+                wait_quiet()
+                b0, t0, c0, w0 = *cpu_ticks(), child_seconds(), time.time()
+                sh(cmd)
+                b1, t1, c1, w1 = *cpu_ticks(), child_seconds(), time.time()
+                others = max(0.0, ((b1 - b0) / hz - (c1 - c0)) / ((t1 - t0) / hz))
+                if others < args.quiet:
+                    break
+            p.setdefault("others", []).append(others)
+            times = [json.loads(line)["step_ms"] for line in open(log)][10:]
+            p["measured"].append(statistics.median(times))
+    load = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "?"
+    print("cleave-sim --cluster %s against cleave-run (OPENBLAS_NUM_THREADS=%s, %d cores, load %s), "
+          "median step over %d rounds" % (args.cluster, args.blas_threads, os.cpu_count(), load, args.rounds))
+    print("%-22s %5s %10s %10s %7s  %-22s %s" % (
+        "configuration", "ranks", "predicted", "measured", "error", "rounds (ms)", "others' CPU"))
+    for p in plans:
+        m = statistics.median(p["measured"])
+        print("%-22s %5d %7.2f ms %7.2f ms %+6.1f%%  %-22s %s" % (
+            p["name"], p["ranks"], p["predicted"], m, (p["predicted"] / m - 1) * 100,
+            "/".join("%.2f" % x for x in p["measured"]),
+            "/".join("%.0f%%" % (100 * b) for b in p["others"])))
+
+if __name__ == "__main__":
+    main()
