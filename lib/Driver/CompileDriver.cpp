@@ -16,6 +16,8 @@
 #include "cleave/InitAll.h"
 #include "cleave/Pipeline/Schedule.h"
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Simulate/Cluster.h"
+#include "cleave/Simulate/Simulator.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Passes.h"
 
@@ -436,6 +438,23 @@ struct Options {
                       cl::desc("Print the plan's commands, memory and compile "
                                "time to stderr"),
                       cl::cat(category)};
+  cl::opt<bool> simulate{
+      "simulate",
+      cl::desc("Simulate one step of the compiled plan on --cluster and "
+               "print its time, exposed communication, bubble, MFU/HFU and "
+               "memory per rank to stderr (what cleave-sim prints)"),
+      cl::cat(category)};
+  cl::opt<std::string> cluster{
+      "cluster",
+      cl::desc("The cluster --simulate runs on: a preset (dgx-a100-80gb, "
+               "dgx-h100, hgx-h200, cpu; ':N' for N nodes) or a JSON "
+               "description"),
+      cl::value_desc("preset[:nodes]|file"), cl::init("cpu"),
+      cl::cat(category)};
+  cl::opt<std::string> simTrace{
+      "sim-trace",
+      cl::desc("With --simulate: write the simulated step as a Chrome trace"),
+      cl::value_desc("file"), cl::cat(category)};
 };
 
 /// Prints diagnostics as `cleave-compile: error: node 'x': message`.
@@ -1132,6 +1151,26 @@ int (::cleave::compileMain)(int argc, char **argv) {
   if (opts.report && plan->isPipelined())
     printPipelineSummary(*plan, opts.schedule, opts.microbatches,
                          llvm::errs());
+  if (opts.simulate) {
+    ::cleave::sim::Cluster cluster;
+    if (std::string e = ::cleave::sim::loadCluster(opts.cluster, cluster);
+        !e.empty())
+      return fail(e);
+    ::cleave::sim::SimulateOptions simOptions;
+    simOptions.traceCommands = !opts.simTrace.empty();
+    ::cleave::sim::SimResult result;
+    if (std::string e = ::cleave::sim::simulatePlan(*plan, cluster,
+                                                    simOptions, result);
+        !e.empty())
+      return fail("--simulate: " + e);
+    llvm::errs() << ::cleave::sim::simulationReport(result, cluster);
+    std::string trace =
+        opts.simTrace.empty() ? "" : ::cleave::sim::simulationTrace(result);
+    if (!opts.simTrace.empty() &&
+        !::cleave::writeFileAtomically(opts.simTrace, trace.data(),
+                                       trace.size(), &error))
+      return fail("cannot write --sim-trace '" + opts.simTrace + "': " + error);
+  }
   if (opts.stats) {
     if (plan->isPipelined()) {
       llvm::errs() << "pipeline: " << plan->stages.size()

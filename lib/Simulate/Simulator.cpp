@@ -74,6 +74,10 @@ struct RankState {
   /// The compute stream is held (a collective, a message, a wait) until
   /// this time; the command that held it is done.
   double resumeAt = 0;
+  /// When the compute stream reached command arrivedPc (a Recv or Wait it
+  /// may reach before it can take it).
+  size_t arrivedPc = SIZE_MAX;
+  double arrivedAt = 0;
   int64_t node = 0;
   std::deque<std::pair<size_t, double>> commQueue; ///< (command, issued at)
   std::vector<double> eventDone;
@@ -242,8 +246,12 @@ bool Simulator::advanceCompute(RankState &r, double now) {
   bool moved = false;
   while (!r.computing && r.pc < cmds.size() && r.resumeAt <= now) {
     const Command &cmd = cmds[r.pc];
-    double t = std::max(now, r.resumeAt);
-    r.compute.t = t;
+    if (r.arrivedPc != r.pc) {
+      r.arrivedPc = r.pc;
+      r.arrivedAt = std::max(now, r.resumeAt);
+    }
+    double t = r.arrivedAt;
+    r.compute.t = std::max(now, r.resumeAt);
     if (cmd.kind == CommandKind::Collective && cmd.stream == plan::kCommStream) {
       r.commQueue.push_back({r.pc, t});
     } else if (cmd.kind == CommandKind::Collective) {
