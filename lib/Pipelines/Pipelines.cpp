@@ -201,8 +201,12 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     return plan::Plan();
 
   std::optional<RecomputeStats> recomputeStats;
+  // Local SGD: @sync, which the train-step pass builds beside @main, is
+  // compiled on its own into the plan's entry "sync" (mixed precision and
+  // recompute are the step's business).
+  OwningOpRef<ModuleOp> syncModule;
   if (options.train) {
-    PassManager train(module.getContext());
+    PassManager build(module.getContext());
     BuildTrainStepPassOptions trainOptions = *options.train;
     bool mixed = options.precision != "fp32";
     trainOptions.markFp32Ops |= mixed;
@@ -210,7 +214,17 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     // The gradient tags serve the sharding policies and the report; the
     // plan builder removes them.
     trainOptions.markGradients = true;
-    train.addPass(createBuildTrainStepPass(trainOptions));
+    build.addPass(createBuildTrainStepPass(trainOptions));
+    if (failed(build.run(module)))
+      return failure();
+    if (auto sync = module.lookupSymbol<func::FuncOp>(kSyncFunctionName)) {
+      syncModule = cast<ModuleOp>(module->clone());
+      syncModule->lookupSymbol<func::FuncOp>("main").erase();
+      syncModule->lookupSymbol<func::FuncOp>(kSyncFunctionName)
+          .setSymName("main");
+      sync.erase();
+    }
+    PassManager train(module.getContext());
     if (mixed) {
       ApplyMixedPrecisionPassOptions mixedOptions;
       mixedOptions.precision = options.precision;
@@ -298,15 +312,6 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   }
   if (stopHere(CompilePhase::Partitioned, module))
     return plan::Plan();
-  // Local SGD: @sync becomes the plan's entry "sync", compiled on its own.
-  OwningOpRef<ModuleOp> syncModule;
-  if (auto sync = module.lookupSymbol<func::FuncOp>(kSyncFunctionName)) {
-    syncModule = cast<ModuleOp>(module->clone());
-    syncModule->lookupSymbol<func::FuncOp>("main").erase();
-    syncModule->lookupSymbol<func::FuncOp>(kSyncFunctionName)
-        .setSymName("main");
-    sync.erase();
-  }
   int64_t syncEvery = 0;
   if (main)
     if (auto every = main->getAttrOfType<IntegerAttr>(kSyncEveryAttrName))
