@@ -220,8 +220,6 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     if (auto sync = module.lookupSymbol<func::FuncOp>(kSyncFunctionName)) {
       syncModule = cast<ModuleOp>(module->clone());
       syncModule->lookupSymbol<func::FuncOp>("main").erase();
-      syncModule->lookupSymbol<func::FuncOp>(kSyncFunctionName)
-          .setSymName("main");
       sync.erase();
     }
     PassManager train(module.getContext());
@@ -254,8 +252,11 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     if (failed(mixed.run(module)))
       return failure();
   }
-  if (stopHere(CompilePhase::TrainStep, module))
+  if (stopHere(CompilePhase::TrainStep, module)) {
+    if (syncModule)
+      stopHere(CompilePhase::TrainStep, syncModule.get());
     return plan::Plan();
+  }
   if (options.shard && failed(shardProgram(module, *options.shard)))
     return failure();
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -320,6 +321,8 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
       buildStagePlan(module, options, recomputeStats, stopHere);
   if (failed(step) || !syncModule || options.stopAfter != CompilePhase::Plan)
     return step;
+  // The plan builder compiles @main.
+  syncModule->lookupSymbol<func::FuncOp>(kSyncFunctionName).setSymName("main");
   CompileOptions entryOptions = options;
   entryOptions.memoryReport = nullptr;
   entryOptions.stepReport = nullptr;
