@@ -1327,6 +1327,13 @@ void BuildTrainStepPass::runOnOperation() {
     // step communicates nothing.
     if (!localSGD)
       lossOut = average(lossF32, "loss");
+    // Delayed: the loss is reduced behind the gradients too (a blocking
+    // reduction would wait on the communication stream for all of them
+    // between the forward and the backward pass), waited for at the end.
+    if (delayed) {
+      lossOut.getDefiningOp()->setAttr("async", b.getUnitAttr());
+      lossOut = DoneOp::create(b, loc, lossOut).getResult();
+    }
   }
 
   // Unscale in f32 (the gradients keep their element type).

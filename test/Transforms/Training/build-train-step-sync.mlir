@@ -8,7 +8,8 @@
 // over dp; their all-reduces start before the forward pass (the first
 // contraction) and are waited for after the backward pass (the last), the
 // update reads the waited values and the new pending values are this
-// step's own gradients.
+// step's own gradients. The reported loss is reduced behind them, waited
+// for last.
 // DELAYED-LABEL: func.func @main(
 // DELAYED-SAME: %arg6: tensor<4x4xf32> {cleave.name = "w.pending_grad", cleave.parameter = "w", cleave.slot = "pending_grad", cleave.state = "optimizer_state", cleave.varying = ["dp"]}
 // DELAYED-SAME: %arg7: tensor<4xf32> {cleave.name = "b.pending_grad", cleave.parameter = "b", cleave.slot = "pending_grad", cleave.state = "optimizer_state", cleave.varying = ["dp"]}
@@ -16,6 +17,7 @@
 // DELAYED-NEXT: %[[W:.*]] = cleave.all_reduce avg %arg6 over @mesh ["dp"] async {cleave.phase = "delayed gradient"}
 // DELAYED-NEXT: %[[B:.*]] = cleave.all_reduce avg %arg7 over @mesh ["dp"] async {cleave.phase = "delayed gradient"}
 // DELAYED: cleave.contract %arg2, %arg0
+// DELAYED: %[[LOSS:.*]] = cleave.all_reduce avg %{{.*}} over @mesh ["dp"] async {cleave.phase = "loss"} : tensor<f32>
 // DELAYED: %[[GB:.*]] = cleave.reduce sum %{{.*}} dims = [0] : tensor<2x4xf32> -> tensor<4xf32>
 // DELAYED: cleave.contract
 // DELAYED: cleave.contract
@@ -25,7 +27,8 @@
 // DELAYED: cleave.binary mul %[[RW]], %[[RW]]
 // DELAYED: %[[RB:.*]] = cleave.done %[[B]]
 // DELAYED: cleave.binary mul %[[RB]], %[[RB]]
-// DELAYED: return {{.*}}, %[[GW]], %[[GB]] :
+// DELAYED: %[[L:.*]] = cleave.done %[[LOSS]]
+// DELAYED-NEXT: return %{{.*}}, %{{.*}}, %[[L]], %{{.*}}, %[[GW]], %[[GB]] :
 
 // local:4: the step reduces nothing and reports its own loss; its states
 // vary over dp; @sync averages the parameters, every 4 steps.
