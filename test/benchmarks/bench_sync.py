@@ -17,7 +17,7 @@ run ends on a sync, so every replica holds the model), the last logged
 loss (rank 0's; local SGD logs its replica's own), and the wall time of
 the training steps (the sum of the logged step times, syncs and straggler
 sleeps included; the median of --repeat runs, alternated). The logs are
-kept for tools/loss_svg.py.
+kept, and the median run's drawn by tools/loss_svg.py with --svg.
 
 OpenBLAS runs one thread per rank; with more ranks than cores the ranks
 share them, so times measure this machine's contention as well.
@@ -149,10 +149,14 @@ for rep in range(args.repeat):
             if r["losses"] != [row["loss"] for row in rows]:
                 sys.exit(f"bench_sync.py: {tag}: the losses differ between runs")
             r["times"].append(sum(row["step_ms"] for row in rows) / 1000.0)
+            r.setdefault("logs", []).append(log)
             print(f"{tag} #{rep}: held-out loss {r['heldout_loss']:.4f}, "
                   f"{r['times'][-1]:.2f} s", file=sys.stderr)
 for r in results.values():
     r["step_seconds"] = statistics.median(r["times"])
+    # The picture shows the run of the median time (with an odd count).
+    r["log"] = r["logs"][r["times"].index(
+        statistics.median_low(r["times"]))]
     r["last_loss"] = r["losses"][-1]
 results = list(results.values())
 

@@ -185,13 +185,12 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
   b.setInsertionPointToEnd(body);
   SmallVector<Value> results;
   SmallVector<unsigned> updates;
-  for (auto [k, p] : llvm::enumerate(params)) {
-    Value param = body->getArgument(k);
-    if (!mode.nesterov) {
-      results.push_back(allReduceAvg(b, loc, param));
-      updates.push_back(k);
-    }
+  // Local SGD: the replicas' average.
+  for (unsigned k = 0; !mode.nesterov && k < params.size(); ++k) {
+    results.push_back(allReduceAvg(b, loc, body->getArgument(k)));
+    updates.push_back(k);
   }
+  // DiLoCo: the outer step on this rank's block of the global copy.
   for (auto [k, p] : llvm::enumerate(params)) {
     if (!mode.nesterov)
       break;
