@@ -434,7 +434,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
       syncStates.push_back({mine, i});
     }
   }
-  // Runs `run` and, on the --slow-rank rank, sleeps (F - 1) times as long.
+  // --slow-rank R:F: rank R sleeps F - 1 times the time since `start` (the
+  // run it just finished took), so its runs take F times as long.
   auto straggle = [&](std::chrono::steady_clock::time_point start) {
     if (ctx.rank != o.slowRank || !(o.slowFactor > 1.0))
       return;
