@@ -416,6 +416,13 @@ struct Options {
                "activations up to this size at the least recompute cost)"),
       cl::init("none"), cl::value_desc("policy"), cl::cat(trainCategory)};
 
+  cl::opt<std::string> maxMemory{
+      "max-memory",
+      cl::desc("Refuse a plan that needs more than this per rank (its arena: "
+               "activations, parameters, optimizer state); a number of bytes "
+               "with an optional K, M, G or T suffix (powers of 1024)"),
+      cl::value_desc("bytes")};
+
   cl::opt<std::string> initParameters{
       "init-parameters",
       cl::desc("normal:<std>[:<seed>]: weight matrices (f32 parameters of "
@@ -568,6 +575,63 @@ int emitSchedule(ModuleOp module, const Options &opts,
   return 0;
 }
 } // namespace
+
+/// "80G" -> 80 * 2^30; none on a bad count or an overflow.
+static std::optional<uint64_t> parseByteCount(llvm::StringRef text) {
+  uint64_t scale = 1;
+  if (!text.empty()) {
+    switch (llvm::toUpper(text.back())) {
+    case 'K': scale = 1ull << 10; break;
+    case 'M': scale = 1ull << 20; break;
+    case 'G': scale = 1ull << 30; break;
+    case 'T': scale = 1ull << 40; break;
+    default: break;
+    }
+    if (scale != 1)
+      text = text.drop_back();
+  }
+  uint64_t count = 0;
+  if (text.getAsInteger(10, count) || count > UINT64_MAX / scale)
+    return std::nullopt;
+  return count * scale;
+}
+
+/// Why `plan` (each pipeline stage) needs more than `budget` bytes per
+/// rank, naming its largest tensor; "" when it fits.
+static std::string overBudget(const ::cleave::plan::Plan &plan,
+                              uint64_t budget) {
+  auto check = [&](const ::cleave::plan::Plan &program,
+                   const std::string &what) -> std::string {
+    if (program.arenaBytes <= budget)
+      return "";
+    const ::cleave::plan::TensorInfo *largest = nullptr;
+    auto consider = [&](const ::cleave::plan::TensorInfo &t) {
+      if (!largest || t.byteSize() > largest->byteSize())
+        largest = &t;
+    };
+    for (const auto &t : program.inputs)
+      consider(t);
+    for (const auto &t : program.outputs)
+      consider(t);
+    for (const auto &st : program.states)
+      consider(st.info);
+    std::string message = what + " needs " +
+                          std::to_string(program.arenaBytes) +
+                          " bytes per rank, over --max-memory of " +
+                          std::to_string(budget);
+    if (largest)
+      message += "; its largest tensor is '" + largest->name + "' (" +
+                 std::to_string(largest->byteSize()) + " bytes)";
+    return message;
+  };
+  if (!plan.isPipelined())
+    return check(plan, "the plan");
+  for (auto [c, stage] : llvm::enumerate(plan.stages))
+    if (std::string over = check(stage, "pipeline stage " + std::to_string(c));
+        !over.empty())
+      return over;
+  return "";
+}
 
 /// --stats: what a compiled program holds (one line per part).
 static void printPlanStats(const ::cleave::plan::Plan &program, double seconds) {
@@ -1098,6 +1162,15 @@ int (::cleave::compileMain)(int argc, char **argv) {
     ::cleave::initParametersRandomly(*plan, stddev, seed);
   }
   std::string error;
+  if (!opts.maxMemory.empty()) {
+    std::optional<uint64_t> budget = parseByteCount(opts.maxMemory);
+    if (!budget)
+      return fail("bad --max-memory '" + opts.maxMemory +
+                  "' (expected bytes with an optional K, M, G or T suffix, "
+                  "e.g. 80G)");
+    if (std::string over = overBudget(*plan, *budget); !over.empty())
+      return fail(over);
+  }
   if (!plan::validate(*plan, &error))
     return fail("the compiled plan is invalid: " + error);
   if (opts.emit == EmitKind::Exe) {

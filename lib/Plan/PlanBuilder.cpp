@@ -301,6 +301,9 @@ void PlanBuilder::addGemm(ContractOp contract) {
   nodes.push_back(std::move(node));
 }
 
+/// The most ops one fused kernel holds.
+static constexpr size_t kMaxKernelOps = 256;
+
 void PlanBuilder::addKernelOp(Operation *op) {
   // Try the groups producing an operand, latest first.
   SmallVector<int> candidates;
@@ -331,6 +334,11 @@ void PlanBuilder::addKernelOp(Operation *op) {
   candidates.append(siblings.begin(), siblings.end());
   for (int g : candidates) {
     Node &group = nodes[g];
+    // A kernel's code generation grows faster than its ops: a chain of
+    // thousands of elementwise ops (a hostile or generated model) becomes
+    // several kernels instead of one that takes minutes to compile.
+    if (group.ops.size() >= kMaxKernelOps)
+      continue;
     bool groupElementwise = llvm::all_of(group.ops, isElementwise);
     if (!isElementwise(op) && !groupElementwise)
       continue;

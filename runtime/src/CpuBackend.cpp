@@ -14,6 +14,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 namespace cleave::rt {
 
 using namespace plan;
@@ -182,6 +184,17 @@ cleave_rt_status CpuBackend::init() {
     return makeStatus(CLEAVE_RT_RESOURCE_EXHAUSTED,
                       "arena of " + std::to_string(plan->arenaBytes) +
                           " bytes is too large for this machine");
+  // More than the machine's memory would be granted lazily and end in the
+  // kernel's out-of-memory killer when the arena is zeroed: refuse it here.
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && pageSize > 0 &&
+      bytes > static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize))
+    return makeStatus(CLEAVE_RT_RESOURCE_EXHAUSTED,
+                      "the plan's arena of " + std::to_string(plan->arenaBytes) +
+                          " bytes is more than this machine's " +
+                          std::to_string(static_cast<uint64_t>(pages) *
+                                         static_cast<uint64_t>(pageSize)) +
+                          " bytes of memory");
   arena = static_cast<uint8_t *>(std::aligned_alloc(align, bytes));
   if (!arena)
     return makeStatus(CLEAVE_RT_RESOURCE_EXHAUSTED,
