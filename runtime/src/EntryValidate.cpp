@@ -104,8 +104,8 @@ bool validateEntries(const Plan &plan, std::string *error) {
       return fail(prefix + err);
     for (size_t i = 0; i < entry.states.size(); ++i) {
       const StateTensor &st = entry.states[i];
-      std::string what = "state " + std::to_string(i) + " '" +
-                         st.globalName() + "'";
+      std::string what =
+          "state " + std::to_string(i) + " '" + st.globalName() + "'";
       auto it = topStates.find(st.globalName());
       if (it == topStates.end())
         return fail(prefix + what +

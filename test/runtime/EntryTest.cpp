@@ -24,8 +24,7 @@ Plan planWithSync() {
   Plan p;
   p.mesh = mesh;
   p.arenaBytes = 128;
-  StateTensor w{tensor("w", DType::F32, {4}, 0), StateKind::Parameter, "w",
-                ""};
+  StateTensor w{tensor("w", DType::F32, {4}, 0), StateKind::Parameter, "w", ""};
   w.varyingAxes = {0};
   p.states = {w};
   p.constants.push_back({tensor("w", DType::F32, {4}, 0),

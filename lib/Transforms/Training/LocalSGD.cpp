@@ -61,7 +61,7 @@ namespace {
 
 /// One parameter of the step, as @sync sees it.
 struct SyncedParameter {
-  unsigned arg;        ///< Its argument in the step.
+  unsigned arg; ///< Its argument in the step.
   RankedTensorType type;
   int64_t splitDim = -1; ///< DiLoCo: the dimension the outer states split.
   unsigned outerParams = 0, outerMomentum = 0; ///< Their step arguments.
@@ -83,7 +83,8 @@ Value allReduceAvg(OpBuilder &b, Location loc, Value v) {
 Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
   return ConstantOp::create(
       b, loc, type,
-      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+      DenseElementsAttr::get(type,
+                             b.getFloatAttr(type.getElementType(), value)));
 }
 
 Value binary(OpBuilder &b, Location loc, BinaryKind kind, Value x, Value y) {
@@ -110,9 +111,9 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
       continue;
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     if (!isa<FloatType>(type.getElementType()))
-      return step.emitError() << "local SGD averages float parameters; '"
-                              << step.getArgAttr(i, "cleave.name") << "' is "
-                              << type;
+      return step.emitError()
+             << "local SGD averages float parameters; '"
+             << step.getArgAttr(i, "cleave.name") << "' is " << type;
     params.push_back({i, type});
   }
 
@@ -202,9 +203,9 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
     // The average of the replicas, this rank's block of it.
     Value average;
     if (p.splitDim >= 0) {
-      auto op = ReduceScatterOp::create(b, loc, shard,
-                                        CollectiveReduceKind::avg, param,
-                                        "mesh", dpAxes, p.splitDim);
+      auto op =
+          ReduceScatterOp::create(b, loc, shard, CollectiveReduceKind::avg,
+                                  param, "mesh", dpAxes, p.splitDim);
       op->setAttr("cleave.phase", b.getStringAttr("DiLoCo outer step"));
       average = op->getResult(0);
     } else {
@@ -213,9 +214,9 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
     // Outer gradient, Nesterov momentum (torch.optim.SGD's form), update.
     Value delta = binary(b, loc, BinaryKind::sub, global, average);
     Value mu = splat(b, loc, shard, mode.outerMomentum);
-    Value newMomentum = binary(b, loc, BinaryKind::add,
-                               binary(b, loc, BinaryKind::mul, mu, momentum),
-                               delta);
+    Value newMomentum =
+        binary(b, loc, BinaryKind::add,
+               binary(b, loc, BinaryKind::mul, mu, momentum), delta);
     Value direction = binary(b, loc, BinaryKind::add, delta,
                              binary(b, loc, BinaryKind::mul, mu, newMomentum));
     Value newGlobal =

@@ -1,4 +1,5 @@
-//===- LocalSGD.h - Local SGD, DiLoCo and delayed gradient reduction -*- C++ -*-===//
+//===- LocalSGD.h - Local SGD, DiLoCo and delayed gradient reduction -*- C++
+//-*-===//
 //
 // How the data-parallel replicas of a training step agree (cleave-compile
 // --sync): every step (the all-reduced gradients of today's step), every H
@@ -52,8 +53,9 @@ constexpr llvm::StringLiteral kVaryingAttrName = "cleave.varying";
 /// dp (all_reduce avg), or DiLoCo's outer step (reduce_scatter avg of the
 /// parameter, outer gradient = global copy - average, Nesterov momentum,
 /// global copy updated, all_gather into the parameter).
-mlir::LogicalResult buildLocalSGD(mlir::ModuleOp module, mlir::func::FuncOp step,
-                                  const SyncMode &mode, int64_t dp);
+mlir::LogicalResult buildLocalSGD(mlir::ModuleOp module,
+                                  mlir::func::FuncOp step, const SyncMode &mode,
+                                  int64_t dp);
 
 } // namespace cleave
 
