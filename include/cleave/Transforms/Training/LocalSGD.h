@@ -1,5 +1,4 @@
-//===- LocalSGD.h - Local SGD, DiLoCo and delayed gradient reduction -*- C++
-//-*-===//
+//===- LocalSGD.h - Local SGD, DiLoCo, delayed reduction ------*- C++ -*-===//
 //
 // How the data-parallel replicas of a training step agree (cleave-compile
 // --sync): every step (the all-reduced gradients of today's step), every H
