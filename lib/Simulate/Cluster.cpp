@@ -94,23 +94,27 @@ static Cluster hopper(const char *name, const char *gpu, double memoryGiB,
   return c;
 }
 
-/// This machine's figures, the median of three runs of
-/// test/benchmarks/calibrate_cpu.py (2026-12-02, 2 cores of an AMD EPYC VM,
-/// shared with other engineers' builds, so every figure moves from run to
-/// run; OPENBLAS_NUM_THREADS=1):
-///   sgemm, one thread, 32x64x64 to 1024^3: 61-104 GFLOP/s, about 100 from
-///     128x64x64 on (no curve worth fitting: efficiency 1);
-///   two sgemm processes at once: 0.7 to 1.7 cores' worth together, median
-///     1.05 over six runs (the VM's two cores share the host with other
-///     tenants: while it is busy they compute about what one does), so the
-///     node has two devices of one core each but one device's worth of
-///     compute for the ranks computing at once;
-///   generated kernels (a chain of softmaxes over 1 MiB): 17.1-17.5 GB/s
-///     read + written, 0.1 us each at 64 bytes (numpy's copy of 256 MiB:
-///     27, 13.6 and 11.1 GB/s: it meets the other builds' traffic);
-///   local all-reduce of 2 ranks, mean: 25-64 us at 4 KiB (12.5, 32 and
-///     25.5 us per ring step), 0.8-1.0 ms at 4 MiB (5.3, 4.3, 5.6 GB/s); over
-///     2 of 4 ranks (threads outnumber cores): 35, 82.5 and 67 us per step.
+/// This machine's figures: the median of five runs of
+/// test/benchmarks/calibrate_cpu.py (2026-12-02, 2 cores of an AMD EPYC VM
+/// whose host is shared, so every figure moves from run to run;
+/// OPENBLAS_NUM_THREADS=1), the range in brackets:
+///   sgemm, one thread, 32x64x64 to 1024^3: about 100 GFLOP/s from
+///     128x64x64 on (61-77 at 32x64x64; no curve worth fitting);
+///   two sgemm processes at once: 1.0 cores' worth together (0.83-1.08 in
+///     seven runs over an hour, 1.95-2.01 in three later ones: the VM's two
+///     cores share floating-point units with the host's other tenants), so
+///     a node has two devices of one core but one device's worth of GEMM
+///     throughput for the ranks computing at once; two softmax chains at
+///     once (cleave-run): 1.92 cores' worth [1.85, 2.02];
+///   a copy of 256 MiB: 26.5 GB/s read + written [22.5, 26.8]; generated
+///     kernels (a chain of softmaxes over 1 MiB): 0.66 of it [0.66, 0.72],
+///     0.1 us each at 64 bytes;
+///   local all-reduce of 2 ranks, mean: 13 us per ring step [9, 33.5],
+///     6.85 GB/s per rank [3.2, 8.0]; over 2 of 4 ranks (threads
+///     outnumber cores): 87 us per step [26, 127];
+///   the switch program (softmaxes and all-reduces on 4 ranks): no time
+///     beyond the simulation in four runs of five (55 us per all-reduce in
+///     one), so no switch overhead.
 static Cluster cpuPreset() {
   Cluster c;
   c.name = "cpu";
@@ -118,7 +122,8 @@ static Cluster cpuPreset() {
              "development machine";
   c.devicesPerNode = 2;
   c.coresPerNode = 2;
-  c.computeCapacity = 1.05;
+  c.computeCapacity = 1.0;
+  c.kernelCapacity = 1.92;
   Device &d = c.device;
   d.name = "x86-64 core";
   d.fp32Flops = 100 * kGiga;
@@ -127,15 +132,16 @@ static Cluster cpuPreset() {
   d.gemmFp32 = {1.0, 2e3};
   d.gemmHalf = d.gemmFp32;
   d.memoryBytes = 16 * kGiB;
-  d.memoryBandwidth = 17.3 * kGiga;
+  d.memoryBandwidth = 26.5 * kGiga;
   d.powerWatts = 15;
-  d.kernelBandwidthFraction = 1.0;
+  d.kernelBandwidthFraction = 0.66;
   d.kernelOverhead = 0.1e-6;
   d.gemmOverhead = 1e-6;
   d.collectiveOverhead = 0;
+  d.switchOverhead = 0;
   // Ranks as threads (local communicator): shared memory inside the
   // machine; between machines, MPI over TCP (an assumption, unmeasured).
-  c.intraNode = {5.3 * kGiga, 25.5e-6, 67e-6};
+  c.intraNode = {6.85 * kGiga, 13e-6, 87e-6};
   c.interNode = {1 * kGiga, 50e-6, 0};
   c.pricePerDeviceHour = 0.02;
   c.pricePerKWh = 0.12;
@@ -304,7 +310,8 @@ std::string parseCluster(const std::string &json, Cluster &out) {
           r.number(d.kernelBandwidthFraction, 1.0, true)},
          {"kernel_overhead_us", r.number(d.kernelOverhead, kMicro)},
          {"gemm_overhead_us", r.number(d.gemmOverhead, kMicro)},
-         {"collective_overhead_us", r.number(d.collectiveOverhead, kMicro)}});
+         {"collective_overhead_us", r.number(d.collectiveOverhead, kMicro)},
+         {"switch_overhead_us", r.number(d.switchOverhead, kMicro)}});
   };
   auto price = [&](const llvm::json::Value &v, const std::string &path) {
     return r.object(v, path,
@@ -319,6 +326,7 @@ std::string parseCluster(const std::string &json, Cluster &out) {
                  {"gpus_per_node", r.integer(c.devicesPerNode)},
                  {"cores_per_node", r.integer(c.coresPerNode)},
                  {"compute_capacity", r.number(c.computeCapacity, 1.0, true)},
+                 {"kernel_capacity", r.number(c.kernelCapacity, 1.0, true)},
                  {"gpu", gpu},
                  {"intra_node", r.link(c.intraNode)},
                  {"inter_node", r.link(c.interNode)},
@@ -416,6 +424,8 @@ std::string clusterJson(const Cluster &c) {
     o += "  \"cores_per_node\": " + std::to_string(c.coresPerNode) + ",\n";
   if (c.computeCapacity > 0)
     o += "  \"compute_capacity\": " + num(c.computeCapacity) + ",\n";
+  if (c.kernelCapacity > 0)
+    o += "  \"kernel_capacity\": " + num(c.kernelCapacity) + ",\n";
   o += "  \"gpu\": {\n";
   o += "    \"name\": " + str(d.name) + ",\n";
   o += "    \"peak_tflops\": {\"fp32\": " + num(d.fp32Flops / kTera) +
@@ -434,7 +444,9 @@ std::string clusterJson(const Cluster &c) {
   o += "    \"kernel_overhead_us\": " + num(d.kernelOverhead / kMicro) + ",\n";
   o += "    \"gemm_overhead_us\": " + num(d.gemmOverhead / kMicro) + ",\n";
   o += "    \"collective_overhead_us\": " +
-       num(d.collectiveOverhead / kMicro) + "\n  },\n";
+       num(d.collectiveOverhead / kMicro) + ",\n";
+  o += "    \"switch_overhead_us\": " + num(d.switchOverhead / kMicro) +
+       "\n  },\n";
   o += "  \"intra_node\": " + link(c.intraNode) + ",\n";
   o += "  \"inter_node\": " + link(c.interNode) + ",\n";
   o += "  \"price\": {\"per_gpu_hour\": " + num(c.pricePerDeviceHour) +

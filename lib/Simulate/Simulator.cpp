@@ -10,8 +10,9 @@
 // issued. Then the clock moves to the next end of a compute command or of
 // a hold. Ranks on one node share its devices: with k ranks computing on
 // a node of d devices' worth of compute, each computes at min(1, d / k) of
-// a device's rate (processor sharing; the cpu preset's ranks are threads
-// on cores that share execution units). When no
+// a device's rate (processor sharing; d is the node's capacity for GEMMs
+// or for other work: the cpu preset's cores share their floating-point
+// units but not their memory-bound kernels). When no
 // rank can move and none computes or is held, the plan deadlocks (named).
 //
 //===----------------------------------------------------------------------===//
@@ -71,6 +72,14 @@ struct RankState {
   /// the full rate of a device, started at `computeStart`.
   bool computing = false;
   double remaining = 0, computeStart = 0;
+  /// The work under way is the switch back after a block (no command).
+  bool switching = false;
+  /// The work under way is a GEMM (it shares the node's compute capacity;
+  /// anything else its kernel capacity).
+  bool gemm = false;
+  /// The compute stream blocked on communication and, on a node whose
+  /// ranks outnumber its cores, owes a switch before its next command.
+  bool owesSwitch = false;
   /// The compute stream is held (a collective, a message, a wait) until
   /// this time; the command that held it is done.
   double resumeAt = 0;
@@ -245,6 +254,16 @@ bool Simulator::advanceCompute(RankState &r, double now) {
   const std::vector<Command> &cmds = r.plan->commands;
   bool moved = false;
   while (!r.computing && r.pc < cmds.size() && r.resumeAt <= now) {
+    if (r.owesSwitch) {
+      r.owesSwitch = false;
+      if (cluster.device.switchOverhead > 0 && placement.latencyShare > 1) {
+        r.computing = r.switching = true;
+        r.gemm = false;
+        r.remaining = cluster.device.switchOverhead;
+        r.computeStart = now;
+        return true;
+      }
+    }
     const Command &cmd = cmds[r.pc];
     if (r.arrivedPc != r.pc) {
       r.arrivedPc = r.pc;
@@ -289,6 +308,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
           r.result.peerWaitSeconds += stall - exposed;
           span(r, 0, "recv", "collective", t, end);
           r.resumeAt = end;
+          r.owesSwitch = stall > 0;
         }
       } else {
         Instance *inst = arrive(r, cmd, t, r.compute.registered);
@@ -304,6 +324,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
                  ")",
              "collective", inst->start, inst->end);
         r.resumeAt = inst->end;
+        r.owesSwitch = true;
       }
     } else if (cmd.kind == CommandKind::Wait) {
       if (cmd.event < 0 || cmd.event >= int64_t(r.eventDone.size()))
@@ -315,6 +336,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
         r.result.exposedCommSeconds += done - t;
         span(r, 0, "wait", "wait", t, done);
         r.resumeAt = done;
+        r.owesSwitch = true;
       }
     } else if (cmd.kind == CommandKind::Marker) {
       if (cmd.params.size() >= 2) {
@@ -340,6 +362,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
       if (d > 0) {
         // Runs until the clock has given it d seconds of a device.
         r.computing = true;
+        r.gemm = cmd.kind == CommandKind::Gemm;
         r.remaining = d;
         r.computeStart = t;
         return moved;
@@ -401,6 +424,14 @@ bool Simulator::advanceComm(RankState &r) {
 }
 
 void Simulator::finishCompute(RankState &r, double end) {
+  if (r.switching) {
+    span(r, 0, "switch", "switch", r.computeStart, end);
+    r.result.computeSeconds += end - r.computeStart;
+    r.computing = r.switching = false;
+    r.remaining = 0;
+    r.compute.t = r.resumeAt = end;
+    return;
+  }
   const Command &cmd = r.plan->commands[r.pc];
   const char *cat = cmd.kind == CommandKind::Gemm     ? "gemm"
                     : cmd.kind == CommandKind::Kernel ? "kernel"
@@ -451,7 +482,8 @@ std::string Simulator::run() {
 
   for (RankState &r : ranks)
     r.node = placement.nodeOf(r.rank);
-  double devices = cluster.capacity();
+  double gemmCapacity = cluster.capacity();
+  double kernelCapacity = cluster.kernelCapacityOrDefault();
   double now = 0;
   for (;;) {
     // Everything that happens at `now` without time passing.
@@ -472,7 +504,8 @@ std::string Simulator::run() {
     if (done)
       break;
     auto rate = [&](const RankState &r) {
-      return std::min(1.0, devices / double(busy[r.node]));
+      return std::min(1.0, (r.gemm ? gemmCapacity : kernelCapacity) /
+                               double(busy[r.node]));
     };
     // The next moment anything ends: a compute command or a hold.
     double next = std::numeric_limits<double>::infinity();

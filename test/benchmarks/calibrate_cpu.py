@@ -17,9 +17,17 @@ lib/Simulate/Cluster.cpp's cpuPreset or `cleave-sim --cluster FILE`:
     timed by cleave-run --print-stats at [1, 16] (the per-kernel overhead)
     and [256, 1024] floats (the share of the copy bandwidth a generated
     kernel reaches, reading and writing 1 MiB).
-  * Devices: cores' worth of GEMM throughput when every core runs an
-    sgemm at once (each in its own process), over one alone: how many
-    ranks compute at full rate together (gpus_per_node).
+  * Capacity: cores' worth of GEMM throughput when every core runs an
+    sgemm at once (each in its own process), over one alone
+    (compute_capacity), and the same for the softmax chain run by
+    cleave-run (kernel_capacity): what ranks computing at once get
+    together.
+  * Switches: a program of 32 rounds of two softmaxes over [128, 512]
+    floats and an all-reduce of the result over 2-rank groups, on twice
+    as many ranks as cores, timed, and simulated by cleave-sim with the
+    figures above (no switch cost): what the run takes beyond the
+    simulation, per blocking all-reduce, is the compute a rank loses each
+    time it blocks while threads outnumber cores (switch_overhead_us).
   * Collectives: a one-all_reduce program on 2 ranks of the local
     communicator at 4 KiB (the latency) and 4 MiB (the bandwidth: ring
     all-reduce sends 2(n-1)/n S), and at 4 KiB over the 2-rank axis of a
@@ -108,6 +116,16 @@ def compile_mlir(name, text):
     return plan
 
 
+def concurrent_plan(plan, inputs, copies):
+    """Mean run time of `plan` in each of `copies` cleave-run processes
+    started at once."""
+    cmd = [os.path.join(BIN, "cleave-run"), plan, *inputs, "--no-output", "--print-stats",
+           "--warmup", "3", "--repeat", str(10 * ARGS.repeat)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(copies)]
+    return [float(re.search(r"mean ([0-9.]+) ms", p.communicate()[0]).group(1)) / 1e3 for p in procs]
+
+
 def softmax_chain(rows, cols, n=32):
     t = f"tensor<{rows}x{cols}xf32>"
     body = "".join(f"    %{i + 1} = cleave.softmax %{i} dim = 1 : {t}\n" for i in range(n))
@@ -116,7 +134,7 @@ def softmax_chain(rows, cols, n=32):
     plan = compile_mlir(f"softmax_{rows}x{cols}", text)
     x = os.path.join(WORK, f"x_{rows}x{cols}.npy")
     np.save(x, np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32))
-    return run_stats(plan, [x]) / n, rows * cols * 4 * 2
+    return run_stats(plan, [x]) / n, rows * cols * 4 * 2, plan, x
 
 
 def all_reduce(elems, groups=1):
@@ -131,6 +149,22 @@ def all_reduce(elems, groups=1):
     x = os.path.join(WORK, f"ar_{elems}.npy")
     np.save(x, np.ones(elems, np.float32))
     return run_stats(plan, [x], 2 * groups, mean=True)
+
+
+def switch_program(groups, rounds=32):
+    t = "tensor<128x512xf32>"
+    body = []
+    for i in range(rounds):
+        body.append(f"    %a{i} = cleave.softmax %x{i} dim = 1 : {t}")
+        body.append(f"    %b{i} = cleave.softmax %a{i} dim = 1 : {t}")
+        body.append(f'    %x{i + 1} = cleave.all_reduce sum %b{i} over @mesh ["r"] : {t}')
+    text = (f'module {{\n  cleave.mesh @mesh axes = ["g", "r"] shape = [{groups}, 2]\n'
+            f'  func.func @main(%x0: {t} {{cleave.name = "x"}}) -> {t} {{\n' + "\n".join(body) +
+            f"\n    return %x{rounds} : {t}\n  }}\n}}\n")
+    plan = compile_mlir("switch", text)
+    x = os.path.join(WORK, "switch_x.npy")
+    np.save(x, np.random.default_rng(0).standard_normal((128, 512)).astype(np.float32))
+    return plan, x, rounds
 
 
 SGEMM_ALONE = """
@@ -190,9 +224,10 @@ def main():
     bandwidth = 2 * src.nbytes / best
     print(f"copy of 256 MiB: {bandwidth / 1e9:.1f} GB/s (read + written)")
 
-    small, _ = softmax_chain(1, 16)
-    large, moved = softmax_chain(256, 1024)
+    small, _, _, _ = softmax_chain(1, 16)
+    large, moved, chain, chain_x = softmax_chain(256, 1024)
     fraction = min(1.0, moved / max(large - small, 1e-9) / bandwidth)
+    memory = max(bandwidth, moved / max(large - small, 1e-9))
     print(f"kernels: {small * 1e6:.1f} us per kernel at 64 bytes, {large * 1e6:.1f} us at {moved} bytes "
           f"-> {moved / (large - small) / 1e9:.2f} GB/s, {fraction:.2f} of the copy bandwidth")
 
@@ -203,6 +238,13 @@ def main():
     print(f"sgemm 512^3: {alone / 1e9:.1f} GFLOP/s alone, "
           + ", ".join(f"{x / 1e9:.1f}" for x in together)
           + f" with {cores} at once -> {devices:.2f} cores' worth")
+
+    alone_k = concurrent_plan(chain, [chain_x], 1)[0]
+    together_k = concurrent_plan(chain, [chain_x], cores)
+    kernel_devices = cores * alone_k / (sum(together_k) / len(together_k))
+    print(f"softmax chain: {alone_k * 1e3:.3f} ms alone, "
+          + ", ".join(f"{x * 1e3:.3f}" for x in together_k)
+          + f" ms with {cores} at once -> {kernel_devices:.2f} cores' worth")
 
     lat = all_reduce(1024)
     big = all_reduce(1 << 20)
@@ -217,17 +259,42 @@ def main():
     print(f"all_reduce over 2 of {2 * cores} ranks: {shared * 1e6:.1f} us at 4 KiB -> "
           f"{shared / steps * 1e6:.1f} us per step")
 
+    # The switch cost: run the switch program, simulate it without one.
+    plan, x, rounds = switch_program(cores)
+    measured = run_stats(plan, [x], 2 * cores, mean=True)
+    partial = {
+        "preset": "cpu", "gpus_per_node": cores, "cores_per_node": cores,
+        "compute_capacity": round(devices, 3), "kernel_capacity": round(kernel_devices, 3),
+        "gpu": {"peak_tflops": {"fp32": peak / 1e12}, "memory_gbps": moved / (large - small) / 1e9,
+                "kernel_bandwidth_fraction": 1.0, "kernel_overhead_us": small * 1e6,
+                "switch_overhead_us": 0},
+        "intra_node": {"gbps": link_bw / 1e9, "latency_us": latency * 1e6,
+                       "shared_latency_us": shared / steps * 1e6},
+    }
+    path = os.path.join(WORK, "partial.json")
+    with open(path, "w") as f:
+        json.dump(partial, f)
+    out = subprocess.run([os.path.join(BIN, "cleave-sim"), plan, "--cluster", path], check=True,
+                         capture_output=True, text=True).stdout
+    simulated = float(re.search(r"step time ([0-9.]+) ms", out).group(1)) / 1e3
+    switch = max(0.0, (measured - simulated) / rounds)
+    print(f"switch program on {2 * cores} ranks: {measured * 1e3:.3f} ms run, {simulated * 1e3:.3f} ms "
+          f"simulated without switches -> {switch * 1e6:.1f} us per blocking all-reduce")
+
     desc = {
         "preset": "cpu",
-        "gpus_per_node": max(1, round(devices)),
+        "gpus_per_node": cores,
         "cores_per_node": cores,
+        "compute_capacity": round(devices, 3),
+        "kernel_capacity": round(kernel_devices, 3),
         "gpu": {
             "peak_tflops": {"fp32": round(peak / 1e12, 5)},
             "gemm_efficiency": {"fp32": {"max": 1.0, "half_gflops": round(half / 1e9, 6)}},
-            "memory_gbps": round(bandwidth / 1e9, 2),
+            "memory_gbps": round(memory / 1e9, 2),
             "kernel_bandwidth_fraction": round(fraction, 3),
             "kernel_overhead_us": round(small * 1e6, 2),
             "gemm_overhead_us": round(overhead * 1e6, 2),
+            "switch_overhead_us": round(switch * 1e6, 1),
         },
         "intra_node": {"gbps": round(link_bw / 1e9, 2), "latency_us": round(latency * 1e6, 2),
                        "shared_latency_us": round(shared / steps * 1e6, 2)},

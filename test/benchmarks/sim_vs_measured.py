@@ -14,7 +14,10 @@ the configurations. The machine is shared: before each run the script
 waits (up to --quiet-wait s) until other processes use less than --quiet
 of the CPU, and a run during which they used more (the machine's CPU time
 from /proc/stat less the run's own) is run again, up to --tries times; the
-share they took of the kept run is printed.
+share they took of the kept run is printed. The two cores' joint GEMM
+throughput moves with the host's other tenants (between one and two cores'
+worth), so each run is also predicted with the capacity measured just
+before it (two sgemm processes at once against one, 0.5 s each).
 
     sim_vs_measured.py [--build build] [--work DIR] [--rounds 3]
         [--blas-threads 1]
@@ -95,6 +98,37 @@ def child_seconds():
     return r.ru_utime + r.ru_stime
 
 
+SGEMM = """
+import ctypes, sys, time
+import numpy as np
+lib = ctypes.CDLL(sys.argv[1]); f = lib.cblas_sgemm
+P, I, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+f.argtypes = [I, I, I, I, I, I, F, P, I, P, I, F, P, I]
+n = 256
+a = np.ones((n, n), np.float32); b = np.ones((n, n), np.float32); c = np.zeros((n, n), np.float32)
+args = (101, 111, 111, n, n, n, 1.0, a.ctypes.data, n, b.ctypes.data, n, 0.0, c.ctypes.data, n)
+f(*args)
+t0 = time.perf_counter(); k = 0
+while time.perf_counter() - t0 < 0.5:
+    f(*args); k += 1
+print(2.0 * n ** 3 * k / (time.perf_counter() - t0))
+"""
+
+
+def gemm_capacity():
+    """Cores' worth of sgemm throughput with every core running one at
+    once, over one alone (calibrate_cpu.py's compute_capacity, now)."""
+    out = subprocess.run(["ldd", os.path.join(BIN, "cleave-run")], capture_output=True, text=True).stdout
+    lib = [l.split("=>")[1].split("(")[0].strip() for l in out.splitlines() if "openblas" in l and "=>" in l][0]
+
+    def run(copies):
+        procs = [subprocess.Popen([sys.executable, "-c", SGEMM, lib], stdout=subprocess.PIPE, text=True, env=ENV)
+                 for _ in range(copies)]
+        return [float(p.communicate()[0]) for p in procs]
+    alone = run(1)[0]
+    return sum(run(os.cpu_count())) / alone
+
+
 def sh(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
     if r.returncode:
@@ -126,6 +160,7 @@ def main():
             # the CPU measures them too: it is run again (--tries times).
             for attempt in range(args.tries):
                 wait_quiet()
+                capacity = gemm_capacity()
                 b0, t0, c0, w0 = *cpu_ticks(), child_seconds(), time.time()
                 sh(cmd)
                 b1, t1, c1, w1 = *cpu_ticks(), child_seconds(), time.time()
@@ -133,19 +168,33 @@ def main():
                 if others < args.quiet:
                     break
             p.setdefault("others", []).append(others)
+            # The prediction with the GEMM capacity measured just before.
+            now = os.path.join(WORK, "now.json")
+            with open(now, "w") as f:
+                json.dump({"preset": "cpu", "compute_capacity": round(min(capacity, os.cpu_count()), 3)}, f)
+            out = sh([os.path.join(BIN, "cleave-sim"), p["plan"], "--cluster", now])
+            p.setdefault("now", []).append(float(re.search(r"step time ([0-9.]+) ms", out).group(1)))
+            p.setdefault("capacity", []).append(capacity)
             times = [json.loads(line)["step_ms"] for line in open(log)][10:]
             p["measured"].append(statistics.median(times))
     load = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "?"
     print("cleave-sim --cluster %s against cleave-run (OPENBLAS_NUM_THREADS=%s, %d cores, load %s), "
           "median step over %d rounds" % (args.cluster, args.blas_threads, os.cpu_count(), load, args.rounds))
-    print("%-22s %5s %10s %10s %7s  %-22s %s" % (
+    print("%-22s %5s %10s %10s %7s  %-30s %s" % (
         "configuration", "ranks", "predicted", "measured", "error", "rounds (ms)", "others' CPU"))
     for p in plans:
         m = statistics.median(p["measured"])
-        print("%-22s %5d %7.2f ms %7.2f ms %+6.1f%%  %-22s %s" % (
+        print("%-22s %5d %7.2f ms %7.2f ms %+6.1f%%  %-30s %s" % (
             p["name"], p["ranks"], p["predicted"], m, (p["predicted"] / m - 1) * 100,
             "/".join("%.2f" % x for x in p["measured"]),
             "/".join("%.0f%%" % (100 * b) for b in p["others"])))
+    print("With the GEMM capacity measured just before each run (cores' worth: %s):" %
+          "/".join("%.2f" % c for p in plans for c in p["capacity"]))
+    for p in plans:
+        errors = [a / b - 1 for a, b in zip(p["now"], p["measured"])]
+        print("%-22s %5d predicted %-30s error %s, median %+.1f%%" % (
+            p["name"], p["ranks"], "/".join("%.2f" % x for x in p["now"]),
+            "/".join("%+.0f%%" % (100 * e) for e in errors), 100 * statistics.median(errors)))
 
 if __name__ == "__main__":
     main()

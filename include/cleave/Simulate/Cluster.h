@@ -49,6 +49,10 @@ struct Device {
   /// Fixed cost per command (launch, dispatch), seconds: kernels, GEMMs,
   /// copies, and the extra cost per collective call.
   double kernelOverhead = 5e-6, gemmOverhead = 5e-6, collectiveOverhead = 0;
+  /// Compute time a rank loses each time it blocks for communication on a
+  /// node whose ranks outnumber its cores (seconds): the context switches
+  /// and the caches the other ranks' work has emptied. 0 elsewhere.
+  double switchOverhead = 0;
 };
 
 /// A link: bandwidth per device per direction (bytes/s) and the latency of
@@ -82,6 +86,10 @@ struct Cluster {
   /// execution units (the `cpu` preset: two cores of a virtual machine
   /// that together compute about what one does while the host is busy).
   double computeCapacity = 0;
+  /// The same for fused kernels, copies and fills (0: computeCapacity).
+  /// Cores that share their floating-point units (SMT siblings) halve each
+  /// other's GEMMs but not their memory-bound kernels.
+  double kernelCapacity = 0;
   Device device;
   Link intraNode; ///< NVLink/NVSwitch (or shared memory on a CPU).
   Link interNode; ///< InfiniBand/RoCE per device.
@@ -93,6 +101,10 @@ struct Cluster {
   /// Devices' worth of compute per node (computeCapacity or devicesPerNode).
   double capacity() const {
     return computeCapacity > 0 ? computeCapacity : double(devicesPerNode);
+  }
+  /// Devices' worth of kernel work per node (kernelCapacity or capacity()).
+  double kernelCapacityOrDefault() const {
+    return kernelCapacity > 0 ? kernelCapacity : capacity();
   }
 };
 
