@@ -182,7 +182,8 @@ class Reader {
 public:
   explicit Reader(std::string &error) : error(error) {}
 
-  using Field = std::function<bool(const llvm::json::Value &, const std::string &)>;
+  using Field =
+      std::function<bool(const llvm::json::Value &, const std::string &)>;
 
   bool object(const llvm::json::Value &value, const std::string &path,
               const std::map<std::string, Field> &fields) {
@@ -301,9 +302,9 @@ std::string parseCluster(const std::string &json, Cluster &out) {
          {"power_w", r.number(d.powerWatts, 1.0)},
          {"gemm_efficiency",
           [&](const llvm::json::Value &p, const std::string &pp) {
-            return r.object(p, pp,
-                            {{"fp32", r.curve(d.gemmFp32)},
-                             {"half", r.curve(d.gemmHalf)}});
+            return r.object(
+                p, pp,
+                {{"fp32", r.curve(d.gemmFp32)}, {"half", r.curve(d.gemmHalf)}});
           }},
          {"tf32_gemms", r.boolean(d.tf32Gemms)},
          {"kernel_bandwidth_fraction",
@@ -437,14 +438,14 @@ std::string clusterJson(const Cluster &c) {
   o += "    \"power_w\": " + num(d.powerWatts) + ",\n";
   o += "    \"gemm_efficiency\": {\"fp32\": " + curve(d.gemmFp32) +
        ", \"half\": " + curve(d.gemmHalf) + "},\n";
-  o += std::string("    \"tf32_gemms\": ") +
-       (d.tf32Gemms ? "true" : "false") + ",\n";
-  o += "    \"kernel_bandwidth_fraction\": " +
-       num(d.kernelBandwidthFraction) + ",\n";
+  o += std::string("    \"tf32_gemms\": ") + (d.tf32Gemms ? "true" : "false") +
+       ",\n";
+  o += "    \"kernel_bandwidth_fraction\": " + num(d.kernelBandwidthFraction) +
+       ",\n";
   o += "    \"kernel_overhead_us\": " + num(d.kernelOverhead / kMicro) + ",\n";
   o += "    \"gemm_overhead_us\": " + num(d.gemmOverhead / kMicro) + ",\n";
-  o += "    \"collective_overhead_us\": " +
-       num(d.collectiveOverhead / kMicro) + ",\n";
+  o += "    \"collective_overhead_us\": " + num(d.collectiveOverhead / kMicro) +
+       ",\n";
   o += "    \"switch_overhead_us\": " + num(d.switchOverhead / kMicro) +
        "\n  },\n";
   o += "  \"intra_node\": " + link(c.intraNode) + ",\n";

@@ -30,9 +30,9 @@
 
 namespace cleave::sim {
 
+using plan::CollectiveOp;
 using plan::Command;
 using plan::CommandKind;
-using plan::CollectiveOp;
 
 namespace {
 
@@ -104,19 +104,19 @@ double metadataNumber(const plan::Plan &p, const std::string &key) {
 PlanCosts costPlan(const plan::Plan &p, const Device &device) {
   PlanCosts c;
   std::vector<KernelCost> kernels = kernelCosts(p);
-  size_t numKernels = std::count_if(
-      p.commands.begin(), p.commands.end(),
-      [](const Command &x) { return x.kind == CommandKind::Kernel; });
+  size_t numKernels =
+      std::count_if(p.commands.begin(), p.commands.end(), [](const Command &x) {
+        return x.kind == CommandKind::Kernel;
+      });
   c.kernelCostsKnown = kernels.size() == numKernels;
   size_t kernel = 0;
   for (const Command &cmd : p.commands) {
     double s = 0;
     switch (cmd.kind) {
     case CommandKind::Kernel:
-      s = c.kernelCostsKnown
-              ? kernelSeconds(device, kernels[kernel].flops,
-                              kernels[kernel].bytes)
-              : device.kernelOverhead;
+      s = c.kernelCostsKnown ? kernelSeconds(device, kernels[kernel].flops,
+                                             kernels[kernel].bytes)
+                             : device.kernelOverhead;
       ++kernel;
       break;
     case CommandKind::Gemm:
@@ -187,8 +187,8 @@ private:
   void span(RankState &r, int stream, std::string name, std::string cat,
             double start, double end) {
     if (options.traceCommands && end > start)
-      out.spans.push_back({r.rank, stream, std::move(name), std::move(cat),
-                           start, end});
+      out.spans.push_back(
+          {r.rank, stream, std::move(name), std::move(cat), start, end});
   }
   CommCost costOf(const Command &cmd, const std::vector<int64_t> &ranks);
 
@@ -271,7 +271,8 @@ bool Simulator::advanceCompute(RankState &r, double now) {
     }
     double t = r.arrivedAt;
     r.compute.t = std::max(now, r.resumeAt);
-    if (cmd.kind == CommandKind::Collective && cmd.stream == plan::kCommStream) {
+    if (cmd.kind == CommandKind::Collective &&
+        cmd.stream == plan::kCommStream) {
       r.commQueue.push_back({r.pc, t});
     } else if (cmd.kind == CommandKind::Collective) {
       const plan::CollectiveInfo &info = cmd.collective;
@@ -290,7 +291,8 @@ bool Simulator::advanceCompute(RankState &r, double now) {
         if (!mine) {
         } else if (info.op == CollectiveOp::Send) {
           // Buffered: the sender copies the message out and goes on.
-          mailbox[{sender, receiver}].push_back({t + cost.seconds, cost.seconds});
+          mailbox[{sender, receiver}].push_back(
+              {t + cost.seconds, cost.seconds});
           span(r, 0, "send", "collective", t, t + cost.seconds);
           r.result.commSeconds += cost.seconds;
           r.result.exposedCommSeconds += cost.seconds;
@@ -345,12 +347,11 @@ bool Simulator::advanceCompute(RankState &r, double now) {
           r.markerBegin[index] = t;
         } else {
           double begin = r.markerBegin[index];
-          std::string name =
-              index < int64_t(r.costs->stepNames.size())
-                  ? r.costs->stepNames[index]
-                  : "step " + std::to_string(index);
-          std::string cat = name.empty() ? "step"
-                            : name[0] == 'F' ? "forward"
+          std::string name = index < int64_t(r.costs->stepNames.size())
+                                 ? r.costs->stepNames[index]
+                                 : "step " + std::to_string(index);
+          std::string cat = name.empty()                       ? "step"
+                            : name[0] == 'F'                   ? "forward"
                             : name[0] == 'B' || name[0] == 'W' ? "backward"
                                                                : "step";
           out.spans.push_back({r.rank, 2, name, cat, begin, t});
@@ -388,11 +389,12 @@ bool Simulator::advanceComm(RankState &r) {
           info.peer >= int64_t(g.ranks.size()))
         return moved;
       int64_t sender = g.ranks[info.root], receiver = g.ranks[info.peer];
-      bool mine = info.op == CollectiveOp::Send ? r.rank == sender
-                                                : r.rank == receiver;
+      bool mine =
+          info.op == CollectiveOp::Send ? r.rank == sender : r.rank == receiver;
       CommCost cost = costOf(cmd, {sender, receiver});
       if (mine && info.op == CollectiveOp::Send) {
-        mailbox[{sender, receiver}].push_back({at + cost.seconds, cost.seconds});
+        mailbox[{sender, receiver}].push_back(
+            {at + cost.seconds, cost.seconds});
         r.comm.t = at + cost.seconds;
       } else if (mine) {
         auto &queue = mailbox[{sender, receiver}];
@@ -412,7 +414,8 @@ bool Simulator::advanceComm(RankState &r) {
       r.comm.registered = false;
       r.comm.t = inst->end;
       r.result.commSeconds += inst->cost.seconds;
-      span(r, 1, commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
+      span(r, 1,
+           commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
            "collective", inst->start, inst->end);
     }
     if (cmd.event >= 0 && cmd.event < int64_t(r.eventDone.size()))
@@ -603,9 +606,9 @@ std::string Simulator::run() {
   }
   std::sort(out.spans.begin(), out.spans.end(),
             [](const Span &a, const Span &b) {
-                     return std::tie(a.rank, a.stream, a.start, a.end) <
-                            std::tie(b.rank, b.stream, b.start, b.end);
-                   });
+              return std::tie(a.rank, a.stream, a.start, a.end) <
+                     std::tie(b.rank, b.stream, b.start, b.end);
+            });
   return "";
 }
 
@@ -706,7 +709,8 @@ std::string simulationReport(const SimResult &r, const Cluster &cluster) {
         k.end * 1e3, k.computeSeconds * 1e3, k.exposedCommSeconds * 1e3,
         k.peerWaitSeconds * 1e3, (unsigned long long)k.arenaBytes,
         (unsigned long long)k.stateBytes,
-        double(k.arenaBytes) > cluster.device.memoryBytes ? " OVER MEMORY" : "");
+        double(k.arenaBytes) > cluster.device.memoryBytes ? " OVER MEMORY"
+                                                          : "");
   return out;
 }
 

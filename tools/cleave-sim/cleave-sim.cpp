@@ -74,8 +74,8 @@ int main(int argc, char **argv) {
   else if (algorithmOpt == "tree")
     options.algorithm = cleave::sim::Algorithm::Tree;
   else if (algorithmOpt != "auto")
-    return fail("--algorithm must be ring, tree or auto, not '" +
-                algorithmOpt + "'");
+    return fail("--algorithm must be ring, tree or auto, not '" + algorithmOpt +
+                "'");
 
   cleave::plan::Plan plan;
   std::string error;

@@ -42,15 +42,16 @@ struct Span {
   /// (between its Marker commands).
   int stream = 0;
   std::string name;
-  std::string category; ///< gemm, kernel, copy, collective, wait, forward, backward, ...
+  std::string category; ///< gemm, kernel, copy, collective, wait, forward,
+                        ///< backward, ...
   double start = 0, end = 0;
 };
 
 struct RankResult {
   int64_t rank = 0, stage = 0;
-  double end = 0; ///< When its last command ends.
-  double computeSeconds = 0;  ///< Compute commands (kernels, GEMMs, copies).
-  double commSeconds = 0;     ///< Collectives' own cost, either stream.
+  double end = 0;            ///< When its last command ends.
+  double computeSeconds = 0; ///< Compute commands (kernels, GEMMs, copies).
+  double commSeconds = 0;    ///< Collectives' own cost, either stream.
   /// Time the compute stream waited for communication: blocking
   /// collectives' cost, Waits for an async collective, a Recv's transfer.
   double exposedCommSeconds = 0;
