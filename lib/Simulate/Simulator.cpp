@@ -25,6 +25,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -191,6 +192,17 @@ private:
           {r.rank, stream, std::move(name), std::move(cat), start, end});
   }
   CommCost costOf(const Command &cmd, const std::vector<int64_t> &ranks);
+  /// A Send's or Recv's (sender, receiver) ranks as seen from `rank`; none
+  /// for group indices outside the group.
+  std::optional<std::pair<int64_t, int64_t>>
+  pointToPoint(const plan::CollectiveInfo &info, int64_t rank) const {
+    plan::Group g = plan::groupOf(plan.mesh, info.axes, rank);
+    int64_t size = static_cast<int64_t>(g.ranks.size());
+    if (info.root < 0 || info.peer < 0 || info.root >= size ||
+        info.peer >= size)
+      return std::nullopt;
+    return std::make_pair(g.ranks[info.root], g.ranks[info.peer]);
+  }
 
   const plan::Plan &plan;
   const Cluster &cluster;
@@ -277,12 +289,11 @@ bool Simulator::advanceCompute(RankState &r, double now) {
     } else if (cmd.kind == CommandKind::Collective) {
       const plan::CollectiveInfo &info = cmd.collective;
       if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
-        plan::Group g = plan::groupOf(plan.mesh, info.axes, r.rank);
-        if (info.root < 0 || info.peer < 0 ||
-            info.root >= int64_t(g.ranks.size()) ||
-            info.peer >= int64_t(g.ranks.size()))
+        std::optional<std::pair<int64_t, int64_t>> ends =
+            pointToPoint(info, r.rank);
+        if (!ends)
           return moved;
-        int64_t sender = g.ranks[info.root], receiver = g.ranks[info.peer];
+        auto [sender, receiver] = *ends;
         // One program serves every rank: only the sender sends and only
         // the receiver receives.
         bool mine = info.op == CollectiveOp::Send ? r.rank == sender
@@ -383,12 +394,11 @@ bool Simulator::advanceComm(RankState &r) {
     double at = std::max(r.comm.t, issued);
     const plan::CollectiveInfo &info = cmd.collective;
     if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
-      plan::Group g = plan::groupOf(plan.mesh, info.axes, r.rank);
-      if (info.root < 0 || info.peer < 0 ||
-          info.root >= int64_t(g.ranks.size()) ||
-          info.peer >= int64_t(g.ranks.size()))
+      std::optional<std::pair<int64_t, int64_t>> ends =
+          pointToPoint(info, r.rank);
+      if (!ends)
         return moved;
-      int64_t sender = g.ranks[info.root], receiver = g.ranks[info.peer];
+      auto [sender, receiver] = *ends;
       bool mine =
           info.op == CollectiveOp::Send ? r.rank == sender : r.rank == receiver;
       CommCost cost = costOf(cmd, {sender, receiver});

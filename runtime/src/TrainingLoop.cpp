@@ -443,27 +443,34 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
         std::chrono::steady_clock::now() - start;
     std::this_thread::sleep_for(took * (o.slowFactor - 1.0));
   };
+  // Copies each borrowed state between the step's executor and the sync
+  // entry's, into the entry (toSync) or back.
+  auto copySyncStates = [&](bool toSync) -> int {
+    for (auto [mine, theirs] : syncStates) {
+      cleave_rt_state_desc_t d;
+      TRY(cleave_rt_program_state_desc(syncProgram.p, theirs, &d));
+      syncBytes.resize(d.tensor.byte_size);
+      if (toSync) {
+        TRY(cleave_rt_executor_read_state(exec.e, mine, syncBytes.data(),
+                                          syncBytes.size()));
+        TRY(cleave_rt_executor_write_state(syncExec.e, theirs,
+                                           syncBytes.data(), syncBytes.size()));
+      } else {
+        TRY(cleave_rt_executor_read_state(syncExec.e, theirs, syncBytes.data(),
+                                          syncBytes.size()));
+        TRY(cleave_rt_executor_write_state(exec.e, mine, syncBytes.data(),
+                                           syncBytes.size()));
+      }
+    }
+    return -1;
+  };
   auto runSync = [&]() -> int {
     auto start = std::chrono::steady_clock::now();
-    for (auto [mine, theirs] : syncStates) {
-      cleave_rt_state_desc_t d;
-      TRY(cleave_rt_program_state_desc(syncProgram.p, theirs, &d));
-      syncBytes.resize(d.tensor.byte_size);
-      TRY(cleave_rt_executor_read_state(exec.e, mine, syncBytes.data(),
-                                        syncBytes.size()));
-      TRY(cleave_rt_executor_write_state(syncExec.e, theirs, syncBytes.data(),
-                                         syncBytes.size()));
-    }
+    if (int rc = copySyncStates(true); rc >= 0)
+      return rc;
     TRY(cleave_rt_executor_run(syncExec.e));
-    for (auto [mine, theirs] : syncStates) {
-      cleave_rt_state_desc_t d;
-      TRY(cleave_rt_program_state_desc(syncProgram.p, theirs, &d));
-      syncBytes.resize(d.tensor.byte_size);
-      TRY(cleave_rt_executor_read_state(syncExec.e, theirs, syncBytes.data(),
-                                        syncBytes.size()));
-      TRY(cleave_rt_executor_write_state(exec.e, mine, syncBytes.data(),
-                                         syncBytes.size()));
-    }
+    if (int rc = copySyncStates(false); rc >= 0)
+      return rc;
     straggle(start);
     return -1;
   };
