@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -101,14 +102,19 @@ std::optional<ConstTensor> foldCompare(StringRef op, const Inputs &in,
   bool fp = a.isFloat();
   return elementwise(in, i1, [&](ArrayRef<int64_t> i)
                                  -> std::pair<double, int64_t> {
-    bool r;
-    if (fp) {
-      double x = a.floats[i[0]], y = b.floats[i[1]];
-      r = op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
-    } else {
-      int64_t x = a.ints[i[0]], y = b.ints[i[1]];
-      r = op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
-    }
+    auto cmp = [&](auto x, auto y) {
+      if (op == "Equal")
+        return x == y;
+      if (op == "Less")
+        return x < y;
+      if (op == "LessOrEqual")
+        return x <= y;
+      if (op == "GreaterOrEqual")
+        return x >= y;
+      return x > y;
+    };
+    bool r = fp ? cmp(a.floats[i[0]], b.floats[i[1]])
+                : cmp(a.ints[i[0]], b.ints[i[1]]);
     return {0.0, r};
   });
 }
@@ -236,11 +242,7 @@ std::optional<ConstTensor> foldSlice(NodeContext &ctx, const Inputs &in) {
   return r;
 }
 
-std::optional<ConstTensor> foldCast(NodeContext &ctx, const ConstTensor &c) {
-  std::string why;
-  Type to = convertElementType(ctx.b.getContext(), ctx.attrInt("to", 0), why);
-  if (!to)
-    return std::nullopt;
+std::optional<ConstTensor> foldCastTo(const ConstTensor &c, Type to) {
   ConstTensor r;
   r.elemType = to;
   r.shape = c.shape;
@@ -261,6 +263,117 @@ std::optional<ConstTensor> foldCast(NodeContext &ctx, const ConstTensor &c) {
   return r;
 }
 
+/// Mod: the sign of the divisor for integers (fmod=0), C's fmod otherwise.
+std::optional<ConstTensor> foldMod(NodeContext &ctx, const Inputs &in) {
+  const ConstTensor &a = *in[0], &b = *in[1];
+  if (a.elemType != b.elemType)
+    return std::nullopt;
+  bool fmod = ctx.attrInt("fmod", 0) != 0;
+  if (a.isFloat() && !fmod)
+    return std::nullopt;
+  bool zero = false;
+  auto r = elementwise(in, a.elemType, [&](ArrayRef<int64_t> i)
+                                           -> std::pair<double, int64_t> {
+    if (a.isFloat())
+      return {std::fmod(a.floats[i[0]], b.floats[i[1]]), 0};
+    int64_t x = a.ints[i[0]], y = b.ints[i[1]];
+    if (y == 0 || (y == -1 && x == INT64_MIN)) {
+      zero = true;
+      return {0, 0};
+    }
+    int64_t m = x % y;
+    if (!fmod && m != 0 && ((m < 0) != (y < 0)))
+      m += y;
+    return {0, m};
+  });
+  if (zero)
+    return std::nullopt; // the run-time op reports it, not the fold
+  return r;
+}
+
+/// And, Or, Xor of bools.
+std::optional<ConstTensor> foldLogical(StringRef op, const Inputs &in,
+                                       Type i1) {
+  if (in[0]->elemType != i1 || in[1]->elemType != i1)
+    return std::nullopt;
+  return elementwise(in, i1, [&](ArrayRef<int64_t> i) {
+    bool x = in[0]->ints[i[0]], y = in[1]->ints[i[1]];
+    bool r = op == "And" ? x && y : op == "Or" ? x || y : x != y;
+    return std::pair<double, int64_t>(0, r);
+  });
+}
+
+/// Unary float math of shape computations (a head size's square root) and
+/// the integer-exact unary ops.
+std::optional<ConstTensor> foldUnary(StringRef op, const ConstTensor &c) {
+  Inputs in{&c};
+  if (!c.isFloat()) {
+    if (op != "Abs" && op != "Sign")
+      return std::nullopt;
+    return elementwise(in, c.elemType, [&](ArrayRef<int64_t> i) {
+      int64_t v = c.ints[i[0]];
+      return std::pair<double, int64_t>(
+          0, op == "Abs" ? (v < 0 ? -v : v) : (v > 0) - (v < 0));
+    });
+  }
+  return elementwise(in, c.elemType, [&](ArrayRef<int64_t> i) {
+    double v = c.floats[i[0]];
+    double r = op == "Sqrt"         ? std::sqrt(v)
+               : op == "Abs"        ? std::fabs(v)
+               : op == "Neg"        ? -v
+               : op == "Floor"      ? std::floor(v)
+               : op == "Ceil"       ? std::ceil(v)
+               : op == "Reciprocal" ? 1.0 / v
+                                    : (v > 0) - (v < 0); // Sign
+    return std::pair<double, int64_t>(r, 0);
+  });
+}
+
+/// ConstantOfShape: the `value` attribute (a one-element tensor; float 0
+/// when absent) repeated over the shape its input gives.
+std::optional<ConstTensor> foldConstantOfShape(NodeContext &ctx,
+                                               const ConstTensor &shape) {
+  if (shape.isFloat() || shape.shape.size() > 1)
+    return std::nullopt;
+  ConstTensor r;
+  r.elemType = ctx.b.getF32Type();
+  double f = 0;
+  int64_t v = 0;
+  for (const auto &attr : ctx.node.attribute()) {
+    if (attr.name() != "value")
+      continue;
+    auto value = convertTensorProto(attr.t(), "", ctx.loc,
+                                    ctx.b.getContext());
+    if (failed(value))
+      return std::nullopt;
+    auto c = fromAttr(*value);
+    if (!c || c->numel() != 1)
+      return std::nullopt;
+    r.elemType = c->elemType;
+    f = c->getF(0);
+    v = c->getI(0);
+  }
+  for (int64_t d : shape.ints) {
+    if (d < 0)
+      return std::nullopt;
+    r.shape.push_back(d);
+  }
+  if (r.numel() > kMaxFoldElements)
+    return std::nullopt;
+  r.allocate();
+  for (int64_t i = 0, n = r.numel(); i < n; ++i)
+    r.set(i, f, v);
+  return r;
+}
+
+std::optional<ConstTensor> foldCast(NodeContext &ctx, const ConstTensor &c) {
+  std::string why;
+  Type to = convertElementType(ctx.b.getContext(), ctx.attrInt("to", 0), why);
+  if (!to)
+    return std::nullopt;
+  return foldCastTo(c, to);
+}
+
 std::optional<ConstTensor> foldNode(NodeContext &ctx, const Inputs &in) {
   StringRef op = ctx.opType();
   Type i1 = ctx.b.getI1Type();
@@ -269,8 +382,18 @@ std::optional<ConstTensor> foldNode(NodeContext &ctx, const Inputs &in) {
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
       (in.size() == 2 && (op == "Max" || op == "Min")))
     return foldArith(op, in);
-  if (op == "Equal" || op == "Less" || op == "Greater")
+  if (op == "Equal" || op == "Less" || op == "Greater" ||
+      op == "LessOrEqual" || op == "GreaterOrEqual")
     return foldCompare(op, in, i1);
+  if (op == "Mod")
+    return foldMod(ctx, in);
+  if (op == "And" || op == "Or" || op == "Xor")
+    return foldLogical(op, in, i1);
+  if (op == "Sqrt" || op == "Abs" || op == "Floor" || op == "Ceil" ||
+      op == "Reciprocal" || op == "Sign" || (op == "Neg" && in[0]->isFloat()))
+    return foldUnary(op, *in[0]);
+  if (op == "ConstantOfShape")
+    return foldConstantOfShape(ctx, *in[0]);
   if (op == "Not") {
     if (in[0]->elemType != i1)
       return std::nullopt;
@@ -415,11 +538,81 @@ bool tryFoldNode(NodeContext &ctx) {
     ctx.setConstOutput(0, r);
     return true;
   }
+  // Split of a known tensor (shape vectors in function bodies).
+  if (op == "Split" && ctx.hasInput(0) && ctx.numOutputs() >= 1) {
+    const ConstTensor *c = ctx.constInput(0);
+    if (!c || c->shape.empty() ||
+        (ctx.settings.keepParameters && isParameterLike(ctx, 0)))
+      return false;
+    int64_t rank = c->shape.size(), axis = ctx.attrInt("axis", 0);
+    if (axis < -rank || axis >= rank)
+      return false;
+    if (axis < 0)
+      axis += rank;
+    int64_t n = c->shape[axis], outs = ctx.numOutputs();
+    SmallVector<int64_t> sizes;
+    if (ctx.opset >= 13 && ctx.hasInput(1)) {
+      const ConstTensor *s = ctx.constInput(1);
+      if (!s || s->isFloat())
+        return false;
+      sizes.assign(s->ints.begin(), s->ints.end());
+    } else if (ctx.hasAttr("split")) {
+      sizes = ctx.attrInts("split");
+    } else {
+      int64_t parts = ctx.attrInt("num_outputs", outs);
+      if (parts != outs || parts <= 0)
+        return false;
+      int64_t chunk = (n + parts - 1) / parts;
+      for (int64_t i = 0; i < parts; ++i)
+        sizes.push_back(std::max<int64_t>(0, std::min(chunk, n - i * chunk)));
+    }
+    int64_t total = 0;
+    for (int64_t v : sizes)
+      total += v < 0 ? n + 1 : v;
+    if ((int64_t)sizes.size() != outs || total != n)
+      return false;
+    int64_t outer = product(ArrayRef<int64_t>(c->shape).take_front(axis));
+    int64_t inner = product(ArrayRef<int64_t>(c->shape).drop_front(axis + 1));
+    int64_t offset = 0;
+    for (int64_t k = 0; k < outs; ++k) {
+      ConstTensor r;
+      r.elemType = c->elemType;
+      r.shape = c->shape;
+      r.shape[axis] = sizes[k];
+      r.allocate();
+      int64_t pos = 0;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < sizes[k] * inner; ++j, ++pos) {
+          int64_t src = (o * n + offset) * inner + j;
+          r.set(pos, c->isFloat() ? c->floats[src] : 0,
+                c->isFloat() ? 0 : c->ints[src]);
+        }
+      offset += sizes[k];
+      if (ctx.hasOutput(k))
+        ctx.setConstOutput(k, std::move(r));
+    }
+    return true;
+  }
+  // CastLike needs only the type of its second input.
+  if (op == "CastLike" && ctx.numInputs() == 2 && ctx.numOutputs() == 1 &&
+      ctx.hasInput(0) && ctx.hasInput(1)) {
+    const ConstTensor *c = ctx.constInput(0);
+    RankedTensorType like = ctx.inputType(1);
+    if (!c || !like || (ctx.settings.keepParameters && isParameterLike(ctx, 0)))
+      return false;
+    auto r = foldCastTo(*c, like.getElementType());
+    if (!r)
+      return false;
+    ctx.setConstOutput(0, std::move(*r));
+    return true;
+  }
   static const llvm::StringSet<> foldable = {
       "Identity", "Add",   "Sub",    "Mul",   "Div",    "Max",
       "Min",      "Equal", "Less",   "Greater", "Not",  "Neg",
       "Where",    "Cast",  "Gather", "Concat", "Slice", "Reshape",
-      "Unsqueeze", "Squeeze", "Range", "Expand"};
+      "Unsqueeze", "Squeeze", "Range", "Expand", "Mod", "And", "Or",
+      "Xor", "LessOrEqual", "GreaterOrEqual", "Sqrt", "Abs", "Floor",
+      "Ceil", "Reciprocal", "Sign", "ConstantOfShape"};
   if (!foldable.contains(op) || ctx.numOutputs() != 1)
     return false;
   Inputs ins;
@@ -439,10 +632,11 @@ bool tryFoldNode(NodeContext &ctx) {
     return false;
   if ((op == "Where" || op == "Range") && (ins.size() != 3 || !ins[1] || !ins[2]))
     return false;
-  if ((op == "Expand" || op == "Gather" || op == "Equal" || op == "Less" ||
-       op == "Greater" || op == "Add" || op == "Sub" || op == "Mul" ||
-       op == "Div") &&
-      (ins.size() != 2 || !ins[1]))
+  static const llvm::StringSet<> binary = {
+      "Expand", "Gather", "Equal", "Less", "Greater", "LessOrEqual",
+      "GreaterOrEqual", "Add", "Sub", "Mul", "Div", "Mod", "And", "Or",
+      "Xor"};
+  if (binary.contains(op) && (ins.size() != 2 || !ins[1]))
     return false;
   if (op == "Concat" && llvm::is_contained(ins, nullptr))
     return false;

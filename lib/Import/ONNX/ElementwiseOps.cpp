@@ -57,6 +57,7 @@ std::optional<UnaryKind> unaryKindFor(StringRef op) {
       .Case("Round", UnaryKind::round)
       .Case("Sign", UnaryKind::sign)
       .Case("Not", UnaryKind::lnot)
+      .Case("BitwiseNot", UnaryKind::lnot)
       .Default(std::nullopt);
 }
 
@@ -69,6 +70,10 @@ LogicalResult convertUnary(NodeContext &ctx) {
                  kind == UnaryKind::sign || kind == UnaryKind::lnot;
   if (!anyType && failed(requireFloat(ctx, x)))
     return failure();
+  if (kind == UnaryKind::lnot && isFloatValue(x)) {
+    ctx.error() << "needs a bool or integer input, got " << elemOf(x);
+    return failure();
+  }
   if ((kind == UnaryKind::floor || kind == UnaryKind::ceil ||
        kind == UnaryKind::round) &&
       !isFloatValue(x))
@@ -89,17 +94,22 @@ LogicalResult convertBinary(NodeContext &ctx) {
                         .Case("And", BinaryKind::land)
                         .Case("Or", BinaryKind::lor)
                         .Case("Xor", BinaryKind::lxor)
+                        .Case("BitwiseAnd", BinaryKind::land)
+                        .Case("BitwiseOr", BinaryKind::lor)
+                        .Case("BitwiseXor", BinaryKind::lxor)
                         .Default(BinaryKind::add);
+  if (op.starts_with("Bitwise") && (isFloatValue(a) || isFloatValue(b))) {
+    ctx.error() << "needs integer inputs";
+    return failure();
+  }
   if (op == "Pow") {
     // The exponent may have another type than the base.
     kind = BinaryKind::pow;
     b = ctx.convert(b, elemOf(a));
   } else if (op == "Mod") {
     bool fmod = ctx.attrInt("fmod", 0) != 0;
-    if (!fmod && isFloatValue(a)) {
-      ctx.error() << "fmod=0 needs integer inputs";
-      return failure();
-    }
+    // fmod=0 on floats (numpy's mod, opset 13 on): the remainder takes
+    // the divisor's sign, as for integers.
     kind = fmod ? BinaryKind::rem : BinaryKind::mod;
   } else if (op == "BitShift") {
     std::string dir = ctx.attrString("direction", "");
@@ -108,6 +118,30 @@ LogicalResult convertBinary(NodeContext &ctx) {
       return failure();
     }
     kind = dir == "LEFT" ? BinaryKind::shl : BinaryKind::shr;
+    if (isFloatValue(a) || elemOf(a) != elemOf(b)) {
+      ctx.error() << "needs two integer inputs of one type";
+      return failure();
+    }
+    // A shift by the width or more, or by a negative amount, gives 0 (the
+    // sign for a right shift of a signed value), not LLVM's poison.
+    SmallVector<Value> ab = ctx.broadcastPair(a, b);
+    if (ab.empty())
+      return failure();
+    auto it = cast<IntegerType>(elemOf(a));
+    int64_t width = it.getWidth();
+    Value tooFar = ctx.compare(CompareKind::ge, ab[1],
+                               ctx.splatLike(ab[1], width));
+    if (!it.isUnsigned())
+      tooFar = ctx.binary(BinaryKind::lor, tooFar,
+                          ctx.compare(CompareKind::lt, ab[1],
+                                      ctx.splatLike(ab[1], 0)));
+    Value safe = ctx.select(tooFar, ctx.splatLike(ab[1], 0), ab[1]);
+    Value shifted = ctx.binary(kind, ab[0], safe);
+    Value far = kind == BinaryKind::shr && !it.isUnsigned()
+                    ? ctx.binary(BinaryKind::shr, ab[0],
+                                 ctx.splatLike(ab[1], width - 1))
+                    : ctx.splatLike(ab[0], 0);
+    return done(ctx, ctx.select(tooFar, far, shifted));
   }
   return done(ctx, ctx.binary(kind, a, b));
 }
@@ -168,6 +202,11 @@ LogicalResult convertActivation(NodeContext &ctx) {
   }
   if (failed(requireFloat(ctx, x)))
     return failure();
+  if (op == "Swish") { // opset 24: x * sigmoid(alpha * x)
+    double alpha = ctx.attrFloat("alpha", 1.0);
+    Value ax = alpha == 1.0 ? x : bin(BinaryKind::mul, x, c(alpha));
+    return done(ctx, bin(BinaryKind::mul, x, un(UnaryKind::sigmoid, ax)));
+  }
   if (op == "LeakyRelu") {
     double alpha = ctx.attrFloat("alpha", 0.01);
     Value neg = ctx.compare(CompareKind::lt, x, c(0));
@@ -396,10 +435,12 @@ void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
   for (StringRef op :
        {"Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Tanh", "Sigmoid",
         "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-        "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign", "Not"})
+        "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign", "Not",
+        "BitwiseNot"})
     t[op] = convertUnary;
   for (StringRef op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or",
-                       "Xor", "BitShift"})
+                       "Xor", "BitShift", "BitwiseAnd", "BitwiseOr",
+                       "BitwiseXor"})
     t[op] = convertBinary;
   for (StringRef op :
        {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
@@ -408,7 +449,7 @@ void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
     t[op] = convertVariadic;
   for (StringRef op : {"Relu", "LeakyRelu", "Elu", "Selu", "Celu",
                        "HardSigmoid", "HardSwish", "Softplus", "Softsign",
-                       "Gelu", "ThresholdedRelu", "Mish", "Shrink"})
+                       "Gelu", "ThresholdedRelu", "Mish", "Shrink", "Swish"})
     t[op] = convertActivation;
   t["PRelu"] = convertPRelu;
   t["Clip"] = convertClip;

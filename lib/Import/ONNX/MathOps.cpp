@@ -32,18 +32,17 @@ Value contract(NodeContext &ctx, Value a, Value b, ArrayRef<int64_t> lb,
       .getResult();
 }
 
-LogicalResult convertMatMul(NodeContext &ctx) {
-  Value a = ctx.input(0), b = ctx.input(1);
-  if (!a || !b)
-    return failure();
+} // namespace
+
+Value buildMatMul(NodeContext &ctx, Value a, Value b) {
   int64_t ra = rankOf(a), rb = rankOf(b);
   if (ra == 0 || rb == 0) {
     ctx.error() << "inputs must have rank >= 1";
-    return failure();
+    return {};
   }
   if (elemOf(a) != elemOf(b)) {
     ctx.error() << "input element types differ";
-    return failure();
+    return {};
   }
   if (ra == 1)
     a = ctx.reshape(a, {1, shapeOf(a)[0]});
@@ -54,7 +53,7 @@ LogicalResult convertMatMul(NodeContext &ctx) {
   if (k != bs[bs.size() - 2]) {
     ctx.error() << "contracted dimensions differ: " << a.getType() << " x "
                 << b.getType();
-    return failure();
+    return {};
   }
   Value r;
   if (bs.size() == 2) {
@@ -65,7 +64,7 @@ LogicalResult convertMatMul(NodeContext &ctx) {
     if (!batch) {
       ctx.error() << "batch dimensions do not broadcast: " << a.getType()
                   << " x " << b.getType();
-      return failure();
+      return {};
     }
     SmallVector<int64_t> sa(*batch), sb(*batch);
     sa.append(as.end() - 2, as.end());
@@ -81,7 +80,19 @@ LogicalResult convertMatMul(NodeContext &ctx) {
     out.pop_back();
   if (ra == 1)
     out.erase(out.end() - (rb == 1 ? 1 : 2));
-  ctx.setOutput(0, ctx.reshape(r, out));
+  return ctx.reshape(r, out);
+}
+
+namespace {
+
+LogicalResult convertMatMul(NodeContext &ctx) {
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b)
+    return failure();
+  Value r = buildMatMul(ctx, a, b);
+  if (!r)
+    return failure();
+  ctx.setOutput(0, r);
   return success();
 }
 
@@ -325,10 +336,164 @@ LogicalResult convertEinsum(NodeContext &ctx) {
   return success();
 }
 
+/// AffineGrid (opset 20): theta [N, d, d+1] times the homogeneous
+/// coordinates (x, y[, z], 1) of every output point, in [-1, 1], of the
+/// spatial size the `size` input gives; the result is [N, <spatial>, d].
+LogicalResult convertAffineGrid(NodeContext &ctx) {
+  Value theta = ctx.input(0);
+  auto size = ctx.constInts(1, "size");
+  if (!theta || failed(size))
+    return failure();
+  int64_t d = static_cast<int64_t>(size->size()) - 2;
+  if ((d != 2 && d != 3) || !isa<FloatType>(elemOf(theta)) ||
+      shapeOf(theta) != ArrayRef<int64_t>({(*size)[0], d, d + 1})) {
+    ctx.error() << "needs a size of 4 or 5 values [N, C, (D,) H, W] and a "
+                   "float theta of shape [N, d, d+1]";
+    return failure();
+  }
+  SmallVector<int64_t> spatial(size->begin() + 2, size->end());
+  if (llvm::any_of(spatial, [](int64_t v) { return v <= 0; }) ||
+      product(spatial) * (d + 1) > kMaxFoldElements * 16) {
+    ctx.error() << "spatial size must be positive and moderate";
+    return failure();
+  }
+  bool align = ctx.attrInt("align_corners", 0) != 0;
+  auto coord = [&](int64_t i, int64_t n) -> double {
+    if (align)
+      return n == 1 ? -1.0 : -1.0 + 2.0 * i / (n - 1);
+    return -1.0 + (2.0 * i + 1.0) / n;
+  };
+  ConstTensor base;
+  base.elemType = elemOf(theta);
+  int64_t points = product(spatial);
+  base.shape = {points, d + 1};
+  for (int64_t p = 0; p < points; ++p) {
+    // p walks the spatial dims row-major; the coordinates list x (the last
+    // dim) first.
+    SmallVector<int64_t> idx(d);
+    for (int64_t k = d - 1, rem = p; k >= 0; --k) {
+      idx[k] = rem % spatial[k];
+      rem /= spatial[k];
+    }
+    for (int64_t k = d - 1; k >= 0; --k)
+      base.floats.push_back(coord(idx[k], spatial[k]));
+    base.floats.push_back(1.0);
+  }
+  Value grid = contract(ctx, theta, ctx.constant(base), {}, {}, {2}, {1});
+  grid = ctx.transpose(grid, {0, 2, 1});
+  SmallVector<int64_t> shape{(*size)[0]};
+  shape.append(spatial);
+  shape.push_back(d);
+  ctx.setOutput(0, ctx.reshape(grid, shape));
+  return success();
+}
+
+/// Col2Im (opset 18) with constant image and block shapes: the sum of every
+/// block's column into the image is a product with a constant 0/1 matrix
+/// [K * L, image pixels] (K kernel offsets, L blocks).
+LogicalResult convertCol2Im(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto image = ctx.constInts(1, "image_shape");
+  auto block = ctx.constInts(2, "block_shape");
+  if (!x || failed(image) || failed(block))
+    return failure();
+  int64_t d = image->size();
+  if (d == 0 || static_cast<int64_t>(block->size()) != d || rankOf(x) != 3) {
+    ctx.error() << "needs a 3-D input and image_shape and block_shape of one "
+                   "length";
+    return failure();
+  }
+  auto orOnes = [&](StringRef name, int64_t count, int64_t fill) {
+    SmallVector<int64_t> v = ctx.attrInts(name);
+    if (v.empty())
+      v.assign(count, fill);
+    return v;
+  };
+  SmallVector<int64_t> dil = orOnes("dilations", d, 1),
+                       strides = orOnes("strides", d, 1),
+                       pads = orOnes("pads", 2 * d, 0);
+  if (static_cast<int64_t>(dil.size()) != d ||
+      static_cast<int64_t>(strides.size()) != d ||
+      static_cast<int64_t>(pads.size()) != 2 * d) {
+    ctx.error() << "dilations, strides and pads must have " << d << ", " << d
+                << " and " << 2 * d << " values";
+    return failure();
+  }
+  SmallVector<int64_t> blocks(d);
+  int64_t k = 1, l = 1, pixels = 1;
+  for (int64_t i = 0; i < d; ++i) {
+    int64_t span = dil[i] * ((*block)[i] - 1) + 1;
+    int64_t room = (*image)[i] + pads[i] + pads[i + d] - span;
+    if ((*image)[i] <= 0 || (*block)[i] <= 0 || dil[i] <= 0 ||
+        strides[i] <= 0 || room < 0) {
+      ctx.error() << "image_shape, block_shape, dilations and strides must be "
+                     "positive and the block fit the padded image";
+      return failure();
+    }
+    blocks[i] = room / strides[i] + 1;
+    k *= (*block)[i];
+    l *= blocks[i];
+    pixels *= (*image)[i];
+  }
+  ArrayRef<int64_t> xs = shapeOf(x);
+  if (xs[1] % k != 0 || xs[2] != l) {
+    ctx.error() << "input " << x.getType() << " must be [N, C * " << k
+                << ", " << l << "] for these shapes";
+    return failure();
+  }
+  if (k * l * pixels > (int64_t(1) << 24)) {
+    ctx.error() << "the image (" << pixels << " pixels from " << k * l
+                << " block elements) is too large";
+    return failure();
+  }
+  ConstTensor m;
+  m.elemType = elemOf(x);
+  m.shape = {k * l, pixels};
+  m.allocate();
+  SmallVector<int64_t> kk(d), bb(d);
+  for (int64_t ki = 0; ki < k; ++ki) {
+    int64_t rem = ki;
+    for (int64_t i = d - 1; i >= 0; --i) {
+      kk[i] = rem % (*block)[i];
+      rem /= (*block)[i];
+    }
+    for (int64_t bi = 0; bi < l; ++bi) {
+      int64_t r = bi;
+      for (int64_t i = d - 1; i >= 0; --i) {
+        bb[i] = r % blocks[i];
+        r /= blocks[i];
+      }
+      int64_t flat = 0;
+      bool inside = true;
+      for (int64_t i = 0; i < d; ++i) {
+        int64_t y = bb[i] * strides[i] - pads[i] + kk[i] * dil[i];
+        inside &= y >= 0 && y < (*image)[i];
+        flat = flat * (*image)[i] + y;
+      }
+      if (!inside)
+        continue;
+      int64_t at = (ki * l + bi) * pixels + flat;
+      if (m.isFloat())
+        m.floats[at] += 1;
+      else
+        m.ints[at] += 1;
+    }
+  }
+  int64_t c = xs[1] / k;
+  Value cols = ctx.reshape(x, {xs[0], c, k * l});
+  Value img = contract(ctx, cols, ctx.constant(m), {}, {}, {2}, {0});
+  SmallVector<int64_t> shape{xs[0], c};
+  shape.append(image->begin(), image->end());
+  ctx.setOutput(0, ctx.reshape(img, shape));
+  return success();
+}
+
 } // namespace
 
 void registerMathConverters(llvm::StringMap<ConverterFn> &t) {
   t["MatMul"] = convertMatMul;
+  t["AffineGrid"] = convertAffineGrid;
+  t["Col2Im"] = convertCol2Im;
   t["Gemm"] = convertGemm;
   t["Einsum"] = convertEinsum;
 }

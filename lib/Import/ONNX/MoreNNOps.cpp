@@ -431,7 +431,40 @@ LogicalResult convertReverseSequence(NodeContext &ctx) {
 
 } // namespace
 
+namespace {
+
+/// LpNormalization: x / ||x||_p along `axis` (p 1 or 2); a zero norm gives 0.
+LogicalResult convertLpNormalization(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  if (!isa<FloatType>(elemOf(x))) {
+    ctx.error() << "needs a float input, got " << elemOf(x);
+    return failure();
+  }
+  int64_t p = ctx.attrInt("p", 2);
+  if (p != 1 && p != 2) {
+    ctx.error() << "p must be 1 or 2, got " << p;
+    return failure();
+  }
+  auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rankOf(x));
+  if (failed(axis))
+    return failure();
+  Value terms = p == 1 ? ctx.unary(UnaryKind::abs, x)
+                       : ctx.binary(BinaryKind::mul, x, x);
+  Value norm = ctx.reduce(ReduceKind::sum, terms, {*axis}, /*keepDims=*/true);
+  if (p == 2)
+    norm = ctx.unary(UnaryKind::sqrt, norm);
+  norm = ctx.broadcastTo(norm, shapeOf(x));
+  Value zero = ctx.splatLike(x, 0.0);
+  return done(ctx, ctx.select(ctx.compare(CompareKind::eq, norm, zero), zero,
+                              ctx.binary(BinaryKind::div, x, norm)));
+}
+
+} // namespace
+
 void registerMoreNNConverters(llvm::StringMap<ConverterFn> &t) {
+  t["LpNormalization"] = convertLpNormalization;
   t["ConvTranspose"] = convertConvTranspose;
   t["LRN"] = convertLRN;
   t["MeanVarianceNormalization"] = convertMVN;

@@ -86,6 +86,8 @@ int64_t wrapInt(Type elemType, int64_t v);
 /// complex), with `why` naming the type.
 Type convertElementType(mlir::MLIRContext *ctx, int32_t onnxType,
                         std::string &why);
+/// The ONNX name of an element type ("float8e4m3fn", "int4"), for errors.
+std::string onnxElementTypeName(int32_t onnxType);
 /// Tensors of more elements than this become resource blobs (dense_resource)
 /// rather than inline dense attributes; stored as external data, they are
 /// mapped rather than read.
@@ -307,6 +309,10 @@ computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
 mlir::FailureOr<SmallVector<int64_t>> getAxes(NodeContext &ctx,
                                               int64_t inputOpset,
                                               int inputIndex, bool &present);
+
+/// ONNX MatMul of two values of one element type (numpy semantics: 1-D
+/// operands, broadcast batch dimensions); null after an error.
+mlir::Value buildMatMul(NodeContext &ctx, mlir::Value a, mlir::Value b);
 
 /// Broadcasts a per-channel vector [C] along dim 1 of `shape` (N x C x ...).
 mlir::Value channelBroadcast(NodeContext &ctx, mlir::Value v,

@@ -26,6 +26,13 @@ namespace cleave {
 namespace onnximport {
 namespace {
 
+/// `If` of the default domain: imported by the graph walk itself when its
+/// condition is known (GraphImporter::importIf).
+bool isIfNode(const onnx::NodeProto &node) {
+  return node.op_type() == "If" &&
+         (node.domain().empty() || node.domain() == "ai.onnx");
+}
+
 class GraphImporter {
 public:
   GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
@@ -56,6 +63,12 @@ private:
                                                bool isInput);
   Location nodeLoc(const onnx::NodeProto &node, int index);
   LogicalResult crossCheck(NodeContext &node);
+  /// Converts the nodes of `g` (the graph or a branch taken by an If) in
+  /// order into the builder's block.
+  LogicalResult importNodes(const onnx::GraphProto &g, OpBuilder &b);
+  /// An If whose condition is known at import time: imports the branch it
+  /// takes in place, its outputs becoming the node's.
+  LogicalResult importIf(NodeContext &nc);
 
   MLIRContext *ctx;
   const onnx::ModelProto &model;
@@ -92,7 +105,7 @@ LogicalResult GraphImporter::checkSupported() {
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto &node = graph.node(i);
     std::string key = converterKey(node);
-    if (registry.count(key))
+    if (registry.count(key) || isIfNode(node))
       continue;
     auto [it, inserted] = index.insert({key, unsupported.size()});
     if (inserted)
@@ -360,38 +373,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     e.known = fromAttr(*attr);
   }
 
-  const auto &registry = getConverterRegistry();
-  for (int i = 0; i < graph.node_size(); ++i) {
-    const auto &node = graph.node(i);
-    NodeContext nc(node, nodeLoc(node, i), opset, b, tensors, settings);
-    nc.stateUpdates = &stateUpdates;
-    for (int j = 0; j < nc.numInputs(); ++j) {
-      if (nc.hasInput(j) && !nc.lookup(node.input(j))) {
-        nc.error() << "input '" << node.input(j)
-                   << "' is not produced by any earlier node, initializer or "
-                      "graph input";
-        return failure();
-      }
-    }
-    if (isGradientNode(node)) { // Differentiates a part of the graph.
-      if (failed(importGradientNode(nc, graph, i, tensors)) ||
-          failed(crossCheck(nc)))
-        return failure();
-      continue;
-    }
-    if (tryFoldNode(nc)) {
-      if (failed(crossCheck(nc)))
-        return failure();
-      continue;
-    }
-    auto it = registry.find(converterKey(node));
-    if (it == registry.end()) {
-      nc.error() << "unsupported op";
-      return failure();
-    }
-    if (failed(it->second(nc)) || failed(crossCheck(nc)))
-      return failure();
-  }
+  if (failed(importNodes(graph, b)))
+    return failure();
 
   SmallVector<Value> results;
   for (const auto &out : graph.output()) {
@@ -427,6 +410,109 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     return failure();
   }
   return module;
+}
+
+LogicalResult GraphImporter::importNodes(const onnx::GraphProto &g,
+                                         OpBuilder &b) {
+  const auto &registry = getConverterRegistry();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto &node = g.node(i);
+    NodeContext nc(node, nodeLoc(node, i), opset, b, tensors, settings);
+    nc.stateUpdates = &stateUpdates;
+    for (int j = 0; j < nc.numInputs(); ++j) {
+      if (nc.hasInput(j) && !nc.lookup(node.input(j))) {
+        nc.error() << "input '" << node.input(j)
+                   << "' is not produced by any earlier node, initializer or "
+                      "graph input";
+        return failure();
+      }
+    }
+    if (isGradientNode(node)) { // Differentiates a part of the graph.
+      if (failed(importGradientNode(nc, g, i, tensors)) ||
+          failed(crossCheck(nc)))
+        return failure();
+      continue;
+    }
+    if (isIfNode(node)) {
+      if (failed(importIf(nc)))
+        return failure();
+      continue;
+    }
+    if (tryFoldNode(nc)) {
+      if (failed(crossCheck(nc)))
+        return failure();
+      continue;
+    }
+    auto it = registry.find(converterKey(node));
+    if (it == registry.end()) {
+      nc.error() << "unsupported op";
+      return failure();
+    }
+    if (failed(it->second(nc)) || failed(crossCheck(nc)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::importIf(NodeContext &nc) {
+  const onnx::NodeProto &node = nc.node;
+  const ConstTensor *cond = nc.hasInput(0) ? nc.constInput(0) : nullptr;
+  if (!cond) {
+    nc.error() << "the condition '" << (nc.hasInput(0) ? node.input(0) : "")
+               << "' must be a constant computable at import time: If on a "
+                  "value known only at run time (data-dependent control "
+                  "flow) is not supported";
+    return failure();
+  }
+  if (cond->numel() != 1) {
+    nc.error() << "the condition '" << node.input(0)
+               << "' must hold one element, not " << cond->numel();
+    return failure();
+  }
+  bool taken = cond->isFloat() ? cond->floats[0] != 0 : cond->ints[0] != 0;
+  StringRef which = taken ? "then_branch" : "else_branch";
+  const onnx::GraphProto *branch = nullptr;
+  for (const auto &attr : node.attribute())
+    if (attr.name() == which && attr.has_g())
+      branch = &attr.g();
+  if (!branch) {
+    nc.error() << "has no " << which << " graph attribute";
+    return failure();
+  }
+  if (branch->output_size() != node.output_size()) {
+    nc.error() << which << " has " << branch->output_size()
+               << " outputs, the node " << node.output_size();
+    return failure();
+  }
+  if (branch->sparse_initializer_size() > 0) {
+    nc.error() << which << ": sparse initializers are not supported";
+    return failure();
+  }
+  for (const auto &t : branch->initializer()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), nc.loc);
+    auto attr = convertTensorProto(t, modelDir, loc, ctx);
+    if (failed(attr))
+      return failure();
+    TensorEntry &e = tensors[t.name()];
+    e.value = mlir::cleave::ConstantOp::create(nc.b, loc, *attr).getResult();
+    e.known = fromAttr(*attr);
+  }
+  if (failed(importNodes(*branch, nc.b)))
+    return failure();
+  for (int k = 0; k < node.output_size(); ++k) {
+    if (node.output(k).empty())
+      continue;
+    const std::string &inner = branch->output(k).name();
+    auto it = tensors.find(inner);
+    if (it == tensors.end() || (!it->second.value && !it->second.known)) {
+      nc.error() << which << " output '" << inner
+                 << "' is not produced by the branch";
+      return failure();
+    }
+    TensorEntry copy = it->second;
+    tensors[node.output(k)] = std::move(copy);
+  }
+  return crossCheck(nc);
 }
 
 } // namespace onnximport

@@ -125,8 +125,9 @@ static LogicalResult freezeInputs(onnx::ModelProto &model,
     if (type.elem_type() != value.data_type()) {
       mlir::emitError(loc) << "--freeze-input '" << name
                            << "': the file holds element type "
-                           << value.data_type() << ", the input has "
-                           << type.elem_type();
+                           << onnxElementTypeName(value.data_type())
+                           << ", the input has "
+                           << onnxElementTypeName(type.elem_type());
       return failure();
     }
     if (type.has_shape()) {
@@ -411,7 +412,13 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
                            << static_cast<int64_t>(onnx::IR_VERSION)
                            << "); skipping the checker and ONNX shape "
                               "inference";
+    // Cleave's own checks stand in: names defined before use, and window
+    // attributes the converters divide by. Each converter checks its
+    // node's inputs, attributes and shapes.
     aside.restore(model);
+    if (failed(checkGraphStructure(model.graph(), path, ctx)) ||
+        failed(checkWindowAttributes(model.graph(), path, ctx)))
+      return failure();
     return success();
   }
   // Before the checker: its shape checks run some inference code too.

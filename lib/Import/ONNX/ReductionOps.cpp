@@ -2,6 +2,9 @@
 
 #include "NodeContext.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::cleave;
 
@@ -47,6 +50,50 @@ LogicalResult convertReduce(NodeContext &ctx) {
   int64_t count = 1;
   for (int64_t d : dims)
     count *= shapeOf(x)[d];
+  if (count == 0 && !dims.empty() && product(shapeOf(x)) == 0) {
+    // A reduction over an empty set (opset 18) is its identity: 0, 1,
+    // -inf or the type's least value for max, +inf or its greatest for
+    // min, NaN for the mean, log(0) for the log-sums.
+    double inf = std::numeric_limits<double>::infinity(), v = 0;
+    auto it = dyn_cast<IntegerType>(elemOf(x));
+    int64_t least = 0, greatest = 1, n = 0;
+    if (it && it.getWidth() > 1) {
+      unsigned w = it.getWidth();
+      int64_t lowest = std::numeric_limits<int64_t>::min() >> (64 - w);
+      int64_t highest = std::numeric_limits<int64_t>::max() >> (64 - w);
+      least = it.isUnsigned() ? 0 : lowest;
+      greatest = it.isUnsigned() ? -1 : highest; // -1: all ones, wrapped
+    }
+    if (op == "ReduceProd")
+      v = n = 1;
+    else if (op == "ReduceMax")
+      v = -inf, n = least;
+    else if (op == "ReduceMin")
+      v = inf, n = greatest;
+    else if (op == "ReduceMean")
+      v = std::numeric_limits<double>::quiet_NaN();
+    else if (op == "ReduceLogSum" || op == "ReduceLogSumExp")
+      v = -inf;
+    if (!fp && (op == "ReduceLogSum" || op == "ReduceLogSumExp" ||
+                op == "ReduceL2")) {
+      ctx.error() << "needs a floating-point input, got " << x.getType();
+      return failure();
+    }
+    SmallVector<int64_t> shape;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!llvm::is_contained(dims, d))
+        shape.push_back(shapeOf(x)[d]);
+      else if (keepDims)
+        shape.push_back(1);
+    ConstTensor c;
+    c.elemType = elemOf(x);
+    c.shape = shape;
+    c.allocate();
+    for (int64_t i = 0, e = c.numel(); i < e; ++i)
+      c.set(i, v, wrapInt(c.elemType, n));
+    ctx.setOutput(0, ctx.constant(c));
+    return success();
+  }
   Value r;
   if (op == "ReduceSum") {
     r = ctx.reduce(ReduceKind::sum, x, dims, keepDims);
@@ -166,6 +213,55 @@ LogicalResult convertCumSum(NodeContext &ctx) {
   return success();
 }
 
+/// CumProd (opset 26) as a log-depth scan: ceil(log2 n) products of the
+/// running result with itself shifted by 1, 2, 4, ... along the axis (the
+/// vacated places hold 1).
+LogicalResult convertCumProd(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  auto axisVals = ctx.constInts(1, "axis");
+  if (failed(axisVals))
+    return failure();
+  if (axisVals->size() != 1 || rankOf(x) == 0) {
+    ctx.error() << "axis must hold one value and the input have rank >= 1";
+    return failure();
+  }
+  auto axis = ctx.normAxis((*axisVals)[0], rankOf(x));
+  if (failed(axis))
+    return failure();
+  bool reverse = ctx.attrInt("reverse", 0) != 0;
+  int64_t rank = rankOf(x), n = shapeOf(x)[*axis];
+  // `v` moved by k places along the scan direction, 1s where it came from.
+  auto shift = [&](Value v, int64_t k) -> Value {
+    SmallVector<int64_t> start(rank, 0), limit(shapeOf(v)), strides(rank, 1);
+    SmallVector<int64_t> low(rank, 0), high(rank, 0);
+    if (reverse) {
+      start[*axis] = k;
+      high[*axis] = k;
+    } else {
+      limit[*axis] = n - k;
+      low[*axis] = k;
+    }
+    Value part = ctx.slice(v, start, limit, strides);
+    return PadOp::create(ctx.b, ctx.loc, v.getType(), part,
+                         ctx.splat(elemOf(v), {}, 1), low, high,
+                         PadMode::constant)
+        .getResult();
+  };
+  if (n == 0) {
+    ctx.setOutput(0, x);
+    return success();
+  }
+  Value y = ctx.attrInt("exclusive", 0) != 0 ? shift(x, 1) : x;
+  for (int64_t k = 1; k < n; k *= 2)
+    y = ctx.binary(BinaryKind::mul, y, shift(y, k));
+  if (!y)
+    return failure();
+  ctx.setOutput(0, y);
+  return success();
+}
+
 } // namespace
 
 void registerReductionConverters(llvm::StringMap<ConverterFn> &t) {
@@ -176,6 +272,7 @@ void registerReductionConverters(llvm::StringMap<ConverterFn> &t) {
   t["ArgMax"] = convertArgReduce;
   t["ArgMin"] = convertArgReduce;
   t["CumSum"] = convertCumSum;
+  t["CumProd"] = convertCumProd;
 }
 
 } // namespace cleave::onnximport

@@ -12,8 +12,9 @@ void registerRecurrentConverters(llvm::StringMap<ConverterFn> &table);
 void registerResizeConverters(llvm::StringMap<ConverterFn> &table);
 void registerSignalConverters(llvm::StringMap<ConverterFn> &table);
 void registerQuantizationConverters(llvm::StringMap<ConverterFn> &table);
-// Defined in ScatterGatherOps.cpp.
+// Defined in ScatterGatherOps.cpp and GridSampleOps.cpp.
 void registerScatterGatherConverters(llvm::StringMap<ConverterFn> &table);
+void registerGridSampleConverters(llvm::StringMap<ConverterFn> &table);
 
 const llvm::StringMap<ConverterFn> &getConverterRegistry() {
   static const llvm::StringMap<ConverterFn> table = [] {
@@ -31,6 +32,7 @@ const llvm::StringMap<ConverterFn> &getConverterRegistry() {
     registerSignalConverters(t);
     registerQuantizationConverters(t);
     registerScatterGatherConverters(t);
+    registerGridSampleConverters(t);
     registerTrainingConverters(t); // TrainingOps.cpp
     return t;
   }();

@@ -52,8 +52,47 @@ Type convertElementType(MLIRContext *ctx, int32_t t, std::string &why) {
     why = "complex tensors are not supported";
     return {};
   default:
-    why = "ONNX element type " + std::to_string(t) + " is not supported";
+    why = "element type " + onnxElementTypeName(t) + " is not supported";
     return {};
+  }
+}
+
+std::string onnxElementTypeName(int32_t t) {
+  using TP = onnx::TensorProto;
+  switch (t) {
+  // clang-format off
+  case TP::UNDEFINED: return "undefined";
+  case TP::FLOAT: return "float";
+  case TP::UINT8: return "uint8";
+  case TP::INT8: return "int8";
+  case TP::UINT16: return "uint16";
+  case TP::INT16: return "int16";
+  case TP::INT32: return "int32";
+  case TP::INT64: return "int64";
+  case TP::STRING: return "string";
+  case TP::BOOL: return "bool";
+  case TP::FLOAT16: return "float16";
+  case TP::DOUBLE: return "double";
+  case TP::UINT32: return "uint32";
+  case TP::UINT64: return "uint64";
+  case TP::COMPLEX64: return "complex64";
+  case TP::COMPLEX128: return "complex128";
+  case TP::BFLOAT16: return "bfloat16";
+  // clang-format on
+  // The types of onnx 1.14 and later, by number: libonnx 1.12's enum
+  // does not name them.
+  case 17: return "float8e4m3fn";
+  case 18: return "float8e4m3fnuz";
+  case 19: return "float8e5m2";
+  case 20: return "float8e5m2fnuz";
+  case 21: return "uint4";
+  case 22: return "int4";
+  case 23: return "float4e2m1";
+  case 24: return "float8e8m0";
+  case 25: return "uint2";
+  case 26: return "int2";
+  default:
+    return "number " + std::to_string(t) + " (not an ONNX element type)";
   }
 }
 

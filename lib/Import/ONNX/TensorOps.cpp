@@ -57,6 +57,52 @@ LogicalResult convertGather(NodeContext &ctx) {
                        .getResult());
 }
 
+/// Compress with a condition known at import time: a Gather of the indices
+/// it selects (the output's size depends on the condition's values).
+LogicalResult convertCompress(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  const ConstTensor *cond = ctx.hasInput(1) ? ctx.constInput(1) : nullptr;
+  if (!cond) {
+    ctx.error() << "input 'condition' must be a constant computable at "
+                   "import time: the output's shape depends on its values";
+    return failure();
+  }
+  if (cond->shape.size() != 1) {
+    ctx.error() << "condition must be 1-D";
+    return failure();
+  }
+  int64_t axis = 0;
+  if (ctx.hasAttr("axis")) {
+    auto a = ctx.normAxis(ctx.attrInt("axis", 0), rankOf(x));
+    if (failed(a))
+      return failure();
+    axis = *a;
+  } else {
+    x = ctx.reshape(x, {product(shapeOf(x))});
+  }
+  int64_t n = shapeOf(x)[axis];
+  if (cond->numel() > n) {
+    ctx.error() << "condition has " << cond->numel()
+                << " values for an axis of size " << n;
+    return failure();
+  }
+  ConstTensor idx;
+  idx.elemType = ctx.b.getI64Type();
+  for (int64_t i = 0; i < cond->numel(); ++i)
+    if (cond->getF(i) != 0)
+      idx.ints.push_back(i);
+  idx.shape = {static_cast<int64_t>(idx.ints.size())};
+  SmallVector<int64_t> shape(shapeOf(x));
+  shape[axis] = idx.shape[0];
+  return done(ctx, GatherOp::create(ctx.b, ctx.loc,
+                                    RankedTensorType::get(shape, elemOf(x)), x,
+                                    ctx.constant(idx),
+                                    static_cast<uint64_t>(axis))
+                       .getResult());
+}
+
 LogicalResult convertReshape(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
@@ -216,6 +262,10 @@ LogicalResult convertConcat(NodeContext &ctx) {
       }
     shape[*axis] += shapeOf(v)[*axis];
   }
+  // Inputs empty along the axis add nothing (the unrotated part of a
+  // RotaryEmbedding that rotates every element).
+  if (shape[*axis] > 0)
+    llvm::erase_if(ins, [&](Value v) { return shapeOf(v)[*axis] == 0; });
   if (ins.size() == 1)
     return done(ctx, ins[0]);
   return done(ctx, ConcatOp::create(ctx.b, ctx.loc,
@@ -401,8 +451,9 @@ LogicalResult convertPad(NodeContext &ctx) {
     return failure();
   int64_t rank = rankOf(x);
   std::string modeStr = ctx.attrString("mode", "constant");
-  PadMode mode;
-  if (modeStr == "constant")
+  PadMode mode = PadMode::constant;
+  bool wrap = modeStr == "wrap"; // opset 19: slices and concatenations
+  if (modeStr == "constant" || wrap)
     mode = PadMode::constant;
   else if (modeStr == "reflect")
     mode = PadMode::reflect;
@@ -486,6 +537,37 @@ LogicalResult convertPad(NodeContext &ctx) {
   if (llvm::all_of(low, [](int64_t v) { return v == 0; }) &&
       llvm::all_of(high, [](int64_t v) { return v == 0; }))
     return done(ctx, x);
+  if (wrap) {
+    for (int64_t d = 0; d < rank; ++d) {
+      if (low[d] == 0 && high[d] == 0)
+        continue;
+      SmallVector<int64_t> shape(shapeOf(x));
+      int64_t n = shape[d];
+      if (low[d] > n || high[d] > n) {
+        ctx.error() << "wrap padding of dimension " << d
+                    << " must be at most its size " << n;
+        return failure();
+      }
+      auto part = [&](int64_t from, int64_t to) {
+        SmallVector<int64_t> start(rank, 0), limit(shape), strides(rank, 1);
+        start[d] = from;
+        limit[d] = to;
+        return ctx.slice(x, start, limit, strides);
+      };
+      SmallVector<Value> pieces;
+      if (low[d] > 0)
+        pieces.push_back(part(n - low[d], n));
+      pieces.push_back(x);
+      if (high[d] > 0)
+        pieces.push_back(part(0, high[d]));
+      shape[d] = n + low[d] + high[d];
+      x = ConcatOp::create(ctx.b, ctx.loc,
+                           RankedTensorType::get(shape, elemOf(x)), pieces,
+                           static_cast<uint64_t>(d))
+              .getResult();
+    }
+    return done(ctx, x);
+  }
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d)
     shape.push_back(shapeOf(x)[d] + low[d] + high[d]);
@@ -493,6 +575,56 @@ LogicalResult convertPad(NodeContext &ctx) {
                                  RankedTensorType::get(shape, elemOf(x)), x,
                                  value, low, high, mode)
                        .getResult());
+}
+
+/// CenterCropPad (opset 18): per axis, crops or zero-pads the input to the
+/// given size around its centre (the extra element at the end).
+LogicalResult convertCenterCropPad(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  auto sizes = ctx.constInts(1, "shape");
+  if (!x || failed(sizes))
+    return failure();
+  int64_t rank = rankOf(x);
+  SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (ctx.hasAttr("axes")) {
+    auto n = ctx.normAxes(ctx.attrInts("axes"), rank);
+    if (failed(n))
+      return failure();
+    axes = *n;
+  }
+  if (sizes->size() != axes.size()) {
+    ctx.error() << "shape has " << sizes->size() << " values for "
+                << axes.size() << " axes";
+    return failure();
+  }
+  SmallVector<int64_t> start(rank, 0), limit(shapeOf(x)), strides(rank, 1);
+  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  for (auto [a, size] : llvm::zip(axes, *sizes)) {
+    int64_t dim = shapeOf(x)[a];
+    if (size < 0) {
+      ctx.error() << "shape[" << a << "] is negative";
+      return failure();
+    }
+    if (size < dim) {
+      start[a] = (dim - size) / 2;
+      limit[a] = start[a] + size;
+    } else if (size > dim) {
+      low[a] = (size - dim) / 2;
+      high[a] = size - dim - low[a];
+    }
+  }
+  Value r = ctx.slice(x, start, limit, strides);
+  if (llvm::any_of(low, [](int64_t v) { return v > 0; }) ||
+      llvm::any_of(high, [](int64_t v) { return v > 0; })) {
+    SmallVector<int64_t> shape;
+    for (int64_t d = 0; d < rank; ++d)
+      shape.push_back(shapeOf(r)[d] + low[d] + high[d]);
+    r = PadOp::create(ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(r)),
+                      r, ctx.splat(elemOf(r), {}, 0), low, high,
+                      PadMode::constant)
+            .getResult();
+  }
+  return done(ctx, r);
 }
 
 LogicalResult convertDepthSpace(NodeContext &ctx) {
@@ -523,8 +655,16 @@ LogicalResult convertDepthSpace(NodeContext &ctx) {
     ctx.error() << "spatial dims not divisible by blocksize";
     return failure();
   }
+  // DCR (the default): the block offset is the outer part of the new
+  // channel; CRD (opset 25): the inner part.
+  std::string mode = ctx.attrString("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD") {
+    ctx.error() << "mode must be DCR or CRD, got '" << mode << "'";
+    return failure();
+  }
   Value r = ctx.reshape(x, {n, c, h / bs, bs, w / bs, bs});
-  r = ctx.transpose(r, {0, 3, 5, 1, 2, 4});
+  r = mode == "CRD" ? ctx.transpose(r, {0, 1, 3, 5, 2, 4})
+                    : ctx.transpose(r, {0, 3, 5, 1, 2, 4});
   return done(ctx, ctx.reshape(r, {n, c * bs * bs, h / bs, w / bs}));
 }
 
@@ -586,6 +726,8 @@ void registerTensorConverters(llvm::StringMap<ConverterFn> &t) {
   t["Trilu"] = convertTrilu;
   t["Pad"] = convertPad;
   t["DepthToSpace"] = convertDepthSpace;
+  t["CenterCropPad"] = convertCenterCropPad;
+  t["Compress"] = convertCompress;
   t["SpaceToDepth"] = convertDepthSpace;
   t["OneHot"] = convertOneHot;
 }

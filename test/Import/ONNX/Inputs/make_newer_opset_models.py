@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Writes small ONNX models of opsets 18 to 24 for the importer's lit test
+(newer-opsets.test): If with a condition known at import time, shape
+computations of function bodies (Split, Mod, And, CastLike), ops of the new
+opsets, new element types, and malformed models that libonnx 1.12's checker
+cannot see (its opsets end at 17).
+
+usage: make_newer_opset_models.py OUTDIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=21):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    onnx.save(model, os.path.join(OUT, name + ".onnx"))
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.array(array), name))
+
+
+def branch(name, op, out):
+    return helper.make_graph([helper.make_node(op, ["x", "x"], [out])], name, [],
+                             [vi(out, F, [2, 3])])
+
+
+# If on rank(x) == 2, folded at import time: only the then branch (Add) is
+# imported. The shape [3, 2] comes from Split and Mod of Shape(x).
+save("if_known", [
+    helper.make_node("Shape", ["x"], ["s"]),
+    helper.make_node("Size", ["s"], ["rank"]),
+    const("two", np.int64(2)),
+    helper.make_node("Equal", ["rank", "two"], ["is2d"]),
+    helper.make_node("If", ["is2d"], ["y"],
+                     then_branch=branch("then", "Add", "t"),
+                     else_branch=branch("else", "Sub", "e")),
+    helper.make_node("Split", ["s"], ["a", "b"], num_outputs=2),
+    const("four", np.array([4], np.int64)),
+    helper.make_node("Mod", ["b", "four"], ["bm"]),
+    helper.make_node("Concat", ["bm", "a"], ["shape"], axis=0),
+    helper.make_node("Reshape", ["y", "shape"], ["z"]),
+], [vi("x", F, [2, 3])], [vi("z", F, [3, 2])])
+
+# If on a value known only at run time.
+save("if_dynamic", [
+    helper.make_node("If", ["c"], ["y"],
+                     then_branch=branch("then", "Add", "t"),
+                     else_branch=branch("else", "Sub", "e")),
+], [vi("c", TensorProto.BOOL, []), vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+
+# QuantizeLinear per axis to int8 (opset 21).
+save("quantize", [
+    helper.make_node("QuantizeLinear", ["x", "scale", "zp"], ["q"], axis=1),
+], [vi("x", F, [2, 3]), vi("scale", F, [3]), vi("zp", TensorProto.INT8, [3])],
+   [vi("q", TensorProto.INT8, [2, 3])])
+
+# Element types newer than libonnx 1.12: refused by name.
+save("float8", [helper.make_node("Identity", ["x"], ["y"])],
+     [vi("x", TensorProto.FLOAT8E4M3FN, [4])],
+     [vi("y", TensorProto.FLOAT8E4M3FN, [4])])
+save("int4", [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT4)],
+     [vi("x", F, [4])], [vi("y", TensorProto.INT4, [4])])
+
+# Malformed models at opset 22, past libonnx's checker: an input that no
+# node produces, a Conv with a stride of 0.
+save("undefined_input", [helper.make_node("Relu", ["nothere"], ["y"])],
+     [vi("x", F, [2])], [vi("y", F, [2])], opset=22)
+save("conv_stride0", [
+    helper.make_node("Conv", ["x", "w"], ["y"], name="conv1", strides=[1, 0]),
+], [vi("x", F, [1, 1, 4, 4]), vi("w", F, [1, 1, 2, 2])],
+   [vi("y", F, [1, 1, 3, 3])], opset=22)
