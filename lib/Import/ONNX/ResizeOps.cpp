@@ -49,7 +49,17 @@ struct ResizeMode {
   std::string mode, coord, nearest;
   double cubicA = -0.75, extrapolation = 0;
   bool excludeOutside = false;
+  /// Opset 18: when downsampling, linear and cubic filters widen by
+  /// 1 / scale (more taps, renormalized), as in the ONNX reference.
+  bool antialias = false;
 };
+
+/// The first tap's offset from the sample's floor and the tap count of an
+/// antialiased filter of support `support` (1 linear, 2 cubic).
+int64_t antialiasStart(double scale, double support) {
+  return static_cast<int64_t>(std::floor(-support / std::min(scale, 1.0)) +
+                              1);
+}
 
 FailureOr<AxisTable> buildAxis(NodeContext &ctx, const ResizeMode &m,
                                int64_t in, int64_t out, double scale,
@@ -57,6 +67,8 @@ FailureOr<AxisTable> buildAxis(NodeContext &ctx, const ResizeMode &m,
   AxisTable t;
   t.out = out;
   int64_t n = m.mode == "cubic" ? 4 : 2;
+  if (m.antialias)
+    n = 2 - 2 * antialiasStart(scale, m.mode == "cubic" ? 2 : 1);
   t.taps = m.mode == "nearest" ? 1 : n;
   double outWidth = scale * in;
   t.outside.assign(out, 0);
@@ -114,6 +126,25 @@ FailureOr<AxisTable> buildAxis(NodeContext &ctx, const ResizeMode &m,
         return failure();
       }
       coeffs = {hi ? 0.0 : 1.0, hi ? 1.0 : 0.0};
+    } else if (m.antialias) {
+      double support = m.mode == "cubic" ? 2 : 1, A = m.cubicA, sum = 0;
+      double sc = std::min(scale, 1.0);
+      int64_t start = antialiasStart(scale, support);
+      for (int64_t i = start; i < start + n; ++i) {
+        double v = std::fabs(sc * (i - ratio)), c;
+        if (m.mode == "linear")
+          c = std::clamp(1 - v, 0.0, 1.0);
+        else if (v <= 1)
+          c = (A + 2) * v * v * v - (A + 3) * v * v + 1;
+        else if (v < 2)
+          c = A * v * v * v - 5 * A * v * v + 8 * A * v - 4 * A;
+        else
+          c = 0;
+        coeffs.push_back(c);
+        sum += c;
+      }
+      for (double &c : coeffs)
+        c /= sum;
     } else if (m.mode == "linear") {
       coeffs = {1 - ratio, ratio};
     } else {
@@ -231,8 +262,9 @@ LogicalResult convertResize(NodeContext &ctx) {
     m.excludeOutside = ctx.attrInt("exclude_outside", 0) != 0;
     m.extrapolation = ctx.attrFloat("extrapolation_value", 0);
   }
-  if (ctx.attrInt("antialias", 0) != 0) {
-    ctx.error() << "antialias is not supported";
+  m.antialias = ctx.attrInt("antialias", 0) != 0;
+  if (m.antialias && m.mode == "nearest") {
+    ctx.error() << "antialias applies to the linear and cubic modes only";
     return failure();
   }
   if (m.mode != "nearest" && !isa<FloatType>(elemOf(x))) {
