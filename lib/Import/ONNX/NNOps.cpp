@@ -276,16 +276,15 @@ SmallVector<int64_t> kernelFromAttr(NodeContext &ctx, ArrayRef<int64_t> def) {
   return SmallVector<int64_t>(def.begin(), def.end());
 }
 
-LogicalResult convertConv(NodeContext &ctx) {
-  Value x = ctx.input(0), w = ctx.input(1);
-  if (!x || !w || failed(requireFloat(ctx, x)))
-    return failure();
+/// The convolution of a Conv-like node (its window attributes) of `x` and
+/// `w`, without bias; null after an error.
+Value buildConv(NodeContext &ctx, Value x, Value w) {
   int64_t rank = rankOf(x);
   if (rank < 3 || rankOf(w) != rank || elemOf(w) != elemOf(x)) {
     ctx.error() << "needs N x C x spatial input and a filter of equal rank "
                    "and type, got "
                 << x.getType() << " and " << w.getType();
-    return failure();
+    return {};
   }
   auto xs = shapeOf(x), ws = shapeOf(w);
   int64_t groups = ctx.attrInt("group", 1);
@@ -293,22 +292,33 @@ LogicalResult convertConv(NodeContext &ctx) {
       ws[1] != xs[1] / groups) {
     ctx.error() << "group " << groups << " does not fit input channels "
                 << xs[1] << " and filter " << w.getType();
-    return failure();
+    return {};
   }
   auto kernel = kernelFromAttr(ctx, ws.drop_front(2));
   if (ArrayRef<int64_t>(kernel) != ws.drop_front(2)) {
     ctx.error() << "kernel_shape does not match the filter";
-    return failure();
+    return {};
   }
   auto win = computeWindow(ctx, xs.drop_front(2), kernel, false);
   if (failed(win))
-    return failure();
+    return {};
   SmallVector<int64_t> shape{xs[0], ws[0]};
   shape.append(win->out);
-  Value y = ConvOp::create(ctx.b, ctx.loc,
-                           RankedTensorType::get(shape, elemOf(x)), x, w,
-                           win->strides, win->low, win->high, win->dilations,
-                           static_cast<uint64_t>(groups));
+  return ConvOp::create(ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(x)),
+                        x, w, win->strides, win->low, win->high,
+                        win->dilations, static_cast<uint64_t>(groups))
+      .getResult();
+}
+
+LogicalResult convertConv(NodeContext &ctx) {
+  Value x = ctx.input(0), w = ctx.input(1);
+  if (!x || !w || failed(requireFloat(ctx, x)))
+    return failure();
+  Value y = buildConv(ctx, x, w);
+  if (!y)
+    return failure();
+  SmallVector<int64_t> shape(shapeOf(y));
+  ArrayRef<int64_t> ws = shapeOf(w);
   if (ctx.hasInput(2)) {
     Value bias = ctx.input(2);
     if (!bias)
@@ -320,6 +330,124 @@ LogicalResult convertConv(NodeContext &ctx) {
     y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, bias, shape));
   }
   return done(ctx, y);
+}
+
+/// `v - zero_point` in f64 for ConvInteger/QLinearConv: the zero point is
+/// a scalar or, for the filter, one value per output channel.
+Value centeredInt(NodeContext &ctx, Value v, int zpInput, bool perChannel) {
+  Value w = ctx.convert(v, ctx.b.getF64Type());
+  if (!ctx.hasInput(zpInput))
+    return w;
+  Value zp = ctx.input(zpInput);
+  if (!zp)
+    return {};
+  Value z = ctx.convert(zp, ctx.b.getF64Type());
+  int64_t n = product(shapeOf(z));
+  if (n == 1)
+    return ctx.binary(BinaryKind::sub, w, ctx.reshape(z, {}));
+  if (!perChannel || n != shapeOf(v)[0]) {
+    ctx.error() << "a zero point must hold one value"
+                << (perChannel ? " or one per output channel" : "");
+    return {};
+  }
+  SmallVector<int64_t> along(rankOf(v), 1);
+  along[0] = n;
+  return ctx.binary(BinaryKind::sub, w, ctx.reshape(z, along));
+}
+
+bool isIntStorage(Value v) {
+  auto it = dyn_cast<IntegerType>(elemOf(v));
+  return it && it.getWidth() == 8;
+}
+
+/// ConvInteger: the int32 convolution of the centered 8-bit inputs,
+/// computed in f64 (exact).
+LogicalResult convertConvInteger(NodeContext &ctx) {
+  Value x = ctx.input(0), w = ctx.input(1);
+  if (!x || !w)
+    return failure();
+  if (!isIntStorage(x) || !isIntStorage(w)) {
+    ctx.error() << "needs 8-bit integer inputs";
+    return failure();
+  }
+  Value cx = centeredInt(ctx, x, 2, false), cw = centeredInt(ctx, w, 3, true);
+  if (!cx || !cw)
+    return failure();
+  Value y = buildConv(ctx, cx, cw);
+  if (!y)
+    return failure();
+  return done(ctx, ctx.convert(y, ctx.b.getIntegerType(32)));
+}
+
+/// QLinearConv as the reference computes it: the integer convolution of
+/// the centered inputs (plus the int32 bias), times x_scale * w_scale /
+/// y_scale, plus y_zero_point, saturated and rounded half to even.
+LogicalResult convertQLinearConv(NodeContext &ctx) {
+  Value x = ctx.input(0), sx = ctx.input(1), w = ctx.input(3),
+        sw = ctx.input(4), sy = ctx.input(6);
+  if (!x || !sx || !w || !sw || !sy)
+    return failure();
+  if (!isIntStorage(x) || !isIntStorage(w) || !isa<FloatType>(elemOf(sx)) ||
+      elemOf(sw) != elemOf(sx) || elemOf(sy) != elemOf(sx) ||
+      product(shapeOf(sx)) != 1 || product(shapeOf(sy)) != 1) {
+    ctx.error() << "needs 8-bit integer inputs, float scales of one type and "
+                   "scalar x_scale and y_scale";
+    return failure();
+  }
+  Value cx = centeredInt(ctx, x, 2, false), cw = centeredInt(ctx, w, 5, true);
+  if (!cx || !cw)
+    return failure();
+  Value y = buildConv(ctx, cx, cw);
+  if (!y)
+    return failure();
+  SmallVector<int64_t> shape(shapeOf(y));
+  int64_t m = shapeOf(w)[0];
+  if (ctx.hasInput(8)) {
+    Value bias = ctx.input(8);
+    if (!bias)
+      return failure();
+    if (shapeOf(bias) != ArrayRef<int64_t>{m}) {
+      ctx.error() << "B must be [" << m << "]";
+      return failure();
+    }
+    y = ctx.binary(BinaryKind::add, y,
+                   channelBroadcast(
+                       ctx, ctx.convert(bias, ctx.b.getF64Type()), shape));
+  }
+  Value swv = sw;
+  if (product(shapeOf(sw)) != 1) {
+    if (product(shapeOf(sw)) != m) {
+      ctx.error() << "w_scale must hold one value or one per output channel";
+      return failure();
+    }
+    SmallVector<int64_t> along(rankOf(y), 1);
+    along[1] = m;
+    swv = ctx.reshape(sw, along);
+  } else {
+    swv = ctx.reshape(sw, {});
+  }
+  Value factor = ctx.binary(
+      BinaryKind::div, ctx.binary(BinaryKind::mul, ctx.reshape(sx, {}), swv),
+      ctx.reshape(sy, {}));
+  Value r = ctx.binary(BinaryKind::mul, y,
+                       ctx.convert(factor, ctx.b.getF64Type()));
+  Type out = elemOf(x);
+  if (ctx.hasInput(7)) {
+    Value zy = ctx.input(7);
+    if (!zy)
+      return failure();
+    if (!isIntStorage(zy) || product(shapeOf(zy)) != 1) {
+      ctx.error() << "y_zero_point must be one 8-bit integer";
+      return failure();
+    }
+    out = elemOf(zy);
+    r = ctx.binary(BinaryKind::add, r,
+                   ctx.reshape(ctx.convert(zy, ctx.b.getF64Type()), {}));
+  }
+  bool isUnsigned = cast<IntegerType>(out).isUnsigned();
+  r = ctx.binary(BinaryKind::max, r, ctx.splatLike(r, isUnsigned ? 0 : -128));
+  r = ctx.binary(BinaryKind::min, r, ctx.splatLike(r, isUnsigned ? 255 : 127));
+  return done(ctx, ctx.convert(ctx.unary(UnaryKind::round, r), out));
 }
 
 LogicalResult convertPool(NodeContext &ctx) {
@@ -438,6 +566,8 @@ void registerNNConverters(llvm::StringMap<ConverterFn> &t) {
   t["BatchNormalization"] = convertBatchNorm;
   t["InstanceNormalization"] = convertInstanceNorm;
   t["Conv"] = convertConv;
+  t["ConvInteger"] = convertConvInteger;
+  t["QLinearConv"] = convertQLinearConv;
   t["MaxPool"] = convertPool;
   t["AveragePool"] = convertPool;
   t["LpPool"] = convertPool;
