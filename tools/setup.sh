@@ -13,7 +13,7 @@ packages=(
   libopenblas-dev libgtest-dev
   libopenmpi-dev openmpi-bin
   cmake ninja-build ccache
-  python3-venv python3-pip
+  python3-venv python3-pip python3-dev
   libonnx-testdata
 )
 
@@ -34,8 +34,13 @@ venv="$root/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+# Reinstalled whenever tools/requirements.txt changes (its hash is kept in
+# the venv), so a pin moved in the repository reaches every checkout.
+stamp="$venv/.cleave-requirements"
+want=$(sha256sum "$root/tools/requirements.txt" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check \
     -r "$root/tools/requirements.txt"
+  echo "$want" > "$stamp"
 fi
 echo "setup: done"

@@ -32,6 +32,8 @@
 #include "Cleave/IR/CleaveOps.h"
 #include "mlir/Parser/Parser.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
@@ -46,11 +48,22 @@
 #include <cmath>
 #include <set>
 #include <chrono>
+#include <mutex>
+#include <cstdio>
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
 
 namespace {
+/// Where this compile prints: the invocation's streams, or stderr/stdout.
+/// One compile runs at a time (the options are process-wide), so these are
+/// plain globals set by runCompile for its duration.
+llvm::raw_ostream *gMessages = nullptr;
+llvm::raw_ostream *gOutput = nullptr;
+llvm::raw_ostream &driverErrs() { return gMessages ? *gMessages : llvm::errs(); }
+llvm::raw_ostream &driverOuts() { return gOutput ? *gOutput : llvm::outs(); }
+
 enum class EmitKind { Plan, MLIR, Exe, Schedule };
 
 struct Options {
@@ -466,7 +479,7 @@ struct Options {
 
 /// Prints diagnostics as `cleave-compile: error: node 'x': message`.
 void printDiagnostic(Diagnostic &diag) {
-  llvm::raw_ostream &os = llvm::errs();
+  llvm::raw_ostream &os = driverErrs();
   os << "cleave-compile: ";
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Error: os << "error: "; break;
@@ -512,7 +525,7 @@ std::string defaultOutput(llvm::StringRef input, EmitKind emit) {
 }
 
 int fail(const llvm::Twine &message) {
-  llvm::errs() << "cleave-compile: error: " << message << "\n";
+  driverErrs() << "cleave-compile: error: " << message << "\n";
   return 1;
 }
 
@@ -559,7 +572,7 @@ int emitSchedule(ModuleOp module, const Options &opts,
   pl::Simulation sim = pl::simulate(order, options, costs, error);
   if (!error.empty())
     return fail("--schedule: " + error);
-  llvm::errs() << llvm::formatv(
+  driverErrs() << llvm::formatv(
       "schedule {0}: {1} ranks, {2} microbatches: step time {3:F2} mean-stage "
       "forward passes, bubble {4:P1} (with equal stages the formula gives "
       "{5:P1})\n",
@@ -622,6 +635,9 @@ static std::string overBudget(const ::cleave::plan::Plan &plan,
     if (largest)
       message += "; its largest tensor is '" + largest->name + "' (" +
                  std::to_string(largest->byteSize()) + " bytes)";
+    for (const auto &[key, value] : program.metadata)
+      if (key == "cpu_scratch_bytes")
+        message += ", its largest kernel's temporaries " + value + " bytes";
     return message;
   };
   if (!plan.isPipelined())
@@ -635,87 +651,56 @@ static std::string overBudget(const ::cleave::plan::Plan &plan,
 
 /// --stats: what a compiled program holds (one line per part).
 static void printPlanStats(const ::cleave::plan::Plan &program, double seconds) {
-  size_t kernels = 0, gemms = 0;
-  for (const ::cleave::plan::Command &c : program.commands) {
-    kernels += c.kind == ::cleave::plan::CommandKind::Kernel ||
-               c.kind == ::cleave::plan::CommandKind::GpuLaunch;
-    gemms += c.kind == ::cleave::plan::CommandKind::Gemm;
-  }
-  uint64_t constantBytes = 0, referencedBytes = 0;
-  std::set<std::string> referencedFiles;
-  for (const ::cleave::plan::Constant &c : program.constants) {
-    constantBytes += c.data.size();
-    if (!c.file.empty()) {
-      ::cleave::plan::TensorInfo global = c.info;
-      global.shape = ::cleave::plan::globalShape(c.info, program.mesh);
-      referencedBytes += global.byteSize();
-      referencedFiles.insert(c.file);
-    }
-  }
-  size_t collectives = 0, async = 0;
-  for (const ::cleave::plan::Command &c : program.commands)
-    if (c.kind == ::cleave::plan::CommandKind::Collective) {
-      ++collectives;
-      async += c.stream == ::cleave::plan::kCommStream;
-    }
+  ::cleave::plan::PlanStats stats = ::cleave::plan::statistics(program);
   if (!program.mesh.empty())
-    llvm::errs() << "mesh: " << program.mesh.str() << " ("
-                 << program.mesh.worldSize() << " ranks), " << collectives
-                 << " collectives (" << async << " asynchronous)\n";
+    driverErrs() << "mesh: " << program.mesh.str() << " ("
+                 << program.mesh.worldSize() << " ranks), " << stats.collectives
+                 << " collectives (" << stats.asyncCollectives
+                 << " asynchronous)\n";
   // Named entries (local SGD's averaging), run every syncEvery steps.
   for (const ::cleave::plan::Plan &entry : program.entries) {
     size_t entryCollectives = 0;
     for (const ::cleave::plan::Command &c : entry.commands)
       entryCollectives += c.kind == ::cleave::plan::CommandKind::Collective;
-    llvm::errs() << "entry " << entry.entryName;
+    driverErrs() << "entry " << entry.entryName;
     if (entry.entryName == ::cleave::plan::kSyncEntry)
-      llvm::errs() << " (after every " << program.training.syncEvery
+      driverErrs() << " (after every " << program.training.syncEvery
                    << (program.training.syncEvery == 1 ? " step" : " steps")
                    << ")";
-    llvm::errs() << ": " << entry.commands.size() << " commands, "
+    driverErrs() << ": " << entry.commands.size() << " commands, "
                  << entryCollectives << " collectives, arena "
                  << entry.arenaBytes << " bytes, " << entry.states.size()
                  << " states borrowed\n";
   }
-  if (!program.states.empty()) {
-    // Each rank's persistent state (its shards), by kind.
-    uint64_t params = 0, optimizer = 0, buffers = 0;
-    for (const ::cleave::plan::StateTensor &st : program.states)
-      (st.kind == ::cleave::plan::StateKind::Parameter        ? params
-       : st.kind == ::cleave::plan::StateKind::OptimizerState ? optimizer
-                                                    : buffers) +=
-          st.info.byteSize();
-    llvm::errs() << "state per rank: parameters " << params
-                 << " bytes, optimizer states " << optimizer
-                 << " bytes, buffers " << buffers << " bytes\n";
-  }
-  llvm::errs() << "plan: " << program.commands.size() << " commands ("
-               << kernels
+  if (!program.states.empty())
+    driverErrs() << "state per rank: parameters " << stats.parameterBytes
+                 << " bytes, optimizer states " << stats.optimizerStateBytes
+                 << " bytes, buffers " << stats.bufferBytes << " bytes\n";
+  driverErrs() << "plan: " << stats.commands << " commands ("
+               << stats.kernels
                << (program.target.rfind("cuda-", 0) == 0 ? " kernel launches, "
                                                        : " kernels, ")
-               << gemms << " gemms), arena "
-               << program.arenaBytes << " bytes (constants " << constantBytes
-               << "), kernel object " << program.kernelObject.size()
+               << stats.gemms << " gemms), arena " << stats.arenaBytes
+               << " bytes (constants " << stats.constantBytes
+               << "), kernel object " << stats.kernelObjectBytes
                << " bytes, compiled in " << llvm::format("%.2f", seconds)
                << " s\n";
-  if (referencedBytes)
-    llvm::errs() << "initial parameters: " << referencedBytes
+  if (stats.referencedBytes)
+    driverErrs() << "initial parameters: " << stats.referencedBytes
                  << " bytes referenced from "
-                 << llvm::join(referencedFiles, ", ") << " (each rank reads its shards when it starts; "
+                 << llvm::join(stats.referencedFiles, ", ")
+                 << " (each rank reads its shards when it starts; "
                     "--embed-weights copies them into the plan)\n";
-  size_t epilogues[4] = {0, 0, 0, 0};
-  for (const ::cleave::plan::Command &c : program.commands)
-    if (c.kind == ::cleave::plan::CommandKind::Gemm)
-      ++epilogues[static_cast<size_t>(::cleave::plan::gemmEpilogueOf(c))];
+  const size_t *epilogues = stats.gemmEpilogues;
   if (epilogues[1] + epilogues[2] + epilogues[3])
-    llvm::errs() << "gemm epilogues: " << epilogues[1] << " bias, "
+    driverErrs() << "gemm epilogues: " << epilogues[1] << " bias, "
                  << epilogues[2] << " gelu_bias, " << epilogues[3]
                  << " gelu\n";
   llvm::StringMap<std::string> meta;
   for (const auto &[key, value] : program.metadata)
     meta[key] = value;
   if (meta.count("recompute_policy"))
-    llvm::errs() << "recompute: policy " << meta["recompute_policy"]
+    driverErrs() << "recompute: policy " << meta["recompute_policy"]
                  << ", saved activations "
                  << meta["saved_activation_bytes_before"] << " -> "
                  << meta["saved_activation_bytes_after"]
@@ -758,19 +743,124 @@ static void printPipelineSummary(const ::cleave::plan::Plan &plan,
   }
 }
 
+namespace {
+const char kOverview[] =
+    "cleave-compile: compile an ONNX model, or a program in the cleave "
+    "dialect (.mlir, as cleave-opt prints it; it may declare a cleave.mesh "
+    "and use collectives), into a Cleave plan (.cleave)\n\n"
+    "  cleave-compile model.onnx -o model.cleave\n"
+    "  cleave-compile model.onnx --emit=mlir --phase=kernels\n"
+    "  cleave-compile step.mlir -o step.cleave\n";
+
+/// The options, registered once per process (llvm::cl keeps them in a
+/// global registry): cleave-compile parses its command line into them, and
+/// runCompile parses each invocation's arguments into them again.
+Options &options() {
+  static Options *opts = new Options;
+  return *opts;
+}
+
+int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
+                const char *argv0);
+} // namespace
+
 int (::cleave::compileMain)(int argc, char **argv) {
-  using namespace ::cleave;
   llvm::InitLLVM init(argc, argv);
-  Options opts;
+  Options &opts = options();
   cl::HideUnrelatedOptions({&opts.category, &opts.trainCategory});
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "cleave-compile: compile an ONNX model, or a program in the cleave "
-      "dialect (.mlir, as cleave-opt prints it; it may declare a cleave.mesh "
-      "and use collectives), into a Cleave plan (.cleave)\n\n"
-      "  cleave-compile model.onnx -o model.cleave\n"
-      "  cleave-compile model.onnx --emit=mlir --phase=kernels\n"
-      "  cleave-compile step.mlir -o step.cleave\n");
+  cl::ParseCommandLineOptions(argc, argv, kOverview);
+  return compileWith(opts, {}, argv[0]);
+}
+
+std::vector<::cleave::CompileOptionInfo> (::cleave::compileOptionTable)() {
+  Options &opts = options();
+  std::vector<CompileOptionInfo> table;
+  for (auto &[name, option] : cl::getRegisteredOptions()) {
+    bool ours = llvm::is_contained(option->Categories, &opts.category) ||
+                llvm::is_contained(option->Categories, &opts.trainCategory);
+    if (name.empty() || option->ArgStr != name || !ours)
+      continue;
+    CompileOptionInfo info;
+    info.name = name.str();
+    info.help = option->HelpStr.str();
+    info.valueName = option->ValueStr.str();
+    if (dynamic_cast<cl::opt<bool> *>(option))
+      info.kind = CompileOptionInfo::Flag;
+    else if (dynamic_cast<cl::list<std::string> *>(option))
+      info.kind = CompileOptionInfo::List;
+    else
+      info.kind = CompileOptionInfo::Value;
+    table.push_back(std::move(info));
+  }
+  llvm::sort(table, [](const CompileOptionInfo &a, const CompileOptionInfo &b) {
+    return a.name < b.name;
+  });
+  return table;
+}
+
+int (::cleave::runCompile)(const CompileInvocation &inv) {
+  // The options are process-wide: one compile at a time.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  Options &opts = options();
+  cl::ResetAllOptionOccurrences();
+  std::vector<const char *> argv{"cleave-compile"};
+  for (const std::string &arg : inv.args)
+    argv.push_back(arg.c_str());
+  gMessages = inv.messages;
+  gOutput = inv.output;
+  llvm::scope_exit restore([] {
+    gMessages = nullptr;
+    gOutput = nullptr;
+  });
+  // llvm::cl reports a bad value through llvm::errs() whatever stream it is
+  // given, so stderr goes to a temporary file while the arguments parse.
+  std::string parseErrors;
+  bool parsed;
+  {
+    llvm::errs().flush();
+    std::FILE *capture = std::tmpfile();
+    int saved = capture ? ::dup(2) : -1;
+    if (saved >= 0)
+      ::dup2(::fileno(capture), 2);
+    llvm::raw_string_ostream errs(parseErrors);
+    parsed = cl::ParseCommandLineOptions(static_cast<int>(argv.size()),
+                                         argv.data(), kOverview, &errs);
+    llvm::errs().flush();
+    if (saved >= 0) {
+      ::dup2(saved, 2);
+      ::close(saved);
+      std::rewind(capture);
+      char buffer[4096];
+      size_t n;
+      while ((n = std::fread(buffer, 1, sizeof(buffer), capture)) > 0)
+        parseErrors.append(buffer, n);
+    }
+    if (capture)
+      std::fclose(capture);
+  }
+  if (!parsed) {
+    // llvm::cl prints "cleave-compile: <problem>" (a bad value twice);
+    // say each problem once, as an error.
+    llvm::SmallVector<StringRef> lines;
+    StringRef(parseErrors).split(lines, '\n', -1, /*KeepEmpty=*/false);
+    std::set<std::string> said;
+    for (StringRef line : lines) {
+      line.consume_front("cleave-compile: ");
+      if (said.insert(line.trim().str()).second)
+        driverErrs() << "cleave-compile: error: " << line.trim() << "\n";
+    }
+    if (said.empty())
+      driverErrs() << "cleave-compile: error: bad command line\n";
+    return 2;
+  }
+  return compileWith(opts, inv, argv[0]);
+}
+
+namespace {
+int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
+                const char *argv0) {
+  using namespace ::cleave;
   auto start = std::chrono::steady_clock::now();
 
   if (opts.target != "cpu" && opts.target != "cuda")
@@ -977,7 +1067,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
         for (const auto &[name, size] : placed)
           order += (order.empty() ? "" : ",") + name + "=" +
                    std::to_string(size);
-        llvm::errs() << "cleave-compile: note: --mesh " << opts.mesh
+        driverErrs() << "cleave-compile: note: --mesh " << opts.mesh
                      << " laid out as " << order
                      << " (rank = row-major index: tp fastest, inside a "
                         "node; then pp; then dp, across nodes)\n";
@@ -1027,7 +1117,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
     shardOptions.bucketMB = opts.bucketMB;
     if (opts.explainSharding)
       shardOptions.explain = [](const std::string &report) {
-        llvm::errs() << report;
+        driverErrs() << report;
       };
     compileOptions.shard = std::move(shardOptions);
   } else if (!opts.shard.empty()) {
@@ -1114,14 +1204,14 @@ int (::cleave::compileMain)(int argc, char **argv) {
   }
   if (opts.printMemoryPlan)
     compileOptions.memoryReport = [](const std::string &report) {
-      llvm::errs() << report;
+      driverErrs() << report;
     };
   if (opts.report && opts.emit == EmitKind::MLIR)
     return fail("--report describes a plan; it cannot be combined with "
                 "--emit=mlir");
   // One report per program: the step's, or each pipeline stage's.
   std::vector<StepReport> stepReports;
-  if (opts.report)
+  if (opts.report || (inv.report && opts.emit == EmitKind::Plan))
     compileOptions.stepReport = [&](const StepReport &report) {
       stepReports.push_back(report);
     };
@@ -1134,7 +1224,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
 
   if (opts.emit == EmitKind::MLIR) {
     if (output == "-") {
-      llvm::outs() << mlirText;
+      driverOuts() << mlirText;
       return 0;
     }
     if (llvm::Error err = llvm::writeToOutput(
@@ -1177,7 +1267,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
     // cleave-run, from the directory this compiler runs from, with the plan
     // and a trailer appended; cleave-run finds it in /proc/self/exe.
     std::string self = llvm::sys::fs::getMainExecutable(
-        argv[0], reinterpret_cast<void *>(&defaultOutput));
+        argv0, reinterpret_cast<void *>(&defaultOutput));
     llvm::SmallString<256> runPath(llvm::sys::path::parent_path(self));
     llvm::sys::path::append(runPath, "cleave-run");
     std::vector<uint8_t> bytes;
@@ -1197,14 +1287,17 @@ int (::cleave::compileMain)(int argc, char **argv) {
       llvm::sys::fs::remove(output);
       return fail("cannot make '" + output + "' executable: " + ec.message());
     }
+  } else if (inv.planSink) {
+    inv.planSink(plan::serialize(*plan));
   } else if (!plan::writeFile(output, *plan, &error)) {
     return fail("cannot write '" + output + "': " + error);
   }
+  auto printReports = [&](llvm::raw_ostream &os) {
   for (auto [c, report] : llvm::enumerate(stepReports)) {
     const plan::Plan &program = plan->isPipelined() ? plan->stages[c] : *plan;
     if (plan->isPipelined())
-      llvm::errs() << "pipeline stage " << c << " (pp rank " << c << "):\n";
-    printStepReport(report, llvm::errs());
+      os << "pipeline stage " << c << " (pp rank " << c << "):\n";
+    printStepReport(report, os);
     if (program.training.enabled && !program.mesh.empty()) {
       int64_t dpRanks = 1;
       for (auto [name, size] :
@@ -1218,12 +1311,16 @@ int (::cleave::compileMain)(int argc, char **argv) {
                                                                 : 0;
       if (dpRanks > 1)
         printZeroFormula(report, opts.zero, dpRanks, optimizerBytes,
-                         llvm::errs());
+                         os);
     }
   }
-  if (opts.report && plan->isPipelined())
-    printPipelineSummary(*plan, opts.schedule, opts.microbatches,
-                         llvm::errs());
+  if (plan->isPipelined())
+    printPipelineSummary(*plan, opts.schedule, opts.microbatches, os);
+  };
+  if (opts.report)
+    printReports(driverErrs());
+  if (inv.report)
+    printReports(*inv.report);
   if (opts.simulate) {
     ::cleave::sim::Cluster cluster;
     if (std::string e = ::cleave::sim::loadCluster(opts.cluster, cluster);
@@ -1236,7 +1333,7 @@ int (::cleave::compileMain)(int argc, char **argv) {
                                                     simOptions, result);
         !e.empty())
       return fail("--simulate: " + e);
-    llvm::errs() << ::cleave::sim::simulationReport(result, cluster);
+    driverErrs() << ::cleave::sim::simulationReport(result, cluster);
     std::string trace =
         opts.simTrace.empty() ? "" : ::cleave::sim::simulationTrace(result);
     if (!opts.simTrace.empty() &&
@@ -1246,10 +1343,10 @@ int (::cleave::compileMain)(int argc, char **argv) {
   }
   if (opts.stats) {
     if (plan->isPipelined()) {
-      llvm::errs() << "pipeline: " << plan->stages.size()
+      driverErrs() << "pipeline: " << plan->stages.size()
                    << " stages over mesh " << plan->mesh.str() << "\n";
       for (auto [c, stage] : llvm::enumerate(plan->stages)) {
-        llvm::errs() << "stage " << c << ": ";
+        driverErrs() << "stage " << c << ": ";
         printPlanStats(stage, seconds);
       }
     } else {
@@ -1258,3 +1355,4 @@ int (::cleave::compileMain)(int argc, char **argv) {
   }
   return 0;
 }
+} // namespace

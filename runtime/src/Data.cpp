@@ -128,28 +128,15 @@ private:
 };
 } // namespace
 
-bool openNpy(const std::vector<InputSpec> &inputs,
-             const std::vector<std::string> &files, uint64_t seed,
-             std::unique_ptr<Dataset> *out, std::string *error) {
-  if (inputs.empty() || files.size() != inputs.size()) {
-    *error = "--data needs one file per data input (" +
-             std::to_string(inputs.size()) + " inputs, " +
-             std::to_string(files.size()) + " files)";
-    return false;
-  }
-  std::vector<tensorfile::HostTensor> arrays(inputs.size());
+/// Checks arrays against the data inputs; `from[i]` says where array i
+/// came from (" from 'FILE'", or empty).
+static bool checkArrays(const std::vector<InputSpec> &inputs,
+                        std::vector<tensorfile::HostTensor> &arrays,
+                        const std::vector<std::string> &from,
+                        std::string *error) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const InputSpec &in = inputs[i];
     tensorfile::HostTensor &a = arrays[i];
-    std::string err;
-    if (in.shape.empty() || in.shape[0] < 1) {
-      *error = "data input " + describe(in) + " has no batch dimension";
-      return false;
-    }
-    if (!tensorfile::readTensorFile(files[i], &a, &err)) {
-      *error = "data input '" + in.name + "': " + err;
-      return false;
-    }
     if (in.dtype == DType::BF16 && a.dtype == DType::U16)
       a.dtype = DType::BF16;
     std::vector<int64_t> row(in.shape.begin() + 1, in.shape.end());
@@ -159,14 +146,14 @@ bool openNpy(const std::vector<InputSpec> &inputs,
       std::string want = "[N";
       for (int64_t d : row)
         want += "," + std::to_string(d);
-      *error = "data input '" + in.name + "' from '" + files[i] +
-               "': expected samples of shape " + want + "] " +
+      *error = "data input '" + in.name + "'" + from[i] +
+               ": expected samples of shape " + want + "] " +
                dtypeName(in.dtype) + " (N >= 1), got shape " +
                tensorfile::shapeToString(a.shape) + " " + dtypeName(a.dtype);
       return false;
     }
     if (a.shape[0] != arrays[0].shape[0]) {
-      *error = "data input '" + in.name + "' from '" + files[i] + "' has " +
+      *error = "data input '" + in.name + "'" + from[i] + " has " +
                std::to_string(a.shape[0]) + " samples but '" + inputs[0].name +
                "' has " + std::to_string(arrays[0].shape[0]);
       return false;
@@ -177,6 +164,55 @@ bool openNpy(const std::vector<InputSpec> &inputs,
       return false;
     }
   }
+  return true;
+}
+
+static bool checkBatchDimensions(const std::vector<InputSpec> &inputs,
+                                 size_t given, const char *what,
+                                 std::string *error) {
+  if (inputs.empty() || given != inputs.size()) {
+    *error = std::string(what) + " needs one " +
+             (std::strcmp(what, "--data") == 0 ? "file" : "array") +
+             " per data input (" + std::to_string(inputs.size()) +
+             " inputs, " + std::to_string(given) + " given)";
+    return false;
+  }
+  for (const InputSpec &in : inputs)
+    if (in.shape.empty() || in.shape[0] < 1) {
+      *error = "data input " + describe(in) + " has no batch dimension";
+      return false;
+    }
+  return true;
+}
+
+bool openNpy(const std::vector<InputSpec> &inputs,
+             const std::vector<std::string> &files, uint64_t seed,
+             std::unique_ptr<Dataset> *out, std::string *error) {
+  if (!checkBatchDimensions(inputs, files.size(), "--data", error))
+    return false;
+  std::vector<tensorfile::HostTensor> arrays(inputs.size());
+  std::vector<std::string> from(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string err;
+    if (!tensorfile::readTensorFile(files[i], &arrays[i], &err)) {
+      *error = "data input '" + inputs[i].name + "': " + err;
+      return false;
+    }
+    from[i] = " from '" + files[i] + "'";
+  }
+  if (!checkArrays(inputs, arrays, from, error))
+    return false;
+  *out = std::make_unique<NpyDataset>(inputs, std::move(arrays), seed);
+  return true;
+}
+
+bool openArrays(const std::vector<InputSpec> &inputs,
+                std::vector<tensorfile::HostTensor> arrays, uint64_t seed,
+                std::unique_ptr<Dataset> *out, std::string *error) {
+  if (!checkBatchDimensions(inputs, arrays.size(), "data", error) ||
+      !checkArrays(inputs, arrays,
+                   std::vector<std::string>(inputs.size()), error))
+    return false;
   *out = std::make_unique<NpyDataset>(inputs, std::move(arrays), seed);
   return true;
 }

@@ -35,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <unistd.h>
+#include <utility>
 
 namespace cleave::training {
 
@@ -56,9 +57,16 @@ void setRank(int64_t rank, int64_t worldSize) {
 const std::string &rankPrefix() { return gRankPrefix; }
 bool isLeader() { return gLeader; }
 
+static thread_local std::string gLastError;
+static thread_local bool gQuietErrors = false;
+void setQuietErrors(bool quiet) { gQuietErrors = quiet; }
+std::string takeLastError() { return std::exchange(gLastError, {}); }
+
 int fail(const std::string &message) {
-  std::fprintf(stderr, "%s: %serror: %s\n", gProgram.c_str(),
-               gRankPrefix.c_str(), message.c_str());
+  gLastError = gRankPrefix + message;
+  if (!gQuietErrors)
+    std::fprintf(stderr, "%s: %serror: %s\n", gProgram.c_str(),
+                 gRankPrefix.c_str(), message.c_str());
   return 1;
 }
 
@@ -287,10 +295,11 @@ static std::string jsonNumber(double v, const char *fmt) {
 
 /// Writes the source ONNX model with the trained parameters; returns an exit
 /// code on failure, -1 on success.
-static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
+static int exportOnnx(const std::string &path, const std::string &sourceModel,
+                      cleave_rt_program program,
                       const UntiedParameters &untied,
                       const std::vector<checkpoint::StateRecord> &records) {
-  std::string source = o.onnxModel;
+  std::string source = sourceModel;
   if (source.empty()) {
     const char *recorded = cleave_rt_program_metadata(program, "source_model");
     if (!recorded || !*recorded)
@@ -321,28 +330,127 @@ static int exportOnnx(const TrainOptions &o, cleave_rt_program program,
   }
   if (!onnxexport::replaceInitializers(model, weights, &exported, &err))
     return fail("--export-onnx: cannot update '" + source + "': " + err);
-  if (!writeFileAtomically(o.exportOnnx, exported.data(), exported.size(),
+  if (!writeFileAtomically(path, exported.data(), exported.size(),
                            &err))
-    return fail("--export-onnx: cannot write '" + o.exportOnnx + "': " + err);
+    return fail("--export-onnx: cannot write '" + path + "': " + err);
   std::fprintf(stderr, "%s: wrote the trained model '%s'\n", gProgram.c_str(),
-               o.exportOnnx.c_str());
+               path.c_str());
   return -1;
 }
 
-int runTraining(const TrainOptions &o, cleave_rt_program file,
-                const std::string &backend, const RankContext &ctx) {
+//===----------------------------------------------------------------------===//
+// Trainer: the training loop, a step at a time
+//===----------------------------------------------------------------------===//
+
+struct Trainer::Impl {
+  TrainOptions o;
+  cleave_rt_program file = nullptr;
+  std::string backend;
+  RankContext ctx;
+
   // This rank's program: its stage of a pipelined plan. The file's other
   // stages matter only to checkpoints.
   ProgramHolder stage;
-  TRY(cleave_rt_program_stage(file, static_cast<size_t>(ctx.rank), &stage.p));
-  cleave_rt_program program = stage.p;
+  cleave_rt_program program = nullptr;
   cleave_rt_training_info_t info;
+
+  /// A data input: the global tensor the dataset makes, and the shard this
+  /// rank feeds when it is sharded (over dp).
+  struct Shard {
+    bool sharded = false;
+    std::vector<int64_t> local, offsets;
+    size_t bytes = 0;
+  };
+  std::vector<data::InputSpec> specs;
+  std::vector<Shard> shards;
+
+  CheckpointLayout states;
+  UntiedParameters untied;
+  ExecutorHolder exec;
+  // Local SGD / DiLoCo: the plan's sync entry runs after every
+  // info.sync_every-th step on the states it borrows from the step.
+  ProgramHolder syncProgram;
+  ExecutorHolder syncExec;
+  std::vector<std::pair<size_t, size_t>> syncStates; // (step's, entry's)
+  std::vector<uint8_t> syncBytes;
+
+  uint64_t seed = 0;
+  int64_t firstStep = 0, stepsDone = 0;
+  std::unique_ptr<data::Dataset> dataset;
+  std::unique_ptr<FILE, int (*)(FILE *)> jsonLog{nullptr, [](FILE *f) {
+                                                   return f ? std::fclose(f)
+                                                            : 0;
+                                                 }};
+  int64_t batch = 1, perStep = 1;
+  bool tokenModel = false, progress = false;
+  uint64_t peak = 0;
+  size_t foundInfOutput = SIZE_MAX, lossScaleOutput = SIZE_MAX;
+  std::vector<std::vector<uint8_t>> batchData;
+  std::vector<uint8_t> shardData;
+  long nonFinite = 0;
+
+  int open();
+  int openData();
+  int resume();
+  int runSync();
+  int copySyncStates(bool toSync);
+  void straggle(std::chrono::steady_clock::time_point start);
+  int setBatch(const std::vector<const void *> *given);
+  void log(const StepMetrics &m);
+  int step(const std::vector<const void *> *given, StepMetrics *m);
+  int finish();
+  int exportParameters(const std::string &safetensorsPath,
+                       const std::string &onnxPath,
+                       const std::string &sourceModel);
+};
+
+Trainer::Trainer() : impl(std::make_unique<Impl>()) {}
+Trainer::~Trainer() = default;
+
+int Trainer::open(const TrainOptions &o, cleave_rt_program file,
+                  const std::string &backend, const RankContext &ctx) {
+  impl->o = o;
+  impl->file = file;
+  impl->backend = backend;
+  impl->ctx = ctx;
+  return impl->open();
+}
+
+const std::vector<data::InputSpec> &Trainer::dataInputs() const {
+  return impl->specs;
+}
+int64_t Trainer::stepsDone() const { return impl->stepsDone; }
+uint64_t Trainer::seed() const { return impl->seed; }
+void Trainer::setTotalSteps(long steps) { impl->o.steps = steps; }
+cleave_rt_executor Trainer::executor() const { return impl->exec.e; }
+cleave_rt_program Trainer::program() const { return impl->program; }
+
+int Trainer::step(const std::vector<const void *> *batch, StepMetrics *m) {
+  return impl->step(batch, m);
+}
+int Trainer::finish() { return impl->finish(); }
+
+int Trainer::saveCheckpoint(const std::string &dir, std::string *path) {
+  Impl &t = *impl;
+  checkpoint::Checkpoint c;
+  c.step = t.stepsDone;
+  c.seed = t.seed;
+  c.optimizer = t.info.optimizer;
+  c.samplesConsumed = t.stepsDone * t.batch;
+  return saveSharded(t.exec.e, t.states, t.ctx, dir, c, path);
+}
+
+int Trainer::snapshot(std::vector<checkpoint::StateRecord> *records) {
+  return training::snapshot(impl->exec.e, impl->states, impl->ctx, records);
+}
+
+int Trainer::Impl::open() {
+  TRY(cleave_rt_program_stage(file, static_cast<size_t>(ctx.rank), &stage.p));
+  program = stage.p;
   TRY(cleave_rt_program_training_info(program, &info));
   if (!info.enabled)
     return fail("the plan is not a training plan, so training options "
                 "(--steps, --data, --resume, ...) do not apply");
-  if (o.steps < 0)
-    return fail("this is a training plan: give --steps N");
   if (o.saveEvery > 0 && o.checkpointDir.empty())
     return fail("--save-every needs --checkpoint-dir DIR");
   if (o.slowRank >= ctx.worldSize)
@@ -350,16 +458,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
                 ": the run has " + std::to_string(ctx.worldSize) +
                 (ctx.worldSize == 1 ? " rank" : " ranks"));
 
-  // Data inputs.
-  // The dataset makes the global batch; a rank whose data inputs are
-  // sharded (over dp) feeds its shard of it.
-  std::vector<data::InputSpec> specs;
-  struct Shard {
-    bool sharded = false;
-    std::vector<int64_t> local, offsets;
-    size_t bytes = 0;
-  };
-  std::vector<Shard> shards;
+  // Data inputs. The dataset makes the global batch; a rank whose data
+  // inputs are sharded (over dp) feeds its shard of it.
   for (size_t i = 0; i < info.data_input_count; ++i) {
     cleave_rt_tensor_desc_t d;
     TRY(cleave_rt_program_input_desc(program, info.data_inputs[i], &d));
@@ -379,10 +479,11 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
     specs.push_back({d.name, static_cast<DType>(d.dtype), global});
     shards.push_back(std::move(sh));
   }
-  int sources = (!o.data.empty()) + (!o.tokens.empty()) + o.synthetic;
+  int sources = (!o.data.empty()) + (!o.tokens.empty()) + o.synthetic +
+                (!o.dataArrays.empty());
   if (sources > 1)
     return fail("give only one of --data, --tokens and --synthetic");
-  if (sources == 0 && !specs.empty()) {
+  if (sources == 0 && !specs.empty() && !o.batchesGiven) {
     std::string names;
     for (const data::InputSpec &s : specs)
       names += (names.empty() ? "'" : ", '") + s.name + "'";
@@ -392,7 +493,6 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
   }
 
   // States: this rank's, and the checkpoint's (every stage's).
-  CheckpointLayout states;
   int layoutRc = states.build(file, program, ctx);
   if (layoutRc >= 0)
     return layoutRc;
@@ -402,7 +502,6 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
   if (!o.outputDir.empty() &&
       !prepareOutputDir(program, o.outputDir, &outputError))
     return fail(outputError);
-  UntiedParameters untied;
   std::string untiedError;
   if (!readUntiedParameters(program, &untied, &untiedError))
     return fail(untiedError);
@@ -413,15 +512,8 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
                   "', but the plan does not record which ONNX node reads it; "
                   "export with --export-safetensors instead");
 
-  ExecutorHolder exec;
   TRY(cleave_rt_executor_create_ranked(program, backend.c_str(), ctx.comm,
                                        &exec.e));
-  // Local SGD / DiLoCo: the plan's sync entry runs after every
-  // info.sync_every-th step on the states it borrows from the step.
-  ProgramHolder syncProgram;
-  ExecutorHolder syncExec;
-  std::vector<std::pair<size_t, size_t>> syncStates; // (step's, entry's)
-  std::vector<uint8_t> syncBytes;
   if (info.sync_every > 0) {
     TRY(cleave_rt_program_entry(program, "sync", &syncProgram.p));
     TRY(cleave_rt_executor_create_ranked(syncProgram.p, backend.c_str(),
@@ -434,46 +526,6 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
       syncStates.push_back({mine, i});
     }
   }
-  // --slow-rank R:F: rank R sleeps F - 1 times the time since `start` (the
-  // run it just finished took), so its runs take F times as long.
-  auto straggle = [&](std::chrono::steady_clock::time_point start) {
-    if (ctx.rank != o.slowRank || !(o.slowFactor > 1.0))
-      return;
-    std::chrono::duration<double> took =
-        std::chrono::steady_clock::now() - start;
-    std::this_thread::sleep_for(took * (o.slowFactor - 1.0));
-  };
-  // Copies each borrowed state between the step's executor and the sync
-  // entry's, into the entry (toSync) or back.
-  auto copySyncStates = [&](bool toSync) -> int {
-    for (auto [mine, theirs] : syncStates) {
-      cleave_rt_state_desc_t d;
-      TRY(cleave_rt_program_state_desc(syncProgram.p, theirs, &d));
-      syncBytes.resize(d.tensor.byte_size);
-      if (toSync) {
-        TRY(cleave_rt_executor_read_state(exec.e, mine, syncBytes.data(),
-                                          syncBytes.size()));
-        TRY(cleave_rt_executor_write_state(syncExec.e, theirs,
-                                           syncBytes.data(), syncBytes.size()));
-      } else {
-        TRY(cleave_rt_executor_read_state(syncExec.e, theirs, syncBytes.data(),
-                                          syncBytes.size()));
-        TRY(cleave_rt_executor_write_state(exec.e, mine, syncBytes.data(),
-                                           syncBytes.size()));
-      }
-    }
-    return -1;
-  };
-  auto runSync = [&]() -> int {
-    auto start = std::chrono::steady_clock::now();
-    if (int rc = copySyncStates(true); rc >= 0)
-      return rc;
-    TRY(cleave_rt_executor_run(syncExec.e));
-    if (int rc = copySyncStates(false); rc >= 0)
-      return rc;
-    straggle(start);
-    return -1;
-  };
   // Initial values referenced from files: what each rank read (its shards).
   uint64_t referenced = cleave_rt_program_referenced_bytes(file);
   if (referenced && o.resume.empty()) {
@@ -489,90 +541,174 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
   }
 
   // Resume before opening the data: the checkpoint carries the seed.
-  uint64_t seed = o.seed;
-  int64_t firstStep = 0;
-  if (!o.resume.empty()) {
-    // Rank 0 chooses the checkpoint and verifies every file's SHA-256; the
-    // others take its choice and check only the sizes, so that no rank
-    // reads more than its own shards of the tensors.
-    std::string dir, err;
-    bool found = true;
-    if (ctx.rank == 0) {
-      std::vector<std::string> notes;
-      found = checkpoint::findResumePoint(o.resume, &dir, &notes, &err);
-      for (const std::string &n : notes)
-        warn(n);
-      if (found && dir.size() > kMaxPath) {
-        found = false;
-        err = "the checkpoint path '" + dir + "' is longer than " +
-              std::to_string(kMaxPath) + " bytes";
-      }
-    }
-    if (ctx.worldSize > 1) {
-      std::string shared = found ? dir : "";
-      int rc = shareFromRank0(ctx, &shared);
-      if (rc >= 0)
-        return rc;
-      if (ctx.rank != 0) {
-        dir = shared;
-        if (dir.empty())
-          return fail("rank 0 found no checkpoint to resume from in '" +
-                      o.resume + "'");
-      }
-    }
-    if (!found)
-      return fail(err);
-    checkpoint::LoadOptions load;
-    load.verifyHashes = false; // Rank 0 just did, in findResumePoint.
-    load.readData = false;
-    checkpoint::Checkpoint c;
-    if (!checkpoint::load(dir, &c, &err, load))
-      return fail(err);
-    uint64_t bytesRead = 0;
-    int rc = restore(exec.e, states, ctx, c, dir, &bytesRead);
-    if (rc >= 0)
+  seed = o.seed;
+  if (!o.resume.empty())
+    if (int rc = resume(); rc >= 0)
       return rc;
-    rc = printPerRank(ctx, "checkpoint bytes read per rank", bytesRead);
-    if (rc >= 0)
-      return rc;
-    firstStep = c.step;
-    if (!o.seedGiven)
-      seed = c.seed;
-    else if (o.seed != c.seed)
-      warn("--seed " + std::to_string(o.seed) + " differs from the seed " +
-           std::to_string(c.seed) + " of the checkpoint; the data order "
-           "will not match the original run");
-    if (gLeader)
-      std::fprintf(stderr,
-                   "%s: resuming from '%s' at step %" PRId64 "\n",
-                   gProgram.c_str(), dir.c_str(), firstStep);
+  stepsDone = firstStep;
+  if (int rc = openData(); rc >= 0)
+    return rc;
+
+  if (!o.logJson.empty() && gLeader) {
+    jsonLog.reset(std::fopen(o.logJson.c_str(), firstStep > 0 ? "a" : "w"));
+    if (!jsonLog)
+      return fail("cannot open '" + o.logJson + "' for the JSON log: " +
+                  std::strerror(errno));
   }
 
-  std::unique_ptr<data::Dataset> dataset;
+  // The global batch (all data-parallel ranks together), for rates and
+  // learning-rate scaling.
+  batch = info.batch_size > 0 ? info.batch_size : 1;
+  if (!specs.empty() && !specs[0].shape.empty() &&
+      (shards[0].sharded || info.batch_size <= 0))
+    batch = specs[0].shape[0];
+  // Tokens per second only for models whose data are token ids (an
+  // integer [batch, sequence, ...] input); samples per second otherwise.
+  if (info.sequence_length > 0 && info.data_input_count > 0) {
+    cleave_rt_tensor_desc_t first;
+    TRY(cleave_rt_program_input_desc(program, info.data_inputs[0], &first));
+    DType dtype = static_cast<DType>(first.dtype);
+    tokenModel = dtype == DType::U16 || dtype == DType::U32 ||
+                 dtype == DType::I32 || dtype == DType::I64;
+  }
+  perStep = tokenModel ? batch * info.sequence_length : batch;
+  peak = cleave_rt_program_peak_bytes(program);
+  progress = gLeader && o.progressBar && ::isatty(2);
+
+  if (dataset && gLeader)
+    std::fprintf(stderr, "%s: training %s with %s, data %s, seed "
+                 "%" PRIu64 "\n",
+                 gProgram.c_str(), cleave_rt_program_metadata(program, "name")
+                     ? cleave_rt_program_metadata(program, "name")
+                     : "the plan",
+                 info.optimizer[0] ? info.optimizer : "its optimizer",
+                 dataset->describe().c_str(), seed);
+  if (ctx.worldSize > 1 && gLeader)
+    std::fprintf(stderr,
+                 "%s: %" PRId64 " ranks (%s communicator) over mesh %s, "
+                 "rank = row-major index of its coordinates (the last axis "
+                 "fastest); global batch %" PRId64 "\n",
+                 gProgram.c_str(), ctx.worldSize,
+                 cleave_rt_communicator_kind(ctx.comm),
+                 cleave_rt_program_mesh(program), batch);
+  if (gLeader)
+    for (const std::string &line : describeStages(file))
+      std::fprintf(stderr, "%s: pipeline %s\n", gProgram.c_str(), line.c_str());
+
+  // Dynamic loss scaling (--precision=fp16): the plan reports whether the
+  // step overflowed (and was skipped) and the loss scale for the next step.
+  for (auto [name, index] : {std::pair<const char *, size_t *>{
+                                 "found_inf", &foundInfOutput},
+                             {"loss_scale", &lossScaleOutput}}) {
+    cleave_rt_status st = cleave_rt_program_find_output(program, name, index);
+    if (st) {
+      *index = SIZE_MAX;
+      cleave_rt_status_free(st);
+    }
+  }
+  return -1;
+}
+
+int Trainer::Impl::resume() {
+  // Rank 0 chooses the checkpoint and verifies every file's SHA-256; the
+  // others take its choice and check only the sizes, so that no rank
+  // reads more than its own shards of the tensors.
+  std::string dir, err;
+  bool found = true;
+  if (ctx.rank == 0) {
+    std::vector<std::string> notes;
+    found = checkpoint::findResumePoint(o.resume, &dir, &notes, &err);
+    for (const std::string &n : notes)
+      warn(n);
+    if (found && dir.size() > kMaxPath) {
+      found = false;
+      err = "the checkpoint path '" + dir + "' is longer than " +
+            std::to_string(kMaxPath) + " bytes";
+    }
+  }
+  if (ctx.worldSize > 1) {
+    std::string shared = found ? dir : "";
+    int rc = shareFromRank0(ctx, &shared);
+    if (rc >= 0)
+      return rc;
+    if (ctx.rank != 0) {
+      dir = shared;
+      if (dir.empty())
+        return fail("rank 0 found no checkpoint to resume from in '" +
+                    o.resume + "'");
+    }
+  }
+  if (!found)
+    return fail(err);
+  checkpoint::LoadOptions load;
+  load.verifyHashes = false; // Rank 0 just did, in findResumePoint.
+  load.readData = false;
+  checkpoint::Checkpoint c;
+  if (!checkpoint::load(dir, &c, &err, load))
+    return fail(err);
+  uint64_t bytesRead = 0;
+  int rc = restore(exec.e, states, ctx, c, dir, &bytesRead);
+  if (rc >= 0)
+    return rc;
+  rc = printPerRank(ctx, "checkpoint bytes read per rank", bytesRead);
+  if (rc >= 0)
+    return rc;
+  firstStep = c.step;
+  if (!o.seedGiven)
+    seed = c.seed;
+  else if (o.seed != c.seed)
+    warn("--seed " + std::to_string(o.seed) + " differs from the seed " +
+         std::to_string(c.seed) + " of the checkpoint; the data order "
+         "will not match the original run");
+  if (gLeader)
+    std::fprintf(stderr, "%s: resuming from '%s' at step %" PRId64 "\n",
+                 gProgram.c_str(), dir.c_str(), firstStep);
+  return -1;
+}
+
+int Trainer::Impl::openData() {
   std::string err;
-  if (!o.data.empty()) {
+  auto dataInputNames = [&] {
+    std::string names;
+    for (const data::InputSpec &s : specs)
+      names += (names.empty() ? "'" : ", '") + s.name + "'";
+    return names.empty() ? std::string("none") : names;
+  };
+  if (!o.data.empty() || !o.dataArrays.empty()) {
+    // Files (--data NAME=FILE) or arrays, one per data input, by name.
+    bool arrays = !o.dataArrays.empty();
     std::vector<std::string> files(specs.size());
-    for (const auto &nf : o.data) {
+    std::vector<tensorfile::HostTensor> given(specs.size());
+    std::vector<bool> seen(specs.size(), false);
+    size_t count = arrays ? o.dataArrays.size() : o.data.size();
+    for (size_t j = 0; j < count; ++j) {
+      const std::string &name =
+          arrays ? o.dataArrays[j].first : o.data[j].first;
       size_t k = 0;
-      while (k < specs.size() && specs[k].name != nf.first)
+      while (k < specs.size() && specs[k].name != name)
         ++k;
-      if (k == specs.size()) {
-        std::string names;
-        for (const data::InputSpec &s : specs)
-          names += (names.empty() ? "'" : ", '") + s.name + "'";
-        return fail("--data " + nf.first + "=...: the plan has no data input "
-                    "named '" + nf.first + "' (its data inputs: " +
-                    (names.empty() ? "none" : names) + ")");
-      }
-      if (!files[k].empty())
-        return fail("data input '" + nf.first + "' is given twice");
-      files[k] = nf.second;
+      if (k == specs.size())
+        return fail((arrays ? "data '" + name + "'"
+                            : "--data " + name + "=...") +
+                    ": the plan has no data input named '" + name +
+                    "' (its data inputs: " + dataInputNames() + ")");
+      if (seen[k])
+        return fail("data input '" + name + "' is given twice");
+      seen[k] = true;
+      if (arrays)
+        given[k] = o.dataArrays[j].second;
+      else
+        files[k] = o.data[j].second;
     }
     for (size_t k = 0; k < specs.size(); ++k)
-      if (files[k].empty())
-        return fail("data input '" + specs[k].name + "' is not given; add "
-                    "--data " + specs[k].name + "=FILE.npy");
-    if (!data::openNpy(specs, files, seed, &dataset, &err))
+      if (!seen[k])
+        return fail("data input '" + specs[k].name + "' is not given" +
+                    (arrays ? std::string()
+                            : "; add --data " + specs[k].name + "=FILE.npy"));
+    bool ok = arrays ? data::openArrays(specs, std::move(given), seed,
+                                        &dataset, &err)
+                     : data::openNpy(specs, files, seed, &dataset, &err);
+    if (!ok)
       return fail(err);
   } else if (!o.tokens.empty()) {
     DType t;
@@ -602,242 +738,262 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
     if (!data::openSynthetic(specs, seed, vocab, &dataset, &err))
       return fail(err);
   }
+  return -1;
+}
 
-  FILE *jsonLog = nullptr;
-  if (!o.logJson.empty() && gLeader) {
-    jsonLog = std::fopen(o.logJson.c_str(), firstStep > 0 ? "a" : "w");
-    if (!jsonLog)
-      return fail("cannot open '" + o.logJson + "' for the JSON log: " +
-                  std::strerror(errno));
-  }
-  std::unique_ptr<FILE, int (*)(FILE *)> jsonCloser(jsonLog ? jsonLog : nullptr,
-                                                    [](FILE *f) {
-                                                      return f ? std::fclose(f)
-                                                               : 0;
-                                                    });
+// --slow-rank R:F: rank R sleeps F - 1 times the time since `start` (the
+// run it just finished took), so its runs take F times as long.
+void Trainer::Impl::straggle(std::chrono::steady_clock::time_point start) {
+  if (ctx.rank != o.slowRank || !(o.slowFactor > 1.0))
+    return;
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  std::this_thread::sleep_for(took * (o.slowFactor - 1.0));
+}
 
-  // The global batch (all data-parallel ranks together), for rates and
-  // learning-rate scaling.
-  int64_t batch = info.batch_size > 0 ? info.batch_size : 1;
-  if (!specs.empty() && !specs[0].shape.empty() &&
-      (shards[0].sharded || info.batch_size <= 0))
-    batch = specs[0].shape[0];
-  // Tokens per second only for models whose data are token ids (an
-  // integer [batch, sequence, ...] input); samples per second otherwise.
-  bool tokenModel = false;
-  if (info.sequence_length > 0 && info.data_input_count > 0) {
-    cleave_rt_tensor_desc_t first;
-    TRY(cleave_rt_program_input_desc(program, info.data_inputs[0], &first));
-    DType dtype = static_cast<DType>(first.dtype);
-    tokenModel = dtype == DType::U16 || dtype == DType::U32 ||
-                 dtype == DType::I32 || dtype == DType::I64;
+// Copies each borrowed state between the step's executor and the sync
+// entry's, into the entry (toSync) or back.
+int Trainer::Impl::copySyncStates(bool toSync) {
+  for (auto [mine, theirs] : syncStates) {
+    cleave_rt_state_desc_t d;
+    TRY(cleave_rt_program_state_desc(syncProgram.p, theirs, &d));
+    syncBytes.resize(d.tensor.byte_size);
+    if (toSync) {
+      TRY(cleave_rt_executor_read_state(exec.e, mine, syncBytes.data(),
+                                        syncBytes.size()));
+      TRY(cleave_rt_executor_write_state(syncExec.e, theirs, syncBytes.data(),
+                                         syncBytes.size()));
+    } else {
+      TRY(cleave_rt_executor_read_state(syncExec.e, theirs, syncBytes.data(),
+                                        syncBytes.size()));
+      TRY(cleave_rt_executor_write_state(exec.e, mine, syncBytes.data(),
+                                         syncBytes.size()));
+    }
   }
-  int64_t perStep = tokenModel ? batch * info.sequence_length : batch;
-  uint64_t peak = cleave_rt_program_peak_bytes(program);
-  bool progress = gLeader && ::isatty(2);
+  return -1;
+}
+
+int Trainer::Impl::runSync() {
+  auto start = std::chrono::steady_clock::now();
+  if (int rc = copySyncStates(true); rc >= 0)
+    return rc;
+  TRY(cleave_rt_executor_run(syncExec.e));
+  if (int rc = copySyncStates(false); rc >= 0)
+    return rc;
+  straggle(start);
+  return -1;
+}
+
+/// Sets the data inputs: from the dataset, or from `given` (global
+/// tensors, one per data input); a sharded input gets this rank's shard.
+int Trainer::Impl::setBatch(const std::vector<const void *> *given) {
+  if (given) {
+    if (given->size() != specs.size())
+      return fail("a batch needs " + std::to_string(specs.size()) +
+                  " data inputs, got " + std::to_string(given->size()));
+  } else if (dataset) {
+    dataset->fill(stepsDone, &batchData);
+  } else {
+    if (specs.empty())
+      return -1;
+    return fail("no data for step " + std::to_string(stepsDone + 1) +
+                ": the trainer has no dataset, so every step needs a batch");
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Shard &sh = shards[i];
+    const void *global = given ? (*given)[i] : batchData[i].data();
+    size_t globalBytes = dtypeSize(specs[i].dtype);
+    for (int64_t d : specs[i].shape)
+      globalBytes *= static_cast<size_t>(d);
+    if (!sh.sharded) {
+      TRY(cleave_rt_executor_set_input(exec.e, info.data_inputs[i], global,
+                                       globalBytes));
+      continue;
+    }
+    shardData.resize(sh.bytes);
+    plan::copyShard(specs[i].shape, sh.local, sh.offsets,
+                    dtypeSize(specs[i].dtype),
+                    // Read only (toGlobal false).
+                    const_cast<uint8_t *>(static_cast<const uint8_t *>(global)),
+                    shardData.data(),
+                    /*toGlobal=*/false);
+    TRY(cleave_rt_executor_set_input(exec.e, info.data_inputs[i],
+                                     shardData.data(), shardData.size()));
+  }
+  return -1;
+}
+
+/// The step's log line (stdout) and JSON record, on rank 0.
+void Trainer::Impl::log(const StepMetrics &m) {
   int stepWidth = std::max<int>(6, std::to_string(o.steps).size());
+  std::string total = o.steps >= 0 ? "/" + std::to_string(o.steps) : "";
+  if (progress)
+    std::fprintf(stderr, "\r\033[K");
+  std::printf(" step %*" PRId64 "%s | loss %.4f | lr %.3e", stepWidth, m.step,
+              total.c_str(), m.loss, m.lr);
+  if (m.hasGradNorm)
+    std::printf(" | grad norm %.3f", m.gradNorm);
+  std::printf(" | %.0f %s/s | %.1f ms/step | peak mem %.1f MiB\n", m.rate,
+              tokenModel ? "tokens" : "samples", m.stepMs,
+              static_cast<double>(peak) / (1024.0 * 1024.0));
+  std::fflush(stdout);
+  if (!jsonLog)
+    return;
+  std::string line =
+      "{\"step\": " + std::to_string(m.step) +
+      ", \"loss\": " + jsonNumber(m.loss, "%.9g") +
+      (std::isfinite(m.loss) ? ""
+                             : std::string(", \"loss_nonfinite\": \"") +
+                                   (std::isnan(m.loss) ? "nan" : "inf") +
+                                   "\"") +
+      ", \"lr\": " + jsonNumber(m.lr, "%.17g") +
+      (m.hasGradNorm ? ", \"grad_norm\": " + jsonNumber(m.gradNorm, "%.9g")
+                     : std::string()) +
+      (m.hasLossScale ? ", \"loss_scale\": " + jsonNumber(m.lossScale, "%.9g") +
+                            ", \"skipped\": " + (m.skipped ? "true" : "false")
+                      : std::string()) +
+      ", \"" + (tokenModel ? "tokens_per_s" : "samples_per_s") +
+      "\": " + jsonNumber(m.rate, "%.1f") +
+      ", \"step_ms\": " + jsonNumber(m.stepMs, "%.3f") +
+      ", \"peak_bytes\": " + std::to_string(peak) + "}\n";
+  std::fputs(line.c_str(), jsonLog.get());
+  std::fflush(jsonLog.get());
+}
 
-  if (dataset && gLeader)
-    std::fprintf(stderr, "%s: training %s with %s, data %s, seed "
-                 "%" PRIu64 "\n",
-                 gProgram.c_str(), cleave_rt_program_metadata(program, "name")
-                     ? cleave_rt_program_metadata(program, "name")
-                     : "the plan",
-                 info.optimizer[0] ? info.optimizer : "its optimizer",
-                 dataset->describe().c_str(), seed);
-  if (ctx.worldSize > 1 && gLeader)
-    std::fprintf(stderr,
-                 "%s: %" PRId64 " ranks (%s communicator) over mesh %s, "
-                 "rank = row-major index of its coordinates (the last axis "
-                 "fastest); global batch %" PRId64 "\n",
-                 gProgram.c_str(), ctx.worldSize,
-                 cleave_rt_communicator_kind(ctx.comm),
-                 cleave_rt_program_mesh(program), batch);
-  if (gLeader)
-    for (const std::string &line : describeStages(file))
-      std::fprintf(stderr, "%s: pipeline %s\n", gProgram.c_str(), line.c_str());
-
-  // Dynamic loss scaling (--precision=fp16): the plan reports whether the
-  // step overflowed (and was skipped) and the loss scale for the next step.
-  size_t foundInfOutput = SIZE_MAX, lossScaleOutput = SIZE_MAX;
-  for (auto [name, index] : {std::pair<const char *, size_t *>{
-                                 "found_inf", &foundInfOutput},
-                             {"loss_scale", &lossScaleOutput}}) {
-    cleave_rt_status st = cleave_rt_program_find_output(program, name, index);
-    if (st) {
-      *index = SIZE_MAX;
-      cleave_rt_status_free(st);
-    }
+int Trainer::Impl::step(const std::vector<const void *> *given,
+                        StepMetrics *out) {
+  int64_t step = stepsDone;
+  if (ctx.rank == o.faultRank && step + 1 == o.faultStep) {
+    std::fprintf(stderr, "%s: %sinjected fault at step %" PRId64 ": %s\n",
+                 gProgram.c_str(), gRankPrefix.c_str(), step + 1,
+                 o.faultMode.c_str());
+    std::fflush(stderr);
+    if (o.faultMode == "crash")
+      ::raise(SIGKILL);
+    if (o.faultMode == "hang")
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::hours(1));
+    gLeftByFault = true;
+    return 1;
   }
+  auto t0 = std::chrono::steady_clock::now();
+  if (int rc = setBatch(given); rc >= 0)
+    return rc;
+  double lr = cleave_rt_learning_rate(&info, step, batch);
+  float lrF = static_cast<float>(lr), stepF = static_cast<float>(step);
+  TRY(cleave_rt_executor_set_input(exec.e, info.lr_input, &lrF, 4));
+  if (info.step_input >= 0)
+    TRY(cleave_rt_executor_set_input(exec.e, info.step_input, &stepF, 4));
+  bool last = step + 1 == o.steps;
+  // --trace: the markers of the last step.
+  if (!o.tracePath.empty() && last)
+    TRY(cleave_rt_executor_set_tracing(exec.e, 1));
+  // --measure-memory: what the last step writes of the arena.
+  if (o.measureMemory && last)
+    TRY(cleave_rt_executor_measure_memory(exec.e, 1));
+  auto runStart = std::chrono::steady_clock::now();
+  TRY(cleave_rt_executor_run(exec.e));
+  straggle(runStart);
+  if (info.sync_every > 0 && (step + 1) % info.sync_every == 0)
+    if (int rc = runSync(); rc >= 0)
+      return rc;
+  stepsDone = step + 1;
 
-  std::vector<std::vector<uint8_t>> batchData;
-  std::vector<uint8_t> shardData;
-  long nonFinite = 0;
-  for (int64_t step = firstStep; step < o.steps; ++step) {
-    if (ctx.rank == o.faultRank && step + 1 == o.faultStep) {
-      std::fprintf(stderr, "%s: %sinjected fault at step %" PRId64
-                   ": %s\n", gProgram.c_str(), gRankPrefix.c_str(), step + 1,
-                   o.faultMode.c_str());
-      std::fflush(stderr);
-      if (o.faultMode == "crash")
-        ::raise(SIGKILL);
-      if (o.faultMode == "hang")
-        for (;;)
-          std::this_thread::sleep_for(std::chrono::hours(1));
-      gLeftByFault = true;
-      return 1;
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    if (dataset) {
-      dataset->fill(step, &batchData);
-      for (size_t i = 0; i < specs.size(); ++i) {
-        const Shard &sh = shards[i];
-        if (!sh.sharded) {
-          TRY(cleave_rt_executor_set_input(exec.e, info.data_inputs[i],
-                                           batchData[i].data(),
-                                           batchData[i].size()));
-          continue;
-        }
-        shardData.resize(sh.bytes);
-        plan::copyShard(specs[i].shape, sh.local, sh.offsets,
-                        dtypeSize(specs[i].dtype), batchData[i].data(),
-                        shardData.data(), /*toGlobal=*/false);
-        TRY(cleave_rt_executor_set_input(exec.e, info.data_inputs[i],
-                                         shardData.data(), shardData.size()));
-      }
-    }
-    double lr = cleave_rt_learning_rate(&info, step, batch);
-    float lrF = static_cast<float>(lr), stepF = static_cast<float>(step);
-    TRY(cleave_rt_executor_set_input(exec.e, info.lr_input, &lrF, 4));
-    if (info.step_input >= 0)
-      TRY(cleave_rt_executor_set_input(exec.e, info.step_input, &stepF, 4));
-    // --trace: the markers of the last step.
-    if (!o.tracePath.empty() && step + 1 == o.steps)
-      TRY(cleave_rt_executor_set_tracing(exec.e, 1));
-    // --measure-memory: what the last step writes of the arena.
-    if (o.measureMemory && step + 1 == o.steps)
-      TRY(cleave_rt_executor_measure_memory(exec.e, 1));
-    auto runStart = std::chrono::steady_clock::now();
-    TRY(cleave_rt_executor_run(exec.e));
-    straggle(runStart);
-    if (info.sync_every > 0 && (step + 1) % info.sync_every == 0) {
-      int rc = runSync();
-      if (rc >= 0)
-        return rc;
-    }
-    const void *p;
-    size_t n;
-    float loss = 0, gradNorm = 0;
-    TRY(cleave_rt_executor_output(exec.e, info.loss_output, &p, &n));
-    std::memcpy(&loss, p, 4);
-    if (info.grad_norm_output >= 0) {
-      TRY(cleave_rt_executor_output(exec.e, info.grad_norm_output, &p, &n));
-      std::memcpy(&gradNorm, p, 4);
-    }
+  StepMetrics m;
+  m.step = stepsDone;
+  m.lr = lr;
+  m.tokenModel = tokenModel;
+  m.peakBytes = peak;
+  const void *p;
+  size_t n;
+  float loss = 0, gradNorm = 0;
+  TRY(cleave_rt_executor_output(exec.e, info.loss_output, &p, &n));
+  std::memcpy(&loss, p, 4);
+  m.loss = loss;
+  if (info.grad_norm_output >= 0) {
+    TRY(cleave_rt_executor_output(exec.e, info.grad_norm_output, &p, &n));
+    std::memcpy(&gradNorm, p, 4);
+    m.gradNorm = gradNorm;
+    m.hasGradNorm = true;
+  }
+  if (foundInfOutput != SIZE_MAX && lossScaleOutput != SIZE_MAX) {
     float foundInf = 0, lossScale = 0;
-    if (foundInfOutput != SIZE_MAX && lossScaleOutput != SIZE_MAX) {
-      TRY(cleave_rt_executor_output(exec.e, foundInfOutput, &p, &n));
-      std::memcpy(&foundInf, p, 4);
-      TRY(cleave_rt_executor_output(exec.e, lossScaleOutput, &p, &n));
-      std::memcpy(&lossScale, p, 4);
-      if (foundInf != 0 && gLeader) {
-        if (progress)
-          std::fprintf(stderr, "\r\033[K");
-        std::printf(" step %*" PRId64 "/%ld | skipped step (overflow), loss "
-                    "scale %g\n",
-                    stepWidth, step + 1, o.steps, lossScale);
-      }
-    }
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
-    int64_t done = step + 1;
-    double rate = ms > 0 ? perStep / (ms / 1000.0) : 0;
-    if (!std::isfinite(loss) && foundInf == 0) {
-      ++nonFinite;
-      warn("step " + std::to_string(done) + ": loss is " +
-           (std::isnan(loss) ? "NaN" : "infinite"));
-    }
-    bool log = gLeader && o.logEvery > 0 &&
-               (done % o.logEvery == 0 || done == o.steps);
-    if (log) {
+    TRY(cleave_rt_executor_output(exec.e, foundInfOutput, &p, &n));
+    std::memcpy(&foundInf, p, 4);
+    TRY(cleave_rt_executor_output(exec.e, lossScaleOutput, &p, &n));
+    std::memcpy(&lossScale, p, 4);
+    m.hasLossScale = true;
+    m.lossScale = lossScale;
+    m.skipped = foundInf != 0;
+    if (m.skipped && gLeader) {
+      int stepWidth = std::max<int>(6, std::to_string(o.steps).size());
       if (progress)
         std::fprintf(stderr, "\r\033[K");
-      std::printf(" step %*" PRId64 "/%ld | loss %.4f | lr %.3e", stepWidth,
-                  done, o.steps, loss, lr);
-      if (info.grad_norm_output >= 0)
-        std::printf(" | grad norm %.3f", gradNorm);
-      std::printf(" | %.0f %s/s | %.1f ms/step | peak mem %.1f MiB\n", rate,
-                  tokenModel ? "tokens" : "samples", ms,
-                  static_cast<double>(peak) / (1024.0 * 1024.0));
-      std::fflush(stdout);
-      if (jsonLog) {
-        std::string line =
-            "{\"step\": " + std::to_string(done) +
-            ", \"loss\": " + jsonNumber(loss, "%.9g") +
-            (std::isfinite(loss) ? ""
-                                 : std::string(", \"loss_nonfinite\": \"") +
-                                       (std::isnan(loss) ? "nan" : "inf") +
-                                       "\"") +
-            ", \"lr\": " + jsonNumber(lr, "%.17g") +
-            (info.grad_norm_output >= 0
-                 ? ", \"grad_norm\": " + jsonNumber(gradNorm, "%.9g")
-                 : std::string()) +
-            (lossScaleOutput != SIZE_MAX
-                 ? ", \"loss_scale\": " + jsonNumber(lossScale, "%.9g") +
-                       ", \"skipped\": " + (foundInf != 0 ? "true" : "false")
-                 : std::string()) +
-            ", \"" + (tokenModel ? "tokens_per_s" : "samples_per_s") +
-            "\": " + jsonNumber(rate, "%.1f") +
-            ", \"step_ms\": " + jsonNumber(ms, "%.3f") +
-            ", \"peak_bytes\": " + std::to_string(peak) + "}\n";
-        std::fputs(line.c_str(), jsonLog);
-        std::fflush(jsonLog);
-      }
+      std::printf(" step %*" PRId64 "/%ld | skipped step (overflow), loss "
+                  "scale %g\n",
+                  stepWidth, m.step, o.steps, lossScale);
     }
-    if (progress) {
-      int width = 30;
-      int filled = static_cast<int>(width * done / std::max<long>(1, o.steps));
-      std::fprintf(stderr, "\r[%.*s%*s] %" PRId64 "/%ld", filled,
-                   "==============================", width - filled, "", done,
-                   o.steps);
-      std::fflush(stderr);
-    }
-    // Every rank writes the shards it owns into one file that rank 0 laid
-    // out and completes (one rank: all of it).
-    if (o.saveEvery > 0 && done % o.saveEvery == 0) {
-      checkpoint::Checkpoint c;
-      c.step = done;
-      c.seed = seed;
-      c.optimizer = info.optimizer;
-      c.samplesConsumed = done * batch;
-      std::string path;
-      int rc = saveSharded(exec.e, states, ctx, o.checkpointDir, c, &path);
-      if (rc >= 0)
-        return rc;
-      if (!gLeader)
-        continue;
+  }
+  m.stepMs = std::chrono::duration<double, std::milli>(
+                 std::chrono::steady_clock::now() - t0)
+                 .count();
+  m.rate = m.stepMs > 0 ? perStep / (m.stepMs / 1000.0) : 0;
+  if (!std::isfinite(m.loss) && !m.skipped) {
+    ++nonFinite;
+    warn("step " + std::to_string(m.step) + ": loss is " +
+         (std::isnan(m.loss) ? "NaN" : "infinite"));
+  }
+  if (gLeader && o.logEvery > 0 &&
+      (m.step % o.logEvery == 0 || m.step == o.steps))
+    log(m);
+  if (progress && o.steps > 0) {
+    int width = 30;
+    int filled = static_cast<int>(width * m.step / std::max<long>(1, o.steps));
+    std::fprintf(stderr, "\r[%.*s%*s] %" PRId64 "/%ld", filled,
+                 "==============================", width - filled, "", m.step,
+                 o.steps);
+    std::fflush(stderr);
+  }
+  // Every rank writes the shards it owns into one file that rank 0 laid
+  // out and completes (one rank: all of it).
+  if (o.saveEvery > 0 && m.step % o.saveEvery == 0) {
+    checkpoint::Checkpoint c;
+    c.step = m.step;
+    c.seed = seed;
+    c.optimizer = info.optimizer;
+    c.samplesConsumed = m.step * batch;
+    std::string path;
+    if (int rc = saveSharded(exec.e, states, ctx, o.checkpointDir, c, &path);
+        rc >= 0)
+      return rc;
+    if (gLeader) {
       if (progress)
         std::fprintf(stderr, "\r\033[K");
       std::fprintf(stderr, "%s: saved checkpoint '%s'\n", gProgram.c_str(),
                    path.c_str());
     }
   }
+  if (out)
+    *out = m;
+  return -1;
+}
+
+int Trainer::Impl::finish() {
   if (progress)
     std::fprintf(stderr, "\r\033[K");
-  if (firstStep >= o.steps)
+  bool ran = stepsDone > firstStep;
+  if (!ran && o.steps >= 0)
     warn("nothing to do: already at step " + std::to_string(firstStep) +
          " of --steps " + std::to_string(o.steps));
   if (nonFinite)
     warn(std::to_string(nonFinite) + " step(s) had a non-finite loss");
 
-  if (!o.outputDir.empty() && firstStep < o.steps) {
+  if (!o.outputDir.empty() && ran) {
     int rc = writeOutputs(program, exec.e, o.outputDir, ctx);
     if (rc >= 0)
       return rc;
   }
   if (!o.tracePath.empty()) {
-    if (firstStep >= o.steps) {
+    if (!ran) {
       warn("--trace: no step ran, so no trace is written");
     } else {
       int rc = writePipelineTrace(file, exec.e, o.tracePath, ctx);
@@ -846,7 +1002,7 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
     }
   }
   if (o.measureMemory) {
-    if (firstStep >= o.steps) {
+    if (!ran) {
       warn("--measure-memory: no step ran, so nothing was measured");
     } else {
       int rc = reportMemory(file, exec.e, "step", ctx);
@@ -854,32 +1010,231 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
         return rc;
     }
   }
+  return exportParameters(o.exportPath, o.exportOnnx, o.onnxModel);
+}
 
-  if (!o.exportPath.empty() || !o.exportOnnx.empty()) {
-    std::vector<checkpoint::StateRecord> records;
-    int rc = snapshot(exec.e, states, ctx, &records);
-    if (rc >= 0)
-      return rc;
-    if (!gLeader)
-      return 0;
-    if (!o.exportPath.empty()) {
-      std::vector<safetensors::HostTensorRef> refs;
-      for (const checkpoint::StateRecord &r : records)
-        if (r.kind == StateKind::Parameter || r.kind == StateKind::Buffer)
-          refs.push_back(
-              {r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
-      if (!checkpoint::writeSafetensorsFile(
-              o.exportPath, refs,
-              {{"format", "pt"}, {"step", std::to_string(o.steps)}}, &err))
-        return fail("cannot export the parameters: " + err);
-    }
-    if (!o.exportOnnx.empty()) {
-      rc = exportOnnx(o, program, untied, records);
-      if (rc >= 0)
-        return rc;
-    }
+int Trainer::exportParameters(const std::string &safetensorsPath,
+                              const std::string &onnxPath,
+                              const std::string &sourceModel) {
+  return impl->exportParameters(safetensorsPath, onnxPath, sourceModel);
+}
+
+int Trainer::Impl::exportParameters(const std::string &safetensorsPath,
+                                    const std::string &onnxPath,
+                                    const std::string &sourceModel) {
+  if (safetensorsPath.empty() && onnxPath.empty())
+    return -1;
+  for (const auto &[name, source] : untied)
+    if (!onnxPath.empty() && source.node.empty())
+      return fail("--export-onnx: parameter '" + name +
+                  "' was made by cleave-compile --untie from '" + source.from +
+                  "', but the plan does not record which ONNX node reads it; "
+                  "export with --export-safetensors instead");
+  std::vector<checkpoint::StateRecord> records;
+  int rc = training::snapshot(exec.e, states, ctx, &records);
+  if (rc >= 0)
+    return rc;
+  if (!gLeader)
+    return -1;
+  if (!safetensorsPath.empty()) {
+    std::vector<safetensors::HostTensorRef> refs;
+    for (const checkpoint::StateRecord &r : records)
+      if (r.kind == StateKind::Parameter || r.kind == StateKind::Buffer)
+        refs.push_back({r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
+    std::string err;
+    if (!checkpoint::writeSafetensorsFile(
+            safetensorsPath, refs,
+            {{"format", "pt"}, {"step", std::to_string(stepsDone)}}, &err))
+      return fail("cannot export the parameters: " + err);
   }
-  return 0;
+  if (!onnxPath.empty())
+    if (int rc = exportOnnx(onnxPath, sourceModel, program, untied, records);
+        rc >= 0)
+      return rc;
+  return -1;
+}
+
+int runTraining(const TrainOptions &o, cleave_rt_program file,
+                const std::string &backend, const RankContext &ctx) {
+  if (o.steps < 0) {
+    // Say what the plan is before asking for --steps.
+    ProgramHolder stage;
+    cleave_rt_training_info_t info;
+    TRY(cleave_rt_program_stage(file, static_cast<size_t>(ctx.rank), &stage.p));
+    TRY(cleave_rt_program_training_info(stage.p, &info));
+    if (info.enabled)
+      return fail("this is a training plan: give --steps N");
+  }
+  Trainer trainer;
+  if (int rc = trainer.open(o, file, backend, ctx); rc >= 0)
+    return rc;
+  while (trainer.stepsDone() < o.steps)
+    if (int rc = trainer.step(nullptr, nullptr); rc >= 0)
+      return rc;
+  int rc = trainer.finish();
+  return rc >= 0 ? rc : 0;
+}
+
+} // namespace cleave::training
+
+//===----------------------------------------------------------------------===//
+// The training options, one table for cleave-run and the Python module
+//===----------------------------------------------------------------------===//
+
+namespace cleave::training {
+
+namespace {
+struct TrainOptionSpec {
+  const char *name;
+  bool takesValue;
+};
+constexpr TrainOptionSpec kTrainOptions[] = {
+    {"steps", true},          {"data", true},
+    {"tokens", true},         {"token-dtype", true},
+    {"synthetic", false},     {"synthetic-vocab", true},
+    {"seed", true},           {"log-every", true},
+    {"log-json", true},       {"save-every", true},
+    {"checkpoint-dir", true}, {"resume", true},
+    {"export-safetensors", true}, {"export-onnx", true},
+    {"onnx-model", true},     {"measure-memory", false},
+    {"trace", true},          {"slow-rank", true},
+    {"debug-fault", true},
+};
+
+bool parseCount(const char *text, long *out) {
+  char *end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 10);
+  if (errno || end == text || *end || v < 0 || v > 1000000000)
+    return false;
+  *out = v;
+  return true;
+}
+} // namespace
+
+bool isTrainOption(const std::string &name, bool *takesValue) {
+  for (const TrainOptionSpec &spec : kTrainOptions)
+    if (name == spec.name) {
+      if (takesValue)
+        *takesValue = spec.takesValue;
+      return true;
+    }
+  return false;
+}
+
+const std::vector<std::string> &trainOptionNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const TrainOptionSpec &spec : kTrainOptions)
+      all.push_back(spec.name);
+    return all;
+  }();
+  return names;
+}
+
+bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
+                      std::string *error) {
+  bool takesValue = false;
+  if (!isTrainOption(name, &takesValue)) {
+    *error = "unknown option '--" + name + "'";
+    return false;
+  }
+  std::string arg = "--" + name;
+  if (takesValue && !v) {
+    *error = "option " + arg + " needs a value";
+    return false;
+  }
+  if (!takesValue) {
+    if (name == "synthetic")
+      t.synthetic = true;
+    else
+      t.measureMemory = true;
+    return true;
+  }
+  if (name == "slow-rank") {
+    long r = 0;
+    double f = 0;
+    int used = 0;
+    if (std::sscanf(v, "%ld:%lf%n", &r, &f, &used) != 2 || v[used] != '\0' ||
+        r < 0 || !(f >= 1.0) || f > 1000.0) {
+      *error = "--slow-rank expects RANK:FACTOR with FACTOR from 1 to 1000 "
+               "(e.g. 1:2), got '" + std::string(v) + "'";
+      return false;
+    }
+    t.slowRank = r;
+    t.slowFactor = f;
+    return true;
+  }
+  if (name == "debug-fault") {
+    long r = 0, step = 0;
+    char mode[16] = {0};
+    if (std::sscanf(v, "%ld:%ld:%15s", &r, &step, mode) != 3 || r < 0 ||
+        step < 1 ||
+        (std::strcmp(mode, "exit") && std::strcmp(mode, "hang") &&
+         std::strcmp(mode, "crash"))) {
+      *error = "--debug-fault expects RANK:STEP:exit|hang|crash, got '" +
+               std::string(v) + "'";
+      return false;
+    }
+    t.faultRank = r;
+    t.faultStep = step;
+    t.faultMode = mode;
+    return true;
+  }
+  long n = 0;
+  bool numeric = name == "steps" || name == "synthetic-vocab" ||
+                 name == "log-every" || name == "save-every";
+  if (numeric && !parseCount(v, &n)) {
+    *error = arg + " expects a non-negative integer, got '" + std::string(v) +
+             "'";
+    return false;
+  }
+  if (name == "steps") {
+    t.steps = n;
+  } else if (name == "synthetic-vocab") {
+    t.syntheticVocab = n;
+  } else if (name == "log-every") {
+    t.logEvery = n;
+  } else if (name == "save-every") {
+    t.saveEvery = n;
+  } else if (name == "seed") {
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long seed = std::strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') {
+      *error = "--seed expects a non-negative integer, got '" +
+               std::string(v) + "'";
+      return false;
+    }
+    t.seed = seed;
+    t.seedGiven = true;
+  } else if (name == "data") {
+    const char *eq = std::strchr(v, '=');
+    if (!eq || eq == v || !eq[1]) {
+      *error = "--data expects NAME=FILE, got '" + std::string(v) + "'";
+      return false;
+    }
+    t.data.emplace_back(std::string(v, eq), std::string(eq + 1));
+  } else if (name == "tokens") {
+    t.tokens = v;
+  } else if (name == "token-dtype") {
+    t.tokenDType = v;
+  } else if (name == "log-json") {
+    t.logJson = v;
+  } else if (name == "checkpoint-dir") {
+    t.checkpointDir = v;
+  } else if (name == "resume") {
+    t.resume = v;
+  } else if (name == "export-onnx") {
+    t.exportOnnx = v;
+  } else if (name == "onnx-model") {
+    t.onnxModel = v;
+  } else if (name == "trace") {
+    t.tracePath = v;
+  } else {
+    t.exportPath = v;
+  }
+  return true;
 }
 
 } // namespace cleave::training

@@ -252,16 +252,12 @@ static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
       o->printOutputs = true;
     } else if (arg == "--print-stats") {
       o->printStats = true;
-    } else if (arg == "--measure-memory") {
-      o->train.measureMemory = true;
     } else if (arg == "--output-dir" || arg == "--backend" ||
                arg == "--input" || arg == "--warmup" || arg == "--repeat" ||
-               arg == "--weights-dir" || arg == "--trace") {
+               arg == "--weights-dir") {
       if (!value(&v))
         return usageError("option " + arg + " needs a value");
-      if (arg == "--trace") {
-        o->train.tracePath = v;
-      } else if (arg == "--weights-dir") {
+      if (arg == "--weights-dir") {
         o->weightsDir = v;
       } else if (arg == "--output-dir") {
         o->outputDir = v;
@@ -295,90 +291,16 @@ static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
         return usageError("--comm-timeout expects a positive number of "
                           "seconds, got '" + std::string(v) + "'");
       o->commTimeout = t;
-    } else if (arg == "--slow-rank") {
-      if (!value(&v))
+    } else if (bool takesValue = false;
+               arg.rfind("--", 0) == 0 &&
+               run::isTrainOption(arg.substr(2), &takesValue)) {
+      // The training options: one table with the Python module's.
+      if (takesValue && !value(&v))
         return usageError("option " + arg + " needs a value");
-      long r = 0;
-      double f = 0;
-      int used = 0;
-      if (std::sscanf(v, "%ld:%lf%n", &r, &f, &used) != 2 ||
-          v[used] != '\0' || r < 0 || !(f >= 1.0) || f > 1000.0)
-        return usageError("--slow-rank expects RANK:FACTOR with FACTOR from "
-                          "1 to 1000 (e.g. 1:2), got '" + std::string(v) + "'");
-      o->train.slowRank = r;
-      o->train.slowFactor = f;
-    } else if (arg == "--debug-fault") {
-      if (!value(&v))
-        return usageError("option " + arg + " needs a value");
-      long r = 0, step = 0;
-      char mode[16] = {0};
-      if (std::sscanf(v, "%ld:%ld:%15s", &r, &step, mode) != 3 || r < 0 ||
-          step < 1 ||
-          (std::strcmp(mode, "exit") && std::strcmp(mode, "hang") &&
-           std::strcmp(mode, "crash")))
-        return usageError("--debug-fault expects RANK:STEP:exit|hang|crash, "
-                          "got '" + std::string(v) + "'");
-      o->train.faultRank = r;
-      o->train.faultStep = step;
-      o->train.faultMode = mode;
-    } else if (arg == "--synthetic") {
-      o->train.synthetic = true;
-    } else if (arg == "--steps" || arg == "--data" || arg == "--tokens" ||
-               arg == "--token-dtype" || arg == "--synthetic-vocab" ||
-               arg == "--seed" || arg == "--log-every" ||
-               arg == "--log-json" || arg == "--save-every" ||
-               arg == "--checkpoint-dir" || arg == "--resume" ||
-               arg == "--export-safetensors" || arg == "--export-onnx" ||
-               arg == "--onnx-model") {
-      if (!value(&v))
-        return usageError("option " + arg + " needs a value");
-      run::TrainOptions &t = o->train;
-      long n = 0;
-      bool numeric = arg == "--steps" || arg == "--synthetic-vocab" ||
-                     arg == "--log-every" || arg == "--save-every";
-      if (numeric && !parseCount(v, &n))
-        return usageError(arg + " expects a non-negative integer, got '" +
-                          std::string(v) + "'");
-      if (arg == "--steps") {
-        t.steps = n;
-      } else if (arg == "--synthetic-vocab") {
-        t.syntheticVocab = n;
-      } else if (arg == "--log-every") {
-        t.logEvery = n;
-      } else if (arg == "--save-every") {
-        t.saveEvery = n;
-      } else if (arg == "--seed") {
-        char *end = nullptr;
-        errno = 0;
-        unsigned long long seed = std::strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-')
-          return usageError("--seed expects a non-negative integer, got '" +
-                            std::string(v) + "'");
-        t.seed = seed;
-        t.seedGiven = true;
-      } else if (arg == "--data") {
-        const char *eq = std::strchr(v, '=');
-        if (!eq || eq == v || !eq[1])
-          return usageError("--data expects NAME=FILE, got '" +
-                            std::string(v) + "'");
-        t.data.emplace_back(std::string(v, eq), std::string(eq + 1));
-      } else if (arg == "--tokens") {
-        t.tokens = v;
-      } else if (arg == "--token-dtype") {
-        t.tokenDType = v;
-      } else if (arg == "--log-json") {
-        t.logJson = v;
-      } else if (arg == "--checkpoint-dir") {
-        t.checkpointDir = v;
-      } else if (arg == "--resume") {
-        t.resume = v;
-      } else if (arg == "--export-onnx") {
-        t.exportOnnx = v;
-      } else if (arg == "--onnx-model") {
-        t.onnxModel = v;
-      } else {
-        t.exportPath = v;
-      }
+      std::string problem;
+      if (!run::applyTrainOption(arg.substr(2), takesValue ? v : nullptr,
+                                 o->train, &problem))
+        return usageError(problem);
     } else if (arg.size() > 1 && arg[0] == '-') {
       return usageError("unknown option '" + arg + "'");
     } else if (o->model.empty() && !embedded) {

@@ -10,6 +10,7 @@
 #define CLEAVE_DATA_H
 
 #include "cleave/PlanFormat.h"
+#include "cleave/TensorFile.h"
 
 #include <cstdint>
 #include <memory>
@@ -54,6 +55,12 @@ uint64_t tokenWindowOffset(uint64_t seed, int64_t step, int64_t row,
 bool openNpy(const std::vector<InputSpec> &inputs,
              const std::vector<std::string> &files, uint64_t seed,
              std::unique_ptr<Dataset> *out, std::string *error);
+
+/// Arrays in memory, one per data input, in order (what openNpy reads
+/// from its files).
+bool openArrays(const std::vector<InputSpec> &inputs,
+                std::vector<tensorfile::HostTensor> arrays, uint64_t seed,
+                std::unique_ptr<Dataset> *out, std::string *error);
 
 /// A flat token file (`tokenDType` U16 or U32). The first data input
 /// ([B, T], an integer dtype) gets window[:T] of a T+1-token window per row,

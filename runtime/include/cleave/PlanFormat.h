@@ -592,6 +592,29 @@ bool validateStages(const Plan &plan, std::string *error);
 /// validate.
 bool validateEntries(const Plan &plan, std::string *error);
 
+/// What a plan holds, counted (PlanStats.cpp): cleave-compile
+/// --print-stats and the Python module's Plan.stats print these.
+struct PlanStats {
+  size_t commands = 0;
+  size_t kernels = 0;     ///< Kernel commands (or GPU launches).
+  size_t gemms = 0;       ///< Library GEMM commands.
+  size_t collectives = 0; ///< Collective commands, sends and receives.
+  size_t asyncCollectives = 0; ///< Of them, on the communication stream.
+  uint64_t arenaBytes = 0;
+  uint64_t constantBytes = 0;   ///< Constant data inside the plan.
+  uint64_t referencedBytes = 0; ///< Initial values in files (global sizes).
+  std::vector<std::string> referencedFiles; ///< Sorted, unique.
+  uint64_t kernelObjectBytes = 0;
+  /// Persistent state per rank, by kind.
+  uint64_t parameterBytes = 0, optimizerStateBytes = 0, bufferBytes = 0;
+  /// GEMMs by epilogue: none, bias, gelu_bias, gelu.
+  size_t gemmEpilogues[4] = {0, 0, 0, 0};
+  /// The compiler's count of one step's flops (metadata "flops"), or 0.
+  uint64_t flops = 0;
+};
+/// The statistics of `plan` alone (of a pipelined plan: call it per stage).
+PlanStats statistics(const Plan &plan);
+
 /// Writes atomically: a temporary file in the same directory, fsync, rename.
 bool writeFile(const std::string &path, const Plan &plan, std::string *error);
 bool readFile(const std::string &path, Plan *out, std::string *error);

@@ -9,9 +9,13 @@
 #ifndef CLEAVE_TRAININGLOOP_H
 #define CLEAVE_TRAININGLOOP_H
 
+#include "cleave/Checkpoint.h"
+#include "cleave/Data.h"
+#include "cleave/TensorFile.h"
 #include "cleave_rt.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,7 +57,101 @@ struct TrainOptions {
   /// wall time that run took on it, so its compute takes F times as long.
   int64_t slowRank = -1;
   double slowFactor = 1.0;
+  /// Data given as arrays, one per data input by name, samples along the
+  /// first dimension (what --data reads from files; the Python module).
+  std::vector<std::pair<std::string, tensorfile::HostTensor>> dataArrays;
+  /// Set: no dataset is needed, each Trainer::step is handed its batch.
+  bool batchesGiven = false;
+  /// The progress bar on stderr when it is a terminal.
+  bool progressBar = true;
 };
+
+/// The rank this thread runs for (a plan over a mesh runs one rank per
+/// thread with --ranks, or one per process under mpirun).
+struct RankContext {
+  cleave_rt_communicator comm = nullptr; ///< Null for a one-rank run.
+  int64_t rank = 0, worldSize = 1;
+};
+
+/// One step's figures, as the step log prints them.
+struct StepMetrics {
+  int64_t step = 0; ///< Steps done, this one included.
+  double loss = 0, lr = 0;
+  bool hasGradNorm = false;
+  double gradNorm = 0;
+  /// fp16 dynamic loss scaling: the scale for the next step, and whether
+  /// this step overflowed (its update was skipped).
+  bool hasLossScale = false, skipped = false;
+  double lossScale = 0;
+  double stepMs = 0;
+  double rate = 0; ///< Tokens per second (tokenModel) or samples per second.
+  bool tokenModel = false;
+  uint64_t peakBytes = 0; ///< The plan's arena.
+};
+
+/// The training loop of one rank, a step at a time: runTraining is open,
+/// step until --steps, finish; the Python module's Trainer drives the same
+/// object. Every function returns an exit code on failure (after the
+/// message went out through fail()), -1 on success; over several ranks
+/// every rank calls them in the same order (they hold collectives).
+class Trainer {
+public:
+  Trainer();
+  ~Trainer();
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+
+  /// Checks the options against the plan, makes this rank's executors,
+  /// resumes from o.resume and opens the data. `program` is the plan as
+  /// loaded (of a pipelined plan, the whole file); it must outlive the
+  /// trainer.
+  int open(const TrainOptions &o, cleave_rt_program program,
+           const std::string &backend, const RankContext &ctx = {});
+  /// One step on the dataset's next batch, or on `batch` (one global
+  /// tensor per data input in dataInputs() order, each of its full byte
+  /// size); logs it and saves a checkpoint as the options ask. Fills *m.
+  int step(const std::vector<const void *> *batch, StepMetrics *m);
+  /// After the last step: the outputs, trace, memory report and exports
+  /// the options ask for.
+  int finish();
+  /// Saves a checkpoint of the current state into `dir` (*path set on
+  /// rank 0).
+  int saveCheckpoint(const std::string &dir, std::string *path);
+  /// Writes the parameters and buffers as safetensors and/or the source
+  /// ONNX model (`sourceModel`, default the plan's source_model metadata)
+  /// with them written back; an empty path skips that file.
+  int exportParameters(const std::string &safetensorsPath,
+                       const std::string &onnxPath,
+                       const std::string &sourceModel);
+  /// Every state as a global tensor on rank 0 (the others get records
+  /// without data).
+  int snapshot(std::vector<checkpoint::StateRecord> *records);
+
+  /// The data inputs with their global shapes.
+  const std::vector<data::InputSpec> &dataInputs() const;
+  int64_t stepsDone() const;
+  uint64_t seed() const;
+  /// The total the step log counts to (--steps); -1 for none.
+  void setTotalSteps(long steps);
+  cleave_rt_executor executor() const;
+  cleave_rt_program program() const; ///< This rank's (stage) program.
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+/// The training options of cleave-run, by name without the dashes
+/// ("steps", "data", "log-every", ...): cleave-run parses its command line
+/// through these, and the Python module its keyword arguments. `value` is
+/// null for a flag. Returns false with *error set for an unknown name or a
+/// bad value.
+bool applyTrainOption(const std::string &name, const char *value,
+                      TrainOptions &o, std::string *error);
+/// Whether `name` is a training option, and whether it takes a value.
+bool isTrainOption(const std::string &name, bool *takesValue = nullptr);
+/// Every training option's name, in the order cleave-run's help lists them.
+const std::vector<std::string> &trainOptionNames();
 
 /// The file name an output is written to: `<name>.npy`, with characters
 /// other than letters, digits, '_', '.' and '-' replaced by '_'.
@@ -64,12 +162,6 @@ std::string outputFileName(const std::string &name);
 bool prepareOutputDir(cleave_rt_program program, const std::string &dir,
                       std::string *error);
 
-/// The rank this thread runs for (a plan over a mesh runs one rank per
-/// thread with --ranks, or one per process under mpirun).
-struct RankContext {
-  cleave_rt_communicator comm = nullptr; ///< Null for a one-rank run.
-  int64_t rank = 0, worldSize = 1;
-};
 
 /// Writes every output of the executor's last run as DIR/<name>.npy
 /// (atomically, bfloat16 as float32); returns an exit code on failure, else
@@ -100,6 +192,12 @@ void setRank(int64_t rank, int64_t worldSize);
 const std::string &rankPrefix();
 /// True on rank 0.
 bool isLeader();
+/// With `quiet`, fail() on this thread records its message without
+/// printing it (the Python module raises it instead).
+void setQuietErrors(bool quiet);
+/// The last message fail() recorded on this thread ("rank R: ..." over
+/// several ranks), and forgets it.
+std::string takeLastError();
 /// True if this thread's rank left through --debug-fault ...:exit (its
 /// driver must not abort the peers: they are to find out by themselves).
 bool leftByFault();

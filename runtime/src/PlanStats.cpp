@@ -1,0 +1,51 @@
+//===- PlanStats.cpp - What a plan holds, counted -------------------------===//
+
+#include "cleave/PlanFormat.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+namespace cleave::plan {
+
+PlanStats statistics(const Plan &plan) {
+  PlanStats s;
+  s.commands = plan.commands.size();
+  for (const Command &c : plan.commands) {
+    s.kernels += c.kind == CommandKind::Kernel || c.kind == CommandKind::GpuLaunch;
+    if (c.kind == CommandKind::Gemm) {
+      ++s.gemms;
+      size_t epilogue = static_cast<size_t>(gemmEpilogueOf(c));
+      if (epilogue < 4)
+        ++s.gemmEpilogues[epilogue];
+    }
+    if (c.kind == CommandKind::Collective) {
+      ++s.collectives;
+      s.asyncCollectives += c.stream == kCommStream;
+    }
+  }
+  s.arenaBytes = plan.arenaBytes;
+  s.kernelObjectBytes = plan.kernelObject.size();
+  std::set<std::string> files;
+  for (const Constant &c : plan.constants) {
+    s.constantBytes += c.data.size();
+    if (!c.file.empty()) {
+      TensorInfo global = c.info;
+      global.shape = globalShape(c.info, plan.mesh);
+      s.referencedBytes += global.byteSize();
+      files.insert(c.file);
+    }
+  }
+  s.referencedFiles.assign(files.begin(), files.end());
+  for (const StateTensor &st : plan.states)
+    (st.kind == StateKind::Parameter        ? s.parameterBytes
+     : st.kind == StateKind::OptimizerState ? s.optimizerStateBytes
+                                            : s.bufferBytes) +=
+        st.info.byteSize();
+  for (const auto &[key, value] : plan.metadata)
+    if (key == "flops")
+      s.flops = std::strtoull(value.c_str(), nullptr, 10);
+  return s;
+}
+
+} // namespace cleave::plan
