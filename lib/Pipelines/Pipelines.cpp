@@ -107,6 +107,31 @@ static LogicalResult lowerPlanToCUDA(plan::Plan &p, const CUDAProgram &cuda,
   return success();
 }
 
+/// Gives the CPU kernels that have temporaries their scratch buffer: one
+/// region of the arena after the planned buffers, as large as the largest
+/// kernel's (commands run one after another, so kernels share it), passed
+/// as the last argument of each kernel command that needs it.
+static void placeCPUScratch(plan::Plan &p,
+                            const std::map<std::string, uint64_t> &scratch) {
+  uint64_t alignment = std::max<uint64_t>(p.alignment, kCPUScratchAlignment);
+  uint64_t base = (p.arenaBytes + alignment - 1) / alignment * alignment;
+  uint64_t bytes = 0;
+  for (const auto &[name, kernelBytes] : scratch)
+    bytes = std::max(bytes, kernelBytes);
+  if (bytes == 0)
+    return;
+  for (std::vector<plan::Command> *list : {&p.commands, &p.initCommands})
+    for (plan::Command &cmd : *list) {
+      if (cmd.kind != plan::CommandKind::Kernel)
+        continue;
+      auto it = scratch.find(p.kernelNames[cmd.params[0]]);
+      if (it != scratch.end() && it->second > 0)
+        cmd.buffers.push_back(base);
+    }
+  p.arenaBytes = base + bytes;
+  p.metadata.push_back({"cpu_scratch_bytes", std::to_string(bytes)});
+}
+
 /// The phases after partitioning: preparation, planning and code
 /// generation of one program (the whole step, or one pipeline rank's).
 template <typename StopHere>
@@ -167,11 +192,12 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
       codegen.frontHalf = [](OpPassManager &pm) {
         buildCUDAEmulationPipeline(pm, CUDACodegenOptions());
       };
-    FailureOr<std::vector<uint8_t>> object =
+    FailureOr<CPUKernelObject> object =
         compileCPUKernels(program->kernels.get(), codegen);
     if (failed(object))
       return failure();
-    program->plan.kernelObject = std::move(*object);
+    program->plan.kernelObject = std::move(object->object);
+    placeCPUScratch(program->plan, object->scratchBytes);
   }
   if (recomputeStats) {
     auto &meta = program->plan.metadata;

@@ -59,7 +59,7 @@ namespace {
 
 struct KernelSignature {
   std::string name;
-  unsigned numArgs; // inputs + results
+  unsigned numArgs; // inputs + results (+ the scratch buffer)
 };
 
 /// Renames each kernel to `name.impl` (internal) and emits the exported
@@ -192,7 +192,7 @@ std::string makeTemp(StringRef prefix, StringRef suffix, Location loc) {
 
 } // namespace
 
-FailureOr<std::vector<uint8_t>>
+FailureOr<cleave::CPUKernelObject>
 cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
   Location loc = kernels.getLoc();
   MLIRContext *ctx = kernels.getContext();
@@ -215,15 +215,30 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
   for (auto func : module->getOps<func::FuncOp>())
     if (!func.isDeclaration())
       func.setPublic();
+  CPUKernelObject result;
   {
-    PassManager pm(ctx, ModuleOp::getOperationName());
-    if (options.frontHalf) {
-      options.frontHalf(pm);
-      buildCPULoweringPasses(pm);
-    } else {
-      buildCPUKernelPipeline(pm, options.rowKernels);
+    PassManager front(ctx, ModuleOp::getOperationName());
+    if (options.frontHalf)
+      options.frontHalf(front);
+    else
+      buildCPUKernelFrontHalf(front, options.rowKernels);
+    if (failed(front.run(*module)))
+      return emitError(loc) << "lowering the CPU kernels to LLVM failed",
+             failure();
+    // Kernels with temporaries take their scratch buffer as a last argument.
+    for (auto func : module->getOps<func::FuncOp>()) {
+      auto bytes = func->getAttrOfType<IntegerAttr>(kCPUScratchBytesAttr);
+      if (!bytes)
+        continue;
+      result.scratchBytes[func.getSymName().str()] = bytes.getUInt();
+      func->removeAttr(kCPUScratchBytesAttr);
+      for (KernelSignature &signature : signatures)
+        if (signature.name == func.getSymName())
+          ++signature.numArgs;
     }
-    if (failed(pm.run(*module)))
+    PassManager back(ctx, ModuleOp::getOperationName());
+    buildCPULoweringPasses(back);
+    if (failed(back.run(*module)))
       return emitError(loc) << "lowering the CPU kernels to LLVM failed",
              failure();
   }
@@ -314,5 +329,6 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
                           << "': " << buffer.getError().message(),
            failure();
   StringRef bytes = (*buffer)->getBuffer();
-  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  result.object.assign(bytes.begin(), bytes.end());
+  return result;
 }

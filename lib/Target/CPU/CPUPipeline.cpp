@@ -205,10 +205,15 @@ void ::cleave::buildKernelBufferizationPipeline(OpPassManager &pm) {
   pm.addPass(std::make_unique<CopyToLinalgPass>());
 }
 
-void ::cleave::buildCPUKernelPipeline(OpPassManager &pm, bool rowKernels) {
+void ::cleave::buildCPUKernelFrontHalf(OpPassManager &pm, bool rowKernels) {
   buildKernelBufferizationPipeline(pm);
   if (rowKernels)
     pm.addPass(createRowKernelsPass());
+  pm.addPass(createTemporariesToScratchPass());
+}
+
+void ::cleave::buildCPUKernelPipeline(OpPassManager &pm, bool rowKernels) {
+  buildCPUKernelFrontHalf(pm, rowKernels);
   buildCPULoweringPasses(pm);
 }
 
@@ -263,4 +268,5 @@ void ::cleave::registerCPUPipelines() {
       "(results become out-parameters, bare-pointer calling convention)",
       [](OpPassManager &pm) { buildCPUKernelPipeline(pm); });
   registerRowKernelsPass();
+  registerTemporariesToScratchPass();
 }

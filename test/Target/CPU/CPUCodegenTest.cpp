@@ -23,6 +23,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <limits>
+#include <map>
 #include <vector>
 
 namespace {
@@ -52,6 +53,7 @@ public:
       ADD_FAILURE() << "compileCPUKernels failed";
       return;
     }
+    scratchBytes = bytes->scratchBytes;
     llvm::SmallString<128> path;
     if (llvm::sys::fs::createTemporaryFile("cleave-test", "so", path)) {
       ADD_FAILURE() << "no temporary file";
@@ -61,7 +63,8 @@ public:
     {
       std::error_code ec;
       llvm::raw_fd_ostream os(soPath, ec);
-      os.write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
+      os.write(reinterpret_cast<const char *>(bytes->object.data()),
+               bytes->object.size());
     }
     handle = dlopen(soPath.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle)
@@ -74,12 +77,22 @@ public:
       llvm::sys::fs::remove(soPath);
   }
   bool ok() const { return handle != nullptr; }
+  /// Calls kernel `name` on `args`, adding its scratch buffer if it takes one.
   void call(const char *name, std::vector<void *> args) {
     auto fn = reinterpret_cast<KernelFn>(dlsym(handle, name));
     ASSERT_NE(fn, nullptr) << "missing symbol " << name;
+    std::vector<uint64_t> scratch;
+    if (auto it = scratchBytes.find(name); it != scratchBytes.end()) {
+      scratch.assign(it->second / sizeof(uint64_t) + 8, 0);
+      // 64-byte aligned, as the arena's scratch region is.
+      auto base = reinterpret_cast<uintptr_t>(scratch.data());
+      args.push_back(reinterpret_cast<void *>((base + 63) / 64 * 64));
+    }
     fn(args.data());
   }
   double compileSeconds = 0;
+  /// Per kernel with temporaries: its scratch bytes (compileCPUKernels).
+  std::map<std::string, uint64_t> scratchBytes;
 
 private:
   mlir::MLIRContext context;

@@ -43,3 +43,15 @@ func.func @erf_f64(%x: tensor<4xf64>) -> tensor<4xf64> {
   %t = cleave.unary erf %x : tensor<4xf64>
   return %t : tensor<4xf64>
 }
+
+// A softmax's row maxima and sums are temporaries of the kernel: they live
+// in a scratch buffer it takes as its last argument (the plan's arena), not
+// on the heap.
+// CHECK-LABEL: llvm.func @softmax(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
+// CHECK-NOT: llvm.call @malloc
+// CHECK-NOT: llvm.call @free
+// CHECK: llvm.return
+func.func @softmax(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
+  %a = cleave.softmax %x dim = 1 : tensor<3x5xf32>
+  return %a : tensor<3x5xf32>
+}

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,15 +36,34 @@ struct CPUCodegenOptions {
   std::function<void(mlir::OpPassManager &)> frontHalf;
 };
 
+/// The attribute `--cleave-cpu-temporaries-to-scratch` sets on a kernel
+/// that takes a scratch buffer: its bytes.
+constexpr const char *kCPUScratchBytesAttr = "cleave.scratch_bytes";
+/// Alignment of each temporary in a kernel's scratch buffer (and of the
+/// buffer's size).
+constexpr uint64_t kCPUScratchAlignment = 64;
+
+/// CPU kernels compiled into one shared object.
+struct CPUKernelObject {
+  /// The x86-64 ELF shared object.
+  std::vector<uint8_t> object;
+  /// Per kernel that has temporaries: the bytes of the scratch buffer it
+  /// takes as its last argument. Kernels not listed take none.
+  std::map<std::string, uint64_t> scratchBytes;
+};
+
 /// Compiles every func.func in `kernels` into one x86-64 ELF shared object.
 /// Each function takes ranked static tensors and returns tensors; its symbol
 /// `@name` is exported with the ABI `void name(void **args)`, where args holds
 /// one pointer per input followed by one pointer per result, each pointing at
 /// the first element of a dense row-major buffer the caller owns (results are
-/// written in place; no result aliases an input). Kernels may malloc/free
-/// temporaries internally. On failure emits diagnostics and returns failure.
-/// `kernels` is not modified (a clone is lowered).
-mlir::FailureOr<std::vector<uint8_t>>
+/// written in place; no result aliases an input), then, for a kernel with
+/// temporaries, a pointer to its scratch buffer (64-byte aligned, of
+/// scratchBytes bytes; its contents need not survive between calls). Without
+/// `frontHalf`, kernels allocate nothing on the heap. On failure emits
+/// diagnostics and returns failure. `kernels` is not modified (a clone is
+/// lowered).
+mlir::FailureOr<CPUKernelObject>
 compileCPUKernels(mlir::ModuleOp kernels, const CPUCodegenOptions &options);
 
 /// Adds the target-independent front half shared by the CPU and CUDA
@@ -54,10 +74,20 @@ compileCPUKernels(mlir::ModuleOp kernels, const CPUCodegenOptions &options);
 void buildKernelBufferizationPipeline(mlir::OpPassManager &pm);
 
 /// Adds the passes that lower a module of cleave kernels to the LLVM
-/// dialect (`--cleave-cpu-kernel-pipeline`). `rowKernels` runs
-/// `--cleave-row-kernels` first, as the CUDA pipeline does (tests use it to
-/// check that rewrite on the CPU).
+/// dialect (`--cleave-cpu-kernel-pipeline`): buildCPUKernelFrontHalf, then
+/// buildCPULoweringPasses.
 void buildCPUKernelPipeline(mlir::OpPassManager &pm, bool rowKernels = false);
+
+/// The CPU front half: buildKernelBufferizationPipeline, `rowKernels` runs
+/// `--cleave-row-kernels` (as the CUDA pipeline does; tests use it to check
+/// that rewrite on the CPU), then `--cleave-cpu-temporaries-to-scratch`.
+void buildCPUKernelFrontHalf(mlir::OpPassManager &pm, bool rowKernels = false);
+
+/// `--cleave-cpu-temporaries-to-scratch`: each kernel's temporary buffers
+/// become views of one scratch buffer, its new last argument, whose bytes
+/// are recorded in kCPUScratchBytesAttr (see KernelScratch.cpp).
+std::unique_ptr<mlir::Pass> createTemporariesToScratchPass();
+void registerTemporariesToScratchPass();
 
 /// The back half of buildCPUKernelPipeline: memrefs, loops (scf, and 1-D
 /// vector loads and stores) and math to the LLVM dialect.

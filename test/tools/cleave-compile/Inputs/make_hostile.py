@@ -5,6 +5,8 @@ than any real model (resource-limits.test):
 
   deep.onnx     a chain of 20,000 Relu nodes on a [4] tensor
   huge_out.onnx Expand of a [1] input to a [2^20, 2^18] f32 output (1 TiB)
+  huge_tmp.onnx the same Expand summed by ReduceSum to a scalar: the 1 TiB
+                tensor is a temporary of one kernel, not a plan buffer
 """
 import os
 import sys
@@ -36,6 +38,12 @@ def main(out):
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], [shape]),
         os.path.join(out, "huge_out.onnx"))
+    save(helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["big"], name="expand"),
+         helper.make_node("ReduceSum", ["big"], ["y"], name="sum", keepdims=0)],
+        "huge_tmp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])], [shape]),
+        os.path.join(out, "huge_tmp.onnx"))
 
 
 if __name__ == "__main__":
