@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -336,6 +337,52 @@ LogicalResult convertEinsum(NodeContext &ctx) {
   return success();
 }
 
+/// Det of [..., n, n] for n <= 4: the sum over permutations of the signed
+/// products (24 terms at most), each element a slice of the input.
+LogicalResult convertDet(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  int64_t rank = rankOf(x);
+  if (rank < 2 || !isa<FloatType>(elemOf(x)) ||
+      shapeOf(x)[rank - 1] != shapeOf(x)[rank - 2] ||
+      shapeOf(x)[rank - 1] > 4 || shapeOf(x)[rank - 1] < 1) {
+    ctx.error() << "needs float square matrices of size 1 to 4, got "
+                << x.getType();
+    return failure();
+  }
+  int64_t n = shapeOf(x)[rank - 1];
+  SmallVector<int64_t> batch(shapeOf(x).drop_back(2));
+  auto element = [&](int64_t i, int64_t j) {
+    SmallVector<int64_t> start(rank, 0), limit(shapeOf(x)), strides(rank, 1);
+    start[rank - 2] = i;
+    start[rank - 1] = j;
+    limit[rank - 2] = i + 1;
+    limit[rank - 1] = j + 1;
+    return ctx.reshape(ctx.slice(x, start, limit, strides), batch);
+  };
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, n));
+  Value sum;
+  do {
+    int64_t inversions = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i + 1; j < n; ++j)
+        inversions += perm[i] > perm[j];
+    Value term = element(0, perm[0]);
+    for (int64_t i = 1; i < n; ++i)
+      term = ctx.binary(BinaryKind::mul, term, element(i, perm[i]));
+    if (!sum)
+      sum = inversions % 2 ? ctx.unary(UnaryKind::neg, term) : term;
+    else
+      sum = ctx.binary(inversions % 2 ? BinaryKind::sub : BinaryKind::add,
+                       sum, term);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  if (!sum)
+    return failure();
+  ctx.setOutput(0, sum);
+  return success();
+}
+
 /// AffineGrid (opset 20): theta [N, d, d+1] times the homogeneous
 /// coordinates (x, y[, z], 1) of every output point, in [-1, 1], of the
 /// spatial size the `size` input gives; the result is [N, <spatial>, d].
@@ -494,6 +541,7 @@ void registerMathConverters(llvm::StringMap<ConverterFn> &t) {
   t["MatMul"] = convertMatMul;
   t["AffineGrid"] = convertAffineGrid;
   t["Col2Im"] = convertCol2Im;
+  t["Det"] = convertDet;
   t["Gemm"] = convertGemm;
   t["Einsum"] = convertEinsum;
 }

@@ -55,6 +55,67 @@ LogicalResult convertWindow(NodeContext &ctx) {
   return success();
 }
 
+/// MelWeightMatrix with every input known at import time: the constant
+/// [dft_length / 2 + 1, num_mel_bins] matrix of triangular mel filters, as
+/// the ONNX reference computes it.
+LogicalResult convertMelWeightMatrix(NodeContext &ctx) {
+  auto bins = ctx.constInts(0, "num_mel_bins");
+  auto dft = ctx.constInts(1, "dft_length");
+  auto rate = ctx.constInts(2, "sample_rate");
+  auto lo = ctx.constScalar(3, "lower_edge_hertz");
+  auto hi = ctx.constScalar(4, "upper_edge_hertz");
+  if (failed(bins) || failed(dft) || failed(rate) || failed(lo) || failed(hi))
+    return failure();
+  if (bins->size() != 1 || dft->size() != 1 || rate->size() != 1 ||
+      (*bins)[0] <= 0 || (*dft)[0] <= 0 || (*rate)[0] <= 0 ||
+      (*bins)[0] * ((*dft)[0] / 2 + 1) > kMaxFoldElements * 16) {
+    ctx.error() << "num_mel_bins, dft_length and sample_rate must be single "
+                   "positive values of a moderate product";
+    return failure();
+  }
+  int64_t mels = (*bins)[0], length = (*dft)[0], sampleRate = (*rate)[0];
+  int64_t spectrum = length / 2 + 1;
+  std::string why;
+  Type et = convertElementType(ctx.b.getContext(),
+                               ctx.attrInt("output_datatype", 1), why);
+  if (!et || !isa<FloatType>(et)) {
+    ctx.error() << "output_datatype must be a float type";
+    return failure();
+  }
+  auto toMel = [](double hz) {
+    return 2595 * std::log1p(hz / 700) / std::log(10.0);
+  };
+  double low = toMel(*lo), high = toMel(*hi);
+  double step = (high - low) / (mels + 2);
+  SmallVector<int64_t> edges;
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    double hz = 700 * std::expm1((i * step + low) / 2595 * std::log(10.0));
+    edges.push_back(
+        static_cast<int64_t>(std::floor((length + 1) * hz / sampleRate)));
+  }
+  ConstTensor c;
+  c.elemType = et;
+  c.shape = {spectrum, mels};
+  c.allocate();
+  auto set = [&](int64_t j, int64_t i, double v) {
+    if (j >= 0 && j < spectrum)
+      c.floats[j * mels + i] = v;
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    int64_t left = edges[i], center = edges[i + 1], right = edges[i + 2];
+    if (center == left)
+      set(center, i, 1);
+    else
+      for (int64_t j = left; j <= center; ++j)
+        set(j, i, double(j - left) / double(center - left));
+    if (right > center)
+      for (int64_t j = center; j < right; ++j)
+        set(j, i, double(right - j) / double(right - center));
+  }
+  ctx.setOutput(0, ctx.constant(c));
+  return success();
+}
+
 /// `v` [..., n] times the constant matrix `m` [n, k], in `v`'s type.
 Value timesMatrix(NodeContext &ctx, Value v, ArrayRef<double> m, int64_t n,
                   int64_t k) {
@@ -210,6 +271,7 @@ void registerSignalConverters(llvm::StringMap<ConverterFn> &t) {
   t["HammingWindow"] = convertWindow;
   t["BlackmanWindow"] = convertWindow;
   t["DFT"] = convertDFT;
+  t["MelWeightMatrix"] = convertMelWeightMatrix;
 }
 
 } // namespace cleave::onnximport

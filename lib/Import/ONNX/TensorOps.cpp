@@ -103,6 +103,90 @@ LogicalResult convertCompress(NodeContext &ctx) {
                        .getResult());
 }
 
+/// TensorScatter (opset 24, a KV cache's update) with write indices known
+/// at import time: each batch entry is the concatenation, along the
+/// sequence axis, of the runs of cache rows and update rows it keeps (the
+/// update's run wraps around in circular mode); then the entries are
+/// concatenated.
+LogicalResult convertTensorScatter(NodeContext &ctx) {
+  Value cache = ctx.input(0), update = ctx.input(1);
+  if (!cache || !update)
+    return failure();
+  int64_t rank = rankOf(cache);
+  auto axis = ctx.normAxis(ctx.attrInt("axis", -2), rank);
+  if (failed(axis))
+    return failure();
+  std::string mode = ctx.attrString("mode", "linear");
+  ArrayRef<int64_t> cs = shapeOf(cache), us = shapeOf(update);
+  bool fits = rankOf(update) == rank && elemOf(update) == elemOf(cache) &&
+              *axis > 0 && us[*axis] <= cs[*axis];
+  for (int64_t d = 0; fits && d < rank; ++d)
+    fits = d == *axis || us[d] == cs[d];
+  if (!fits || (mode != "linear" && mode != "circular")) {
+    ctx.error() << "needs an update shaped like the cache except along axis "
+                << *axis << " (not the batch axis), of one type, and mode "
+                << "linear or circular; got " << cache.getType() << " and "
+                << update.getType();
+    return failure();
+  }
+  int64_t batch = cs[0], len = cs[*axis], seq = us[*axis];
+  SmallVector<int64_t> writes(batch, 0);
+  if (ctx.hasInput(2)) {
+    auto w = ctx.constInts(2, "write_indices");
+    if (failed(w))
+      return failure();
+    if (static_cast<int64_t>(w->size()) != batch) {
+      ctx.error() << "write_indices must hold one index per batch entry";
+      return failure();
+    }
+    writes = *w;
+  }
+  SmallVector<Value> entries;
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t at = writes[b];
+    if (at < 0 || at >= len || (mode == "linear" && at + seq > len)) {
+      ctx.error() << "write index " << at << " of batch entry " << b
+                  << " does not fit " << seq << " rows into " << len;
+      return failure();
+    }
+    // Source of each row: the update's row (>= 0) or the cache's (-1).
+    SmallVector<int64_t> from(len, -1);
+    for (int64_t j = 0; j < seq; ++j)
+      from[(at + j) % len] = j;
+    SmallVector<Value> runs;
+    SmallVector<int64_t> shape(cs);
+    shape[0] = 1;
+    for (int64_t p = 0; p < len;) {
+      bool fromUpdate = from[p] >= 0;
+      int64_t q = p + 1;
+      while (q < len && (from[q] >= 0) == fromUpdate &&
+             (!fromUpdate || from[q] == from[q - 1] + 1))
+        ++q;
+      Value src = fromUpdate ? update : cache;
+      SmallVector<int64_t> start(rank, 0), limit(fromUpdate ? us : cs);
+      start[0] = b;
+      limit[0] = b + 1;
+      start[*axis] = fromUpdate ? from[p] : p;
+      limit[*axis] = start[*axis] + (q - p);
+      runs.push_back(ctx.slice(src, start, limit, strides));
+      p = q;
+    }
+    entries.push_back(
+        runs.size() == 1
+            ? runs[0]
+            : ConcatOp::create(ctx.b, ctx.loc,
+                               RankedTensorType::get(shape, elemOf(cache)),
+                               runs, static_cast<uint64_t>(*axis))
+                  .getResult());
+  }
+  if (entries.size() == 1)
+    return done(ctx, entries[0]);
+  return done(ctx, ConcatOp::create(ctx.b, ctx.loc, cache.getType(), entries,
+                                    static_cast<uint64_t>(0))
+                       .getResult());
+}
+
 LogicalResult convertReshape(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
@@ -728,6 +812,7 @@ void registerTensorConverters(llvm::StringMap<ConverterFn> &t) {
   t["DepthToSpace"] = convertDepthSpace;
   t["CenterCropPad"] = convertCenterCropPad;
   t["Compress"] = convertCompress;
+  t["TensorScatter"] = convertTensorScatter;
   t["SpaceToDepth"] = convertDepthSpace;
   t["OneHot"] = convertOneHot;
 }
