@@ -2,7 +2,7 @@
 """Train a small GPT on text from Python, plot its loss and generate text.
 
     PYTHONPATH=build/python_bindings .venv/bin/python \
-        python_bindings/examples/train_gpt.py --steps 400 --png loss.png
+        python_bindings/examples/train_gpt.py --steps 1500 --png loss.png
 
 Steps, as one would write them in a notebook:
  1. make a character-level GPT (2 layers, d=64, context 32, the 96
@@ -26,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tools", "models"))
 
 import cleave  # noqa: E402
+import make_corpus  # noqa: E402
 import make_gpt  # noqa: E402
 
 VOCAB, CONTEXT, BATCH = 96, 32, 8
@@ -66,12 +67,13 @@ def generate(plan, prompt, length, rng, temperature=0.8):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=400)
-    p.add_argument("--text", default=os.path.join(REPO, "README.md"),
-                   help="the training text (default: Cleave's README)")
+    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--text", help="a training text file (default: 200 kB of "
+                   "English-like sentences from tools/models/make_corpus.py)")
     p.add_argument("--png", default="loss.png", help="where to plot the loss")
     p.add_argument("--work", default="gpt-example", help="folder for the models")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=float, default=1e-2)
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
@@ -85,14 +87,19 @@ def main():
     # 2. Its training step.
     plan = cleave.compile(model_path, train=True,
                           loss="cross_entropy:logits,labels",
-                          optimizer="adamw", lr=3e-3, lr_schedule="cosine",
+                          optimizer="adamw", lr=args.lr, lr_schedule="cosine",
                           warmup_steps=20, total_steps=args.steps,
                           clip_grad_norm=1.0)
     print(plan, f"{plan.stats['parameter_bytes'] // 4} parameters")
 
     # 3. Training, on batches drawn here.
-    with open(args.text, encoding="utf-8", errors="replace") as f:
-        corpus = encode(f.read())
+    if args.text:
+        with open(args.text, encoding="utf-8", errors="replace") as f:
+            corpus = encode(f.read())
+    else:
+        import random
+        rng = random.Random(args.seed)
+        corpus = encode(" ".join(make_corpus.sentence(rng) for _ in range(5000)))
     with cleave.Trainer(plan, log_every=max(1, args.steps // 10)) as trainer:
         history = trainer.fit(batches(corpus, args.seed), steps=args.steps)
         trainer.export_onnx(os.path.join(args.work, "trained.onnx"))
