@@ -415,6 +415,11 @@ class Trainer:
 
     ``ranks`` runs a plan compiled for a mesh on that many ranks as threads
     of this process (the local communicator; default: the mesh's size).
+    With ``communicator="mpi"`` this process is one rank of an ``mpirun``
+    or ``srun`` job (every process runs the same script); only rank 0
+    prints logs, writes files and gets ``state_dict`` values. MPI is
+    initialized by the first such trainer and finalized when it closes, so
+    a process has one.
     Every other keyword argument is a cleave-run training option by name
     (``seed=1``, ``log_every=10``, ``checkpoint_dir="ckpt"``,
     ``save_every=100``, ``resume="ckpt"``, ``tokens="train.bin"``,
@@ -423,12 +428,13 @@ class Trainer:
     ``step``), with those given to ``fit`` added."""
 
     def __init__(self, plan: Plan, ranks: Optional[int] = None, *,
-                 backend: str = "cpu", comm_timeout: float = 300.0,
-                 **options: Any):
+                 communicator: str = "local", backend: str = "cpu",
+                 comm_timeout: float = 300.0, **options: Any):
         if not isinstance(plan, Plan):
             raise OptionError(f"Trainer needs a cleave.Plan, not {type(plan).__name__}")
         self.plan = plan
         self.ranks = ranks or 0
+        self.communicator = communicator
         self.backend = backend
         self.comm_timeout = comm_timeout
         self._options = dict(options)
@@ -485,7 +491,7 @@ class Trainer:
             pairs.append(("onnx-model", path))
         self._trainer = _cleave.Trainer(
             self.plan._live(), self.ranks, pairs, arrays, batches_given,
-            self.backend, self.comm_timeout)
+            self.backend, self.comm_timeout, self.communicator)
         return self._trainer
 
     # Training ----------------------------------------------------------
@@ -495,6 +501,11 @@ class Trainer:
         """The plan's data inputs with their global shapes (a batch of all
         data-parallel ranks together)."""
         return self._started().data_inputs
+
+    @property
+    def rank(self) -> int:
+        """This process's rank: 0, or its rank in an MPI job."""
+        return self._started().rank
 
     @property
     def steps_done(self) -> int:

@@ -575,9 +575,17 @@ public:
           const std::vector<std::pair<std::string, std::optional<std::string>>>
               &options,
           const std::vector<std::pair<std::string, InArray>> &arrays,
-          bool batchesGiven, const std::string &backend, double commTimeout)
+          bool batchesGiven, const std::string &backend, double commTimeout,
+          const std::string &communicator)
       : program(std::move(program)), backend(backend) {
     size_t world = this->program->worldSize();
+    bool mpi = communicator == "mpi";
+    if (!mpi && communicator != "local")
+      raise("option", "unknown communicator '" + communicator +
+                          "' (expected local or mpi)");
+    if (mpi && ranks != 0)
+      raise("option", "with communicator='mpi' each process of the mpirun "
+                      "or srun job is one rank: give no ranks");
     if (ranks == 0)
       ranks = world;
     if (ranks != world)
@@ -617,22 +625,38 @@ public:
     }
     o.batchesGiven = batchesGiven;
     o.progressBar = false;
-    threads = std::make_unique<RankThreads>(ranks);
-    if (ranks > 1)
-      check(cleave_rt_local_world_create(ranks, commTimeout, &world_));
-    comms.assign(ranks, nullptr);
-    trainers.resize(ranks);
-    for (auto &t : trainers)
-      t = std::make_unique<train::Trainer>();
     train::setProgramName("cleave");
-    if (world_)
+    worldSize = ranks;
+    // This process's ranks: all of them as threads (local), or the one
+    // the MPI job gives it.
+    size_t mine = mpi ? 1 : ranks;
+    comms.assign(mine, nullptr);
+    if (mpi) {
+      check(cleave_rt_communicator_create_mpi(commTimeout, &comms[0]));
+      firstRank = cleave_rt_communicator_rank(comms[0]);
+      if (cleave_rt_communicator_size(comms[0]) != world) {
+        std::string message =
+            "the MPI job has " +
+            std::to_string(cleave_rt_communicator_size(comms[0])) +
+            " processes but the plan runs on " + std::to_string(world) +
+            " ranks";
+        close();
+        raise("option", message);
+      }
+    } else if (ranks > 1) {
+      check(cleave_rt_local_world_create(ranks, commTimeout, &world_));
       for (size_t r = 0; r < ranks; ++r)
         check(cleave_rt_communicator_create_local(world_, r, &comms[r]));
+    }
+    threads = std::make_unique<RankThreads>(mine);
+    trainers.resize(mine);
+    for (auto &t : trainers)
+      t = std::make_unique<train::Trainer>();
     runOnRanks("open", [&](size_t r) {
       train::RankContext ctx;
       ctx.comm = comms[r];
-      ctx.rank = static_cast<int64_t>(r);
-      ctx.worldSize = static_cast<int64_t>(comms.size());
+      ctx.rank = static_cast<int64_t>(firstRank + r);
+      ctx.worldSize = static_cast<int64_t>(worldSize);
       return trainers[r]->open(o, this->program->handle, this->backend, ctx);
     });
   }
@@ -657,6 +681,9 @@ public:
       all.push_back({s.name, cleave::plan::dtypeName(s.dtype), s.shape});
     return all;
   }
+
+  /// This process's first rank (0 but under MPI).
+  size_t rank() const { return firstRank; }
 
   int64_t stepsDone() const {
     requireOpen();
@@ -722,7 +749,7 @@ public:
     runOnRanks("save", [&](size_t r) {
       std::string mine;
       int rc = trainers[r]->saveCheckpoint(dir, &mine);
-      if (r == 0)
+      if (firstRank + r == 0)
         path = mine;
       return rc;
     });
@@ -746,7 +773,7 @@ public:
     runOnRanks("state_dict", [&](size_t r) {
       std::vector<cleave::checkpoint::StateRecord> mine;
       int rc = trainers[r]->snapshot(&mine);
-      if (r == 0)
+      if (firstRank + r == 0) // The other ranks get records without data.
         records = std::move(mine);
       return rc;
     });
@@ -777,16 +804,21 @@ private:
   void runOnRanks(const char *what, const std::function<int(size_t)> &fn) {
     std::vector<std::string> errors(trainers.size());
     std::vector<int> codes;
-    size_t world = trainers.size();
+    size_t world = worldSize;
+    bool local = world_ != nullptr;
     {
       nb::gil_scoped_release release;
       std::function<int(size_t)> job = [&](size_t r) {
-        train::setRank(static_cast<int64_t>(r), static_cast<int64_t>(world));
+        train::setRank(static_cast<int64_t>(firstRank + r),
+                       static_cast<int64_t>(world));
         train::setQuietErrors(true);
         int rc = fn(r);
         if (rc >= 0 && rc != 0) {
           errors[r] = train::takeLastError();
-          if (world > 1 && comms[r])
+          // Release the other threads' ranks from their collectives (an
+          // MPI job's other processes learn of it when this one closes
+          // its communicator).
+          if (local && comms[r])
             cleave_rt_communicator_abort(comms[r], errors[r].c_str());
         }
         train::setQuietErrors(false);
@@ -804,7 +836,8 @@ private:
                                   : errors[r];
         for (size_t q = 0; q < codes.size(); ++q)
           if (codes[q] > 0 && !errors[q].empty() &&
-              errors[q].find("rank " + std::to_string(q) + ": ") == 0 &&
+              errors[q].find("rank " + std::to_string(firstRank + q) +
+                             ": ") == 0 &&
               errors[q].find("aborted") == std::string::npos &&
               errors[q].find("exited") == std::string::npos) {
             message = errors[q];
@@ -823,6 +856,8 @@ private:
   cleave_rt_local_world world_ = nullptr;
   std::vector<cleave_rt_communicator> comms;
   std::vector<std::unique_ptr<train::Trainer>> trainers;
+  size_t firstRank = 0; ///< The rank of trainers[0].
+  size_t worldSize = 1;
   std::string failure;
 };
 
@@ -909,9 +944,11 @@ NB_MODULE(_cleave, m) {
                     const std::vector<std::pair<
                         std::string, std::optional<std::string>>> &,
                     const std::vector<std::pair<std::string, InArray>> &, bool,
-                    const std::string &, double>(),
+                    const std::string &, double, const std::string &>(),
            "program"_a, "ranks"_a, "options"_a, "arrays"_a,
-           "batches_given"_a, "backend"_a, "comm_timeout"_a)
+           "batches_given"_a, "backend"_a, "comm_timeout"_a,
+           "communicator"_a = "local")
+      .def_prop_ro("rank", [](const Trainer &t) { return t.rank(); })
       .def_prop_ro("data_inputs", &Trainer::dataInputs)
       .def_prop_ro("steps_done", &Trainer::stepsDone)
       .def("set_total_steps", &Trainer::setTotalSteps, "steps"_a)
