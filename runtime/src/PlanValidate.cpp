@@ -27,6 +27,10 @@ private:
     return false;
   }
   bool checkRange(const std::string &what, uint64_t offset, uint64_t bytes);
+  /// [offset, offset + bytes) lies in the arena and offset is a multiple of
+  /// `align` (the element size of what the runtime reads there).
+  bool checkAlignedRange(const std::string &what, uint64_t offset,
+                         uint64_t bytes, uint64_t align);
   bool checkTensor(const std::string &what, const TensorInfo &t);
   bool checkCommand(const char *label, size_t index, const Command &c);
   bool checkGemm(const std::string &what, const Command &c);
@@ -59,6 +63,15 @@ bool Validator::checkRange(const std::string &what, uint64_t offset,
                 std::to_string(bytes) + " bytes lies outside the arena of " +
                 std::to_string(plan.arenaBytes) + " bytes");
   return true;
+}
+
+bool Validator::checkAlignedRange(const std::string &what, uint64_t offset,
+                                  uint64_t bytes, uint64_t align) {
+  if (align > 1 && offset % align != 0)
+    return fail(what + ": buffer offset " + std::to_string(offset) +
+                " is not a multiple of its element size " +
+                std::to_string(align));
+  return checkRange(what, offset, bytes);
 }
 
 bool Validator::checkTensor(const std::string &what, const TensorInfo &t) {
@@ -228,11 +241,13 @@ bool Validator::checkCollective(const std::string &what0, const Command &c) {
     return fail(what + ": has " + std::to_string(c.params.size()) +
                 " parameters and " + std::to_string(c.buffers.size()) +
                 " buffers, expected 0 and " + std::to_string(buffers));
+  // The runtime reduces elements in place: they must be aligned.
   if (k.op == CollectiveOp::Recv)
-    return checkRange(what + " destination", c.buffers[0], in);
-  if (!checkRange(what + " source", c.buffers[0], in))
+    return checkAlignedRange(what + " destination", c.buffers[0], in, elem);
+  if (!checkAlignedRange(what + " source", c.buffers[0], in, elem))
     return false;
-  if (buffers == 2 && !checkRange(what + " destination", c.buffers[1], out))
+  if (buffers == 2 &&
+      !checkAlignedRange(what + " destination", c.buffers[1], out, elem))
     return false;
   if (c.stream == kCommStream && k.op == CollectiveOp::Send)
     return fail(what + ": a send cannot be asynchronous");
@@ -651,7 +666,8 @@ bool Validator::checkCommand(const char *label, size_t index,
         stddev < 0)
       return fail(what + ": mean and standard deviation must be finite and "
                          "the deviation non-negative");
-    return checkRange(what + " destination", c.buffers[0], c.params[0] * 4);
+    return checkAlignedRange(what + " destination", c.buffers[0],
+                             c.params[0] * 4, 4);
   }
   case CommandKind::Collective:
     return checkCollective(what, c);

@@ -122,6 +122,15 @@ TEST(Collective, ValidatorRefusesBrokenEventsAndRecords) {
             "command 0 (collective) all_reduce #0 destination: buffer offset "
             "128 + 256 bytes lies outside the arena of 256 bytes");
 
+  // A damaged offset that is not a multiple of the element size (found by
+  // damaged-partitioned-plan.test under UBSan: the reduction read
+  // misaligned floats).
+  p = collectivePlan();
+  p.commands[0].buffers[1] = 2;
+  EXPECT_EQ(validationError(p),
+            "command 0 (collective) all_reduce #0 destination: buffer offset "
+            "2 is not a multiple of its element size 4");
+
   p = collectivePlan();
   p.initCommands.push_back(p.commands[0]);
   EXPECT_EQ(validationError(p),
