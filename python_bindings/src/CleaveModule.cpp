@@ -369,22 +369,12 @@ public:
   Program(const Program &) = delete;
 
   std::vector<TensorDesc> inputs() const {
-    std::vector<TensorDesc> all;
-    for (size_t i = 0; i < cleave_rt_program_input_count(handle); ++i) {
-      cleave_rt_tensor_desc_t d;
-      check(cleave_rt_program_input_desc(handle, i, &d));
-      all.push_back(describe(d));
-    }
-    return all;
+    return tensors(cleave_rt_program_input_count(handle),
+                   cleave_rt_program_input_desc);
   }
   std::vector<TensorDesc> outputs() const {
-    std::vector<TensorDesc> all;
-    for (size_t i = 0; i < cleave_rt_program_output_count(handle); ++i) {
-      cleave_rt_tensor_desc_t d;
-      check(cleave_rt_program_output_desc(handle, i, &d));
-      all.push_back(describe(d));
-    }
-    return all;
+    return tensors(cleave_rt_program_output_count(handle),
+                   cleave_rt_program_output_desc);
   }
   std::optional<std::string> metadata(const std::string &key) const {
     const char *v = cleave_rt_program_metadata(handle, key.c_str());
@@ -494,6 +484,19 @@ public:
   cleave_rt_program handle = nullptr;
 
 private:
+  std::vector<TensorDesc>
+  tensors(size_t count,
+          cleave_rt_status (*desc)(cleave_rt_program, size_t,
+                                   cleave_rt_tensor_desc_t *)) const {
+    std::vector<TensorDesc> all;
+    for (size_t i = 0; i < count; ++i) {
+      cleave_rt_tensor_desc_t d;
+      check(desc(handle, i, &d));
+      all.push_back(describe(d));
+    }
+    return all;
+  }
+
   std::vector<uint8_t> bytes;
   cleave_rt_executor executor = nullptr;
   std::string executorBackend;

@@ -1100,6 +1100,7 @@ constexpr TrainOptionSpec kTrainOptions[] = {
     {"trace", true},          {"slow-rank", true},
     {"debug-fault", true},
 };
+} // namespace
 
 bool parseCount(const char *text, long *out) {
   char *end = nullptr;
@@ -1110,7 +1111,6 @@ bool parseCount(const char *text, long *out) {
   *out = v;
   return true;
 }
-} // namespace
 
 bool isTrainOption(const std::string &name, bool *takesValue) {
   for (const TrainOptionSpec &spec : kTrainOptions)

@@ -220,15 +220,7 @@ static int statusError(cleave_rt_status status) {
   return error(msg);
 }
 
-static bool parseCount(const char *text, long *out) {
-  char *end = nullptr;
-  errno = 0;
-  long v = std::strtol(text, &end, 10);
-  if (errno || end == text || *end || v < 0 || v > 1000000000)
-    return false;
-  *out = v;
-  return true;
-}
+using run::parseCount;
 
 /// Returns -1 on success, otherwise the exit code. With `embedded` (a
 /// binary written by cleave-compile --emit=exe) the plan is inside and every

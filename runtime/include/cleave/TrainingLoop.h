@@ -148,6 +148,8 @@ private:
 /// bad value.
 bool applyTrainOption(const std::string &name, const char *value,
                       TrainOptions &o, std::string *error);
+/// Parses a count option's value: a decimal integer from 0 to 10^9.
+bool parseCount(const char *text, long *out);
 /// Whether `name` is a training option, and whether it takes a value.
 bool isTrainOption(const std::string &name, bool *takesValue = nullptr);
 /// Every training option's name, in the order cleave-run's help lists them.
