@@ -368,7 +368,7 @@ class Plan:
         if self._program is None:
             return "<cleave.Plan (closed)>"
         kind = "training" if self.is_training else "inference"
-        return (f"<cleave.Plan {self.metadata('name') or ''} ({kind}, "
+        return (f"<cleave.Plan {self.metadata('model') or ''} ({kind}, "
                 f"{len(self.inputs)} inputs, {len(self.outputs)} outputs, "
                 f"{self.world_size} rank{'s' if self.world_size != 1 else ''})>")
 

@@ -151,3 +151,17 @@ def test_two_ranks_equal_cleave_run_ranks(tmp_path, gpt_plan):
     assert set(params) == set(single)
     for name, value in single.items():
         assert params[name].shape == value.shape, name
+
+
+def test_data_inputs_metadata_and_repr(gpt_plan):
+    assert gpt_plan.metadata("model") == "gpt2_tied.onnx"
+    assert gpt_plan.metadata("no such key") is None
+    assert int(gpt_plan.metadata("flops")) == gpt_plan.stats["flops"]
+    assert repr(gpt_plan).startswith("<cleave.Plan gpt2_tied.onnx (training")
+    with cleave.Trainer(gpt_plan, synthetic=True) as t:
+        inputs = {d.name: (d.dtype, d.shape) for d in t.data_inputs}
+        assert inputs == {"input_ids": ("int64", [2, 8]),
+                          "labels": ("int64", [2, 8])}
+        assert t.rank == 0 and t.steps_done == 0
+        t.step()
+        assert t.steps_done == 1 and len(t.history) == 1

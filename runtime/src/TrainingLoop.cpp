@@ -578,8 +578,8 @@ int Trainer::Impl::open() {
   if (dataset && gLeader)
     std::fprintf(stderr, "%s: training %s with %s, data %s, seed "
                  "%" PRIu64 "\n",
-                 gProgram.c_str(), cleave_rt_program_metadata(program, "name")
-                     ? cleave_rt_program_metadata(program, "name")
+                 gProgram.c_str(), cleave_rt_program_metadata(program, "model")
+                     ? cleave_rt_program_metadata(program, "model")
                      : "the plan",
                  info.optimizer[0] ? info.optimizer : "its optimizer",
                  dataset->describe().c_str(), seed);
