@@ -249,6 +249,13 @@ bool Validator::checkCollective(const std::string &what0, const Command &c) {
   if (buffers == 2 &&
       !checkAlignedRange(what + " destination", c.buffers[1], out, elem))
     return false;
+  // In place, or apart: the runtime copies the source into the destination
+  // before it combines, which a partial overlap would corrupt.
+  if (buffers == 2 && c.buffers[0] != c.buffers[1] &&
+      c.buffers[0] < c.buffers[1] + out && c.buffers[1] < c.buffers[0] + in)
+    return fail(what + ": source at " + std::to_string(c.buffers[0]) +
+                " and destination at " + std::to_string(c.buffers[1]) +
+                " overlap");
   if (c.stream == kCommStream && k.op == CollectiveOp::Send)
     return fail(what + ": a send cannot be asynchronous");
   return true;

@@ -131,6 +131,14 @@ TEST(Collective, ValidatorRefusesBrokenEventsAndRecords) {
             "command 0 (collective) all_reduce #0 destination: buffer offset "
             "2 is not a multiple of its element size 4");
 
+  // Source and destination that overlap without being the same buffer
+  // (damaged-partitioned-plan.test under ASan: memcpy of overlapping ranges).
+  p = collectivePlan();
+  p.commands[0].buffers[1] = 8;
+  EXPECT_EQ(validationError(p),
+            "command 0 (collective) all_reduce #0: source at 0 and destination "
+            "at 8 overlap");
+
   p = collectivePlan();
   p.initCommands.push_back(p.commands[0]);
   EXPECT_EQ(validationError(p),
