@@ -286,11 +286,41 @@ static LogicalResult checkWindowAttributes(const onnx::GraphProto &graph,
       "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv",
       "DeformConv",  "MaxPool",       "AveragePool", "LpPool",
       "MaxUnpool",   "Col2Im"};
+  // Declared ranks: ConvTranspose's shape inference reads a kernel size
+  // from W's dimensions 2.. for each spatial dimension of X, past the end
+  // of a W of lower rank (a null read in libonnx).
+  llvm::StringMap<int> ranks;
+  auto declare = [&](const onnx::ValueInfoProto &v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto &v : graph.input())
+    declare(v);
+  for (const auto &v : graph.value_info())
+    declare(v);
+  for (const auto &v : graph.output())
+    declare(v);
+  for (const auto &t : graph.initializer())
+    ranks[t.name()] = t.dims_size();
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto &node = graph.node(i);
     std::string where = node.name().empty()
                             ? node.op_type() + "#" + std::to_string(i)
                             : node.name();
+    int weight = node.op_type() == "QLinearConv" ? 3 : 1;
+    if (node.domain().empty() && windowed.contains(node.op_type()) &&
+        node.op_type().find("Conv") != std::string::npos &&
+        node.input_size() > weight && ranks.count(node.input(0)) &&
+        ranks.count(node.input(weight)) &&
+        ranks[node.input(0)] != ranks[node.input(weight)]) {
+      mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
+                                   FileLineColLoc::get(ctx, path, 0, 0)))
+          << node.op_type() << " node '" << where << "': input '"
+          << node.input(0) << "' has rank " << ranks[node.input(0)]
+          << " but weight '" << node.input(weight) << "' has rank "
+          << ranks[node.input(weight)] << "; they must be equal";
+      return failure();
+    }
     for (const auto &attr : node.attribute()) {
       if (attr.has_g() &&
           failed(checkWindowAttributes(attr.g(), path, ctx)))
