@@ -6,9 +6,10 @@
 // checker, version converter and shape inference, and the importer's own
 // op converters. Each input is written to a file in a private folder (the
 // importer reads files; external data must stay in that folder, which
-// holds nothing else). The importer and libonnx are not instrumented for
-// coverage, so this target mutates the seeds blindly: it finds crashes,
-// not coverage.
+// holds nothing else). The importer's own code is instrumented for
+// coverage and AddressSanitizer; libonnx, protobuf and MLIR are not, so
+// what they do with an input guides nothing, and only a crash in them
+// (not a silent memory error) is found.
 //
 //===----------------------------------------------------------------------===//
 
