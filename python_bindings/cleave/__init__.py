@@ -92,6 +92,9 @@ def _format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (tuple, list)):
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                   for v in value):
+            raise OptionError(f"a shape is a sequence of integers, not {value!r}")
         return "x".join(str(int(v)) for v in value)
     if isinstance(value, os.PathLike):
         return os.fspath(value)
@@ -201,7 +204,7 @@ def compile(model: ModelLike, *, input_shapes: Optional[Mapping[str, Sequence[in
     named.update(options)
     args = _option_args(named)
     with _ModelFile(model) as f:
-        plan_bytes, _, messages, report = _cleave.compile([f.path] + args)
+        plan_bytes, _, messages, report = _cleave.compile(args + ["--", f.path])
         _print_messages(messages)
         plan = Plan._from_bytes(plan_bytes, report=report)
         plan._source_bytes = f.source_bytes
@@ -218,7 +221,7 @@ def import_onnx(model: ModelLike, *, phase: str = "import", **options: Any) -> s
     args = _option_args(options)
     with _ModelFile(model) as f:
         _, text, messages, _ = _cleave.compile(
-            [f.path, "--emit=mlir", f"--phase={phase}", "-o", "-"] + args)
+            ["--emit=mlir", f"--phase={phase}", "-o", "-"] + args + ["--", f.path])
         _print_messages(messages)
     return text
 
@@ -328,9 +331,9 @@ class Plan:
         input order of numpy arrays or any DLPack-capable CPU tensor
         (PyTorch, JAX, ...); returns the outputs as numpy arrays."""
         ordered = _ordered(inputs, self.inputs, "input")
-        return self._live().run([_as_array(a, name) for a, name in
-                                  zip(ordered, (d.name for d in self.inputs))],
-                                 backend)
+        arrays = [_as_array(a, d.name) for a, d in zip(ordered, self.inputs)]
+        with _tensor_arguments("input"):
+            return self._live().run(arrays, backend)
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the plan file (atomically), loadable by cleave-run and
@@ -371,6 +374,25 @@ class Plan:
         return (f"<cleave.Plan {self.metadata('model') or ''} ({kind}, "
                 f"{len(self.inputs)} inputs, {len(self.outputs)} outputs, "
                 f"{self.world_size} rank{'s' if self.world_size != 1 else ''})>")
+
+
+class _tensor_arguments:
+    """Turns the extension's refusal of an argument it cannot read as a
+    C-contiguous CPU tensor (a GPU tensor, an object array) into an
+    InputError."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        if kind is TypeError and "incompatible function arguments" in str(error):
+            raise InputError(
+                f"every {self.what} must be a CPU array of a plan element type "
+                "(numpy, or a DLPack tensor in host memory)") from None
+        return False
 
 
 def _as_array(value: Any, name: str) -> Any:
@@ -527,7 +549,8 @@ class Trainer:
             descs = trainer.data_inputs
             arrays = [_as_array(a, f"data input '{d.name}'")
                       for a, d in zip(_ordered(batch, descs, "data input"), descs)]
-        metrics = trainer.step(arrays)
+        with _tensor_arguments("data input"):
+            metrics = trainer.step(arrays)
         self.history.append(metrics)
         return metrics
 

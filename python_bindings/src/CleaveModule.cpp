@@ -234,6 +234,18 @@ bool dlpackType(uint32_t dtype, nb::dlpack::dtype *out) {
   }
 }
 
+/// The plan element type of a DLPack dtype (the inverse of dlpackType).
+bool planType(nb::dlpack::dtype t, cleave::plan::DType *out) {
+  for (uint32_t code = 1; code <= 16; ++code) {
+    nb::dlpack::dtype d;
+    if (dlpackType(code, &d) && d == t) {
+      *out = static_cast<cleave::plan::DType>(code);
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string shapeText(const int64_t *dims, size_t rank) {
   std::string s = "[";
   for (size_t i = 0; i < rank; ++i)
@@ -511,7 +523,7 @@ private:
 /// job on every rank and waits for all.
 class RankThreads {
 public:
-  explicit RankThreads(size_t ranks) : jobs(ranks) {
+  explicit RankThreads(size_t ranks) : ranks(ranks) {
     if (ranks <= 1)
       return;
     for (size_t r = 0; r < ranks; ++r)
@@ -532,8 +544,8 @@ public:
       return {fn(0)};
     std::unique_lock<std::mutex> lock(mu);
     job = &fn;
-    results.assign(jobs.size(), -1);
-    pending = jobs.size();
+    results.assign(ranks, -1);
+    pending = ranks;
     ++generation;
     cv.notify_all();
     done.wait(lock, [&] { return pending == 0; });
@@ -561,7 +573,7 @@ private:
         done.notify_all();
     }
   }
-  std::vector<int> jobs;
+  size_t ranks;
   std::vector<std::thread> threads;
   std::mutex mu;
   std::condition_variable cv, done;
@@ -606,18 +618,7 @@ public:
     }
     for (const auto &[name, array] : arrays) {
       cleave::tensorfile::HostTensor t;
-      nb::dlpack::dtype d = array.dtype();
-      bool found = false;
-      for (uint32_t code : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 9u, 10u, 11u, 12u,
-                            13u}) {
-        nb::dlpack::dtype want;
-        if (dlpackType(code, &want) && want == d) {
-          t.dtype = static_cast<cleave::plan::DType>(code);
-          found = true;
-          break;
-        }
-      }
-      if (!found)
+      if (!planType(array.dtype(), &t.dtype))
         raise("input", "data '" + name + "': " + arrayTypeText(array) +
                            " has no plan element type");
       for (size_t i = 0; i < array.ndim(); ++i)
@@ -712,12 +713,11 @@ public:
                            std::to_string(batch->size()));
       scratch.resize(specs.size());
       for (size_t i = 0; i < specs.size(); ++i) {
-        auto [data, size] = tensorBytes(
-            (*batch)[i], static_cast<uint32_t>(specs[i].dtype),
-            specs[i].shape.data(), specs[i].shape.size(),
-            "data input '" + specs[i].name + "'", &scratch[i]);
-        (void)size;
-        pointers.push_back(data);
+        pointers.push_back(
+            tensorBytes((*batch)[i], static_cast<uint32_t>(specs[i].dtype),
+                        specs[i].shape.data(), specs[i].shape.size(),
+                        "data input '" + specs[i].name + "'", &scratch[i])
+                .first);
       }
     }
     std::vector<train::StepMetrics> metrics(trainers.size());
@@ -805,10 +805,13 @@ private:
   /// the peers are released from their collectives, the trainer closes
   /// and the first failing rank's message is raised.
   void runOnRanks(const char *what, const std::function<int(size_t)> &fn) {
-    std::vector<std::string> errors(trainers.size());
-    std::vector<int> codes;
     size_t world = worldSize;
     bool local = world_ != nullptr;
+    // The rank that failed first is the cause; its peers fail after it
+    // releases them, with messages about it.
+    std::mutex mu;
+    std::optional<size_t> first;
+    std::string cause;
     {
       nb::gil_scoped_release release;
       std::function<int(size_t)> job = [&](size_t r) {
@@ -816,40 +819,33 @@ private:
                        static_cast<int64_t>(world));
         train::setQuietErrors(true);
         int rc = fn(r);
-        if (rc >= 0 && rc != 0) {
-          errors[r] = train::takeLastError();
+        train::setQuietErrors(false);
+        if (rc > 0) {
+          std::string error = train::takeLastError();
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!first) {
+              first = r;
+              cause = error.empty() ? std::string(what) + " failed on rank " +
+                                          std::to_string(firstRank + r)
+                                    : error;
+            }
+          }
           // Release the other threads' ranks from their collectives (an
           // MPI job's other processes learn of it when this one closes
           // its communicator).
           if (local && comms[r])
-            cleave_rt_communicator_abort(comms[r], errors[r].c_str());
+            cleave_rt_communicator_abort(comms[r], error.c_str());
         }
-        train::setQuietErrors(false);
         return rc;
       };
-      codes = threads->runAll(job);
+      threads->runAll(job);
     }
-    // The first rank that failed first: its message is the cause, the
-    // others' are about it.
-    for (size_t r = 0; r < codes.size(); ++r)
-      if (codes[r] > 0) {
-        std::string message = errors[r].empty()
-                                  ? std::string(what) + " failed on rank " +
-                                        std::to_string(r)
-                                  : errors[r];
-        for (size_t q = 0; q < codes.size(); ++q)
-          if (codes[q] > 0 && !errors[q].empty() &&
-              errors[q].find("rank " + std::to_string(firstRank + q) +
-                             ": ") == 0 &&
-              errors[q].find("aborted") == std::string::npos &&
-              errors[q].find("exited") == std::string::npos) {
-            message = errors[q];
-            break;
-          }
-        failure = message;
-        close();
-        raise("run", message);
-      }
+    if (!first)
+      return;
+    failure = cause;
+    close();
+    raise("run", cause);
   }
 
   std::shared_ptr<Program> program;

@@ -131,3 +131,20 @@ def test_closed_plan(mlp_path):
         plan.stats
     with pytest.raises(cleave.ClosedError):
         cleave.Trainer(plan).fit(steps=1)
+
+
+def test_model_path_is_never_an_option(tmp_path):
+    # A path that looks like an option is a path (it would otherwise make
+    # llvm::cl print the help and exit the interpreter).
+    with pytest.raises(cleave.CompileError, match="cannot open"):
+        cleave.compile("--help")
+    with pytest.raises(cleave.CompileError, match="cannot open"):
+        cleave.import_onnx("-version")
+
+
+def test_bad_shapes_and_tensor_kinds(mlp_path):
+    with pytest.raises(cleave.OptionError, match="sequence of integers"):
+        cleave.compile(mlp_path, input_shapes={"x": (4, 8.5)})
+    plan = cleave.compile(mlp_path)
+    with pytest.raises(cleave.InputError, match="CPU array of a plan element type"):
+        plan.run([np.array([[object()] * 8] * 4)])

@@ -293,6 +293,19 @@ static std::string jsonNumber(double v, const char *fmt) {
   return buf;
 }
 
+/// Parameters that --untie made go back into the ONNX model as new
+/// initializers read by their node; one whose node is unknown cannot.
+/// Returns an exit code on failure, -1 on success.
+static int checkOnnxExportable(const UntiedParameters &untied) {
+  for (const auto &[name, source] : untied)
+    if (source.node.empty())
+      return fail("--export-onnx: parameter '" + name +
+                  "' was made by cleave-compile --untie from '" + source.from +
+                  "', but the plan does not record which ONNX node reads it; "
+                  "export with --export-safetensors instead");
+  return -1;
+}
+
 /// Writes the source ONNX model with the trained parameters; returns an exit
 /// code on failure, -1 on success.
 static int exportOnnx(const std::string &path, const std::string &sourceModel,
@@ -496,8 +509,6 @@ int Trainer::Impl::open() {
   int layoutRc = states.build(file, program, ctx);
   if (layoutRc >= 0)
     return layoutRc;
-  // Parameters that --untie made go back into the ONNX model as new
-  // initializers read by their node; one whose node is unknown cannot.
   std::string outputError;
   if (!o.outputDir.empty() &&
       !prepareOutputDir(program, o.outputDir, &outputError))
@@ -505,12 +516,10 @@ int Trainer::Impl::open() {
   std::string untiedError;
   if (!readUntiedParameters(program, &untied, &untiedError))
     return fail(untiedError);
-  for (const auto &[name, source] : untied)
-    if (!o.exportOnnx.empty() && source.node.empty())
-      return fail("--export-onnx: parameter '" + name +
-                  "' was made by cleave-compile --untie from '" + source.from +
-                  "', but the plan does not record which ONNX node reads it; "
-                  "export with --export-safetensors instead");
+  // --export-onnx is checked now, not after the last step.
+  if (!o.exportOnnx.empty())
+    if (int rc = checkOnnxExportable(untied); rc >= 0)
+      return rc;
 
   TRY(cleave_rt_executor_create_ranked(program, backend.c_str(), ctx.comm,
                                        &exec.e));
@@ -1024,12 +1033,9 @@ int Trainer::Impl::exportParameters(const std::string &safetensorsPath,
                                     const std::string &sourceModel) {
   if (safetensorsPath.empty() && onnxPath.empty())
     return -1;
-  for (const auto &[name, source] : untied)
-    if (!onnxPath.empty() && source.node.empty())
-      return fail("--export-onnx: parameter '" + name +
-                  "' was made by cleave-compile --untie from '" + source.from +
-                  "', but the plan does not record which ONNX node reads it; "
-                  "export with --export-safetensors instead");
+  if (!onnxPath.empty())
+    if (int rc = checkOnnxExportable(untied); rc >= 0)
+      return rc;
   std::vector<checkpoint::StateRecord> records;
   int rc = training::snapshot(exec.e, states, ctx, &records);
   if (rc >= 0)
