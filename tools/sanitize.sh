@@ -18,14 +18,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${CLEAVE_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
 export CCACHE_BASEDIR="$root"
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -G Ninja -S "$root" -B "$build" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-    -DLLVM_USE_LINKER=lld \
-    -DCLEAVE_SANITIZE=address,undefined -DCLEAVE_FUZZ=OFF \
-    -DCLEAVE_PYTHON_BINDINGS=OFF \
-    -DCLEAVE_PYTHON="$root/.venv/bin/python"
+  cmake -S "$root" --preset sanitize -B "$build"
 fi
 # What the subset runs (cleave-opt and the other tools are not needed).
 ninja -C "$build" -j"${CLEAVE_JOBS:-$(nproc)}" cleave-compile cleave-run cleave-runtime-tests
