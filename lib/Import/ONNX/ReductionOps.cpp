@@ -187,22 +187,24 @@ LogicalResult convertArgReduce(NodeContext &ctx) {
   return success();
 }
 
+/// The axis of a CumSum or CumProd: input 1, one value, normalized
+/// against `x`'s rank (at least 1).
+static FailureOr<int64_t> scanAxis(NodeContext &ctx, Value x) {
+  auto axisVals = ctx.constInts(1, "axis");
+  if (failed(axisVals))
+    return failure();
+  if (axisVals->size() != 1 || rankOf(x) == 0) {
+    ctx.error() << "axis must hold one value and the input have rank >= 1";
+    return failure();
+  }
+  return ctx.normAxis((*axisVals)[0], rankOf(x));
+}
+
 LogicalResult convertCumSum(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
     return failure();
-  auto axisVals = ctx.constInts(1, "axis");
-  if (failed(axisVals))
-    return failure();
-  if (axisVals->size() != 1) {
-    ctx.error() << "axis must hold one value";
-    return failure();
-  }
-  if (rankOf(x) == 0) {
-    ctx.error() << "input must have rank >= 1";
-    return failure();
-  }
-  auto axis = ctx.normAxis((*axisVals)[0], rankOf(x));
+  auto axis = scanAxis(ctx, x);
   if (failed(axis))
     return failure();
   ctx.setOutput(0, CumSumOp::create(ctx.b, ctx.loc, x.getType(), x,
@@ -220,14 +222,7 @@ LogicalResult convertCumProd(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
     return failure();
-  auto axisVals = ctx.constInts(1, "axis");
-  if (failed(axisVals))
-    return failure();
-  if (axisVals->size() != 1 || rankOf(x) == 0) {
-    ctx.error() << "axis must hold one value and the input have rank >= 1";
-    return failure();
-  }
-  auto axis = ctx.normAxis((*axisVals)[0], rankOf(x));
+  auto axis = scanAxis(ctx, x);
   if (failed(axis))
     return failure();
   bool reverse = ctx.attrInt("reverse", 0) != 0;
