@@ -1293,29 +1293,28 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     return fail("cannot write '" + output + "': " + error);
   }
   auto printReports = [&](llvm::raw_ostream &os) {
-  for (auto [c, report] : llvm::enumerate(stepReports)) {
-    const plan::Plan &program = plan->isPipelined() ? plan->stages[c] : *plan;
-    if (plan->isPipelined())
-      os << "pipeline stage " << c << " (pp rank " << c << "):\n";
-    printStepReport(report, os);
-    if (program.training.enabled && !program.mesh.empty()) {
-      int64_t dpRanks = 1;
-      for (auto [name, size] :
-           llvm::zip(program.mesh.axisNames, program.mesh.shape))
-        if (name == "dp")
-          dpRanks = size;
-      StringRef optimizer = program.training.optimizer;
-      unsigned optimizerBytes =
-          optimizer == "adam" || optimizer == "adamw"           ? 8
-          : optimizer == "momentum" || optimizer == "nesterov" ? 4
-                                                                : 0;
-      if (dpRanks > 1)
-        printZeroFormula(report, opts.zero, dpRanks, optimizerBytes,
-                         os);
+    for (auto [c, report] : llvm::enumerate(stepReports)) {
+      const plan::Plan &program = plan->isPipelined() ? plan->stages[c] : *plan;
+      if (plan->isPipelined())
+        os << "pipeline stage " << c << " (pp rank " << c << "):\n";
+      printStepReport(report, os);
+      if (program.training.enabled && !program.mesh.empty()) {
+        int64_t dpRanks = 1;
+        for (auto [name, size] :
+             llvm::zip(program.mesh.axisNames, program.mesh.shape))
+          if (name == "dp")
+            dpRanks = size;
+        StringRef optimizer = program.training.optimizer;
+        unsigned optimizerBytes =
+            optimizer == "adam" || optimizer == "adamw"          ? 8
+            : optimizer == "momentum" || optimizer == "nesterov" ? 4
+                                                                 : 0;
+        if (dpRanks > 1)
+          printZeroFormula(report, opts.zero, dpRanks, optimizerBytes, os);
+      }
     }
-  }
-  if (plan->isPipelined())
-    printPipelineSummary(*plan, opts.schedule, opts.microbatches, os);
+    if (plan->isPipelined())
+      printPipelineSummary(*plan, opts.schedule, opts.microbatches, os);
   };
   if (opts.report)
     printReports(driverErrs());

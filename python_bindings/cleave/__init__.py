@@ -285,6 +285,7 @@ class Plan:
         plan = cls.__new__(cls)
         plan._program = _cleave.Program(data)
         plan._report = report
+        plan._stats = None
         plan._source_bytes = None
         plan._source_path = None
         plan._path = None
@@ -304,7 +305,9 @@ class Plan:
     def stats(self) -> dict[str, Any]:
         """Commands, kernels, GEMMs, collectives, arena and constant bytes,
         state bytes by kind and flops (of a pipelined plan: per stage)."""
-        return self._live().stats()
+        if self._stats is None:  # The plan never changes: count it once.
+            self._stats = self._live().stats()
+        return self._stats
 
     @property
     def world_size(self) -> int:

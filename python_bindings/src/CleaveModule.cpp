@@ -1,4 +1,5 @@
-//===- CleaveModule.cpp - The cleave._cleave extension module ---------------===//
+//===- CleaveModule.cpp - The cleave._cleave extension module
+//---------------===//
 //
 // A thin binding over the functions the tools run: runCompile (the
 // cleave-compile driver, with its option table), the MLIR pass manager with
@@ -112,20 +113,19 @@ nb::tuple compile(const std::vector<std::string> &args) {
   }
   if (rc != 0)
     raise(rc == 2 ? "option" : "compile", messages);
-  nb::object planBytes = havePlan
-                             ? nb::bytes(reinterpret_cast<const char *>(
-                                             plan.data()),
-                                         plan.size())
-                             : nb::none();
+  nb::object planBytes =
+      havePlan
+          ? nb::bytes(reinterpret_cast<const char *>(plan.data()), plan.size())
+          : nb::none();
   return nb::make_tuple(planBytes, output, messages, report);
 }
 
 std::vector<nb::tuple> optionTable() {
   std::vector<nb::tuple> rows;
   for (const cleave::CompileOptionInfo &o : cleave::compileOptionTable()) {
-    const char *kind = o.kind == cleave::CompileOptionInfo::Flag    ? "flag"
+    const char *kind = o.kind == cleave::CompileOptionInfo::Flag   ? "flag"
                        : o.kind == cleave::CompileOptionInfo::List ? "list"
-                                                                    : "value";
+                                                                   : "value";
     rows.push_back(nb::make_tuple(o.name, kind, o.valueName, o.help));
   }
   return rows;
@@ -184,8 +184,7 @@ std::string runPasses(const std::string &source, const std::string &pipeline) {
       mlir::PassManager pm(&context, module.get()->getName().getStringRef());
       std::string pipelineErrors;
       llvm::raw_string_ostream pipelineStream(pipelineErrors);
-      if (mlir::failed(
-              mlir::parsePassPipeline(anchored, pm, pipelineStream))) {
+      if (mlir::failed(mlir::parsePassPipeline(anchored, pm, pipelineStream))) {
         messages = "bad pass pipeline '" + pipeline + "': " + pipelineErrors;
       } else if (mlir::succeeded(pm.run(module.get())) &&
                  mlir::succeeded(mlir::verify(module.get()))) {
@@ -218,19 +217,32 @@ bool dlpackType(uint32_t dtype, nb::dlpack::dtype *out) {
     return true;
   };
   switch (static_cast<cleave::plan::DType>(dtype)) {
-  case cleave::plan::DType::F32: return make(dtype_code::Float, 32);
-  case cleave::plan::DType::F64: return make(dtype_code::Float, 64);
-  case cleave::plan::DType::F16: return make(dtype_code::Float, 16);
-  case cleave::plan::DType::U8: return make(dtype_code::UInt, 8);
-  case cleave::plan::DType::U16: return make(dtype_code::UInt, 16);
-  case cleave::plan::DType::U32: return make(dtype_code::UInt, 32);
-  case cleave::plan::DType::U64: return make(dtype_code::UInt, 64);
-  case cleave::plan::DType::I8: return make(dtype_code::Int, 8);
-  case cleave::plan::DType::I16: return make(dtype_code::Int, 16);
-  case cleave::plan::DType::I32: return make(dtype_code::Int, 32);
-  case cleave::plan::DType::I64: return make(dtype_code::Int, 64);
-  case cleave::plan::DType::Bool: return make(dtype_code::Bool, 8);
-  default: return false;
+  case cleave::plan::DType::F32:
+    return make(dtype_code::Float, 32);
+  case cleave::plan::DType::F64:
+    return make(dtype_code::Float, 64);
+  case cleave::plan::DType::F16:
+    return make(dtype_code::Float, 16);
+  case cleave::plan::DType::U8:
+    return make(dtype_code::UInt, 8);
+  case cleave::plan::DType::U16:
+    return make(dtype_code::UInt, 16);
+  case cleave::plan::DType::U32:
+    return make(dtype_code::UInt, 32);
+  case cleave::plan::DType::U64:
+    return make(dtype_code::UInt, 64);
+  case cleave::plan::DType::I8:
+    return make(dtype_code::Int, 8);
+  case cleave::plan::DType::I16:
+    return make(dtype_code::Int, 16);
+  case cleave::plan::DType::I32:
+    return make(dtype_code::Int, 32);
+  case cleave::plan::DType::I64:
+    return make(dtype_code::Int, 64);
+  case cleave::plan::DType::Bool:
+    return make(dtype_code::Bool, 8);
+  default:
+    return false;
   }
 }
 
@@ -265,10 +277,10 @@ std::string arrayTypeText(const InArray &a) {
                      : t.code == uint8_t(nb::dlpack::dtype_code::Bfloat)
                          ? "bfloat"
                          : "?";
-  std::string name = std::string(kind) +
-                     (t.code == uint8_t(nb::dlpack::dtype_code::Bool)
-                          ? ""
-                          : std::to_string(int(t.bits)));
+  std::string name =
+      std::string(kind) + (t.code == uint8_t(nb::dlpack::dtype_code::Bool)
+                               ? ""
+                               : std::to_string(int(t.bits)));
   return "shape " + shapeText(dims.data(), dims.size()) + " " + name;
 }
 
@@ -285,14 +297,15 @@ uint16_t toBFloat16(float f) {
 /// Checks `a` against a tensor of `dtype` and `dims` (`what` names it in
 /// errors) and returns its bytes; bfloat16 takes float32 (rounded) or
 /// uint16 bit patterns, kept in *scratch.
-std::pair<const void *, size_t>
-tensorBytes(const InArray &a, uint32_t dtype, const int64_t *dims, size_t rank,
-            const std::string &what, std::vector<uint8_t> *scratch) {
+std::pair<const void *, size_t> tensorBytes(const InArray &a, uint32_t dtype,
+                                            const int64_t *dims, size_t rank,
+                                            const std::string &what,
+                                            std::vector<uint8_t> *scratch) {
   bool shapeOk = a.ndim() == rank;
   for (size_t i = 0; shapeOk && i < rank; ++i)
     shapeOk = static_cast<int64_t>(a.shape(i)) == dims[i];
-  std::string want = "shape " + shapeText(dims, rank) + " " +
-                     cleave_rt_dtype_name(dtype);
+  std::string want =
+      "shape " + shapeText(dims, rank) + " " + cleave_rt_dtype_name(dtype);
   nb::dlpack::dtype got = a.dtype();
   if (static_cast<cleave::plan::DType>(dtype) == cleave::plan::DType::BF16) {
     bool f32 = got == nb::dtype<float>(), u16 = got == nb::dtype<uint16_t>();
@@ -326,8 +339,8 @@ nb::object toNumpy(const void *data, size_t bytes, uint32_t dtype,
   size_t count = 1;
   for (int64_t d : shape)
     count *= static_cast<size_t>(d);
-  bool bf16 = static_cast<cleave::plan::DType>(dtype) ==
-              cleave::plan::DType::BF16;
+  bool bf16 =
+      static_cast<cleave::plan::DType>(dtype) == cleave::plan::DType::BF16;
   if (bf16)
     t = nb::dtype<float>();
   else if (!dlpackType(dtype, &t))
@@ -345,9 +358,8 @@ nb::object toNumpy(const void *data, size_t bytes, uint32_t dtype,
   } else {
     std::memcpy(copy, data, bytes);
   }
-  nb::capsule owner(copy, [](void *p) noexcept {
-    delete[] static_cast<uint8_t *>(p);
-  });
+  nb::capsule owner(
+      copy, [](void *p) noexcept { delete[] static_cast<uint8_t *>(p); });
   std::vector<size_t> dims(shape.begin(), shape.end());
   return nb::cast(nb::ndarray<nb::numpy>(copy, dims.size(), dims.data(), owner,
                                          nullptr, t));
@@ -464,9 +476,9 @@ public:
     for (size_t i = 0; i < count; ++i) {
       cleave_rt_tensor_desc_t d;
       check(cleave_rt_program_input_desc(handle, i, &d));
-      auto [data, size] = tensorBytes(inputs[i], d.dtype, d.dims, d.rank,
-                                      "input '" + std::string(d.name) + "'",
-                                      &scratch);
+      auto [data, size] =
+          tensorBytes(inputs[i], d.dtype, d.dims, d.rank,
+                      "input '" + std::string(d.name) + "'", &scratch);
       check(cleave_rt_executor_set_input(executor, i, data, size));
     }
     cleave_rt_status status;
@@ -759,8 +771,7 @@ public:
     return path;
   }
 
-  void exportParameters(const std::string &safetensors,
-                        const std::string &onnx,
+  void exportParameters(const std::string &safetensors, const std::string &onnx,
                         const std::string &sourceModel) {
     requireOpen();
     runOnRanks("export", [&](size_t r) {
@@ -785,7 +796,7 @@ public:
       const char *kind =
           rec.kind == cleave::plan::StateKind::Parameter        ? "parameter"
           : rec.kind == cleave::plan::StateKind::OptimizerState ? "optimizer"
-                                                                 : "buffer";
+                                                                : "buffer";
       d[nb::str(rec.name.c_str())] = nb::make_tuple(
           kind, toNumpy(rec.data.data(), rec.data.size(),
                         static_cast<uint32_t>(rec.dtype), rec.shape));
@@ -876,23 +887,27 @@ NB_MODULE(_cleave, m) {
     return type;
   };
   nb::object base = makeError(
-      "Error",
-      "A Cleave error, carrying the message the tools print.",
+      "Error", "A Cleave error, carrying the message the tools print.",
       PyExc_RuntimeError);
   gErrorTypes["error"] = base.ptr();
-  gErrorTypes["compile"] = makeError(
-      "CompileError", "The model or program did not compile.", base).ptr();
-  gErrorTypes["option"] = makeError(
-      "OptionError", "An option or its value is not valid.",
-      nb::make_tuple(base, nb::handle(PyExc_ValueError))).ptr();
-  gErrorTypes["input"] = makeError(
-      "InputError", "An input tensor does not match the plan.",
-      nb::make_tuple(base, nb::handle(PyExc_ValueError))).ptr();
-  gErrorTypes["run"] = makeError(
-      "RunError", "Loading, running or training a plan failed.", base).ptr();
-  gErrorTypes["closed"] = makeError(
-      "ClosedError", "The object was closed (after an error, or by close()).",
-      base).ptr();
+  gErrorTypes["compile"] =
+      makeError("CompileError", "The model or program did not compile.", base)
+          .ptr();
+  gErrorTypes["option"] =
+      makeError("OptionError", "An option or its value is not valid.",
+                nb::make_tuple(base, nb::handle(PyExc_ValueError)))
+          .ptr();
+  gErrorTypes["input"] =
+      makeError("InputError", "An input tensor does not match the plan.",
+                nb::make_tuple(base, nb::handle(PyExc_ValueError)))
+          .ptr();
+  gErrorTypes["run"] =
+      makeError("RunError", "Loading, running or training a plan failed.", base)
+          .ptr();
+  gErrorTypes["closed"] =
+      makeError("ClosedError",
+                "The object was closed (after an error, or by close()).", base)
+          .ptr();
   nb::register_exception_translator([](const std::exception_ptr &p, void *) {
     try {
       std::rethrow_exception(p);
@@ -940,13 +955,12 @@ NB_MODULE(_cleave, m) {
 
   nb::class_<Trainer>(m, "Trainer", "The training loop on every rank.")
       .def(nb::init<std::shared_ptr<Program>, size_t,
-                    const std::vector<std::pair<
-                        std::string, std::optional<std::string>>> &,
+                    const std::vector<
+                        std::pair<std::string, std::optional<std::string>>> &,
                     const std::vector<std::pair<std::string, InArray>> &, bool,
                     const std::string &, double, const std::string &>(),
-           "program"_a, "ranks"_a, "options"_a, "arrays"_a,
-           "batches_given"_a, "backend"_a, "comm_timeout"_a,
-           "communicator"_a = "local")
+           "program"_a, "ranks"_a, "options"_a, "arrays"_a, "batches_given"_a,
+           "backend"_a, "comm_timeout"_a, "communicator"_a = "local")
       .def_prop_ro("rank", [](const Trainer &t) { return t.rank(); })
       .def_prop_ro("data_inputs", &Trainer::dataInputs)
       .def_prop_ro("steps_done", &Trainer::stepsDone)

@@ -12,7 +12,8 @@ PlanStats statistics(const Plan &plan) {
   PlanStats s;
   s.commands = plan.commands.size();
   for (const Command &c : plan.commands) {
-    s.kernels += c.kind == CommandKind::Kernel || c.kind == CommandKind::GpuLaunch;
+    s.kernels +=
+        c.kind == CommandKind::Kernel || c.kind == CommandKind::GpuLaunch;
     if (c.kind == CommandKind::Gemm) {
       ++s.gemms;
       size_t epilogue = static_cast<size_t>(gemmEpilogueOf(c));
