@@ -40,6 +40,21 @@ std::vector<Key> dependencies(const Step &s, int64_t stages, bool split) {
 }
 
 double costOf(const Step &s, const StepCosts &c, int64_t chunks) {
+  if (s.stage >= 0 && s.stage < static_cast<int64_t>(c.forwardOf.size())) {
+    auto at = [&](const std::vector<double> &v) {
+      return s.stage < static_cast<int64_t>(v.size()) ? v[s.stage] : 0.0;
+    };
+    switch (s.kind) {
+    case StepKind::Forward:
+      return at(c.forwardOf);
+    case StepKind::Backward:
+      return at(c.backwardInputOf) + at(c.backwardWeightOf);
+    case StepKind::BackwardInput:
+      return at(c.backwardInputOf);
+    case StepKind::BackwardWeight:
+      return at(c.backwardWeightOf);
+    }
+  }
   double v = static_cast<double>(chunks);
   if (s.stage < static_cast<int64_t>(c.stageWeight.size()))
     v /= c.stageWeight[s.stage];
@@ -306,7 +321,10 @@ Simulation simulate(const std::vector<std::vector<Step>> &order,
             ready = false;
             break;
           }
-          start = std::max(start, it->second);
+          // A result made on another rank arrives as a message.
+          double arrives = std::get<1>(d) % p == r ? it->second
+                                                   : it->second + costs.transfer;
+          start = std::max(start, arrives);
         }
         if (!ready)
           break;

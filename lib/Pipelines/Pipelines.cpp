@@ -176,7 +176,8 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
     return plan::Plan();
   }
 
-  if (options.target == Target::CUDA) {
+  if (!options.kernelCode) {
+  } else if (options.target == Target::CUDA) {
     CUDACodegenOptions codegen;
     codegen.chip = options.cudaChip;
     FailureOr<CUDAProgram> cuda =

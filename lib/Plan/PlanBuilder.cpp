@@ -819,11 +819,30 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       // rank copies its shard when its executor starts.
       plan::TensorInfo global = info;
       global.shape = plan::globalShape(info, p.mesh);
+      auto ref = main.getArgAttrOfType<DictionaryAttr>(i, kExternalDataAttrName);
+      // Drawn by the runtime (initParametersRandomly): no bytes.
+      if (options.drawWeightMatrices &&
+          state.kind == plan::StateKind::Parameter &&
+          info.dtype == plan::DType::F32 && global.shape.size() >= 2) {
+        p.states.push_back(std::move(state));
+        return success();
+      }
+      if (auto size = ref ? ref.getAs<IntegerAttr>("file_size") : nullptr;
+          size && size.getInt() < 0) {
+        auto file = ref.getAs<StringAttr>("file");
+        return main.emitError()
+               << "'" << info.name << "' has no values: its external data "
+               << "file '" << (file ? file.getValue() : StringRef("?"))
+               << "' is absent (a model declared without its weights), and "
+               << (options.drawWeightMatrices
+                       ? "--init-parameters draws only trainable f32 weight "
+                         "matrices"
+                       : "only --init-parameters can start a model without "
+                         "its weights");
+      }
       // Still the bytes of the model's external data: referenced, and each
       // rank reads only its shard of them.
-      if (auto ref = main.getArgAttrOfType<DictionaryAttr>(
-              i, kExternalDataAttrName);
-          ref && ref.get("value") == init && options.referenceExternalData) {
+      if (ref && ref.get("value") == init && options.referenceExternalData) {
         auto file = ref.getAs<StringAttr>("file");
         auto offset = ref.getAs<IntegerAttr>("offset");
         auto fileSize = ref.getAs<IntegerAttr>("file_size");
@@ -930,6 +949,15 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
     if (!cst)
       continue;
     auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
+    if (auto ref = cst->getAttrOfType<DictionaryAttr>(kExternalDataAttrName))
+      if (auto size = ref.getAs<IntegerAttr>("file_size");
+          size && size.getInt() < 0)
+        return cst.emitError()
+               << "'" << (name ? name.getValue() : StringRef("constant"))
+               << "' has no values: its external data file is absent (a "
+                  "model declared without its weights), and the program "
+                  "reads it as a constant (only trainable weight matrices "
+                  "can be drawn by --init-parameters)";
     plan::Constant c;
     if (failed(tensorInfo(b.value, name ? name.getValue() : "constant", c.info)))
       return failure();

@@ -18,9 +18,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Simulate/Simulator.h"
+#include "cleave/Pipeline/Schedule.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <deque>
 #include <limits>
@@ -216,8 +218,11 @@ private:
       mailbox;
 };
 
-CommCost Simulator::costOf(const Command &cmd,
-                           const std::vector<int64_t> &group) {
+/// The cost of collective command `cmd` over `group` (ranks of a mesh
+/// placed by `placement`).
+CommCost commandCost(const Cluster &cluster, const Placement &placement,
+                     const SimulateOptions &options, const Command &cmd,
+                     const std::vector<int64_t> &group) {
   const plan::CollectiveInfo &info = cmd.collective;
   int64_t n = static_cast<int64_t>(group.size());
   double bytes = collectiveBytes(info, n);
@@ -239,6 +244,11 @@ CommCost Simulator::costOf(const Command &cmd,
   CommCost tree =
       collectiveCost(info.op, bytes, n, link, Algorithm::Tree, overhead);
   return tree.seconds < ring.seconds ? tree : ring;
+}
+
+CommCost Simulator::costOf(const Command &cmd,
+                           const std::vector<int64_t> &group) {
+  return commandCost(cluster, placement, options, cmd, group);
 }
 
 Instance *Simulator::arrive(RankState &r, const Command &cmd, double t,
@@ -640,6 +650,266 @@ std::string simulatePlan(const plan::Plan &plan, const Cluster &cluster,
   return Simulator(plan, cluster, options, out).run();
 }
 
+std::string parseReplaySchedule(const std::string &text, ReplaySchedule &out) {
+  out = ReplaySchedule();
+  size_t start = 0;
+  for (bool first = true; start <= text.size(); first = false) {
+    size_t comma = text.find(',', start);
+    std::string part = text.substr(
+        start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (first) {
+      pipeline::ScheduleOptions o;
+      if (std::string e = pipeline::parseScheduleKind(part, o); !e.empty())
+        return e;
+      if (o.kind == pipeline::ScheduleKind::ZeroBubble)
+        return "replaying the zero-bubble schedule is not supported (its "
+               "stage programs split the backward pass)";
+      out.kind = part;
+      continue;
+    }
+    size_t eq = part.find('=');
+    std::string key = part.substr(0, eq);
+    char *end = nullptr;
+    long long value =
+        eq == std::string::npos ? 0 : std::strtoll(part.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || !end || *end || value < 1 ||
+        value > (1 << 20) || (key != "pp" && key != "microbatches"))
+      return "bad replayed schedule field '" + part +
+             "' (expected pp=<ranks> or microbatches=<m>, positive)";
+    (key == "pp" ? out.ranks : out.microbatches) = value;
+  }
+  return "";
+}
+
+std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
+                           const SimulateOptions &options,
+                           const ReplaySchedule &replay, SimResult &out) {
+  namespace pl = pipeline;
+  out = SimResult();
+  int64_t ppAxis = plan::pipelineAxis(plan.mesh);
+  if (!plan.isPipelined() || ppAxis < 0)
+    return "replaying a schedule needs a pipelined plan (a mesh with a '" +
+           std::string(plan::kPipelineAxis) + "' axis)";
+  pl::ScheduleOptions so;
+  if (std::string e = pl::parseScheduleKind(replay.kind, so); !e.empty())
+    return e;
+  int64_t stages = static_cast<int64_t>(plan.stages.size());
+  int64_t v = so.chunks;
+  int64_t p = replay.ranks ? replay.ranks : stages / v;
+  if (p * v != stages)
+    return "the plan has " + std::to_string(stages) +
+           " stage programs; replaying " + std::to_string(p) +
+           " pipeline ranks with " + std::to_string(v) +
+           " chunks each needs " + std::to_string(p * v);
+  // Each stage program's first microbatch is what it replays.
+  std::vector<std::vector<std::string>> names;
+  int64_t compiledMicrobatches = 0;
+  for (const plan::Plan &stage : plan.stages) {
+    names.push_back(plan::pipelineSteps(stage));
+    int64_t forwards = std::count_if(
+        names.back().begin(), names.back().end(),
+        [](const std::string &n) { return !n.empty() && n[0] == 'F'; });
+    if (forwards == 0)
+      return "stage " + std::to_string(names.size() - 1) +
+             " has no pipeline steps (metadata " +
+             std::string(plan::kPipelineStepsKey) + ")";
+    compiledMicrobatches = forwards;
+  }
+  so.ranks = p;
+  so.microbatches = replay.microbatches ? replay.microbatches
+                                        : compiledMicrobatches;
+
+  // The replayed mesh: the plan's, with p ranks on the pp axis.
+  plan::Mesh mesh = plan.mesh;
+  mesh.shape[ppAxis] = p;
+  int64_t world = mesh.worldSize();
+  Placement placement = placeRanks(cluster, world);
+  out.placement = placement;
+  // The rank of virtual stage j's pipeline rank whose other coordinates
+  // are 0, and the replayed rank of a compiled pp coordinate.
+  auto rankAt = [&](int64_t pp) {
+    int64_t rank = 0;
+    for (size_t a = 0; a < mesh.shape.size(); ++a)
+      rank = rank * mesh.shape[a] + (int64_t(a) == ppAxis ? pp : 0);
+    return rank;
+  };
+
+  // Seconds of a stage program's parts; of those, communication and
+  // compute in microbatch 0's steps and outside the steps.
+  struct StageCost {
+    double forward = 0, backward = 0, head = 0, tail = 0;
+    double stepComm = 0, stepCompute = 0, otherComm = 0, otherCompute = 0;
+  };
+  std::vector<StageCost> stageCosts(stages);
+  double transfer = 0;
+  for (int64_t j = 0; j < stages; ++j) {
+    const plan::Plan &stage = plan.stages[j];
+    PlanCosts costs = costPlan(stage, cluster.device);
+    out.kernelCostsKnown &= costs.kernelCostsKnown;
+    StageCost &sc = stageCosts[j];
+    int64_t rank = rankAt(j % p);
+    // Seconds (communication, compute) of each step, and outside them.
+    struct Part {
+      double comm = 0, compute = 0;
+      double total() const { return comm + compute; }
+    };
+    std::map<int64_t, Part> steps; // marker index -> its commands
+    Part before, after;
+    int64_t current = -1;
+    bool started = false;
+    for (size_t i = 0; i < stage.commands.size(); ++i) {
+      const Command &cmd = stage.commands[i];
+      if (cmd.kind == CommandKind::Marker && cmd.params.size() >= 2) {
+        current = cmd.params[1] == 0 ? cmd.params[0] : -1;
+        started = true;
+        continue;
+      }
+      double seconds = costs.seconds[i];
+      bool comm = false;
+      if (cmd.kind == CommandKind::Collective) {
+        const plan::CollectiveInfo &info = cmd.collective;
+        comm = true;
+        if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
+          // Neighbouring pipeline ranks of the replayed mesh.
+          std::vector<int64_t> pair = {rankAt(j % p), rankAt((j + 1) % p)};
+          seconds = commandCost(cluster, placement, options, cmd, pair).seconds;
+          // A message's transfer delays its receiver (the replay's
+          // dependency); the sender pays for sending it.
+          if (info.op == CollectiveOp::Recv) {
+            transfer = std::max(transfer, seconds);
+            seconds = 0;
+          }
+        } else {
+          plan::Group g = plan::groupOf(mesh, info.axes, rank);
+          seconds =
+              commandCost(cluster, placement, options, cmd, g.ranks).seconds;
+        }
+      }
+      Part &part = current >= 0 ? steps[current] : started ? after : before;
+      (comm ? part.comm : part.compute) += seconds;
+    }
+    // A forward and a backward cost what the cheapest of their kind does;
+    // what another one does beyond that (the last backward finishing the
+    // weight gradients, say) happens once per step, after the steps.
+    std::optional<Part> forward, backward;
+    for (const auto &[index, part] : steps) {
+      bool isForward = index < int64_t(names[j].size()) &&
+                       !names[j][index].empty() && names[j][index][0] == 'F';
+      std::optional<Part> &base = isForward ? forward : backward;
+      if (!base || part.total() < base->total())
+        base = part;
+    }
+    for (const auto &[index, part] : steps) {
+      bool isForward = index < int64_t(names[j].size()) &&
+                       !names[j][index].empty() && names[j][index][0] == 'F';
+      const Part &base = isForward ? *forward : *backward;
+      after.comm += std::max(0.0, part.comm - base.comm);
+      after.compute += std::max(0.0, part.compute - base.compute);
+    }
+    Part none;
+    sc.forward = forward.value_or(none).total();
+    sc.backward = backward.value_or(none).total();
+    sc.stepComm = forward.value_or(none).comm + backward.value_or(none).comm;
+    sc.stepCompute =
+        forward.value_or(none).compute + backward.value_or(none).compute;
+    sc.head = before.total();
+    sc.tail = after.total();
+    sc.otherComm = before.comm + after.comm;
+    sc.otherCompute = before.compute + after.compute;
+  }
+
+  pl::StepCosts stepCosts;
+  for (const StageCost &sc : stageCosts) {
+    stepCosts.forwardOf.push_back(sc.forward);
+    stepCosts.backwardInputOf.push_back(sc.backward);
+    stepCosts.backwardWeightOf.push_back(0);
+  }
+  stepCosts.transfer = transfer;
+  std::string error;
+  std::vector<std::vector<pl::Step>> order = pl::buildSchedule(so, error);
+  if (!error.empty())
+    return "the replayed schedule: " + error;
+  pl::Simulation sim = pl::simulate(order, so, stepCosts, error);
+  if (!error.empty())
+    return "the replayed schedule: " + error;
+
+  double head = 0;
+  for (const StageCost &sc : stageCosts)
+    head = std::max(head, sc.head);
+  std::vector<double> last(p, 0), busy(p, 0);
+  for (const pl::TimedStep &t : sim.steps) {
+    last[t.rank] = std::max(last[t.rank], t.end);
+    busy[t.rank] += t.end - t.start;
+  }
+  double scale = double(so.microbatches) / double(compiledMicrobatches);
+  int64_t others = world / p;
+  for (int64_t r = 0; r < p; ++r) {
+    RankResult rr;
+    rr.rank = rankAt(r);
+    rr.stage = r;
+    double tail = 0;
+    for (int64_t c = 0; c < v; ++c) {
+      int64_t j = c * p + r;
+      const StageCost &sc = stageCosts[j];
+      const plan::Plan &stage = plan.stages[j];
+      tail += sc.tail;
+      double m = double(so.microbatches);
+      rr.commSeconds += sc.stepComm * m + sc.otherComm;
+      rr.computeSeconds += sc.stepCompute * m + sc.otherCompute;
+      rr.arenaBytes = std::max<uint64_t>(rr.arenaBytes, stage.arenaBytes);
+      for (const plan::StateTensor &st : stage.states)
+        rr.stateBytes += st.info.byteSize();
+      double flops = metadataNumber(stage, "flops");
+      double extra = metadataNumber(stage, "recompute_extra_flops");
+      rr.flops += flops * scale;
+      rr.modelFlops += (flops - extra) * scale;
+    }
+    rr.end = head + last[r] + tail;
+    // Every collective blocks the compute stream here.
+    rr.exposedCommSeconds = rr.commSeconds;
+    rr.peerWaitSeconds = std::max(0.0, last[r] - busy[r]);
+    out.stepSeconds = std::max(out.stepSeconds, rr.end);
+    out.flops += rr.flops * double(others);
+    out.modelFlops += rr.modelFlops * double(others);
+    out.ranks.push_back(rr);
+  }
+  out.bubble = sim.bubble;
+  char expected[128];
+  std::snprintf(expected, sizeof(expected),
+                "%s at p = %lld, m = %lld: bubble %.1f%% by the formula",
+                replay.kind.c_str(), (long long)p,
+                (long long)so.microbatches,
+                pl::formulaBubble(so, pl::StepCosts()) * 100);
+  out.expectedBubble = expected;
+  for (const pl::TimedStep &t : sim.steps)
+    out.spans.push_back({rankAt(t.rank), 2, pl::stepName(t.step, so),
+                         t.step.kind == pl::StepKind::Forward ? "forward"
+                                                              : "backward",
+                         head + t.start, head + t.end});
+
+  plan::DType gemmType = plan::DType::F32;
+  for (const plan::Plan &stage : plan.stages)
+    for (const Command &c : stage.commands)
+      if (c.kind == CommandKind::Gemm && !c.params.empty()) {
+        auto t = static_cast<plan::DType>(c.params[plan::kGemmDType]);
+        if (t == plan::DType::BF16 || t == plan::DType::F16)
+          gemmType = t;
+      }
+  out.peakFlops = gemmPeak(cluster.device, gemmType);
+  out.peakType = gemmType == plan::DType::BF16  ? "bf16"
+                 : gemmType == plan::DType::F16 ? "fp16"
+                 : cluster.device.tf32Gemms && cluster.device.tf32Flops > 0
+                     ? "tf32"
+                     : "fp32";
+  double capacity = out.peakFlops * out.stepSeconds * double(world);
+  if (capacity > 0) {
+    out.mfu = out.modelFlops / capacity;
+    out.hfu = out.flops / capacity;
+  }
+  return "";
+}
+
 std::string simulationTrace(const SimResult &result) {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
   bool first = true;
@@ -710,6 +980,15 @@ std::string simulationReport(const SimResult &r, const Cluster &cluster) {
       "TFLOP/s %s per device\n",
       r.flops, r.modelFlops, r.mfu * 100, r.hfu * 100, r.peakFlops / 1e12,
       r.peakType.c_str());
+  // Every device at board power for the whole step: an upper bound.
+  double devices = double(r.placement.world);
+  double kWh = devices * cluster.device.powerWatts * r.stepSeconds / 3.6e6;
+  double deviceCost = devices * cluster.pricePerDeviceHour * r.stepSeconds / 3600;
+  add("energy per step %.4g kWh (%.0f devices at %.0f W); cost per step %.4g "
+      "(device-hours %.4g + energy %.4g)\n",
+      kWh, devices, cluster.device.powerWatts,
+      deviceCost + kWh * cluster.pricePerKWh, deviceCost,
+      kWh * cluster.pricePerKWh);
   for (const RankResult &k : r.ranks)
     add("  rank %lld%s: end %.3f ms, compute %.3f ms, exposed communication "
         "%.3f ms, waiting %.3f ms, memory %llu bytes (arena; states %llu)%s\n",

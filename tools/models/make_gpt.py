@@ -27,12 +27,26 @@ PRESETS = {
 }
 
 
-def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False):
+def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False, absent_weights=None):
+    """absent_weights: a file name. The weight matrices are then declared as
+    external data in that file, which is not written (a model of any size
+    whose plans start from --init-parameters); vectors stay inline."""
     rng = np.random.default_rng(seed)
     inits, nodes = [], []
     hd = d_model // heads
+    offset = [0]
 
     def param(name, shape, std=0.02, value=None):
+        if value is None and absent_weights:
+            t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape)
+            t.data_location = TensorProto.EXTERNAL
+            n = 4 * int(np.prod(shape))
+            for k, v in (("location", absent_weights), ("offset", str(offset[0])), ("length", str(n))):
+                entry = t.external_data.add()
+                entry.key, entry.value = k, v
+            offset[0] += n
+            inits.append(t)
+            return name
         if value is None:
             value = (rng.standard_normal(shape) * std).astype(np.float32)
         inits.append(numpy_helper.from_array(np.asarray(value), name))
@@ -151,19 +165,27 @@ def main():
                         "can split heads by splitting their columns")
     p.add_argument("--external-data", action="store_true",
                    help="store the weights in a .data file beside the model")
+    p.add_argument("--absent-weights", action="store_true",
+                   help="declare the weight matrices as external data in <model>.weights "
+                        "without writing that file: a model of any size, compiled with "
+                        "--init-parameters (planning and simulating large models)")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     cfg = dict(PRESETS[a.preset])
     for k in cfg:
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
-    model = build(seed=a.seed, separate_qkv=a.separate_qkv, **cfg)
+    model = build(seed=a.seed, separate_qkv=a.separate_qkv,
+                  absent_weights=os.path.basename(a.output) + ".weights" if a.absent_weights else None,
+                  **cfg)
     if a.external_data:
         onnx.save_model(model, a.output, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=os.path.basename(a.output) + ".data", size_threshold=1024)
     else:
         onnx.save_model(model, a.output)
     n = sum(int(np.prod(t.dims)) for t in model.graph.initializer if t.data_type == TensorProto.FLOAT)
+    if a.absent_weights:
+        print("weight matrices declared in %s.weights, which is not written" % os.path.basename(a.output))
     print("wrote %s: %d layers, d=%d, %d heads, T=%d, vocab %d, batch %d, %.1fM parameters" % (
         a.output, cfg["layers"], cfg["d_model"], cfg["heads"], cfg["seq"], cfg["vocab"], cfg["batch"], n / 1e6))
 

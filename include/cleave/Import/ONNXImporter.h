@@ -36,6 +36,12 @@ struct ImportOptions {
   /// positions, an Expand of a class token): in a model compiled for
   /// training, those initializers are parameters.
   bool keepParameters = false;
+  /// A large float initializer whose external data file does not exist
+  /// imports as zeros, its cleave.external_data saying file_size = -1:
+  /// models declared without their weights, whose weight matrices the
+  /// runtime draws (cleave-compile --init-parameters). The plan builder
+  /// refuses any other use of such a tensor.
+  bool absentWeights = false;
 };
 
 /// Loads, checks and converts an ONNX model file into a module holding

@@ -59,6 +59,12 @@ struct StepCosts {
   /// Per (virtual) stage, a factor on the three durations (a stage with
   /// more work takes longer); empty: every stage the same.
   std::vector<double> stageWeight;
+  /// Per (virtual) stage, its own durations in seconds (a stage program's
+  /// costed steps), used instead of the three above when given.
+  std::vector<double> forwardOf, backwardInputOf, backwardWeightOf;
+  /// The time a step's result takes to reach a stage on another rank (the
+  /// activation or its gradient as a message), added to that dependency.
+  double transfer = 0;
 };
 
 struct TimedStep {

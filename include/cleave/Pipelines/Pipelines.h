@@ -85,6 +85,10 @@ struct CompileOptions {
   /// metadata (recompute_policy, saved_activation_bytes_before/after,
   /// recompute_flops, recompute_extra_flops).
   std::string recompute = "none";
+  /// Generate the kernels' code. Without it the plan has its commands,
+  /// memory plan, kernel costs and metadata but no kernel object: enough to
+  /// report and simulate, in a fraction of the time, not to run.
+  bool kernelCode = true;
   /// Stop after this phase; `dump` receives the IR of that phase.
   CompilePhase stopAfter = CompilePhase::Plan;
   std::function<void(mlir::Operation *)> dump;

@@ -46,6 +46,12 @@ struct PlanBuildOptions {
   /// external data (kExternalDataAttrName) are referenced by the plan, not
   /// copied into it (cleave-compile --embed-weights turns this off).
   bool referenceExternalData = true;
+  /// The runtime draws the trainable f32 weight matrices
+  /// (cleave-compile --init-parameters, initParametersRandomly): their
+  /// initial values are not serialized. Without it, a parameter whose
+  /// model declared it without data (ImportOptions::absentWeights) is
+  /// refused.
+  bool drawWeightMatrices = false;
   /// Fill BuiltPlan::memoryReport (cleave-compile
   /// --print-memory-plan).
   bool reportMemory = false;

@@ -91,6 +91,35 @@ struct SimResult {
 std::string simulatePlan(const plan::Plan &plan, const Cluster &cluster,
                          const SimulateOptions &options, SimResult &out);
 
+/// A pipelined plan compiled at few microbatches, replayed as the virtual
+/// stages of a longer schedule: `schedule.ranks` pipeline ranks, each
+/// running `schedule.chunks` of the plan's stage programs (virtual stage j
+/// = chunk * ranks + rank, so the plan has ranks * chunks stages, compiled
+/// with 1F1B or GPipe), over `schedule.microbatches` microbatches.
+///
+/// Each stage program is costed once, by the cost model over the ranks of
+/// the replayed mesh (the plan's, with `ranks` on the pp axis): its first
+/// microbatch's forward and backward steps (between their Marker commands;
+/// collectives, synchronous or not, at their full cost, messages sent at
+/// the sender's), and what runs before and after the steps (gradient
+/// reductions, the optimizer). The schedule is then replayed with those
+/// durations (pipeline::simulate), each message between ranks adding its
+/// transfer. Ranks of one tensor- or data-parallel group run alike, so one
+/// per pipeline rank is replayed: large meshes (thousands of ranks, hundreds
+/// of microbatches) take milliseconds. The memory reported is the stage
+/// programs' as compiled; flops scale with the microbatches.
+struct ReplaySchedule {
+  std::string kind = "1f1b"; ///< As --schedule: gpipe, 1f1b, interleaved:<v>.
+  int64_t ranks = 0;         ///< Pipeline ranks p (0: the plan's stages / v).
+  int64_t microbatches = 0;  ///< m (0: the plan's).
+};
+/// Reads "KIND[,pp=P][,microbatches=M]" (e.g. "interleaved:2,pp=64,
+/// microbatches=512"). Returns an error message, or "".
+std::string parseReplaySchedule(const std::string &text, ReplaySchedule &out);
+std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
+                           const SimulateOptions &options,
+                           const ReplaySchedule &schedule, SimResult &out);
+
 /// The simulated timeline as Chrome trace JSON (the shape cleave-run
 /// --trace and cleave-schedule --trace write): pipeline steps as pid 0,
 /// one tid per rank; every command as pid 1, tid 2 * rank (compute) and

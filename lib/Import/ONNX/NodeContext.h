@@ -99,16 +99,24 @@ struct ExternalRef {
   int64_t offset = 0, length = 0;
   int64_t fileSize = 0; ///< The whole file's, when it was read.
 };
+/// ExternalRef::fileSize of a tensor whose file is absent.
+constexpr int64_t kAbsentData = -1;
 
 /// Converts a TensorProto (inline or external data) into an elements
 /// attribute. `modelDir` resolves external data. Errors are emitted at loc.
 /// A large externally stored tensor is mapped, not copied (its pages are
 /// read only if something reads its values), and *external, when given,
 /// says where it lies (left empty for every other tensor).
+///
+/// With `absentAllowed`, a large float tensor whose external data file does
+/// not exist (a model declared without its weights) becomes a zero splat,
+/// and *external says so (fileSize kAbsentData): its values must never be
+/// read (ImportOptions::absentWeights).
 mlir::FailureOr<mlir::ElementsAttr>
 convertTensorProto(const onnx::TensorProto &tensor, StringRef modelDir,
                    Location loc, mlir::MLIRContext *ctx,
-                   std::optional<ExternalRef> *external = nullptr);
+                   std::optional<ExternalRef> *external = nullptr,
+                   bool absentAllowed = false);
 
 /// An externally stored tensor, opened: its location checked, the file
 /// open (fd) and, from mapExternalData, mapped.

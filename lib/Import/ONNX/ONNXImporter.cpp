@@ -342,7 +342,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   for (const auto &t : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), fileLoc);
     std::optional<ExternalRef> external;
-    auto attr = convertTensorProto(t, modelDir, loc, ctx, &external);
+    auto attr = convertTensorProto(t, modelDir, loc, ctx, &external,
+                                   options.absentWeights);
     if (failed(attr))
       return failure();
     auto cst = mlir::cleave::ConstantOp::create(b, loc, *attr);

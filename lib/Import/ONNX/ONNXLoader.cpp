@@ -13,6 +13,7 @@
 #include "mlir/IR/Location.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/checker.h>
@@ -181,6 +182,7 @@ struct SetAsideInitializers {
 /// values (shapes, axes); sets the large ones aside (SetAsideInitializers).
 static LogicalResult internalizeExternalData(onnx::ModelProto &model,
                                              StringRef path, MLIRContext *ctx,
+                                             bool absentWeights,
                                              SetAsideInitializers &aside) {
   std::string dir = llvm::sys::path::parent_path(path).str();
   onnx::GraphProto *graph = model.mutable_graph();
@@ -229,6 +231,21 @@ static LogicalResult internalizeExternalData(onnx::ModelProto &model,
       continue;
     }
     int64_t eb = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
+    // A small weight matrix of a model declared without its weights: zeros
+    // that --init-parameters replaces (ImportOptions::absentWeights).
+    if (absentWeights && isa<FloatType>(et) && t.dims_size() >= 2) {
+      std::string file;
+      for (const auto &kv : t.external_data())
+        if (kv.key() == "location" && !llvm::sys::path::is_absolute(kv.value()))
+          file = (dir.empty() ? std::string(".") : dir) + "/" + kv.value();
+      if (!file.empty() && !llvm::sys::fs::exists(file)) {
+        t.set_raw_data(std::string(n * eb, '\0'));
+        t.clear_external_data();
+        t.set_data_location(onnx::TensorProto::DEFAULT);
+        *kept.Add() = std::move(t);
+        continue;
+      }
+    }
     auto data = readExternalData(t, dir, n * eb, loc);
     if (failed(data))
       return failure();
@@ -431,7 +448,8 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   // importer's pre-pass then lists its ops as unsupported.
   if (failed(pinInputShapes(model, options, loc)) ||
       failed(freezeInputs(model, options, loc)) ||
-      failed(internalizeExternalData(model, path, ctx, aside)))
+      failed(internalizeExternalData(model, path, ctx,
+                                     options.absentWeights, aside)))
     return failure();
 
   if (opset > kMaxCheckedOpset || model.ir_version() > onnx::IR_VERSION) {

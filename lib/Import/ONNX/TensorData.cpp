@@ -5,6 +5,8 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 
 #include <cstring>
 
@@ -172,7 +174,8 @@ static LogicalResult typedFieldsToBytes(const onnx::TensorProto &t, Type et,
 FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
                                            StringRef modelDir, Location loc,
                                            MLIRContext *ctx,
-                                           std::optional<ExternalRef> *external) {
+                                           std::optional<ExternalRef> *external,
+                                           bool absentAllowed) {
   auto fail = [&](const Twine &why) -> FailureOr<ElementsAttr> {
     mlir::emitError(loc) << "tensor '" << t.name() << "': " << why;
     return failure();
@@ -196,6 +199,24 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
   std::string name = t.name().empty() ? std::string("tensor") : t.name();
   if (external)
     external->reset();
+  if (absentAllowed && external && isa<FloatType>(et) &&
+      t.data_location() == onnx::TensorProto::EXTERNAL &&
+      n > kMaxInlineElements) {
+    for (const auto &kv : t.external_data()) {
+      if (kv.key() != "location" || llvm::sys::path::is_absolute(kv.value()))
+        continue;
+      llvm::SmallString<256> file(modelDir.empty() ? StringRef(".") : modelDir);
+      llvm::sys::path::append(file, kv.value());
+      if (llvm::sys::fs::exists(file))
+        break;
+      ExternalRef absent;
+      absent.file = kv.value();
+      absent.fileSize = kAbsentData;
+      *external = absent;
+      return ElementsAttr(DenseElementsAttr::get(
+          type, APFloat::getZero(cast<FloatType>(et).getFloatSemantics())));
+    }
+  }
   if (t.data_location() == onnx::TensorProto::EXTERNAL &&
       n > kMaxInlineElements && !et.isInteger(1)) {
     // Mapped, not copied: a training plan references the file instead of
