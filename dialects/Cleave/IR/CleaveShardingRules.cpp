@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -473,17 +474,40 @@ ShardingRule GatherElementsOp::getShardingRule() {
   return rule;
 }
 
+/// True if `v` is a constant whose every element is zero.
+static bool isZeros(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
+    return false;
+  if (isa<FloatType>(attr.getElementType()))
+    return attr.getSplatValue<APFloat>().isZero();
+  return attr.getSplatValue<APInt>().isZero();
+}
+
 ShardingRule ScatterOp::getShardingRule() {
   ShardingRule rule = ShardingRule::forOp(*this);
   ArrayRef<int64_t> in = shapeOf(getOperand());
   ArrayRef<int64_t> upd = shapeOf(getUpdates());
   int64_t axis = getAxis();
+  // Adding updates into zeros (the VJP of a gather: an embedding's
+  // gradient) is a sum over the updates along `axis`: each rank adds its
+  // share of them, and the partial results add up over the ranks.
+  bool sumIntoZeros = getKind() == ScatterKind::add && isZeros(getOperand());
   for (int64_t d = 0, e = in.size(); d < e; ++d) {
     if (d != axis && in[d] == upd[d]) {
       int64_t f = rule.addFactor(in[d]);
       for (unsigned i = 0; i < 3; ++i)
         rule.mapOperand(i, d, f);
       rule.mapResult(0, d, f);
+      continue;
+    }
+    if (d == axis && sumIntoZeros) {
+      int64_t fo = rule.addFactor(in[d], FactorKind::NeedReplication);
+      rule.mapOperand(0, d, fo);
+      rule.mapResult(0, d, fo);
+      int64_t fu = rule.addReduction(upd[d], ReduceKind::sum);
+      rule.mapOperand(1, d, fu);
+      rule.mapOperand(2, d, fu);
       continue;
     }
     int64_t fo = rule.addFactor(in[d], FactorKind::NeedReplication);
