@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RunOptions.h"
+
 #include "cleave/FileUtil.h"
 #include "cleave/MemoryReport.h"
 #include "cleave/PipelineTrace.h"
@@ -174,21 +176,6 @@ static const char kHelp[] =
     "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
 
 namespace {
-struct Options {
-  std::string model;
-  std::vector<std::string> positional;
-  std::vector<std::pair<std::string, std::string>> named;
-  std::string outputDir = ".";
-  bool outputDirGiven = false;
-  std::string backend = "cpu";
-  std::string weightsDir; ///< --weights-dir DIR
-  bool noOutput = false, printOutputs = false, printStats = false;
-  long warmup = 0, repeat = 1;
-  long ranks = 0;             ///< --ranks N (0: not given)
-  double commTimeout = 300.0; ///< --comm-timeout S
-  run::TrainOptions train;
-};
-
 /// Owns the runtime objects so every exit path releases them.
 struct Session {
   cleave_rt_program program = nullptr;
@@ -220,98 +207,6 @@ static int statusError(cleave_rt_status status) {
   return error(msg);
 }
 
-using run::parseCount;
-
-/// Returns -1 on success, otherwise the exit code. With `embedded` (a
-/// binary written by cleave-compile --emit=exe) the plan is inside and every
-/// positional argument is an input.
-static int parseArgs(int argc, char **argv, Options *o, bool embedded) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const char **out) {
-      if (i + 1 >= argc)
-        return false;
-      *out = argv[++i];
-      return true;
-    };
-    const char *v = nullptr;
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s\n%s", kUsage, kHelp);
-      return 0;
-    } else if (arg == "--no-output") {
-      o->noOutput = true;
-    } else if (arg == "--print-outputs") {
-      o->printOutputs = true;
-    } else if (arg == "--print-stats") {
-      o->printStats = true;
-    } else if (arg == "--output-dir" || arg == "--backend" ||
-               arg == "--input" || arg == "--warmup" || arg == "--repeat" ||
-               arg == "--weights-dir") {
-      if (!value(&v))
-        return usageError("option " + arg + " needs a value");
-      if (arg == "--weights-dir") {
-        o->weightsDir = v;
-      } else if (arg == "--output-dir") {
-        o->outputDir = v;
-        o->outputDirGiven = true;
-      } else if (arg == "--backend") {
-        o->backend = v;
-      } else if (arg == "--input") {
-        const char *eq = std::strchr(v, '=');
-        if (!eq || eq == v || !eq[1])
-          return usageError("--input expects NAME=FILE, got '" +
-                            std::string(v) + "'");
-        o->named.emplace_back(std::string(v, eq), std::string(eq + 1));
-      } else if (!parseCount(v, arg == "--warmup" ? &o->warmup
-                                                  : &o->repeat)) {
-        return usageError(arg + " expects a non-negative integer, got '" +
-                          std::string(v) + "'");
-      }
-    } else if (arg == "--ranks") {
-      if (!value(&v))
-        return usageError("option " + arg + " needs a value");
-      if (!parseCount(v, &o->ranks) || o->ranks < 1 || o->ranks > 4096)
-        return usageError("--ranks expects a rank count from 1 to 4096, got '" +
-                          std::string(v) + "'");
-    } else if (arg == "--comm-timeout") {
-      if (!value(&v))
-        return usageError("option " + arg + " needs a value");
-      char *end = nullptr;
-      errno = 0;
-      double t = std::strtod(v, &end);
-      if (errno || end == v || *end || !(t > 0) || t > 1e7)
-        return usageError("--comm-timeout expects a positive number of "
-                          "seconds, got '" + std::string(v) + "'");
-      o->commTimeout = t;
-    } else if (bool takesValue = false;
-               arg.rfind("--", 0) == 0 &&
-               run::isTrainOption(arg.substr(2), &takesValue)) {
-      // The training options: one table with the Python module's.
-      if (takesValue && !value(&v))
-        return usageError("option " + arg + " needs a value");
-      std::string problem;
-      if (!run::applyTrainOption(arg.substr(2), takesValue ? v : nullptr,
-                                 o->train, &problem))
-        return usageError(problem);
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      return usageError("unknown option '" + arg + "'");
-    } else if (o->model.empty() && !embedded) {
-      o->model = arg;
-    } else {
-      o->positional.push_back(arg);
-    }
-  }
-  if (o->model.empty() && !embedded)
-    return usageError("no model given");
-  if (o->repeat < 1)
-    return usageError("--repeat must be at least 1");
-  if (o->train.measureMemory && o->backend != "cpu")
-    return usageError("--measure-memory fills and reads back the arena in "
-                      "host memory, so it runs on the cpu backend only, not "
-                      "on --backend " + o->backend);
-  return -1;
-}
-
 static std::string describe(uint32_t dtype, const std::vector<int64_t> &shape) {
   return "shape " + tensorfile::shapeToString(shape) + " " +
          cleave_rt_dtype_name(dtype);
@@ -319,7 +214,7 @@ static std::string describe(uint32_t dtype, const std::vector<int64_t> &shape) {
 
 /// Assigns a file to every input, reads it and checks it against the plan
 /// (files hold global tensors; a sharded input keeps `rank`'s shard).
-static int loadInputs(const Options &o, cleave_rt_program program,
+static int loadInputs(const RunOptions &o, cleave_rt_program program,
                       int64_t rank, std::vector<HostTensor> *tensors) {
   size_t count = cleave_rt_program_input_count(program);
   std::vector<std::string> files(count);
@@ -419,7 +314,7 @@ static double msSince(std::chrono::steady_clock::time_point t0) {
 }
 
 /// Runs rank ctx.rank of the plan (all of it for a one-rank plan).
-static int runRank(const Options &o, cleave_rt_program file,
+static int runRank(const RunOptions &o, cleave_rt_program file,
                    const run::RankContext &ctx, double loadMs) {
   cleave_rt_training_info_t training;
   if (cleave_rt_status s = cleave_rt_program_training_info(file, &training))
@@ -531,7 +426,7 @@ static int runRank(const Options &o, cleave_rt_program file,
 }
 
 /// Runs every rank of a plan over a mesh as a thread of this process.
-static int runLocalRanks(const Options &o, cleave_rt_program program,
+static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
                          int64_t world, double loadMs) {
   cleave_rt_local_world localWorld = nullptr;
   if (cleave_rt_status s = cleave_rt_local_world_create(
@@ -655,7 +550,7 @@ static long mpiWorldSize() {
 }
 
 /// This process is one rank of an MPI job.
-static int runMpiRank(const Options &o, cleave_rt_program program,
+static int runMpiRank(const RunOptions &o, cleave_rt_program program,
                       int64_t world, double loadMs) {
   cleave_rt_communicator comm = nullptr;
   if (cleave_rt_status s =
@@ -689,10 +584,17 @@ int main(int argc, char **argv) {
   if (!plan::readEmbeddedPlan("/proc/self/exe", &embeddedPlan, &embedded,
                               &embedError))
     return error(embedError);
-  Options o;
-  int rc = parseArgs(argc, argv, &o, embedded);
-  if (rc >= 0)
-    return rc;
+  RunOptions o;
+  std::string problem;
+  switch (parseRunArgs(argc, argv, embedded, &o, &problem)) {
+  case RunArgs::Help:
+    std::printf("%s\n%s", kUsage, kHelp);
+    return 0;
+  case RunArgs::Usage:
+    return usageError(problem);
+  case RunArgs::Run:
+    break;
+  }
 
   Session session;
   auto t0 = std::chrono::steady_clock::now();
