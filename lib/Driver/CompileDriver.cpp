@@ -20,6 +20,7 @@
 #include "cleave/Simulate/Simulator.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Passes.h"
+#include "cleave/Transforms/Training/RecomputePolicy.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -434,7 +435,7 @@ struct Options {
       cl::desc("Refuse a plan that needs more than this per rank (its arena: "
                "activations, parameters, optimizer state); a number of bytes "
                "with an optional K, M, G or T suffix (powers of 1024)"),
-      cl::value_desc("bytes")};
+      cl::value_desc("bytes"), cl::cat(category)};
 
   cl::opt<std::string> initParameters{
       "init-parameters",
@@ -529,19 +530,53 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// The MLIR context of one compile: every dialect loaded, diagnostics
+/// printed as cleave-compile's errors, warnings and notes.
+struct CompileContext {
+  MLIRContext context{registry()};
+  ScopedDiagnosticHandler handler{&context, [](Diagnostic &diag) {
+                                    printDiagnostic(diag);
+                                    return success();
+                                  }};
+  CompileContext() { context.loadAllAvailableDialects(); }
+
+private:
+  static DialectRegistry registry() {
+    DialectRegistry registry;
+    mlir::registerAllDialects(registry);
+    mlir::registerAllExtensions(registry);
+    ::cleave::registerAllDialects(registry);
+    return registry;
+  }
+};
+
+/// Reads the model into `context`: a .mlir program, which must have a
+/// func.func @main, or an ONNX model imported with `importOptions`. Its
+/// errors are reported.
+FailureOr<OwningOpRef<ModuleOp>>
+readModel(const Options &opts, const ::cleave::ImportOptions &importOptions,
+          bool fromMLIR, MLIRContext &context) {
+  if (!fromMLIR)
+    return ::cleave::importONNXFile(opts.input, context, importOptions);
+  OwningOpRef<ModuleOp> parsed =
+      parseSourceFile<ModuleOp>(opts.input.getValue(), &context);
+  if (!parsed || failed(verify(*parsed)))
+    return failure();
+  if (!parsed->lookupSymbol<func::FuncOp>("main")) {
+    fail("'" + opts.input + "' has no func.func @main");
+    return failure();
+  }
+  return std::move(parsed);
+}
+
 /// --emit=schedule: cuts the forward program into --pipeline-stages stages
 /// (times the chunks of an interleaved schedule), simulates the schedule
 /// with each stage's steps as long as its share of the flops, and writes
-/// the timeline as Chrome trace JSON.
+/// the timeline as Chrome trace JSON. `options` holds --schedule's kind.
 int emitSchedule(ModuleOp module, const Options &opts,
+                 ::cleave::pipeline::ScheduleOptions options,
                  const std::string &output) {
   namespace pl = ::cleave::pipeline;
-  pl::ScheduleOptions options;
-  if (std::string error = pl::parseScheduleKind(opts.schedule, options);
-      !error.empty())
-    return fail("--schedule: " + error);
-  if (opts.pipelineStages < 1)
-    return fail("--emit=schedule needs --pipeline-stages (at least 1)");
   options.ranks = opts.pipelineStages;
   options.microbatches = opts.microbatches;
   int64_t stages = options.ranks * options.chunks;
@@ -883,17 +918,6 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
       return fail(error);
   }
 
-  DialectRegistry registry;
-  mlir::registerAllDialects(registry);
-  mlir::registerAllExtensions(registry);
-  ::cleave::registerAllDialects(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
-    printDiagnostic(diag);
-    return success();
-  });
-
   if (opts.batchNorm != "train" && opts.batchNorm != "frozen")
     return fail("unknown --batch-norm '" + opts.batchNorm +
                 "' (expected train or frozen)");
@@ -905,26 +929,27 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   if (fromMLIR && (!opts.inputShapes.empty() || !opts.freezeInputs.empty()))
     return fail("--input-shape and --freeze-input apply to ONNX models, not "
                 "to a .mlir program");
-  FailureOr<OwningOpRef<ModuleOp>> module = failure();
-  if (fromMLIR) {
-    OwningOpRef<ModuleOp> parsed =
-        parseSourceFile<ModuleOp>(opts.input.getValue(), &context);
-    if (!parsed || failed(verify(*parsed)))
-      return 1;
-    if (!parsed->lookupSymbol<func::FuncOp>("main"))
-      return fail("'" + opts.input + "' has no func.func @main");
-    module = std::move(parsed);
-  } else {
-    module = importONNXFile(opts.input, context, importOptions);
-  }
-  if (failed(module))
-    return 1;
 
   std::string output = opts.output.empty()
                            ? defaultOutput(opts.input, opts.emit)
                            : opts.output.getValue();
-  if (opts.emit == EmitKind::Schedule)
-    return emitSchedule(**module, opts, output);
+  if (opts.emit == EmitKind::Schedule) {
+    ::cleave::pipeline::ScheduleOptions schedule;
+    if (std::string error =
+            ::cleave::pipeline::parseScheduleKind(opts.schedule, schedule);
+        !error.empty())
+      return fail("--schedule: " + error);
+    if (opts.pipelineStages < 1)
+      return fail("--emit=schedule needs --pipeline-stages (at least 1)");
+    if (inv.stopAfterOptions)
+      return 0;
+    CompileContext compile;
+    FailureOr<OwningOpRef<ModuleOp>> module =
+        readModel(opts, importOptions, fromMLIR, compile.context);
+    if (failed(module))
+      return 1;
+    return emitSchedule(**module, opts, schedule, output);
+  }
   if (opts.pipelineStages.getNumOccurrences())
     return fail("--pipeline-stages applies to --emit=schedule; a plan's "
                 "pipeline is the pp axis of --mesh (e.g. --mesh pp=4,dp=2)");
@@ -1169,6 +1194,10 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     return fail("--loss-scale needs --train");
   if (!opts.train && opts.recompute != "none")
     return fail("--recompute needs --train");
+  ::cleave::RecomputePolicy recompute;
+  if (std::string error = parseRecomputePolicy(opts.recompute, recompute);
+      !error.empty())
+    return fail("--recompute: " + error);
   if (opts.lowPrecisionGradients && (!opts.train || opts.precision == "fp32"))
     return fail("--low-precision-gradients needs --train and "
                 "--precision=bf16 or fp16");
@@ -1215,6 +1244,43 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     compileOptions.stepReport = [&](const StepReport &report) {
       stepReports.push_back(report);
     };
+  // --init-parameters, --max-memory and --simulate's cluster apply to the
+  // compiled plan; their values are checked before the model is read.
+  double initStddev = 0;
+  unsigned long long initSeed = 0;
+  if (!opts.initParameters.empty()) {
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(opts.initParameters).split(parts, ':');
+    if (parts.size() < 2 || parts.size() > 3 || parts[0] != "normal" ||
+        parts[1].getAsDouble(initStddev) || !std::isfinite(initStddev) ||
+        initStddev < 0 ||
+        (parts.size() == 3 && parts[2].getAsInteger(10, initSeed)))
+      return fail("bad --init-parameters '" + opts.initParameters +
+                  "' (expected normal:<std>[:<seed>], e.g. normal:0.02)");
+    if (!opts.train && !fromMLIR)
+      return fail("--init-parameters needs --train");
+  }
+  std::optional<uint64_t> budget;
+  if (!opts.maxMemory.empty()) {
+    budget = parseByteCount(opts.maxMemory);
+    if (!budget)
+      return fail("bad --max-memory '" + opts.maxMemory +
+                  "' (expected bytes with an optional K, M, G or T suffix, "
+                  "e.g. 80G)");
+  }
+  ::cleave::sim::Cluster cluster;
+  if (opts.simulate)
+    if (std::string e = ::cleave::sim::loadCluster(opts.cluster, cluster);
+        !e.empty())
+      return fail(e);
+  if (inv.stopAfterOptions)
+    return 0;
+
+  CompileContext compile;
+  FailureOr<OwningOpRef<ModuleOp>> module =
+      readModel(opts, importOptions, fromMLIR, compile.context);
+  if (failed(module))
+    return 1;
   FailureOr<plan::Plan> plan = compileToPlan(**module, compileOptions);
   if (failed(plan))
     return 1;
@@ -1237,30 +1303,12 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     return 0;
   }
 
-  if (!opts.initParameters.empty()) {
-    llvm::SmallVector<llvm::StringRef> parts;
-    llvm::StringRef(opts.initParameters).split(parts, ':');
-    double stddev = 0;
-    unsigned long long seed = 0;
-    if (parts.size() < 2 || parts.size() > 3 || parts[0] != "normal" ||
-        parts[1].getAsDouble(stddev) || !std::isfinite(stddev) || stddev < 0 ||
-        (parts.size() == 3 && parts[2].getAsInteger(10, seed)))
-      return fail("bad --init-parameters '" + opts.initParameters +
-                  "' (expected normal:<std>[:<seed>], e.g. normal:0.02)");
-    if (!opts.train && !fromMLIR)
-      return fail("--init-parameters needs --train");
-    ::cleave::initParametersRandomly(*plan, stddev, seed);
-  }
+  if (!opts.initParameters.empty())
+    ::cleave::initParametersRandomly(*plan, initStddev, initSeed);
   std::string error;
-  if (!opts.maxMemory.empty()) {
-    std::optional<uint64_t> budget = parseByteCount(opts.maxMemory);
-    if (!budget)
-      return fail("bad --max-memory '" + opts.maxMemory +
-                  "' (expected bytes with an optional K, M, G or T suffix, "
-                  "e.g. 80G)");
+  if (budget)
     if (std::string over = overBudget(*plan, *budget); !over.empty())
       return fail(over);
-  }
   if (!plan::validate(*plan, &error))
     return fail("the compiled plan is invalid: " + error);
   if (opts.emit == EmitKind::Exe) {
@@ -1321,10 +1369,6 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   if (inv.report)
     printReports(*inv.report);
   if (opts.simulate) {
-    ::cleave::sim::Cluster cluster;
-    if (std::string e = ::cleave::sim::loadCluster(opts.cluster, cluster);
-        !e.empty())
-      return fail(e);
     ::cleave::sim::SimulateOptions simOptions;
     simOptions.traceCommands = !opts.simTrace.empty();
     ::cleave::sim::SimResult result;

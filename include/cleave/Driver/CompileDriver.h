@@ -38,6 +38,12 @@ struct CompileInvocation {
   std::function<void(std::vector<uint8_t>)> planSink;
   /// If set, receives what --report prints (whether or not it is given).
   llvm::raw_ostream *report = nullptr;
+  /// Stop once the options are parsed and checked, before the model is
+  /// read: every value and combination that needs no model (--mesh,
+  /// --shard, --max-memory, --init-parameters, --recompute, --schedule,
+  /// --cluster with --simulate, ...). runCompile returns 0 for a good
+  /// command line.
+  bool stopAfterOptions = false;
 };
 
 /// Runs one compile; returns cleave-compile's exit code (0, 1 for an error,

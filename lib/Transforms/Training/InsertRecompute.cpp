@@ -9,6 +9,7 @@
 
 #include "cleave/Transforms/Training/Passes.h"
 #include "cleave/Transforms/Training/Recompute.h"
+#include "cleave/Transforms/Training/RecomputePolicy.h"
 
 #include "Layers.h"
 
@@ -77,7 +78,7 @@ std::optional<RecomputeStats> takeRecomputeStats(ModuleOp module,
 
 namespace {
 
-enum class Policy { None, Selective, Full, Budget };
+using Policy = ::cleave::RecomputePolicy::Kind;
 
 static int64_t bytesOf(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -418,7 +419,7 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
   return success();
 }
 
-/// Parses `<n>[k|m|g][i][b]` (k = 1024).
+/// Parses `<n>[k|m|g][i][b]` (k = 1024); none past 2^63 - 1 bytes.
 static std::optional<int64_t> parseBytes(StringRef s) {
   s = s.trim();
   StringRef digits = s.take_while([](char c) { return c >= '0' && c <= '9'; });
@@ -439,34 +440,41 @@ static std::optional<int64_t> parseBytes(StringRef s) {
     scale = 1024LL * 1024 * 1024;
   else
     return std::nullopt;
+  if (n > static_cast<uint64_t>(INT64_MAX / scale))
+    return std::nullopt;
   return static_cast<int64_t>(n) * scale;
 }
 
+namespace cleave {
+std::string parseRecomputePolicy(StringRef spec, RecomputePolicy &out) {
+  out = RecomputePolicy();
+  if (spec == "none" || spec.empty())
+    out.kind = Policy::None;
+  else if (spec == "selective")
+    out.kind = Policy::Selective;
+  else if (spec == "full")
+    out.kind = Policy::Full;
+  else if (StringRef bytes = spec; bytes.consume_front("budget:")) {
+    std::optional<int64_t> budget = parseBytes(bytes);
+    if (!budget)
+      return "invalid recompute budget '" + bytes.str() +
+             "' (expected bytes, e.g. budget:1048576 or budget:64M)";
+    out.kind = Policy::Budget;
+    out.budgetBytes = *budget;
+  } else {
+    return "unknown recompute policy '" + spec.str() +
+           "' (expected none, selective, full or budget:<bytes>)";
+  }
+  return "";
+}
+} // namespace cleave
+
 void InsertRecomputePass::runOnOperation() {
   ModuleOp module = getOperation();
-  StringRef spec = policy;
-  Policy p;
-  int64_t budget = 0;
-  if (spec == "none" || spec.empty())
-    p = Policy::None;
-  else if (spec == "selective")
-    p = Policy::Selective;
-  else if (spec == "full")
-    p = Policy::Full;
-  else if (spec.consume_front("budget:")) {
-    std::optional<int64_t> bytes = parseBytes(spec);
-    if (!bytes) {
-      module.emitError() << "invalid recompute budget '" << spec
-                         << "' (expected bytes, e.g. budget:1048576 or "
-                            "budget:64M)";
-      return signalPassFailure();
-    }
-    p = Policy::Budget;
-    budget = *bytes;
-  } else {
-    module.emitError() << "unknown recompute policy '" << policy
-                       << "' (expected none, selective, full or "
-                          "budget:<bytes>)";
+  ::cleave::RecomputePolicy p;
+  if (std::string error = ::cleave::parseRecomputePolicy(policy, p);
+      !error.empty()) {
+    module.emitError() << error;
     return signalPassFailure();
   }
 
@@ -474,7 +482,7 @@ void InsertRecomputePass::runOnOperation() {
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || !fn.getBody().hasOneBlock())
       continue;
-    Recompute r(fn, p, budget);
+    Recompute r(fn, p.kind, p.budgetBytes);
     if (failed(r.run(stats)))
       return signalPassFailure();
   }
