@@ -65,7 +65,7 @@ llvm::raw_ostream *gOutput = nullptr;
 llvm::raw_ostream &driverErrs() { return gMessages ? *gMessages : llvm::errs(); }
 llvm::raw_ostream &driverOuts() { return gOutput ? *gOutput : llvm::outs(); }
 
-enum class EmitKind { Plan, MLIR, Exe, Schedule };
+enum class EmitKind { Plan, MLIR, Exe, Schedule, None, Sim };
 
 struct Options {
   cl::OptionCategory category{"cleave-compile options"};
@@ -108,7 +108,15 @@ struct Options {
                             "stages as Chrome trace JSON: the forward "
                             "program cut into balanced stages, each step "
                             "as long as its stage's flops (a backward pass "
-                            "twice a forward)")),
+                            "twice a forward)"),
+                 clEnumValN(EmitKind::None, "none",
+                            "nothing: compile the plan without its kernels' "
+                            "code for --simulate, --report and "
+                            "--print-stats (quick, for models of any size; "
+                            "not runnable)"),
+                 clEnumValN(EmitKind::Sim, "sim",
+                            "the plan without its kernels' code, for "
+                            "cleave-sim (quick; cleave-run refuses it)")),
       cl::cat(category)};
   cl::opt<::cleave::CompilePhase> phase{
       "phase", cl::desc("With --emit=mlir: the phase after which to print IR"),
@@ -472,6 +480,16 @@ struct Options {
                "description"),
       cl::value_desc("preset[:nodes]|file"), cl::init("cpu"),
       cl::cat(category)};
+  cl::opt<std::string> simSchedule{
+      "sim-schedule",
+      cl::desc("With --simulate and a pipelined plan: replay its stage "
+               "programs as the virtual stages of this schedule, at P "
+               "pipeline ranks (the plan's pp must be P times the chunks "
+               "per rank) and M microbatches, each stage costed from its "
+               "first microbatch (compile with --schedule=1f1b and few "
+               "microbatches, e.g. --emit=none --mesh pp=128 and "
+               "--sim-schedule=interleaved:2,pp=64,microbatches=512)"),
+      cl::value_desc("kind[,pp=P][,microbatches=M]"), cl::cat(category)};
   cl::opt<std::string> simTrace{
       "sim-trace",
       cl::desc("With --simulate: write the simulated step as a Chrome trace"),
@@ -923,9 +941,15 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
                 "' (expected train or frozen)");
   importOptions.batchNormTraining = opts.train && opts.batchNorm == "train";
   importOptions.keepParameters = opts.train;
+  // A model declared without its weights trains from drawn ones only.
+  importOptions.absentWeights = opts.train && !opts.initParameters.empty();
   // A .mlir file is a program in the cleave dialect (global, or already
   // per-rank with a cleave.mesh and collectives), as cleave-opt prints it.
   bool fromMLIR = llvm::StringRef(opts.input).ends_with(".mlir");
+  if ((!opts.simSchedule.empty() || !opts.simTrace.empty()) && !opts.simulate)
+    return fail(std::string(opts.simSchedule.empty() ? "--sim-trace"
+                                                     : "--sim-schedule") +
+                " needs --simulate");
   if (fromMLIR && (!opts.inputShapes.empty() || !opts.freezeInputs.empty()))
     return fail("--input-shape and --freeze-input apply to ONNX models, not "
                 "to a .mlir program");
@@ -1211,6 +1235,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
   compileOptions.plan.referenceExternalData = !opts.embedWeights;
+  compileOptions.plan.drawWeightMatrices = !opts.initParameters.empty();
   compileOptions.cpuRowKernels = opts.cpuRowKernels;
   compileOptions.cpuEmulateCuda = opts.cpuEmulateCuda;
   if (opts.cpuRowKernels && opts.target != "cpu")
@@ -1231,6 +1256,8 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
       os << "\n";
     };
   }
+  compileOptions.kernelCode =
+      opts.emit != EmitKind::None && opts.emit != EmitKind::Sim;
   if (opts.printMemoryPlan)
     compileOptions.memoryReport = [](const std::string &report) {
       driverErrs() << report;
@@ -1240,7 +1267,10 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
                 "--emit=mlir");
   // One report per program: the step's, or each pipeline stage's.
   std::vector<StepReport> stepReports;
-  if (opts.report || (inv.report && opts.emit == EmitKind::Plan))
+  if (opts.report ||
+      (inv.report && (opts.emit == EmitKind::Plan ||
+                      opts.emit == EmitKind::None ||
+                      opts.emit == EmitKind::Sim)))
     compileOptions.stepReport = [&](const StepReport &report) {
       stepReports.push_back(report);
     };
@@ -1309,9 +1339,15 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   if (budget)
     if (std::string over = overBudget(*plan, *budget); !over.empty())
       return fail(over);
-  if (!plan::validate(*plan, &error))
+  if (opts.emit == EmitKind::Sim) {
+    plan->metadata.push_back({plan::kKernelCodeKey, "none"});
+    for (plan::Plan &stage : plan->stages)
+      stage.metadata.push_back({plan::kKernelCodeKey, "none"});
+  }
+  if (opts.emit != EmitKind::None && !plan::validate(*plan, &error))
     return fail("the compiled plan is invalid: " + error);
-  if (opts.emit == EmitKind::Exe) {
+  if (opts.emit == EmitKind::None) {
+  } else if (opts.emit == EmitKind::Exe) {
     // cleave-run, from the directory this compiler runs from, with the plan
     // and a trailer appended; cleave-run finds it in /proc/self/exe.
     std::string self = llvm::sys::fs::getMainExecutable(
@@ -1372,10 +1408,21 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     ::cleave::sim::SimulateOptions simOptions;
     simOptions.traceCommands = !opts.simTrace.empty();
     ::cleave::sim::SimResult result;
-    if (std::string e = ::cleave::sim::simulatePlan(*plan, cluster,
-                                                    simOptions, result);
-        !e.empty())
+    if (!opts.simSchedule.empty()) {
+      ::cleave::sim::ReplaySchedule replay;
+      if (std::string e =
+              ::cleave::sim::parseReplaySchedule(opts.simSchedule, replay);
+          !e.empty())
+        return fail("bad --sim-schedule '" + opts.simSchedule + "': " + e);
+      if (std::string e = ::cleave::sim::simulateReplay(
+              *plan, cluster, simOptions, replay, result);
+          !e.empty())
+        return fail("--sim-schedule: " + e);
+    } else if (std::string e = ::cleave::sim::simulatePlan(
+                   *plan, cluster, simOptions, result);
+               !e.empty()) {
       return fail("--simulate: " + e);
+    }
     driverErrs() << ::cleave::sim::simulationReport(result, cluster);
     std::string trace =
         opts.simTrace.empty() ? "" : ::cleave::sim::simulationTrace(result);

@@ -25,7 +25,9 @@ Placement placeRanks(const Cluster &cluster, int64_t world) {
 }
 
 const char *algorithmName(Algorithm a) {
-  return a == Algorithm::Ring ? "ring" : "tree";
+  return a == Algorithm::Ring   ? "ring"
+         : a == Algorithm::Tree ? "tree"
+                                : "hierarchical";
 }
 
 static int64_t ceilLog2(int64_t n) {
@@ -83,6 +85,42 @@ CommCost collectiveCost(CollectiveOp op, double bytes, int64_t n,
   c.seconds = double(c.steps) * link.latency +
               (link.bandwidth > 0 ? c.bytesSent / link.bandwidth : 0);
   if (op != CollectiveOp::AllSlice && n > 1)
+    c.seconds += overhead;
+  return c;
+}
+
+CommCost hierarchicalCost(CollectiveOp op, double bytes, int64_t nodes,
+                          int64_t perNode, const Link &intra,
+                          const Link &inter, double overhead) {
+  double share = perNode > 0 ? bytes / double(perNode) : bytes;
+  CommCost c;
+  auto add = [&](CollectiveOp phase, double s, int64_t n, const Link &link) {
+    CommCost part = collectiveCost(phase, s, n, link, Algorithm::Ring);
+    c.seconds += part.seconds;
+    c.bytesSent += part.bytesSent;
+    c.steps += part.steps;
+  };
+  switch (op) {
+  case CollectiveOp::AllReduce:
+    add(CollectiveOp::ReduceScatter, bytes, perNode, intra);
+    add(CollectiveOp::AllReduce, share, nodes, inter);
+    add(CollectiveOp::AllGather, bytes, perNode, intra);
+    break;
+  case CollectiveOp::AllGather:
+    // Each node gathers the other nodes' shares, then within itself.
+    add(CollectiveOp::AllGather, share, nodes, inter);
+    add(CollectiveOp::AllGather, bytes, perNode, intra);
+    break;
+  case CollectiveOp::ReduceScatter:
+    add(CollectiveOp::ReduceScatter, bytes, perNode, intra);
+    add(CollectiveOp::ReduceScatter, share, nodes, inter);
+    break;
+  default:
+    return collectiveCost(op, bytes, nodes * perNode, inter, Algorithm::Ring,
+                          overhead);
+  }
+  c.algorithm = Algorithm::Hierarchical;
+  if (nodes * perNode > 1)
     c.seconds += overhead;
   return c;
 }

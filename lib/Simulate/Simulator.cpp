@@ -104,6 +104,17 @@ double metadataNumber(const plan::Plan &p, const std::string &key) {
   return 0;
 }
 
+/// Model flops are the hardware flops without recompute's extra. The
+/// plan's recompute_extra_flops is the global program's (before it was
+/// partitioned and cut into stages), so it comes off the sum over all
+/// ranks, and each rank keeps its share.
+void subtractRecompute(SimResult &out, double extra) {
+  out.modelFlops = std::max(0.0, out.flops - extra);
+  double keep = out.flops > 0 ? out.modelFlops / out.flops : 1;
+  for (RankResult &r : out.ranks)
+    r.modelFlops = r.flops * keep;
+}
+
 PlanCosts costPlan(const plan::Plan &p, const Device &device) {
   PlanCosts c;
   std::vector<KernelCost> kernels = kernelCosts(p);
@@ -145,7 +156,7 @@ PlanCosts costPlan(const plan::Plan &p, const Device &device) {
     c.seconds.push_back(s);
   }
   c.flops = metadataNumber(p, "flops");
-  c.modelFlops = c.flops - metadataNumber(p, "recompute_extra_flops");
+  c.modelFlops = c.flops;
   for (const plan::StateTensor &s : p.states)
     c.stateBytes += s.info.byteSize();
   c.stepNames = plan::pipelineSteps(p);
@@ -243,7 +254,27 @@ CommCost commandCost(const Cluster &cluster, const Placement &placement,
       collectiveCost(info.op, bytes, n, link, Algorithm::Ring, overhead);
   CommCost tree =
       collectiveCost(info.op, bytes, n, link, Algorithm::Tree, overhead);
-  return tree.seconds < ring.seconds ? tree : ring;
+  CommCost best = tree.seconds < ring.seconds ? tree : ring;
+  // Across nodes with several members on each: the two-level algorithm.
+  std::map<int64_t, int64_t> perNode;
+  for (int64_t r : group)
+    ++perNode[placement.nodeOf(r)];
+  int64_t g = perNode.begin()->second;
+  bool even = std::all_of(perNode.begin(), perNode.end(),
+                          [&](const auto &e) { return e.second == g; });
+  if (perNode.size() > 1 && g > 1 && even) {
+    Link intra = cluster.intraNode, inter = cluster.interNode;
+    if (placement.latencyShare > 1)
+      for (Link *l : {&intra, &inter})
+        l->latency = l->sharedLatency > 0
+                         ? l->sharedLatency
+                         : l->latency * placement.latencyShare;
+    CommCost two = hierarchicalCost(info.op, bytes, int64_t(perNode.size()), g,
+                                    intra, inter, overhead);
+    if (two.seconds < best.seconds)
+      best = two;
+  }
+  return best;
 }
 
 CommCost Simulator::costOf(const Command &cmd,
@@ -572,9 +603,11 @@ std::string Simulator::run() {
     r.result.end = std::max({r.compute.t, r.resumeAt, r.comm.t});
     out.stepSeconds = std::max(out.stepSeconds, r.result.end);
     out.flops += r.result.flops;
-    out.modelFlops += r.result.modelFlops;
     out.ranks.push_back(r.result);
   }
+  subtractRecompute(out, metadataNumber(plan.isPipelined() ? plan.stages[0]
+                                                             : plan,
+                                         "recompute_extra_flops"));
 
   // The bubble over the pipeline ranks of the first data/tensor coordinate.
   int64_t ppAxis = plan::pipelineAxis(plan.mesh);
@@ -860,10 +893,7 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
       rr.arenaBytes = std::max<uint64_t>(rr.arenaBytes, stage.arenaBytes);
       for (const plan::StateTensor &st : stage.states)
         rr.stateBytes += st.info.byteSize();
-      double flops = metadataNumber(stage, "flops");
-      double extra = metadataNumber(stage, "recompute_extra_flops");
-      rr.flops += flops * scale;
-      rr.modelFlops += (flops - extra) * scale;
+      rr.flops += metadataNumber(stage, "flops") * scale;
     }
     rr.end = head + last[r] + tail;
     // Every collective blocks the compute stream here.
@@ -871,9 +901,11 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
     rr.peerWaitSeconds = std::max(0.0, last[r] - busy[r]);
     out.stepSeconds = std::max(out.stepSeconds, rr.end);
     out.flops += rr.flops * double(others);
-    out.modelFlops += rr.modelFlops * double(others);
     out.ranks.push_back(rr);
   }
+  subtractRecompute(out, metadataNumber(plan.stages[0],
+                                        "recompute_extra_flops") *
+                             scale);
   out.bubble = sim.bubble;
   char expected[128];
   std::snprintf(expected, sizeof(expected),

@@ -76,6 +76,13 @@ std::vector<std::string> pipelineSteps(const Plan &plan) {
   return {};
 }
 
+bool withoutKernelCode(const Plan &plan) {
+  for (const auto &kv : plan.metadata)
+    if (kv.first == kKernelCodeKey)
+      return kv.second == "none";
+  return false;
+}
+
 std::vector<int64_t> globalShape(const TensorInfo &t, const Mesh &mesh) {
   std::vector<int64_t> shape = t.shape;
   for (size_t d = 0; d < t.sharding.size() && d < shape.size(); ++d)

@@ -62,6 +62,11 @@ static cleave_rt_program makeHandle(PlanRef file, int64_t stage,
 
 static cleave_rt_status finishLoad(plan::Plan &&p,
                                    cleave_rt_program *out_program) {
+  if (plan::withoutKernelCode(p))
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      "the plan was compiled without kernel code "
+                      "(cleave-compile --emit=sim): it can be simulated "
+                      "(cleave-sim), not run");
   *out_program =
       makeHandle(std::make_shared<const plan::Plan>(std::move(p)), -1);
   return nullptr;

@@ -11,20 +11,29 @@ For each row of ../shared/calibration/megatron-sc21-table1.csv (or --table):
     recomputation and drawn weights (--init-parameters), over the mesh
     dp x pp x tp of the row with pp = p * v stage programs (v chunks per
     pipeline rank, cut after every l / (p v) layers as Megatron lays out its
-    virtual stages), one microbatch, without kernel code (--emit=none);
-  - simulated on the DGX A100 preset with as many nodes as the row's GPUs
-    need, replaying the stage programs as the interleaved 1F1B schedule of
-    p ranks over the row's m = global batch / (dp * microbatch size)
-    microbatches (--sim-schedule). Rows with p = 1 replay one stage.
+    virtual stages) at 2 microbatches, without kernel code (--emit=sim);
+  - simulated by cleave-sim on the DGX A100 preset with as many nodes as the
+    row's GPUs need, replaying the stage programs as the interleaved 1F1B
+    schedule of p ranks over the row's m = global batch / (dp * microbatch
+    size) microbatches (--schedule). A row with p = 1 is compiled at 1 and
+    2 microbatches (gradient accumulation, unrolled), and its step at m
+    microbatches is the first plus m - 1 times the difference.
 The TFLOP/s per GPU are the paper's formula, 96 B s l h^2 (1 + s / 6h +
-V / 16 l h) over the simulated step time and the GPUs.
+V / 16 l h), over the simulated step time and the GPUs.
+
+--fit searches the A100's bf16 GEMM efficiency (max) and the fused kernels'
+share of memory bandwidth for the least mean absolute error, simulating the
+compiled plans again with each candidate (a JSON cluster starting from the
+preset); --gpu KEY=VALUE sets such fields for a plain run.
 
     sc21_calibration.py [--build build] [--rows 1,2,3] [--chunks N]
-        [--microbatch-size 1] [--work DIR] [--keep]
+        [--microbatch-size 1] [--work DIR] [--fit] [--gpu kernel_bandwidth_fraction=0.8]
 """
 
 import argparse
 import csv
+import itertools
+import json
 import os
 import re
 import subprocess
@@ -44,6 +53,9 @@ ap.add_argument("--microbatch-size", type=int, default=1)
 ap.add_argument("--seq", type=int, default=2048)
 ap.add_argument("--vocab", type=int, default=51200)
 ap.add_argument("--cluster", default="dgx-a100-80gb")
+ap.add_argument("--gpu", action="append", default=[], metavar="KEY=VALUE",
+                help="override a field of the preset's gpu (e.g. kernel_bandwidth_fraction=0.8)")
+ap.add_argument("--fit", action="store_true")
 ap.add_argument("--work", default=None)
 ap.add_argument("--python", default=sys.executable)
 args = ap.parse_args()
@@ -71,71 +83,135 @@ def chunks_for(layers_per_rank):
     return 1
 
 
-def simulate(row):
+def compile_row(row):
+    """Compiles the row's plans; returns how to simulate them."""
     l, h, a = int(row["layers"]), int(row["hidden_size"]), int(row["attention_heads"])
     t, p, n = int(row["tensor_parallel"]), int(row["pipeline_parallel"]), int(row["gpus"])
-    batch = int(row["global_batch"])
     dp = n // (t * p)
     b = args.microbatch_size
-    m = batch // (dp * b)
+    m = int(row["global_batch"]) // (dp * b)
     v = chunks_for(l // p) if p > 1 else 1
-    stages = p * v
-    nodes = (n + 7) // 8
-    base = [os.path.join(BIN, "cleave-compile"), "--train", "--loss=cross_entropy:logits,labels",
-            "--optimizer=adamw", "--precision=bf16", "--recompute=full", "--init-parameters=normal:0.02",
-            "--emit=none", "--simulate", "--cluster", "%s:%d" % (args.cluster, nodes)]
 
-    def run(microbatches, extra):
-        """Compiles the model at `microbatches` microbatches of b rows per
-        data-parallel rank and simulates it; returns the step time and the
-        report."""
-        model = os.path.join(WORK, "gpt-%sB-m%d.onnx" % (row["params_billion"], microbatches))
+    def build(microbatches, extra):
+        name = os.path.join(WORK, "gpt-%sB-m%d" % (row["params_billion"], microbatches))
         subprocess.run([args.python, os.path.join(ROOT, "tools", "models", "make_gpt.py"),
                         "--layers", str(l), "--d-model", str(h), "--heads", str(a), "--seq", str(args.seq),
                         "--vocab", str(args.vocab), "--batch", str(microbatches * dp * b), "--separate-qkv",
-                        "--absent-weights", "-o", model], check=True, stdout=subprocess.DEVNULL)
-        cmd = base + [model, "--microbatches=%d" % microbatches] + extra
+                        "--absent-weights", "-o", name + ".onnx"], check=True, stdout=subprocess.DEVNULL)
+        cmd = [os.path.join(BIN, "cleave-compile"), name + ".onnx", "--train",
+               "--loss=cross_entropy:logits,labels", "--optimizer=adamw", "--precision=bf16",
+               "--recompute=full", "--init-parameters=normal:0.02", "--emit=sim",
+               "--microbatches=%d" % microbatches, "-o", name + ".cleave"] + extra
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit("row %s: cleave-compile failed:\n%s\n%s" % (row["params_billion"], " ".join(cmd), r.stderr))
-        return float(re.search(r"step time ([0-9.]+) ms", r.stderr).group(1)) / 1e3, r.stderr
+        return name + ".cleave"
 
     start = time.time()
     if p > 1:
-        # Stage programs as Megatron's virtual stages, at 2 microbatches (the
-        # first one's steps are replayed; the last backward's extra work,
-        # finishing the weight gradients, happens once).
+        stages = p * v
         per = l // stages
         cut = ["h%d.residual_2" % (per * (i + 1) - 1) for i in range(stages - 1)]
         schedule = "interleaved:%d" % v if v > 1 else "1f1b"
-        step, report = run(2, ["--mesh", "dp=%d,pp=%d,tp=%d" % (dp, stages, t), "--schedule=1f1b",
-                               "--stage-boundaries=" + ",".join(cut),
-                               "--sim-schedule", "%s,pp=%d,microbatches=%d" % (schedule, p, m)])
+        plans = [(build(2, ["--mesh", "dp=%d,pp=%d,tp=%d" % (dp, stages, t), "--schedule=1f1b",
+                            "--stage-boundaries=" + ",".join(cut)]),
+                  "%s,pp=%d,microbatches=%d" % (schedule, p, m))]
     else:
-        # No pipeline: gradient accumulation over m microbatches, each the
-        # same; the step at 1 and 2 microbatches gives the rest.
         mesh = ["--mesh", "dp=%d,tp=%d" % (dp, t)]
-        one, report = run(1, mesh)
-        two, _ = run(2, mesh)
-        step = one + (m - 1) * (two - one)
-    seconds = time.time() - start
+        plans = [(build(1, mesh), None), (build(2, mesh), None)]
+    return dict(row=row, dp=dp, v=v, m=m, n=n, plans=plans, compile=time.time() - start)
+
+
+def cluster_file(gpu):
+    """A cluster description: the preset with the row's nodes and `gpu`'s
+    fields."""
+    path = os.path.join(WORK, "cluster-%d.json" % abs(hash(json.dumps(gpu, sort_keys=True))))
+    with open(path, "w") as f:
+        json.dump({"preset": args.cluster, "gpu": gpu}, f)
+    return path
+
+
+def simulate(c, gpu):
+    row = c["row"]
+    nodes = (c["n"] + 7) // 8
+    cluster = cluster_file(gpu) if gpu else args.cluster
+    steps, report = [], ""
+    for plan, schedule in c["plans"]:
+        cmd = [os.path.join(BIN, "cleave-sim"), plan, "--cluster", cluster, "--trace-commands=false"]
+        if gpu:
+            # JSON descriptions give their nodes themselves.
+            with open(cluster) as f:
+                desc = json.load(f)
+            desc["nodes"] = nodes
+            with open(cluster, "w") as f:
+                json.dump(desc, f)
+        else:
+            cmd[3] = "%s:%d" % (args.cluster, nodes)
+        if schedule:
+            cmd.append("--schedule=" + schedule)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit("row %s: cleave-sim failed:\n%s\n%s" % (row["params_billion"], " ".join(cmd), r.stderr))
+        steps.append(float(re.search(r"step time ([0-9.]+) ms", r.stdout).group(1)) / 1e3)
+        report = report or r.stdout
+    step = steps[0] if len(steps) == 1 else steps[0] + (c["m"] - 1) * (steps[1] - steps[0])
+    l, h = int(row["layers"]), int(row["hidden_size"])
+    s, V, B = args.seq, args.vocab, int(row["global_batch"])
+    flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
     bubble = re.search(r"simulated bubble ([0-9.]+)%", report)
-    s, V = args.seq, args.vocab
-    flops = 96 * batch * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
-    return dict(dp=dp, v=v, m=m, step=step, tflops=flops / step / n / 1e12,
-                bubble=float(bubble.group(1)) if bubble else 0.0, compile=seconds, report=report)
+    energy = re.search(r"energy per step ([0-9.e+-]+) kWh .*cost per step ([0-9.e+-]+)", report)
+    return dict(step=step, tflops=flops / step / c["n"] / 1e12,
+                bubble=float(bubble.group(1)) if bubble else 0.0,
+                kwh=float(energy.group(1)) * (step / steps[0]) if energy else 0.0,
+                cost=float(energy.group(2)) * (step / steps[0]) if energy else 0.0)
 
 
-print("| params | t | p | dp | v | m | published TFLOP/s | simulated | error | step s | bubble | compile s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-errors = []
+def errors(compiled, gpu):
+    out = []
+    for c in compiled:
+        res = simulate(c, gpu)
+        pub = float(c["row"]["tflops_per_gpu"])
+        out.append((res, (res["tflops"] - pub) / pub))
+    return out
+
+
+def parse_gpu(items):
+    gpu = {}
+    for item in items:
+        k, v = item.split("=", 1)
+        gpu[k] = float(v)
+    return gpu
+
+
+compiled = []
 for row in rows():
-    res = simulate(row)
-    pub = float(row["tflops_per_gpu"])
-    err = (res["tflops"] - pub) / pub
-    errors.append(abs(err))
-    print("| %sB | %s | %s | %d | %d | %d | %.0f | %.1f | %+.1f%% | %.2f | %.1f%% | %.1f |" % (
-        row["params_billion"], row["tensor_parallel"], row["pipeline_parallel"], res["dp"], res["v"],
-        res["m"], pub, res["tflops"], err * 100, res["step"], res["bubble"], res["compile"]), flush=True)
+    compiled.append(compile_row(row))
+    print("compiled %sB in %.1f s" % (row["params_billion"], compiled[-1]["compile"]), file=sys.stderr, flush=True)
+
+gpu = parse_gpu(args.gpu)
+if args.fit:
+    best = None
+    for eff, share in itertools.product([0.6, 0.7, 0.8, 0.9, 0.95], [0.5, 0.6, 0.7, 0.8, 0.9]):
+        cand = dict(gpu, kernel_bandwidth_fraction=share)
+        cand["gemm_efficiency"] = {"half": {"max": eff, "half_gflops": 2}}
+        errs = [abs(e) for _, e in errors(compiled, cand)]
+        mae = sum(errs) / len(errs)
+        print("fit: gemm max %.2f, kernel bandwidth %.2f: mean absolute error %.1f%%, largest %.1f%%" % (
+            eff, share, 100 * mae, 100 * max(errs)), file=sys.stderr, flush=True)
+        if best is None or mae < best[0]:
+            best = (mae, cand)
+    gpu = best[1]
+    print("best: %s" % json.dumps(gpu))
+
+print("| params | t | p | dp | v | m | published TFLOP/s | simulated | error | step s | bubble | kWh per step | cost per step | compile s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+errs = []
+for c, (res, err) in zip(compiled, errors(compiled, gpu)):
+    row = c["row"]
+    errs.append(abs(err))
+    print("| %sB | %s | %s | %d | %d | %d | %s | %.1f | %+.1f%% | %.2f | %.1f%% | %.3g | %.3g | %.1f |" % (
+        row["params_billion"], row["tensor_parallel"], row["pipeline_parallel"], c["dp"], c["v"], c["m"],
+        row["tflops_per_gpu"], res["tflops"], err * 100, res["step"], res["bubble"], res["kwh"], res["cost"],
+        c["compile"]), flush=True)
 print("mean absolute error %.1f%%, largest %.1f%% over %d rows" % (
-    100 * sum(errors) / len(errors), 100 * max(errors), len(errors)))
+    100 * sum(errs) / len(errs), 100 * max(errs), len(errs)))

@@ -1,6 +1,7 @@
 //===- cleave-sim.cpp - Simulate a compiled plan on a cluster -------------===//
 //
 // cleave-sim PLAN --cluster=PRESET[:NODES]|FILE [--algorithm=ring|tree]
+//            [--schedule=KIND[,pp=P][,microbatches=M]]
 //            [--trace=FILE [--trace-commands=false]] [--print-cluster]
 //
 // Replays one step of a compiled plan (any .cleave file, pipelined or SPMD)
@@ -8,7 +9,10 @@
 // the step time, the exposed communication, the pipeline bubble, MFU and
 // HFU, and each rank's memory. --trace writes the simulated timeline as a
 // Chrome trace (pipeline steps as pid 0, the shape cleave-run --trace
-// writes; every command as pid 1).
+// writes; every command as pid 1). --schedule replays a pipelined plan's
+// stage programs as the virtual stages of a longer schedule
+// (sim::simulateReplay; cleave-compile --sim-schedule). Plans written by
+// cleave-compile --emit=sim, without kernel code, simulate like any other.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +39,12 @@ static cl::opt<std::string>
                  cl::desc("Collective algorithm: ring, tree, or auto (the "
                           "faster per collective)"),
                  cl::init("auto"));
+static cl::opt<std::string> scheduleOpt(
+    "schedule",
+    cl::desc("Replay a pipelined plan's stage programs as the virtual "
+             "stages of this schedule at P pipeline ranks and M "
+             "microbatches (see cleave-compile --sim-schedule)"),
+    cl::value_desc("kind[,pp=P][,microbatches=M]"));
 static cl::opt<std::string> traceOpt("trace",
                                      cl::desc("Write a Chrome trace here"),
                                      cl::value_desc("file"));
@@ -82,9 +92,20 @@ int main(int argc, char **argv) {
   if (!cleave::plan::readFile(planPath, &plan, &error))
     return fail(planPath + ": " + error);
   cleave::sim::SimResult result;
-  if (std::string e = cleave::sim::simulatePlan(plan, cluster, options, result);
-      !e.empty())
+  if (!scheduleOpt.empty()) {
+    cleave::sim::ReplaySchedule replay;
+    if (std::string e = cleave::sim::parseReplaySchedule(scheduleOpt, replay);
+        !e.empty())
+      return fail("bad --schedule '" + scheduleOpt + "': " + e);
+    if (std::string e =
+            cleave::sim::simulateReplay(plan, cluster, options, replay, result);
+        !e.empty())
+      return fail(planPath + ": " + e);
+  } else if (std::string e =
+                 cleave::sim::simulatePlan(plan, cluster, options, result);
+             !e.empty()) {
     return fail(planPath + ": " + e);
+  }
   outs() << cleave::sim::simulationReport(result, cluster);
   if (!traceOpt.empty()) {
     std::error_code ec;

@@ -39,7 +39,7 @@ struct Placement {
 };
 Placement placeRanks(const Cluster &cluster, int64_t world);
 
-enum class Algorithm { Ring, Tree };
+enum class Algorithm { Ring, Tree, Hierarchical };
 const char *algorithmName(Algorithm);
 
 /// A collective's cost: seconds, the bytes each member sends, and the
@@ -71,6 +71,19 @@ struct CommCost {
 CommCost collectiveCost(plan::CollectiveOp op, double bytes, int64_t n,
                         const Link &link, Algorithm algorithm,
                         double overhead = 0);
+
+/// The two-level algorithm of a group spread evenly over `nodes` nodes,
+/// `perNode` members on each (as NCCL runs one ring per NIC across nodes):
+/// all-reduce is a reduce-scatter inside each node, an all-reduce of each
+/// member's S / perNode share across the nodes (every member over its own
+/// network link, in parallel), and an all-gather inside each node;
+/// all-gather and reduce-scatter are their halves (the network phase on
+/// S / perNode). Other collectives cost their ring over the network.
+///   all-reduce: 2(g-1) + 2(k-1) steps; 2(g-1)/g S over the node's fabric,
+///               2(k-1)/k S/g over the network (k nodes, g per node)
+CommCost hierarchicalCost(plan::CollectiveOp op, double bytes, int64_t nodes,
+                          int64_t perNode, const Link &intra,
+                          const Link &inter, double overhead = 0);
 
 /// The link a group of ranks communicates over: the node's fabric when all
 /// are on one node, the network otherwise.

@@ -539,6 +539,12 @@ const Plan &stagePlanFor(const Plan &plan, int64_t rank);
 /// The step names of metadata kPipelineStepsKey, split at commas (empty if
 /// the plan has none).
 std::vector<std::string> pipelineSteps(const Plan &plan);
+/// The metadata key of a plan compiled without kernel code
+/// (cleave-compile --emit=sim), value "none": a plan to simulate, which the
+/// validator accepts without a kernel object and the runtime refuses to run.
+constexpr const char *kKernelCodeKey = "kernel_code";
+/// True if `plan` has kKernelCodeKey = "none".
+bool withoutKernelCode(const Plan &plan);
 /// A kPipelineStepsKey value split at commas ("" gives no names).
 std::vector<std::string> splitPipelineSteps(const std::string &value);
 
