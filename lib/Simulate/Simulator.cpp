@@ -115,6 +115,35 @@ void subtractRecompute(SimResult &out, double extra) {
     r.modelFlops = r.flops * keep;
 }
 
+/// MFU and HFU of `out` over `world` devices against the peak of the
+/// element type of the plan's GEMMs (bf16 or fp16 if any GEMM uses it).
+void setUtilization(SimResult &out, const plan::Plan &plan,
+                    const Device &device, int64_t world) {
+  plan::DType gemmType = plan::DType::F32;
+  auto scan = [&](const plan::Plan &p) {
+    for (const Command &c : p.commands)
+      if (c.kind == CommandKind::Gemm && !c.params.empty()) {
+        auto t = static_cast<plan::DType>(c.params[plan::kGemmDType]);
+        if (t == plan::DType::BF16 || t == plan::DType::F16)
+          gemmType = t;
+      }
+  };
+  scan(plan);
+  for (const plan::Plan &stage : plan.stages)
+    scan(stage);
+  out.peakFlops = gemmPeak(device, gemmType);
+  out.peakType = gemmType == plan::DType::BF16  ? "bf16"
+                 : gemmType == plan::DType::F16 ? "fp16"
+                 : device.tf32Gemms && device.tf32Flops > 0
+                     ? "tf32"
+                     : "fp32";
+  double capacity = out.peakFlops * out.stepSeconds * double(world);
+  if (capacity > 0) {
+    out.mfu = out.modelFlops / capacity;
+    out.hfu = out.flops / capacity;
+  }
+}
+
 PlanCosts costPlan(const plan::Plan &p, const Device &device) {
   PlanCosts c;
   std::vector<KernelCost> kernels = kernelCosts(p);
@@ -637,26 +666,7 @@ std::string Simulator::run() {
       out.bubble = 1 - busy / (double(pipelineRanks.size()) * (last - first));
   }
 
-  // MFU and HFU against the peak of the plan's GEMMs' element type.
-  plan::DType gemmType = plan::DType::F32;
-  for (const RankState &r : ranks)
-    for (const Command &c : r.plan->commands)
-      if (c.kind == CommandKind::Gemm && !c.params.empty()) {
-        auto t = static_cast<plan::DType>(c.params[plan::kGemmDType]);
-        if (t == plan::DType::BF16 || t == plan::DType::F16)
-          gemmType = t;
-      }
-  out.peakFlops = gemmPeak(cluster.device, gemmType);
-  out.peakType = gemmType == plan::DType::BF16  ? "bf16"
-                 : gemmType == plan::DType::F16 ? "fp16"
-                 : cluster.device.tf32Gemms && cluster.device.tf32Flops > 0
-                     ? "tf32"
-                     : "fp32";
-  double capacity = out.peakFlops * out.stepSeconds * double(world);
-  if (capacity > 0) {
-    out.mfu = out.modelFlops / capacity;
-    out.hfu = out.flops / capacity;
-  }
+  setUtilization(out, plan, cluster.device, world);
   std::sort(out.spans.begin(), out.spans.end(),
             [](const Span &a, const Span &b) {
               return std::tie(a.rank, a.stream, a.start, a.end) <
@@ -920,25 +930,7 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
                                                               : "backward",
                          head + t.start, head + t.end});
 
-  plan::DType gemmType = plan::DType::F32;
-  for (const plan::Plan &stage : plan.stages)
-    for (const Command &c : stage.commands)
-      if (c.kind == CommandKind::Gemm && !c.params.empty()) {
-        auto t = static_cast<plan::DType>(c.params[plan::kGemmDType]);
-        if (t == plan::DType::BF16 || t == plan::DType::F16)
-          gemmType = t;
-      }
-  out.peakFlops = gemmPeak(cluster.device, gemmType);
-  out.peakType = gemmType == plan::DType::BF16  ? "bf16"
-                 : gemmType == plan::DType::F16 ? "fp16"
-                 : cluster.device.tf32Gemms && cluster.device.tf32Flops > 0
-                     ? "tf32"
-                     : "fp32";
-  double capacity = out.peakFlops * out.stepSeconds * double(world);
-  if (capacity > 0) {
-    out.mfu = out.modelFlops / capacity;
-    out.hfu = out.flops / capacity;
-  }
+  setUtilization(out, plan, cluster.device, world);
   return "";
 }
 

@@ -665,6 +665,9 @@ bool Partitioner::partitionLinear(OpBuilder &b, Operation *op) {
   // addends; the sum is completed once, after the last add.
   Value v = BinaryOp::create(b, op->getLoc(), binary.getKind(), lhs.value,
                              rhs.value);
+  // The sum of a tied weight's contributions is its gradient.
+  if (Attribute of = op->getAttr(::cleave::kGradientOfAttr))
+    v.getDefiningOp()->setAttr(::cleave::kGradientOfAttr, of);
   DimAxes target = axesOf(getSharding(r), type.getRank());
   // The ops whose reductions the sum completes, each named once.
   SmallVector<StringRef> names;

@@ -147,14 +147,18 @@ LogicalResult Rewriter::run() {
     ops.push_back(&op);
 
   // Ops that stay f32: tagged ones, and the elementwise/movement ops whose
-  // results flow (through more of them) into f32 ones.
+  // results flow (through more of them) into f32 ones. A tied parameter's
+  // gradient meets its other stages' in a pipeline_sum, which passes f32
+  // on: the microbatches' contributions are accumulated in f32, as every
+  // other gradient is (rounding each to the low type first would also
+  // force a data-parallel reduction per microbatch).
   DenseSet<Operation *> keepF32;
   for (Operation *op : llvm::reverse(ops)) {
     if (op->hasAttr(kFp32Attr)) {
       keepF32.insert(op);
       continue;
     }
-    if (!isElementwise(op) && !isMovement(op))
+    if (!isElementwise(op) && !isMovement(op) && !isa<PipelineSumOp>(op))
       continue;
     for (Operation *user : op->getUsers())
       if (keepF32.contains(user)) {
