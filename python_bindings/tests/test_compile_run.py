@@ -126,6 +126,7 @@ def test_option_table_matches_cleave_compile_help():
     table = cleave.compile_options()
     names = {o["option"] for o in table}
     assert "--input-shape" in names and "--mesh" in names and "--zero" in names
+    assert "--max-memory" in names
     for option in table:
         assert option["option"] in helptext, option
     kinds = {o["name"]: o["kind"] for o in table}
