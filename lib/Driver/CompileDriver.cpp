@@ -1303,6 +1303,12 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     if (std::string e = ::cleave::sim::loadCluster(opts.cluster, cluster);
         !e.empty())
       return fail(e);
+  ::cleave::sim::ReplaySchedule replay;
+  if (!opts.simSchedule.empty())
+    if (std::string e =
+            ::cleave::sim::parseReplaySchedule(opts.simSchedule, replay);
+        !e.empty())
+      return fail("bad --sim-schedule '" + opts.simSchedule + "': " + e);
   if (inv.stopAfterOptions)
     return 0;
 
@@ -1409,11 +1415,6 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     simOptions.traceCommands = !opts.simTrace.empty();
     ::cleave::sim::SimResult result;
     if (!opts.simSchedule.empty()) {
-      ::cleave::sim::ReplaySchedule replay;
-      if (std::string e =
-              ::cleave::sim::parseReplaySchedule(opts.simSchedule, replay);
-          !e.empty())
-        return fail("bad --sim-schedule '" + opts.simSchedule + "': " + e);
       if (std::string e = ::cleave::sim::simulateReplay(
               *plan, cluster, simOptions, replay, result);
           !e.empty())
