@@ -835,18 +835,18 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
     // A forward and a backward cost what the cheapest of their kind does;
     // what another one does beyond that (the last backward finishing the
     // weight gradients, say) happens once per step, after the steps.
+    auto isForward = [&](int64_t index) {
+      return index < int64_t(names[j].size()) && !names[j][index].empty() &&
+             names[j][index][0] == 'F';
+    };
     std::optional<Part> forward, backward;
     for (const auto &[index, part] : steps) {
-      bool isForward = index < int64_t(names[j].size()) &&
-                       !names[j][index].empty() && names[j][index][0] == 'F';
-      std::optional<Part> &base = isForward ? forward : backward;
+      std::optional<Part> &base = isForward(index) ? forward : backward;
       if (!base || part.total() < base->total())
         base = part;
     }
     for (const auto &[index, part] : steps) {
-      bool isForward = index < int64_t(names[j].size()) &&
-                       !names[j][index].empty() && names[j][index][0] == 'F';
-      const Part &base = isForward ? *forward : *backward;
+      const Part &base = isForward(index) ? *forward : *backward;
       after.comm += std::max(0.0, part.comm - base.comm);
       after.compute += std::max(0.0, part.compute - base.compute);
     }
