@@ -14,6 +14,8 @@ config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
 # Tools: the project's own binaries first, then LLVM's FileCheck/not.
 config.environment["PATH"] = os.pathsep.join(
     [config.cleave_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+# Compiles share one kernel cache in the build directory, not the user's.
+config.environment["CLEAVE_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
 config.substitutions.append(("%cleave_src", config.cleave_src_root))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%cleave_bin", config.cleave_tools_dir))

@@ -18,6 +18,7 @@
 #include "cleave/Pipelines/Pipelines.h"
 #include "cleave/Simulate/Cluster.h"
 #include "cleave/Simulate/Simulator.h"
+#include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Passes.h"
 #include "cleave/Transforms/Training/RecomputePolicy.h"
@@ -184,6 +185,22 @@ struct Options {
                "reductions) and run each launch as loops over blocks and "
                "threads on the host, to test that mapping on the CPU (slow)"),
       cl::cat(category)};
+  cl::opt<unsigned> jobs{
+      "jobs",
+      cl::desc("Threads that generate the CPU kernels' code (default 0: one "
+               "per core); the plan's bytes do not depend on it"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<bool> noKernelCache{
+      "no-kernel-cache",
+      cl::desc("Compile every CPU kernel instead of reading the unchanged "
+               "ones from the kernel cache ($CLEAVE_CACHE_DIR/kernels, else "
+               "~/.cache/cleave/kernels)"),
+      cl::cat(category)};
+  cl::opt<unsigned> kernelOptLevel{
+      "kernel-opt-level",
+      cl::desc("LLVM optimization level of the generated CPU kernels, 0-3 "
+               "(default 2)"),
+      cl::init(2), cl::cat(category)};
   cl::opt<bool> noLibraryGemm{
       "no-library-gemm",
       cl::desc("Generate code for matmuls instead of calling BLAS"),
@@ -700,6 +717,27 @@ static std::string overBudget(const ::cleave::plan::Plan &plan,
         !over.empty())
       return over;
   return "";
+}
+
+/// --stats: where the compile's time went.
+static void printTimings(double importSeconds,
+                         const ::cleave::CompileTimings &t) {
+  driverErrs() << "time: import " << llvm::format("%.2f", importSeconds)
+               << " s, passes " << llvm::format("%.2f", t.passesSeconds)
+               << " s";
+  if (t.kernels) {
+    driverErrs() << ", kernel code " << llvm::format("%.2f", t.codegenSeconds)
+                 << " s (" << t.kernels << " kernels: "
+                 << t.kernels - t.kernelsFromCache << " compiled";
+    if (t.codegenThreads)
+      driverErrs() << " on " << t.codegenThreads
+                   << (t.codegenThreads == 1 ? " thread" : " threads");
+    driverErrs() << ", " << t.kernelsFromCache << " from the cache";
+    if (!t.kernelCache)
+      driverErrs() << " (off)";
+    driverErrs() << "), link " << llvm::format("%.2f", t.linkSeconds) << " s";
+  }
+  driverErrs() << "\n";
 }
 
 /// --stats: what a compiled program holds (one line per part).
@@ -1238,6 +1276,15 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   compileOptions.plan.drawWeightMatrices = !opts.initParameters.empty();
   compileOptions.cpuRowKernels = opts.cpuRowKernels;
   compileOptions.cpuEmulateCuda = opts.cpuEmulateCuda;
+  if (opts.kernelOptLevel > 3)
+    return fail("bad --kernel-opt-level " +
+                std::to_string(opts.kernelOptLevel) + " (expected 0 to 3)");
+  compileOptions.kernelOptLevel = opts.kernelOptLevel;
+  compileOptions.codegenThreads = opts.jobs;
+  if (!opts.noKernelCache)
+    compileOptions.kernelCacheDir = defaultKernelCacheDir();
+  CompileTimings timings;
+  compileOptions.timings = &timings;
   if (opts.cpuRowKernels && opts.target != "cpu")
     return fail("--cpu-row-kernels applies to --target=cpu only");
   if (opts.cpuEmulateCuda && opts.target != "cpu")
@@ -1313,10 +1360,14 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     return 0;
 
   CompileContext compile;
+  auto importStart = std::chrono::steady_clock::now();
   FailureOr<OwningOpRef<ModuleOp>> module =
       readModel(opts, importOptions, fromMLIR, compile.context);
   if (failed(module))
     return 1;
+  double importSeconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - importStart)
+                             .count();
   FailureOr<plan::Plan> plan = compileToPlan(**module, compileOptions);
   if (failed(plan))
     return 1;
@@ -1443,6 +1494,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     } else {
       printPlanStats(*plan, seconds);
     }
+    printTimings(importSeconds, timings);
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <chrono>
 #include <set>
 
 using namespace mlir;
@@ -35,6 +36,12 @@ void registerPipelines() {
       "cleave-prepare-pipeline",
       "Clean up an imported program and put contractions in GEMM form",
       buildPreparePipeline);
+}
+
+static double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
 }
 
 /// Turns the Kernel commands of a plan into GPU launches: each
@@ -189,14 +196,27 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
   } else {
     CPUCodegenOptions codegen;
     codegen.rowKernels = options.cpuRowKernels;
-    if (options.cpuEmulateCuda)
+    codegen.threads = options.codegenThreads;
+    codegen.cacheDir = options.kernelCacheDir;
+    codegen.optLevel = options.kernelOptLevel;
+    if (options.cpuEmulateCuda) {
       codegen.frontHalf = [](OpPassManager &pm) {
         buildCUDAEmulationPipeline(pm, CUDACodegenOptions());
       };
+      codegen.pipelineKey = "cuda-emulation";
+    }
     FailureOr<CPUKernelObject> object =
         compileCPUKernels(program->kernels.get(), codegen);
     if (failed(object))
       return failure();
+    if (CompileTimings *t = options.timings) {
+      t->codegenSeconds += object->stats.compileSeconds;
+      t->linkSeconds += object->stats.linkSeconds;
+      t->kernels += object->stats.kernels;
+      t->kernelsFromCache += object->stats.fromCache;
+      t->kernelCache &= object->stats.cached;
+      t->codegenThreads = std::max(t->codegenThreads, object->stats.threads);
+    }
     program->plan.kernelObject = std::move(object->object);
     placeCPUScratch(program->plan, object->scratchBytes);
   }
@@ -215,8 +235,23 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
   return std::move(program->plan);
 }
 
+static FailureOr<plan::Plan>
+compileToPlanImpl(ModuleOp module, const CompileOptions &options);
+
 FailureOr<plan::Plan> compileToPlan(ModuleOp module,
                                     const CompileOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  CompileTimings before = options.timings ? *options.timings : CompileTimings();
+  FailureOr<plan::Plan> plan = compileToPlanImpl(module, options);
+  if (CompileTimings *t = options.timings)
+    t->passesSeconds += secondsSince(start) -
+                        (t->codegenSeconds - before.codegenSeconds) -
+                        (t->linkSeconds - before.linkSeconds);
+  return plan;
+}
+
+static FailureOr<plan::Plan>
+compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
   auto stopHere = [&](CompilePhase phase, Operation *op) {
     if (options.stopAfter != phase)
       return false;

@@ -11,7 +11,9 @@ Prints one table with:
      onnxruntime (CPUExecutionProvider);
   3. the same for a GPT-2-small-shaped model (124M parameters, T=1024,
      batch 1), with the output checked against onnxruntime;
-  4. compile time (wall) of that model and its plan's peak memory.
+  4. compile time (wall) of that model and its plan's peak memory;
+  5. compile time (wall) of its AdamW training step, with a cold and then a
+     warm kernel cache (a cache directory of the run's own).
 
     run_benchmarks.py                 # everything (a few minutes)
     run_benchmarks.py --quick         # skips gpt2-small, fewer repeats
@@ -90,10 +92,10 @@ class Failure(Exception):
     pass
 
 
-def sh(cmd, what):
+def sh(cmd, what, env=None):
     """Runs cmd; returns (stdout, stderr, wall seconds); raises Failure with the exact error."""
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         tail = (r.stderr.strip() or r.stdout.strip()).splitlines()[-8:]
@@ -104,15 +106,18 @@ def sh(cmd, what):
 
 # --- Cleave ------------------------------------------------------------------
 
-def cleave_compile(model, plan, extra=()):
-    out, err, wall = sh([COMPILE, model, "-o", plan, "--print-stats", *extra], "cleave-compile " + os.path.basename(model))
+def cleave_compile(model, plan, extra=(), env=None):
+    out, err, wall = sh([COMPILE, model, "-o", plan, "--print-stats", *extra], "cleave-compile " + os.path.basename(model),
+                        env=env)
     text = out + err
     m = re.search(r"plan: (\d+) commands \((\d+) kernels, (\d+) gemms\), arena (\d+) bytes \(constants (\d+)\)"
                   r".*compiled in ([0-9.]+) s", text)
     if not m:
         raise Failure("cannot parse cleave-compile --print-stats output: %r" % text[-400:])
+    t = re.search(r"time: (.*)", text)
     return dict(commands=int(m[1]), kernels=int(m[2]), gemms=int(m[3]), arena=int(m[4]),
-                constants=int(m[5]), compile_s_reported=float(m[6]), compile_s_wall=wall)
+                constants=int(m[5]), compile_s_reported=float(m[6]), compile_s_wall=wall,
+                times=t[1] if t else "")
 
 
 def cleave_run(plan, inputs, outdir, warmup, repeat):
@@ -424,6 +429,29 @@ def bench_model(work, preset, sec, warmup, repeat, rounds=1, extra_gen=(), compi
                     st["constants"] / 2**20, (st["arena"] - st["constants"]) / 2**20))
 
 
+def bench_train_compile(work, preset, sec):
+    """The training step's compile time, cold and warm kernel cache."""
+    model = os.path.join(work, preset, "model.onnx")
+    if not os.path.exists(model):
+        row(sec, "%s training step compile" % preset, "FAILED", "-", "-", "no model (run with --only gpt2)")
+        return
+    plan = os.path.join(work, preset, "train.cleave")
+    env = dict(os.environ, CLEAVE_CACHE_DIR=os.path.join(work, "kernel-cache-train"))
+    shutil.rmtree(env["CLEAVE_CACHE_DIR"], ignore_errors=True)
+    train = ["--train", "--loss=cross_entropy:logits,labels", "--optimizer=adamw"]
+    for label, goal in (("cold cache", 5.0), ("warm cache", 1.0)):
+        log("%s: cleave-compile of the training step, %s" % (preset, label))
+        try:
+            st = cleave_compile(model, plan, train, env=env)
+        except Failure as e:
+            row(sec, "%s training step compile, %s" % (preset, label), "FAILED", "-", "-", str(e))
+            return
+        row(sec, "%s training step compile, %s (wall)" % (preset, label), "%.2f s" % st["compile_s_wall"],
+            "goal %.0f s" % goal, "%.2f" % (st["compile_s_wall"] / goal), st["times"])
+    if os.path.exists(plan):
+        os.remove(plan)
+
+
 # --- main ----------------------------------------------------------------------
 
 def main():
@@ -467,6 +495,9 @@ def main():
 
     work = ARGS.keep or tempfile.mkdtemp(prefix="cleave-bench-")
     os.makedirs(work, exist_ok=True)
+    # Compiles use a kernel cache of this run's own, cold at its start.
+    os.environ["CLEAVE_CACHE_DIR"] = os.path.join(work, "kernel-cache")
+    shutil.rmtree(os.environ["CLEAVE_CACHE_DIR"], ignore_errors=True)
     t_all = time.perf_counter()
     try:
         if "matmul" in only:
@@ -477,6 +508,7 @@ def main():
         if "gpt2" in only:
             bench_model(work, "gpt2-small", "3 gpt2-small", 1, 3, extra_gen=["--external-data"],
                         compile_row="4 gpt2-small compile")
+            bench_train_compile(work, "gpt2-small", "5 gpt2-small training compile")
     finally:
         if not ARGS.keep:
             shutil.rmtree(work, ignore_errors=True)

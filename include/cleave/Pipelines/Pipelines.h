@@ -46,6 +46,23 @@ enum class CompilePhase {
 /// The code generation target of a plan.
 enum class Target { CPU, CUDA };
 
+/// Where compileToPlan's time went (cleave-compile --print-stats), summed
+/// over the programs it compiles (one per pipeline rank).
+struct CompileTimings {
+  /// The training step, partitioning, pipelining, preparation and planning.
+  double passesSeconds = 0;
+  /// Generating the kernels' code (reading the kernel cache included).
+  double codegenSeconds = 0;
+  /// Linking the kernels' objects.
+  double linkSeconds = 0;
+  size_t kernels = 0;
+  size_t kernelsFromCache = 0;
+  /// Whether every program's kernels went through the kernel cache.
+  bool kernelCache = true;
+  /// Threads that compiled kernels (the most of any program).
+  unsigned codegenThreads = 0;
+};
+
 struct CompileOptions {
   PlanBuildOptions plan;
   Target target = Target::CPU;
@@ -59,6 +76,15 @@ struct CompileOptions {
   /// run the launches as host loops (buildCUDAEmulationPipeline), to test
   /// that mapping on the CPU.
   bool cpuEmulateCuda = false;
+  /// With Target::CPU: threads that compile kernels (0: one per core).
+  unsigned codegenThreads = 0;
+  /// With Target::CPU: the kernel cache's directory (empty: no cache; see
+  /// CPUCodegenOptions::cacheDir).
+  std::string kernelCacheDir;
+  /// With Target::CPU: the LLVM optimization level of the kernels (0-3).
+  int kernelOptLevel = 2;
+  /// If set, receives where the compile's time went.
+  CompileTimings *timings = nullptr;
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;

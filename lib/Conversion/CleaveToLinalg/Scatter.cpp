@@ -68,12 +68,21 @@ struct ScatterLowering : OpConversionPattern<ScatterOp> {
       steps.push_back(one);
     }
     // Kernel arguments bufferize as writable: scatter into a copy so the
-    // caller's operand buffer is never updated in place.
-    Value init =
-        linalg::CopyOp::create(rewriter, loc, operand,
-                               createEmpty(rewriter, loc, inType.getShape(),
-                                           inType.getElementType()))
-            .getResult(0);
+    // caller's operand buffer is never updated in place. A splat operand
+    // (the zeros an embedding's gradient accumulates into) is a fill: a
+    // copy of a large constant is folded element by element later, which
+    // takes seconds for a vocabulary-sized table.
+    Value empty = createEmpty(rewriter, loc, inType.getShape(),
+                              inType.getElementType());
+    DenseElementsAttr splat;
+    Value init;
+    if (matchPattern(operand, m_Constant(&splat)) && splat.isSplat()) {
+      Value scalar = arith::ConstantOp::create(
+          rewriter, loc, cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+      init = linalg::FillOp::create(rewriter, loc, scalar, empty).getResult(0);
+    } else {
+      init = linalg::CopyOp::create(rewriter, loc, operand, empty).getResult(0);
+    }
     scf::LoopNest nest = scf::buildLoopNest(
         rewriter, loc, lbs, ubs, steps, ValueRange{init},
         [&](OpBuilder &b, Location l, ValueRange ivs,
