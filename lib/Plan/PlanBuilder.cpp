@@ -192,6 +192,14 @@ private:
   }
   bool isGemm(Operation *op) const;
   void matchEpilogues();
+  void markRematerializedBroadcasts();
+  /// What a kernel reads for operand `v`: the operand of a rematerialized
+  /// broadcast, else `v`.
+  Value kernelSource(Value v) const {
+    if (Operation *def = v.getDefiningOp(); def && rematerialized.count(def))
+      return def->getOperand(0);
+    return v;
+  }
   void addGemm(ContractOp contract);
   void addKernelOp(Operation *op);
   void addCommNode(Node::Kind kind, Operation *op);
@@ -213,6 +221,10 @@ private:
   DenseMap<Operation *, ::cleave::GemmEpilogueMatch> epilogueOf;
   DenseMap<Operation *, ContractOp> absorbedBy;
   llvm::SmallPtrSet<Operation *, 8> deadBroadcasts;
+  /// Broadcasts that every reader's kernel rebuilds from the broadcast's
+  /// operand (markRematerializedBroadcasts): they get no command and no
+  /// buffer of their own.
+  llvm::SmallPtrSet<Operation *, 8> rematerialized;
   /// Printed kernel body -> the name of the kernel compiled for it.
   llvm::StringMap<std::string> kernelByBody;
   /// The module's mesh (null: one rank).
@@ -285,6 +297,29 @@ void PlanBuilder::matchEpilogues() {
       deadBroadcasts.insert(&op);
 }
 
+void PlanBuilder::markRematerializedBroadcasts() {
+  // Readers that become ops of a kernel (addKernelOp): not GEMMs, epilogues,
+  // communication, reshapes (aliases), other broadcasts or the return.
+  auto inKernel = [&](Operation *user) {
+    if (isa<func::ReturnOp, ConstantOp, ReshapeOp, DoneOp, PipelineMarkerOp,
+            BroadcastInDimOp, CollectiveOpInterface>(user) ||
+        absorbedBy.count(user) || isGemm(user) ||
+        user->getDialect() != user->getContext()->getLoadedDialect<CleaveDialect>())
+      return false;
+    return llvm::any_of(user->getResultTypes(), [](Type t) {
+      return cast<RankedTensorType>(t).getNumElements() != 0;
+    });
+  };
+  for (Operation &op : main.getBody().front()) {
+    auto broadcast = dyn_cast<BroadcastInDimOp>(op);
+    if (!broadcast || op.use_empty() || deadBroadcasts.contains(&op) ||
+        absorbedBy.count(&op))
+      continue;
+    if (llvm::all_of(op.getUsers(), inKernel))
+      rematerialized.insert(&op);
+  }
+}
+
 void PlanBuilder::addGemm(ContractOp contract) {
   int index = nodes.size();
   Node node{Node::Gemm, {}, contract, plan::GemmEpilogue::None,
@@ -307,8 +342,8 @@ static constexpr size_t kMaxKernelOps = 256;
 void PlanBuilder::addKernelOp(Operation *op) {
   // Try the groups producing an operand, latest first.
   SmallVector<int> candidates;
-  for (Value v : op->getOperands())
-    if (Operation *def = v.getDefiningOp())
+  for (Value operand : op->getOperands())
+    if (Operation *def = kernelSource(operand).getDefiningOp())
       if (auto it = nodeOfOp.find(def);
           it != nodeOfOp.end() && nodes[it->second].kind == Node::Kernel)
         candidates.push_back(it->second);
@@ -342,7 +377,8 @@ void PlanBuilder::addKernelOp(Operation *op) {
     bool groupElementwise = llvm::all_of(group.ops, isElementwise);
     if (!isElementwise(op) && !groupElementwise)
       continue;
-    bool legal = llvm::all_of(op->getOperands(), [&](Value v) {
+    bool legal = llvm::all_of(op->getOperands(), [&](Value operand) {
+      Value v = kernelSource(operand);
       auto it = nodeOfOp.find(v.getDefiningOp());
       if (it != nodeOfOp.end() && it->second == g)
         return true; // produced inside the group
@@ -496,7 +532,8 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
     llvm::SmallPtrSet<Operation *, 16> members(node.ops.begin(), node.ops.end());
     SmallVector<Value> inlined;
     for (Operation *op : node.ops) {
-      for (Value v : op->getOperands()) {
+      for (Value operand : op->getOperands()) {
+        Value v = kernelSource(operand);
         Operation *def = v.getDefiningOp();
         if (def && members.contains(def))
           continue;
@@ -529,8 +566,14 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
       mapping.map(v, arg);
     for (Value v : inlined)
       b.clone(*v.getDefiningOp(), mapping);
-    for (Operation *op : node.ops)
+    for (Operation *op : node.ops) {
+      // A rematerialized broadcast is rebuilt before its first reader, once
+      // its operand (an input, or a member cloned above) is mapped.
+      for (Value v : op->getOperands())
+        if (kernelSource(v) != v && !mapping.contains(v))
+          b.clone(*v.getDefiningOp(), mapping);
       b.clone(*op, mapping);
+    }
     SmallVector<Value> results;
     for (Value v : node.outputs)
       results.push_back(mapping.lookup(v));
@@ -1418,6 +1461,7 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
   }
   takeGradientTags();
   matchEpilogues();
+  markRematerializedBroadcasts();
   for (Operation &op : main.getBody().front()) {
     if (isa<func::ReturnOp, ConstantOp, ReshapeOp>(op))
       continue;
@@ -1451,7 +1495,7 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
         addGemm(it->second);
       continue;
     }
-    if (deadBroadcasts.contains(&op))
+    if (deadBroadcasts.contains(&op) || rematerialized.contains(&op))
       continue;
     if (isGemm(&op)) {
       if (!epilogueOf.count(&op))
