@@ -13,15 +13,31 @@
 # CLEAVE_SANITIZE_BUILD_DIR (build-sanitize), CLEAVE_JOBS (nproc),
 # CLEAVE_SANITIZE_TESTS (the lit paths above, relative to test/) and
 # CLEAVE_SANITIZE_GTEST_FILTER (*) narrow or widen it.
+#
+#   tools/sanitize.sh --all   builds everything and runs the whole ctest suite
+#                             (lit, the three ONNX conformance runs, the
+#                             real-model suite, every GoogleTest binary) with
+#                             the sanitized tools: about an hour on 2 cores.
+#                             The Python module is not built (the interpreter
+#                             is not instrumented) and the fuzz targets have
+#                             their own sanitized build (CLEAVE_FUZZ).
 set -euo pipefail
+all=0
+if [ "${1:-}" = "--all" ]; then
+  all=1
+fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${CLEAVE_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
 export CCACHE_BASEDIR="$root"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" --preset sanitize -B "$build"
 fi
-# What the subset runs (cleave-opt and the other tools are not needed).
-ninja -C "$build" -j"${CLEAVE_JOBS:-$(nproc)}" cleave-compile cleave-run cleave-runtime-tests
+if [ "$all" = 1 ]; then
+  ninja -C "$build" -j"${CLEAVE_JOBS:-$(nproc)}"
+else
+  # What the subset runs (cleave-opt and the other tools are not needed).
+  ninja -C "$build" -j"${CLEAVE_JOBS:-$(nproc)}" cleave-compile cleave-run cleave-runtime-tests
+fi
 
 # Leaks are not reported: MLIR and libonnx keep global registries alive to
 # exit. Allocations that fail return null as they do without ASan, so the
@@ -35,6 +51,13 @@ export PATH=/usr/lib/llvm-22/bin:$PATH
 
 start=$(date +%s)
 status=0
+if [ "$all" = 1 ]; then
+  echo "== the whole suite (ctest)"
+  ctest --test-dir "$build" -j"${CLEAVE_JOBS:-$(nproc)}" --output-on-failure \
+    --timeout 5400 || status=1
+  echo "== sanitize.sh --all: $(( $(date +%s) - start )) s of tests, status $status"
+  exit $status
+fi
 echo "== runtime unit tests"
 "$build/test/runtime/cleave-runtime-tests" --gtest_brief=1 \
   --gtest_filter="${CLEAVE_SANITIZE_GTEST_FILTER:-*}" || status=1
