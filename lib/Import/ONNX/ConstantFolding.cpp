@@ -476,7 +476,10 @@ std::optional<ConstTensor> foldNode(NodeContext &ctx, const Inputs &in) {
     r.shape = {static_cast<int64_t>(count)};
     r.allocate();
     for (int64_t i = 0; i < r.shape[0]; ++i)
-      r.set(i, start + i * delta, in[0]->getI(0) + i * in[2]->getI(0));
+      r.set(i, start + i * delta,
+            static_cast<int64_t>(static_cast<uint64_t>(in[0]->getI(0)) +
+                                 static_cast<uint64_t>(i) *
+                                     static_cast<uint64_t>(in[2]->getI(0))));
     return r;
   }
   if (op == "Expand") {

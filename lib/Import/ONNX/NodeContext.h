@@ -19,6 +19,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,8 +57,21 @@ struct ConstTensor {
   bool isFloat() const { return mlir::isa<mlir::FloatType>(elemType); }
   int64_t numel() const;
   double getF(int64_t i) const { return isFloat() ? floats[i] : ints[i]; }
+  /// The integer view. Folds compute both views and keep the one of the
+  /// result's type, so a float's integer view must be defined for every
+  /// float: it saturates, and NaN is 0 (a plain cast of inf or NaN is
+  /// undefined behaviour).
   int64_t getI(int64_t i) const {
-    return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
+    if (!isFloat())
+      return ints[i];
+    double f = floats[i];
+    if (std::isnan(f))
+      return 0;
+    if (f >= 9223372036854775808.0)
+      return std::numeric_limits<int64_t>::max();
+    if (f < -9223372036854775808.0)
+      return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(f);
   }
   /// Resizes storage to shape's element count.
   void allocate();

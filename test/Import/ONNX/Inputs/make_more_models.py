@@ -92,3 +92,14 @@ save("sequence", [
 ], [vi("x", F, [4, 2, 3]), vi("lens", I64, [2])],
     [vi("y", F, [4, 2, 3]), vi("w", F, [4])],
     [init("n", np.array(4, np.int64))])
+
+# Folding non-finite floats: Where's fold reads both views of each element,
+# and the integer view of -inf and inf must be defined (saturating).
+save("fold_nonfinite", [
+    helper.make_node("Where", ["c", "a", "b"], ["w"]),
+    helper.make_node("Add", ["w", "x"], ["y"]),
+], [vi("x", F, [2])], [vi("y", F, [2])], [
+    init("c", np.array([True, False])),
+    init("a", np.array([-np.inf, 1.0], np.float32)),
+    init("b", np.array([2.0, np.inf], np.float32)),
+])
