@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace cleave::rt {
@@ -38,14 +39,19 @@ template <typename T> struct Combine {
   }
 };
 
-/// Integers wrap around (computed unsigned, so without undefined behavior).
+/// Integers wrap around (computed unsigned, so without undefined behavior;
+/// types narrower than unsigned int are widened to it first, or they would
+/// be promoted to int, where 65534 * 65534 overflows).
 template <typename T, typename U> T combineInt(ReduceOp op, T a, T b) {
+  using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
   switch (op) {
   case ReduceOp::Sum:
   case ReduceOp::Avg:
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    return static_cast<T>(static_cast<W>(static_cast<U>(a)) +
+                          static_cast<W>(static_cast<U>(b)));
   case ReduceOp::Prod:
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    return static_cast<T>(static_cast<W>(static_cast<U>(a)) *
+                          static_cast<W>(static_cast<U>(b)));
   case ReduceOp::Max:
     return std::max(a, b);
   case ReduceOp::Min:
