@@ -203,6 +203,19 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
   mpm.run(module, mam);
 }
 
+/// Emits `module` as an object file into `object`; false when the target
+/// machine cannot emit object files.
+bool emitObject(llvm::Module &module, llvm::TargetMachine &machine,
+                SmallVector<char, 0> &object) {
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager codegen;
+  if (machine.addPassesToEmitFile(codegen, os, nullptr,
+                                  llvm::CodeGenFileType::ObjectFile))
+    return false;
+  codegen.run(module);
+  return true;
+}
+
 /// One kernel: the module it is compiled from and what compiling it gave.
 struct KernelJob {
   std::string name;
@@ -290,8 +303,6 @@ void KernelCompiler::compile(KernelJob &job) {
   if (options.dumpIR)
     module->print(llvm::errs());
 
-  registerBuiltinDialectTranslation(context);
-  registerLLVMDialectTranslation(context);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(*module, llvmContext, job.name);
@@ -309,12 +320,8 @@ void KernelCompiler::compile(KernelJob &job) {
   if (options.dumpIR)
     llvmModule->print(llvm::errs(), nullptr);
 
-  llvm::raw_svector_ostream os(job.object);
-  llvm::legacy::PassManager codegen;
-  if (machine->addPassesToEmitFile(codegen, os, nullptr,
-                                   llvm::CodeGenFileType::ObjectFile))
+  if (!emitObject(*llvmModule, *machine, job.object))
     return fail("the target machine cannot emit object files");
-  codegen.run(*llvmModule);
 }
 
 //===----------------------------------------------------------------------===//
@@ -655,13 +662,9 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
     empty.setTargetTriple(machine->getTargetTriple());
     empty.setDataLayout(machine->createDataLayout());
     KernelJob job;
-    llvm::raw_svector_ostream os(job.object);
-    llvm::legacy::PassManager codegen;
-    if (machine->addPassesToEmitFile(codegen, os, nullptr,
-                                     llvm::CodeGenFileType::ObjectFile))
+    if (!emitObject(empty, *machine, job.object))
       return emitError(loc) << "the target machine cannot emit object files",
              failure();
-    codegen.run(empty);
     jobs.push_back(std::move(job));
   }
   FailureOr<std::vector<uint8_t>> linked =
