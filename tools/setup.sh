@@ -10,7 +10,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   libclang-rt-22-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libopenblas-dev libgtest-dev
+  libopenblas-dev libdnnl2 libgtest-dev
   libopenmpi-dev openmpi-bin
   cmake ninja-build ccache
   python3-venv python3-pip python3-dev

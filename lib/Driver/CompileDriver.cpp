@@ -205,6 +205,11 @@ struct Options {
       "no-library-gemm",
       cl::desc("Generate code for matmuls instead of calling BLAS"),
       cl::cat(category)};
+  cl::opt<bool> directConvolutions{
+      "direct-convolutions",
+      cl::desc("Generate a loop nest for every convolution instead of "
+               "im2col and a library GEMM"),
+      cl::cat(category)};
   cl::opt<bool> noGemmEpilogue{
       "no-gemm-epilogue",
       cl::desc("Keep a matmul's bias add and tanh GELU in generated kernels "
@@ -1272,6 +1277,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   compileOptions.lowPrecisionParameters = opts.lowPrecisionParameters;
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
+  compileOptions.convolutionsAsGemm = !opts.directConvolutions;
   compileOptions.plan.referenceExternalData = !opts.embedWeights;
   compileOptions.plan.drawWeightMatrices = !opts.initParameters.empty();
   compileOptions.cpuRowKernels = opts.cpuRowKernels;

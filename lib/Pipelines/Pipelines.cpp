@@ -22,10 +22,12 @@ using namespace mlir;
 
 namespace cleave {
 
-void buildPreparePipeline(OpPassManager &pm) {
+void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
+  if (convolutionsAsGemm)
+    fn.addPass(createConvolutionsToGemmPass());
   fn.addPass(createCanonicalizeContractionsPass());
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
@@ -34,8 +36,9 @@ void buildPreparePipeline(OpPassManager &pm) {
 void registerPipelines() {
   PassPipelineRegistration<>(
       "cleave-prepare-pipeline",
-      "Clean up an imported program and put contractions in GEMM form",
-      buildPreparePipeline);
+      "Clean up an imported program and put convolutions and contractions "
+      "in GEMM form",
+      [](OpPassManager &pm) { buildPreparePipeline(pm); });
 }
 
 static double secondsSince(std::chrono::steady_clock::time_point start) {
@@ -147,7 +150,9 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
                const std::optional<RecomputeStats> &recomputeStats,
                StopHere &stopHere) {
   PassManager pm(module.getContext());
-  buildPreparePipeline(pm);
+  // Convolutions become GEMMs only where GEMMs go to the library.
+  buildPreparePipeline(pm, options.plan.useLibraryGemm &&
+                               options.convolutionsAsGemm);
   if (failed(pm.run(module)))
     return failure();
   // Recomputed clones are tagged so that CSE above leaves them apart from

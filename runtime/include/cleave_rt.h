@@ -176,6 +176,25 @@ cleave_rt_executor_markers(cleave_rt_executor executor,
                            const cleave_rt_marker_record_t **out_records,
                            size_t *out_count, int64_t *out_run_start_ns);
 
+/* Profiling: with `enabled` non-zero, each later run adds the wall time of
+ * every command of the step (steady clock, around the command; a collective
+ * submitted to the communication thread counts its submission only) to
+ * that command's total. Enabling starts the totals from zero. UNIMPLEMENTED
+ * on the cuda backend (whose launches are asynchronous). */
+typedef struct cleave_rt_command_profile_t {
+  const char *kind;  /* "kernel", "gemm", "copy", ... */
+  const char *label; /* the kernel's name, the GEMM's shape, a byte count */
+  double seconds;    /* total over the profiled runs */
+} cleave_rt_command_profile_t;
+cleave_rt_status cleave_rt_executor_set_profiling(cleave_rt_executor executor,
+                                                  int enabled);
+/* One record per command of the step, in plan order, and the number of
+ * profiled runs (valid until the next run, set_profiling or destroy). */
+cleave_rt_status
+cleave_rt_executor_profile(cleave_rt_executor executor,
+                           const cleave_rt_command_profile_t **out_records,
+                           size_t *out_count, int64_t *out_runs);
+
 /* Memory measurement: with `enabled` non-zero, each later run first fills
  * every arena byte that holds no constant, no state, no input and nothing
  * the init commands set up with a poison pattern (each byte's value a hash

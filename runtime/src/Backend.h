@@ -57,6 +57,17 @@ public:
   /// The steady-clock time (ns) the last traced run started.
   int64_t runStartNs() const { return runStart; }
 
+  /// Whether setProfiling can time commands on this backend.
+  virtual bool supportsProfiling() const { return false; }
+  /// With `on`, later runs add each step command's time to its total
+  /// (cleave_rt_executor_set_profiling); turning it on clears the totals.
+  virtual void setProfiling(bool /*on*/) {}
+  /// Per step command, in plan order; empty unless profiling.
+  const std::vector<cleave_rt_command_profile_t> &profile() const {
+    return profileRecords;
+  }
+  int64_t profiledRuns() const { return profileRuns; }
+
 protected:
   /// Called by run() first: forgets the last run's markers.
   void beginRun() {
@@ -74,6 +85,8 @@ protected:
   uint64_t bytesReadFromFiles = 0;
   bool tracing = false;
   std::vector<cleave_rt_marker_record_t> markerRecords;
+  std::vector<cleave_rt_command_profile_t> profileRecords;
+  int64_t profileRuns = 0;
   int64_t runStart = 0;
 };
 

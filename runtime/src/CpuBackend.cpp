@@ -5,6 +5,7 @@
 #include "RandomInit.h"
 #include "KernelLibrary.h"
 
+#include <chrono>
 #include <functional>
 
 #include <condition_variable>
@@ -126,6 +127,9 @@ public:
   cleave_rt_status init();
 
   const char *name() const override { return "cpu"; }
+  std::string deviceInfo() const override {
+    return std::string("cpu (GEMMs: ") + gemmLibraries() + ")";
+  }
   cleave_rt_status writeTensor(const TensorInfo &tensor,
                                const void *data) override {
     if (tensor.byteSize())
@@ -142,12 +146,22 @@ public:
     beginRun();
     if (comms)
       comms->reset();
-    CLEAVE_RT_RETURN_IF_ERROR(settle(runCommands(plan->commands)));
+    CLEAVE_RT_RETURN_IF_ERROR(
+        settle(runCommands(plan->commands, profiling ? &profileRecords
+                                                     : nullptr)));
+    profileRuns += profiling;
     return flushSends();
   }
+  bool supportsProfiling() const override { return true; }
+  void setProfiling(bool on) override;
 
 private:
-  cleave_rt_status runCommands(const std::vector<Command> &commands);
+  /// Runs `commands`; with `profile`, adds each one's time to its record.
+  cleave_rt_status
+  runCommands(const std::vector<Command> &commands,
+              std::vector<cleave_rt_command_profile_t> *profile = nullptr);
+  /// Runs command `index` of `c`'s list.
+  cleave_rt_status runCommand(size_t index, const Command &c);
   cleave_rt_status runCollective(size_t index, const Command &c);
   /// A RandomNormal init command of a sharded state (5 parameters).
   void fillShardNormal(const Command &c);
@@ -170,6 +184,8 @@ private:
   uint8_t *arena = nullptr;
   std::unique_ptr<KernelLibrary> kernels;
   std::vector<void *> args; ///< Scratch for kernel arguments.
+  bool profiling = false;
+  std::vector<std::string> profileLabels; ///< Owns the records' labels.
 };
 } // namespace
 
@@ -235,47 +251,99 @@ cleave_rt_status CpuBackend::init() {
   return runCommands(plan->initCommands);
 }
 
-cleave_rt_status CpuBackend::runCommands(const std::vector<Command> &commands) {
-  for (const Command &c : commands) {
+void CpuBackend::setProfiling(bool on) {
+  profiling = on;
+  profileRuns = 0;
+  profileRecords.clear();
+  profileLabels.clear();
+  if (!on)
+    return;
+  profileLabels.reserve(plan->commands.size());
+  for (const Command &c : plan->commands) {
+    std::string label;
     switch (c.kind) {
     case CommandKind::Kernel:
-      for (size_t i = 0; i < c.buffers.size(); ++i)
-        args[i] = arena + c.buffers[i];
-      kernels->kernel(static_cast<size_t>(c.params[0]))(args.data());
+      label = plan->kernelNames[static_cast<size_t>(c.params[0])];
       break;
     case CommandKind::Gemm:
-      runGemm(c, arena);
+      label = "M=" + std::to_string(c.params[kGemmM]) +
+              " N=" + std::to_string(c.params[kGemmN]) +
+              " K=" + std::to_string(c.params[kGemmK]);
+      if (c.params[kGemmBatch] != 1)
+        label += " batch " + std::to_string(c.params[kGemmBatch]);
       break;
     case CommandKind::Copy:
-      if (c.params[0])
-        std::memmove(arena + c.buffers[1], arena + c.buffers[0],
-                     static_cast<size_t>(c.params[0]));
-      break;
     case CommandKind::Fill:
-      if (c.params[0])
-        std::memset(arena + c.buffers[0], static_cast<int>(c.params[1]),
-                    static_cast<size_t>(c.params[0]));
+      label = std::to_string(c.params[0]) + " bytes";
       break;
-    case CommandKind::RandomNormal:
-      if (c.params.size() == 5)
-        fillShardNormal(c);
-      else
-        fillNormal(c, 0, c.params[0],
-                   reinterpret_cast<float *>(arena + c.buffers[0]));
+    default:
       break;
-    case CommandKind::Collective:
-      CLEAVE_RT_RETURN_IF_ERROR(runCollective(&c - commands.data(), c));
-      break;
-    case CommandKind::Wait:
-      CLEAVE_RT_RETURN_IF_ERROR(comms->wait(static_cast<size_t>(c.event)));
-      break;
-    case CommandKind::Marker:
-      mark(c);
-      break;
-    case CommandKind::GpuLaunch: // Rejected by the validator.
-      return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
-                        "GPU launch command in a CPU plan");
     }
+    profileLabels.push_back(std::move(label));
+  }
+  for (size_t i = 0; i < plan->commands.size(); ++i)
+    profileRecords.push_back({commandKindName(plan->commands[i].kind),
+                              profileLabels[i].c_str(), 0.0});
+}
+
+cleave_rt_status
+CpuBackend::runCommands(const std::vector<Command> &commands,
+                        std::vector<cleave_rt_command_profile_t> *profile) {
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (!profile) {
+      CLEAVE_RT_RETURN_IF_ERROR(runCommand(i, commands[i]));
+      continue;
+    }
+    auto started = std::chrono::steady_clock::now();
+    cleave_rt_status status = runCommand(i, commands[i]);
+    (*profile)[i].seconds += std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
+    if (status)
+      return status;
+  }
+  return nullptr;
+}
+
+cleave_rt_status CpuBackend::runCommand(size_t index, const Command &c) {
+  switch (c.kind) {
+  case CommandKind::Kernel:
+    for (size_t i = 0; i < c.buffers.size(); ++i)
+      args[i] = arena + c.buffers[i];
+    kernels->kernel(static_cast<size_t>(c.params[0]))(args.data());
+    break;
+  case CommandKind::Gemm:
+    runGemm(c, arena);
+    break;
+  case CommandKind::Copy:
+    if (c.params[0])
+      std::memmove(arena + c.buffers[1], arena + c.buffers[0],
+                   static_cast<size_t>(c.params[0]));
+    break;
+  case CommandKind::Fill:
+    if (c.params[0])
+      std::memset(arena + c.buffers[0], static_cast<int>(c.params[1]),
+                  static_cast<size_t>(c.params[0]));
+    break;
+  case CommandKind::RandomNormal:
+    if (c.params.size() == 5)
+      fillShardNormal(c);
+    else
+      fillNormal(c, 0, c.params[0],
+                 reinterpret_cast<float *>(arena + c.buffers[0]));
+    break;
+  case CommandKind::Collective:
+    CLEAVE_RT_RETURN_IF_ERROR(runCollective(index, c));
+    break;
+  case CommandKind::Wait:
+    CLEAVE_RT_RETURN_IF_ERROR(comms->wait(static_cast<size_t>(c.event)));
+    break;
+  case CommandKind::Marker:
+    mark(c);
+    break;
+  case CommandKind::GpuLaunch: // Rejected by the validator.
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "GPU launch command in a CPU plan");
   }
   return nullptr;
 }

@@ -191,6 +191,31 @@ cleave_rt_executor_markers(cleave_rt_executor executor,
   return nullptr;
 }
 
+cleave_rt_status cleave_rt_executor_set_profiling(cleave_rt_executor executor,
+                                                  int enabled) {
+  if (!executor)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "executor is NULL");
+  if (enabled && !executor->backend->supportsProfiling())
+    return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                      std::string("the ") + executor->backend->name() +
+                          " backend does not profile commands");
+  executor->backend->setProfiling(enabled != 0);
+  return nullptr;
+}
+
+cleave_rt_status
+cleave_rt_executor_profile(cleave_rt_executor executor,
+                           const cleave_rt_command_profile_t **out_records,
+                           size_t *out_count, int64_t *out_runs) {
+  if (!executor || !out_records || !out_count || !out_runs)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const auto &records = executor->backend->profile();
+  *out_records = records.data();
+  *out_count = records.size();
+  *out_runs = executor->backend->profiledRuns();
+  return nullptr;
+}
+
 cleave_rt_status cleave_rt_executor_measure_memory(cleave_rt_executor executor,
                                                    int enabled) {
   if (!executor)

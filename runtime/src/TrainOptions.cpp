@@ -30,7 +30,7 @@ constexpr TrainOptionSpec kTrainOptions[] = {
     {"export-safetensors", true}, {"export-onnx", true},
     {"onnx-model", true},     {"measure-memory", false},
     {"trace", true},          {"slow-rank", true},
-    {"debug-fault", true},
+    {"debug-fault", true},    {"profile", false},
 };
 } // namespace
 
@@ -79,6 +79,8 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
   if (!takesValue) {
     if (name == "synthetic")
       t.synthetic = true;
+    else if (name == "profile")
+      t.profile = true;
     else
       t.measureMemory = true;
     return true;

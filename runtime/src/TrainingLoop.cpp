@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/TrainingLoop.h"
+#include "cleave/CommandProfile.h"
 
 #include "TrainingSupport.h"
 
@@ -899,6 +900,10 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
   // --measure-memory: what the last step writes of the arena.
   if (o.measureMemory && last)
     TRY(cleave_rt_executor_measure_memory(exec.e, 1));
+  // --profile: every step after the first (which warms the caches), or the
+  // only one.
+  if (o.profile && (step == firstStep + 1 || (step == firstStep && last)))
+    TRY(cleave_rt_executor_set_profiling(exec.e, 1));
   auto runStart = std::chrono::steady_clock::now();
   TRY(cleave_rt_executor_run(exec.e));
   straggle(runStart);
@@ -1009,6 +1014,11 @@ int Trainer::Impl::finish() {
       if (rc >= 0)
         return rc;
     }
+  }
+  if (o.profile && ran && ctx.rank == 0) {
+    int rc = printProfile(exec.e, "step");
+    if (rc >= 0)
+      return rc;
   }
   if (o.measureMemory) {
     if (!ran) {

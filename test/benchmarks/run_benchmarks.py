@@ -13,11 +13,13 @@ Prints one table with:
      batch 1), with the output checked against onnxruntime;
   4. compile time (wall) of that model and its plan's peak memory;
   5. compile time (wall) of its AdamW training step, with a cold and then a
-     warm kernel cache (a cache directory of the run's own).
+     warm kernel cache (a cache directory of the run's own);
+  6. inference time of ResNet-18 (make_resnet.py: torchvision's graph as
+     exported in eval mode, batch 1, 224x224), Cleave vs onnxruntime.
 
     run_benchmarks.py                 # everything (a few minutes)
     run_benchmarks.py --quick         # skips gpt2-small, fewer repeats
-    run_benchmarks.py --only matmul   # or tiny, gpt2 (repeatable)
+    run_benchmarks.py --only matmul   # or tiny, gpt2, resnet (repeatable)
     run_benchmarks.py --threads 1     # pin every side to one thread
 
 What is timed:
@@ -53,7 +55,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="skip gpt2-small and use fewer repeats (smoke run)")
-    p.add_argument("--only", action="append", choices=["matmul", "tiny", "gpt2"],
+    p.add_argument("--only", action="append", choices=["matmul", "tiny", "gpt2", "resnet"],
                    help="run only this part (repeatable); gpt2 covers rows 3 and 4")
     p.add_argument("--threads", type=int, default=os.cpu_count(),
                    help="threads for OpenBLAS (Cleave and reference) and onnxruntime (default: all cores, %(default)s)")
@@ -354,15 +356,23 @@ def bench_model(work, preset, sec, warmup, repeat, rounds=1, extra_gen=(), compi
     model = os.path.join(d, "model.onnx")
     log("%s: generating the model" % preset)
     t0 = time.perf_counter()
-    out, _, _ = sh([PY, os.path.join(ROOT, "tools", "models", "make_gpt.py"), "--preset", preset, "-o", model,
-                    *extra_gen], "make_gpt.py --preset " + preset)
+    if preset.startswith("resnet"):
+        gen = [PY, os.path.join(ROOT, "tools", "models", "make_resnet.py"), "--depth", preset[6:], "-o", model]
+    else:
+        gen = [PY, os.path.join(ROOT, "tools", "models", "make_gpt.py"), "--preset", preset, "-o", model]
+    out, _, _ = sh(gen + list(extra_gen), " ".join(os.path.basename(a) for a in gen[1:]))
     log("  %s (%.1f s)" % (out.strip(), time.perf_counter() - t0))
     m = onnx.load(model, load_external_data=False)
+    input_name = m.graph.input[0].name
     shape = [dd.dim_value for dd in m.graph.input[0].type.tensor_type.shape.dim]
     del m
-    vocab = 256 if preset == "tiny" else 50257
-    ids = np.random.default_rng(0).integers(0, vocab, shape).astype(np.int64)
-    ids_npy = os.path.join(d, "input_ids.npy")
+    rng = np.random.default_rng(0)
+    if preset.startswith("resnet"):
+        ids = rng.standard_normal(shape).astype(np.float32)
+    else:
+        vocab = 256 if preset == "tiny" else 50257
+        ids = rng.integers(0, vocab, shape).astype(np.int64)
+    ids_npy = os.path.join(d, input_name + ".npy")
     np.save(ids_npy, ids)
 
     # Cleave and onnxruntime alternate over `rounds` rounds (repeat runs each
@@ -377,7 +387,7 @@ def bench_model(work, preset, sec, warmup, repeat, rounds=1, extra_gen=(), compi
         err_text = str(e)
         log("  " + err_text)
     sess = ort_session(model)
-    feeds = {"input_ids": ids}
+    feeds = {input_name: ids}
     outd = os.path.join(d, "cleave_out")
     os.makedirs(outd, exist_ok=True)
     rs, os_ = [], []
@@ -455,7 +465,7 @@ def bench_train_compile(work, preset, sec):
 # --- main ----------------------------------------------------------------------
 
 def main():
-    only = set(ARGS.only or ["matmul", "tiny", "gpt2"])
+    only = set(ARGS.only or ["matmul", "tiny", "gpt2", "resnet"])
     if ARGS.quick:
         only.discard("gpt2")
     for exe in (COMPILE, RUN):
@@ -505,6 +515,9 @@ def main():
         if "tiny" in only:
             n = 10 if ARGS.quick else 40
             bench_model(work, "tiny", "2 tiny GPT", 5, n, rounds=ROUNDS)
+        if "resnet" in only:
+            n = 5 if ARGS.quick else 20
+            bench_model(work, "resnet18", "6 ResNet-18", 2, n, rounds=ROUNDS)
         if "gpt2" in only:
             bench_model(work, "gpt2-small", "3 gpt2-small", 1, 3, extra_gen=["--external-data"],
                         compile_row="4 gpt2-small compile")

@@ -47,12 +47,56 @@ TEST(Executor, CopyAndFill) {
   EXPECT_EQ(l.out<uint8_t>(1), std::vector<uint8_t>(8, 7));
 }
 
+TEST(Executor, ProfileTimesEveryCommandOfTheProfiledRuns) {
+  Plan p;
+  p.arenaBytes = 64;
+  p.inputs.push_back(tensor("x", DType::I32, {4}, 0));
+  p.outputs.push_back(tensor("y", DType::I32, {4}, 16));
+  p.commands = {makeCommand(CommandKind::Copy, {16}, {0, 16}),
+                makeCommand(CommandKind::Fill, {8, 7}, {32})};
+  Loaded l(p);
+  ASSERT_EQ(l.error, "");
+  ASSERT_TRUE(l.set<int32_t>(0, {1, 2, 3, 4})) << l.error;
+  const cleave_rt_command_profile_t *records = nullptr;
+  size_t count = 99;
+  int64_t runs = 99;
+  // Not profiling: no records.
+  ASSERT_TRUE(l.run()) << l.error;
+  ASSERT_EQ(cleave_rt_executor_profile(l.executor, &records, &count, &runs),
+            nullptr);
+  EXPECT_EQ(count, 0u);
+  EXPECT_EQ(runs, 0);
+  ASSERT_EQ(cleave_rt_executor_set_profiling(l.executor, 1), nullptr);
+  ASSERT_TRUE(l.run() && l.run()) << l.error;
+  ASSERT_EQ(cleave_rt_executor_profile(l.executor, &records, &count, &runs),
+            nullptr);
+  ASSERT_EQ(count, 2u);
+  EXPECT_EQ(runs, 2);
+  EXPECT_STREQ(records[0].kind, "copy");
+  EXPECT_STREQ(records[0].label, "16 bytes");
+  EXPECT_STREQ(records[1].kind, "fill");
+  EXPECT_STREQ(records[1].label, "8 bytes");
+  for (size_t i = 0; i < count; ++i)
+    EXPECT_GE(records[i].seconds, 0.0);
+  EXPECT_EQ(l.out<int32_t>(0), (std::vector<int32_t>{1, 2, 3, 4}));
+  // Turning it on again starts from zero.
+  ASSERT_EQ(cleave_rt_executor_set_profiling(l.executor, 1), nullptr);
+  ASSERT_EQ(cleave_rt_executor_profile(l.executor, &records, &count, &runs),
+            nullptr);
+  EXPECT_EQ(runs, 0);
+  cleave_rt_status s = cleave_rt_executor_set_profiling(nullptr, 1);
+  EXPECT_NE(s, nullptr);
+  cleave_rt_status_free(s);
+}
+
 TEST(Executor, DeviceInfo) {
   Plan p;
   p.arenaBytes = 16;
   Loaded l(p);
   ASSERT_EQ(l.error, "");
-  EXPECT_STREQ(cleave_rt_executor_device_info(l.executor), "cpu");
+  // The CPU backend names the libraries its GEMMs go to.
+  std::string info = cleave_rt_executor_device_info(l.executor);
+  EXPECT_EQ(info.rfind("cpu (GEMMs: ", 0), 0u) << info;
   EXPECT_STREQ(cleave_rt_executor_device_info(nullptr), "");
 }
 

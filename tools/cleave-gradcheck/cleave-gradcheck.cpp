@@ -95,6 +95,10 @@ static cl::opt<bool>
                  "weights R_i as their cotangents (buildGradients' "
                  "vector-Jacobian form) instead of from L"),
         cl::init(false));
+static cl::opt<bool> directConvolutions(
+    "direct-convolutions",
+    cl::desc("Compile convolutions as loop nests instead of im2col and a "
+             "library GEMM"));
 static cl::opt<bool>
     hostile("hostile",
             cl::desc("Draw zeros, both signs and large magnitudes; fail on "
@@ -433,6 +437,7 @@ static FailureOr<double> checkFunction(func::FuncOp f, std::string &error) {
       outputs.push_back(cast<RankedTensorType>(t).getElementType());
     ::cleave::CompileOptions options;
     options.plan.modelName = f.getSymName().str();
+    options.convolutionsAsGemm = !directConvolutions;
     FailureOr<::cleave::plan::Plan> p =
         ::cleave::compileToPlan(**module, options);
     if (failed(p))

@@ -37,6 +37,7 @@ RunArgs parseRunArgs(int argc, const char *const *argv, bool embedded,
       o->printOutputs = true;
     } else if (arg == "--print-stats") {
       o->printStats = true;
+
     } else if (arg == "--output-dir" || arg == "--backend" ||
                arg == "--input" || arg == "--warmup" || arg == "--repeat" ||
                arg == "--weights-dir") {
@@ -99,6 +100,9 @@ RunArgs parseRunArgs(int argc, const char *const *argv, bool embedded,
     return usage("no model given");
   if (o->repeat < 1)
     return usage("--repeat must be at least 1");
+  if (o->train.profile && o->backend != "cpu")
+    return usage("--profile times commands on the cpu backend only, not on "
+                 "--backend " + o->backend);
   if (o->train.measureMemory && o->backend != "cpu")
     return usage("--measure-memory fills and reads back the arena in host "
                  "memory, so it runs on the cpu backend only, not on "

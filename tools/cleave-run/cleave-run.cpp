@@ -7,6 +7,7 @@
 
 #include "RunOptions.h"
 
+#include "cleave/CommandProfile.h"
 #include "cleave/FileUtil.h"
 #include "cleave/MemoryReport.h"
 #include "cleave/PipelineTrace.h"
@@ -88,6 +89,10 @@ static const char kHelp[] =
     "                           the run time (min and mean over the timed\n"
     "                           runs); for a pipelined plan, each stage's\n"
     "                           commands, arena, state bytes and markers\n"
+    "  --profile                time every command of the timed runs (of a\n"
+    "                           training plan: of every step after the first)\n"
+    "                           and print the time per run by command kind and\n"
+    "                           the 20 costliest commands (cpu backend)\n"
     "  --trace FILE             for a pipelined plan or one with step markers:\n"
     "                           the last run's (or training step's) measured\n"
     "                           timeline of every rank's steps as Chrome trace\n"
@@ -192,6 +197,8 @@ static int error(const std::string &message) {
                run::rankPrefix().c_str(), message.c_str());
   return 1;
 }
+
+
 
 static int usageError(const std::string &message) {
   std::fprintf(stderr, "cleave-run: error: %s\n%sRun 'cleave-run --help' for "
@@ -347,6 +354,10 @@ static int runRank(const RunOptions &o, cleave_rt_program file,
   for (long i = 0; i < o.warmup; ++i)
     if (cleave_rt_status s = cleave_rt_executor_run(session.executor))
       return statusError(s);
+  if (o.train.profile)
+    if (cleave_rt_status s =
+            cleave_rt_executor_set_profiling(session.executor, 1))
+      return statusError(s);
   double minMs = 0, totalMs = 0;
   for (long i = 0; i < o.repeat; ++i) {
     // --trace: the markers of the last run.
@@ -422,6 +433,11 @@ static int runRank(const RunOptions &o, cleave_rt_program file,
                 minMs, totalMs / o.repeat, o.repeat, o.repeat == 1 ? "" : "s",
                 o.warmup);
   }
+  if (o.train.profile && leader) {
+    rc = run::printProfile(session.executor, "run");
+    if (rc >= 0)
+      return rc;
+  }
   return 0;
 }
 
@@ -496,22 +512,25 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
 }
 
 /// Gives each rank on this machine its share of the cores for the library
-/// GEMMs: OpenBLAS otherwise starts a thread per core in every rank, and N
-/// ranks spin N times as many threads as there are cores (a step of the
-/// small GPT at dp=2 x tp=2 took 20-100 ms instead of 10). An explicit
-/// OPENBLAS_NUM_THREADS or OMP_NUM_THREADS wins; a BLAS without
-/// openblas_set_num_threads is left alone.
+/// GEMMs: OpenBLAS and oneDNN's OpenMP otherwise start a thread per core in
+/// every rank, and N ranks spin N times as many threads as there are cores
+/// (a step of the small GPT at dp=2 x tp=2 took 20-100 ms instead of 10).
+/// An explicit OPENBLAS_NUM_THREADS or OMP_NUM_THREADS wins. OpenBLAS is
+/// told through openblas_set_num_threads (it read its variables when it
+/// loaded); oneDNN through OMP_NUM_THREADS, which its OpenMP runtime reads
+/// when the first GEMM loads it. Ranks that are threads of this process
+/// each get an OpenMP team of that size.
 static void shareBlasThreads(long ranksOnThisMachine) {
   if (ranksOnThisMachine <= 1 || std::getenv("OPENBLAS_NUM_THREADS") ||
       std::getenv("OMP_NUM_THREADS"))
     return;
-  using SetThreads = void (*)(int);
-  auto set = reinterpret_cast<SetThreads>(
-      dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (!set)
-    return;
   long cores = std::max(1u, std::thread::hardware_concurrency());
-  set(static_cast<int>(std::max(1L, cores / ranksOnThisMachine)));
+  int share = static_cast<int>(std::max(1L, cores / ranksOnThisMachine));
+  setenv("OMP_NUM_THREADS", std::to_string(share).c_str(), 0);
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(
+          dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set(share);
 }
 
 /// How many processes of this MPI job run on this machine (1 if the

@@ -51,6 +51,7 @@ int64_t SliceOp::getFlops() { return 0; }
 int64_t ReverseOp::getFlops() { return 0; }
 int64_t ConcatOp::getFlops() { return 0; }
 int64_t PadOp::getFlops() { return 0; }
+int64_t Im2ColOp::getFlops() { return 0; }
 int64_t GatherOp::getFlops() { return 0; }
 int64_t GatherElementsOp::getFlops() { return 0; }
 

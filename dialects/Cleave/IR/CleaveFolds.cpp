@@ -160,6 +160,27 @@ struct FoldTransposeChain : OpRewritePattern<TransposeOp> {
     return success();
   }
 };
+/// A transpose that keeps the order of the dimensions larger than 1 (it
+/// only moves unit dimensions) moves no element: a reshape, which the plan
+/// builder makes a view instead of a copy.
+struct TransposeOfUnitDimensions : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(op.getOperand().getType()).getShape();
+    int64_t last = -1;
+    for (int64_t p : op.getPermutation()) {
+      if (shape[p] == 1)
+        continue;
+      if (p < last)
+        return failure();
+      last = p;
+    }
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getOperand());
+    return success();
+  }
+};
 } // namespace
 
 void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -176,7 +197,7 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 
 void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                               MLIRContext *context) {
-  results.add<FoldTransposeChain>(context);
+  results.add<FoldTransposeChain, TransposeOfUnitDimensions>(context);
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {

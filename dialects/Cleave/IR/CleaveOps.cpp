@@ -593,6 +593,44 @@ LogicalResult ConvOp::verify() {
   return checkResultShape(*this, expected);
 }
 
+LogicalResult Im2ColOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkSameElementType(*this, getInput().getType(), getType(),
+                                  "input", "result")))
+    return failure();
+  auto in = tensorType(getInput()).getShape();
+  if (in.size() < 3)
+    return emitOpError() << "input must have rank >= 3 (N x C x spatial...)";
+  size_t spatial = in.size() - 2;
+  for (auto [name, arr] :
+       {std::pair<StringRef, ArrayRef<int64_t>>{"kernel", getKernel()},
+        {"strides", getStrides()},
+        {"pad_low", getPadLow()},
+        {"pad_high", getPadHigh()},
+        {"dilations", getDilations()}})
+    if (arr.size() != spatial)
+      return emitOpError() << name << " needs " << spatial << " entries, got "
+                           << arr.size();
+  int64_t groups = getGroups();
+  if (groups < 1 || in[1] % groups != 0)
+    return emitOpError() << "groups " << groups
+                         << " must divide the input channels " << in[1];
+  SmallVector<int64_t> expected = {groups, in[1] / groups};
+  llvm::append_range(expected, getKernel());
+  expected.push_back(in[0]);
+  for (size_t i = 0; i < spatial; ++i) {
+    if (getKernel()[i] < 1 || getStrides()[i] < 1 || getDilations()[i] < 1 ||
+        getPadLow()[i] < 0 || getPadHigh()[i] < 0)
+      return emitOpError() << "kernel, strides and dilations must be >= 1 and "
+                              "pads >= 0 in spatial dimension "
+                           << i;
+    expected.push_back(windowOutputSize(in[i + 2], getPadLow()[i],
+                                        getPadHigh()[i], getKernel()[i],
+                                        getStrides()[i], getDilations()[i]));
+  }
+  return checkResultShape(*this, expected);
+}
+
 LogicalResult ReduceWindowOp::verify() {
   if (failed(checkStaticShapes(*this)) ||
       failed(checkSameElementType(*this, getOperand().getType(), getType(),

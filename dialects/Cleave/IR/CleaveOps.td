@@ -589,6 +589,42 @@ def Cleave_ConvOp : Cleave_Op<"conv", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+def Cleave_Im2ColOp : Cleave_Op<"im2col", [], ["getFlops"]> {
+  let summary = "The windows of a convolution's input, as GEMM columns";
+  let description = [{
+    Gathers every element that a grouped convolution with a filter of
+    spatial extent `kernel` reads from the `N x C x S...` input, padded with
+    zeros by `pad_low`/`pad_high`:
+
+      result[g, c, k..., n, s...] =
+          padded[n, g * C/G + c, s * strides + k * dilations]
+
+    of shape `G x C/G x K... x N x S'...` (S' as the convolution's output).
+    A convolution is the contraction of its filter, viewed as
+    `G x O/G x C/G x K...`, with these columns over `C/G x K...`, batched
+    over the G groups: one GEMM per group of M = O/G, K = C/G * prod(K...)
+    and N = N * prod(S'...).
+
+    ```mlir
+    %0 = cleave.im2col %x kernel = [3, 3] strides = [1, 1] pad_low = [1, 1]
+        pad_high = [1, 1] dilations = [1, 1] groups = 1
+        : (tensor<2x4x8x8xf32>) -> tensor<1x4x3x3x2x8x8xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                       DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pad_low,
+                       DenseI64ArrayAttr:$pad_high, DenseI64ArrayAttr:$dilations,
+                       I64Attr:$groups);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel `strides` `=` $strides `pad_low` `=` $pad_low
+    `pad_high` `=` $pad_high `dilations` `=` $dilations `groups` `=` $groups
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Cleave_ReduceWindowOp : Cleave_Op<"reduce_window", [], ["getFlops"]> {
   let summary = "Reduction over sliding windows (pooling)";
   let description = [{

@@ -686,6 +686,35 @@ ShardingRule ConvOp::getShardingRule() {
   return rule;
 }
 
+ShardingRule Im2ColOp::getShardingRule() {
+  // Input N x C x S..., result G x C/G x K... x N x S'...: the batch, the
+  // groups and the channels of a group are parallel (each column element
+  // is one input element); windows read halos, so the spatial and kernel
+  // dimensions need replication.
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  int64_t spatial = in.size() - 2;
+  int64_t g = rule.addFactor(getGroups());
+  rule.mapOperand(0, 1, g);
+  rule.mapResult(0, 0, g);
+  int64_t c = rule.addFactor(in[1] / getGroups());
+  rule.mapOperand(0, 1, c);
+  rule.mapResult(0, 1, c);
+  int64_t n = rule.addFactor(in[0]);
+  rule.mapOperand(0, 0, n);
+  rule.mapResult(0, 2 + spatial, n);
+  for (int64_t d = 0; d < spatial; ++d) {
+    rule.mapOperand(0, 2 + d,
+                    rule.addFactor(in[2 + d], FactorKind::NeedReplication));
+    rule.mapResult(0, 2 + d,
+                   rule.addFactor(out[2 + d], FactorKind::NeedReplication));
+    rule.mapResult(0, 3 + spatial + d,
+                   rule.addFactor(out[3 + spatial + d],
+                                  FactorKind::NeedReplication));
+  }
+  return rule;
+}
+
 ShardingRule ReduceWindowOp::getShardingRule() {
   return sameDimsRule(*this, 0, 0, [&](int64_t d) {
     return getWindow()[d] == 1 && getStrides()[d] == 1 &&

@@ -24,8 +24,11 @@
 namespace cleave {
 
 /// `--cleave-prepare-pipeline`: cleans up an imported program (folding,
-/// CSE) and puts contractions in GEMM form, ready for planning.
-void buildPreparePipeline(mlir::OpPassManager &pm);
+/// CSE), rewrites convolutions as im2col and a GEMM (unless
+/// `convolutionsAsGemm` is false) and puts contractions in GEMM form, ready
+/// for planning.
+void buildPreparePipeline(mlir::OpPassManager &pm,
+                          bool convolutionsAsGemm = true);
 
 /// Registers the pipelines above with the global pass registry.
 void registerPipelines();
@@ -68,6 +71,10 @@ struct CompileOptions {
   Target target = Target::CPU;
   /// With Target::CUDA: the SM to compile for ("sm_90a", "sm_80").
   std::string cudaChip = "sm_90a";
+  /// Convolutions whose groups have at least 4 outputs become im2col and a
+  /// library GEMM (ConvolutionsToGemmPass) when plan.useLibraryGemm is set;
+  /// false keeps every convolution a generated kernel.
+  bool convolutionsAsGemm = true;
   /// With Target::CPU: lower reduction kernels as row kernels, the form
   /// the CUDA target maps to one block per row (tests that rewrite on the
   /// CPU).

@@ -30,6 +30,49 @@ def CanonicalizeContractionsPass : Pass<"cleave-canonicalize-contractions", "::m
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def ConvolutionsToGemmPass : Pass<"cleave-convolutions-to-gemm", "::mlir::func::FuncOp"> {
+  let summary = "Rewrite convolutions as im2col and a batched GEMM";
+  let description = [{
+    Rewrites each `cleave.conv` whose groups have at least
+    `min-group-outputs` output channels into `cleave.im2col` (the windows of
+    its input as columns), a `cleave.contract` of the filter with the
+    columns batched over the groups (M = O/G, K = C/G * prod(kernel),
+    N = N * prod(S')), and a transpose back to `N x O x S'...` (a reshape
+    once canonicalized when N = 1). The
+    contraction becomes a library GEMM command, so convolutions run at the
+    speed of the BLAS (CPU) or cuBLASLt (CUDA). The data and filter
+    gradients that autodiff writes as convolutions are rewritten alike.
+    Depthwise and other narrow-group convolutions stay direct kernels: a
+    GEMM of one output row per group is slower than the loop.
+
+    The columns take `C * prod(kernel) * N * prod(S')` elements, a
+    temporary the memory planner reuses once the GEMM has read it.
+
+    ```mlir
+    // Before:
+    %y = cleave.conv %x, %w strides = [1, 1] pad_low = [1, 1] pad_high = [1, 1]
+        dilations = [1, 1] groups = 1
+        : (tensor<2x4x8x8xf32>, tensor<16x4x3x3xf32>) -> tensor<2x16x8x8xf32>
+    // After:
+    %cols = cleave.im2col %x kernel = [3, 3] strides = [1, 1] pad_low = [1, 1]
+        pad_high = [1, 1] dilations = [1, 1] groups = 1
+        : (tensor<2x4x8x8xf32>) -> tensor<1x4x3x3x2x8x8xf32>
+    %wg = cleave.reshape %w : tensor<16x4x3x3xf32> -> tensor<1x16x4x3x3xf32>
+    %p = cleave.contract %wg, %cols batch = [0] x [0] contract = [2, 3, 4] x [1, 2, 3]
+        : tensor<1x16x4x3x3xf32>, tensor<1x4x3x3x2x8x8xf32> -> tensor<1x16x2x8x8xf32>
+    %r = cleave.reshape %p : tensor<1x16x2x8x8xf32> -> tensor<16x2x8x8xf32>
+    %y = cleave.transpose %r perm = [1, 0, 2, 3]
+        : tensor<16x2x8x8xf32> -> tensor<2x16x8x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"minGroupOutputs", "min-group-outputs", "int64_t", /*default=*/"4",
+           "Output channels per group below which a convolution stays a "
+           "direct kernel">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
 def TestGradientsPass : Pass<"cleave-test-gradients", "::mlir::func::FuncOp"> {
   let summary = "Append the gradients of a scalar function to its results";
   let description = [{

@@ -3,6 +3,8 @@
 // Both become a tensor.pad (zero or the reduction's identity) followed by one
 // linalg.generic whose input map indexes `s * stride + k * dilation`.
 // Grouped convolution picks the input channel `(o floordiv O/g) * C/g + c`.
+// im2col is the same padded read without the reduction: one copying
+// linalg.generic over the columns' dimensions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,6 +103,49 @@ struct ConvLowering : OpConversionPattern<ConvOp> {
   }
 };
 
+struct Im2ColLowering : OpConversionPattern<Im2ColOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(Im2ColOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto outType = cast<RankedTensorType>(
+        getTypeConverter()->convertType(op.getType()));
+    auto inType = cast<RankedTensorType>(adaptor.getInput().getType());
+    int64_t spatial = inType.getRank() - 2;
+    int64_t perGroup = inType.getDimSize(1) / op.getGroups();
+
+    SmallVector<int64_t> low = {0, 0}, high = {0, 0};
+    llvm::append_range(low, op.getPadLow());
+    llvm::append_range(high, op.getPadHigh());
+    Value zero = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getZeroAttr(inType.getElementType()));
+    Value input = padWith(rewriter, loc, adaptor.getInput(), low, high, zero);
+
+    // Loops are the result's dimensions: g, c, k_0.., n, s_0..
+    int64_t numLoops = outType.getRank();
+    MLIRContext *ctx = rewriter.getContext();
+    auto d = [&](int64_t i) { return getAffineDimExpr(i, ctx); };
+    SmallVector<AffineExpr> inExprs = {d(2 + spatial), d(0) * perGroup + d(1)};
+    for (int64_t i = 0; i < spatial; ++i)
+      inExprs.push_back(d(3 + spatial + i) * op.getStrides()[i] +
+                        d(2 + i) * op.getDilations()[i]);
+    SmallVector<AffineMap> maps = {
+        AffineMap::get(numLoops, 0, inExprs, ctx),
+        AffineMap::getMultiDimIdentityMap(numLoops, ctx)};
+    Value init = createEmpty(rewriter, loc, outType.getShape(),
+                             outType.getElementType());
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{outType}, ValueRange{input}, ValueRange{init},
+        maps, parallelIterators(numLoops),
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          linalg::YieldOp::create(b, l, args[0]);
+        });
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
 struct ReduceWindowLowering : OpConversionPattern<ReduceWindowOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -158,6 +203,6 @@ struct ReduceWindowLowering : OpConversionPattern<ReduceWindowOp> {
 
 void mlir::cleave::lowering::populateConvolutionPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<ConvLowering, ReduceWindowLowering>(converter,
-                                                   patterns.getContext());
+  patterns.add<ConvLowering, Im2ColLowering, ReduceWindowLowering>(
+      converter, patterns.getContext());
 }

@@ -52,6 +52,10 @@ struct TrainOptions {
   /// (cleave_rt_executor_measure_memory) and every rank's figures printed
   /// (reportMemory).
   bool measureMemory = false;
+  /// --profile: every command of the timed runs (of a training plan: of
+  /// every step after the first) is timed and rank 0's profile printed
+  /// (printProfile).
+  bool profile = false;
   /// --slow-rank R:F (a straggler, for measurements): after each step (and
   /// each run of the plan's sync entry) rank R sleeps (F - 1) times the
   /// wall time that run took on it, so its compute takes F times as long.

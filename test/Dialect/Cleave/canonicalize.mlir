@@ -351,6 +351,26 @@ func.func @transpose_identity(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   return %0 : tensor<2x3x4xf32>
 }
 
+// A transpose that only moves unit dimensions moves no element: a reshape
+// (a view in the plan).
+// CHECK-LABEL: func.func @transpose_unit_dims
+// CHECK-SAME: (%[[X:.*]]: tensor<4x1x6xf32>)
+func.func @transpose_unit_dims(%x: tensor<4x1x6xf32>) -> tensor<1x4x6xf32> {
+  // CHECK-NOT: cleave.transpose
+  // CHECK: %[[R:.*]] = cleave.reshape %[[X]] : tensor<4x1x6xf32> -> tensor<1x4x6xf32>
+  // CHECK: return %[[R]]
+  %0 = cleave.transpose %x perm = [1, 0, 2] : tensor<4x1x6xf32> -> tensor<1x4x6xf32>
+  return %0 : tensor<1x4x6xf32>
+}
+
+// Swapping two dimensions larger than 1 stays a transpose.
+// CHECK-LABEL: func.func @transpose_moves_elements
+func.func @transpose_moves_elements(%x: tensor<4x1x6xf32>) -> tensor<6x1x4xf32> {
+  // CHECK: cleave.transpose %{{.*}} perm = [2, 1, 0]
+  %0 = cleave.transpose %x perm = [2, 1, 0] : tensor<4x1x6xf32> -> tensor<6x1x4xf32>
+  return %0 : tensor<6x1x4xf32>
+}
+
 // A transpose of a transpose is one transpose with the composed permutation.
 // CHECK-LABEL: func.func @transpose_chain
 // CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)

@@ -1437,3 +1437,31 @@ func.func @top_k_result_shape(%x: tensor<4x10xf32>) {
   %v, %i = cleave.top_k %x k = 3 dim = 1 largest = true sorted = true : tensor<4x10xf32> -> tensor<4x3xf32>, tensor<4x2xi64>
   return
 }
+
+// -----
+
+// im2col's result is G x C/G x K... x N x S'...
+func.func @im2col_shape(%x: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{result shape}}
+  %0 = cleave.im2col %x kernel = [3, 3] strides = [1, 1] pad_low = [1, 1] pad_high = [1, 1] dilations = [1, 1] groups = 1
+      : (tensor<2x4x8x8xf32>) -> tensor<1x4x3x3x2x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @im2col_groups(%x: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{groups 3 must divide the input channels 4}}
+  %0 = cleave.im2col %x kernel = [3, 3] strides = [1, 1] pad_low = [1, 1] pad_high = [1, 1] dilations = [1, 1] groups = 3
+      : (tensor<2x4x8x8xf32>) -> tensor<3x1x3x3x2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @im2col_kernel(%x: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{kernel needs 2 entries, got 1}}
+  %0 = cleave.im2col %x kernel = [3] strides = [1, 1] pad_low = [1, 1] pad_high = [1, 1] dilations = [1, 1] groups = 1
+      : (tensor<2x4x8x8xf32>) -> tensor<1x4x3x3x2x8x8xf32>
+  return
+}

@@ -3,6 +3,7 @@
 // (reflect, edge) and scatter (mul, max, min) against finite differences.
 // RUN: cleave-gradcheck %s | FileCheck %s
 // RUN: cleave-gradcheck %s --hostile --rtol 1e-4 | FileCheck %s
+// RUN: cleave-gradcheck %s --direct-convolutions | FileCheck %s
 
 // CHECK: PASS f_conv_same max rel err
 func.func @f_conv_same(%x: tensor<2x3x5x5xf64>, %w: tensor<4x3x3x3xf64>) -> tensor<2x4x5x5xf64> {
@@ -22,6 +23,22 @@ func.func @f_conv_strided_dilated(%x: tensor<1x2x7x8xf64>, %w: tensor<3x2x3x2xf6
 func.func @f_conv_groups(%x: tensor<2x4x6x6xf64>, %w: tensor<6x2x3x3xf64>) -> tensor<2x6x2x6xf64> {
   %0 = cleave.conv %x, %w strides = [2, 1] pad_low = [0, 1] pad_high = [1, 1] dilations = [2, 1] groups = 2 : (tensor<2x4x6x6xf64>, tensor<6x2x3x3xf64>) -> tensor<2x6x2x6xf64>
   return %0 : tensor<2x6x2x6xf64>
+}
+
+// Wide enough that the convolution and both of its gradients go through
+// im2col and a GEMM (at least 4 outputs per group; see
+// --cleave-convolutions-to-gemm): strides, uneven padding and a dilation.
+// CHECK: PASS f_conv_gemm_strided_dilated max rel err
+func.func @f_conv_gemm_strided_dilated(%x: tensor<1x4x7x8xf64>, %w: tensor<4x4x3x2xf64>) -> tensor<1x4x3x4xf64> {
+  %0 = cleave.conv %x, %w strides = [2, 2] pad_low = [1, 0] pad_high = [0, 1] dilations = [1, 2] groups = 1 : (tensor<1x4x7x8xf64>, tensor<4x4x3x2xf64>) -> tensor<1x4x3x4xf64>
+  return %0 : tensor<1x4x3x4xf64>
+}
+
+// Two groups of four input and four output channels, through GEMMs.
+// CHECK: PASS f_conv_gemm_groups max rel err
+func.func @f_conv_gemm_groups(%x: tensor<2x8x6x6xf64>, %w: tensor<8x4x3x3xf64>) -> tensor<2x8x2x6xf64> {
+  %0 = cleave.conv %x, %w strides = [2, 1] pad_low = [0, 1] pad_high = [1, 1] dilations = [2, 1] groups = 2 : (tensor<2x8x6x6xf64>, tensor<8x4x3x3xf64>) -> tensor<2x8x2x6xf64>
+  return %0 : tensor<2x8x2x6xf64>
 }
 
 // 1-d depthwise; the stride skips the last input element.
