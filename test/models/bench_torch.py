@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Time one AdamW training step of a GPT-2 (the architecture of make_models.py's
-gpt2_tied, scaled up) with PyTorch on the CPU: forward, cross-entropy loss, backward,
+gpt2_tied, scaled up), or with --model of a real-model suite model (e.g.
+resnet18), with PyTorch on the CPU: forward, cross-entropy loss, backward,
 optimizer.step() and zero_grad(), in eager mode and with torch.compile. Prints one JSON
 line per mode, {"mode": ..., "step_ms": <median>, ...}.
 
@@ -39,16 +40,21 @@ import make_models as mm
 SEED = 1234
 
 
-def build(args) -> tuple[mm.Logits, torch.Tensor, torch.Tensor]:
+def build(args) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, str]:
+    """The model, its input, its labels and the input's name."""
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
+    if args.model != "gpt":
+        case = mm.MODELS[args.model](gen)
+        mm.make_distinct(case.model, gen)  # as make_models.py exports it
+        return case.model, case.input, case.labels, case.input_name
     cfg = mm.gpt2_config(n_layer=args.layers, n_embd=args.embd, n_head=args.heads,
                          vocab_size=args.vocab, n_positions=args.seq, tied=True)
     model = mm.Logits(transformers.GPT2LMHeadModel(cfg), "input_ids")
     mm.make_distinct(model, gen)
     input_ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
     labels = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
-    return model, input_ids, labels
+    return model, input_ids, labels, "input_ids"
 
 
 def time_steps(model, input_ids, labels, args, compiled: bool) -> dict:
@@ -80,15 +86,15 @@ def time_steps(model, input_ids, labels, args, compiled: bool) -> dict:
             "steps": args.steps, "final_loss": round(loss.item(), 5)}
 
 
-def time_cleave(model, input_ids, labels, args) -> dict:
+def time_cleave(model, input_ids, labels, input_name, args) -> dict:
     """Exports `model`, compiles its AdamW step with Cleave and runs it on the same
     batch every step (a dataset of exactly one batch)."""
     bin_dir = Path(args.cleave_bin)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        mm.export(model, input_ids, "input_ids", mm.state_tensors(model.model),
+        mm.export(model, input_ids, input_name, mm.state_tensors(model.model),
                   tmp / "model.onnx", max_bytes=None)
-        np.save(tmp / "input_ids.npy", input_ids.numpy())
+        np.save(tmp / "input.npy", input_ids.numpy())
         np.save(tmp / "labels.npy", labels.numpy())
         subprocess.run([str(bin_dir / "cleave-compile"), str(tmp / "model.onnx"), "--train",
                         "--loss=cross_entropy:logits,labels", "--optimizer=adamw",
@@ -96,7 +102,7 @@ def time_cleave(model, input_ids, labels, args) -> dict:
                        check=True, capture_output=True)
         subprocess.run([str(bin_dir / "cleave-run"), str(tmp / "step.cleave"),
                         "--steps", str(args.warmup + args.steps),
-                        "--data", "input_ids=%s" % (tmp / "input_ids.npy"),
+                        "--data", "%s=%s" % (input_name, tmp / "input.npy"),
                         "--data", "labels=%s" % (tmp / "labels.npy"),
                         "--log-json", str(tmp / "log.jsonl")],
                        check=True, capture_output=True)
@@ -108,6 +114,10 @@ def time_cleave(model, input_ids, labels, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="gpt",
+                        choices=["gpt", *sorted(mm.MODELS)],
+                        help="gpt (the options below) or a model of the real-model suite "
+                             "(make_models.py), e.g. resnet18")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--embd", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)
@@ -126,16 +136,17 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    model, input_ids, labels = build(args)
+    model, input_ids, labels, input_name = build(args)
     if args.export:
         state = mm.state_tensors(model.model)
-        mm.export(model, input_ids, "input_ids", state, args.export, max_bytes=None)
+        mm.export(model, input_ids, input_name, state, args.export, max_bytes=None)
         print(json.dumps({"export": str(args.export), "input_ids": list(input_ids.shape),
                           "parameters": len(state),
                           "parameter_elements": sum(s.tensor.numel() for s in state)}))
-    config = {"layers": args.layers, "embd": args.embd, "heads": args.heads,
-              "vocab": args.vocab, "batch": args.batch, "seq": args.seq,
-              "threads": args.threads}
+    config = {"model": args.model, "threads": args.threads}
+    if args.model == "gpt":
+        config.update(layers=args.layers, embd=args.embd, heads=args.heads,
+                      vocab=args.vocab, batch=args.batch, seq=args.seq)
     for mode in filter(None, args.modes.split(",")):
         if mode == "none":
             continue
@@ -146,7 +157,7 @@ def main() -> None:
         fresh = build(args)[0]  # every mode starts from the same weights
         try:
             if mode == "cleave":
-                result = time_cleave(fresh, input_ids, labels, args)
+                result = time_cleave(fresh, input_ids, labels, input_name, args)
             else:
                 result = time_steps(fresh, input_ids, labels, args,
                                     compiled=mode == "compile")

@@ -44,11 +44,25 @@ OpFoldResult UnaryOp::fold(FoldAdaptor adaptor) {
 }
 
 /// Folds integer arithmetic on constants (the shape arithmetic of imported
-/// models) and float add/sub/mul/div.
+/// models) and float add/sub/mul/div: up to 4096 elements, or two splats of
+/// any size (a splat result, computed once: e.g. the `3 - 1` exponent the
+/// derivative of pow(x, 3) gets).
 OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
   auto lhs = dyn_cast_if_present<DenseElementsAttr>(adaptor.getLhs());
   auto rhs = dyn_cast_if_present<DenseElementsAttr>(adaptor.getRhs());
-  if (!lhs || !rhs || lhs.getNumElements() > 4096)
+  if (!lhs || !rhs)
+    return {};
+  if (lhs.isSplat() && rhs.isSplat() && lhs.getNumElements() > 1) {
+    auto scalar = RankedTensorType::get({}, getType().getElementType());
+    auto folded = BinaryOp::fold(FoldAdaptor(
+        {lhs.resizeSplat(scalar), rhs.resizeSplat(scalar)}, *this));
+    auto value = dyn_cast_if_present<DenseElementsAttr>(
+        dyn_cast_if_present<Attribute>(folded));
+    if (!value)
+      return {};
+    return value.resizeSplat(getType());
+  }
+  if (lhs.getNumElements() > 4096)
     return {};
   Type et = getType().getElementType();
   if (isa<FloatType>(et)) {

@@ -196,13 +196,19 @@ func.func @binary_not_constant(%x: tensor<2xi64>) -> tensor<2xi64> {
   return %0 : tensor<2xi64>
 }
 
-// Tensors of more than 4096 elements are not folded.
+// Tensors of more than 4096 elements are folded only when both are splats
+// (computed once); a large non-splat operand is left to the kernel.
 // CHECK-LABEL: func.func @binary_too_large
-func.func @binary_too_large() -> tensor<4097xi32> {
-  // CHECK: cleave.binary add
+func.func @binary_too_large() -> (tensor<4097xi32>, tensor<4097xi32>) {
+  // CHECK-DAG: %[[TWO:.*]] = cleave.constant dense<2> : tensor<4097xi32>
+  // CHECK-DAG: %[[IOTA:.*]] = cleave.iota
+  // CHECK: %[[SUM:.*]] = cleave.binary add %[[IOTA]]
+  // CHECK: return %[[TWO]], %[[SUM]]
   %c = cleave.constant dense<1> : tensor<4097xi32>
   %0 = cleave.binary add %c, %c : tensor<4097xi32>
-  return %0 : tensor<4097xi32>
+  %i = cleave.iota dim = 0 : tensor<4097xi32>
+  %1 = cleave.binary add %i, %c : tensor<4097xi32>
+  return %0, %1 : tensor<4097xi32>, tensor<4097xi32>
 }
 
 //===----------------------------------------------------------------------===//
@@ -339,6 +345,19 @@ func.func @reshape_round_trip(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = cleave.reshape %x : tensor<2x3xf32> -> tensor<6xf32>
   %1 = cleave.reshape %0 : tensor<6xf32> -> tensor<2x3xf32>
   return %1 : tensor<2x3xf32>
+}
+
+// Arithmetic on two splats folds at any size, to a splat (the exponent
+// 3 - 1 of pow(x, 3)'s derivative).
+// CHECK-LABEL: func.func @fold_large_splats
+func.func @fold_large_splats() -> tensor<8x64x512xf32> {
+  // CHECK: %[[C:.*]] = cleave.constant dense<2.000000e+00> : tensor<8x64x512xf32>
+  // CHECK-NOT: cleave.binary
+  // CHECK: return %[[C]]
+  %a = cleave.constant dense<3.0> : tensor<8x64x512xf32>
+  %b = cleave.constant dense<1.0> : tensor<8x64x512xf32>
+  %0 = cleave.binary sub %a, %b : tensor<8x64x512xf32>
+  return %0 : tensor<8x64x512xf32>
 }
 
 // The identity permutation is the operand.

@@ -55,3 +55,24 @@ func.func @softmax(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
   %a = cleave.softmax %x dim = 1 : tensor<3x5xf32>
   return %a : tensor<3x5xf32>
 }
+
+// pow by a constant 3 (GELU's cube) and 2 (its derivative) is products, not
+// a libm powf per element; a variable exponent keeps pow.
+// CHECK-LABEL: llvm.func @pow_constant
+// CHECK-NOT: llvm.intr.pow
+// CHECK-NOT: llvm.call @powf
+// CHECK: llvm.fmul
+// CHECK: llvm.return
+func.func @pow_constant(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %c3 = cleave.constant dense<3.0> : tensor<16xf32>
+  %c2 = cleave.constant dense<2.0> : tensor<16xf32>
+  %p3 = cleave.binary pow %x, %c3 : tensor<16xf32>
+  %p2 = cleave.binary pow %x, %c2 : tensor<16xf32>
+  return %p3, %p2 : tensor<16xf32>, tensor<16xf32>
+}
+// CHECK-LABEL: llvm.func @pow_variable
+// CHECK: llvm.intr.pow
+func.func @pow_variable(%x: tensor<16xf32>, %y: tensor<16xf32>) -> tensor<16xf32> {
+  %p = cleave.binary pow %x, %y : tensor<16xf32>
+  return %p : tensor<16xf32>
+}
