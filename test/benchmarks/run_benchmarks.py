@@ -15,11 +15,13 @@ Prints one table with:
   5. compile time (wall) of its AdamW training step, with a cold and then a
      warm kernel cache (a cache directory of the run's own);
   6. inference time of ResNet-18 (make_resnet.py: torchvision's graph as
-     exported in eval mode, batch 1, 224x224), Cleave vs onnxruntime.
+     exported in eval mode, batch 1, 224x224), Cleave vs onnxruntime;
+  7. the same for a BERT-base-shaped encoder (make_gpt.py --preset
+     bert-base: 12 layers, d=768, T=128, batch 1).
 
     run_benchmarks.py                 # everything (a few minutes)
     run_benchmarks.py --quick         # skips gpt2-small, fewer repeats
-    run_benchmarks.py --only matmul   # or tiny, gpt2, resnet (repeatable)
+    run_benchmarks.py --only matmul   # or tiny, gpt2, resnet, bert (repeatable)
     run_benchmarks.py --threads 1     # pin every side to one thread
 
 What is timed:
@@ -55,7 +57,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="skip gpt2-small and use fewer repeats (smoke run)")
-    p.add_argument("--only", action="append", choices=["matmul", "tiny", "gpt2", "resnet"],
+    p.add_argument("--only", action="append", choices=["matmul", "tiny", "gpt2", "resnet", "bert"],
                    help="run only this part (repeatable); gpt2 covers rows 3 and 4")
     p.add_argument("--threads", type=int, default=os.cpu_count(),
                    help="threads for OpenBLAS (Cleave and reference) and onnxruntime (default: all cores, %(default)s)")
@@ -370,7 +372,7 @@ def bench_model(work, preset, sec, warmup, repeat, rounds=1, extra_gen=(), compi
     if preset.startswith("resnet"):
         ids = rng.standard_normal(shape).astype(np.float32)
     else:
-        vocab = 256 if preset == "tiny" else 50257
+        vocab = {"tiny": 256, "gpt2-small": 50257, "bert-base": 30522}[preset]
         ids = rng.integers(0, vocab, shape).astype(np.int64)
     ids_npy = os.path.join(d, input_name + ".npy")
     np.save(ids_npy, ids)
@@ -465,7 +467,7 @@ def bench_train_compile(work, preset, sec):
 # --- main ----------------------------------------------------------------------
 
 def main():
-    only = set(ARGS.only or ["matmul", "tiny", "gpt2", "resnet"])
+    only = set(ARGS.only or ["matmul", "tiny", "gpt2", "resnet", "bert"])
     if ARGS.quick:
         only.discard("gpt2")
     for exe in (COMPILE, RUN):
@@ -518,6 +520,9 @@ def main():
         if "resnet" in only:
             n = 5 if ARGS.quick else 20
             bench_model(work, "resnet18", "6 ResNet-18", 2, n, rounds=ROUNDS)
+        if "bert" in only:
+            n = 3 if ARGS.quick else 10
+            bench_model(work, "bert-base", "7 BERT-base", 2, n, rounds=ROUNDS)
         if "gpt2" in only:
             bench_model(work, "gpt2-small", "3 gpt2-small", 1, 3, extra_gen=["--external-data"],
                         compile_row="4 gpt2-small compile")

@@ -12,6 +12,13 @@ as the causal mask are Constant nodes, as in PyTorch exports).
 
     make_gpt.py --layers 4 --d-model 128 --heads 4 --seq 64 --vocab 256 -o gpt.onnx
     make_gpt.py --preset gpt2-small -o gpt2.onnx   # 124M parameters
+
+With --encoder (preset bert-base) it is a BERT-style encoder instead: no
+causal mask, post-norm blocks (LayerNormalization after each residual Add),
+an embedding LayerNormalization, and the same tied output projection (a
+masked-language-model head without its extra dense layer).
+
+    make_gpt.py --preset bert-base -o bert.onnx    # 12 layers, d=768, T=128
 """
 
 import argparse
@@ -24,10 +31,12 @@ from onnx import TensorProto, helper, numpy_helper
 PRESETS = {
     "tiny": dict(layers=4, d_model=128, heads=4, seq=64, vocab=256, batch=2),
     "gpt2-small": dict(layers=12, d_model=768, heads=12, seq=1024, vocab=50257, batch=1),
+    "bert-base": dict(layers=12, d_model=768, heads=12, seq=128, vocab=30522, batch=1, encoder=True),
 }
 
 
-def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False, absent_weights=None):
+def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False, absent_weights=None,
+          encoder=False):
     """absent_weights: a file name. The weight matrices are then declared as
     external data in that file, which is not written (a model of any size
     whose plans start from --init-parameters); vectors stay inline."""
@@ -72,8 +81,17 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
     pos = node("Gather", [wpe, positions], name="embed_positions")
     x = node("Add", [tok, pos], name="embed_add")
 
-    mask = const("causal_mask", np.tril(np.ones((seq, seq), dtype=bool)))
-    neg = const("neg_inf", np.array(-1e9, dtype=np.float32))
+    def layer_norm(t, name):
+        return node("LayerNormalization", [t, param(name + ".weight", None, value=np.ones(d_model, np.float32)),
+                                           param(name + ".bias", None, value=np.zeros(d_model, np.float32))],
+                    name=name, axis=-1, epsilon=1e-5)
+
+    if encoder:
+        x = layer_norm(x, "embed_ln")
+
+    if not encoder:
+        mask = const("causal_mask", np.tril(np.ones((seq, seq), dtype=bool)))
+        neg = const("neg_inf", np.array(-1e9, dtype=np.float32))
     scale = const("attn_scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32))
     heads_shape = const("heads_shape", np.array([batch, seq, heads, hd], dtype=np.int64))
     model_shape = const("model_shape", np.array([batch, seq, d_model], dtype=np.int64))
@@ -85,9 +103,9 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
 
     for l in range(layers):
         p = "h%d." % l
-        ln1 = node("LayerNormalization", [x, param(p + "ln_1.weight", None, value=np.ones(d_model, np.float32)),
-                                          param(p + "ln_1.bias", None, value=np.zeros(d_model, np.float32))],
-                   name=p + "ln_1", axis=-1, epsilon=1e-5)
+        # Pre-norm (GPT) normalizes each block's input; post-norm (BERT)
+        # its output after the residual Add.
+        ln1 = x if encoder else layer_norm(x, p + "ln_1")
         if separate_qkv:
             # One projection each, as Megatron lays out a fused QKV weight
             # for tensor parallelism: splitting the columns splits heads.
@@ -108,7 +126,8 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         v = to_heads(v, "v", [0, 2, 1, 3])
         s = node("MatMul", [q, k], name=p + "scores")
         s = node("Mul", [s, scale], name=p + "scale")
-        s = node("Where", [mask, s, neg], name=p + "causal")
+        if not encoder:
+            s = node("Where", [mask, s, neg], name=p + "causal")
         a = node("Softmax", [s], name=p + "softmax", axis=-1)
         o = node("MatMul", [a, v], name=p + "context")
         o = node("Transpose", [o], name=p + "merge_transpose", perm=[0, 2, 1, 3])
@@ -117,9 +136,9 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         o = node("Add", [o, param(p + "attn.c_proj.bias", None, value=np.zeros(d_model, np.float32))],
                  name=p + "proj_bias")
         x = node("Add", [x, o], name=p + "residual_1")
-        ln2 = node("LayerNormalization", [x, param(p + "ln_2.weight", None, value=np.ones(d_model, np.float32)),
-                                          param(p + "ln_2.bias", None, value=np.zeros(d_model, np.float32))],
-                   name=p + "ln_2", axis=-1, epsilon=1e-5)
+        if encoder:
+            x = layer_norm(x, p + "ln_1")
+        ln2 = x if encoder else layer_norm(x, p + "ln_2")
         h = node("MatMul", [ln2, param(p + "mlp.c_fc.weight", (d_model, 4 * d_model))], name=p + "fc")
         h = node("Add", [h, param(p + "mlp.c_fc.bias", None, value=np.zeros(4 * d_model, np.float32))],
                  name=p + "fc_bias")
@@ -134,16 +153,17 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         h = node("Add", [h, param(p + "mlp.c_proj.bias", None, value=np.zeros(d_model, np.float32))],
                  name=p + "mlp_proj_bias")
         x = node("Add", [x, h], name=p + "residual_2")
+        if encoder:
+            x = layer_norm(x, p + "ln_2")
 
-    x = node("LayerNormalization", [x, param("ln_f.weight", None, value=np.ones(d_model, np.float32)),
-                                     param("ln_f.bias", None, value=np.zeros(d_model, np.float32))],
-             name="ln_f", axis=-1, epsilon=1e-5)
+    if not encoder:
+        x = layer_norm(x, "ln_f")
     wte_t = node("Transpose", [wte], name="lm_head_transpose", perm=[1, 0])
     logits = node("MatMul", [x, wte_t], name="lm_head")
     nodes[-1].output[0] = "logits"
 
     graph = helper.make_graph(
-        nodes, "gpt",
+        nodes, "bert" if encoder else "gpt",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
         inits)
@@ -158,6 +178,8 @@ def main():
     p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     for k in ("layers", "d_model", "heads", "seq", "vocab", "batch"):
         p.add_argument("--" + k.replace("_", "-"), type=int)
+    p.add_argument("--encoder", action="store_true", default=None,
+                   help="a BERT-style encoder (no causal mask, post-norm blocks)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--separate-qkv", action="store_true",
                    help="q, k and v projections of their own (attn.q/k/v.weight) "
@@ -172,7 +194,7 @@ def main():
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     cfg = dict(PRESETS[a.preset])
-    for k in cfg:
+    for k in ("layers", "d_model", "heads", "seq", "vocab", "batch", "encoder"):
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
     model = build(seed=a.seed, separate_qkv=a.separate_qkv,
@@ -186,8 +208,8 @@ def main():
     n = sum(int(np.prod(t.dims)) for t in model.graph.initializer if t.data_type == TensorProto.FLOAT)
     if a.absent_weights:
         print("weight matrices declared in %s.weights, which is not written" % os.path.basename(a.output))
-    print("wrote %s: %d layers, d=%d, %d heads, T=%d, vocab %d, batch %d, %.1fM parameters" % (
-        a.output, cfg["layers"], cfg["d_model"], cfg["heads"], cfg["seq"], cfg["vocab"], cfg["batch"], n / 1e6))
+    print("wrote %s: %s%d layers, d=%d, %d heads, T=%d, vocab %d, batch %d, %.1fM parameters" % (
+        a.output, "encoder, " if cfg.get("encoder") else "", cfg["layers"], cfg["d_model"], cfg["heads"], cfg["seq"], cfg["vocab"], cfg["batch"], n / 1e6))
 
 
 if __name__ == "__main__":
