@@ -255,6 +255,36 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   return plan;
 }
 
+/// Marks each integer input of @main that a gather reads as indices (a
+/// token embedding's ids) with the values it may hold, `cleave.valid_range`
+/// = [-rows, rows) of the smallest table it indexes: the plan records it and
+/// the training loop checks the data it feeds (a gather reads zeros for an
+/// index out of range, so such data would train on nothing). Done on the
+/// imported program, whose shapes are the global ones.
+static void markIndexRanges(ModuleOp module) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return;
+  for (BlockArgument arg : main.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || !isa<IntegerType>(type.getElementType()))
+      continue;
+    int64_t rows = -1;
+    for (OpOperand &use : arg.getUses()) {
+      auto gather = dyn_cast<mlir::cleave::GatherOp>(use.getOwner());
+      if (!gather || use.getOperandNumber() != 1)
+        continue;
+      int64_t n = cast<RankedTensorType>(gather.getOperand().getType())
+                      .getDimSize(gather.getAxis());
+      rows = rows < 0 ? n : std::min(rows, n);
+    }
+    if (rows > 0)
+      main.setArgAttr(arg.getArgNumber(), "cleave.valid_range",
+                      Builder(module.getContext())
+                          .getDenseI64ArrayAttr({-rows, rows}));
+  }
+}
+
 static FailureOr<plan::Plan>
 compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
   auto stopHere = [&](CompilePhase phase, Operation *op) {
@@ -266,6 +296,7 @@ compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
   };
   if (stopHere(CompilePhase::Import, module))
     return plan::Plan();
+  markIndexRanges(module);
 
   std::optional<RecomputeStats> recomputeStats;
   // Local SGD: @sync, which the train-step pass builds beside @main, is

@@ -939,6 +939,15 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
         return failure();
       continue;
     }
+    // The values an integer input may hold (cleave.valid_range: [lo, hi)
+    // and an extra allowed value), for the runtime to check its data.
+    if (auto range = main.getArgAttrOfType<DenseI64ArrayAttr>(
+            i, "cleave.valid_range"))
+      p.metadata.push_back(
+          {std::string(plan::kValidRangePrefix) + info.name,
+           llvm::join(llvm::map_range(range.asArrayRef(),
+                                      [](int64_t v) { return std::to_string(v); }),
+                      ",")});
     auto role = main.getArgAttrOfType<StringAttr>(i, "cleave.role");
     int64_t index = p.inputs.size();
     if (role && role.getValue() == "lr")
@@ -1123,7 +1132,9 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
                                      CollectiveAlgorithm::Ring)
                        .bytesSent;
     }
-  p.metadata = {{"producer", "cleave-compile"},
+  // Before anything recorded while the inputs were read (valid ranges).
+  p.metadata.insert(p.metadata.begin(),
+               {{"producer", "cleave-compile"},
                 {"model", options.modelName},
                 {"source_model", options.sourceModel},
                 {"flops", std::to_string(flops)},
@@ -1131,7 +1142,7 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
                 {"unique_kernels", std::to_string(p.kernelNames.size())},
                 {"gemms", std::to_string(numGemms)},
                 {"constant_bytes", std::to_string(constantBytes)},
-                {"unplanned_bytes", std::to_string(memory.naiveBytes)}};
+                {"unplanned_bytes", std::to_string(memory.naiveBytes)}});
   if (numCollectives) {
     p.metadata.push_back({"collectives", std::to_string(numCollectives)});
     p.metadata.push_back({"comm_bytes_per_rank", std::to_string(commBytes)});

@@ -401,6 +401,15 @@ struct Trainer::Impl {
   size_t foundInfOutput = SIZE_MAX, lossScaleOutput = SIZE_MAX;
   std::vector<std::vector<uint8_t>> batchData;
   std::vector<uint8_t> shardData;
+  /// Per data input: the values it may hold (plan metadata
+  /// kValidRangePrefix + name: lo, hi and an extra allowed value), if the
+  /// plan says.
+  struct ValidRange {
+    bool known = false, hasExtra = false;
+    int64_t lo = 0, hi = 0, extra = 0;
+  };
+  std::vector<ValidRange> validRanges;
+  int checkRanges(const std::vector<const void *> &batch);
   long nonFinite = 0;
 
   int open();
@@ -492,6 +501,17 @@ int Trainer::Impl::open() {
       sh.bytes *= static_cast<size_t>(v);
     specs.push_back({d.name, static_cast<DType>(d.dtype), global});
     shards.push_back(std::move(sh));
+    ValidRange range;
+    std::string key = std::string(plan::kValidRangePrefix) + d.name;
+    if (const char *v = cleave_rt_program_metadata(program, key.c_str())) {
+      long long lo = 0, hi = 0, extra = 0;
+      int fields = std::sscanf(v, "%lld,%lld,%lld", &lo, &hi, &extra);
+      if (fields < 2)
+        return fail("the plan's metadata " + key + " = '" + v +
+                    "' is not 'lo,hi[,extra]'");
+      range = {true, fields == 3, lo, hi, extra};
+    }
+    validRanges.push_back(range);
   }
   int sources = (!o.data.empty()) + (!o.tokens.empty()) + o.synthetic +
                 (!o.dataArrays.empty());
@@ -735,7 +755,14 @@ int Trainer::Impl::openData() {
     long vocab = o.syntheticVocab;
     if (vocab < 0) {
       const char *v = cleave_rt_program_metadata(program, "vocab_size");
+      // The fewest values any data input takes (its valid range), else 256.
       vocab = 256;
+      bool ranged = false;
+      for (const ValidRange &r : validRanges)
+        if (r.known && r.hi > 0 && r.lo <= 0) {
+          vocab = ranged ? std::min<long>(vocab, r.hi) : r.hi;
+          ranged = true;
+        }
       if (v) {
         char *end = nullptr;
         errno = 0;
@@ -795,6 +822,51 @@ int Trainer::Impl::runSync() {
 
 /// Sets the data inputs: from the dataset, or from `given` (global
 /// tensors, one per data input); a sharded input gets this rank's shard.
+/// The integer at element `i` of `data`, of type `t` (an integer type).
+static int64_t integerAt(DType t, const void *data, size_t i) {
+  switch (t) {
+  case DType::I8: return static_cast<const int8_t *>(data)[i];
+  case DType::U8: return static_cast<const uint8_t *>(data)[i];
+  case DType::I16: return static_cast<const int16_t *>(data)[i];
+  case DType::U16: return static_cast<const uint16_t *>(data)[i];
+  case DType::I32: return static_cast<const int32_t *>(data)[i];
+  case DType::U32: return static_cast<const uint32_t *>(data)[i];
+  case DType::I64: return static_cast<const int64_t *>(data)[i];
+  case DType::U64: {
+    uint64_t v = static_cast<const uint64_t *>(data)[i];
+    return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                : static_cast<int64_t>(v);
+  }
+  default: return 0;
+  }
+}
+
+int Trainer::Impl::checkRanges(const std::vector<const void *> &batch) {
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const ValidRange &r = validRanges[k];
+    if (!r.known)
+      continue;
+    size_t n = 1;
+    for (int64_t d : specs[k].shape)
+      n *= static_cast<size_t>(d);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v = integerAt(specs[k].dtype, batch[k], i);
+      if ((v >= r.lo && v < r.hi) || (r.hasExtra && v == r.extra))
+        continue;
+      return fail("step " + std::to_string(stepsDone + 1) + ": data input '" +
+                  specs[k].name + "' holds " + std::to_string(v) +
+                  " at element " + std::to_string(i) +
+                  " of its batch, outside [" + std::to_string(r.lo) + ", " +
+                  std::to_string(r.hi) + ")" +
+                  (r.hasExtra ? " (or " + std::to_string(r.extra) + ")"
+                              : std::string()) +
+                  ", the values the model takes there (a token id beyond "
+                  "the vocabulary, a label beyond the classes?)");
+    }
+  }
+  return -1;
+}
+
 int Trainer::Impl::setBatch(const std::vector<const void *> *given) {
   if (given) {
     if (given->size() != specs.size())
@@ -808,9 +880,14 @@ int Trainer::Impl::setBatch(const std::vector<const void *> *given) {
     return fail("no data for step " + std::to_string(stepsDone + 1) +
                 ": the trainer has no dataset, so every step needs a batch");
   }
+  std::vector<const void *> whole(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i)
+    whole[i] = given ? (*given)[i] : batchData[i].data();
+  if (int rc = checkRanges(whole); rc >= 0)
+    return rc;
   for (size_t i = 0; i < specs.size(); ++i) {
     const Shard &sh = shards[i];
-    const void *global = given ? (*given)[i] : batchData[i].data();
+    const void *global = whole[i];
     size_t globalBytes = dtypeSize(specs[i].dtype);
     for (int64_t d : specs[i].shape)
       globalBytes *= static_cast<size_t>(d);

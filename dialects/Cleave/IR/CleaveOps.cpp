@@ -543,6 +543,18 @@ static int64_t windowOutputSize(int64_t size, int64_t lo, int64_t hi, int64_t k,
   return (padded - span) / stride + 1;
 }
 
+/// Checks that each of a window op's attributes has one entry per spatial
+/// dimension.
+static LogicalResult checkWindowArity(
+    Operation *op, size_t spatial,
+    std::initializer_list<std::pair<StringRef, ArrayRef<int64_t>>> attrs) {
+  for (auto [name, arr] : attrs)
+    if (arr.size() != spatial)
+      return op->emitOpError() << name << " needs " << spatial
+                               << " entries, got " << arr.size();
+  return success();
+}
+
 LogicalResult ConvOp::verify() {
   if (failed(checkStaticShapes(*this)) ||
       failed(checkSameElementType(*this, getInput().getType(),
@@ -558,14 +570,12 @@ LogicalResult ConvOp::verify() {
     return emitOpError() << "filter rank " << w.size()
                          << " differs from input rank " << in.size();
   size_t spatial = in.size() - 2;
-  for (auto [name, arr] :
-       {std::pair<StringRef, ArrayRef<int64_t>>{"strides", getStrides()},
-        {"pad_low", getPadLow()},
-        {"pad_high", getPadHigh()},
-        {"dilations", getDilations()}})
-    if (arr.size() != spatial)
-      return emitOpError() << name << " needs " << spatial << " entries, got "
-                           << arr.size();
+  if (failed(checkWindowArity(*this, spatial,
+                              {{"strides", getStrides()},
+                               {"pad_low", getPadLow()},
+                               {"pad_high", getPadHigh()},
+                               {"dilations", getDilations()}})))
+    return failure();
   int64_t groups = getGroups();
   if (groups < 1 || in[1] % groups != 0 || w[0] % groups != 0)
     return emitOpError() << "groups " << groups
@@ -602,15 +612,13 @@ LogicalResult Im2ColOp::verify() {
   if (in.size() < 3)
     return emitOpError() << "input must have rank >= 3 (N x C x spatial...)";
   size_t spatial = in.size() - 2;
-  for (auto [name, arr] :
-       {std::pair<StringRef, ArrayRef<int64_t>>{"kernel", getKernel()},
-        {"strides", getStrides()},
-        {"pad_low", getPadLow()},
-        {"pad_high", getPadHigh()},
-        {"dilations", getDilations()}})
-    if (arr.size() != spatial)
-      return emitOpError() << name << " needs " << spatial << " entries, got "
-                           << arr.size();
+  if (failed(checkWindowArity(*this, spatial,
+                              {{"kernel", getKernel()},
+                               {"strides", getStrides()},
+                               {"pad_low", getPadLow()},
+                               {"pad_high", getPadHigh()},
+                               {"dilations", getDilations()}})))
+    return failure();
   int64_t groups = getGroups();
   if (groups < 1 || in[1] % groups != 0)
     return emitOpError() << "groups " << groups

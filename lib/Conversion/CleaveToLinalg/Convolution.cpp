@@ -37,6 +37,18 @@ static Value padWith(OpBuilder &b, Location loc, Value input,
   return tensor::PadOp::create(b, loc, padType, input, lowOfr, highOfr, value);
 }
 
+/// Pads the spatial dimensions of an `N x C x S...` input with zeros.
+static Value padSpatialWithZeros(OpBuilder &b, Location loc, Value input,
+                                 ArrayRef<int64_t> padLow,
+                                 ArrayRef<int64_t> padHigh) {
+  SmallVector<int64_t> low = {0, 0}, high = {0, 0};
+  llvm::append_range(low, padLow);
+  llvm::append_range(high, padHigh);
+  Value zero = arith::ConstantOp::create(
+      b, loc, b.getZeroAttr(getElementTypeOrSelf(input.getType())));
+  return padWith(b, loc, input, low, high, zero);
+}
+
 struct ConvLowering : OpConversionPattern<ConvOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -56,12 +68,8 @@ struct ConvLowering : OpConversionPattern<ConvOp> {
       return rewriter.notifyMatchFailure(op, "bad group count");
     int64_t outPerGroup = outChannels / groups;
 
-    SmallVector<int64_t> low = {0, 0}, high = {0, 0};
-    llvm::append_range(low, op.getPadLow());
-    llvm::append_range(high, op.getPadHigh());
-    Value zeroIn = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getZeroAttr(inType.getElementType()));
-    Value input = padWith(rewriter, loc, adaptor.getInput(), low, high, zeroIn);
+    Value input = padSpatialWithZeros(rewriter, loc, adaptor.getInput(),
+                                      op.getPadLow(), op.getPadHigh());
 
     // Loops: n, o, s_0.., c, k_0..
     int64_t numLoops = 2 + 2 * numSpatial + 1;
@@ -115,12 +123,8 @@ struct Im2ColLowering : OpConversionPattern<Im2ColOp> {
     int64_t spatial = inType.getRank() - 2;
     int64_t perGroup = inType.getDimSize(1) / op.getGroups();
 
-    SmallVector<int64_t> low = {0, 0}, high = {0, 0};
-    llvm::append_range(low, op.getPadLow());
-    llvm::append_range(high, op.getPadHigh());
-    Value zero = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getZeroAttr(inType.getElementType()));
-    Value input = padWith(rewriter, loc, adaptor.getInput(), low, high, zero);
+    Value input = padSpatialWithZeros(rewriter, loc, adaptor.getInput(),
+                                      op.getPadLow(), op.getPadHigh());
 
     // Loops are the result's dimensions: g, c, k_0.., n, s_0..
     int64_t numLoops = outType.getRank();

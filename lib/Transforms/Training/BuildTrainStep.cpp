@@ -1521,13 +1521,23 @@ void BuildTrainStepPass::runOnOperation() {
                            ctx, FlatSymbolRefAttr::get(ctx, "mesh"), dims));
   };
   for (unsigned i = 0; i < oldMain.getNumArguments(); ++i, ++argIndex) {
-    if (auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name"))
-      newMain.setArgAttr(argIndex, "cleave.name", name);
+    for (StringRef attr : {"cleave.name", "cleave.valid_range"})
+      if (Attribute value = oldMain.getArgAttr(i, attr))
+        newMain.setArgAttr(argIndex, attr, value);
     newMain.setArgAttr(argIndex, "cleave.role", str("data"));
     shardData(argIndex);
   }
   for (const std::string &name : extraNames) {
     newMain.setArgAttr(argIndex, "cleave.name", str(name));
+    // Cross-entropy labels are classes of the logits' last dimension, or
+    // the ignore index (the runtime checks the data it feeds).
+    if (spec->kind == LossSpec::CrossEntropy) {
+      auto logits = cast<RankedTensorType>(
+          oldMain.getResultTypes()[spec->output]);
+      newMain.setArgAttr(argIndex, "cleave.valid_range",
+                         b.getDenseI64ArrayAttr(
+                             {0, logits.getShape().back(), spec->ignoreIndex}));
+    }
     shardData(argIndex);
     newMain.setArgAttr(argIndex++, "cleave.role", str("data"));
   }

@@ -545,6 +545,15 @@ std::vector<std::string> pipelineSteps(const Plan &plan);
 constexpr const char *kKernelCodeKey = "kernel_code";
 /// True if `plan` has kKernelCodeKey = "none".
 bool withoutKernelCode(const Plan &plan);
+/// The metadata key prefix of an integer input's valid values: key
+/// "valid_range.<input name>", value "lo,hi" or "lo,hi,extra": the input's
+/// elements must lie in [lo, hi) or equal `extra`. cleave-compile records
+/// it for indices into a table (a token embedding's ids: [-rows, rows), as
+/// ONNX Gather counts negative indices from the end) and for cross-entropy
+/// labels ([0, classes) and the ignore index); the training loop checks the
+/// data it feeds against it (an out-of-range id would read zeros and train
+/// on nothing).
+constexpr const char *kValidRangePrefix = "valid_range.";
 /// A kPipelineStepsKey value split at commas ("" gives no names).
 std::vector<std::string> splitPipelineSteps(const std::string &value);
 
