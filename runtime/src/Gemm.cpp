@@ -7,7 +7,8 @@
 // convolutions give (M=512 N=49 K=4608: 149 against 54-65 GFLOP/s on two
 // AVX-512 cores) and as fast on large ones; both give bitwise the same
 // results for any thread count except for M=1 (a GEMV whose K is split).
-// CLEAVE_GEMM=openblas keeps every GEMM on OpenBLAS.
+// CLEAVE_GEMM=openblas keeps every GEMM on OpenBLAS (CLEAVE_GEMM=onednn, the
+// default, is the only other value).
 //
 // Mixed precision (a 16th parameter, the output dtype f32): bf16 operands
 // call oneDNN's dnnl_gemm_bf16bf16f32, or OpenBLAS's cblas_sbgemm when the
@@ -32,6 +33,7 @@
 #include <algorithm>
 #include <cblas.h>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <cstring>
@@ -58,6 +60,25 @@ static void batched(const std::vector<int64_t> &p, const In *A, const In *B,
          static_cast<int>(p[kGemmLda]), B + i * p[kGemmStrideB],
          static_cast<int>(p[kGemmLdb]), beta, C + i * p[kGemmStrideC],
          static_cast<int>(p[kGemmLdc]));
+}
+
+/// The f32 copy of a bf16/f16 operand: the elements a batched GEMM touches,
+/// at the same element offsets.
+template <float (*toFloat)(uint16_t)>
+static const float *widen(const uint16_t *src, int64_t rows, int64_t cols,
+                          int64_t ld, int64_t stride, int64_t batch,
+                          std::vector<float> &scratch) {
+  int64_t extent = 0;
+  if (rows > 0 && cols > 0)
+    extent = (batch - 1) * stride + (rows - 1) * ld + cols;
+  scratch.assign(static_cast<size_t>(extent), 0.0f);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t i = b * stride + r * ld + c;
+        scratch[i] = toFloat(src[i]);
+      }
+  return scratch.data();
 }
 
 //===----------------------------------------------------------------------===//
@@ -91,6 +112,11 @@ static const OneDnn &oneDnn() {
     const char *choice = std::getenv("CLEAVE_GEMM");
     if (choice && std::strcmp(choice, "openblas") == 0)
       return d;
+    if (choice && *choice && std::strcmp(choice, "onednn") != 0)
+      std::fprintf(stderr,
+                   "cleave: CLEAVE_GEMM='%s' is neither 'onednn' nor "
+                   "'openblas'; using oneDNN where it loads\n",
+                   choice);
     void *lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       return d;
@@ -114,8 +140,12 @@ static void oneDnnSgemm(CBLAS_ORDER, CBLAS_TRANSPOSE tA, CBLAS_TRANSPOSE tB,
                         blasint M, blasint N, blasint K, float alpha,
                         const float *A, blasint lda, const float *B,
                         blasint ldb, float beta, float *C, blasint ldc) {
-  oneDnn().sgemm(transChar(tA), transChar(tB), M, N, K, alpha, A, lda, B, ldb,
-                 beta, C, ldc);
+  // A status other than dnnl_success (0; e.g. no memory for its packing
+  // buffers) leaves C unwritten: OpenBLAS computes it instead.
+  if (oneDnn().sgemm(transChar(tA), transChar(tB), M, N, K, alpha, A, lda, B,
+                     ldb, beta, C, ldc) != 0)
+    cblas_sgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
 }
 
 /// dnnl_gemm_bf16bf16f32 behind cblas_sbgemm's signature (row-major only).
@@ -123,9 +153,19 @@ static void oneDnnGemmBf16(CBLAS_ORDER, CBLAS_TRANSPOSE tA, CBLAS_TRANSPOSE tB,
                            blasint M, blasint N, blasint K, float alpha,
                            const bfloat16 *A, blasint lda, const bfloat16 *B,
                            blasint ldb, float beta, float *C, blasint ldc) {
-  oneDnn().gemmBf16(transChar(tA), transChar(tB), M, N, K, alpha,
-                    reinterpret_cast<const uint16_t *>(A), lda,
-                    reinterpret_cast<const uint16_t *>(B), ldb, beta, C, ldc);
+  if (oneDnn().gemmBf16(transChar(tA), transChar(tB), M, N, K, alpha,
+                        reinterpret_cast<const uint16_t *>(A), lda,
+                        reinterpret_cast<const uint16_t *>(B), ldb, beta, C,
+                        ldc) == 0)
+    return;
+  // Failed (see oneDnnSgemm): the operands widened to f32, exactly, and
+  // OpenBLAS.
+  std::vector<float> a, b;
+  bool transA = tA == CblasTrans, transB = tB == CblasTrans;
+  widen<bf16ToFloat>(A, transA ? K : M, transA ? M : K, lda, 0, 1, a);
+  widen<bf16ToFloat>(B, transB ? N : K, transB ? K : N, ldb, 0, 1, b);
+  cblas_sgemm(CblasRowMajor, tA, tB, M, N, K, alpha, a.data(), lda, b.data(),
+              ldb, beta, C, ldc);
 }
 
 std::string gemmLibraries() {
@@ -150,25 +190,6 @@ static SbgemmFn findSbgemm() {
   static SbgemmFn fn =
       reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
   return fn;
-}
-
-/// The f32 copy of a bf16/f16 operand: the elements a batched GEMM touches,
-/// at the same element offsets.
-template <float (*toFloat)(uint16_t)>
-static const float *widen(const uint16_t *src, int64_t rows, int64_t cols,
-                          int64_t ld, int64_t stride, int64_t batch,
-                          std::vector<float> &scratch) {
-  int64_t extent = 0;
-  if (rows > 0 && cols > 0)
-    extent = (batch - 1) * stride + (rows - 1) * ld + cols;
-  scratch.assign(static_cast<size_t>(extent), 0.0f);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        int64_t i = b * stride + r * ld + c;
-        scratch[i] = toFloat(src[i]);
-      }
-  return scratch.data();
 }
 
 /// tanh in f32 as Eigen's rational approximation (the one MLIR's
