@@ -201,6 +201,12 @@ struct Options {
       cl::desc("LLVM optimization level of the generated CPU kernels, 0-3 "
                "(default 2)"),
       cl::init(2), cl::cat(category)};
+  cl::opt<int64_t> kernelParallelMinWork{
+      "kernel-parallel-min-work",
+      cl::desc("Scalar iterations from which a CPU kernel's loop nest runs "
+               "on the runtime's threads (default 16384; 0: every kernel on "
+               "the thread that calls it)"),
+      cl::init(::cleave::kDefaultParallelMinWork), cl::cat(category)};
   cl::opt<bool> noLibraryGemm{
       "no-library-gemm",
       cl::desc("Generate code for matmuls instead of calling BLAS"),
@@ -1287,6 +1293,9 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
                 std::to_string(opts.kernelOptLevel) + " (expected 0 to 3)");
   compileOptions.kernelOptLevel = opts.kernelOptLevel;
   compileOptions.codegenThreads = opts.jobs;
+  if (opts.kernelParallelMinWork < 0)
+    return fail("--kernel-parallel-min-work must not be negative");
+  compileOptions.kernelParallelMinWork = opts.kernelParallelMinWork;
   if (!opts.noKernelCache)
     compileOptions.kernelCacheDir = defaultKernelCacheDir();
   CompileTimings timings;

@@ -204,11 +204,13 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
     codegen.threads = options.codegenThreads;
     codegen.cacheDir = options.kernelCacheDir;
     codegen.optLevel = options.kernelOptLevel;
+    codegen.parallelMinWork = options.kernelParallelMinWork;
     if (options.cpuEmulateCuda) {
       codegen.frontHalf = [](OpPassManager &pm) {
         buildCUDAEmulationPipeline(pm, CUDACodegenOptions());
       };
       codegen.pipelineKey = "cuda-emulation";
+      codegen.parallelMinWork = 0; // a test of the launch mapping
     }
     FailureOr<CPUKernelObject> object =
         compileCPUKernels(program->kernels.get(), codegen);

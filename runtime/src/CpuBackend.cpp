@@ -128,7 +128,8 @@ public:
 
   const char *name() const override { return "cpu"; }
   std::string deviceInfo() const override {
-    return std::string("cpu (GEMMs: ") + gemmLibraries() + ")";
+    return "cpu (kernels: " + threads.describe() +
+           ", GEMMs: " + gemmLibraries() + ")";
   }
   cleave_rt_status writeTensor(const TensorInfo &tensor,
                                const void *data) override {
@@ -182,6 +183,7 @@ private:
   /// Event used by synchronous collectives on the communication thread.
   size_t syncEvent = 0;
   uint8_t *arena = nullptr;
+  KernelThreads threads;
   std::unique_ptr<KernelLibrary> kernels;
   std::vector<void *> args; ///< Scratch for kernel arguments.
   bool profiling = false;
@@ -233,7 +235,8 @@ cleave_rt_status CpuBackend::init() {
         maxArgs = c.buffers.size();
   args.resize(maxArgs);
   CLEAVE_RT_RETURN_IF_ERROR(
-      KernelLibrary::load(plan->kernelObject, plan->kernelNames, &kernels));
+      KernelLibrary::load(plan->kernelObject, plan->kernelNames, &threads,
+                          &kernels));
   groups.resize(plan->commands.size());
   bool async = false;
   for (size_t i = 0; i < plan->commands.size(); ++i) {

@@ -24,6 +24,7 @@ static std::string dlerrorText() {
 
 cleave_rt_status KernelLibrary::load(const std::vector<uint8_t> &object,
                                      const std::vector<std::string> &names,
+                                     const KernelThreads *threads,
                                      std::unique_ptr<KernelLibrary> *out) {
   std::unique_ptr<KernelLibrary> lib(new KernelLibrary());
   if (names.empty()) {
@@ -73,6 +74,16 @@ cleave_rt_status KernelLibrary::load(const std::vector<uint8_t> &object,
                             "' is not exported by the plan's kernel object: " +
                             dlerrorText());
     lib->kernels.push_back(reinterpret_cast<KernelFn>(sym));
+  }
+  // Objects without parallel loop nests have neither slot.
+  auto *parallelFor =
+      static_cast<plan::ParallelForFn *>(::dlsym(lib->handle,
+                                                 plan::kParallelForSymbol));
+  auto *runtime = static_cast<const void **>(
+      ::dlsym(lib->handle, plan::kParallelRuntimeSymbol));
+  if (threads && parallelFor && runtime) {
+    *runtime = threads;
+    *parallelFor = &KernelThreads::parallelFor;
   }
   *out = std::move(lib);
   return nullptr;

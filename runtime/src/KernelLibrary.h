@@ -3,6 +3,7 @@
 #ifndef CLEAVE_RUNTIME_KERNELLIBRARY_H
 #define CLEAVE_RUNTIME_KERNELLIBRARY_H
 
+#include "KernelThreads.h"
 #include "Status.h"
 
 #include <cstdint>
@@ -20,9 +21,13 @@ using KernelFn = void (*)(void **args);
 class KernelLibrary {
 public:
   ~KernelLibrary();
-  /// Loads `object` and resolves every name of `names`, in order.
+  /// Loads `object` and resolves every name of `names`, in order. With
+  /// `threads`, the object's parallel loop nests run on them (its
+  /// plan::kParallelForSymbol slots are set); without, on the thread that
+  /// calls each kernel.
   static cleave_rt_status load(const std::vector<uint8_t> &object,
                                const std::vector<std::string> &names,
+                               const KernelThreads *threads,
                                std::unique_ptr<KernelLibrary> *out);
   KernelFn kernel(size_t index) const { return kernels[index]; }
   size_t size() const { return kernels.size(); }

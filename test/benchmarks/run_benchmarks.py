@@ -38,7 +38,8 @@ What is timed:
 Thread counts: OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set to --threads
 (default: all cores) for cleave-run and for this process (hence the ctypes
 OpenBLAS), and onnxruntime gets intra_op_num_threads = --threads. Cleave's
-generated kernels are single-threaded; only its GEMM commands use threads.
+generated kernels' loop nests and its oneDNN GEMMs share one OpenMP team of
+OMP_NUM_THREADS threads.
 OPENBLAS_CORETYPE is left as found and printed.
 """
 
@@ -483,7 +484,7 @@ def main():
         "Cleave benchmarks  (commit %s%s, %s)" % (git, " + local changes" if dirty else "", time.strftime("%Y-%m-%d %H:%M")),
         "machine: %s, %d cores, load average at start %s" % (cpu, os.cpu_count(), load0),
         "threads: OPENBLAS_NUM_THREADS=%s OMP_NUM_THREADS=%s (cleave-run and ctypes OpenBLAS), onnxruntime "
-        "intra_op_num_threads=%d; Cleave's generated kernels are single-threaded" % (
+        "intra_op_num_threads=%d; Cleave's kernels and oneDNN GEMMs on OMP_NUM_THREADS OpenMP threads" % (
             os.environ["OPENBLAS_NUM_THREADS"], os.environ["OMP_NUM_THREADS"], ARGS.threads),
         "OPENBLAS_CORETYPE=%s (left as found)" % (repr(os.environ["OPENBLAS_CORETYPE"]) if "OPENBLAS_CORETYPE" in os.environ
                                                    else "(unset)"),

@@ -51,7 +51,9 @@ TEST(CleaveRun, RunsAndWritesOutputs) {
   EXPECT_NE(r.out.find("flag: shape [3] bool [true, true, true]"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("device: cpu (GEMMs: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device: cpu (kernels: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" OpenMP thread"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", GEMMs: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("peak memory: 256 bytes (arena), of which 24 bytes"),
             std::string::npos)
       << r.out;

@@ -94,9 +94,12 @@ TEST(Executor, DeviceInfo) {
   p.arenaBytes = 16;
   Loaded l(p);
   ASSERT_EQ(l.error, "");
-  // The CPU backend names the libraries its GEMMs go to.
+  // The CPU backend names its kernels' threads and the libraries its GEMMs
+  // go to.
   std::string info = cleave_rt_executor_device_info(l.executor);
-  EXPECT_EQ(info.rfind("cpu (GEMMs: ", 0), 0u) << info;
+  EXPECT_EQ(info.rfind("cpu (kernels: ", 0), 0u) << info;
+  EXPECT_NE(info.find(" OpenMP thread"), std::string::npos) << info;
+  EXPECT_NE(info.find(", GEMMs: "), std::string::npos) << info;
   EXPECT_STREQ(cleave_rt_executor_device_info(nullptr), "");
 }
 

@@ -68,6 +68,13 @@ RunArgs parseRunArgs(int argc, const char *const *argv, bool embedded,
           o->ranks > 4096)
         return usage("--ranks expects a rank count from 1 to 4096, got '" +
                      std::string(v) + "'");
+    } else if (arg == "--threads") {
+      if (!value(&v))
+        return usage("option " + arg + " needs a value");
+      if (!training::parseCount(v, &o->threads) || o->threads < 1 ||
+          o->threads > 4096)
+        return usage("--threads expects a thread count from 1 to 4096, got '" +
+                     std::string(v) + "'");
     } else if (arg == "--comm-timeout") {
       if (!value(&v))
         return usage("option " + arg + " needs a value");

@@ -29,6 +29,7 @@ struct RunOptions {
   bool noOutput = false, printOutputs = false, printStats = false;
   long warmup = 0, repeat = 1;
   long ranks = 0;             ///< --ranks N (0: not given)
+  long threads = 0;           ///< --threads N per rank (0: not given)
   double commTimeout = 300.0; ///< --comm-timeout S
   training::TrainOptions train;
 };

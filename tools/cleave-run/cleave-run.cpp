@@ -77,6 +77,11 @@ static const char kHelp[] =
     "  --backend NAME           backend to run on: cpu (default) or cuda (plans\n"
     "                           compiled with --target=cuda; needs the NVIDIA\n"
     "                           driver and a GPU)\n"
+    "  --threads N              threads per rank for the generated kernels'\n"
+    "                           loop nests and the library GEMMs (default:\n"
+    "                           OMP_NUM_THREADS, else the cores divided among\n"
+    "                           the ranks on this machine); results are the\n"
+    "                           same for every count\n"
     "  --weights-dir DIR        look in DIR for the files the plan references\n"
     "                           (the model's external data, by file name)\n"
     "                           instead of the folder it was compiled from\n"
@@ -513,26 +518,31 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
   return 0;
 }
 
-/// Gives each rank on this machine its share of the cores for the library
-/// GEMMs: OpenBLAS and oneDNN's OpenMP otherwise start a thread per core in
-/// every rank, and N ranks spin N times as many threads as there are cores
-/// (a step of the small GPT at dp=2 x tp=2 took 20-100 ms instead of 10).
-/// An explicit OPENBLAS_NUM_THREADS or OMP_NUM_THREADS wins. OpenBLAS is
-/// told through openblas_set_num_threads (it read its variables when it
-/// loaded); oneDNN through OMP_NUM_THREADS, which its OpenMP runtime reads
-/// when the first GEMM loads it. Ranks that are threads of this process
-/// each get an OpenMP team of that size.
-static void shareBlasThreads(long ranksOnThisMachine) {
-  if (ranksOnThisMachine <= 1 || std::getenv("OPENBLAS_NUM_THREADS") ||
-      std::getenv("OMP_NUM_THREADS"))
-    return;
-  long cores = std::max(1u, std::thread::hardware_concurrency());
-  int share = static_cast<int>(std::max(1L, cores / ranksOnThisMachine));
-  setenv("OMP_NUM_THREADS", std::to_string(share).c_str(), 0);
+/// Sets how many threads each rank on this machine runs: the generated
+/// kernels' parallel loop nests and oneDNN's GEMMs run on an OpenMP team of
+/// OMP_NUM_THREADS threads (read when libgomp loads, after this), and
+/// OpenBLAS is told through openblas_set_num_threads (it read its variables
+/// when it loaded). `threads` (--threads) wins; else an explicit
+/// OMP_NUM_THREADS or OPENBLAS_NUM_THREADS is kept; else ranks share the
+/// cores: otherwise every rank starts a thread per core, and N ranks spin N
+/// times as many threads as there are cores (a step of the small GPT at
+/// dp=2 x tp=2 took 20-100 ms instead of 10). Ranks that are threads of this
+/// process each get an OpenMP team of that size.
+static void shareThreads(long ranksOnThisMachine, long threads) {
+  if (threads <= 0) {
+    if (ranksOnThisMachine <= 1 || std::getenv("OPENBLAS_NUM_THREADS") ||
+        std::getenv("OMP_NUM_THREADS"))
+      return;
+    long cores = std::max(1u, std::thread::hardware_concurrency());
+    threads = std::max(1L, cores / ranksOnThisMachine);
+  }
+  std::string count = std::to_string(threads);
+  setenv("OMP_NUM_THREADS", count.c_str(), 1);
+  setenv("OPENBLAS_NUM_THREADS", count.c_str(), 1);
   using SetThreads = void (*)(int);
   if (auto set = reinterpret_cast<SetThreads>(
           dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    set(share);
+    set(static_cast<int>(threads));
 }
 
 /// How many processes of this MPI job run on this machine (1 if the
@@ -696,7 +706,7 @@ int main(int argc, char **argv) {
         !run::prepareOutputDir(program, o.outputDir, &outputError))
       return error(outputError);
   }
-  shareBlasThreads(launched > 0 ? localRanks() : world);
+  shareThreads(launched > 0 ? localRanks() : world, o.threads);
   if (world > 1 && launched > 0)
     return runMpiRank(o, program, world, loadMs);
   if (world > 1)

@@ -11,6 +11,7 @@
 
 #include "cleave/Plan/PlanBuilder.h"
 #include "cleave/PlanFormat.h"
+#include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Transforms/Sharding/ShardProgram.h"
 #include "cleave/Transforms/Training/Passes.h"
 
@@ -90,6 +91,9 @@ struct CompileOptions {
   std::string kernelCacheDir;
   /// With Target::CPU: the LLVM optimization level of the kernels (0-3).
   int kernelOptLevel = 2;
+  /// With Target::CPU: loop nests of at least this many scalar iterations
+  /// run on the runtime's threads (CPUCodegenOptions::parallelMinWork).
+  int64_t kernelParallelMinWork = kDefaultParallelMinWork;
   /// If set, receives where the compile's time went.
   CompileTimings *timings = nullptr;
   /// Set: compile a training step (--cleave-build-train-step) instead of

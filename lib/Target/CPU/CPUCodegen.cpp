@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Target/CPU/CPUCodegen.h"
+#include "cleave/PlanFormat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -83,6 +84,100 @@ struct KernelSignature {
   unsigned numArgs; // inputs + results (+ the scratch buffer)
 };
 
+/// The kernel object's slot `name` (a pointer the runtime sets after
+/// loading it, null until then), shared by every kernel's object.
+llvm::GlobalVariable *runtimeSlot(llvm::Module &module, StringRef name) {
+  llvm::Type *ptrType = llvm::PointerType::getUnqual(module.getContext());
+  if (llvm::GlobalVariable *g = module.getGlobalVariable(name))
+    return g;
+  auto *g = new llvm::GlobalVariable(
+      module, ptrType, /*isConstant=*/false, llvm::GlobalValue::WeakAnyLinkage,
+      llvm::ConstantPointerNull::get(
+          llvm::PointerType::getUnqual(module.getContext())),
+      name);
+  g->setVisibility(llvm::GlobalValue::DefaultVisibility);
+  g->setAlignment(llvm::Align(8));
+  return g;
+}
+
+/// Defines each `X$launch(args..., i64 n)` that --cleave-cpu-parallel-loops
+/// declared: it stores the arguments in a frame on its stack and calls
+///   cleave_parallel_for(cleave_parallel_runtime, &X$range, frame, n)
+/// whose contract (plan::kParallelForSymbol in PlanFormat.h) is to call
+/// X$range(frame, begin, end) on ranges that cover [0, n) once and to return
+/// when all have run. X$range loads the arguments and calls the outlined
+/// `X(args..., begin, end)`. Before the runtime sets the slot, X$launch calls
+/// X$range(frame, 0, n) itself.
+LogicalResult emitLaunches(llvm::Module &module, Location loc) {
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::Type *ptrType = llvm::PointerType::getUnqual(ctx);
+  llvm::Type *i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::Type *voidType = llvm::Type::getVoidTy(ctx);
+  SmallVector<llvm::Function *> launches;
+  for (llvm::Function &f : module)
+    if (f.isDeclaration() && f.getName().ends_with("$launch"))
+      launches.push_back(&f);
+  if (launches.empty())
+    return success();
+  llvm::GlobalVariable *forSlot =
+      runtimeSlot(module, cleave::plan::kParallelForSymbol);
+  llvm::GlobalVariable *runtimeSlotVar =
+      runtimeSlot(module, cleave::plan::kParallelRuntimeSymbol);
+  for (llvm::Function *launch : launches) {
+    StringRef name = launch->getName().drop_back(strlen("$launch"));
+    llvm::Function *body = module.getFunction(name);
+    unsigned numArgs = launch->arg_size() - 1;
+    if (!body || body->isDeclaration() || body->arg_size() != numArgs + 2 ||
+        launch->arg_size() == 0 ||
+        !launch->getArg(numArgs)->getType()->isIntegerTy(64))
+      return emitError(loc) << "parallel launch '" << launch->getName()
+                            << "' has no matching loop body";
+    SmallVector<llvm::Type *> fields;
+    for (unsigned i = 0; i < numArgs; ++i)
+      fields.push_back(launch->getArg(i)->getType());
+    llvm::StructType *frameType = llvm::StructType::get(ctx, fields);
+
+    // X$range(frame, begin, end)
+    auto *rangeType =
+        llvm::FunctionType::get(voidType, {ptrType, i64, i64}, false);
+    auto *range = llvm::Function::Create(
+        rangeType, llvm::GlobalValue::InternalLinkage, name + "$range", module);
+    {
+      llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", range));
+      SmallVector<llvm::Value *> args;
+      for (unsigned i = 0; i < numArgs; ++i)
+        args.push_back(b.CreateLoad(
+            fields[i], b.CreateStructGEP(frameType, range->getArg(0), i)));
+      args.push_back(range->getArg(1));
+      args.push_back(range->getArg(2));
+      b.CreateCall(body, args);
+      b.CreateRetVoid();
+    }
+
+    // X$launch(args..., n)
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", launch));
+    llvm::Value *frame = b.CreateAlloca(frameType);
+    for (unsigned i = 0; i < numArgs; ++i)
+      b.CreateStore(launch->getArg(i), b.CreateStructGEP(frameType, frame, i));
+    llvm::Value *n = launch->getArg(numArgs);
+    llvm::Value *parallelFor = b.CreateLoad(ptrType, forSlot);
+    auto *serial = llvm::BasicBlock::Create(ctx, "serial", launch);
+    auto *parallel = llvm::BasicBlock::Create(ctx, "parallel", launch);
+    b.CreateCondBr(b.CreateIsNull(parallelFor), serial, parallel);
+    b.SetInsertPoint(serial);
+    b.CreateCall(range, {frame, b.getInt64(0), n});
+    b.CreateRetVoid();
+    b.SetInsertPoint(parallel);
+    auto *forType = llvm::FunctionType::get(
+        voidType, {ptrType, ptrType, ptrType, i64}, false);
+    b.CreateCall(forType, parallelFor,
+                 {b.CreateLoad(ptrType, runtimeSlotVar), range, frame, n});
+    b.CreateRetVoid();
+    launch->setLinkage(llvm::GlobalValue::InternalLinkage);
+  }
+  return success();
+}
+
 /// Renames each kernel to `name.impl` (internal) and emits the exported
 /// `void name(void **args)` wrapper that loads the buffer pointers.
 LogicalResult emitWrappers(llvm::Module &module,
@@ -119,12 +214,16 @@ LogicalResult emitWrappers(llvm::Module &module,
     b.CreateRetVoid();
     exported.insert(kernel.name);
   }
-  // Everything but the wrappers stays inside the shared object.
+  if (failed(emitLaunches(module, loc)))
+    return failure();
+  // Everything but the wrappers (and the runtime's parallel-for slots)
+  // stays inside the shared object.
   for (llvm::Function &f : module)
     if (!f.isDeclaration() && !exported.contains(f.getName()))
       f.setLinkage(llvm::GlobalValue::InternalLinkage);
   for (llvm::GlobalVariable &g : module.globals())
-    if (!g.isDeclaration())
+    if (!g.isDeclaration() && g.getName() != cleave::plan::kParallelForSymbol &&
+        g.getName() != cleave::plan::kParallelRuntimeSymbol)
       g.setLinkage(llvm::GlobalValue::InternalLinkage);
   return success();
 }
@@ -297,7 +396,7 @@ void KernelCompiler::compile(KernelJob &job) {
     ++signature.numArgs;
   }
   PassManager back(&context, ModuleOp::getOperationName());
-  cleave::buildCPULoweringPasses(back);
+  cleave::buildCPULoweringPasses(back, options.parallelMinWork);
   if (failed(back.run(*module)))
     return fail("lowering to LLVM failed");
   if (options.dumpIR)
@@ -391,6 +490,8 @@ std::string cacheKey(const KernelJob &job,
     hash.update(StringRef("\0", 1));
   }
   hash.update(std::to_string(options.optLevel));
+  hash.update(StringRef("\0", 1));
+  hash.update(std::to_string(options.parallelMinWork));
   return llvm::toHex(hash.final(), /*LowerCase=*/true);
 }
 

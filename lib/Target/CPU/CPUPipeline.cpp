@@ -221,10 +221,17 @@ void ::cleave::buildCPUKernelPipeline(OpPassManager &pm, bool rowKernels) {
   buildCPULoweringPasses(pm);
 }
 
-void ::cleave::buildCPULoweringPasses(OpPassManager &pm) {
+void ::cleave::buildCPULoweringPasses(OpPassManager &pm,
+                                      int64_t parallelMinWork) {
   pm.addPass(std::make_unique<ApproximateMathPass>());
   pm.addPass(createConvertMathToFuncs());
-  pm.addPass(createConvertLinalgToLoopsPass());
+  // Parallel dimensions become scf.parallel (lowered as nested loops by
+  // scf-to-cf), the outermost of which run on the runtime's threads.
+  if (parallelMinWork > 0)
+    pm.addPass(createSplitOuterReductionsPass(parallelMinWork));
+  pm.addPass(createConvertLinalgToParallelLoopsPass());
+  if (parallelMinWork > 0)
+    pm.addPass(createParallelLoopsPass(parallelMinWork));
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(std::make_unique<ExpandArithPass>());
@@ -273,4 +280,6 @@ void ::cleave::registerCPUPipelines() {
       [](OpPassManager &pm) { buildCPUKernelPipeline(pm); });
   registerRowKernelsPass();
   registerTemporariesToScratchPass();
+  registerParallelLoopsPass();
+  registerSplitOuterReductionsPass();
 }

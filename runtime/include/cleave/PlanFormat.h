@@ -152,6 +152,25 @@ const char *commandKindName(CommandKind);
 /// "kernel_ptx" may carry the PTX for other architectures. They hold no
 /// Kernel commands; CPU plans hold no GpuLaunch commands. Gemm commands run
 /// through cuBLASLt there.
+
+/// A CPU plan's kernel object with parallel loop nests exports two pointers
+/// the runtime sets once it has loaded the object (null until then, when a
+/// kernel runs each nest on its calling thread):
+///   void (*cleave_parallel_for)(void *runtime,
+///                               void (*range)(void *frame, int64_t begin,
+///                                             int64_t end),
+///                               void *frame, int64_t n);
+///   void *cleave_parallel_runtime;   // passed back as `runtime`
+/// A kernel calls cleave_parallel_for(cleave_parallel_runtime, range, frame,
+/// n) for each nest; it must call `range` on ranges that cover [0, n) once,
+/// from any threads, and return when all of them have run. Results do not
+/// depend on how [0, n) is split.
+constexpr const char *kParallelForSymbol = "cleave_parallel_for";
+constexpr const char *kParallelRuntimeSymbol = "cleave_parallel_runtime";
+using ParallelRangeFn = void (*)(void *frame, int64_t begin, int64_t end);
+using ParallelForFn = void (*)(void *runtime, ParallelRangeFn range,
+                               void *frame, int64_t n);
+
 /// The mesh of a partitioned plan: axis i is named axisNames[i] and has
 /// shape[i] ranks; rank = row-major index of its coordinates (the last axis
 /// varies fastest). A plan without a mesh runs on one rank.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Cleave/IR/CleaveDialect.h"
+#include "cleave/PlanFormat.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +25,7 @@
 #include <dlfcn.h>
 #include <limits>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -77,6 +79,7 @@ public:
       llvm::sys::fs::remove(soPath);
   }
   bool ok() const { return handle != nullptr; }
+  void *symbol(const char *name) const { return dlsym(handle, name); }
   /// Calls kernel `name` on `args`, adding its scratch buffer if it takes one.
   void call(const char *name, std::vector<void *> args) {
     auto fn = reinterpret_cast<KernelFn>(dlsym(handle, name));
@@ -641,6 +644,94 @@ TEST(CPUCodegen, ConstantAndSelect) {
   expectNear(y, {1.0f, 0.0f, 5.0f, 5.0f});
   k.call("id", {x.data(), z.data()});
   expectNear(z, x);
+}
+
+//===----------------------------------------------------------------------===//
+// Parallel loop nests
+//===----------------------------------------------------------------------===//
+
+/// A parallel-for that runs a nest's range in uneven pieces, last first,
+/// and records them: what a team of threads may do.
+struct RecordingParallelFor {
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> launches;
+  static void run(void *self, void (*range)(void *, int64_t, int64_t),
+                  void *frame, int64_t n) {
+    auto &pieces = static_cast<RecordingParallelFor *>(self)
+                       ->launches.emplace_back();
+    int64_t end = n;
+    for (int64_t size = 1; end > 0; size = size * 2 + 1) {
+      int64_t begin = std::max<int64_t>(0, end - size);
+      range(frame, begin, end);
+      pieces.emplace_back(begin, end);
+      end = begin;
+    }
+  }
+};
+
+TEST(CPUCodegen, ParallelLoopNestsGiveTheSameBitsForAnySplit) {
+  // Large enough for --cleave-cpu-parallel-loops: an elementwise nest, the
+  // softmax's four nests (row maxima, exponentials, row sums, division)
+  // and a sum over the rows, whose 128 columns are split into 8 blocks
+  // (--cleave-cpu-split-outer-reductions).
+  Kernels k(R"mlir(
+    func.func @par(%x: tensor<256x128xf32>, %b: tensor<128xf32>) -> (tensor<256x128xf32>, tensor<256x128xf32>, tensor<128xf32>) {
+      %bb = cleave.broadcast_in_dim %b dims = [1] : tensor<128xf32> -> tensor<256x128xf32>
+      %s = cleave.binary add %x, %bb : tensor<256x128xf32>
+      %e = cleave.unary erf %s : tensor<256x128xf32>
+      %m = cleave.softmax %x dim = 1 : tensor<256x128xf32>
+      %c = cleave.reduce sum %x dims = [0] : tensor<256x128xf32> -> tensor<128xf32>
+      return %e, %m, %c : tensor<256x128xf32>, tensor<256x128xf32>, tensor<128xf32>
+    })mlir");
+  ASSERT_TRUE(k.ok());
+  auto *slot = static_cast<cleave::plan::ParallelForFn *>(
+      k.symbol(cleave::plan::kParallelForSymbol));
+  auto *runtime =
+      static_cast<void **>(k.symbol(cleave::plan::kParallelRuntimeSymbol));
+  ASSERT_NE(slot, nullptr);
+  ASSERT_NE(runtime, nullptr);
+  EXPECT_EQ(*slot, nullptr);
+  auto x = ramp(256 * 128, 0.05f, -2.0f), b = ramp(128, 0.1f, 0.3f);
+  std::vector<float> e1(256 * 128), m1(256 * 128), c1(128);
+  k.call("par", {x.data(), b.data(), e1.data(), m1.data(), c1.data()});
+
+  RecordingParallelFor recorder;
+  *slot = &RecordingParallelFor::run;
+  *runtime = &recorder;
+  std::vector<float> e2(256 * 128), m2(256 * 128), c2(128);
+  k.call("par", {x.data(), b.data(), e2.data(), m2.data(), c2.data()});
+  *slot = nullptr;
+  *runtime = nullptr;
+
+  // Five nests of 256 rows (the outer dimension; the 128 columns stay a
+  // loop of each piece) and one of 8 column blocks, each in pieces that
+  // cover [0, n) once.
+  ASSERT_EQ(recorder.launches.size(), 6u);
+  int rowNests = 0, blockNests = 0;
+  for (const auto &pieces : recorder.launches) {
+    ASSERT_GT(pieces.size(), 1u);
+    rowNests += pieces.front().second == 256;
+    blockNests += pieces.front().second == 8;
+    EXPECT_EQ(pieces.back().first, 0);
+    for (size_t i = 1; i < pieces.size(); ++i)
+      EXPECT_EQ(pieces[i].second, pieces[i - 1].first);
+  }
+  EXPECT_EQ(rowNests, 5);
+  EXPECT_EQ(blockNests, 1);
+  EXPECT_EQ(0, std::memcmp(e1.data(), e2.data(), e1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(m1.data(), m2.data(), m1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
+  for (int i = 0; i < 256; ++i) {
+    double sum = 0;
+    for (int j = 0; j < 128; ++j)
+      sum += m2[i * 128 + j];
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << i;
+  }
+  for (int j = 0; j < 128; ++j) {
+    double sum = 0;
+    for (int i = 0; i < 256; ++i)
+      sum += x[i * 128 + j];
+    EXPECT_NEAR(c2[j], sum, 1e-3 * std::max(1.0, std::fabs(sum)));
+  }
 }
 
 } // namespace

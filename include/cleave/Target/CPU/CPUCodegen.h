@@ -15,6 +15,10 @@
 
 namespace cleave {
 
+/// Scalar iterations (counted through a loop nest) from which a kernel's
+/// loop nest is split over the runtime's threads.
+constexpr int64_t kDefaultParallelMinWork = 16384;
+
 struct CPUCodegenOptions {
   /// The linker that turns the object file into a shared object. Empty:
   /// the ld.lld found when Cleave was built, else `ld.lld` on PATH.
@@ -26,6 +30,10 @@ struct CPUCodegenOptions {
   int optLevel = 2;
   /// Threads that compile kernels (0: one per core).
   unsigned threads = 0;
+  /// Loop nests of at least this many scalar iterations run on the
+  /// runtime's threads (`--cleave-cpu-parallel-loops`); 0: every kernel runs
+  /// on the thread that calls it.
+  int64_t parallelMinWork = kDefaultParallelMinWork;
   /// The kernel cache's directory (defaultKernelCacheDir()); empty: no
   /// cache. A kernel's object is stored under a key hashing its printed
   /// module, the target CPU and features, these options and the compiler
@@ -131,8 +139,28 @@ std::unique_ptr<mlir::Pass> createTemporariesToScratchPass();
 void registerTemporariesToScratchPass();
 
 /// The back half of buildCPUKernelPipeline: memrefs, loops (scf, and 1-D
-/// vector loads and stores) and math to the LLVM dialect.
-void buildCPULoweringPasses(mlir::OpPassManager &pm);
+/// vector loads and stores) and math to the LLVM dialect. Loop nests of at
+/// least `parallelMinWork` scalar iterations are outlined for the runtime's
+/// threads (createParallelLoopsPass; 0: none).
+void buildCPULoweringPasses(
+    mlir::OpPassManager &pm,
+    int64_t parallelMinWork = kDefaultParallelMinWork);
+
+/// `--cleave-cpu-parallel-loops`: outlines each outermost scf.parallel with
+/// at least `minWork` scalar iterations into a function over a range of its
+/// outer iterations, launched through a `$launch` declaration that
+/// compileCPUKernels defines (see ParallelLoops.cpp).
+std::unique_ptr<mlir::Pass>
+createParallelLoopsPass(int64_t minWork = kDefaultParallelMinWork);
+void registerParallelLoopsPass();
+
+/// `--cleave-cpu-split-outer-reductions`: tiles the outermost parallel
+/// dimension of each linalg op (on memrefs, of at least `minWork` scalar
+/// iterations) whose outermost loop is a reduction into an scf.parallel
+/// over blocks, for createParallelLoopsPass (see ParallelLoops.cpp).
+std::unique_ptr<mlir::Pass>
+createSplitOuterReductionsPass(int64_t minWork = kDefaultParallelMinWork);
+void registerSplitOuterReductionsPass();
 
 /// `--cleave-row-kernels`: rewrites kernel functions (linalg on memrefs)
 /// whose ops share the row space of a reduction into one scf.parallel over
