@@ -66,7 +66,7 @@ llvm::raw_ostream *gOutput = nullptr;
 llvm::raw_ostream &driverErrs() { return gMessages ? *gMessages : llvm::errs(); }
 llvm::raw_ostream &driverOuts() { return gOutput ? *gOutput : llvm::outs(); }
 
-enum class EmitKind { Plan, MLIR, Exe, Schedule, None, Sim };
+enum class EmitKind { Plan, MLIR, Asm, Exe, Schedule, None, Sim };
 
 struct Options {
   cl::OptionCategory category{"cleave-compile options"};
@@ -99,6 +99,9 @@ struct Options {
                             "the executable plan (.cleave, default)"),
                  clEnumValN(EmitKind::MLIR, "mlir",
                             "MLIR text after the phase chosen by --phase"),
+                 clEnumValN(EmitKind::Asm, "asm",
+                            "the x86-64 assembly of the CPU kernels, as "
+                            "optimized for the plan"),
                  clEnumValN(EmitKind::Exe, "exe",
                             "a self-contained executable: cleave-run with "
                             "the plan inside, taking cleave-run's options "
@@ -563,7 +566,7 @@ std::string defaultOutput(llvm::StringRef input, EmitKind emit) {
     llvm::sys::path::replace_extension(path, "schedule.json");
     return path.str().str();
   }
-  if (emit == EmitKind::MLIR)
+  if (emit == EmitKind::MLIR || emit == EmitKind::Asm)
     return "-";
   llvm::SmallString<256> path(llvm::sys::path::filename(input));
   llvm::sys::path::replace_extension(path, emit == EmitKind::Exe ? ""
@@ -1309,13 +1312,21 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   llvm::SmallString<256> absolute(opts.input.getValue());
   if (!llvm::sys::fs::make_absolute(absolute))
     compileOptions.plan.sourceModel = absolute.str().str();
-  std::string mlirText;
+  std::string textOutput;
   if (opts.emit == EmitKind::MLIR) {
     compileOptions.stopAfter = opts.phase;
     compileOptions.dump = [&](Operation *op) {
-      llvm::raw_string_ostream os(mlirText);
+      llvm::raw_string_ostream os(textOutput);
       op->print(os);
       os << "\n";
+    };
+  }
+  if (opts.emit == EmitKind::Asm) {
+    if (opts.target != "cpu")
+      return fail("--emit=asm prints the CPU kernels' assembly; it needs "
+                  "--target=cpu");
+    compileOptions.kernelAssembly = [&](const std::string &text) {
+      textOutput += text;
     };
   }
   compileOptions.kernelCode =
@@ -1390,14 +1401,14 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
                        std::chrono::steady_clock::now() - start)
                        .count();
 
-  if (opts.emit == EmitKind::MLIR) {
+  if (opts.emit == EmitKind::MLIR || opts.emit == EmitKind::Asm) {
     if (output == "-") {
-      driverOuts() << mlirText;
+      driverOuts() << textOutput;
       return 0;
     }
     if (llvm::Error err = llvm::writeToOutput(
             output, [&](llvm::raw_ostream &os) -> llvm::Error {
-              os << mlirText;
+              os << textOutput;
               return llvm::Error::success();
             }))
       return fail("cannot write '" + output +

@@ -205,6 +205,7 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
     codegen.cacheDir = options.kernelCacheDir;
     codegen.optLevel = options.kernelOptLevel;
     codegen.parallelMinWork = options.kernelParallelMinWork;
+    codegen.emitAssembly = static_cast<bool>(options.kernelAssembly);
     if (options.cpuEmulateCuda) {
       codegen.frontHalf = [](OpPassManager &pm) {
         buildCUDAEmulationPipeline(pm, CUDACodegenOptions());
@@ -216,6 +217,8 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
         compileCPUKernels(program->kernels.get(), codegen);
     if (failed(object))
       return failure();
+    if (options.kernelAssembly)
+      options.kernelAssembly(object->assembly);
     if (CompileTimings *t = options.timings) {
       t->codegenSeconds += object->stats.compileSeconds;
       t->linkSeconds += object->stats.linkSeconds;

@@ -94,6 +94,9 @@ struct CompileOptions {
   /// With Target::CPU: loop nests of at least this many scalar iterations
   /// run on the runtime's threads (CPUCodegenOptions::parallelMinWork).
   int64_t kernelParallelMinWork = kDefaultParallelMinWork;
+  /// With Target::CPU: if set, receives the x86-64 assembly of the kernels
+  /// (CPUKernelObject::assembly), once per program compiled.
+  std::function<void(const std::string &)> kernelAssembly;
   /// If set, receives where the compile's time went.
   CompileTimings *timings = nullptr;
   /// Set: compile a training step (--cleave-build-train-step) instead of

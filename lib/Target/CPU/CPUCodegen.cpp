@@ -47,6 +47,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
 
@@ -302,14 +303,14 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
   mpm.run(module, mam);
 }
 
-/// Emits `module` as an object file into `object`; false when the target
-/// machine cannot emit object files.
+/// Emits `module` as an object file (or assembly text) into `out`; false
+/// when the target machine cannot emit that kind of file.
 bool emitObject(llvm::Module &module, llvm::TargetMachine &machine,
-                SmallVector<char, 0> &object) {
-  llvm::raw_svector_ostream os(object);
+                SmallVector<char, 0> &out,
+                llvm::CodeGenFileType type = llvm::CodeGenFileType::ObjectFile) {
+  llvm::raw_svector_ostream os(out);
   llvm::legacy::PassManager codegen;
-  if (machine.addPassesToEmitFile(codegen, os, nullptr,
-                                  llvm::CodeGenFileType::ObjectFile))
+  if (machine.addPassesToEmitFile(codegen, os, nullptr, type))
     return false;
   codegen.run(module);
   return true;
@@ -328,6 +329,8 @@ struct KernelJob {
   uint64_t scratchBytes = 0;
   bool fromCache = false;
   std::string error;
+  /// With CPUCodegenOptions::emitAssembly: the object's assembly text.
+  SmallVector<char, 0> assembly;
 };
 
 /// Compiles kernels one at a time in a context of its own (one per thread:
@@ -419,6 +422,13 @@ void KernelCompiler::compile(KernelJob &job) {
   if (options.dumpIR)
     llvmModule->print(llvm::errs(), nullptr);
 
+  if (options.emitAssembly) {
+    // Code generation changes the module: the text comes from a copy.
+    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*llvmModule);
+    if (!emitObject(*copy, *machine, job.assembly,
+                    llvm::CodeGenFileType::AssemblyFile))
+      return fail("the target machine cannot emit assembly");
+  }
   if (!emitObject(*llvmModule, *machine, job.object))
     return fail("the target machine cannot emit object files");
 }
@@ -650,6 +660,7 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
   // is compiled), for a front half that has no key, and when the compiler
   // cannot be identified.
   bool useCache = !options.cacheDir.empty() && !options.dumpIR &&
+                  !options.emitAssembly &&
                   (!options.frontHalf || !options.pipelineKey.empty()) &&
                   !compilerIdentity().empty();
   CPUCodegenStats stats;
@@ -776,6 +787,12 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
 
   CPUKernelObject result;
   result.object = std::move(*linked);
+  if (options.emitAssembly)
+    for (const KernelJob &job : jobs)
+      if (!job.name.empty())
+        result.assembly += "# kernel " + job.name + "\n" +
+                           std::string(job.assembly.begin(),
+                                       job.assembly.end());
   for (const KernelJob &job : jobs)
     if (job.scratchBytes)
       result.scratchBytes[job.name] = job.scratchBytes;

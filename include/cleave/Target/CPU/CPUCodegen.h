@@ -45,6 +45,9 @@ struct CPUCodegenOptions {
   uint64_t cacheMaxBytes = uint64_t(1) << 30;
   /// Prints the LLVM dialect module and the optimized LLVM IR to stderr.
   bool dumpIR = false;
+  /// Also produce each kernel's assembly (CPUKernelObject::assembly); the
+  /// cache is not used.
+  bool emitAssembly = false;
   /// Target CPU (`-mcpu`). Empty means the host CPU (with its features):
   /// the code then runs only on machines with the same instruction sets, so
   /// plans compiled this way are host-specific. `x86-64` is portable.
@@ -95,6 +98,9 @@ struct CPUKernelObject {
   /// Per kernel that has temporaries: the bytes of the scratch buffer it
   /// takes as its last argument. Kernels not listed take none.
   std::map<std::string, uint64_t> scratchBytes;
+  /// With CPUCodegenOptions::emitAssembly: every kernel's x86-64 assembly,
+  /// in order, each after a `# kernel <name>` line.
+  std::string assembly;
   CPUCodegenStats stats;
 };
 
