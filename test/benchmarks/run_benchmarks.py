@@ -17,11 +17,16 @@ Prints one table with:
   6. inference time of ResNet-18 (make_resnet.py: torchvision's graph as
      exported in eval mode, batch 1, 224x224), Cleave vs onnxruntime;
   7. the same for a BERT-base-shaped encoder (make_gpt.py --preset
-     bert-base: 12 layers, d=768, T=128, batch 1).
+     bert-base: 12 layers, d=768, T=128, batch 1);
+  8. with --torch-python PY (a Python with torch, transformers and
+     onnxscript; not in the project's venv): one AdamW training step of the
+     HF GPT-2 (4 layers, d=128) and of the real-model suite's ResNet-18 in
+     Cleave, PyTorch eager and torch.compile, on the same batch
+     (test/models/bench_torch.py, modes alternated, medians of the steps).
 
     run_benchmarks.py                 # everything (a few minutes)
     run_benchmarks.py --quick         # skips gpt2-small, fewer repeats
-    run_benchmarks.py --only matmul   # or tiny, gpt2, resnet, bert (repeatable)
+    run_benchmarks.py --only matmul   # or tiny, gpt2, resnet, bert, train (repeatable)
     run_benchmarks.py --threads 1     # pin every side to one thread
 
 What is timed:
@@ -44,6 +49,7 @@ OPENBLAS_CORETYPE is left as found and printed.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -58,7 +64,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="skip gpt2-small and use fewer repeats (smoke run)")
-    p.add_argument("--only", action="append", choices=["matmul", "tiny", "gpt2", "resnet", "bert"],
+    p.add_argument("--torch-python", default=os.environ.get("CLEAVE_TORCH_PYTHON"), metavar="PY",
+                   help="a Python with torch, transformers and onnxscript, for row 8 (training step against "
+                        "PyTorch; default $CLEAVE_TORCH_PYTHON)")
+    p.add_argument("--only", action="append", choices=["matmul", "tiny", "gpt2", "resnet", "bert", "train"],
                    help="run only this part (repeatable); gpt2 covers rows 3 and 4")
     p.add_argument("--threads", type=int, default=os.cpu_count(),
                    help="threads for OpenBLAS (Cleave and reference) and onnxruntime (default: all cores, %(default)s)")
@@ -465,10 +474,45 @@ def bench_train_compile(work, preset, sec):
         os.remove(plan)
 
 
+def bench_train_torch(sec):
+    """One AdamW step in Cleave, PyTorch eager and torch.compile (bench_torch.py)."""
+    if not ARGS.torch_python:
+        row(sec, "training step vs PyTorch", "skipped", "-", "-",
+            "pass --torch-python PY (a Python with torch, transformers, onnxscript)")
+        return
+    script = os.path.join(ROOT, "test", "models", "bench_torch.py")
+    steps = "10" if ARGS.quick else "30"
+    for name, extra, goal in (("GPT-2 4 layers d=128, batch 8x64", [], 0.8),
+                              ("ResNet-18 (suite), batch 8, 32x32", ["--model", "resnet18"], 1.0)):
+        log("training step vs PyTorch: %s" % name)
+        cmd = [ARGS.torch_python, script, *extra, "--modes", "eager,compile,cleave,eager,cleave",
+               "--cleave-bin", os.path.join(ARGS.build, "bin"), "--steps", steps, "--threads", str(ARGS.threads)]
+        r = subprocess.run(cmd, cwd=os.path.dirname(script), capture_output=True, text=True)
+        results = {}
+        for line in r.stdout.splitlines():
+            if line.startswith("{"):
+                e = json.loads(line)
+                results.setdefault(e["mode"], []).append(e)
+        if r.returncode != 0 or not results.get("cleave") or not results.get("eager"):
+            row(sec, "%s training step" % name, "FAILED", "-", "-",
+                (r.stderr.strip().splitlines() or ["no output"])[-1][:160])
+            continue
+        best = {m: min(e["step_ms"] for e in es if e.get("step_ms") is not None)
+                for m, es in results.items() if any(e.get("step_ms") is not None for e in es)}
+        losses = "/".join("%s %.5f" % (m, es[-1]["final_loss"]) for m, es in results.items() if "final_loss" in es[-1])
+        note = "goal <= %.1f x eager; " % goal
+        if "compile" in best:
+            note += "torch.compile %.1f ms (%.2f); " % (best["compile"], best["cleave"] / best["compile"])
+        note += "medians of %s steps, best of %d/%d runs; final loss %s" % (
+            steps, len(results["cleave"]), len(results["eager"]), losses)
+        row(sec, "%s training step" % name, "%.1f ms" % best["cleave"], "PyTorch eager %.1f ms" % best["eager"],
+            "%.2f" % (best["cleave"] / best["eager"]), note)
+
+
 # --- main ----------------------------------------------------------------------
 
 def main():
-    only = set(ARGS.only or ["matmul", "tiny", "gpt2", "resnet", "bert"])
+    only = set(ARGS.only or ["matmul", "tiny", "gpt2", "resnet", "bert", "train"])
     if ARGS.quick:
         only.discard("gpt2")
     for exe in (COMPILE, RUN):
@@ -528,6 +572,8 @@ def main():
             bench_model(work, "gpt2-small", "3 gpt2-small", 1, 3, extra_gen=["--external-data"],
                         compile_row="4 gpt2-small compile")
             bench_train_compile(work, "gpt2-small", "5 gpt2-small training compile")
+        if "train" in only:
+            bench_train_torch("8 training vs PyTorch")
     finally:
         if not ARGS.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -102,6 +102,7 @@ def time_cleave(model, input_ids, labels, input_name, args) -> dict:
                        check=True, capture_output=True)
         subprocess.run([str(bin_dir / "cleave-run"), str(tmp / "step.cleave"),
                         "--steps", str(args.warmup + args.steps),
+                        "--threads", str(args.threads),
                         "--data", "%s=%s" % (input_name, tmp / "input.npy"),
                         "--data", "labels=%s" % (tmp / "labels.npy"),
                         "--log-json", str(tmp / "log.jsonl")],
