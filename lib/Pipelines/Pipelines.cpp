@@ -26,6 +26,7 @@ void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
+  fn.addPass(createDecomposeAttentionPass());
   if (convolutionsAsGemm)
     fn.addPass(createConvolutionsToGemmPass());
   fn.addPass(createCanonicalizeContractionsPass());
@@ -36,8 +37,8 @@ void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm) {
 void registerPipelines() {
   PassPipelineRegistration<>(
       "cleave-prepare-pipeline",
-      "Clean up an imported program and put convolutions and contractions "
-      "in GEMM form",
+      "Clean up an imported program, spell out attention and put "
+      "convolutions and contractions in GEMM form",
       [](OpPassManager &pm) { buildPreparePipeline(pm); });
 }
 

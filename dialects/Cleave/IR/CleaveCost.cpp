@@ -79,6 +79,17 @@ int64_t LogSoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
 // mean, centre, square, variance, normalize, scale, shift.
 int64_t LayerNormOp::getFlops() { return 8 * getType().getNumElements(); }
 
+/// The two products (2 * D and 2 * Dv per score) and the softmax (5 per
+/// score), over every score, masked or not (the unfused plan computes them
+/// all).
+int64_t AttentionOp::getFlops() {
+  auto q = cast<RankedTensorType>(getQ().getType());
+  auto v = cast<RankedTensorType>(getV().getType());
+  int64_t scores = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) *
+                   v.getDimSize(2);
+  return scores * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
+}
+
 int64_t ConvOp::getFlops() {
   auto filter = cast<RankedTensorType>(getFilter().getType());
   int64_t perOutput = 1;

@@ -4,6 +4,8 @@
 
 #include "mlir/IR/TypeUtilities.h"
 
+#include <cmath>
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
@@ -498,6 +500,68 @@ LogicalResult SoftmaxOp::verify() {
 
 LogicalResult LogSoftmaxOp::verify() {
   return verifyAlongDimension(*this, getDimension(), getType());
+}
+
+int64_t AttentionOp::getGroupSize() {
+  return tensorType(getQ()).getDimSize(1) /
+         std::max<int64_t>(tensorType(getK()).getDimSize(1), 1);
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"q", getQ()},
+                         {"k", getK()}, {"v", getV()}, {"bias", getBias()},
+                         {"result", getResult()}})
+    if (v && tensorType(v).getRank() != 4)
+      return emitOpError() << name << " must have rank 4, got "
+                           << v.getType();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"k", getK()},
+                         {"v", getV()}, {"result", getResult()}})
+    if (failed(checkSameElementType(*this, v.getType(), getQ().getType(), name,
+                                    "q")))
+      return failure();
+  ArrayRef<int64_t> q = tensorType(getQ()).getShape();
+  ArrayRef<int64_t> k = tensorType(getK()).getShape();
+  ArrayRef<int64_t> v = tensorType(getV()).getShape();
+  ArrayRef<int64_t> r = tensorType(getResult()).getShape();
+  if (k[0] != q[0] || v[0] != q[0])
+    return emitOpError() << "batch sizes differ: q " << shapeStr(q) << ", k "
+                         << shapeStr(k) << ", v " << shapeStr(v);
+  if (k[3] != q[3])
+    return emitOpError() << "k's head size " << k[3] << " differs from q's "
+                         << q[3];
+  if (v[1] != k[1] || v[2] != k[2])
+    return emitOpError() << "v " << shapeStr(v)
+                         << " does not match k's heads and length "
+                         << shapeStr(k);
+  if (k[1] == 0 || q[1] % k[1] != 0)
+    return emitOpError() << "query heads (" << q[1]
+                         << ") are not a multiple of key/value heads ("
+                         << k[1] << ")";
+  SmallVector<int64_t> expected = {q[0], q[1], q[2], v[3]};
+  if (r != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result shape " << shapeStr(r) << " should be "
+                         << shapeStr(expected);
+  if (Value bias = getBias()) {
+    ArrayRef<int64_t> m = tensorType(bias).getShape();
+    SmallVector<int64_t> full = {q[0], q[1], q[2], k[2]};
+    for (int64_t d = 0; d < 4; ++d)
+      if (m[d] != full[d] && (d == 3 || m[d] != 1))
+        return emitOpError() << "bias " << shapeStr(m)
+                             << " does not broadcast to the scores "
+                             << shapeStr(full);
+  }
+  if (!(getScale().convertToDouble() > 0) ||
+      !std::isfinite(getScale().convertToDouble()))
+    return emitOpError() << "scale must be positive, got "
+                         << getScale().convertToDouble();
+  if (!(getSoftcap().convertToDouble() >= 0))
+    return emitOpError() << "softcap must be non-negative, got "
+                         << getSoftcap().convertToDouble();
+  if (getCausalOffset() != 0 && !getCausal())
+    return emitOpError() << "causal_offset needs causal";
+  return success();
 }
 
 LogicalResult LayerNormOp::verify() {

@@ -557,6 +557,62 @@ def Cleave_LayerNormOp : Cleave_Op<"layer_norm", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+def Cleave_AttentionOp : Cleave_Op<"attention", [],
+                                    ["getFlops"]> {
+  let summary = "Scaled dot-product attention with grouped key/value heads";
+  let description = [{
+    `q` is `B x Hq x Sq x D`, `k` is `B x Hkv x Skv x D` and `v` is
+    `B x Hkv x Skv x Dv`, with `Hq` a multiple of `Hkv`: query head `h`
+    reads key/value head `h / (Hq / Hkv)` (grouped-query attention; `Hq =
+    Hkv` is multi-head attention). The result is `B x Hq x Sq x Dv`:
+
+      s[b, h, i, j] = scale * sum_d q[b, h, i, d] * k[b, h / G, j, d]
+      s = softcap * tanh(s / softcap)               (when softcap > 0)
+      s = s + bias[b, h, i, j]                      (bias broadcast, if given)
+      s[b, h, i, j] = -inf where j > i + causal_offset   (when causal)
+      p = softmax over j of s; a row with no finite score gives zeros
+      result[b, h, i, e] = sum_j p[b, h, i, j] * v[b, h / G, j, e]
+
+    The optional additive `bias` is `B' x H' x Sq' x Skv` with each of
+    `B'`, `H'`, `Sq'` either 1 (broadcast) or the full size: masks are
+    biases of 0 and -inf. With bf16 or f16 operands the scores and the
+    softmax are computed in f32 and the probabilities rounded to the
+    operands' type for the second product (as FlashAttention does).
+
+    The op is kept whole through autodiff (its VJP recomputes the
+    probabilities from `q` and `k` rather than saving them), mixed
+    precision and partitioning (heads and batch are parallel), and is
+    expanded into contractions and a softmax before planning
+    (`--cleave-decompose-attention`).
+
+    ```mlir
+    %0 = cleave.attention %q, %k, %v scale = 0.125 causal
+        : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
+           tensor<2x2x16x64xf32>) -> tensor<2x8x16x64xf32>
+    %1 = cleave.attention %q, %k, %v bias %m scale = 0.125
+        : (tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>,
+           tensor<2x8x16x64xf32>, tensor<2x1x1x16xf32>) -> tensor<2x8x16x64xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$q,
+                       RankedTensorOf<[AnyFloat]>:$k,
+                       RankedTensorOf<[AnyFloat]>:$v,
+                       Optional<RankedTensorOf<[AnyFloat]>>:$bias,
+                       F64Attr:$scale, UnitAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$causal_offset,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`bias` $bias^)? `scale` `=` $scale (`causal` $causal^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Query heads per key/value head.
+    int64_t getGroupSize();
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and windowed reduction
 //===----------------------------------------------------------------------===//

@@ -648,6 +648,61 @@ ShardingRule LayerNormOp::getShardingRule() {
   return rule;
 }
 
+ShardingRule AttentionOp::getShardingRule() {
+  // Batch and heads are parallel: the heads of q and the result split into
+  // the key/value heads (major) and the query heads of each group (minor),
+  // so a group's query heads stay with their key/value head. The keys and
+  // the head size are read whole (the softmax and the scores); queries are
+  // independent rows unless a causal mask ties them to their positions.
+  // The value head size is parallel.
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()),
+                    v = shapeOf(getV());
+  int64_t group = getGroupSize();
+  int64_t b = rule.addFactor(q[0]);
+  int64_t kvHeads = rule.addFactor(k[1]);
+  int64_t groupHeads = group > 1 ? rule.addFactor(group) : -1;
+  int64_t sq = rule.addFactor(q[2], getCausal() ? FactorKind::NeedReplication
+                                                : FactorKind::Parallel);
+  int64_t skv = rule.addFactor(k[2], FactorKind::NeedReplication);
+  int64_t d = rule.addFactor(q[3], FactorKind::NeedReplication);
+  int64_t dv = rule.addFactor(v[3]);
+  auto mapHeads = [&](bool isResult, unsigned index) {
+    auto map = [&](int64_t f) {
+      isResult ? rule.mapResult(index, 1, f) : rule.mapOperand(index, 1, f);
+    };
+    map(kvHeads);
+    if (groupHeads >= 0)
+      map(groupHeads);
+  };
+  for (unsigned i : {0u, 1u, 2u})
+    rule.mapOperand(i, 0, b);
+  mapHeads(false, 0);
+  rule.mapOperand(1, 1, kvHeads);
+  rule.mapOperand(2, 1, kvHeads);
+  rule.mapOperand(0, 2, sq);
+  rule.mapOperand(1, 2, skv);
+  rule.mapOperand(2, 2, skv);
+  rule.mapOperand(0, 3, d);
+  rule.mapOperand(1, 3, d);
+  rule.mapOperand(2, 3, dv);
+  rule.mapResult(0, 0, b);
+  mapHeads(true, 0);
+  rule.mapResult(0, 2, sq);
+  rule.mapResult(0, 3, dv);
+  if (Value bias = getBias()) {
+    ArrayRef<int64_t> m = shapeOf(bias);
+    if (m[0] != 1)
+      rule.mapOperand(3, 0, b);
+    if (m[1] != 1)
+      mapHeads(false, 3);
+    if (m[2] != 1)
+      rule.mapOperand(3, 2, sq);
+    rule.mapOperand(3, 3, skv);
+  }
+  return rule;
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and windowed reduction
 //===----------------------------------------------------------------------===//

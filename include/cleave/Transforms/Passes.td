@@ -30,6 +30,21 @@ def CanonicalizeContractionsPass : Pass<"cleave-canonicalize-contractions", "::m
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def DecomposeAttentionPass : Pass<"cleave-decompose-attention", "::mlir::func::FuncOp"> {
+  let summary = "Spell out attention as contractions and a masked softmax";
+  let description = [{
+    Rewrites each `cleave.attention` into the contraction of the queries
+    (grouped by their key/value head, `B x Hkv x G x Sq x D`) with the keys,
+    the scale, softcap, bias and causal mask as elementwise ops, a softmax
+    over the keys (rows with every key masked give zeros) and the
+    contraction of the probabilities with the values. The products become
+    library GEMM commands; the scores are a `B x Hq x Sq x Skv` temporary.
+    The VJP rule builds the same expressions, so the forward and backward
+    pass agree on the probabilities they compute.
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
 def ConvolutionsToGemmPass : Pass<"cleave-convolutions-to-gemm", "::mlir::func::FuncOp"> {
   let summary = "Rewrite convolutions as im2col and a batched GEMM";
   let description = [{

@@ -15,6 +15,8 @@ void registerQuantizationConverters(llvm::StringMap<ConverterFn> &table);
 // Defined in ScatterGatherOps.cpp and GridSampleOps.cpp.
 void registerScatterGatherConverters(llvm::StringMap<ConverterFn> &table);
 void registerGridSampleConverters(llvm::StringMap<ConverterFn> &table);
+// Defined in AttentionOps.cpp.
+void registerAttentionConverters(llvm::StringMap<ConverterFn> &table);
 
 const llvm::StringMap<ConverterFn> &getConverterRegistry() {
   static const llvm::StringMap<ConverterFn> table = [] {
@@ -33,6 +35,7 @@ const llvm::StringMap<ConverterFn> &getConverterRegistry() {
     registerQuantizationConverters(t);
     registerScatterGatherConverters(t);
     registerGridSampleConverters(t);
+    registerAttentionConverters(t);
     registerTrainingConverters(t); // TrainingOps.cpp
     return t;
   }();

@@ -119,10 +119,31 @@ CLEAVE_VJP_RULE(CumSumOp)
 CLEAVE_VJP_RULE(SoftmaxOp)
 CLEAVE_VJP_RULE(LogSoftmaxOp)
 CLEAVE_VJP_RULE(LayerNormOp)
+// Attention (VJPRulesAttention.cpp).
+CLEAVE_VJP_RULE(AttentionOp)
 // Convolution and windowed reductions (VJPRulesNN.cpp).
 CLEAVE_VJP_RULE(ConvOp)
 CLEAVE_VJP_RULE(ReduceWindowOp)
 #undef CLEAVE_VJP_RULE
+
+/// An attention op's probabilities, spelled out (VJPRulesAttention.cpp).
+struct AttentionProbabilities {
+  /// q viewed as B x Hkv x G x Sq x D.
+  mlir::Value q;
+  /// B x Hkv x G x Sq x Skv, in f32 for bf16/f16 operands; masked keys and
+  /// rows with every key masked are 0.
+  mlir::Value probs;
+  /// tanh(scores / softcap) when the op has a softcap, else null.
+  mlir::Value tanh;
+  /// The scaled (and softcapped) scores, before the bias and the mask; and
+  /// after them (the softmax's input). Same shape and type as `probs`.
+  mlir::Value scores, masked;
+};
+AttentionProbabilities attentionProbabilities(Emitter &e,
+                                              mlir::cleave::AttentionOp op);
+/// The op's result from its probabilities.
+mlir::Value attentionOutput(Emitter &e, mlir::cleave::AttentionOp op,
+                            const AttentionProbabilities &parts);
 
 /// The pad rule's reflect and edge modes and the scatter rule's mul, max and
 /// min kinds (VJPRulesNN.cpp).

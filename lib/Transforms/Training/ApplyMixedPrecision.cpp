@@ -15,6 +15,8 @@
 //    result; their other f32 operands (e.g. f32 master parameters) are
 //    converted down where used. Data movement of a contraction result keeps
 //    f32 and passes the "contraction result" mark on;
+//  - cleave.attention: q, k and v are converted down and the result is low
+//    (the op computes its scores and softmax in f32);
 //  - everything else (softmax, log_softmax, layer_norm, reduce, gather,
 //    scatter, ...) computes in f32: low-precision operands are converted up;
 //  - ops tagged `cleave.fp32` (by --cleave-build-train-step with
@@ -185,6 +187,21 @@ LogicalResult Rewriter::run() {
       contract.getLhsMutable().set(down(contract.getLhs()));
       contract.getRhsMutable().set(down(contract.getRhs()));
       contracted.insert(contract.getResult());
+      continue;
+    }
+    // Attention computes its products in the low type and its scores and
+    // softmax in f32 (see cleave.attention); a bias stays f32.
+    if (auto attention = dyn_cast<AttentionOp>(op);
+        attention && !fp32 && isF32(attention.getResult()) &&
+        llvm::all_of(ValueRange{attention.getQ(), attention.getK(),
+                                attention.getV()},
+                     [&](Value v) { return isF32(v) || lowered.contains(v); })) {
+      attention.getQMutable().set(down(attention.getQ()));
+      attention.getKMutable().set(down(attention.getK()));
+      attention.getVMutable().set(down(attention.getV()));
+      Value r = attention.getResult();
+      r.setType(cast<RankedTensorType>(r.getType()).clone(low));
+      lowered.insert(r);
       continue;
     }
     // A parameter's layout change moves its low copy.

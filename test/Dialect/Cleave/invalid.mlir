@@ -1465,3 +1465,68 @@ func.func @im2col_kernel(%x: tensor<2x4x8x8xf32>) {
       : (tensor<2x4x8x8xf32>) -> tensor<1x4x3x3x2x8x8xf32>
   return
 }
+
+// -----
+
+// Query heads come in whole groups per key/value head.
+func.func @attention_heads(%q: tensor<1x3x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{query heads (3) are not a multiple of key/value heads (2)}}
+  %0 = cleave.attention %q, %k, %k scale = 0.5
+      : (tensor<1x3x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x3x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_head_size(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x6xf32>) {
+  // expected-error @+1 {{k's head size 6 differs from q's 8}}
+  %0 = cleave.attention %q, %k, %k scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x6xf32>, tensor<1x2x4x6xf32>) -> tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{result shape [1, 2, 8, 4] should be [1, 2, 4, 8]}}
+  %0 = cleave.attention %q, %q, %q scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  return
+}
+
+// -----
+
+// A bias broadcasts over batch, heads and queries, never over keys.
+func.func @attention_bias(%q: tensor<1x2x4x8xf32>, %m: tensor<1x1x4x1xf32>) {
+  // expected-error @+1 {{bias [1, 1, 4, 1] does not broadcast to the scores [1, 2, 4, 4]}}
+  %0 = cleave.attention %q, %q, %q bias %m scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x1xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{scale must be positive, got -1}}
+  %0 = cleave.attention %q, %q, %q scale = -1.0
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_offset(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{causal_offset needs causal}}
+  %0 = cleave.attention %q, %q, %q scale = 0.5 {causal_offset = 2 : i64}
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%q: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{q must have rank 4, got 'tensor<2x4x8xf32>'}}
+  %0 = cleave.attention %q, %q, %q scale = 0.5
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}

@@ -101,3 +101,15 @@ func.func @windows(%img: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %wg: tens
   %3 = cleave.reduce_window max %img window = [1, 1, 2, 2] strides = [1, 1, 2, 2] pad_low = [0, 0, 0, 0] pad_high = [0, 0, 0, 0] dilations = [1, 1, 1, 1] : tensor<2x4x8x8xf32> -> tensor<2x4x4x4xf32>
   return
 }
+
+// Attention: batch and heads parallel, the query heads split into the
+// key/value heads (major) and each group's query heads (minor); keys and
+// the head size need replication, and so do the queries under a causal
+// mask. A bias maps only its full-size dimensions.
+func.func @attention(%q: tensor<2x8x16x4xf32>, %k: tensor<2x2x12x4xf32>, %v: tensor<2x2x12x6xf32>, %m: tensor<2x1x1x12xf32>, %qm: tensor<2x2x16x4xf32>) {
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [i, _, _, m]) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=12, n=4, o=6} need_replication={l, m, n}
+  %0 = cleave.attention %q, %k, %v bias %m scale = 5.000000e-01 causal : (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>, tensor<2x1x1x12xf32>) -> tensor<2x8x16x6xf32>
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, k, m], [i, j, l, m], [i, j, l, n]) -> ([i, j, k, n]) {i=2, j=2, k=16, l=12, m=4, n=6} need_replication={l, m}
+  %1 = cleave.attention %qm, %k, %v scale = 5.000000e-01 : (tensor<2x2x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>) -> tensor<2x2x16x6xf32>
+  return
+}

@@ -1,0 +1,189 @@
+//===- VJPRulesAttention.cpp - Attention spelled out, and its VJP --------===//
+//
+// cleave.attention as contractions, a masked softmax and elementwise ops,
+// shared by the decomposition before planning (--cleave-decompose-attention)
+// and the VJP rule. Query heads are grouped by their key/value head: q is
+// viewed as B x Hkv x G x Sq x D, so every product is a contraction batched
+// over (B, Hkv) and no key or value is repeated.
+//
+// The VJP recomputes the probabilities from q and k (as FlashAttention's
+// backward pass does) instead of saving them:
+//   dV = P^T dY,  dP = dY V^T,  dS = P * (dP - rowsum(dP * P)),
+//   dBias = dS (summed to the bias's shape),
+//   dS' = dS * (1 - tanh^2) (softcap) * scale,
+//   dQ = dS' K,  dK = dS'^T Q.
+//
+//===----------------------------------------------------------------------===//
+
+#include "VJPHelpers.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::cleave;
+
+namespace cleave::autodiff {
+
+/// The element type scores and probabilities are computed in: f32 for bf16
+/// and f16 operands, else the operands' own.
+static Type scoreElementType(Type operand) {
+  if (operand.isBF16() || operand.isF16())
+    return Float32Type::get(operand.getContext());
+  return operand;
+}
+
+/// `x` (B x H x S x E, H = Hkv * G) viewed as B x Hkv x G x S x E.
+static Value groupHeads(Emitter &e, Value x, int64_t group) {
+  ArrayRef<int64_t> s = Emitter::typeOf(x).getShape();
+  return e.reshape(x, {s[0], s[1] / group, group, s[2], s[3]});
+}
+
+AttentionProbabilities attentionProbabilities(Emitter &e, AttentionOp op) {
+  RankedTensorType qType = Emitter::typeOf(op.getQ());
+  RankedTensorType kType = Emitter::typeOf(op.getK());
+  int64_t group = op.getGroupSize();
+  int64_t b = qType.getDimSize(0), hkv = kType.getDimSize(1),
+          sq = qType.getDimSize(2), skv = kType.getDimSize(2);
+  Type ct = scoreElementType(qType.getElementType());
+  auto scoresType = RankedTensorType::get({b, hkv, group, sq, skv}, ct);
+  AttentionProbabilities r;
+  r.q = groupHeads(e, op.getQ(), group);
+  // [B, Hkv] x (G, Sq) x (Skv): contract the head size.
+  Value s = ContractOp::create(e.b, e.loc, scoresType, r.q, op.getK(),
+                               ArrayRef<int64_t>{0, 1},
+                               ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
+                               ArrayRef<int64_t>{3});
+  s = e.scale(s, op.getScale().convertToDouble());
+  double cap = op.getSoftcap().convertToDouble();
+  if (cap > 0) {
+    r.tanh = e.unary(UnaryKind::tanh, e.scale(s, 1.0 / cap));
+    s = e.scale(r.tanh, cap);
+  }
+  r.scores = s;
+  bool maySkipRows = false;
+  if (Value bias = op.getBias()) {
+    ArrayRef<int64_t> m = Emitter::typeOf(bias).getShape();
+    // B' x H' x Sq' x Skv -> B' x Hkv' x G' x Sq' x Skv, then broadcast.
+    Value grouped =
+        m[1] == 1 ? e.reshape(bias, {m[0], 1, 1, m[2], m[3]})
+                  : e.reshape(bias, {m[0], hkv, group, m[2], m[3]});
+    grouped = e.convert(grouped, ct);
+    s = e.add(s, e.broadcastInDim(grouped, scoresType, {0, 1, 2, 3, 4}));
+    maySkipRows = true;
+  }
+  if (op.getCausal()) {
+    // Key j is masked for query i when j > i + offset.
+    auto idxType = RankedTensorType::get({sq, skv}, e.b.getI64Type());
+    Value i = IotaOp::create(e.b, e.loc, idxType, 0);
+    Value j = IotaOp::create(e.b, e.loc, idxType, 1);
+    // The I64Attr getter is unsigned: read the offset signed.
+    int64_t offset = static_cast<int64_t>(op.getCausalOffset());
+    if (offset != 0)
+      i = e.add(i, e.splat(idxType, static_cast<double>(offset)));
+    Value masked = e.compare(CompareKind::gt, j, i);
+    auto maskType = RankedTensorType::get(scoresType.getShape(),
+                                          e.b.getI1Type());
+    s = e.select(e.broadcastInDim(masked, maskType, {3, 4}),
+                 e.splatLike(s, -std::numeric_limits<double>::infinity()), s);
+    maySkipRows |= offset < 0;
+  }
+  r.masked = s;
+  Value p = SoftmaxOp::create(e.b, e.loc, s.getType(), s, 4);
+  if (maySkipRows) {
+    // A row with no finite score (every key masked) gives zeros, not the
+    // softmax's 0/0.
+    Value rowMax = ReduceOp::create(
+        e.b, e.loc, RankedTensorType::get({b, hkv, group, sq}, ct),
+        ReduceKind::max, s, ArrayRef<int64_t>{4});
+    Value live = e.compare(
+        CompareKind::gt, rowMax,
+        e.splatLike(rowMax, -std::numeric_limits<double>::infinity()));
+    auto maskType = RankedTensorType::get(scoresType.getShape(),
+                                          e.b.getI1Type());
+    p = e.select(e.broadcastBack(live, maskType, {4}), p, e.zerosLike(p));
+  }
+  r.probs = p;
+  return r;
+}
+
+Value attentionOutput(Emitter &e, AttentionOp op,
+                      const AttentionProbabilities &parts) {
+  RankedTensorType vType = Emitter::typeOf(op.getV());
+  RankedTensorType pType = Emitter::typeOf(parts.probs);
+  ArrayRef<int64_t> p = pType.getShape();
+  // [B, Hkv] x (G, Sq) x (Dv): contract the keys. Low-precision values
+  // take the probabilities rounded to their type.
+  Value probs = e.convert(parts.probs, vType.getElementType());
+  auto outType =
+      RankedTensorType::get({p[0], p[1], p[2], p[3], vType.getDimSize(3)},
+                            vType.getElementType());
+  Value y = ContractOp::create(e.b, e.loc, outType, probs, op.getV(),
+                               ArrayRef<int64_t>{0, 1},
+                               ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
+                               ArrayRef<int64_t>{2});
+  return e.reshape(y, Emitter::typeOf(op.getResult()).getShape());
+}
+
+VJPResult vjp(AttentionOp op, OpBuilder &b, ValueRange cotangents) {
+  Emitter e{b, op.getLoc()};
+  AttentionProbabilities parts = attentionProbabilities(e, op);
+  Value p = parts.probs;
+  RankedTensorType pType = Emitter::typeOf(p);
+  Type ct = pType.getElementType();
+  RankedTensorType qType = Emitter::typeOf(op.getQ());
+  RankedTensorType kType = Emitter::typeOf(op.getK());
+  RankedTensorType vType = Emitter::typeOf(op.getV());
+  int64_t group = op.getGroupSize();
+  Value g = groupHeads(e, e.convert(cotangents[0], ct), group);
+  ArrayRef<int64_t> ps = pType.getShape();
+
+  // dV[b, h, j, e] = sum over (G, Sq) of P * dY.
+  Value dv = ContractOp::create(
+      e.b, e.loc, RankedTensorType::get(vType.getShape(), ct), p, g,
+      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
+      ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 3});
+  // dP = dY V^T.
+  Value dp = ContractOp::create(e.b, e.loc, pType, g,
+                                e.convert(op.getV(), ct),
+                                ArrayRef<int64_t>{0, 1},
+                                ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
+                                ArrayRef<int64_t>{3});
+  // Through the softmax: P * (dP - rowsum(dP * P)).
+  Value dot = e.reduceSum(e.mul(dp, p), {4});
+  Value ds = e.mul(p, e.sub(dp, e.broadcastBack(dot, pType, {4})));
+
+  Value dbias;
+  if (Value bias = op.getBias()) {
+    RankedTensorType biasType = Emitter::typeOf(bias);
+    Value full = e.reshape(ds, {ps[0], ps[1] * ps[2], ps[3], ps[4]});
+    dbias = e.convert(
+        e.unbroadcast(full, biasType.clone(ct), {0, 1, 2, 3}),
+        biasType.getElementType());
+  }
+  if (parts.tanh)
+    ds = e.mul(ds, e.sub(e.splatLike(parts.tanh, 1.0),
+                         e.mul(parts.tanh, parts.tanh)));
+  ds = e.scale(ds, op.getScale().convertToDouble());
+
+  // dQ = dS K (grouped back to Hq heads), dK = dS^T Q.
+  Value dq = ContractOp::create(
+      e.b, e.loc,
+      RankedTensorType::get({ps[0], ps[1], ps[2], ps[3], qType.getDimSize(3)},
+                            ct),
+      ds, e.convert(op.getK(), ct), ArrayRef<int64_t>{0, 1},
+      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4}, ArrayRef<int64_t>{2});
+  dq = e.reshape(dq, qType.getShape());
+  Value dk = ContractOp::create(
+      e.b, e.loc, RankedTensorType::get(kType.getShape(), ct), ds,
+      e.convert(parts.q, ct), ArrayRef<int64_t>{0, 1},
+      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{2, 3},
+      ArrayRef<int64_t>{2, 3});
+  Type qe = qType.getElementType();
+  SmallVector<Value> grads = {e.convert(dq, qe), e.convert(dk, qe),
+                              e.convert(dv, vType.getElementType())};
+  if (op.getBias())
+    grads.push_back(dbias);
+  return grads;
+}
+
+} // namespace cleave::autodiff

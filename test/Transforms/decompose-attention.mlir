@@ -1,0 +1,52 @@
+// RUN: cleave-opt %s --cleave-decompose-attention | FileCheck %s
+
+// Grouped-query attention with a bias and a causal mask: q is viewed by
+// key/value head (2 x 4 query heads), both products are contractions
+// batched over (batch, key/value head), the mask is a select of -inf, and
+// rows with every key masked are zeroed after the softmax.
+// CHECK-LABEL: func.func @gqa
+func.func @gqa(%q: tensor<2x8x16x4xf32>, %k: tensor<2x2x12x4xf32>, %v: tensor<2x2x12x6xf32>, %m: tensor<2x1x1x12xf32>) -> tensor<2x8x16x6xf32> {
+  // CHECK: %[[Q:.*]] = cleave.reshape %{{.*}} : tensor<2x8x16x4xf32> -> tensor<2x2x4x16x4xf32>
+  // CHECK: %[[S:.*]] = cleave.contract %[[Q]], %{{.*}} batch = [0, 1] x [0, 1] contract = [4] x [3] : tensor<2x2x4x16x4xf32>, tensor<2x2x12x4xf32> -> tensor<2x2x4x16x12xf32>
+  // CHECK: cleave.binary mul %[[S]]
+  // CHECK: cleave.broadcast_in_dim %{{.*}} dims = [0, 1, 2, 3, 4] : tensor<2x1x1x1x12xf32> -> tensor<2x2x4x16x12xf32>
+  // CHECK: cleave.compare gt
+  // CHECK: %[[MASKED:.*]] = cleave.select
+  // CHECK: %[[P:.*]] = cleave.softmax %[[MASKED]] dim = 4
+  // CHECK: cleave.reduce max %[[MASKED]] dims = [4]
+  // CHECK: %[[P0:.*]] = cleave.select %{{.*}}, %[[P]], %{{.*}}
+  // CHECK: %[[Y:.*]] = cleave.contract %[[P0]], %{{.*}} batch = [0, 1] x [0, 1] contract = [4] x [2] : tensor<2x2x4x16x12xf32>, tensor<2x2x12x6xf32> -> tensor<2x2x4x16x6xf32>
+  // CHECK: cleave.reshape %[[Y]] : tensor<2x2x4x16x6xf32> -> tensor<2x8x16x6xf32>
+  // CHECK-NOT: cleave.attention
+  %0 = cleave.attention %q, %k, %v bias %m scale = 0.5 causal : (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>, tensor<2x1x1x12xf32>) -> tensor<2x8x16x6xf32>
+  return %0 : tensor<2x8x16x6xf32>
+}
+
+// bf16 operands: the scores come out of the contraction in f32, the
+// softmax is f32, and the probabilities are rounded to bf16 for the second
+// product. Without a bias or a negative offset no row can lose every key,
+// so there is no zeroing select.
+// CHECK-LABEL: func.func @bf16
+func.func @bf16(%q: tensor<1x2x8x4xbf16>) -> tensor<1x2x8x4xbf16> {
+  // CHECK: cleave.contract {{.*}} : tensor<1x2x1x8x4xbf16>, tensor<1x2x8x4xbf16> -> tensor<1x2x1x8x8xf32>
+  // CHECK: %[[P:.*]] = cleave.softmax %{{.*}} dim = 4 : tensor<1x2x1x8x8xf32>
+  // CHECK-NOT: cleave.reduce
+  // CHECK: %[[PL:.*]] = cleave.convert %[[P]] : tensor<1x2x1x8x8xf32> -> tensor<1x2x1x8x8xbf16>
+  // CHECK: cleave.contract %[[PL]], %{{.*}} {{.*}} -> tensor<1x2x1x8x4xbf16>
+  %0 = cleave.attention %q, %q, %q scale = 0.5 causal : (tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>) -> tensor<1x2x8x4xbf16>
+  return %0 : tensor<1x2x8x4xbf16>
+}
+
+// A negative causal offset (queries behind the keys) can leave a row with
+// no key: the frontier moves by the offset and the zeroing select appears.
+// CHECK-LABEL: func.func @offset
+func.func @offset(%q: tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32> {
+  // CHECK: %[[I:.*]] = cleave.iota dim = 0 : tensor<4x4xi64>
+  // CHECK: %[[OFF:.*]] = cleave.constant dense<-2> : tensor<4x4xi64>
+  // CHECK: cleave.binary add %[[I]], %[[OFF]] : tensor<4x4xi64>
+  // CHECK: cleave.softmax
+  // CHECK: cleave.reduce max
+  // CHECK: cleave.select
+  %0 = cleave.attention %q, %q, %q scale = 0.5 causal {causal_offset = -2 : i64} : (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32>
+  return %0 : tensor<1x1x4x2xf32>
+}
