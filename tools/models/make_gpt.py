@@ -19,6 +19,10 @@ an embedding LayerNormalization, and the same tied output projection (a
 masked-language-model head without its extra dense layer).
 
     make_gpt.py --preset bert-base -o bert.onnx    # 12 layers, d=768, T=128
+
+With --attention-op each layer's attention is one ONNX Attention node
+(opset 23, is_causal for the decoder) on the heads, as newer exporters
+write it.
 """
 
 import argparse
@@ -36,7 +40,7 @@ PRESETS = {
 
 
 def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False, absent_weights=None,
-          encoder=False):
+          encoder=False, attention_op=False):
     """absent_weights: a file name. The weight matrices are then declared as
     external data in that file, which is not written (a model of any size
     whose plans start from --init-parameters); vectors stay inline."""
@@ -122,14 +126,20 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
             r = node("Reshape", [t, heads_shape], name=p + nm + "_reshape")
             return node("Transpose", [r], name=p + nm + "_transpose", perm=perm)
         q = to_heads(q, "q", [0, 2, 1, 3])
-        k = to_heads(k, "k", [0, 2, 3, 1])
         v = to_heads(v, "v", [0, 2, 1, 3])
-        s = node("MatMul", [q, k], name=p + "scores")
-        s = node("Mul", [s, scale], name=p + "scale")
-        if not encoder:
-            s = node("Where", [mask, s, neg], name=p + "causal")
-        a = node("Softmax", [s], name=p + "softmax", axis=-1)
-        o = node("MatMul", [a, v], name=p + "context")
+        if attention_op:
+            # opset 23's Attention on B x H x S x D operands.
+            k = to_heads(k, "k", [0, 2, 1, 3])
+            o = node("Attention", [q, k, v], name=p + "attention",
+                     is_causal=0 if encoder else 1, scale=float(1.0 / np.sqrt(hd)))
+        else:
+            k = to_heads(k, "k", [0, 2, 3, 1])
+            s = node("MatMul", [q, k], name=p + "scores")
+            s = node("Mul", [s, scale], name=p + "scale")
+            if not encoder:
+                s = node("Where", [mask, s, neg], name=p + "causal")
+            a = node("Softmax", [s], name=p + "softmax", axis=-1)
+            o = node("MatMul", [a, v], name=p + "context")
         o = node("Transpose", [o], name=p + "merge_transpose", perm=[0, 2, 1, 3])
         o = node("Reshape", [o, model_shape], name=p + "merge_reshape")
         o = node("MatMul", [o, param(p + "attn.c_proj.weight", (d_model, d_model), std=proj_std)], name=p + "proj")
@@ -167,7 +177,7 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
         inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23 if attention_op else 17)],
                               producer_name="cleave-make-gpt")
     model.ir_version = 8
     return model
@@ -185,6 +195,9 @@ def main():
                    help="q, k and v projections of their own (attn.q/k/v.weight) "
                         "instead of the fused c_attn, so that tensor parallelism "
                         "can split heads by splitting their columns")
+    p.add_argument("--attention-op", action="store_true",
+                   help="each layer's attention as one ONNX Attention node (opset 23) "
+                        "instead of MatMul, Softmax and MatMul (opset 17)")
     p.add_argument("--external-data", action="store_true",
                    help="store the weights in a .data file beside the model")
     p.add_argument("--absent-weights", action="store_true",
@@ -197,7 +210,7 @@ def main():
     for k in ("layers", "d_model", "heads", "seq", "vocab", "batch", "encoder"):
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
-    model = build(seed=a.seed, separate_qkv=a.separate_qkv,
+    model = build(seed=a.seed, separate_qkv=a.separate_qkv, attention_op=a.attention_op,
                   absent_weights=os.path.basename(a.output) + ".weights" if a.absent_weights else None,
                   **cfg)
     if a.external_data:
