@@ -78,6 +78,8 @@ int64_t SoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
 int64_t LogSoftmaxOp::getFlops() { return 5 * getType().getNumElements(); }
 // mean, centre, square, variance, normalize, scale, shift.
 int64_t LayerNormOp::getFlops() { return 8 * getType().getNumElements(); }
+// square, mean, normalize, scale.
+int64_t RmsNormOp::getFlops() { return 5 * getType().getNumElements(); }
 
 /// The two products (2 * D and 2 * Dv per score) and the softmax (5 per
 /// score), over every score, masked or not (the unfused plan computes them

@@ -564,32 +564,48 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
-LogicalResult LayerNormOp::verify() {
-  if (failed(checkStaticShapes(*this)))
+/// The checks layer_norm and rms_norm share: static shapes, the result
+/// type, the axis, the scales' (scale, bias) types and shapes, epsilon.
+static LogicalResult
+verifyNormalization(Operation *op, Value operand, Value result, int64_t axis,
+                    ArrayRef<std::pair<StringRef, Value>> scales,
+                    double epsilon) {
+  if (failed(checkStaticShapes(op)))
     return failure();
-  if (getOperand().getType() != getType())
-    return emitOpError() << "result type " << getType()
-                         << " differs from operand type "
-                         << getOperand().getType();
-  auto in = tensorType(getOperand()).getShape();
-  if (failed(checkDim(*this, getAxis(), in.size(), "axis")))
+  if (operand.getType() != result.getType())
+    return op->emitOpError() << "result type " << result.getType()
+                             << " differs from operand type "
+                             << operand.getType();
+  auto in = tensorType(operand).getShape();
+  if (failed(checkDim(op, axis, in.size(), "axis")))
     return failure();
-  ArrayRef<int64_t> normalized = in.drop_front(getAxis());
-  for (auto [name, v] : {std::pair<StringRef, Value>{"scale", getScale()},
-                         {"bias", getBias()}}) {
-    if (failed(checkSameElementType(*this, v.getType(), getType(), name,
+  ArrayRef<int64_t> normalized = in.drop_front(axis);
+  for (auto [name, v] : scales) {
+    if (failed(checkSameElementType(op, v.getType(), result.getType(), name,
                                     "result")))
       return failure();
     if (tensorType(v).getShape() != normalized)
-      return emitOpError() << name << " shape "
-                           << shapeStr(tensorType(v).getShape())
-                           << " differs from the normalized shape "
-                           << shapeStr(normalized);
+      return op->emitOpError() << name << " shape "
+                               << shapeStr(tensorType(v).getShape())
+                               << " differs from the normalized shape "
+                               << shapeStr(normalized);
   }
-  if (!(getEpsilon().convertToDouble() >= 0))
-    return emitOpError() << "epsilon must be non-negative, got "
-                         << getEpsilon().convertToDouble();
+  if (!(epsilon >= 0))
+    return op->emitOpError() << "epsilon must be non-negative, got "
+                             << epsilon;
   return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNormalization(*this, getOperand(), getResult(), getAxis(),
+                             {{"scale", getScale()}, {"bias", getBias()}},
+                             getEpsilon().convertToDouble());
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNormalization(*this, getOperand(), getResult(), getAxis(),
+                             {{"scale", getScale()}},
+                             getEpsilon().convertToDouble());
 }
 
 //===----------------------------------------------------------------------===//

@@ -557,6 +557,29 @@ def Cleave_LayerNormOp : Cleave_Op<"layer_norm", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
+def Cleave_RmsNormOp : Cleave_Op<"rms_norm", [], ["getFlops"]> {
+  let summary = "Root-mean-square normalization over the trailing dimensions";
+  let description = [{
+    Normalizes over dimensions `[axis, rank)` by the root mean square,
+    without centering: `x / sqrt(mean(x^2) + epsilon) * scale`. `scale` has
+    the normalized shape. bf16 and f16 inputs are normalized in f32.
+
+    ```mlir
+    %0 = cleave.rms_norm %x, %g axis = 1 epsilon = 1.0e-06
+        : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$operand,
+                       RankedTensorOf<[AnyFloat]>:$scale,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $operand `,` $scale `axis` `=` $axis `epsilon` `=` $epsilon
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Cleave_AttentionOp : Cleave_Op<"attention", [],
                                     ["getFlops"]> {
   let summary = "Scaled dot-product attention with grouped key/value heads";

@@ -628,24 +628,31 @@ ShardingRule LogSoftmaxOp::getShardingRule() {
   return rowRule(*this, getDimension(), /*dropsDim=*/false);
 }
 
-ShardingRule LayerNormOp::getShardingRule() {
-  // Rows are parallel; the normalized dimensions, which scale and bias
-  // share, are read whole (mean and variance).
-  ShardingRule rule = ShardingRule::forOp(*this);
-  ArrayRef<int64_t> in = shapeOf(getOperand());
-  int64_t axis = getAxis();
+/// Rows are parallel; the normalized dimensions, which the scales (scale,
+/// bias) share, are read whole (the statistics).
+static ShardingRule normalizationRule(Operation *op, int64_t axis,
+                                      unsigned numScales) {
+  ShardingRule rule = ShardingRule::forOp(op);
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
   for (int64_t d = 0, e = in.size(); d < e; ++d) {
     bool normalized = d >= axis;
     int64_t f = rule.addFactor(
         in[d], normalized ? FactorKind::NeedReplication : FactorKind::Parallel);
     rule.mapOperand(0, d, f);
     rule.mapResult(0, d, f);
-    if (normalized) {
-      rule.mapOperand(1, d - axis, f);
-      rule.mapOperand(2, d - axis, f);
-    }
+    if (normalized)
+      for (unsigned s = 1; s <= numScales; ++s)
+        rule.mapOperand(s, d - axis, f);
   }
   return rule;
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  return normalizationRule(*this, getAxis(), /*numScales=*/2);
+}
+
+ShardingRule RmsNormOp::getShardingRule() {
+  return normalizationRule(*this, getAxis(), /*numScales=*/1);
 }
 
 ShardingRule AttentionOp::getShardingRule() {

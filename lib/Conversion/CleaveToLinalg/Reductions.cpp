@@ -10,6 +10,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <type_traits>
+
 using namespace mlir;
 using namespace mlir::cleave;
 using namespace mlir::cleave::lowering;
@@ -333,21 +335,30 @@ struct SoftmaxLowering : OpConversionPattern<OpTy> {
   }
 };
 
-struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// layer_norm and rms_norm: one reduction for the mean (layer norm only),
+/// one for the sum of squares, then one pass that normalizes, scales and
+/// shifts (layer norm only).
+template <typename OpTy>
+struct NormalizationLowering : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  using OpAdaptor = typename OpConversionPattern<OpTy>::OpAdaptor;
+  static constexpr bool kCentered = std::is_same_v<OpTy, LayerNormOp>;
+
   LogicalResult
-  matchAndRewrite(LayerNormOp op, OpAdaptor adaptor,
+  matchAndRewrite(OpTy op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     Type elementType = getElementType(op.getType());
     Type f = getComputeType(elementType);
     Value x = convertTensor(rewriter, loc, adaptor.getOperand(), f);
-    Value scale = convertTensor(rewriter, loc, adaptor.getScale(), f);
-    Value bias = convertTensor(rewriter, loc, adaptor.getBias(), f);
+    SmallVector<Value> operands = {
+        Value(), Value(), convertTensor(rewriter, loc, adaptor.getScale(), f)};
+    if constexpr (kCentered)
+      operands.push_back(convertTensor(rewriter, loc, adaptor.getBias(), f));
     auto type = cast<RankedTensorType>(x.getType());
     // The op's sharding rule gives the loops: one factor per dimension of
     // x, parallel over rows, read whole (need-replication) over the
-    // normalized dimensions that scale and bias share.
+    // normalized dimensions that the scales share.
     ShardingRule rule = op.getShardingRule();
     MLIRContext *ctx = rewriter.getContext();
     SmallVector<int64_t> dims;
@@ -364,15 +375,19 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
     double invCount = count ? 1.0 / static_cast<double>(count) : 0.0;
     double eps = op.getEpsilon().convertToDouble();
 
-    Value sum = createReduction(rewriter, loc, x, dims, ReduceKind::sum, false);
-    relaxRowReduction(sum, /*maxToMaxNum=*/false);
-    Value centered = createBroadcastBinary(
-        rewriter, loc, x, sum, dims,
-        [&](OpBuilder &b, Location l, Value v, Value s) -> Value {
-          Value mean = arith::MulFOp::create(b, l, s,
-                                             createScalar(b, l, f, invCount));
-          return arith::SubFOp::create(b, l, v, mean);
-        });
+    Value centered = x;
+    if constexpr (kCentered) {
+      Value sum =
+          createReduction(rewriter, loc, x, dims, ReduceKind::sum, false);
+      relaxRowReduction(sum, /*maxToMaxNum=*/false);
+      centered = createBroadcastBinary(
+          rewriter, loc, x, sum, dims,
+          [&](OpBuilder &b, Location l, Value v, Value s) -> Value {
+            Value mean = arith::MulFOp::create(
+                b, l, s, createScalar(b, l, f, invCount));
+            return arith::SubFOp::create(b, l, v, mean);
+          });
+    }
     Value squares = createElementwise(
         rewriter, loc, centered, type.getShape(), f,
         [](OpBuilder &b, Location l, ValueRange args) -> Value {
@@ -382,24 +397,28 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
         createReduction(rewriter, loc, squares, dims, ReduceKind::sum, false);
     relaxRowReduction(sumSq, /*maxToMaxNum=*/false);
 
-    // y = centered * rsqrt(sumSq / count + eps) * scale + bias: the rule's
-    // maps for x, scale, bias and y, and the rows' map for the statistics.
+    // y = centered * rsqrt(sumSq / count + eps) * scale (+ bias): the
+    // rule's maps for x, the scales and y, and the rows' map for the
+    // statistic.
     SmallVector<AffineMap> maps = rule.getIndexingMaps(ctx);
     maps.insert(maps.begin() + 1,
                 AffineMap::get(rule.getNumFactors(), 0, rows, ctx));
+    operands[0] = centered;
+    operands[1] = sumSq;
     Value init = createEmpty(rewriter, loc, type.getShape(), f);
     auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{init.getType()},
-        ValueRange{centered, sumSq, scale, bias}, ValueRange{init}, maps,
-        rule.getIteratorTypes(), [&](OpBuilder &b, Location l, ValueRange a) {
+        rewriter, loc, TypeRange{init.getType()}, operands, ValueRange{init},
+        maps, rule.getIteratorTypes(),
+        [&](OpBuilder &b, Location l, ValueRange a) {
           Value var = arith::MulFOp::create(b, l, a[1],
                                             createScalar(b, l, f, invCount));
           Value inv = math::RsqrtOp::create(
               b, l, arith::AddFOp::create(b, l, var, createScalar(b, l, f, eps)));
           Value y = arith::MulFOp::create(
               b, l, arith::MulFOp::create(b, l, a[0], inv), a[2]);
-          linalg::YieldOp::create(b, l,
-                                  Value(arith::AddFOp::create(b, l, y, a[3])));
+          if constexpr (kCentered)
+            y = arith::AddFOp::create(b, l, y, a[3]);
+          linalg::YieldOp::create(b, l, y);
         });
     rewriter.replaceOp(
         op, convertTensor(rewriter, loc, generic.getResult(0), elementType));
@@ -413,6 +432,8 @@ void mlir::cleave::lowering::populateReductionPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<ContractLowering, ReduceLowering, ArgReduceLowering,
                CumSumLowering, SoftmaxLowering<SoftmaxOp, false>,
-               SoftmaxLowering<LogSoftmaxOp, true>, LayerNormLowering>(
+               SoftmaxLowering<LogSoftmaxOp, true>,
+               NormalizationLowering<LayerNormOp>,
+               NormalizationLowering<RmsNormOp>>(
       converter, patterns.getContext());
 }

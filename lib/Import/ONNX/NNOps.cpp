@@ -143,6 +143,34 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   return success();
 }
 
+/// RMSNormalization (opset 23). The statistic is computed in f32 for bf16
+/// and f16 inputs whatever stash_type says (stash_type 1, f32, is the
+/// default and what the op does).
+LogicalResult convertRmsNorm(NodeContext &ctx) {
+  Value x = ctx.input(0), scale = ctx.input(1);
+  if (!x || !scale || failed(requireFloat(ctx, x)))
+    return failure();
+  int64_t rank = rankOf(x);
+  auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  double eps = ctx.attrFloat("epsilon", 1e-5);
+  auto normShape = shapeOf(x).drop_front(*axis);
+  auto fits = broadcastShapes(normShape, shapeOf(scale));
+  if (!fits || ArrayRef<int64_t>(*fits) != normShape ||
+      elemOf(scale) != elemOf(x)) {
+    ctx.error() << "scale " << scale.getType()
+                << " does not broadcast to the normalized shape of "
+                << x.getType();
+    return failure();
+  }
+  scale = ctx.broadcastTo(scale, normShape);
+  return done(ctx, RmsNormOp::create(ctx.b, ctx.loc, x.getType(), x, scale,
+                                     static_cast<uint64_t>(*axis),
+                                     APFloat(eps))
+                       .getResult());
+}
+
 LogicalResult convertBatchNorm(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1), b = ctx.input(2),
         mean = ctx.input(3), var = ctx.input(4);
@@ -563,6 +591,7 @@ void registerNNConverters(llvm::StringMap<ConverterFn> &t) {
   t["LogSoftmax"] = convertSoftmax;
   t["Hardmax"] = convertSoftmax;
   t["LayerNormalization"] = convertLayerNorm;
+  t["RMSNormalization"] = convertRmsNorm;
   t["BatchNormalization"] = convertBatchNorm;
   t["InstanceNormalization"] = convertInstanceNorm;
   t["Conv"] = convertConv;

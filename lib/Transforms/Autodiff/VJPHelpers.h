@@ -119,6 +119,7 @@ CLEAVE_VJP_RULE(CumSumOp)
 CLEAVE_VJP_RULE(SoftmaxOp)
 CLEAVE_VJP_RULE(LogSoftmaxOp)
 CLEAVE_VJP_RULE(LayerNormOp)
+CLEAVE_VJP_RULE(RmsNormOp)
 // Attention (VJPRulesAttention.cpp).
 CLEAVE_VJP_RULE(AttentionOp)
 // Convolution and windowed reductions (VJPRulesNN.cpp).

@@ -2,7 +2,7 @@
 //---===//
 //
 // contract (two contractions and transposes), reduce (sum, max, min, prod),
-// cumsum and the composites softmax, log_softmax and layer_norm.
+// cumsum and the composites softmax, log_softmax, layer_norm and rms_norm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -211,6 +211,36 @@ VJPResult vjp(LayerNormOp op, OpBuilder &b, ValueRange cotangents) {
       e.mul(rstd, e.sub(e.sub(gxhat, meanOf(gxhat)),
                         e.mul(xhat, meanOf(e.mul(gxhat, xhat)))));
   return SmallVector<Value>{operandGrad, scaleGrad, biasGrad};
+}
+
+VJPResult vjp(RmsNormOp op, OpBuilder &b, ValueRange cotangents) {
+  Emitter e{b, op.getLoc()};
+  Value x = op.getOperand(), g = cotangents[0];
+  RankedTensorType type = Emitter::typeOf(x);
+  int64_t axis = op.getAxis(), rank = type.getRank();
+  SmallVector<int64_t> normalized, outer;
+  int64_t n = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    (d < axis ? outer : normalized).push_back(d);
+    if (d >= axis)
+      n *= type.getDimSize(d);
+  }
+  auto meanOf = [&](Value v) {
+    Value sum =
+        e.scale(e.reduceSum(v, normalized), 1.0 / std::max<int64_t>(n, 1));
+    return e.broadcastBack(sum, type, normalized);
+  };
+  // Recompute r = rsqrt(mean(x^2) + eps).
+  Value r = e.unary(
+      UnaryKind::rsqrt,
+      e.add(meanOf(e.mul(x, x)),
+            e.splatLike(x, op.getEpsilon().convertToDouble())));
+  Value scaleGrad = e.reduceSum(e.mul(g, e.mul(x, r)), outer);
+  // u = g * scale; dx = r * (u - x * r^2 * mean(u * x)).
+  Value u = e.mul(g, e.broadcastInDim(op.getScale(), type, normalized));
+  Value operandGrad =
+      e.mul(r, e.sub(u, e.mul(e.mul(x, e.mul(r, r)), meanOf(e.mul(u, x)))));
+  return SmallVector<Value>{operandGrad, scaleGrad};
 }
 
 } // namespace cleave::autodiff

@@ -270,14 +270,23 @@ LogicalResult shardProgram(ModuleOp module,
     int64_t tp = mesh.getShape()[mesh.getAxisIndex("tp")];
     StringAttr tpName = b.getStringAttr("tp");
     int64_t seeded = 0;
-    WalkResult walk = main.walk([&](LayerNormOp ln) {
-      auto type = ln.getType();
-      if (type.getRank() != 3 || ln.getAxis() != 2)
+    // Layer norms and RMS norms over the hidden dimension of a [batch,
+    // sequence, hidden] activation.
+    WalkResult walk = main.walk([&](Operation *ln) {
+      std::optional<uint64_t> axis;
+      if (auto layerNorm = dyn_cast<LayerNormOp>(ln))
+        axis = layerNorm.getAxis();
+      else if (auto rmsNorm = dyn_cast<RmsNormOp>(ln))
+        axis = rmsNorm.getAxis();
+      if (!axis)
+        return WalkResult::advance();
+      auto type = cast<RankedTensorType>(ln->getResult(0).getType());
+      if (type.getRank() != 3 || *axis != 2)
         return WalkResult::advance();
       if (type.getDimSize(1) % tp != 0) {
-        mlir::emitError(ln.getLoc())
+        mlir::emitError(ln->getLoc())
             << "--sequence-parallel: the sequence dimension (1) of this "
-               "layer norm's "
+            << (isa<LayerNormOp>(ln) ? "layer" : "RMS") << " norm's "
             << type << " does not divide over mesh axis tp (" << tp
             << " ranks)";
         return WalkResult::interrupt();
@@ -286,7 +295,8 @@ LogicalResult shardProgram(ModuleOp module,
           DimShardingAttr::get(ctx, {}, false, -1),
           DimShardingAttr::get(ctx, {tpName}, true, kSequencePriority),
           DimShardingAttr::get(ctx, {}, false, -1)};
-      setSharding(ln.getResult(), TensorShardingAttr::get(ctx, meshRef, dims));
+      setSharding(ln->getResult(0),
+                  TensorShardingAttr::get(ctx, meshRef, dims));
       ++seeded;
       return WalkResult::advance();
     });

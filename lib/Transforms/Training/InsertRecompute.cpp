@@ -99,7 +99,7 @@ static bool isCheap(Operation *op) {
   return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp,
              BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
              ConcatOp, PadOp, IotaOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
-             ReduceOp, ArgReduceOp>(op);
+             RmsNormOp, ReduceOp, ArgReduceOp>(op);
 }
 
 /// True for a value that is a parameter, input or constant seen through

@@ -1530,3 +1530,43 @@ func.func @attention_rank(%q: tensor<2x4x8xf32>) {
       : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return
 }
+
+// -----
+
+// RMS norm keeps the operand type.
+func.func @rms_norm_result_type(%x: tensor<4x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{result type 'tensor<4x8xf16>' differs from operand type 'tensor<4x8xf32>'}}
+  %0 = cleave.rms_norm %x, %g axis = 1 epsilon = 1.0e-05
+      : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf16>
+  return
+}
+
+// -----
+
+// The RMS norm axis is an operand dimension.
+func.func @rms_norm_axis(%x: tensor<4x8xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{axis -1 is out of range for rank 2}}
+  %0 = cleave.rms_norm %x, %g axis = -1 epsilon = 1.0e-05
+      : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// RMS norm scale has the normalized shape.
+func.func @rms_norm_scale_shape(%x: tensor<2x4x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{scale shape [4] differs from the normalized shape [8]}}
+  %0 = cleave.rms_norm %x, %g axis = 2 epsilon = 1.0e-05
+      : (tensor<2x4x8xf32>, tensor<4xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// RMS norm scale has the result's element type.
+func.func @rms_norm_scale_element_type(%x: tensor<4x8xbf16>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{scale element type 'f32' differs from result element type 'bf16'}}
+  %0 = cleave.rms_norm %x, %g axis = 1 epsilon = 1.0e-05
+      : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xbf16>
+  return
+}

@@ -512,6 +512,19 @@ func.func @layer_norm(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>,
   return
 }
 
+// RMS norm over the last dimension and over the last two (bf16).
+// CHECK-LABEL: func.func @rms_norm
+func.func @rms_norm(%x: tensor<4x8xf32>, %g: tensor<8xf32>,
+                    %y: tensor<2x3x4xbf16>, %g2: tensor<3x4xbf16>) {
+  // CHECK: cleave.rms_norm %{{.*}}, %{{.*}} axis = 1 epsilon = 9.9999999999999995E-7 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %0 = cleave.rms_norm %x, %g axis = 1 epsilon = 1.0e-06
+      : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: cleave.rms_norm %{{.*}}, %{{.*}} axis = 1 epsilon = 1.000000e-05 : (tensor<2x3x4xbf16>, tensor<3x4xbf16>) -> tensor<2x3x4xbf16>
+  %1 = cleave.rms_norm %y, %g2 axis = 1 epsilon = 1.0e-05
+      : (tensor<2x3x4xbf16>, tensor<3x4xbf16>) -> tensor<2x3x4xbf16>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and windowed reduction
 //===----------------------------------------------------------------------===//

@@ -66,7 +66,7 @@ func.func @data_movement(%x: tensor<4x8x16xf32>, %y: tensor<2x8x16xf32>, %six: t
   return
 }
 
-// Contracting and reduced dimensions are reductions (with the reduce kind); rows of softmax, cumsum, arg_reduce and layer_norm need replication.
+// Contracting and reduced dimensions are reductions (with the reduce kind); rows of softmax, cumsum, arg_reduce, layer_norm and rms_norm need replication.
 func.func @reductions(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>) {
   // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, l], [i, l, k]) -> ([i, j, k]) {i=4, j=8, k=32, l=16} reduction={l}
   %0 = cleave.contract %a, %b batch = [0] x [0] contract = [2] x [1] : tensor<4x8x16xf32>, tensor<4x16x32xf32> -> tensor<4x8x32xf32>
@@ -86,6 +86,8 @@ func.func @reductions(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>, %w: tenso
   %7 = cleave.log_softmax %a dim = 2 : tensor<4x8x16xf32>
   // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, k], [k], [k]) -> ([i, j, k]) {i=4, j=8, k=16} need_replication={k}
   %8 = cleave.layer_norm %a, %g, %g axis = 2 epsilon = 1.0e-05 : (tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, k], [k]) -> ([i, j, k]) {i=4, j=8, k=16} need_replication={k}
+  %9 = cleave.rms_norm %a, %g axis = 2 epsilon = 1.0e-05 : (tensor<4x8x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
   return
 }
 

@@ -1,7 +1,7 @@
 // Checks the VJP rules of contractions, reductions and composites against
 // finite differences: plain, transposed, batched and multi-dimension
 // contractions, every reduce kind over one and several dimensions, every
-// cumsum variant, softmax, log_softmax and layer_norm.
+// cumsum variant, softmax, log_softmax, layer_norm and rms_norm.
 // RUN: cleave-gradcheck %s | FileCheck %s
 // RUN: cleave-gradcheck %s --hostile --rtol 1e-4 | FileCheck %s
 
@@ -132,5 +132,18 @@ func.func @f_layer_norm(%x: tensor<4x6xf64>, %g: tensor<6xf64>, %b: tensor<6xf64
 // CHECK: PASS f_layer_norm_two_dims max rel err
 func.func @f_layer_norm_two_dims(%x: tensor<2x3x4xf64>, %g: tensor<3x4xf64>, %b: tensor<3x4xf64>) -> tensor<2x3x4xf64> {
   %0 = cleave.layer_norm %x, %g, %b axis = 1 epsilon = 1.0e-05 : (tensor<2x3x4xf64>, tensor<3x4xf64>, tensor<3x4xf64>) -> tensor<2x3x4xf64>
+  return %0 : tensor<2x3x4xf64>
+}
+
+// CHECK: PASS f_rms_norm max rel err
+func.func @f_rms_norm(%x: tensor<4x6xf64>, %g: tensor<6xf64>) -> tensor<4x6xf64> {
+  %0 = cleave.rms_norm %x, %g axis = 1 epsilon = 1.0e-05 : (tensor<4x6xf64>, tensor<6xf64>) -> tensor<4x6xf64>
+  return %0 : tensor<4x6xf64>
+}
+
+// Normalized over two dimensions.
+// CHECK: PASS f_rms_norm_two_dims max rel err
+func.func @f_rms_norm_two_dims(%x: tensor<2x3x4xf64>, %g: tensor<3x4xf64>) -> tensor<2x3x4xf64> {
+  %0 = cleave.rms_norm %x, %g axis = 1 epsilon = 1.0e-05 : (tensor<2x3x4xf64>, tensor<3x4xf64>) -> tensor<2x3x4xf64>
   return %0 : tensor<2x3x4xf64>
 }
