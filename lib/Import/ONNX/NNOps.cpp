@@ -87,24 +87,43 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
 // Normalizations
 //===----------------------------------------------------------------------===//
 
-LogicalResult convertLayerNorm(NodeContext &ctx) {
+/// A normalization node's input, its normalized dimensions `[axis, rank)`
+/// and its scale broadcast to their shape: what LayerNormalization and
+/// RMSNormalization share.
+struct NormalizationInputs {
+  Value x, scale;
+  int64_t axis;
+  double epsilon;
+};
+
+FailureOr<NormalizationInputs> normalizationInputs(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1);
   if (!x || !scale || failed(requireFloat(ctx, x)))
     return failure();
-  int64_t rank = rankOf(x);
-  auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rank);
+  auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rankOf(x));
   if (failed(axis))
     return failure();
-  double eps = ctx.attrFloat("epsilon", 1e-5);
   auto normShape = shapeOf(x).drop_front(*axis);
   auto fits = broadcastShapes(normShape, shapeOf(scale));
   if (!fits || ArrayRef<int64_t>(*fits) != normShape ||
       elemOf(scale) != elemOf(x)) {
     ctx.error() << "scale " << scale.getType()
-                << " does not broadcast to the normalized shape";
+                << " does not broadcast to the normalized shape of "
+                << x.getType();
     return failure();
   }
-  scale = ctx.broadcastTo(scale, normShape);
+  return NormalizationInputs{x, ctx.broadcastTo(scale, normShape), *axis,
+                             ctx.attrFloat("epsilon", 1e-5)};
+}
+
+LogicalResult convertLayerNorm(NodeContext &ctx) {
+  auto in = normalizationInputs(ctx);
+  if (failed(in))
+    return failure();
+  Value x = in->x, scale = in->scale;
+  int64_t rank = rankOf(x), axis = in->axis;
+  double eps = in->epsilon;
+  auto normShape = shapeOf(x).drop_front(axis);
   Value bias;
   if (ctx.hasInput(2)) {
     bias = ctx.input(2);
@@ -120,11 +139,11 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
     bias = ctx.splat(elemOf(x), normShape, 0);
   }
   ctx.setOutput(0, LayerNormOp::create(ctx.b, ctx.loc, x.getType(), x, scale,
-                                       bias, static_cast<uint64_t>(*axis),
+                                       bias, static_cast<uint64_t>(axis),
                                        APFloat(eps))
                        .getResult());
   if (ctx.hasOutput(1) || ctx.hasOutput(2)) {
-    SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(*axis, rank));
+    SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(axis, rank));
     Value n = ctx.splat(elemOf(x), {}, product(normShape));
     Value mean =
         ctx.binary(BinaryKind::div, ctx.reduce(ReduceKind::sum, x, dims, true), n);
@@ -147,27 +166,13 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
 /// and f16 inputs whatever stash_type says (stash_type 1, f32, is the
 /// default and what the op does).
 LogicalResult convertRmsNorm(NodeContext &ctx) {
-  Value x = ctx.input(0), scale = ctx.input(1);
-  if (!x || !scale || failed(requireFloat(ctx, x)))
+  auto in = normalizationInputs(ctx);
+  if (failed(in))
     return failure();
-  int64_t rank = rankOf(x);
-  auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rank);
-  if (failed(axis))
-    return failure();
-  double eps = ctx.attrFloat("epsilon", 1e-5);
-  auto normShape = shapeOf(x).drop_front(*axis);
-  auto fits = broadcastShapes(normShape, shapeOf(scale));
-  if (!fits || ArrayRef<int64_t>(*fits) != normShape ||
-      elemOf(scale) != elemOf(x)) {
-    ctx.error() << "scale " << scale.getType()
-                << " does not broadcast to the normalized shape of "
-                << x.getType();
-    return failure();
-  }
-  scale = ctx.broadcastTo(scale, normShape);
-  return done(ctx, RmsNormOp::create(ctx.b, ctx.loc, x.getType(), x, scale,
-                                     static_cast<uint64_t>(*axis),
-                                     APFloat(eps))
+  return done(ctx, RmsNormOp::create(ctx.b, ctx.loc, in->x.getType(), in->x,
+                                     in->scale,
+                                     static_cast<uint64_t>(in->axis),
+                                     APFloat(in->epsilon))
                        .getResult());
 }
 
