@@ -177,69 +177,73 @@ VJPResult vjp(LogSoftmaxOp op, OpBuilder &b, ValueRange cotangents) {
   return SmallVector<Value>{e.sub(g, e.mul(e.unary(UnaryKind::exp, y), total))};
 }
 
+namespace {
+/// What the layer_norm and rms_norm rules share: the normalized dimensions
+/// `[axis, rank)` and the rest, and the mean over the normalized ones
+/// broadcast back to the operand's shape.
+struct NormalizedDims {
+  NormalizedDims(Emitter &e, RankedTensorType type, int64_t axis)
+      : e(e), type(type) {
+    for (int64_t d = 0, rank = type.getRank(); d < rank; ++d) {
+      (d < axis ? outer : normalized).push_back(d);
+      if (d >= axis)
+        count *= type.getDimSize(d);
+    }
+  }
+  Value mean(Value v) const {
+    Value sum = e.scale(e.reduceSum(v, normalized),
+                        1.0 / std::max<int64_t>(count, 1));
+    return e.broadcastBack(sum, type, normalized);
+  }
+
+  Emitter &e;
+  RankedTensorType type;
+  SmallVector<int64_t> normalized, outer;
+  int64_t count = 1;
+};
+} // namespace
+
 VJPResult vjp(LayerNormOp op, OpBuilder &b, ValueRange cotangents) {
   Emitter e{b, op.getLoc()};
   Value x = op.getOperand(), g = cotangents[0];
-  RankedTensorType type = Emitter::typeOf(x);
-  int64_t axis = op.getAxis(), rank = type.getRank();
-  SmallVector<int64_t> normalized, outer;
-  int64_t n = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    (d < axis ? outer : normalized).push_back(d);
-    if (d >= axis)
-      n *= type.getDimSize(d);
-  }
-  // The mean over the normalized dimensions, broadcast back.
-  auto meanOf = [&](Value v) {
-    Value sum =
-        e.scale(e.reduceSum(v, normalized), 1.0 / std::max<int64_t>(n, 1));
-    return e.broadcastBack(sum, type, normalized);
-  };
+  NormalizedDims dims(e, Emitter::typeOf(x), op.getAxis());
   // Recompute the normalized input and the reciprocal standard deviation.
-  Value centered = e.sub(x, meanOf(x));
-  Value var = meanOf(e.mul(centered, centered));
+  Value centered = e.sub(x, dims.mean(x));
+  Value var = dims.mean(e.mul(centered, centered));
   Value rstd =
       e.unary(UnaryKind::rsqrt,
               e.add(var, e.splatLike(var, op.getEpsilon().convertToDouble())));
   Value xhat = e.mul(centered, rstd);
 
-  Value biasGrad = e.reduceSum(g, outer);
-  Value scaleGrad = e.reduceSum(e.mul(g, xhat), outer);
-  Value gxhat = e.mul(g, e.broadcastInDim(op.getScale(), type, normalized));
+  Value biasGrad = e.reduceSum(g, dims.outer);
+  Value scaleGrad = e.reduceSum(e.mul(g, xhat), dims.outer);
+  Value gxhat =
+      e.mul(g, e.broadcastInDim(op.getScale(), dims.type, dims.normalized));
   // rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat))
   Value operandGrad =
-      e.mul(rstd, e.sub(e.sub(gxhat, meanOf(gxhat)),
-                        e.mul(xhat, meanOf(e.mul(gxhat, xhat)))));
+      e.mul(rstd, e.sub(e.sub(gxhat, dims.mean(gxhat)),
+                        e.mul(xhat, dims.mean(e.mul(gxhat, xhat)))));
   return SmallVector<Value>{operandGrad, scaleGrad, biasGrad};
 }
 
 VJPResult vjp(RmsNormOp op, OpBuilder &b, ValueRange cotangents) {
   Emitter e{b, op.getLoc()};
   Value x = op.getOperand(), g = cotangents[0];
-  RankedTensorType type = Emitter::typeOf(x);
-  int64_t axis = op.getAxis(), rank = type.getRank();
-  SmallVector<int64_t> normalized, outer;
-  int64_t n = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    (d < axis ? outer : normalized).push_back(d);
-    if (d >= axis)
-      n *= type.getDimSize(d);
-  }
-  auto meanOf = [&](Value v) {
-    Value sum =
-        e.scale(e.reduceSum(v, normalized), 1.0 / std::max<int64_t>(n, 1));
-    return e.broadcastBack(sum, type, normalized);
-  };
-  // Recompute r = rsqrt(mean(x^2) + eps).
-  Value r = e.unary(
-      UnaryKind::rsqrt,
-      e.add(meanOf(e.mul(x, x)),
-            e.splatLike(x, op.getEpsilon().convertToDouble())));
-  Value scaleGrad = e.reduceSum(e.mul(g, e.mul(x, r)), outer);
-  // u = g * scale; dx = r * (u - x * r^2 * mean(u * x)).
-  Value u = e.mul(g, e.broadcastInDim(op.getScale(), type, normalized));
+  NormalizedDims dims(e, Emitter::typeOf(x), op.getAxis());
+  // Recompute the reciprocal root mean square and the normalized input.
+  Value ms = dims.mean(e.mul(x, x));
+  Value rrms =
+      e.unary(UnaryKind::rsqrt,
+              e.add(ms, e.splatLike(ms, op.getEpsilon().convertToDouble())));
+  Value xhat = e.mul(x, rrms);
+
+  Value scaleGrad = e.reduceSum(e.mul(g, xhat), dims.outer);
+  Value gxhat =
+      e.mul(g, e.broadcastInDim(op.getScale(), dims.type, dims.normalized));
+  // rrms * (gxhat - xhat * mean(gxhat * xhat)): layer norm's rule without
+  // the centring term.
   Value operandGrad =
-      e.mul(r, e.sub(u, e.mul(e.mul(x, e.mul(r, r)), meanOf(e.mul(u, x)))));
+      e.mul(rrms, e.sub(gxhat, e.mul(xhat, dims.mean(e.mul(gxhat, xhat)))));
   return SmallVector<Value>{operandGrad, scaleGrad};
 }
 

@@ -65,6 +65,26 @@ func.func @layer_norm(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>)
   return %0 : tensor<4x8xf32>
 }
 
+// RMS norm: one reduction of squares (no mean, no centring) in f32 for a
+// bf16 operand, then rsqrt(mean + eps) * scale with no bias.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: arith.extf {{.*}} : bf16 to f32
+// CHECK-NOT: arith.subf
+// CHECK: arith.mulf %[[IN:.*]], %[[IN]] : f32
+// CHECK-NOT: arith.subf
+// CHECK: arith.addf {{.*}} fastmath<reassoc>
+// CHECK-NOT: linalg.generic {{.*}}"reduction"
+// CHECK: math.rsqrt
+// CHECK-NEXT: %[[N:.*]] = arith.mulf
+// CHECK-NEXT: %[[Y:.*]] = arith.mulf %[[N]],
+// CHECK-NEXT: linalg.yield %[[Y]] : f32
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+func.func @rms_norm(%x: tensor<4x8xbf16>, %g: tensor<8xbf16>) -> tensor<4x8xbf16> {
+  %0 = cleave.rms_norm %x, %g axis = 1 epsilon = 1.0e-05
+      : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  return %0 : tensor<4x8xbf16>
+}
+
 // Cumsum is an scf.for over the scanned dimension adding slices.
 // CHECK-LABEL: func.func @cumsum
 // CHECK: scf.for
