@@ -261,7 +261,7 @@ LogicalResult shardProgram(ModuleOp module,
     setSharding(main.getArgument(i), chosen);
   }
 
-  // Sequence parallelism: layer norms work on sequence slices over tp.
+  // Sequence parallelism: layer and RMS norms work on sequence slices over tp.
   if (options.sequenceParallel) {
     if (mesh.getAxisIndex("tp") < 0)
       return mlir::emitError(module.getLoc())

@@ -43,9 +43,9 @@ struct ShardProgramOptions {
   /// (after the axes a --shard rule gives it); one with none stays whole.
   int zero = 0;
   /// Megatron's sequence parallelism over `tp`: the sequence dimension
-  /// (dimension 1 of [batch, sequence, hidden]) of every layer norm's
-  /// result is split over tp, and propagation carries that through the
-  /// regions between the tensor-parallel ones.
+  /// (dimension 1 of [batch, sequence, hidden]) of every layer norm's and
+  /// RMS norm's result is split over tp, and propagation carries that
+  /// through the regions between the tensor-parallel ones.
   bool sequenceParallel = false;
   /// Run --cleave-schedule-collectives after partitioning: gradient
   /// all-reduces in buckets of `bucketMB` MiB, collectives asynchronous.
