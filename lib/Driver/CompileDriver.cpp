@@ -219,6 +219,12 @@ struct Options {
       cl::desc("Generate a loop nest for every convolution instead of "
                "im2col and a library GEMM"),
       cl::cat(category)};
+  cl::opt<bool> noFusedAttention{
+      "no-fused-attention",
+      cl::desc("Spell out attention as GEMMs and a softmax over the whole "
+               "score matrix instead of the CPU runtime's fused attention "
+               "kernels (which hold a tile of the scores at a time)"),
+      cl::cat(category)};
   cl::opt<bool> noGemmEpilogue{
       "no-gemm-epilogue",
       cl::desc("Keep a matmul's bias add and tanh GELU in generated kernels "
@@ -1287,6 +1293,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
   compileOptions.convolutionsAsGemm = !opts.directConvolutions;
+  compileOptions.fusedAttention = !opts.noFusedAttention;
   compileOptions.plan.referenceExternalData = !opts.embedWeights;
   compileOptions.plan.drawWeightMatrices = !opts.initParameters.empty();
   compileOptions.cpuRowKernels = opts.cpuRowKernels;

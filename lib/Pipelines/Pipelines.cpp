@@ -22,11 +22,13 @@ using namespace mlir;
 
 namespace cleave {
 
-void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm) {
+void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm,
+                          bool keepFusedAttention) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
-  fn.addPass(createDecomposeAttentionPass());
+  fn.addPass(createDecomposeAttentionPass(
+      DecomposeAttentionPassOptions{keepFusedAttention}));
   if (convolutionsAsGemm)
     fn.addPass(createConvolutionsToGemmPass());
   fn.addPass(createCanonicalizeContractionsPass());
@@ -151,9 +153,15 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
                const std::optional<RecomputeStats> &recomputeStats,
                StopHere &stopHere) {
   PassManager pm(module.getContext());
-  // Convolutions become GEMMs only where GEMMs go to the library.
-  buildPreparePipeline(pm, options.plan.useLibraryGemm &&
-                               options.convolutionsAsGemm);
+  // Convolutions become GEMMs only where GEMMs go to the library; only the
+  // CPU runtime has the fused attention commands.
+  bool fusedAttention = options.fusedAttention &&
+                        options.target == Target::CPU &&
+                        !options.cpuEmulateCuda;
+  buildPreparePipeline(pm,
+                       options.plan.useLibraryGemm &&
+                           options.convolutionsAsGemm,
+                       fusedAttention);
   if (failed(pm.run(module)))
     return failure();
   // Recomputed clones are tagged so that CSE above leaves them apart from

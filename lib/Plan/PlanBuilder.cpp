@@ -127,6 +127,54 @@ static std::string kernelName(size_t index, Operation *op) {
   return name;
 }
 
+/// The Attention or AttentionBackward command of a cleave.attention or
+/// cleave.attention_grad, without its buffers (see plan::AttentionParam).
+static plan::Command attentionCommand(Operation *op) {
+  auto grad = dyn_cast<AttentionGradOp>(op);
+  auto fwd = dyn_cast<AttentionOp>(op);
+  Value q = grad ? grad.getQ() : fwd.getQ();
+  Value k = grad ? grad.getK() : fwd.getK();
+  Value v = grad ? grad.getV() : fwd.getV();
+  Value bias = grad ? grad.getBias() : fwd.getBias();
+  auto shape = [](Value x) {
+    return cast<RankedTensorType>(x.getType()).getShape();
+  };
+  auto dtype = [](Value x) {
+    return static_cast<int64_t>(
+        *toDType(cast<RankedTensorType>(x.getType()).getElementType()));
+  };
+  plan::Command cmd;
+  cmd.kind = grad ? plan::CommandKind::AttentionBackward
+                  : plan::CommandKind::Attention;
+  std::vector<int64_t> &p = cmd.params;
+  p.assign(plan::kAttnNumParams, 0);
+  p[plan::kAttnDType] = dtype(q);
+  p[plan::kAttnDoutDType] = grad ? dtype(grad.getDout()) : dtype(q);
+  p[plan::kAttnGradDType] = grad ? dtype(grad.getDq()) : dtype(q);
+  p[plan::kAttnBatch] = shape(q)[0];
+  p[plan::kAttnQHeads] = shape(q)[1];
+  p[plan::kAttnKVHeads] = shape(k)[1];
+  p[plan::kAttnQLen] = shape(q)[2];
+  p[plan::kAttnKVLen] = shape(k)[2];
+  p[plan::kAttnHeadDim] = shape(q)[3];
+  p[plan::kAttnValueDim] = shape(v)[3];
+  p[plan::kAttnCausal] = grad ? grad.getCausal() : fwd.getCausal();
+  // The I64Attr getters are unsigned: read the offset signed.
+  p[plan::kAttnCausalOffset] = static_cast<int64_t>(
+      grad ? grad.getCausalOffset() : fwd.getCausalOffset());
+  p[plan::kAttnScaleBits] = plan::doubleToBits(
+      (grad ? grad.getScale() : fwd.getScale()).convertToDouble());
+  p[plan::kAttnSoftcapBits] = plan::doubleToBits(
+      (grad ? grad.getSoftcap() : fwd.getSoftcap()).convertToDouble());
+  if (bias) {
+    p[plan::kAttnBiasDType] = dtype(bias);
+    p[plan::kAttnBiasBatch] = shape(bias)[0];
+    p[plan::kAttnBiasHeads] = shape(bias)[1];
+    p[plan::kAttnBiasQLen] = shape(bias)[2];
+  }
+  return cmd;
+}
+
 //===----------------------------------------------------------------------===//
 // Grouping ops into commands
 //===----------------------------------------------------------------------===//
@@ -137,8 +185,11 @@ struct Node {
   /// Collective: a communication op (`comm`); Done: the wait for an async
   /// one (`comm` is the cleave.done).
   /// Marker: a pipeline step's begin or end (`comm` is the marker).
-  enum Kind { Kernel, Gemm, Collective, Done, Marker } kind;
-  SmallVector<Operation *> ops; ///< Kernel members in program order.
+  /// Attention: a cleave.attention or cleave.attention_grad (the one op in
+  /// `ops`) run by the CPU runtime's fused attention command.
+  enum Kind { Kernel, Gemm, Collective, Done, Marker, Attention } kind;
+  /// Kernel members in program order; an Attention node's op.
+  SmallVector<Operation *> ops;
   ContractOp contract;          ///< For GEMMs.
   /// For GEMMs: the epilogue, its bias (or null) and the value written into
   /// C (the contraction's result without an epilogue).
@@ -521,6 +572,25 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
                   std::to_string(index);
       continue;
     }
+    if (node.kind == Node::Attention) {
+      // In the command's buffer order: q, k, v, [bias], then out and dout
+      // (the gradient), then the results.
+      Operation *op = node.ops.front();
+      if (auto a = dyn_cast<AttentionOp>(op)) {
+        node.inputs = {a.getQ(), a.getK(), a.getV()};
+        if (a.getBias())
+          node.inputs.push_back(a.getBias());
+      } else {
+        auto g = cast<AttentionGradOp>(op);
+        node.inputs = {g.getQ(), g.getK(), g.getV()};
+        if (g.getBias())
+          node.inputs.push_back(g.getBias());
+        node.inputs.append({g.getOut(), g.getDout()});
+      }
+      node.outputs.assign(op->result_begin(), op->result_end());
+      node.name = "attention" + std::to_string(index);
+      continue;
+    }
     if (node.kind == Node::Gemm) {
       node.inputs = {node.contract.getLhs(), node.contract.getRhs()};
       if (node.bias)
@@ -700,6 +770,7 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       switch (node.kind) {
       case Node::Kernel: os << "kernel " << node.name; break;
       case Node::Gemm: os << "gemm"; break;
+      case Node::Attention: os << node.name; break;
       case Node::Collective:
         os << node.comm->getName().stripDialect();
         if (eventOf.count(node.comm))
@@ -1073,6 +1144,10 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
         kernelBytes += byteSize(cast<RankedTensorType>(v.getType()));
       kernelCosts.push_back(std::to_string(kernelFlops) + ":" +
                             std::to_string(kernelBytes));
+    } else if (node.kind == Node::Attention) {
+      cmd = attentionCommand(node.ops.front());
+      for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
+        cmd.buffers.push_back(offsetOf(v));
     } else {
       ::cleave::GemmShape g = *::cleave::getGemmShape(node.contract);
       Type outType = node.contract.getType().getElementType();
@@ -1435,7 +1510,8 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
     c.async = op.getAsync();
     if (auto it = doneNode.find(node.comm); it != doneNode.end())
       for (int64_t t = index + 1; t < it->second; ++t)
-        if (nodes[t].kind == Node::Kernel || nodes[t].kind == Node::Gemm) {
+        if (nodes[t].kind == Node::Kernel || nodes[t].kind == Node::Gemm ||
+            nodes[t].kind == Node::Attention) {
           ++c.computeCommandsInFlight;
           c.flopsInFlight += nodeFlops(nodes[t]);
         }
@@ -1511,6 +1587,17 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
     if (isGemm(&op)) {
       if (!epilogueOf.count(&op))
         addGemm(cast<ContractOp>(op));
+      continue;
+    }
+    if (isa<AttentionOp, AttentionGradOp>(op)) {
+      // Left whole by the prepare pipeline for the fused command (CPU).
+      if (!::cleave::hasFusedAttentionKernel(&op))
+        return op.emitOpError()
+               << "has no fused attention kernel for these element types; "
+                  "--cleave-decompose-attention should have spelled it out";
+      nodeOfOp[&op] = nodes.size();
+      nodes.push_back(Node{Node::Attention, {&op}, {}, plan::GemmEpilogue::None,
+                           {}, {}, {}, {}, {}});
       continue;
     }
     addKernelOp(&op);

@@ -9,6 +9,7 @@
 namespace cleave::sim {
 
 using plan::CollectiveOp;
+using plan::CommandKind;
 using plan::DType;
 
 Placement placeRanks(const Cluster &cluster, int64_t world) {
@@ -169,6 +170,50 @@ double gemmSeconds(const Device &d, int64_t m, int64_t n, int64_t k,
                  double(m) * double(n) * double(batch) * (half ? 4 : element);
   double memory = d.memoryBandwidth > 0 ? bytes / d.memoryBandwidth : 0;
   return std::max(compute, memory) + d.gemmOverhead;
+}
+
+double attentionSeconds(const Device &d, const plan::Command &c) {
+  const std::vector<int64_t> &p = c.params;
+  if (p.size() != plan::kAttnNumParams)
+    return d.kernelOverhead;
+  double bh = double(p[plan::kAttnBatch]) * double(p[plan::kAttnQHeads]);
+  double sq = double(p[plan::kAttnQLen]), skv = double(p[plan::kAttnKVLen]);
+  double dk = double(p[plan::kAttnHeadDim]), dv = double(p[plan::kAttnValueDim]);
+  // The share of scores a causal mask leaves: keys j <= i + offset.
+  double live = 1;
+  if (p[plan::kAttnCausal] && sq > 0 && skv > 0) {
+    double kept = 0;
+    for (int64_t i = 0; i < p[plan::kAttnQLen]; ++i)
+      kept += std::clamp<double>(double(i + p[plan::kAttnCausalOffset] + 1), 0,
+                                 skv);
+    live = kept / (sq * skv);
+  }
+  bool backward = c.kind == CommandKind::AttentionBackward;
+  double scores = bh * sq * skv * live;
+  double productFlops =
+      scores * (backward ? 2 * (4 * dk + 2 * dv) : 2 * (dk + dv));
+  auto dtype = static_cast<DType>(p[plan::kAttnDType]);
+  bool half = dtype == DType::BF16 || dtype == DType::F16;
+  const EfficiencyCurve &curve = half ? d.gemmHalf : d.gemmFp32;
+  // The efficiency of one head's products (the kernel's unit of work).
+  double perHead = bh > 0 ? productFlops / bh : 0;
+  double efficiency =
+      perHead > 0 ? curve.max * perHead / (perHead + curve.halfFlops) : 1;
+  double peak = gemmPeak(d, dtype);
+  double compute =
+      productFlops > 0 && peak > 0 ? productFlops / (peak * efficiency) : 0;
+  double softmax = d.fp32Flops > 0
+                       ? scores * (backward ? 16 : 8) / d.fp32Flops
+                       : 0;
+  double element = double(plan::dtypeSize(dtype));
+  double bytes = bh * (sq * dk + sq * dv) * element +
+                 double(p[plan::kAttnBatch]) * double(p[plan::kAttnKVHeads]) *
+                     skv * (dk + dv) * element;
+  if (backward)
+    bytes *= 2.5; // out, dout and the three gradients
+  double bandwidth = d.memoryBandwidth * d.kernelBandwidthFraction;
+  double memory = bandwidth > 0 ? bytes / bandwidth : 0;
+  return std::max(compute + softmax, memory) + d.kernelOverhead;
 }
 
 double kernelSeconds(const Device &d, double flops, double bytes) {

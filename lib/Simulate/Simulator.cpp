@@ -173,6 +173,10 @@ PlanCosts costPlan(const plan::Plan &p, const Device &device) {
       else
         s = device.kernelOverhead;
       break;
+    case CommandKind::Attention:
+    case CommandKind::AttentionBackward:
+      s = attentionSeconds(device, cmd);
+      break;
     case CommandKind::Copy:
       s = copySeconds(device, cmd.params.empty() ? 0 : double(cmd.params[0]));
       break;
@@ -444,7 +448,10 @@ bool Simulator::advanceCompute(RankState &r, double now) {
       if (d > 0) {
         // Runs until the clock has given it d seconds of a device.
         r.computing = true;
-        r.gemm = cmd.kind == CommandKind::Gemm;
+        // Fused attention is mostly its products.
+        r.gemm = cmd.kind == CommandKind::Gemm ||
+                 cmd.kind == CommandKind::Attention ||
+                 cmd.kind == CommandKind::AttentionBackward;
         r.remaining = d;
         r.computeStart = t;
         return moved;
@@ -518,7 +525,10 @@ void Simulator::finishCompute(RankState &r, double end) {
   const Command &cmd = r.plan->commands[r.pc];
   const char *cat = cmd.kind == CommandKind::Gemm     ? "gemm"
                     : cmd.kind == CommandKind::Kernel ? "kernel"
-                                                      : "copy";
+                    : cmd.kind == CommandKind::Attention ||
+                            cmd.kind == CommandKind::AttentionBackward
+                        ? "attention"
+                        : "copy";
   span(r, 0, commandName(cmd), cat, r.computeStart, end);
   r.result.computeSeconds += end - r.computeStart;
   r.computing = false;

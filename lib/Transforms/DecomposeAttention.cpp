@@ -10,6 +10,7 @@
 #include "Autodiff/VJPHelpers.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
 
 #define DEBUG_TYPE "cleave-decompose-attention"
 
@@ -24,18 +25,44 @@ using namespace mlir::cleave;
 namespace {
 struct DecomposeAttentionPass
     : ::cleave::impl::DecomposeAttentionPassBase<DecomposeAttentionPass> {
+  using DecomposeAttentionPassBase::DecomposeAttentionPassBase;
+
   void runOnOperation() override {
-    SmallVector<AttentionOp> ops;
-    getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
-    for (AttentionOp op : ops) {
+    namespace ad = ::cleave::autodiff;
+    SmallVector<Operation *> ops;
+    getOperation().walk([&](Operation *op) {
+      if (isa<AttentionOp, AttentionGradOp>(op) &&
+          !(keepFused && ::cleave::hasFusedAttentionKernel(op)))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
       OpBuilder b(op);
-      ::cleave::autodiff::Emitter e{b, op.getLoc()};
-      ::cleave::autodiff::AttentionProbabilities parts =
-          ::cleave::autodiff::attentionProbabilities(e, op);
-      op.getResult().replaceAllUsesWith(
-          ::cleave::autodiff::attentionOutput(e, op, parts));
-      op.erase();
+      ad::Emitter e{b, op->getLoc()};
+      if (auto attention = dyn_cast<AttentionOp>(op)) {
+        ad::AttentionOperands operands = ad::AttentionOperands::of(attention);
+        attention.getResult().replaceAllUsesWith(ad::attentionOutput(
+            e, operands, ad::attentionProbabilities(e, operands)));
+      } else {
+        auto grad = cast<AttentionGradOp>(op);
+        ad::AttentionGradients g = ad::attentionGradients(
+            e, ad::AttentionOperands::of(grad), grad.getDout());
+        SmallVector<Value, 3> values = {g.dq, g.dk, g.dv};
+        for (auto [result, value] : llvm::zip(grad.getResults(), values))
+          result.replaceAllUsesWith(e.convert(
+              value, cast<RankedTensorType>(result.getType()).getElementType()));
+      }
+      op->erase();
     }
   }
 };
 } // namespace
+
+bool ::cleave::hasFusedAttentionKernel(Operation *op) {
+  // The CPU kernel computes in f32 from f32, bf16 or f16 operands.
+  auto fits = [](Value v) {
+    Type t = cast<RankedTensorType>(v.getType()).getElementType();
+    return t.isF32() || t.isBF16() || t.isF16();
+  };
+  return llvm::all_of(op->getOperands(), fits) &&
+         llvm::all_of(op->getResults(), fits);
+}

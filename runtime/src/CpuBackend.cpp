@@ -1,5 +1,6 @@
 //===- CpuBackend.cpp - Runs a plan on the host CPU -----------------------===//
 
+#include "Attention.h"
 #include "Backend.h"
 #include "Gemm.h"
 #include "RandomInit.h"
@@ -275,6 +276,15 @@ void CpuBackend::setProfiling(bool on) {
       if (c.params[kGemmBatch] != 1)
         label += " batch " + std::to_string(c.params[kGemmBatch]);
       break;
+    case CommandKind::Attention:
+    case CommandKind::AttentionBackward:
+      label = "B=" + std::to_string(c.params[kAttnBatch]) +
+              " H=" + std::to_string(c.params[kAttnQHeads]) + "/" +
+              std::to_string(c.params[kAttnKVHeads]) +
+              " Sq=" + std::to_string(c.params[kAttnQLen]) +
+              " Skv=" + std::to_string(c.params[kAttnKVLen]) +
+              " D=" + std::to_string(c.params[kAttnHeadDim]);
+      break;
     case CommandKind::Copy:
     case CommandKind::Fill:
       label = std::to_string(c.params[0]) + " bytes";
@@ -317,6 +327,10 @@ cleave_rt_status CpuBackend::runCommand(size_t index, const Command &c) {
     break;
   case CommandKind::Gemm:
     runGemm(c, arena);
+    break;
+  case CommandKind::Attention:
+  case CommandKind::AttentionBackward:
+    runAttention(c, arena, threads);
     break;
   case CommandKind::Copy:
     if (c.params[0])

@@ -567,6 +567,10 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
     case CommandKind::Kernel:
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "host kernel command in a CUDA plan");
+    case CommandKind::Attention: // refused by the validator
+    case CommandKind::AttentionBackward:
+      return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                        "fused attention command in a CUDA plan");
     case CommandKind::Marker: // tracing is not supported here
       break;
     case CommandKind::Collective: // refused by createBackend

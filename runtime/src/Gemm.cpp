@@ -168,6 +168,22 @@ static void oneDnnGemmBf16(CBLAS_ORDER, CBLAS_TRANSPOSE tA, CBLAS_TRANSPOSE tB,
               ldb, beta, C, ldc);
 }
 
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+           float alpha, const float *A, int64_t lda, const float *B,
+           int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0)
+    return;
+  auto tA = transA ? CblasTrans : CblasNoTrans;
+  auto tB = transB ? CblasTrans : CblasNoTrans;
+  // oneDNN wants K >= 1 (see runProduct).
+  if (K > 0 && oneDnn().sgemm)
+    oneDnnSgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta,
+                C, ldc);
+  else
+    cblas_sgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+}
+
 std::string gemmLibraries() {
   const OneDnn &d = oneDnn();
   if (!d.sgemm)

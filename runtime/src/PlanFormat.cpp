@@ -77,6 +77,8 @@ const char *commandKindName(CommandKind k) {
   switch (k) {
   case CommandKind::Kernel: return "kernel";
   case CommandKind::Gemm: return "gemm";
+  case CommandKind::Attention: return "attention";
+  case CommandKind::AttentionBackward: return "attention_backward";
   case CommandKind::Copy: return "copy";
   case CommandKind::Fill: return "fill";
   case CommandKind::GpuLaunch: return "gpu_launch";

@@ -35,6 +35,7 @@ private:
   bool checkCommand(const char *label, size_t index, const Command &c);
   bool checkGemm(const std::string &what, const Command &c);
   bool checkGemmEpilogue(const std::string &what, const Command &c);
+  bool checkAttention(const std::string &what, const Command &c);
   bool checkStates();
   bool checkTraining();
   bool checkMesh();
@@ -649,6 +650,13 @@ bool Validator::checkCommand(const char *label, size_t index,
                   (buffers == 4 ? " (A, B, C and the bias)" : " (A, B and C)"));
     return checkGemm(what, c);
   }
+  case CommandKind::Attention:
+  case CommandKind::AttentionBackward:
+    if (cuda)
+      return fail(what + ": attention commands run on the CPU only; a CUDA "
+                         "plan spells attention out (target '" +
+                  plan.target + "')");
+    return checkAttention(what, c);
   case CommandKind::RandomNormal: {
     if (c.params.size() == 5) {
       // The shard of a sharded state.
@@ -772,6 +780,114 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
                   std::to_string(plan.arenaBytes) + " bytes");
   }
   return checkGemmEpilogue(what, c);
+}
+
+bool Validator::checkAttention(const std::string &what, const Command &c) {
+  const std::vector<int64_t> &p = c.params;
+  if (p.size() != kAttnNumParams)
+    return fail(what + ": has " + std::to_string(p.size()) +
+                " parameters, expected " + std::to_string(kAttnNumParams));
+  bool backward = c.kind == CommandKind::AttentionBackward;
+  bool hasBias = p[kAttnBiasDType] != 0;
+  size_t buffers = (backward ? 8 : 4) + (hasBias ? 1 : 0);
+  if (c.buffers.size() != buffers)
+    return fail(what + ": has " + std::to_string(c.buffers.size()) +
+                " buffers, expected " + std::to_string(buffers) +
+                (backward ? " (q, k, v, [bias], out, dout, dq, dk, dv)"
+                          : " (q, k, v, [bias], out)"));
+  auto isFloat = [](int64_t v) {
+    return v == static_cast<int64_t>(DType::F32) ||
+           v == static_cast<int64_t>(DType::BF16) ||
+           v == static_cast<int64_t>(DType::F16);
+  };
+  static const char *const dtypeNames[] = {"dtype", "dout dtype",
+                                           "gradient dtype"};
+  for (size_t i : {kAttnDType, kAttnDoutDType, kAttnGradDType})
+    if (!isFloat(p[i]))
+      return fail(what + ": " + dtypeNames[i] + " code " +
+                  std::to_string(p[i]) +
+                  " is not float32, bfloat16 or float16");
+  if (!backward && (p[kAttnDoutDType] != p[kAttnDType] ||
+                    p[kAttnGradDType] != p[kAttnDType]))
+    return fail(what + ": a forward attention's dout and gradient dtypes "
+                       "must equal its dtype");
+  if (backward && p[kAttnGradDType] != p[kAttnDType] &&
+      p[kAttnGradDType] != static_cast<int64_t>(DType::F32))
+    return fail(what + ": gradient dtype must be the operands' or float32");
+  if (hasBias && !isFloat(p[kAttnBiasDType]))
+    return fail(what + ": bias dtype code " +
+                std::to_string(p[kAttnBiasDType]) +
+                " is not float32, bfloat16 or float16");
+  static const char *const dimNames[] = {
+      "batch",      "query heads", "key/value heads", "query length",
+      "key length", "head size",   "value head size"};
+  for (size_t i = kAttnBatch; i <= kAttnValueDim; ++i)
+    if (p[i] < 0 || p[i] > INT32_MAX)
+      return fail(what + ": " + dimNames[i - kAttnBatch] + " " +
+                  std::to_string(p[i]) + " is outside [0, 2^31)");
+  int64_t B = p[kAttnBatch], Hq = p[kAttnQHeads], Hkv = p[kAttnKVHeads],
+          Sq = p[kAttnQLen], Skv = p[kAttnKVLen], D = p[kAttnHeadDim],
+          Dv = p[kAttnValueDim];
+  if (Hkv < 1 || Hq % Hkv != 0)
+    return fail(what + ": " + std::to_string(Hq) +
+                " query heads are not a multiple of " + std::to_string(Hkv) +
+                " key/value heads");
+  if (p[kAttnCausal] != 0 && p[kAttnCausal] != 1)
+    return fail(what + ": causal flag " + std::to_string(p[kAttnCausal]) +
+                " is not 0 or 1");
+  double scale = bitsToDouble(p[kAttnScaleBits]);
+  double softcap = bitsToDouble(p[kAttnSoftcapBits]);
+  if (!(scale > 0) || !std::isfinite(scale) || !(softcap >= 0) ||
+      !std::isfinite(softcap))
+    return fail(what + ": scale must be positive and softcap non-negative, "
+                       "both finite");
+  struct Extent {
+    int64_t b, h, s;
+  };
+  Extent biasDims = {p[kAttnBiasBatch], p[kAttnBiasHeads], p[kAttnBiasQLen]};
+  if (hasBias && ((biasDims.b != 1 && biasDims.b != B) ||
+                  (biasDims.h != 1 && biasDims.h != Hq) ||
+                  (biasDims.s != 1 && biasDims.s != Sq)))
+    return fail(what + ": bias dimensions " + std::to_string(biasDims.b) +
+                " x " + std::to_string(biasDims.h) + " x " +
+                std::to_string(biasDims.s) +
+                " are neither 1 nor the batch, query heads and query length");
+  // Element counts in 128 bits: four dims below 2^31 cannot overflow.
+  auto count = [](int64_t a, int64_t b, int64_t c, int64_t d) {
+    return static_cast<unsigned __int128>(a) * b * c * d;
+  };
+  auto code = [](int64_t v) { return static_cast<DType>(static_cast<uint32_t>(v)); };
+  struct Operand {
+    const char *name;
+    unsigned __int128 elements;
+    DType dtype;
+  };
+  std::vector<Operand> operands = {
+      {"q", count(B, Hq, Sq, D), code(p[kAttnDType])},
+      {"k", count(B, Hkv, Skv, D), code(p[kAttnDType])},
+      {"v", count(B, Hkv, Skv, Dv), code(p[kAttnDType])}};
+  if (hasBias)
+    operands.push_back({"bias", count(biasDims.b, biasDims.h, biasDims.s, Skv),
+                        code(p[kAttnBiasDType])});
+  operands.push_back({"out", count(B, Hq, Sq, Dv), code(p[kAttnDType])});
+  if (backward) {
+    operands.push_back({"dout", count(B, Hq, Sq, Dv), code(p[kAttnDoutDType])});
+    operands.push_back({"dq", count(B, Hq, Sq, D), code(p[kAttnGradDType])});
+    operands.push_back({"dk", count(B, Hkv, Skv, D), code(p[kAttnGradDType])});
+    operands.push_back({"dv", count(B, Hkv, Skv, Dv), code(p[kAttnGradDType])});
+  }
+  for (size_t i = 0; i < operands.size(); ++i) {
+    size_t elem = dtypeSize(operands[i].dtype);
+    unsigned __int128 bytes = operands[i].elements * elem;
+    if (bytes > plan.arenaBytes)
+      return fail(what + " " + operands[i].name + ": " +
+                  "larger than the arena of " +
+                  std::to_string(plan.arenaBytes) + " bytes");
+    if (!checkAlignedRange(what + " " + operands[i].name, c.buffers[i],
+                           static_cast<uint64_t>(bytes), elem))
+      return false;
+  }
+  return true;
 }
 
 bool Validator::checkGemmEpilogue(const std::string &what, const Command &c) {

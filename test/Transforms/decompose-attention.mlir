@@ -1,4 +1,5 @@
 // RUN: cleave-opt %s --cleave-decompose-attention | FileCheck %s
+// RUN: cleave-opt %s --cleave-decompose-attention=keep-fused | FileCheck %s --check-prefix=FUSED
 
 // Grouped-query attention with a bias and a causal mask: q is viewed by
 // key/value head (2 x 4 query heads), both products are contractions
@@ -49,4 +50,36 @@ func.func @offset(%q: tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32> {
   // CHECK: cleave.select
   %0 = cleave.attention %q, %q, %q scale = 0.5 causal {causal_offset = -2 : i64} : (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32>
   return %0 : tensor<1x1x4x2xf32>
+}
+
+// The gradient is spelled out from recomputed probabilities: dv, dp, the
+// softmax's backward and dq, dk as contractions; f32 gradients of bf16
+// operands stay f32.
+// CHECK-LABEL: func.func @grad
+func.func @grad(%q: tensor<1x2x8x4xbf16>, %dy: tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) {
+  // CHECK: cleave.softmax
+  // CHECK: %[[DV:.*]] = cleave.contract %{{.*}}, %{{.*}} batch = [0, 1] x [0, 1] contract = [2, 3] x [2, 3] : tensor<1x2x1x8x8xf32>, tensor<1x2x1x8x4xf32> -> tensor<1x2x8x4xf32>
+  // CHECK: cleave.contract
+  // CHECK: cleave.reduce sum
+  // CHECK: cleave.contract
+  // CHECK: %[[DK:.*]] = cleave.contract
+  // CHECK: return %{{.*}}, %[[DV]] : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
+  // CHECK-NOT: cleave.attention_grad
+  %y = cleave.attention %q, %q, %q scale = 0.5 causal : (tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>) -> tensor<1x2x8x4xbf16>
+  %dq, %dk, %dv = cleave.attention_grad %q, %q, %q, %y, %dy scale = 0.5 causal : (tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
+  return %dq, %dv : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
+}
+
+// With keep-fused, f32, bf16 and f16 attention stays whole for the CPU's
+// fused kernel; f64 has none and is spelled out.
+// FUSED-LABEL: func.func @fused
+func.func @fused(%q: tensor<1x2x8x4xf32>, %d: tensor<1x2x8x4xf64>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf64>) {
+  // FUSED: %[[Y:.*]] = cleave.attention %{{.*}}, %{{.*}}, %{{.*}} scale
+  // FUSED: cleave.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[Y]], %{{.*}} scale
+  // FUSED: cleave.softmax
+  // FUSED-NOT: cleave.attention
+  %y = cleave.attention %q, %q, %q scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  %dq, %dk, %dv = cleave.attention_grad %q, %q, %q, %y, %y scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
+  %z = cleave.attention %d, %d, %d scale = 0.5 : (tensor<1x2x8x4xf64>, tensor<1x2x8x4xf64>, tensor<1x2x8x4xf64>) -> tensor<1x2x8x4xf64>
+  return %y, %dq, %z : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf64>
 }

@@ -92,6 +92,18 @@ int64_t AttentionOp::getFlops() {
   return scores * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
 }
 
+/// What the fused backward kernel computes per score: the scores twice (a
+/// pass for each row's log-sum-exp, then again with the gradients; 2 * D
+/// each), dv and dp (2 * Dv each), dq and dk (2 * D each), and the
+/// elementwise work between (10).
+int64_t AttentionGradOp::getFlops() {
+  auto q = cast<RankedTensorType>(getQ().getType());
+  auto v = cast<RankedTensorType>(getV().getType());
+  int64_t scores = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) *
+                   v.getDimSize(2);
+  return scores * (8 * q.getDimSize(3) + 4 * v.getDimSize(3) + 10);
+}
+
 int64_t ConvOp::getFlops() {
   auto filter = cast<RankedTensorType>(getFilter().getType());
   int64_t perOutput = 1;

@@ -507,60 +507,107 @@ int64_t AttentionOp::getGroupSize() {
          std::max<int64_t>(tensorType(getK()).getDimSize(1), 1);
 }
 
-LogicalResult AttentionOp::verify() {
-  if (failed(checkStaticShapes(*this)))
+int64_t AttentionGradOp::getGroupSize() {
+  return tensorType(getQ()).getDimSize(1) /
+         std::max<int64_t>(tensorType(getK()).getDimSize(1), 1);
+}
+
+/// The checks attention and attention_grad share: ranks, shapes and
+/// element types of q, k, v and the bias, the attributes, and `result`
+/// (the attention's result, or the gradient's `out`) against them.
+static LogicalResult verifyAttention(Operation *op, Value qv, Value kv,
+                                     Value vv, Value bias, Value result,
+                                     StringRef resultName, double scale,
+                                     double softcap, bool causal,
+                                     int64_t causalOffset) {
+  if (failed(checkStaticShapes(op)))
     return failure();
-  for (auto [name, v] : {std::pair<StringRef, Value>{"q", getQ()},
-                         {"k", getK()}, {"v", getV()}, {"bias", getBias()},
-                         {"result", getResult()}})
+  for (auto [name, v] : {std::pair<StringRef, Value>{"q", qv}, {"k", kv},
+                         {"v", vv}, {"bias", bias}, {resultName, result}})
     if (v && tensorType(v).getRank() != 4)
-      return emitOpError() << name << " must have rank 4, got "
-                           << v.getType();
-  for (auto [name, v] : {std::pair<StringRef, Value>{"k", getK()},
-                         {"v", getV()}, {"result", getResult()}})
-    if (failed(checkSameElementType(*this, v.getType(), getQ().getType(), name,
-                                    "q")))
+      return op->emitOpError() << name << " must have rank 4, got "
+                               << v.getType();
+  for (auto [name, v] :
+       {std::pair<StringRef, Value>{"k", kv}, {"v", vv}, {resultName, result}})
+    if (failed(checkSameElementType(op, v.getType(), qv.getType(), name, "q")))
       return failure();
-  ArrayRef<int64_t> q = tensorType(getQ()).getShape();
-  ArrayRef<int64_t> k = tensorType(getK()).getShape();
-  ArrayRef<int64_t> v = tensorType(getV()).getShape();
-  ArrayRef<int64_t> r = tensorType(getResult()).getShape();
+  ArrayRef<int64_t> q = tensorType(qv).getShape();
+  ArrayRef<int64_t> k = tensorType(kv).getShape();
+  ArrayRef<int64_t> v = tensorType(vv).getShape();
+  ArrayRef<int64_t> r = tensorType(result).getShape();
   if (k[0] != q[0] || v[0] != q[0])
-    return emitOpError() << "batch sizes differ: q " << shapeStr(q) << ", k "
-                         << shapeStr(k) << ", v " << shapeStr(v);
+    return op->emitOpError() << "batch sizes differ: q " << shapeStr(q)
+                             << ", k " << shapeStr(k) << ", v " << shapeStr(v);
   if (k[3] != q[3])
-    return emitOpError() << "k's head size " << k[3] << " differs from q's "
-                         << q[3];
+    return op->emitOpError() << "k's head size " << k[3]
+                             << " differs from q's " << q[3];
   if (v[1] != k[1] || v[2] != k[2])
-    return emitOpError() << "v " << shapeStr(v)
-                         << " does not match k's heads and length "
-                         << shapeStr(k);
+    return op->emitOpError() << "v " << shapeStr(v)
+                             << " does not match k's heads and length "
+                             << shapeStr(k);
   if (k[1] == 0 || q[1] % k[1] != 0)
-    return emitOpError() << "query heads (" << q[1]
-                         << ") are not a multiple of key/value heads ("
-                         << k[1] << ")";
+    return op->emitOpError() << "query heads (" << q[1]
+                             << ") are not a multiple of key/value heads ("
+                             << k[1] << ")";
   SmallVector<int64_t> expected = {q[0], q[1], q[2], v[3]};
   if (r != ArrayRef<int64_t>(expected))
-    return emitOpError() << "result shape " << shapeStr(r) << " should be "
-                         << shapeStr(expected);
-  if (Value bias = getBias()) {
+    return op->emitOpError() << resultName << " shape " << shapeStr(r)
+                             << " should be " << shapeStr(expected);
+  if (bias) {
     ArrayRef<int64_t> m = tensorType(bias).getShape();
     SmallVector<int64_t> full = {q[0], q[1], q[2], k[2]};
     for (int64_t d = 0; d < 4; ++d)
       if (m[d] != full[d] && (d == 3 || m[d] != 1))
-        return emitOpError() << "bias " << shapeStr(m)
-                             << " does not broadcast to the scores "
-                             << shapeStr(full);
+        return op->emitOpError() << "bias " << shapeStr(m)
+                                 << " does not broadcast to the scores "
+                                 << shapeStr(full);
   }
-  if (!(getScale().convertToDouble() > 0) ||
-      !std::isfinite(getScale().convertToDouble()))
-    return emitOpError() << "scale must be positive, got "
-                         << getScale().convertToDouble();
-  if (!(getSoftcap().convertToDouble() >= 0))
-    return emitOpError() << "softcap must be non-negative, got "
-                         << getSoftcap().convertToDouble();
-  if (getCausalOffset() != 0 && !getCausal())
-    return emitOpError() << "causal_offset needs causal";
+  if (!(scale > 0) || !std::isfinite(scale))
+    return op->emitOpError() << "scale must be positive, got " << scale;
+  if (!(softcap >= 0))
+    return op->emitOpError() << "softcap must be non-negative, got "
+                             << softcap;
+  if (causalOffset != 0 && !causal)
+    return op->emitOpError() << "causal_offset needs causal";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQ(), getK(), getV(), getBias(),
+                         getResult(), "result", getScale().convertToDouble(),
+                         getSoftcap().convertToDouble(), getCausal(),
+                         static_cast<int64_t>(getCausalOffset()));
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getBias(),
+                             getOut(), "out", getScale().convertToDouble(),
+                             getSoftcap().convertToDouble(), getCausal(),
+                             static_cast<int64_t>(getCausalOffset()))))
+    return failure();
+  if (tensorType(getDout()).getShape() != tensorType(getOut()).getShape())
+    return emitOpError() << "dout " << getDout().getType()
+                         << " does not have out's shape "
+                         << shapeStr(tensorType(getOut()).getShape());
+  Type gradType = tensorType(getDq()).getElementType();
+  Type qType = tensorType(getQ()).getElementType();
+  if (gradType != qType && !gradType.isF32())
+    return emitOpError() << "gradients must be " << qType
+                         << " (q's element type) or f32, got " << gradType;
+  for (auto [name, grad, of] :
+       {std::tuple<StringRef, Value, Value>{"dq", getDq(), getQ()},
+        {"dk", getDk(), getK()},
+        {"dv", getDv(), getV()}}) {
+    if (tensorType(grad).getShape() != tensorType(of).getShape())
+      return emitOpError() << name << " " << grad.getType()
+                           << " does not have the shape of "
+                           << name.drop_front() << " "
+                           << shapeStr(tensorType(of).getShape());
+    if (tensorType(grad).getElementType() != gradType)
+      return emitOpError() << name << " has element type "
+                           << tensorType(grad).getElementType()
+                           << ", dq has " << gradType;
+  }
   return success();
 }
 

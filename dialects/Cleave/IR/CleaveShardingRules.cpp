@@ -710,6 +710,64 @@ ShardingRule AttentionOp::getShardingRule() {
   return rule;
 }
 
+ShardingRule AttentionGradOp::getShardingRule() {
+  // As the forward's rule, but only batch and heads are parallel: each
+  // gradient sums over what the others keep (dq over the keys, dk and dv
+  // over the queries, dq and dk over the value head size).
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()),
+                    v = shapeOf(getV());
+  int64_t group = getGroupSize();
+  int64_t b = rule.addFactor(q[0]);
+  int64_t kvHeads = rule.addFactor(k[1]);
+  int64_t groupHeads = group > 1 ? rule.addFactor(group) : -1;
+  int64_t sq = rule.addFactor(q[2], FactorKind::NeedReplication);
+  int64_t skv = rule.addFactor(k[2], FactorKind::NeedReplication);
+  int64_t d = rule.addFactor(q[3], FactorKind::NeedReplication);
+  int64_t dv = rule.addFactor(v[3], FactorKind::NeedReplication);
+  auto mapQueryHeads = [&](bool isResult, unsigned index) {
+    auto map = [&](int64_t f) {
+      isResult ? rule.mapResult(index, 1, f) : rule.mapOperand(index, 1, f);
+    };
+    map(kvHeads);
+    if (groupHeads >= 0)
+      map(groupHeads);
+  };
+  // Operands q, k, v, out, dout, [bias]; results dq, dk, dv.
+  auto mapLike = [&](bool isResult, unsigned index, char what) {
+    auto map = [&](int64_t dim, int64_t f) {
+      isResult ? rule.mapResult(index, dim, f)
+               : rule.mapOperand(index, dim, f);
+    };
+    map(0, b);
+    if (what == 'q' || what == 'o')
+      mapQueryHeads(isResult, index);
+    else
+      map(1, kvHeads);
+    map(2, what == 'q' || what == 'o' ? sq : skv);
+    map(3, what == 'v' || what == 'o' ? dv : d);
+  };
+  mapLike(false, 0, 'q');
+  mapLike(false, 1, 'k');
+  mapLike(false, 2, 'v');
+  mapLike(false, 3, 'o');
+  mapLike(false, 4, 'o');
+  mapLike(true, 0, 'q');
+  mapLike(true, 1, 'k');
+  mapLike(true, 2, 'v');
+  if (Value bias = getBias()) {
+    ArrayRef<int64_t> m = shapeOf(bias);
+    if (m[0] != 1)
+      rule.mapOperand(5, 0, b);
+    if (m[1] != 1)
+      mapQueryHeads(false, 5);
+    if (m[2] != 1)
+      rule.mapOperand(5, 2, sq);
+    rule.mapOperand(5, 3, skv);
+  }
+  return rule;
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and windowed reduction
 //===----------------------------------------------------------------------===//

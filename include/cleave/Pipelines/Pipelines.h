@@ -25,11 +25,13 @@
 namespace cleave {
 
 /// `--cleave-prepare-pipeline`: cleans up an imported program (folding,
-/// CSE), rewrites convolutions as im2col and a GEMM (unless
-/// `convolutionsAsGemm` is false) and puts contractions in GEMM form, ready
-/// for planning.
+/// CSE), spells out attention (except what the CPU's fused attention kernel
+/// runs, with `keepFusedAttention`), rewrites convolutions as im2col and a
+/// GEMM (unless `convolutionsAsGemm` is false) and puts contractions in GEMM
+/// form, ready for planning.
 void buildPreparePipeline(mlir::OpPassManager &pm,
-                          bool convolutionsAsGemm = true);
+                          bool convolutionsAsGemm = true,
+                          bool keepFusedAttention = false);
 
 /// Registers the pipelines above with the global pass registry.
 void registerPipelines();
@@ -76,6 +78,10 @@ struct CompileOptions {
   /// library GEMM (ConvolutionsToGemmPass) when plan.useLibraryGemm is set;
   /// false keeps every convolution a generated kernel.
   bool convolutionsAsGemm = true;
+  /// With Target::CPU: attention (and its gradient) in f32, bf16 or f16 runs
+  /// as the runtime's fused attention commands instead of being spelled out
+  /// into GEMMs and a softmax (DecomposeAttentionPass's keep-fused).
+  bool fusedAttention = true;
   /// With Target::CPU: lower reduction kernels as row kernels, the form
   /// the CUDA target maps to one block per row (tests that rewrite on the
   /// CPU).

@@ -99,6 +99,13 @@ double collectiveBytes(const plan::CollectiveInfo &info, int64_t groupSize);
 double gemmSeconds(const Device &device, int64_t m, int64_t n, int64_t k,
                    int64_t batch, plan::DType dtype);
 
+/// Seconds of an Attention or AttentionBackward command: its products (2
+/// forward: q k^T and p v; 6 backward: q k^T twice, dv, dp, dq, dk) over
+/// the scores that causal masking leaves, at the GEMM peak and efficiency
+/// of the operands' type, plus the softmax work at the fp32 peak, or its
+/// operands' and results' bytes over the kernels' bandwidth, whichever is
+/// longer (the scores stay in on-chip memory), plus one kernel overhead.
+double attentionSeconds(const Device &device, const plan::Command &command);
 /// The peak FLOP/s of a device for GEMMs with operands of `dtype` (fp32, or
 /// tf32 when the device's f32 GEMMs use it; bf16, fp16; f64 at half fp32).
 double gemmPeak(const Device &device, plan::DType dtype);

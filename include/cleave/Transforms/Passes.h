@@ -25,6 +25,11 @@ struct GemmShape {
 };
 mlir::FailureOr<GemmShape> getGemmShape(mlir::cleave::ContractOp op);
 
+/// Whether a cleave.attention or cleave.attention_grad can run as the CPU
+/// runtime's fused attention command (plan::CommandKind::Attention and
+/// AttentionBackward): f32, bf16 or f16 operands and results.
+bool hasFusedAttentionKernel(mlir::Operation *op);
+
 } // namespace cleave
 
 #endif // CLEAVE_TRANSFORMS_PASSES_H

@@ -39,9 +39,17 @@ def DecomposeAttentionPass : Pass<"cleave-decompose-attention", "::mlir::func::F
     over the keys (rows with every key masked give zeros) and the
     contraction of the probabilities with the values. The products become
     library GEMM commands; the scores are a `B x Hq x Sq x Skv` temporary.
-    The VJP rule builds the same expressions, so the forward and backward
-    pass agree on the probabilities they compute.
+    `cleave.attention_grad` is spelled out the same way from recomputed
+    probabilities, so the forward and backward pass agree on them.
+
+    With `keep-fused`, ops the CPU runtime's fused attention kernel takes
+    (f32, bf16 and f16) stay whole for the plan builder, which makes each an
+    attention command that never holds more than a tile of the scores.
   }];
+  let options = [
+    Option<"keepFused", "keep-fused", "bool", /*default=*/"false",
+           "Keep the attention ops the CPU's fused kernel runs">
+  ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 

@@ -286,7 +286,7 @@ LogicalResult convertAttention(NodeContext &ctx) {
     }
     autodiff::Emitter e{ctx.b, ctx.loc};
     autodiff::AttentionProbabilities parts =
-        autodiff::attentionProbabilities(e, op);
+        autodiff::attentionProbabilities(e, autodiff::AttentionOperands::of(op));
     // Modes 0 and 1: the scaled (softcapped) product; 2: with the masks;
     // 3: the probabilities.
     Value out = mode == 3   ? parts.probs

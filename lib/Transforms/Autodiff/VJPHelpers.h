@@ -127,6 +127,20 @@ CLEAVE_VJP_RULE(ConvOp)
 CLEAVE_VJP_RULE(ReduceWindowOp)
 #undef CLEAVE_VJP_RULE
 
+/// What attention and attention_grad share: the operands and attributes
+/// of one attention (VJPRulesAttention.cpp).
+struct AttentionOperands {
+  mlir::Value q, k, v, bias;
+  double scale = 1.0, softcap = 0.0;
+  bool causal = false;
+  int64_t causalOffset = 0;
+  /// The attention's result shape, B x Hq x Sq x Dv.
+  llvm::SmallVector<int64_t, 4> resultShape;
+  static AttentionOperands of(mlir::cleave::AttentionOp op);
+  static AttentionOperands of(mlir::cleave::AttentionGradOp op);
+  int64_t groupSize() const;
+};
+
 /// An attention op's probabilities, spelled out (VJPRulesAttention.cpp).
 struct AttentionProbabilities {
   /// q viewed as B x Hkv x G x Sq x D.
@@ -141,10 +155,20 @@ struct AttentionProbabilities {
   mlir::Value scores, masked;
 };
 AttentionProbabilities attentionProbabilities(Emitter &e,
-                                              mlir::cleave::AttentionOp op);
-/// The op's result from its probabilities.
-mlir::Value attentionOutput(Emitter &e, mlir::cleave::AttentionOp op,
+                                              const AttentionOperands &op);
+/// The attention's result from its probabilities.
+mlir::Value attentionOutput(Emitter &e, const AttentionOperands &op,
                             const AttentionProbabilities &parts);
+
+/// The gradients of an attention given its result's cotangent, spelled out
+/// from recomputed probabilities: dq, dk, dv in the scores' type (f32 for
+/// bf16 and f16 operands, else theirs), and dbias (null without a bias) in
+/// the bias's.
+struct AttentionGradients {
+  mlir::Value dq, dk, dv, dbias;
+};
+AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
+                                      mlir::Value cotangent);
 
 /// The pad rule's reflect and edge modes and the scatter rule's mul, max and
 /// min kinds (VJPRulesNN.cpp).

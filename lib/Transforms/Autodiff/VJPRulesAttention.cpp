@@ -6,8 +6,10 @@
 // viewed as B x Hkv x G x Sq x D, so every product is a contraction batched
 // over (B, Hkv) and no key or value is repeated.
 //
-// The VJP recomputes the probabilities from q and k (as FlashAttention's
-// backward pass does) instead of saving them:
+// The VJP rule gives cleave.attention_grad, which recomputes the
+// probabilities from q and k (as FlashAttention's backward pass does)
+// instead of saving them; spelled out (attentionGradients, for the
+// decomposition and for the bias's gradient):
 //   dV = P^T dY,  dP = dY V^T,  dS = P * (dP - rowsum(dP * P)),
 //   dBias = dS (summed to the bias's shape),
 //   dS' = dS * (1 - tanh^2) (softcap) * scale,
@@ -38,30 +40,67 @@ static Value groupHeads(Emitter &e, Value x, int64_t group) {
   return e.reshape(x, {s[0], s[1] / group, group, s[2], s[3]});
 }
 
-AttentionProbabilities attentionProbabilities(Emitter &e, AttentionOp op) {
-  RankedTensorType qType = Emitter::typeOf(op.getQ());
-  RankedTensorType kType = Emitter::typeOf(op.getK());
-  int64_t group = op.getGroupSize();
+AttentionOperands AttentionOperands::of(AttentionOp op) {
+  AttentionOperands a;
+  a.q = op.getQ();
+  a.k = op.getK();
+  a.v = op.getV();
+  a.bias = op.getBias();
+  a.scale = op.getScale().convertToDouble();
+  a.softcap = op.getSoftcap().convertToDouble();
+  a.causal = op.getCausal();
+  // The I64Attr getter is unsigned: read the offset signed.
+  a.causalOffset = static_cast<int64_t>(op.getCausalOffset());
+  a.resultShape.assign(Emitter::typeOf(op.getResult()).getShape().begin(),
+                       Emitter::typeOf(op.getResult()).getShape().end());
+  return a;
+}
+
+AttentionOperands AttentionOperands::of(AttentionGradOp op) {
+  AttentionOperands a;
+  a.q = op.getQ();
+  a.k = op.getK();
+  a.v = op.getV();
+  a.bias = op.getBias();
+  a.scale = op.getScale().convertToDouble();
+  a.softcap = op.getSoftcap().convertToDouble();
+  a.causal = op.getCausal();
+  a.causalOffset = static_cast<int64_t>(op.getCausalOffset());
+  a.resultShape.assign(Emitter::typeOf(op.getOut()).getShape().begin(),
+                       Emitter::typeOf(op.getOut()).getShape().end());
+  return a;
+}
+
+int64_t AttentionOperands::groupSize() const {
+  return Emitter::typeOf(q).getDimSize(1) /
+         std::max<int64_t>(Emitter::typeOf(k).getDimSize(1), 1);
+}
+
+AttentionProbabilities attentionProbabilities(Emitter &e,
+                                              const AttentionOperands &op) {
+  RankedTensorType qType = Emitter::typeOf(op.q);
+  RankedTensorType kType = Emitter::typeOf(op.k);
+  int64_t group = op.groupSize();
   int64_t b = qType.getDimSize(0), hkv = kType.getDimSize(1),
           sq = qType.getDimSize(2), skv = kType.getDimSize(2);
   Type ct = scoreElementType(qType.getElementType());
   auto scoresType = RankedTensorType::get({b, hkv, group, sq, skv}, ct);
   AttentionProbabilities r;
-  r.q = groupHeads(e, op.getQ(), group);
+  r.q = groupHeads(e, op.q, group);
   // [B, Hkv] x (G, Sq) x (Skv): contract the head size.
-  Value s = ContractOp::create(e.b, e.loc, scoresType, r.q, op.getK(),
+  Value s = ContractOp::create(e.b, e.loc, scoresType, r.q, op.k,
                                ArrayRef<int64_t>{0, 1},
                                ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
                                ArrayRef<int64_t>{3});
-  s = e.scale(s, op.getScale().convertToDouble());
-  double cap = op.getSoftcap().convertToDouble();
+  s = e.scale(s, op.scale);
+  double cap = op.softcap;
   if (cap > 0) {
     r.tanh = e.unary(UnaryKind::tanh, e.scale(s, 1.0 / cap));
     s = e.scale(r.tanh, cap);
   }
   r.scores = s;
   bool maySkipRows = false;
-  if (Value bias = op.getBias()) {
+  if (Value bias = op.bias) {
     ArrayRef<int64_t> m = Emitter::typeOf(bias).getShape();
     // B' x H' x Sq' x Skv -> B' x Hkv' x G' x Sq' x Skv, then broadcast.
     Value grouped =
@@ -71,13 +110,12 @@ AttentionProbabilities attentionProbabilities(Emitter &e, AttentionOp op) {
     s = e.add(s, e.broadcastInDim(grouped, scoresType, {0, 1, 2, 3, 4}));
     maySkipRows = true;
   }
-  if (op.getCausal()) {
+  if (op.causal) {
     // Key j is masked for query i when j > i + offset.
     auto idxType = RankedTensorType::get({sq, skv}, e.b.getI64Type());
     Value i = IotaOp::create(e.b, e.loc, idxType, 0);
     Value j = IotaOp::create(e.b, e.loc, idxType, 1);
-    // The I64Attr getter is unsigned: read the offset signed.
-    int64_t offset = static_cast<int64_t>(op.getCausalOffset());
+    int64_t offset = op.causalOffset;
     if (offset != 0)
       i = e.add(i, e.splat(idxType, static_cast<double>(offset)));
     Value masked = e.compare(CompareKind::gt, j, i);
@@ -106,9 +144,9 @@ AttentionProbabilities attentionProbabilities(Emitter &e, AttentionOp op) {
   return r;
 }
 
-Value attentionOutput(Emitter &e, AttentionOp op,
+Value attentionOutput(Emitter &e, const AttentionOperands &op,
                       const AttentionProbabilities &parts) {
-  RankedTensorType vType = Emitter::typeOf(op.getV());
+  RankedTensorType vType = Emitter::typeOf(op.v);
   RankedTensorType pType = Emitter::typeOf(parts.probs);
   ArrayRef<int64_t> p = pType.getShape();
   // [B, Hkv] x (G, Sq) x (Dv): contract the keys. Low-precision values
@@ -117,24 +155,24 @@ Value attentionOutput(Emitter &e, AttentionOp op,
   auto outType =
       RankedTensorType::get({p[0], p[1], p[2], p[3], vType.getDimSize(3)},
                             vType.getElementType());
-  Value y = ContractOp::create(e.b, e.loc, outType, probs, op.getV(),
+  Value y = ContractOp::create(e.b, e.loc, outType, probs, op.v,
                                ArrayRef<int64_t>{0, 1},
                                ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
                                ArrayRef<int64_t>{2});
-  return e.reshape(y, Emitter::typeOf(op.getResult()).getShape());
+  return e.reshape(y, op.resultShape);
 }
 
-VJPResult vjp(AttentionOp op, OpBuilder &b, ValueRange cotangents) {
-  Emitter e{b, op.getLoc()};
+AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
+                                      Value cotangent) {
   AttentionProbabilities parts = attentionProbabilities(e, op);
   Value p = parts.probs;
   RankedTensorType pType = Emitter::typeOf(p);
   Type ct = pType.getElementType();
-  RankedTensorType qType = Emitter::typeOf(op.getQ());
-  RankedTensorType kType = Emitter::typeOf(op.getK());
-  RankedTensorType vType = Emitter::typeOf(op.getV());
-  int64_t group = op.getGroupSize();
-  Value g = groupHeads(e, e.convert(cotangents[0], ct), group);
+  RankedTensorType qType = Emitter::typeOf(op.q);
+  RankedTensorType kType = Emitter::typeOf(op.k);
+  RankedTensorType vType = Emitter::typeOf(op.v);
+  int64_t group = op.groupSize();
+  Value g = groupHeads(e, e.convert(cotangent, ct), group);
   ArrayRef<int64_t> ps = pType.getShape();
 
   // dV[b, h, j, e] = sum over (G, Sq) of P * dY.
@@ -143,8 +181,7 @@ VJPResult vjp(AttentionOp op, OpBuilder &b, ValueRange cotangents) {
       ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
       ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 3});
   // dP = dY V^T.
-  Value dp = ContractOp::create(e.b, e.loc, pType, g,
-                                e.convert(op.getV(), ct),
+  Value dp = ContractOp::create(e.b, e.loc, pType, g, e.convert(op.v, ct),
                                 ArrayRef<int64_t>{0, 1},
                                 ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
                                 ArrayRef<int64_t>{3});
@@ -152,25 +189,25 @@ VJPResult vjp(AttentionOp op, OpBuilder &b, ValueRange cotangents) {
   Value dot = e.reduceSum(e.mul(dp, p), {4});
   Value ds = e.mul(p, e.sub(dp, e.broadcastBack(dot, pType, {4})));
 
-  Value dbias;
-  if (Value bias = op.getBias()) {
+  AttentionGradients r;
+  if (Value bias = op.bias) {
     RankedTensorType biasType = Emitter::typeOf(bias);
     Value full = e.reshape(ds, {ps[0], ps[1] * ps[2], ps[3], ps[4]});
-    dbias = e.convert(
+    r.dbias = e.convert(
         e.unbroadcast(full, biasType.clone(ct), {0, 1, 2, 3}),
         biasType.getElementType());
   }
   if (parts.tanh)
     ds = e.mul(ds, e.sub(e.splatLike(parts.tanh, 1.0),
                          e.mul(parts.tanh, parts.tanh)));
-  ds = e.scale(ds, op.getScale().convertToDouble());
+  ds = e.scale(ds, op.scale);
 
   // dQ = dS K (grouped back to Hq heads), dK = dS^T Q.
   Value dq = ContractOp::create(
       e.b, e.loc,
       RankedTensorType::get({ps[0], ps[1], ps[2], ps[3], qType.getDimSize(3)},
                             ct),
-      ds, e.convert(op.getK(), ct), ArrayRef<int64_t>{0, 1},
+      ds, e.convert(op.k, ct), ArrayRef<int64_t>{0, 1},
       ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4}, ArrayRef<int64_t>{2});
   dq = e.reshape(dq, qType.getShape());
   Value dk = ContractOp::create(
@@ -178,11 +215,27 @@ VJPResult vjp(AttentionOp op, OpBuilder &b, ValueRange cotangents) {
       e.convert(parts.q, ct), ArrayRef<int64_t>{0, 1},
       ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{2, 3},
       ArrayRef<int64_t>{2, 3});
-  Type qe = qType.getElementType();
-  SmallVector<Value> grads = {e.convert(dq, qe), e.convert(dk, qe),
-                              e.convert(dv, vType.getElementType())};
+  r.dq = dq;
+  r.dk = dk;
+  r.dv = dv;
+  return r;
+}
+
+VJPResult vjp(AttentionOp op, OpBuilder &b, ValueRange cotangents) {
+  Emitter e{b, op.getLoc()};
+  // q, k and v's gradients from one attention_grad (a fused kernel on the
+  // CPU). The bias's, when it has one, is spelled out beside it; a constant
+  // bias (a mask) needs none, and what computes it is then dead.
+  auto grad = AttentionGradOp::create(
+      b, op.getLoc(),
+      TypeRange{op.getQ().getType(), op.getK().getType(), op.getV().getType()},
+      op.getQ(), op.getK(), op.getV(), op.getResult(), cotangents[0],
+      op.getBias(), op.getScaleAttr(), op.getCausalAttr(),
+      op.getCausalOffsetAttr(), op.getSoftcapAttr());
+  SmallVector<Value> grads = {grad.getDq(), grad.getDk(), grad.getDv()};
   if (op.getBias())
-    grads.push_back(dbias);
+    grads.push_back(
+        attentionGradients(e, AttentionOperands::of(op), cotangents[0]).dbias);
   return grads;
 }
 

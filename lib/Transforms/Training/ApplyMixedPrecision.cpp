@@ -204,6 +204,20 @@ LogicalResult Rewriter::run() {
       lowered.insert(r);
       continue;
     }
+    // Its gradient reads q, k, v and the result in the low type too (the
+    // cotangent in the type it comes in) and gives f32 gradients, as a
+    // lowered contraction does.
+    if (auto grad = dyn_cast<AttentionGradOp>(op);
+        grad && !fp32 && isF32(grad.getDq()) &&
+        llvm::all_of(
+            ValueRange{grad.getQ(), grad.getK(), grad.getV(), grad.getOut()},
+            [&](Value v) { return isF32(v) || lowered.contains(v); })) {
+      grad.getQMutable().set(down(grad.getQ()));
+      grad.getKMutable().set(down(grad.getK()));
+      grad.getVMutable().set(down(grad.getV()));
+      grad.getOutMutable().set(down(grad.getOut()));
+      continue;
+    }
     // A parameter's layout change moves its low copy.
     bool movesParameter =
         !fp32 && isMovement(op) &&

@@ -91,7 +91,9 @@ enum class CommandKind : uint32_t {
   RandomNormal = 6,
   Collective = 7,
   Wait = 8,
-  Marker = 9
+  Marker = 9,
+  Attention = 10,
+  AttentionBackward = 11
 };
 
 /// Lower-case name of a command kind ("kernel", "gemm", ...), "unknown" else.
@@ -132,6 +134,18 @@ const char *commandKindName(CommandKind);
 ///          A 5th parameter names a sharded state (index into states, at
 ///          dst): dst then holds the rank's shard, each element drawn with
 ///          its index in the global tensor (the same values on any mesh).
+///
+///  Attention (CPU plans): params = AttentionParam (below); buffers = {q, k,
+///          v, [bias], out}: cleave.attention's result, q (B x Hq x Sq x D),
+///          k (B x Hkv x Skv x D), v (B x Hkv x Skv x Dv) and out
+///          (B x Hq x Sq x Dv) packed row-major in dtype (F32, BF16 or F16);
+///          the optional bias (biasDType != 0) packed as biasB x biasH x
+///          biasSq x Skv, each of the first three 1 (broadcast) or full.
+///          One fused kernel: scores a tile at a time with an online
+///          softmax, computed in f32.
+///  AttentionBackward (CPU plans): the same params; buffers = {q, k, v,
+///          [bias], out, dout, dq, dk, dv}: cleave.attention_grad, dout in
+///          doutDType, dq/dk/dv in gradDType (dtype or F32).
 ///
 ///  Collective: params and buffers empty except {src, dst} buffers (send:
 ///          {src}; recv: {dst}); the operation is Command::collective. On
@@ -364,6 +378,31 @@ enum GemmParam : size_t {
   kGemmEpilogue,
   kGemmBiasDType,
   kGemmNumParamsWithEpilogue
+};
+
+/// Indices into Command::params for Attention and AttentionBackward
+/// commands. Attention commands hold dtype in kAttnDoutDType and
+/// kAttnGradDType.
+enum AttentionParam : size_t {
+  kAttnDType = 0, ///< q, k, v and out
+  kAttnDoutDType,
+  kAttnGradDType,
+  kAttnBatch,
+  kAttnQHeads,
+  kAttnKVHeads,
+  kAttnQLen,
+  kAttnKVLen,
+  kAttnHeadDim,
+  kAttnValueDim,
+  kAttnCausal,       ///< 0 or 1: key j is masked for query i if j > i + offset
+  kAttnCausalOffset, ///< signed
+  kAttnScaleBits,    ///< a double's bits: scores = scale * q . k
+  kAttnSoftcapBits,  ///< a double's bits: 0, or s = softcap tanh(s / softcap)
+  kAttnBiasDType,    ///< 0: no bias
+  kAttnBiasBatch,
+  kAttnBiasHeads,
+  kAttnBiasQLen,
+  kAttnNumParams
 };
 
 /// What a Gemm command applies to C after the product (kGemmEpilogue).

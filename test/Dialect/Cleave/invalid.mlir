@@ -1570,3 +1570,49 @@ func.func @rms_norm_scale_element_type(%x: tensor<4x8xbf16>, %g: tensor<8xf32>) 
       : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xbf16>
   return
 }
+
+// -----
+
+// The gradient shares the forward's checks, naming its `out`.
+func.func @attention_grad_out(%q: tensor<1x2x4x8xf32>, %o: tensor<1x2x8x4xf32>) {
+  // expected-error @+1 {{out shape [1, 2, 8, 4] should be [1, 2, 4, 8]}}
+  %0:3 = cleave.attention_grad %q, %q, %q, %o, %o scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_dout(%q: tensor<1x2x4x8xf32>, %d: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{dout 'tensor<1x2x4x4xf32>' does not have out's shape [1, 2, 4, 8]}}
+  %0:3 = cleave.attention_grad %q, %q, %q, %q, %d scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_type(%q: tensor<1x2x4x8xbf16>) {
+  // expected-error @+1 {{gradients must be 'bf16' (q's element type) or f32, got 'f16'}}
+  %0:3 = cleave.attention_grad %q, %q, %q, %q, %q scale = 0.5
+      : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_shape(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{dk 'tensor<1x2x4x8xf32>' does not have the shape of k [1, 1, 4, 8]}}
+  %0:3 = cleave.attention_grad %q, %k, %k, %q, %q scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_mixed(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf64>) {
+  // expected-error @+1 {{dk has element type 'f64', dq has 'f32'}}
+  %0:3 = cleave.attention_grad %q, %q, %q, %q, %q scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf64>, tensor<1x2x4x8xf32>)
+  return
+}

@@ -486,7 +486,8 @@ func.func @softmax(%x: tensor<4x8xf32>, %h: tensor<2x3xf16>, %b: tensor<6xbf16>)
 // CHECK-LABEL: func.func @attention
 func.func @attention(%q: tensor<2x8x16x4xf32>, %k: tensor<2x2x12x4xf32>,
                      %v: tensor<2x2x12x6xf32>, %m: tensor<2x1x1x12xf32>,
-                     %qh: tensor<2x2x16x4xf32>, %qb: tensor<1x2x3x8xbf16>) {
+                     %qh: tensor<2x2x16x4xf32>, %qb: tensor<1x2x3x8xbf16>,
+                     %d: tensor<1x2x3x8xf32>) {
   // CHECK: cleave.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 5.000000e-01 : (tensor<2x2x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>) -> tensor<2x2x16x6xf32>
   %0 = cleave.attention %qh, %k, %v scale = 0.5
       : (tensor<2x2x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>) -> tensor<2x2x16x6xf32>
@@ -496,6 +497,13 @@ func.func @attention(%q: tensor<2x8x16x4xf32>, %k: tensor<2x2x12x4xf32>,
   // CHECK: cleave.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.250000e-01 causal : (tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>) -> tensor<1x2x3x8xbf16>
   %2 = cleave.attention %qb, %qb, %qb scale = 0.125 causal
       : (tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>) -> tensor<1x2x3x8xbf16>
+  // CHECK: cleave.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} scale = 2.500000e-01 causal {causal_offset = -4 : i64, softcap = 3.000000e+01 : f64} : (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>, tensor<2x8x16x6xf32>, tensor<2x8x16x6xf32>, tensor<2x1x1x12xf32>) -> (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>)
+  %g:3 = cleave.attention_grad %q, %k, %v, %1, %1 bias %m scale = 0.25 causal {causal_offset = -4 : i64, softcap = 30.0 : f64}
+      : (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>, tensor<2x8x16x6xf32>, tensor<2x8x16x6xf32>, tensor<2x1x1x12xf32>) -> (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>)
+  // bf16 operands with f32 gradients.
+  // CHECK: cleave.attention_grad {{.*}} : (tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xf32>) -> (tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>)
+  %h:3 = cleave.attention_grad %qb, %qb, %qb, %2, %d scale = 0.125 causal
+      : (tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xbf16>, tensor<1x2x3x8xf32>) -> (tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>)
   return
 }
 

@@ -1,0 +1,500 @@
+//===- Attention.cpp - Fused attention on the CPU ------------------------===//
+//
+// cleave.attention and cleave.attention_grad as single commands that never
+// hold more than a tile of the B x Hq x Sq x Skv scores (FlashAttention-2's
+// scheme on the CPU):
+//
+//  - Forward: one task per (batch, query head, tile of kQueryTile queries).
+//    Over tiles of kKeyTile keys it computes the scores with a library GEMM,
+//    masks them, keeps each row's running maximum m and sum l of
+//    exp(s - m) (the online softmax), rescales the output accumulator when
+//    m grows and adds P V_j with another GEMM; finally out = acc / l (a
+//    row with no unmasked key gives zeros).
+//  - Backward: one task per (batch, key/value head), which owns dk and dv of
+//    that head and dq of its query heads, so no two tasks write the same
+//    element. It first recomputes each query row's log-sum-exp (a pass
+//    over the key tiles) and D = rowsum(dout * out); then for each key tile
+//    and each query tile it recomputes P = exp(s - lse) and accumulates
+//    dv += P^T dout, ds = P (dout v^T - D), dq += ds k, dk += ds^T q (with
+//    the softcap's derivative and the scale in ds).
+//
+// Everything is computed in f32 (bf16 and f16 operands are widened exactly)
+// and rounded once, to the result's type: unlike the spelled-out bf16
+// attention, the probabilities are not rounded to bf16 before the product
+// with v (that rounding is for GPU tensor cores; on the CPU the product is
+// f32 either way). Causal tiles
+// past the diagonal are skipped. Each task computes in a fixed order and the
+// GEMMs inside a task run on its thread, so results are bitwise the same for
+// any thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Attention.h"
+#include "Gemm.h"
+#include "Half.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace cleave::rt {
+
+using namespace plan;
+
+namespace {
+
+constexpr int64_t kQueryTile = 64;
+constexpr int64_t kKeyTile = 128;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// A command's parameters, decoded.
+struct Shape {
+  DType dtype, doutDType, gradDType, biasDType;
+  int64_t B, Hq, Hkv, G, Sq, Skv, D, Dv;
+  bool causal, hasBias;
+  int64_t offset;
+  float scale, softcap;
+  int64_t biasB, biasH, biasSq;
+
+  explicit Shape(const Command &c) {
+    const std::vector<int64_t> &p = c.params;
+    auto dt = [&](size_t i) {
+      return static_cast<DType>(static_cast<uint32_t>(p[i]));
+    };
+    dtype = dt(kAttnDType);
+    doutDType = dt(kAttnDoutDType);
+    gradDType = dt(kAttnGradDType);
+    hasBias = p[kAttnBiasDType] != 0;
+    biasDType = hasBias ? dt(kAttnBiasDType) : DType::F32;
+    B = p[kAttnBatch];
+    Hq = p[kAttnQHeads];
+    Hkv = p[kAttnKVHeads];
+    G = Hq / Hkv;
+    Sq = p[kAttnQLen];
+    Skv = p[kAttnKVLen];
+    D = p[kAttnHeadDim];
+    Dv = p[kAttnValueDim];
+    causal = p[kAttnCausal] != 0;
+    offset = p[kAttnCausalOffset];
+    scale = static_cast<float>(bitsToDouble(p[kAttnScaleBits]));
+    softcap = static_cast<float>(bitsToDouble(p[kAttnSoftcapBits]));
+    biasB = p[kAttnBiasBatch];
+    biasH = p[kAttnBiasHeads];
+    biasSq = p[kAttnBiasQLen];
+  }
+
+  /// Whether every key of [j0, j0 + cols) is masked for every query of
+  /// [i0, i0 + rows).
+  bool tileMasked(int64_t i0, int64_t rows, int64_t j0) const {
+    return causal && j0 > i0 + rows - 1 + offset;
+  }
+};
+
+/// n elements of `dtype` from element `first` of `base`, widened to f32.
+void load(DType dtype, const uint8_t *base, int64_t first, int64_t n,
+          float *dst) {
+  switch (dtype) {
+  case DType::BF16: {
+    const auto *src = reinterpret_cast<const uint16_t *>(base) + first;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToFloat(src[i]);
+    return;
+  }
+  case DType::F16: {
+    const auto *src = reinterpret_cast<const uint16_t *>(base) + first;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = halfToFloat(src[i]);
+    return;
+  }
+  default:
+    if (n)
+      std::memcpy(dst, reinterpret_cast<const float *>(base) + first,
+                  static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+}
+
+/// n f32 values rounded to `dtype` at element `first` of `base`.
+void store(DType dtype, uint8_t *base, int64_t first, int64_t n,
+           const float *src) {
+  switch (dtype) {
+  case DType::BF16: {
+    auto *dst = reinterpret_cast<uint16_t *>(base) + first;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = floatToBf16(src[i]);
+    return;
+  }
+  case DType::F16: {
+    auto *dst = reinterpret_cast<uint16_t *>(base) + first;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = floatToHalf(src[i]);
+    return;
+  }
+  default:
+    if (n)
+      std::memcpy(reinterpret_cast<float *>(base) + first, src,
+                  static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Row operations, compiled for several instruction sets (the runtime is
+// built for the baseline x86-64; these loops are where the time goes
+// besides the GEMMs).
+//===----------------------------------------------------------------------===//
+
+#if defined(__x86_64__) && defined(__clang__) && defined(__ELF__)
+#define CLEAVE_ROW_KERNEL                                                      \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLEAVE_ROW_KERNEL
+#endif
+
+/// exp(x) in f32 within about 2 ulp (Cephes' expf: 2^n exp(r) with
+/// |r| <= ln 2 / 2 and a degree-6 polynomial); 0 below -87.3 (and for
+/// -inf), so masked scores give exact zeros. Branch-free, so loops of it
+/// vectorize.
+inline float expOf(float x) {
+  float c = std::min(std::max(x, -87.33654f), 88.37626f);
+  float n = std::floor(c * 1.44269504088896341f + 0.5f);
+  float r = c - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two;
+  std::memcpy(&two, &bits, sizeof(two));
+  return x < -87.33654f ? 0.0f : y * two;
+}
+
+/// tanh in f32 (the rational approximation the generated kernels use, see
+/// Gemm.cpp's tanhOf).
+inline float tanhOf(float x) {
+  const float bound = 7.90531110763549805f;
+  float c = std::min(std::max(x, -bound), bound);
+  float c2 = c * c;
+  float p = -2.76076847742355e-16f;
+  p = p * c2 + 2.00018790482477e-13f;
+  p = p * c2 - 8.60467152213735e-11f;
+  p = p * c2 + 5.12229709037114e-08f;
+  p = p * c2 + 1.48572235717979e-05f;
+  p = p * c2 + 6.37261928875436e-04f;
+  p = p * c2 + 4.89352455891786e-03f;
+  float q = 1.19825839466702e-06f;
+  q = q * c2 + 1.18534705686654e-04f;
+  q = q * c2 + 2.26843463243900e-03f;
+  q = q * c2 + 4.89352518554385e-03f;
+  float t = c * p / q;
+  return std::fabs(x) < 0.0004f ? x : t;
+}
+
+CLEAVE_ROW_KERNEL
+float rowMax(const float *s, int64_t n) {
+  float m = kNegInf;
+  for (int64_t j = 0; j < n; ++j)
+    m = std::max(m, s[j]);
+  return m;
+}
+
+/// s = exp(s - m) in place; returns the sum. m is finite.
+CLEAVE_ROW_KERNEL
+float expShifted(float *s, int64_t n, float m) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    float e = expOf(s[j] - m);
+    s[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+/// s = softcap tanh(s / softcap); t (if not null) gets the tanh.
+CLEAVE_ROW_KERNEL
+void capRow(float *s, float *t, int64_t n, float softcap) {
+  float inv = 1.0f / softcap;
+  for (int64_t j = 0; j < n; ++j) {
+    float th = tanhOf(s[j] * inv);
+    if (t)
+      t[j] = th;
+    s[j] = softcap * th;
+  }
+}
+
+/// ds = p (dp - d) [(1 - t^2)] scale, in place in dp.
+CLEAVE_ROW_KERNEL
+void softmaxBackwardRow(const float *p, float *dp, const float *t, int64_t n,
+                        float d, float scale) {
+  if (t) {
+    for (int64_t j = 0; j < n; ++j)
+      dp[j] = p[j] * (dp[j] - d) * (1.0f - t[j] * t[j]) * scale;
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      dp[j] = p[j] * (dp[j] - d) * scale;
+  }
+}
+
+CLEAVE_ROW_KERNEL
+void scaleRow(float *x, int64_t n, float a) {
+  for (int64_t j = 0; j < n; ++j)
+    x[j] *= a;
+}
+
+CLEAVE_ROW_KERNEL
+float dotRow(const float *a, const float *b, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j)
+    sum += a[j] * b[j];
+  return sum;
+}
+
+//===----------------------------------------------------------------------===//
+// Scores
+//===----------------------------------------------------------------------===//
+
+/// The masked scores of `rows` queries from i0 (q: rows x D, f32) against
+/// `cols` keys from j0 (k: cols x D) of batch b and query head h, into s
+/// (rows x cols, leading dimension kKeyTile); t (if not null) gets
+/// tanh(scale q.k / softcap) for the softcap's derivative.
+void scoreTile(const Shape &sh, const uint8_t *bias, int64_t b, int64_t h,
+               int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+               const float *q, const float *k, float *s, float *t,
+               std::vector<float> &biasRow) {
+  sgemm(false, true, rows, cols, sh.D, sh.scale, q, sh.D, k, sh.D, 0.0f, s,
+        kKeyTile);
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = s + r * kKeyTile;
+    if (sh.softcap > 0)
+      capRow(row, t ? t + r * kKeyTile : nullptr, cols, sh.softcap);
+    int64_t i = i0 + r;
+    if (sh.hasBias) {
+      int64_t bb = sh.biasB == 1 ? 0 : b, hh = sh.biasH == 1 ? 0 : h,
+              ii = sh.biasSq == 1 ? 0 : i;
+      int64_t first = ((bb * sh.biasH + hh) * sh.biasSq + ii) * sh.Skv + j0;
+      biasRow.resize(static_cast<size_t>(cols));
+      load(sh.biasDType, bias, first, cols, biasRow.data());
+      for (int64_t j = 0; j < cols; ++j)
+        row[j] += biasRow[j];
+    }
+    if (sh.causal) {
+      // Keys j > i + offset are masked.
+      int64_t firstMasked = std::max<int64_t>(i + sh.offset + 1 - j0, 0);
+      for (int64_t j = firstMasked; j < cols; ++j)
+        row[j] = kNegInf;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+struct Buffers {
+  const uint8_t *q, *k, *v, *bias, *out, *dout;
+  uint8_t *result, *dq, *dk, *dv;
+};
+
+Buffers buffersOf(const Command &c, const Shape &sh, uint8_t *arena) {
+  Buffers r{};
+  size_t i = 0;
+  r.q = arena + c.buffers[i++];
+  r.k = arena + c.buffers[i++];
+  r.v = arena + c.buffers[i++];
+  r.bias = sh.hasBias ? arena + c.buffers[i++] : nullptr;
+  if (c.kind == CommandKind::Attention) {
+    r.result = arena + c.buffers[i++];
+    return r;
+  }
+  r.out = arena + c.buffers[i++];
+  r.dout = arena + c.buffers[i++];
+  r.dq = arena + c.buffers[i++];
+  r.dk = arena + c.buffers[i++];
+  r.dv = arena + c.buffers[i++];
+  return r;
+}
+
+struct Job {
+  const Shape *shape;
+  const Buffers *buffers;
+};
+
+void forwardTasks(void *frame, int64_t begin, int64_t end) {
+  const Shape &sh = *static_cast<Job *>(frame)->shape;
+  const Buffers &buf = *static_cast<Job *>(frame)->buffers;
+  int64_t tiles = (sh.Sq + kQueryTile - 1) / kQueryTile;
+  std::vector<float> q(kQueryTile * sh.D), k(kKeyTile * sh.D),
+      v(kKeyTile * sh.Dv), s(kQueryTile * kKeyTile), acc(kQueryTile * sh.Dv),
+      m(kQueryTile), l(kQueryTile), biasRow;
+  for (int64_t task = begin; task < end; ++task) {
+    int64_t tile = task % tiles, bh = task / tiles;
+    int64_t b = bh / sh.Hq, h = bh % sh.Hq, hk = h / sh.G;
+    int64_t i0 = tile * kQueryTile, rows = std::min(kQueryTile, sh.Sq - i0);
+    load(sh.dtype, buf.q, (bh * sh.Sq + i0) * sh.D, rows * sh.D, q.data());
+    std::fill(m.begin(), m.end(), kNegInf);
+    std::fill(l.begin(), l.end(), 0.0f);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    int64_t kvBase = (b * sh.Hkv + hk) * sh.Skv;
+    for (int64_t j0 = 0; j0 < sh.Skv; j0 += kKeyTile) {
+      if (sh.tileMasked(i0, rows, j0))
+        break;
+      int64_t cols = std::min(kKeyTile, sh.Skv - j0);
+      load(sh.dtype, buf.k, (kvBase + j0) * sh.D, cols * sh.D, k.data());
+      load(sh.dtype, buf.v, (kvBase + j0) * sh.Dv, cols * sh.Dv, v.data());
+      scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, q.data(), k.data(),
+                s.data(), nullptr, biasRow);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *row = s.data() + r * kKeyTile;
+        float mNew = std::max(m[r], rowMax(row, cols));
+        if (mNew == kNegInf) {
+          // Every key so far masked: nothing to add.
+          std::fill(row, row + cols, 0.0f);
+          continue;
+        }
+        float alpha = m[r] == kNegInf ? 0.0f : expOf(m[r] - mNew);
+        l[r] = l[r] * alpha + expShifted(row, cols, mNew);
+        if (alpha != 1.0f)
+          scaleRow(acc.data() + r * sh.Dv, sh.Dv, alpha);
+        m[r] = mNew;
+      }
+      sgemm(false, false, rows, sh.Dv, cols, 1.0f, s.data(), kKeyTile,
+            v.data(), sh.Dv, 1.0f, acc.data(), sh.Dv);
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      scaleRow(acc.data() + r * sh.Dv, sh.Dv, l[r] > 0 ? 1.0f / l[r] : 0.0f);
+    store(sh.dtype, buf.result, (bh * sh.Sq + i0) * sh.Dv, rows * sh.Dv,
+          acc.data());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+void backwardTasks(void *frame, int64_t begin, int64_t end) {
+  const Shape &sh = *static_cast<Job *>(frame)->shape;
+  const Buffers &buf = *static_cast<Job *>(frame)->buffers;
+  const int64_t Sq = sh.Sq, Skv = sh.Skv, D = sh.D, Dv = sh.Dv, G = sh.G;
+  std::vector<float> q(G * Sq * D), dout(G * Sq * Dv), dq(G * Sq * D),
+      lse(G * Sq), rowDot(G * Sq), k(Skv * D), v(Skv * Dv),
+      dk(kKeyTile * D), dv(kKeyTile * Dv), p(kQueryTile * kKeyTile),
+      dp(kQueryTile * kKeyTile), t(sh.softcap > 0 ? kQueryTile * kKeyTile : 0),
+      outRow(Dv), biasRow;
+  float *tanhTile = sh.softcap > 0 ? t.data() : nullptr;
+  for (int64_t task = begin; task < end; ++task) {
+    int64_t b = task / sh.Hkv, hk = task % sh.Hkv;
+    int64_t kvBase = (b * sh.Hkv + hk) * Skv;
+    load(sh.dtype, buf.k, kvBase * D, Skv * D, k.data());
+    load(sh.dtype, buf.v, kvBase * Dv, Skv * Dv, v.data());
+    std::fill(dq.begin(), dq.end(), 0.0f);
+    // Per query head of the group: q, dout, D = rowsum(dout * out), and
+    // each row's log-sum-exp over the unmasked keys (-inf if none).
+    for (int64_t g = 0; g < G; ++g) {
+      int64_t h = hk * G + g, bh = b * sh.Hq + h;
+      float *qh = q.data() + g * Sq * D, *doh = dout.data() + g * Sq * Dv;
+      load(sh.dtype, buf.q, bh * Sq * D, Sq * D, qh);
+      load(sh.doutDType, buf.dout, bh * Sq * Dv, Sq * Dv, doh);
+      for (int64_t i = 0; i < Sq; ++i) {
+        load(sh.dtype, buf.out, (bh * Sq + i) * Dv, Dv, outRow.data());
+        rowDot[g * Sq + i] = dotRow(doh + i * Dv, outRow.data(), Dv);
+      }
+      for (int64_t i0 = 0; i0 < Sq; i0 += kQueryTile) {
+        int64_t rows = std::min(kQueryTile, Sq - i0);
+        float *m = lse.data() + g * Sq + i0;
+        float l[kQueryTile];
+        std::fill(m, m + rows, kNegInf);
+        std::fill(l, l + rows, 0.0f);
+        for (int64_t j0 = 0; j0 < Skv; j0 += kKeyTile) {
+          if (sh.tileMasked(i0, rows, j0))
+            break;
+          int64_t cols = std::min(kKeyTile, Skv - j0);
+          scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, qh + i0 * D,
+                    k.data() + j0 * D, p.data(), nullptr, biasRow);
+          for (int64_t r = 0; r < rows; ++r) {
+            float *row = p.data() + r * kKeyTile;
+            float mNew = std::max(m[r], rowMax(row, cols));
+            if (mNew == kNegInf)
+              continue;
+            float alpha = m[r] == kNegInf ? 0.0f : expOf(m[r] - mNew);
+            l[r] = l[r] * alpha + expShifted(row, cols, mNew);
+            m[r] = mNew;
+          }
+        }
+        for (int64_t r = 0; r < rows; ++r)
+          m[r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
+      }
+    }
+    // Gradients, a key tile at a time.
+    for (int64_t j0 = 0; j0 < Skv; j0 += kKeyTile) {
+      int64_t cols = std::min(kKeyTile, Skv - j0);
+      const float *kt = k.data() + j0 * D, *vt = v.data() + j0 * Dv;
+      std::fill(dk.begin(), dk.end(), 0.0f);
+      std::fill(dv.begin(), dv.end(), 0.0f);
+      for (int64_t g = 0; g < G; ++g) {
+        int64_t h = hk * G + g;
+        const float *qh = q.data() + g * Sq * D,
+                    *doh = dout.data() + g * Sq * Dv;
+        for (int64_t i0 = 0; i0 < Sq; i0 += kQueryTile) {
+          int64_t rows = std::min(kQueryTile, Sq - i0);
+          if (sh.tileMasked(i0, rows, j0))
+            continue;
+          scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, qh + i0 * D, kt,
+                    p.data(), tanhTile, biasRow);
+          for (int64_t r = 0; r < rows; ++r) {
+            float *row = p.data() + r * kKeyTile;
+            float rowLse = lse[g * Sq + i0 + r];
+            if (rowLse == kNegInf)
+              std::fill(row, row + cols, 0.0f);
+            else
+              expShifted(row, cols, rowLse);
+          }
+          // dv += P^T dout; dp = dout v^T.
+          sgemm(true, false, cols, Dv, rows, 1.0f, p.data(), kKeyTile,
+                doh + i0 * Dv, Dv, 1.0f, dv.data(), Dv);
+          sgemm(false, true, rows, cols, Dv, 1.0f, doh + i0 * Dv, Dv, vt, Dv,
+                0.0f, dp.data(), kKeyTile);
+          for (int64_t r = 0; r < rows; ++r)
+            softmaxBackwardRow(p.data() + r * kKeyTile,
+                               dp.data() + r * kKeyTile,
+                               tanhTile ? tanhTile + r * kKeyTile : nullptr,
+                               cols, rowDot[g * Sq + i0 + r], sh.scale);
+          // dq += ds k; dk += ds^T q.
+          sgemm(false, false, rows, D, cols, 1.0f, dp.data(), kKeyTile, kt, D,
+                1.0f, dq.data() + (g * Sq + i0) * D, D);
+          sgemm(true, false, cols, D, rows, 1.0f, dp.data(), kKeyTile,
+                qh + i0 * D, D, 1.0f, dk.data(), D);
+        }
+      }
+      store(sh.gradDType, buf.dk, (kvBase + j0) * D, cols * D, dk.data());
+      store(sh.gradDType, buf.dv, (kvBase + j0) * Dv, cols * Dv, dv.data());
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      int64_t bh = b * sh.Hq + hk * G + g;
+      store(sh.gradDType, buf.dq, bh * Sq * D, Sq * D, dq.data() + g * Sq * D);
+    }
+  }
+}
+
+} // namespace
+
+void runAttention(const Command &command, uint8_t *arena,
+                  KernelThreads &threads) {
+  Shape sh(command);
+  Buffers buf = buffersOf(command, sh, arena);
+  Job job{&sh, &buf};
+  if (command.kind == CommandKind::Attention) {
+    int64_t tiles = (sh.Sq + kQueryTile - 1) / kQueryTile;
+    KernelThreads::parallelFor(&threads, forwardTasks, &job,
+                               sh.B * sh.Hq * tiles);
+    return;
+  }
+  KernelThreads::parallelFor(&threads, backwardTasks, &job, sh.B * sh.Hkv);
+}
+
+} // namespace cleave::rt
