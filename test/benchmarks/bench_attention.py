@@ -44,6 +44,7 @@ ap.add_argument("--work", default=None)
 args = ap.parse_args()
 BIN = os.path.join(args.build, "bin")
 WORK = args.work or tempfile.mkdtemp(prefix="cleave-bench-attention-")
+os.makedirs(WORK, exist_ok=True)
 
 
 def run(cmd):
@@ -78,7 +79,7 @@ def attention_model(path):
     for n in "qkv":
         p = os.path.join(WORK, n + ".npy")
         np.save(p, rng.standard_normal(shape, dtype=np.float32))
-        inputs.append("%s=%s" % (n, p))
+        inputs.append(p)
     return inputs
 
 
