@@ -116,6 +116,16 @@ void load(DType dtype, const uint8_t *base, int64_t first, int64_t n,
   }
 }
 
+/// n elements of `dtype` from element `first` of `base` as f32: in place
+/// for f32, else widened into `scratch` (at least n long).
+const float *view(DType dtype, const uint8_t *base, int64_t first, int64_t n,
+                  float *scratch) {
+  if (dtype == DType::F32)
+    return reinterpret_cast<const float *>(base) + first;
+  load(dtype, base, first, n, scratch);
+  return scratch;
+}
+
 /// n f32 values rounded to `dtype` at element `first` of `base`.
 void store(DType dtype, uint8_t *base, int64_t first, int64_t n,
            const float *src) {
@@ -196,23 +206,45 @@ inline float tanhOf(float x) {
   return std::fabs(x) < 0.0004f ? x : t;
 }
 
+/// Reductions keep kLanes partial results (a fixed order, the same for any
+/// thread count) so that they vectorize without reassociating.
+constexpr int64_t kLanes = 16;
+
 CLEAVE_ROW_KERNEL
 float rowMax(const float *s, int64_t n) {
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, kNegInf);
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes[l] = std::max(lanes[l], s[j + l]);
   float m = kNegInf;
-  for (int64_t j = 0; j < n; ++j)
+  for (; j < n; ++j)
     m = std::max(m, s[j]);
+  for (int64_t l = 0; l < kLanes; ++l)
+    m = std::max(m, lanes[l]);
   return m;
 }
 
 /// s = exp(s - m) in place; returns the sum. m is finite.
 CLEAVE_ROW_KERNEL
 float expShifted(float *s, int64_t n, float m) {
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float e = expOf(s[j + l] - m);
+      s[j + l] = e;
+      lanes[l] += e;
+    }
   float sum = 0.0f;
-  for (int64_t j = 0; j < n; ++j) {
+  for (; j < n; ++j) {
     float e = expOf(s[j] - m);
     s[j] = e;
     sum += e;
   }
+  for (int64_t l = 0; l < kLanes; ++l)
+    sum += lanes[l];
   return sum;
 }
 
@@ -249,9 +281,16 @@ void scaleRow(float *x, int64_t n, float a) {
 
 CLEAVE_ROW_KERNEL
 float dotRow(const float *a, const float *b, int64_t n) {
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes[l] += a[j + l] * b[j + l];
   float sum = 0.0f;
-  for (int64_t j = 0; j < n; ++j)
+  for (; j < n; ++j)
     sum += a[j] * b[j];
+  for (int64_t l = 0; l < kLanes; ++l)
+    sum += lanes[l];
   return sum;
 }
 
@@ -336,7 +375,8 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
     int64_t tile = task % tiles, bh = task / tiles;
     int64_t b = bh / sh.Hq, h = bh % sh.Hq, hk = h / sh.G;
     int64_t i0 = tile * kQueryTile, rows = std::min(kQueryTile, sh.Sq - i0);
-    load(sh.dtype, buf.q, (bh * sh.Sq + i0) * sh.D, rows * sh.D, q.data());
+    const float *qt =
+        view(sh.dtype, buf.q, (bh * sh.Sq + i0) * sh.D, rows * sh.D, q.data());
     std::fill(m.begin(), m.end(), kNegInf);
     std::fill(l.begin(), l.end(), 0.0f);
     std::fill(acc.begin(), acc.end(), 0.0f);
@@ -345,10 +385,12 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
       if (sh.tileMasked(i0, rows, j0))
         break;
       int64_t cols = std::min(kKeyTile, sh.Skv - j0);
-      load(sh.dtype, buf.k, (kvBase + j0) * sh.D, cols * sh.D, k.data());
-      load(sh.dtype, buf.v, (kvBase + j0) * sh.Dv, cols * sh.Dv, v.data());
-      scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, q.data(), k.data(),
-                s.data(), nullptr, biasRow);
+      const float *kt = view(sh.dtype, buf.k, (kvBase + j0) * sh.D,
+                             cols * sh.D, k.data());
+      const float *vt = view(sh.dtype, buf.v, (kvBase + j0) * sh.Dv,
+                             cols * sh.Dv, v.data());
+      scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, qt, kt, s.data(),
+                nullptr, biasRow);
       for (int64_t r = 0; r < rows; ++r) {
         float *row = s.data() + r * kKeyTile;
         float mNew = std::max(m[r], rowMax(row, cols));
@@ -363,8 +405,8 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
           scaleRow(acc.data() + r * sh.Dv, sh.Dv, alpha);
         m[r] = mNew;
       }
-      sgemm(false, false, rows, sh.Dv, cols, 1.0f, s.data(), kKeyTile,
-            v.data(), sh.Dv, 1.0f, acc.data(), sh.Dv);
+      sgemm(false, false, rows, sh.Dv, cols, 1.0f, s.data(), kKeyTile, vt,
+            sh.Dv, 1.0f, acc.data(), sh.Dv);
     }
     for (int64_t r = 0; r < rows; ++r)
       scaleRow(acc.data() + r * sh.Dv, sh.Dv, l[r] > 0 ? 1.0f / l[r] : 0.0f);
