@@ -29,6 +29,7 @@ void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm,
   fn.addPass(createCSEPass());
   fn.addPass(createDecomposeAttentionPass(
       DecomposeAttentionPassOptions{keepFusedAttention}));
+  fn.addPass(createDecomposeRotaryPass());
   if (convolutionsAsGemm)
     fn.addPass(createConvolutionsToGemmPass());
   fn.addPass(createCanonicalizeContractionsPass());

@@ -16,6 +16,7 @@
 
 namespace cleave {
 #define GEN_PASS_DEF_DECOMPOSEATTENTIONPASS
+#define GEN_PASS_DEF_DECOMPOSEROTARYPASS
 #include "cleave/Transforms/Passes.h.inc"
 } // namespace cleave
 
@@ -52,6 +53,20 @@ struct DecomposeAttentionPass
               value, cast<RankedTensorType>(result.getType()).getElementType()));
       }
       op->erase();
+    }
+  }
+};
+
+struct DecomposeRotaryPass
+    : ::cleave::impl::DecomposeRotaryPassBase<DecomposeRotaryPass> {
+  void runOnOperation() override {
+    SmallVector<RotaryOp> ops;
+    getOperation().walk([&](RotaryOp op) { ops.push_back(op); });
+    for (RotaryOp op : ops) {
+      OpBuilder b(op);
+      ::cleave::autodiff::Emitter e{b, op.getLoc()};
+      op.getResult().replaceAllUsesWith(::cleave::autodiff::rotaryOutput(e, op));
+      op.erase();
     }
   }
 };

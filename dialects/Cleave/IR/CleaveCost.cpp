@@ -104,6 +104,14 @@ int64_t AttentionGradOp::getFlops() {
   return scores * (8 * q.getDimSize(3) + 4 * v.getDimSize(3) + 10);
 }
 
+/// Two products and a sum per rotated feature.
+int64_t RotaryOp::getFlops() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  int64_t rotated = 2 * cast<RankedTensorType>(getCos().getType()).getDimSize(2);
+  return 3 * (x.getNumElements() / std::max<int64_t>(x.getDimSize(3), 1)) *
+         rotated;
+}
+
 int64_t ConvOp::getFlops() {
   auto filter = cast<RankedTensorType>(getFilter().getType());
   int64_t perOutput = 1;

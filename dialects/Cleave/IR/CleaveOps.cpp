@@ -611,6 +611,38 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+LogicalResult RotaryOp::verify() {
+  if (failed(checkStaticShapes(*this)))
+    return failure();
+  for (auto [name, v] : {std::pair<StringRef, Value>{"cos", getCos()},
+                         {"sin", getSin()}, {"result", getResult()}})
+    if (failed(checkSameElementType(*this, v.getType(), getX().getType(), name,
+                                    "x")))
+      return failure();
+  if (tensorType(getX()).getRank() != 4)
+    return emitOpError() << "x must have rank 4 (B x H x S x D), got "
+                         << getX().getType();
+  if (getResult().getType() != getX().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " differs from x's " << getX().getType();
+  ArrayRef<int64_t> x = tensorType(getX()).getShape();
+  ArrayRef<int64_t> c = tensorType(getCos()).getShape();
+  if (c.size() != 3)
+    return emitOpError() << "cos must have rank 3 (B x S x R), got "
+                         << getCos().getType();
+  if (tensorType(getSin()).getShape() != c)
+    return emitOpError() << "sin " << getSin().getType()
+                         << " does not have cos's shape " << shapeStr(c);
+  if ((c[0] != 1 && c[0] != x[0]) || c[1] != x[2])
+    return emitOpError() << "cos " << shapeStr(c)
+                         << " does not match x's batch and positions "
+                         << shapeStr(x) << " (its batch may be 1)";
+  if (2 * c[2] > x[3])
+    return emitOpError() << "rotates " << 2 * c[2]
+                         << " features, more than x's " << x[3];
+  return success();
+}
+
 /// The checks layer_norm and rms_norm share: static shapes, the result
 /// type, the axis, the scales' (scale, bias) types and shapes, epsilon.
 static LogicalResult

@@ -692,6 +692,39 @@ def Cleave_AttentionGradOp : Cleave_Op<"attention_grad", [],
   let hasVerifier = 1;
 }
 
+def Cleave_RotaryOp : Cleave_Op<"rotary", [], ["getFlops"]> {
+  let summary = "Rotary position embedding";
+  let description = [{
+    Rotates pairs of features of `x` (`B x H x S x D`) by the angles whose
+    cosines and sines are `cos` and `sin` (`B' x S x R`, `B'` 1 or `B`,
+    `2 R <= D`): for each `r < R`, the pair is `(x[r], x[r + R])`, or
+    `(x[2r], x[2r + 1])` when `interleaved`, and becomes
+
+      (cos[r] x1 - sin[r] x2,  sin[r] x1 + cos[r] x2)
+
+    at batch `b` and position `s`; features from `2 R` on pass through.
+    ONNX `RotaryEmbedding` (opset 23) imports to it after gathering the
+    caches at the position ids. Its VJP is the rotation by the opposite
+    angle. Before planning `--cleave-decompose-rotary` spells it out as
+    slices, products and a concatenation (elementwise kernels).
+
+    ```mlir
+    %0 = cleave.rotary %x, %cos, %sin interleaved
+        : (tensor<2x4x16x8xf32>, tensor<1x16x4xf32>, tensor<1x16x4xf32>)
+        -> tensor<2x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x,
+                       RankedTensorOf<[AnyFloat]>:$cos,
+                       RankedTensorOf<[AnyFloat]>:$sin, UnitAttr:$interleaved);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $x `,` $cos `,` $sin (`interleaved` $interleaved^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and windowed reduction
 //===----------------------------------------------------------------------===//

@@ -768,6 +768,29 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return rule;
 }
 
+ShardingRule RotaryOp::getShardingRule() {
+  // Batch, heads and positions are parallel (the angles follow the
+  // positions); a feature's partner lies across the feature dimension.
+  ShardingRule rule = ShardingRule::forOp(*this);
+  ArrayRef<int64_t> x = shapeOf(getX()), c = shapeOf(getCos());
+  int64_t b = rule.addFactor(x[0]);
+  int64_t h = rule.addFactor(x[1]);
+  int64_t s = rule.addFactor(x[2]);
+  int64_t d = rule.addFactor(x[3], FactorKind::NeedReplication);
+  int64_t r = rule.addFactor(c[2], FactorKind::NeedReplication);
+  for (auto [i, f] : llvm::enumerate(ArrayRef<int64_t>{b, h, s, d})) {
+    rule.mapOperand(0, i, f);
+    rule.mapResult(0, i, f);
+  }
+  for (unsigned o : {1u, 2u}) {
+    if (c[0] != 1)
+      rule.mapOperand(o, 0, b);
+    rule.mapOperand(o, 1, s);
+    rule.mapOperand(o, 2, r);
+  }
+  return rule;
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and windowed reduction
 //===----------------------------------------------------------------------===//

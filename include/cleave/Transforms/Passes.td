@@ -53,6 +53,17 @@ def DecomposeAttentionPass : Pass<"cleave-decompose-attention", "::mlir::func::F
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def DecomposeRotaryPass : Pass<"cleave-decompose-rotary", "::mlir::func::FuncOp"> {
+  let summary = "Spell out rotary position embeddings";
+  let description = [{
+    Rewrites each `cleave.rotary` into slices of the rotated feature pairs,
+    the angles broadcast over heads, products and sums, and a concatenation
+    with the features that pass through: elementwise ops that the plan
+    builder fuses into kernels.
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
 def ConvolutionsToGemmPass : Pass<"cleave-convolutions-to-gemm", "::mlir::func::FuncOp"> {
   let summary = "Rewrite convolutions as im2col and a batched GEMM";
   let description = [{

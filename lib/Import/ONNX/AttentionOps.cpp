@@ -1,4 +1,4 @@
-//===- AttentionOps.cpp - ONNX Attention (opsets 23-25) -------------------===//
+//===- AttentionOps.cpp - ONNX Attention and RotaryEmbedding --------------===//
 //
 // Attention becomes one cleave.attention on B x H x S x D operands: 3-D
 // inputs are split into heads, the past key/value cache is concatenated in
@@ -298,10 +298,94 @@ LogicalResult convertAttention(NodeContext &ctx) {
   return success();
 }
 
+/// RotaryEmbedding (opset 23): X is B x H x S x D, or B x S x (H * D) with
+/// num_heads; cos_cache and sin_cache are B x S x R, or P x R gathered at
+/// position_ids (B x S). One cleave.rotary on B x H x S x D.
+LogicalResult convertRotaryEmbedding(NodeContext &ctx) {
+  Value x = ctx.input(0), cosCache = ctx.input(1), sinCache = ctx.input(2);
+  if (!x || !cosCache || !sinCache)
+    return failure();
+  Type elem = elemOf(x);
+  if (!isa<FloatType>(elem) || elemOf(cosCache) != elem ||
+      elemOf(sinCache) != elem) {
+    ctx.error() << "X, cos_cache and sin_cache must have one floating-point "
+                   "type, got "
+                << x.getType() << ", " << cosCache.getType() << " and "
+                << sinCache.getType();
+    return failure();
+  }
+  int64_t rank = rankOf(x);
+  if (rank != 3 && rank != 4) {
+    ctx.error() << "X must be 3-D (batch, sequence, hidden) or 4-D (batch, "
+                   "heads, sequence, head size), got "
+                << x.getType();
+    return failure();
+  }
+  Value x4 = x;
+  if (rank == 3) {
+    int64_t heads = ctx.attrInt("num_heads", 0);
+    if (heads <= 0 || shapeOf(x)[2] % heads != 0) {
+      ctx.error() << "a 3-D X needs num_heads dividing its hidden size "
+                  << shapeOf(x)[2] << ", got num_heads = " << heads;
+      return failure();
+    }
+    x4 = splitHeads(ctx, x, heads);
+  }
+  ArrayRef<int64_t> xs = shapeOf(x4);
+  int64_t rotaryDim = ctx.attrInt("rotary_embedding_dim", 0);
+  if (rotaryDim == 0)
+    rotaryDim = xs[3];
+  if (rotaryDim < 0 || rotaryDim % 2 != 0 || rotaryDim > xs[3]) {
+    ctx.error() << "rotary_embedding_dim " << rotaryDim
+                << " must be even and at most the head size " << xs[3];
+    return failure();
+  }
+  int64_t half = rotaryDim / 2;
+  Value cos = cosCache, sin = sinCache;
+  if (ctx.hasInput(3)) {
+    Value ids = ctx.input(3);
+    if (!ids)
+      return failure();
+    if (rankOf(ids) != 2 || shapeOf(ids)[0] != xs[0] ||
+        shapeOf(ids)[1] != xs[2] || rankOf(cosCache) != 2) {
+      ctx.error() << "position_ids " << ids.getType()
+                  << " must be batch x sequence " << xs[0] << "x" << xs[2]
+                  << ", with 2-D caches, got cos_cache "
+                  << cosCache.getType();
+      return failure();
+    }
+    auto gather = [&](Value cache) -> Value {
+      SmallVector<int64_t> shape = {xs[0], xs[2], shapeOf(cache)[1]};
+      return GatherOp::create(ctx.b, ctx.loc,
+                              RankedTensorType::get(shape, elem), cache, ids,
+                              uint64_t{0})
+          .getResult();
+    };
+    cos = gather(cosCache);
+    sin = gather(sinCache);
+  }
+  ArrayRef<int64_t> cs = shapeOf(cos);
+  if (rankOf(cos) != 3 || shapeOf(sin) != cs || (cs[0] != 1 && cs[0] != xs[0]) ||
+      cs[1] != xs[2] || cs[2] != half) {
+    ctx.error() << "cos_cache and sin_cache must give batch x sequence x "
+                << half << " (rotary_embedding_dim / 2) angles for X "
+                << x.getType() << ", got " << cos.getType() << " and "
+                << sin.getType();
+    return failure();
+  }
+  Value y = RotaryOp::create(ctx.b, ctx.loc, x4.getType(), x4, cos, sin,
+                             ctx.attrInt("interleaved", 0) != 0);
+  if (rank == 3)
+    y = ctx.reshape(ctx.transpose(y, {0, 2, 1, 3}), shapeOf(x));
+  ctx.setOutput(0, y);
+  return success();
+}
+
 } // namespace
 
 void registerAttentionConverters(llvm::StringMap<ConverterFn> &t) {
   t["Attention"] = convertAttention;
+  t["RotaryEmbedding"] = convertRotaryEmbedding;
 }
 
 } // namespace cleave::onnximport

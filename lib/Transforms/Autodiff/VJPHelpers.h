@@ -122,6 +122,7 @@ CLEAVE_VJP_RULE(LayerNormOp)
 CLEAVE_VJP_RULE(RmsNormOp)
 // Attention (VJPRulesAttention.cpp).
 CLEAVE_VJP_RULE(AttentionOp)
+CLEAVE_VJP_RULE(RotaryOp)
 // Convolution and windowed reductions (VJPRulesNN.cpp).
 CLEAVE_VJP_RULE(ConvOp)
 CLEAVE_VJP_RULE(ReduceWindowOp)
@@ -169,6 +170,10 @@ struct AttentionGradients {
 };
 AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
                                       mlir::Value cotangent);
+
+/// cleave.rotary spelled out as slices, products and a concatenation
+/// (VJPRulesAttention.cpp).
+mlir::Value rotaryOutput(Emitter &e, mlir::cleave::RotaryOp op);
 
 /// The pad rule's reflect and edge modes and the scatter rule's mul, max and
 /// min kinds (VJPRulesNN.cpp).

@@ -38,7 +38,7 @@ void registerVJPExternalModels(DialectRegistry &registry) {
     attach<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
            ConcatOp, PadOp, GatherOp, GatherElementsOp, ScatterOp, TopKOp>(ctx);
     attach<ContractOp, ReduceOp, CumSumOp, SoftmaxOp, LogSoftmaxOp,
-           LayerNormOp, RmsNormOp, AttentionOp>(ctx);
+           LayerNormOp, RmsNormOp, AttentionOp, RotaryOp>(ctx);
     attach<ConvOp, ReduceWindowOp>(ctx);
   });
 }

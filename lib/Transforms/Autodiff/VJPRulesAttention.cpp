@@ -239,4 +239,90 @@ VJPResult vjp(AttentionOp op, OpBuilder &b, ValueRange cotangents) {
   return grads;
 }
 
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The pairs a rotary op rotates: x1 and x2 (B x H x S x R each) of `x`
+/// (B x H x S x D), and what passes through (null when 2R = D).
+struct RotaryHalves {
+  Value x1, x2, rest;
+};
+} // namespace
+
+static RotaryHalves rotaryHalves(Emitter &e, Value x, int64_t r,
+                                 bool interleaved) {
+  ArrayRef<int64_t> s = Emitter::typeOf(x).getShape();
+  RotaryHalves h;
+  if (interleaved) {
+    Value pairs = e.reshape(e.slice(x, {0, 0, 0, 0}, {s[0], s[1], s[2], 2 * r},
+                                    {1, 1, 1, 1}),
+                            {s[0], s[1], s[2], r, 2});
+    auto half = [&](int64_t i) {
+      return e.reshape(e.slice(pairs, {0, 0, 0, 0, i},
+                               {s[0], s[1], s[2], r, i + 1}, {1, 1, 1, 1, 1}),
+                       {s[0], s[1], s[2], r});
+    };
+    h.x1 = half(0);
+    h.x2 = half(1);
+  } else {
+    h.x1 = e.slice(x, {0, 0, 0, 0}, {s[0], s[1], s[2], r}, {1, 1, 1, 1});
+    h.x2 = e.slice(x, {0, 0, 0, r}, {s[0], s[1], s[2], 2 * r}, {1, 1, 1, 1});
+  }
+  if (2 * r < s[3])
+    h.rest = e.slice(x, {0, 0, 0, 2 * r}, {s[0], s[1], s[2], s[3]},
+                     {1, 1, 1, 1});
+  return h;
+}
+
+/// cos or sin (B' x S x R) broadcast over heads (and batch) to B x H x S x R.
+static Value rotaryAngles(Emitter &e, Value c, RankedTensorType halfType) {
+  return e.broadcastInDim(c, halfType, {0, 2, 3});
+}
+
+Value rotaryOutput(Emitter &e, RotaryOp op) {
+  RankedTensorType xType = Emitter::typeOf(op.getX());
+  ArrayRef<int64_t> s = xType.getShape();
+  int64_t r = Emitter::typeOf(op.getCos()).getDimSize(2);
+  RotaryHalves h = rotaryHalves(e, op.getX(), r, op.getInterleaved());
+  auto halfType = RankedTensorType::get({s[0], s[1], s[2], r},
+                                        xType.getElementType());
+  Value c = rotaryAngles(e, op.getCos(), halfType);
+  Value sn = rotaryAngles(e, op.getSin(), halfType);
+  Value y1 = e.sub(e.mul(c, h.x1), e.mul(sn, h.x2));
+  Value y2 = e.add(e.mul(sn, h.x1), e.mul(c, h.x2));
+  Value y;
+  if (op.getInterleaved()) {
+    SmallVector<int64_t> one = {s[0], s[1], s[2], r, 1};
+    y = e.reshape(e.concat({e.reshape(y1, one), e.reshape(y2, one)}, 4),
+                  {s[0], s[1], s[2], 2 * r});
+  } else {
+    y = e.concat({y1, y2}, 3);
+  }
+  if (h.rest)
+    y = e.concat({y, h.rest}, 3);
+  return y;
+}
+
+VJPResult vjp(RotaryOp op, OpBuilder &b, ValueRange cotangents) {
+  // The rotation by the opposite angle; the angles' gradients (dead when
+  // they are constants) spelled out: dcos = sum(dy1 x1 + dy2 x2), dsin =
+  // sum(dy2 x1 - dy1 x2) over what cos and sin are broadcast across.
+  Emitter e{b, op.getLoc()};
+  Value dy = cotangents[0];
+  Value dx = RotaryOp::create(b, op.getLoc(), op.getX().getType(), dy,
+                              op.getCos(), e.neg(op.getSin()),
+                              op.getInterleavedAttr());
+  int64_t r = Emitter::typeOf(op.getCos()).getDimSize(2);
+  RotaryHalves x = rotaryHalves(e, op.getX(), r, op.getInterleaved());
+  RotaryHalves g = rotaryHalves(e, dy, r, op.getInterleaved());
+  auto angleType = Emitter::typeOf(op.getCos());
+  Value dcos = e.unbroadcast(e.add(e.mul(g.x1, x.x1), e.mul(g.x2, x.x2)),
+                             angleType, {0, 2, 3});
+  Value dsin = e.unbroadcast(e.sub(e.mul(g.x2, x.x1), e.mul(g.x1, x.x2)),
+                             angleType, {0, 2, 3});
+  return SmallVector<Value>{dx, dcos, dsin};
+}
+
 } // namespace cleave::autodiff

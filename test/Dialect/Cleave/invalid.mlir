@@ -1616,3 +1616,36 @@ func.func @attention_grad_mixed(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf64>
       : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf64>, tensor<1x2x4x8xf32>)
   return
 }
+
+// -----
+
+func.func @rotary_features(%x: tensor<1x2x4x6xf32>, %c: tensor<1x4x4xf32>) {
+  // expected-error @+1 {{rotates 8 features, more than x's 6}}
+  %0 = cleave.rotary %x, %c, %c : (tensor<1x2x4x6xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_positions(%x: tensor<1x2x4x8xf32>, %c: tensor<1x5x4xf32>) {
+  // expected-error @+1 {{cos [1, 5, 4] does not match x's batch and positions [1, 2, 4, 8] (its batch may be 1)}}
+  %0 = cleave.rotary %x, %c, %c : (tensor<1x2x4x8xf32>, tensor<1x5x4xf32>, tensor<1x5x4xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_sin(%x: tensor<1x2x4x8xf32>, %c: tensor<1x4x4xf32>, %s: tensor<1x4x2xf32>) {
+  // expected-error @+1 {{sin 'tensor<1x4x2xf32>' does not have cos's shape [1, 4, 4]}}
+  %0 = cleave.rotary %x, %c, %s : (tensor<1x2x4x8xf32>, tensor<1x4x4xf32>, tensor<1x4x2xf32>) -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_rank(%x: tensor<2x4x8xf32>, %c: tensor<1x4x4xf32>) {
+  // expected-error @+1 {{x must have rank 4 (B x H x S x D), got 'tensor<2x4x8xf32>'}}
+  %0 = cleave.rotary %x, %c, %c : (tensor<2x4x8xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<2x4x8xf32>
+  return
+}
+

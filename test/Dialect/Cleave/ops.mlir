@@ -583,3 +583,15 @@ func.func @reduce_window(%x: tensor<1x3x8x8xf32>, %i: tensor<9xi32>) {
       pad_high = [0] dilations = [1] : tensor<9xi32> -> tensor<3xi32>
   return
 }
+
+// CHECK-LABEL: func.func @rotary
+func.func @rotary(%x: tensor<2x4x16x8xf32>, %c: tensor<1x16x4xf32>, %c2: tensor<2x16x2xf32>) {
+  // CHECK: cleave.rotary %{{.*}}, %{{.*}}, %{{.*}} interleaved : (tensor<2x4x16x8xf32>, tensor<1x16x4xf32>, tensor<1x16x4xf32>) -> tensor<2x4x16x8xf32>
+  %0 = cleave.rotary %x, %c, %c interleaved
+      : (tensor<2x4x16x8xf32>, tensor<1x16x4xf32>, tensor<1x16x4xf32>) -> tensor<2x4x16x8xf32>
+  // CHECK: cleave.rotary %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x16x8xf32>, tensor<2x16x2xf32>, tensor<2x16x2xf32>) -> tensor<2x4x16x8xf32>
+  %1 = cleave.rotary %x, %c2, %c2
+      : (tensor<2x4x16x8xf32>, tensor<2x16x2xf32>, tensor<2x16x2xf32>) -> tensor<2x4x16x8xf32>
+  return
+}
+

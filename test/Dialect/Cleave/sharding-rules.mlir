@@ -119,3 +119,15 @@ func.func @attention(%q: tensor<2x8x16x4xf32>, %k: tensor<2x2x12x4xf32>, %v: ten
   %2:3 = cleave.attention_grad %q, %k, %v, %0, %0 bias %m scale = 5.000000e-01 causal : (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>, tensor<2x8x16x6xf32>, tensor<2x8x16x6xf32>, tensor<2x1x1x12xf32>) -> (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>)
   return
 }
+
+// Rotary embeddings: batch, heads and positions are parallel, the angles
+// follow the positions (and the batch when they have one); the features
+// need replication.
+func.func @rotary(%x: tensor<2x4x16x8xf32>, %c: tensor<1x16x3xf32>, %c2: tensor<2x16x4xf32>) {
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, k, l], [_, k, m], [_, k, m]) -> ([i, j, k, l]) {i=2, j=4, k=16, l=8, m=3} need_replication={l, m}
+  %0 = cleave.rotary %x, %c, %c : (tensor<2x4x16x8xf32>, tensor<1x16x3xf32>, tensor<1x16x3xf32>) -> tensor<2x4x16x8xf32>
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, k, l], [i, k, m], [i, k, m]) -> ([i, j, k, l]) {i=2, j=4, k=16, l=8, m=4} need_replication={l, m}
+  %1 = cleave.rotary %x, %c2, %c2 interleaved : (tensor<2x4x16x8xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> tensor<2x4x16x8xf32>
+  return
+}
+
