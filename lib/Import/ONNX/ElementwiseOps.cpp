@@ -184,6 +184,26 @@ LogicalResult convertVariadic(NodeContext &ctx) {
 // Activations
 //===----------------------------------------------------------------------===//
 
+/// SwiGLU (opset 28): Swish_alpha(A) * B, A and B of one shape.
+LogicalResult convertSwiGLU(NodeContext &ctx) {
+  Value a = ctx.input(0), b = ctx.input(1);
+  if (!a || !b || failed(requireFloat(ctx, a)))
+    return failure();
+  if (a.getType() != b.getType()) {
+    ctx.error() << "A and B must have one type and shape (SwiGLU does not "
+                   "broadcast), got "
+                << a.getType() << " and " << b.getType();
+    return failure();
+  }
+  double alpha = ctx.attrFloat("alpha", 1.0);
+  Value ax = alpha == 1.0 ? a
+                          : ctx.binary(BinaryKind::mul, a,
+                                       ctx.splat(elemOf(a), {}, alpha));
+  Value swish =
+      ctx.binary(BinaryKind::mul, a, ctx.unary(UnaryKind::sigmoid, ax));
+  return done(ctx, ctx.binary(BinaryKind::mul, swish, b));
+}
+
 LogicalResult convertActivation(NodeContext &ctx) {
   StringRef op = ctx.opType();
   Value x = ctx.input(0);
@@ -452,6 +472,7 @@ void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
                        "Gelu", "ThresholdedRelu", "Mish", "Shrink", "Swish"})
     t[op] = convertActivation;
   t["PRelu"] = convertPRelu;
+  t["SwiGLU"] = convertSwiGLU;
   t["Clip"] = convertClip;
   t["IsNaN"] = convertIsNaNInf;
   t["IsInf"] = convertIsNaNInf;

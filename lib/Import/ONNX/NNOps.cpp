@@ -235,6 +235,54 @@ LogicalResult convertInstanceNorm(NodeContext &ctx) {
   return done(ctx, y);
 }
 
+/// GroupNormalization (opset 21; opset 18's per-group scale and bias too):
+/// a layer_norm over each group's channels and positions (x viewed as
+/// N x G x (C/G * spatial)), then the per-channel scale and bias.
+LogicalResult convertGroupNorm(NodeContext &ctx) {
+  Value x = ctx.input(0), scale = ctx.input(1), b = ctx.input(2);
+  if (!x || !scale || !b || failed(requireFloat(ctx, x)))
+    return failure();
+  if (rankOf(x) < 2) {
+    ctx.error() << "input must have rank >= 2 (N x C x ...), got "
+                << x.getType();
+    return failure();
+  }
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t c = shape[1], groups = ctx.attrInt("num_groups", 0);
+  if (groups <= 0 || c % groups != 0) {
+    ctx.error() << "num_groups " << groups << " must divide the " << c
+                << " channels";
+    return failure();
+  }
+  for (Value p : {scale, b})
+    if (rankOf(p) != 1 || (shapeOf(p)[0] != c && shapeOf(p)[0] != groups) ||
+        elemOf(p) != elemOf(x)) {
+      ctx.error() << "scale and bias must be [" << c << "] (per channel) or ["
+                  << groups << "] (per group, opset 18) of the input's type, "
+                  << "got " << scale.getType() << " and " << b.getType();
+      return failure();
+    }
+  // Opset 18's per-group parameters, repeated over each group's channels.
+  auto perChannel = [&](Value p) {
+    if (shapeOf(p)[0] == c)
+      return p;
+    Value g = ctx.reshape(p, {groups, 1});
+    return ctx.reshape(ctx.broadcastTo(g, {groups, c / groups}), {c});
+  };
+  int64_t perGroup = product(shape) / std::max<int64_t>(shape[0] * groups, 1);
+  Value grouped = ctx.reshape(x, {shape[0], groups, perGroup});
+  Value ones = ctx.splat(elemOf(x), {perGroup}, 1);
+  Value zeros = ctx.splat(elemOf(x), {perGroup}, 0);
+  Value y = LayerNormOp::create(ctx.b, ctx.loc, grouped.getType(), grouped,
+                                ones, zeros, 2,
+                                APFloat(ctx.attrFloat("epsilon", 1e-5)));
+  y = ctx.reshape(y, shape);
+  y = ctx.binary(BinaryKind::mul, y,
+                 channelBroadcast(ctx, perChannel(scale), shape));
+  y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, perChannel(b), shape));
+  return done(ctx, y);
+}
+
 //===----------------------------------------------------------------------===//
 // Windows: convolution and pooling
 //===----------------------------------------------------------------------===//
@@ -599,6 +647,7 @@ void registerNNConverters(llvm::StringMap<ConverterFn> &t) {
   t["RMSNormalization"] = convertRmsNorm;
   t["BatchNormalization"] = convertBatchNorm;
   t["InstanceNormalization"] = convertInstanceNorm;
+  t["GroupNormalization"] = convertGroupNorm;
   t["Conv"] = convertConv;
   t["ConvInteger"] = convertConvInteger;
   t["QLinearConv"] = convertQLinearConv;

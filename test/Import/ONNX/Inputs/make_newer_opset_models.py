@@ -87,3 +87,15 @@ save("conv_stride0", [
     helper.make_node("Conv", ["x", "w"], ["y"], name="conv1", strides=[1, 0]),
 ], [vi("x", F, [1, 1, 4, 4]), vi("w", F, [1, 1, 2, 2])],
    [vi("y", F, [1, 1, 3, 3])], opset=22)
+
+# The LLM ops' refusals: RotaryEmbedding with caches for another rotary
+# dimension, GroupNormalization with groups that do not divide the
+# channels, SwiGLU with operands of two shapes.
+save("rotary_cache", [helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], name="rope")],
+     [vi("x", F, [1, 2, 3, 8]), vi("c", F, [1, 3, 3]), vi("s", F, [1, 3, 3])],
+     [vi("y", F, [1, 2, 3, 8])], opset=23)
+save("group_norm_groups", [helper.make_node("GroupNormalization", ["x", "g", "b"], ["y"], name="gn",
+                                            num_groups=3)],
+     [vi("x", F, [1, 4, 2]), vi("g", F, [4]), vi("b", F, [4])], [vi("y", F, [1, 4, 2])])
+save("swiglu_shapes", [helper.make_node("SwiGLU", ["a", "b"], ["y"], name="glu")],
+     [vi("a", F, [2, 4]), vi("b", F, [4])], [vi("y", F, [2, 4])], opset=28)
