@@ -99,3 +99,39 @@ save("group_norm_groups", [helper.make_node("GroupNormalization", ["x", "g", "b"
      [vi("x", F, [1, 4, 2]), vi("g", F, [4]), vi("b", F, [4])], [vi("y", F, [1, 4, 2])])
 save("swiglu_shapes", [helper.make_node("SwiGLU", ["a", "b"], ["y"], name="glu")],
      [vi("a", F, [2, 4]), vi("b", F, [4])], [vi("y", F, [2, 4])], opset=28)
+
+# Control flow unrolled at import time: a Loop of 3 iterations carrying a
+# sum and scanning out each partial sum; a Scan over the rows of x in
+# reverse; a Loop whose trip count is a graph input (refused) and one whose
+# condition comes from data (refused).
+B = TensorProto.BOOL
+loop_body = helper.make_graph(
+    [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+     helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+     helper.make_node("Identity", ["acc_out"], ["partial"])],
+    "loop_body", [vi("i", I64, []), vi("cond_in", B, []), vi("acc_in", F, [2])],
+    [vi("cond_out", B, []), vi("acc_out", F, [2]), vi("partial", F, [2])])
+save("loop_static", [const("m", np.array(3, np.int64)), const("c", np.array(True)),
+                     helper.make_node("Loop", ["m", "c", "x"], ["sum", "partials"], body=loop_body)],
+     [vi("x", F, [2])], [vi("sum", F, [2]), vi("partials", F, [3, 2])])
+save("loop_dynamic", [const("c", np.array(True)),
+                      helper.make_node("Loop", ["m", "c", "x"], ["sum", "partials"], name="loop",
+                                       body=loop_body)],
+     [vi("m", I64, []), vi("x", F, [2])], [vi("sum", F, [2]), vi("partials", F, [None, 2])])
+data_body = helper.make_graph(
+    [helper.make_node("ReduceSum", ["acc_in"], ["s"], keepdims=0),
+     helper.make_node("Less", ["s", "ten"], ["cond_out"]),
+     helper.make_node("Add", ["acc_in", "acc_in"], ["acc_out"])],
+    "data_body", [vi("i", I64, []), vi("cond_in", B, []), vi("acc_in", F, [2])],
+    [vi("cond_out", B, []), vi("acc_out", F, [2])],
+    [numpy_helper.from_array(np.array(10.0, np.float32), "ten")])
+save("loop_data", [const("c", np.array(True)),
+                   helper.make_node("Loop", ["", "c", "x"], ["y"], name="until", body=data_body)],
+     [vi("x", F, [2])], [vi("y", F, [2])])
+scan_body = helper.make_graph(
+    [helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+     helper.make_node("Mul", ["row", "s_out"], ["y"])],
+    "scan_body", [vi("s_in", F, [4]), vi("row", F, [4])], [vi("s_out", F, [4]), vi("y", F, [4])])
+save("scan_reverse", [helper.make_node("Scan", ["s0", "x"], ["s", "ys"], num_scan_inputs=1,
+                                       scan_input_directions=[1], scan_output_axes=[1], body=scan_body)],
+     [vi("s0", F, [4]), vi("x", F, [3, 4])], [vi("s", F, [4]), vi("ys", F, [4, 3])])
