@@ -4,7 +4,8 @@ with PyTorch's reference numbers for inference and training.
 
 For every model in MODELS this writes, next to this script:
 
-  <name>.onnx   The model exported by torch.onnx (dynamo exporter, opset 18) in eval mode:
+  <name>.onnx   The model exported by torch.onnx (dynamo exporter, opset 18; the
+                *_opset23 models at opset 23, with Attention and RMSNormalization) in eval mode:
                 static shapes, one self-contained file (no external data), one output,
                 "logits". Weights are random (fixed seeds) and made pairwise distinct so
                 that every PyTorch parameter and buffer is its own ONNX initializer.
@@ -151,6 +152,9 @@ class Case:
     # Per-run changes to RUNS (a smaller learning rate where the default one makes the
     # training chaotic, so that float32 rounding alone would decide the 20 losses).
     run_overrides: dict = dataclasses.field(default_factory=dict)
+    # The exporter's opset: 23 lets it write attention, RMS norm as the
+    # Attention and RMSNormalization ops.
+    opset: int = OPSET
 
 
 LM_BATCH, LM_SEQ, VOCAB = 2, 8, 96
@@ -169,29 +173,43 @@ def gpt2_config(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=16
         use_cache=False, attn_implementation="eager", **NO_DROPOUT)
 
 
-def gpt2(tied: bool) -> Callable[[torch.Generator], Case]:
+def gpt2(tied: bool, opset: int = OPSET) -> Callable[[torch.Generator], Case]:
     def build(gen: torch.Generator) -> Case:
-        model = transformers.GPT2LMHeadModel(gpt2_config(tied=tied))
+        cfg = gpt2_config(tied=tied)
+        if opset >= 23:  # scaled_dot_product_attention: one Attention node
+            cfg._attn_implementation = "sdpa"
+        model = transformers.GPT2LMHeadModel(cfg)
         return Case(Logits(model, "input_ids"), "input_ids",
                     random_tokens(gen, (LM_BATCH, LM_SEQ)),
                     random_tokens(gen, (LM_BATCH, LM_SEQ)),
                     f"GPT-2 (transformers GPT2LMHeadModel), 2 layers, n_embd 32, 4 heads, "
-                    f"vocab {VOCAB}, {'tied' if tied else 'untied'} input/output embeddings")
+                    f"vocab {VOCAB}, {'tied' if tied else 'untied'} input/output embeddings"
+                    + (f"; exported at opset {opset} (Attention)" if opset >= 23 else ""),
+                    opset=opset)
     return build
 
 
-def llama(gen: torch.Generator) -> Case:
-    cfg = transformers.LlamaConfig(
-        num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=16,
-        bos_token_id=0, eos_token_id=0, pad_token_id=None, tie_word_embeddings=False,
-        attention_dropout=0.0, use_cache=False, attn_implementation="eager")
-    model = transformers.LlamaForCausalLM(cfg)
-    return Case(Logits(model, "input_ids"), "input_ids",
-                random_tokens(gen, (LM_BATCH, LM_SEQ)), random_tokens(gen, (LM_BATCH, LM_SEQ)),
-                "Llama (transformers LlamaForCausalLM): RMSNorm, rotary embeddings, SwiGLU "
-                "MLP, grouped-query attention (4 heads, 2 kv heads), 2 layers, hidden 32, "
-                f"intermediate 64, vocab {VOCAB}, untied embeddings")
+def llama(opset: int = OPSET) -> Callable[[torch.Generator], Case]:
+    # At opset 23 attention goes through scaled_dot_product_attention, which
+    # the exporter writes as one Attention node, and RMSNorm as
+    # RMSNormalization.
+    def build(gen: torch.Generator) -> Case:
+        cfg = transformers.LlamaConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=16,
+            bos_token_id=0, eos_token_id=0, pad_token_id=None, tie_word_embeddings=False,
+            attention_dropout=0.0, use_cache=False,
+            attn_implementation="sdpa" if opset >= 23 else "eager")
+        model = transformers.LlamaForCausalLM(cfg)
+        return Case(Logits(model, "input_ids"), "input_ids",
+                    random_tokens(gen, (LM_BATCH, LM_SEQ)), random_tokens(gen, (LM_BATCH, LM_SEQ)),
+                    "Llama (transformers LlamaForCausalLM): RMSNorm, rotary embeddings, SwiGLU "
+                    "MLP, grouped-query attention (4 heads, 2 kv heads), 2 layers, hidden 32, "
+                    f"intermediate 64, vocab {VOCAB}, untied embeddings"
+                    + (f"; exported at opset {opset} (Attention, RMSNormalization)"
+                       if opset >= 23 else ""),
+                    opset=opset)
+    return build
 
 
 BERT_SEQ, BERT_MASKED_PER_ROW, BERT_MASK_ID, BERT_FIRST_WORD = 16, 3, 3, 4
@@ -248,7 +266,9 @@ def resnet18(gen: torch.Generator) -> Case:
 MODELS: dict[str, Callable[[torch.Generator], Case]] = {
     "gpt2_tied": gpt2(tied=True),
     "gpt2_untied": gpt2(tied=False),
-    "llama": llama,
+    "llama": llama(),
+    "gpt2_opset23": gpt2(tied=True, opset=23),
+    "llama_opset23": llama(opset=23),
     "bert_mlm": bert_mlm,
     "vit": vit,
     "resnet18": resnet18,
@@ -371,12 +391,12 @@ def optimize_keeping_state(model: ir.Model, state_names: set[str]) -> None:
 
 def export(model: nn.Module, example: torch.Tensor, input_name: str,
            state: list[StateTensor], path: Path,
-           max_bytes: int | None = MAX_FILE_BYTES) -> onnx.ModelProto:
+           max_bytes: int | None = MAX_FILE_BYTES, opset: int = OPSET) -> onnx.ModelProto:
     """Exports model (one input, returns the logits) in eval mode to one self-contained
     ONNX file in which every tensor of state is its own initializer; checks the file."""
     model.eval()
     program = torch.onnx.export(
-        model, (example,), dynamo=True, opset_version=OPSET, input_names=[input_name],
+        model, (example,), dynamo=True, opset_version=opset, input_names=[input_name],
         output_names=["logits"], optimize=False, verbose=False)
     raw_inits = {name: v.const_value.numpy()
                  for name, v in program.model.graph.initializers.items()
@@ -471,7 +491,7 @@ def generate(name: str) -> dict:
     state = state_tensors(model.model)  # names relative to the wrapped model
 
     onnx_path = OUT_DIR / f"{name}.onnx"
-    proto = export(model, case.input, case.input_name, state, onnx_path)
+    proto = export(model, case.input, case.input_name, state, onnx_path, opset=case.opset)
     inits = float_initializers(proto)
     names = match_initializers(state, inits)
     exported = copy.deepcopy(model)  # every run starts from these weights
@@ -535,6 +555,8 @@ def generate(name: str) -> dict:
         for n in proto.graph.node)
     entry = {
         "description": case.description,
+        "opset": case.opset,
+        "versions": package_versions(),
         "onnx": onnx_path.name,
         "reference": npz_path.name,
         "inputs": [{"name": i.name,
@@ -577,6 +599,12 @@ def to_json(value) -> str:
                   text)
 
 
+def package_versions() -> dict:
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "torchvision": torchvision.__version__, "onnx": onnx.__version__,
+            "onnxscript": onnxscript.__version__, "numpy": np.__version__}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=sorted(MODELS), help="regenerate one model")
@@ -586,14 +614,17 @@ def main() -> None:
 
     manifest_path = OUT_DIR / "manifest.json"
     models = {}
+    # Regenerating one model keeps the others and the versions they were made
+    # with (each entry records its own).
+    versions = package_versions()
     if args.only and manifest_path.exists():
-        models = json.loads(manifest_path.read_text())["models"]
+        old = json.loads(manifest_path.read_text())
+        models = old["models"]
+        versions = old["versions"]
     for name in [args.only] if args.only else MODELS:
         models[name] = generate(name)
     manifest = {
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "torchvision": torchvision.__version__, "onnx": onnx.__version__,
-                     "onnxscript": onnxscript.__version__, "numpy": np.__version__},
+        "versions": versions,
         "opset": OPSET,
         "steps": STEPS,
         "notes": [
