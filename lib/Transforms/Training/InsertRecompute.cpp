@@ -386,6 +386,23 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
       break;
   }
 
+  // Forward ops that are dead already (a value nothing reads) would leave
+  // with the ones recomputation frees below and count as negative extra
+  // flops: they go first.
+  auto eraseDeadForward = [&] {
+    SmallVector<Operation *> live;
+    for (Operation *op : llvm::reverse(forward)) {
+      if (isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
+          op->use_empty() && !isa<ConstantOp>(op)) {
+        forwardSet.erase(op);
+        op->erase();
+      } else {
+        live.push_back(op);
+      }
+    }
+    forward.assign(live.rbegin(), live.rend());
+  };
+  eraseDeadForward();
   int64_t flopsBefore = 0;
   fn.walk([&](Operation *op) { flopsBefore += flopsOf(op); });
   stats.savedBytesBefore += sumBytes(savedBy(backward));
@@ -404,10 +421,7 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
   stats.savedBytesAfter += sumBytes(savedBy(readers));
 
   // Forward ops whose only users were backward ones.
-  for (Operation *op : llvm::reverse(forward))
-    if (isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
-        op->use_empty() && !isa<ConstantOp>(op))
-      op->erase();
+  eraseDeadForward();
 
   int64_t flopsAfter = 0, recomputeFlops = 0;
   fn.walk([&](Operation *op) { flopsAfter += flopsOf(op); });

@@ -17,6 +17,8 @@ func.func @main(%w0: tensor<4x4xf32>, %w1: tensor<4x4xf32>, %x: tensor<8x4xf32>,
   %a1 = cleave.contract %y0, %w1 batch = [] x [] contract = [1] x [0] : tensor<8x4xf32>, tensor<4x4xf32> -> tensor<8x4xf32> loc("/h.1/fc/MatMul")
   %t1 = cleave.unary tanh %a1 : tensor<8x4xf32> loc("/h.1/act/Tanh")
   %y1 = cleave.binary add %y0, %t1 : tensor<8x4xf32> loc("/h.1/Add")
+  // Dead already: erased, and not counted as flops recomputation saved.
+  %dead = cleave.unary exp %x : tensor<8x4xf32> loc("h0.dead")
   // Backward of h1.
   %s1 = cleave.binary mul %t1, %t1 {cleave.backward} : tensor<8x4xf32>
   %g1 = cleave.binary sub %dy, %s1 {cleave.backward} : tensor<8x4xf32>
