@@ -219,6 +219,13 @@ struct Options {
       cl::desc("Generate a loop nest for every convolution instead of "
                "im2col and a library GEMM"),
       cl::cat(category)};
+  cl::opt<bool> noRecognizeComposites{
+      "no-recognize-composites",
+      cl::desc("Keep attention and RMS normalization as the model spells "
+               "them out (matmul-scale-mask-softmax-matmul, "
+               "pow-mean-rsqrt-mul) instead of rewriting them into "
+               "cleave.attention and cleave.rms_norm"),
+      cl::cat(category)};
   cl::opt<bool> noGemmEpilogue{
       "no-gemm-epilogue",
       cl::desc("Keep a matmul's bias add and tanh GELU in generated kernels "
@@ -1287,6 +1294,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   compileOptions.plan.useLibraryGemm = !opts.noLibraryGemm;
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
   compileOptions.convolutionsAsGemm = !opts.directConvolutions;
+  compileOptions.recognizeComposites = !opts.noRecognizeComposites;
   compileOptions.plan.referenceExternalData = !opts.embedWeights;
   compileOptions.plan.drawWeightMatrices = !opts.initParameters.empty();
   compileOptions.cpuRowKernels = opts.cpuRowKernels;
@@ -1520,6 +1528,14 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     } else {
       printPlanStats(*plan, seconds);
     }
+    llvm::StringMap<std::string> meta;
+    for (const auto &[key, value] : plan->metadata)
+      meta[key] = value;
+    if (meta.count("recognized_attention"))
+      driverErrs() << "recognized: " << meta["recognized_attention"]
+                   << " attention, " << meta["recognized_rms_norm"]
+                   << " rms_norm (--no-recognize-composites keeps them "
+                      "spelled out)\n";
     printTimings(importSeconds, timings);
   }
   return 0;
