@@ -225,6 +225,13 @@ struct Options {
                "score matrix instead of the CPU runtime's fused attention "
                "kernels (which hold a tile of the scores at a time)"),
       cl::cat(category)};
+  cl::opt<bool> noRecognizeComposites{
+      "no-recognize-composites",
+      cl::desc("Keep attention and RMS normalization as the model spells "
+               "them out (matmul-scale-mask-softmax-matmul, "
+               "pow-mean-rsqrt-mul) instead of rewriting them into "
+               "cleave.attention and cleave.rms_norm"),
+      cl::cat(category)};
   cl::opt<bool> noGemmEpilogue{
       "no-gemm-epilogue",
       cl::desc("Keep a matmul's bias add and tanh GELU in generated kernels "
@@ -1294,6 +1301,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   compileOptions.plan.useGemmEpilogues = !opts.noGemmEpilogue;
   compileOptions.convolutionsAsGemm = !opts.directConvolutions;
   compileOptions.fusedAttention = !opts.noFusedAttention;
+  compileOptions.recognizeComposites = !opts.noRecognizeComposites;
   compileOptions.plan.referenceExternalData = !opts.embedWeights;
   compileOptions.plan.drawWeightMatrices = !opts.initParameters.empty();
   compileOptions.cpuRowKernels = opts.cpuRowKernels;
@@ -1527,6 +1535,14 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     } else {
       printPlanStats(*plan, seconds);
     }
+    llvm::StringMap<std::string> meta;
+    for (const auto &[key, value] : plan->metadata)
+      meta[key] = value;
+    if (meta.count("recognized_attention"))
+      driverErrs() << "recognized: " << meta["recognized_attention"]
+                   << " attention, " << meta["recognized_rms_norm"]
+                   << " rms_norm (--no-recognize-composites keeps them "
+                      "spelled out)\n";
     printTimings(importSeconds, timings);
   }
   return 0;

@@ -258,11 +258,51 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
 static FailureOr<plan::Plan>
 compileToPlanImpl(ModuleOp module, const CompileOptions &options);
 
+/// Runs --cleave-recognize-composites on an imported program; returns how
+/// many attentions and RMS normalizations it recognized.
+static FailureOr<std::pair<int64_t, int64_t>>
+recognizeComposites(ModuleOp module) {
+  auto count = [&] {
+    std::pair<int64_t, int64_t> n{0, 0};
+    module.walk([&](Operation *op) {
+      n.first += isa<mlir::cleave::AttentionOp>(op);
+      n.second += isa<mlir::cleave::RmsNormOp>(op);
+    });
+    return n;
+  };
+  std::pair<int64_t, int64_t> before = count();
+  PassManager pm(module.getContext());
+  pm.addNestedPass<func::FuncOp>(createRecognizeCompositesPass());
+  if (failed(pm.run(module)))
+    return failure();
+  std::pair<int64_t, int64_t> after = count();
+  return std::pair<int64_t, int64_t>{after.first - before.first,
+                                     after.second - before.second};
+}
+
 FailureOr<plan::Plan> compileToPlan(ModuleOp module,
                                     const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   CompileTimings before = options.timings ? *options.timings : CompileTimings();
+  // After the import phase, so that --phase=import shows the program as
+  // imported; before the training step, so that training and inference
+  // both see the ops.
+  std::optional<std::pair<int64_t, int64_t>> recognized;
+  if (options.recognizeComposites &&
+      options.stopAfter != CompilePhase::Import) {
+    FailureOr<std::pair<int64_t, int64_t>> n = recognizeComposites(module);
+    if (failed(n))
+      return failure();
+    recognized = *n;
+  }
   FailureOr<plan::Plan> plan = compileToPlanImpl(module, options);
+  if (succeeded(plan) && recognized &&
+      options.stopAfter == CompilePhase::Plan) {
+    plan->metadata.push_back(
+        {"recognized_attention", std::to_string(recognized->first)});
+    plan->metadata.push_back(
+        {"recognized_rms_norm", std::to_string(recognized->second)});
+  }
   if (CompileTimings *t = options.timings)
     t->passesSeconds += secondsSince(start) -
                         (t->codegenSeconds - before.codegenSeconds) -

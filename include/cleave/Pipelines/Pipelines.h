@@ -135,6 +135,11 @@ struct CompileOptions {
   /// memory plan, kernel costs and metadata but no kernel object: enough to
   /// report and simulate, in a fraction of the time, not to run.
   bool kernelCode = true;
+  /// Rewrite the spelled-out attention and RMS normalization of the
+  /// imported program into cleave.attention and cleave.rms_norm
+  /// (--cleave-recognize-composites) before anything else; how many goes to
+  /// the plan's metadata (recognized_attention, recognized_rms_norm).
+  bool recognizeComposites = true;
   /// Stop after this phase; `dump` receives the IR of that phase.
   CompilePhase stopAfter = CompilePhase::Plan;
   std::function<void(mlir::Operation *)> dump;

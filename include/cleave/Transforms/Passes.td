@@ -107,6 +107,68 @@ def ConvolutionsToGemmPass : Pass<"cleave-convolutions-to-gemm", "::mlir::func::
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func::FuncOp"> {
+  let summary = "Rewrite spelled-out attention and RMS normalization as ops";
+  let description = [{
+    Finds the forms exporters write for attention and RMS normalization and
+    rewrites each into `cleave.attention` or `cleave.rms_norm`, the ops
+    ONNX's opset-23 `Attention` and `RMSNormalization` import to, so that
+    autodiff, recompute, mixed precision and partitioning see one op.
+
+    Attention: a softmax over the last axis of the rank-4 scores, contracted
+    over the keys with the values. The scores are the product of q and k
+    over their head dimension (through transposes; k may be `B x H x D x S`),
+    times scalar constants (on the scores, or on q and k as PyTorch's SDPA
+    export writes `sqrt(scale)` on both), then masked: a `select` of a
+    constant causal pattern (`j > i + offset`, offset >= 0) and a fill at
+    or below -1e4 (-inf, -1e9, the type's lowest value), an additive
+    constant of that pattern (0 where allowed), an additive constant of
+    zeros (no mask), or any other additive tensor (the bias). Key/value
+    heads repeated for grouped queries (reshape, broadcast, reshape) become
+    the op's grouped heads.
+
+    RMS normalization: `x * rsqrt(mean(x^2) + eps) * scale` over the
+    trailing dimensions, with the square as `pow(x, 2)` or `x * x`, the mean
+    as a sum divided by (or multiplied by the inverse of) the count, the
+    inverse root as `rsqrt`, `reciprocal(sqrt)`, `1 / sqrt` or `x / sqrt`,
+    and the scale optional (ones).
+
+    Anything else stays as it is: a non-constant scale, a mask that is not
+    causal in a `select`, a fill that exp does not take to 0, a softmax
+    over another axis or over a tensor other than the scores, mixed element
+    types, intermediate values read elsewhere.
+
+    ```mlir
+    // Before:
+    %s = cleave.contract %q, %kt batch = [0, 1] x [0, 1] contract = [3] x [2]
+        : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32> -> tensor<2x4x8x8xf32>
+    %c = cleave.constant dense<0.25> : tensor<f32>
+    %cb = cleave.broadcast_in_dim %c dims = [] : tensor<f32> -> tensor<2x4x8x8xf32>
+    %ss = cleave.binary mul %s, %cb : tensor<2x4x8x8xf32>
+    %p = cleave.softmax %ss dim = 3 : tensor<2x4x8x8xf32>
+    %y = cleave.contract %p, %v batch = [0, 1] x [0, 1] contract = [3] x [2]
+        : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x16xf32>
+    // After:
+    %k = cleave.transpose %kt perm = [0, 1, 3, 2]
+        : tensor<2x4x16x8xf32> -> tensor<2x4x8x16xf32>
+    %y = cleave.attention %q, %k, %v scale = 2.500000e-01
+        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+        -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let options = [
+    Option<"attention", "attention", "bool", /*default=*/"true",
+           "Recognize attention">,
+    Option<"rmsNorm", "rms-norm", "bool", /*default=*/"true",
+           "Recognize RMS normalization">,
+  ];
+  let statistics = [
+    Statistic<"numAttention", "attention", "Attentions recognized">,
+    Statistic<"numRmsNorm", "rms-norm", "RMS normalizations recognized">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
 def TestGradientsPass : Pass<"cleave-test-gradients", "::mlir::func::FuncOp"> {
   let summary = "Append the gradients of a scalar function to its results";
   let description = [{
