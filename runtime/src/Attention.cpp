@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Attention.h"
+#include "FastMath.h"
 #include "Gemm.h"
 #include "Half.h"
 
@@ -163,49 +164,6 @@ void store(DType dtype, uint8_t *base, int64_t first, int64_t n,
 #define CLEAVE_ROW_KERNEL
 #endif
 
-/// exp(x) in f32 within about 2 ulp (Cephes' expf: 2^n exp(r) with
-/// |r| <= ln 2 / 2 and a degree-6 polynomial); 0 below -87.3 (and for
-/// -inf), so masked scores give exact zeros. Branch-free, so loops of it
-/// vectorize.
-inline float expOf(float x) {
-  float c = std::min(std::max(x, -87.33654f), 88.37626f);
-  float n = std::floor(c * 1.44269504088896341f + 0.5f);
-  float r = c - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * r * r + r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float two;
-  std::memcpy(&two, &bits, sizeof(two));
-  return x < -87.33654f ? 0.0f : y * two;
-}
-
-/// tanh in f32 (the rational approximation the generated kernels use, see
-/// Gemm.cpp's tanhOf).
-inline float tanhOf(float x) {
-  const float bound = 7.90531110763549805f;
-  float c = std::min(std::max(x, -bound), bound);
-  float c2 = c * c;
-  float p = -2.76076847742355e-16f;
-  p = p * c2 + 2.00018790482477e-13f;
-  p = p * c2 - 8.60467152213735e-11f;
-  p = p * c2 + 5.12229709037114e-08f;
-  p = p * c2 + 1.48572235717979e-05f;
-  p = p * c2 + 6.37261928875436e-04f;
-  p = p * c2 + 4.89352455891786e-03f;
-  float q = 1.19825839466702e-06f;
-  q = q * c2 + 1.18534705686654e-04f;
-  q = q * c2 + 2.26843463243900e-03f;
-  q = q * c2 + 4.89352518554385e-03f;
-  float t = c * p / q;
-  return std::fabs(x) < 0.0004f ? x : t;
-}
-
 /// Reductions keep kLanes partial results (a fixed order, the same for any
 /// thread count) so that they vectorize without reassociating.
 constexpr int64_t kLanes = 16;
@@ -233,13 +191,13 @@ float expShifted(float *s, int64_t n, float m) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) {
-      float e = expOf(s[j + l] - m);
+      float e = expF32(s[j + l] - m);
       s[j + l] = e;
       lanes[l] += e;
     }
   float sum = 0.0f;
   for (; j < n; ++j) {
-    float e = expOf(s[j] - m);
+    float e = expF32(s[j] - m);
     s[j] = e;
     sum += e;
   }
@@ -253,7 +211,7 @@ CLEAVE_ROW_KERNEL
 void capRow(float *s, float *t, int64_t n, float softcap) {
   float inv = 1.0f / softcap;
   for (int64_t j = 0; j < n; ++j) {
-    float th = tanhOf(s[j] * inv);
+    float th = tanhF32(s[j] * inv);
     if (t)
       t[j] = th;
     s[j] = softcap * th;
@@ -399,7 +357,7 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
           std::fill(row, row + cols, 0.0f);
           continue;
         }
-        float alpha = m[r] == kNegInf ? 0.0f : expOf(m[r] - mNew);
+        float alpha = m[r] == kNegInf ? 0.0f : expF32(m[r] - mNew);
         l[r] = l[r] * alpha + expShifted(row, cols, mNew);
         if (alpha != 1.0f)
           scaleRow(acc.data() + r * sh.Dv, sh.Dv, alpha);
@@ -463,7 +421,7 @@ void backwardTasks(void *frame, int64_t begin, int64_t end) {
             float mNew = std::max(m[r], rowMax(row, cols));
             if (mNew == kNegInf)
               continue;
-            float alpha = m[r] == kNegInf ? 0.0f : expOf(m[r] - mNew);
+            float alpha = m[r] == kNegInf ? 0.0f : expF32(m[r] - mNew);
             l[r] = l[r] * alpha + expShifted(row, cols, mNew);
             m[r] = mNew;
           }

@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
+#include "FastMath.h"
 #include "Half.h"
 
 #include <algorithm>
@@ -208,29 +209,8 @@ static SbgemmFn findSbgemm() {
   return fn;
 }
 
-/// tanh in f32 as Eigen's rational approximation (the one MLIR's
-/// polynomial approximation of math.tanh uses too): within a few ulp of
-/// std::tanh, and branch-free, so the epilogue loop vectorizes where a libm
-/// call per element would dominate it.
-static float tanhOf(float x) {
-  const float bound = 7.90531110763549805f; // tanh(bound) rounds to 1.
-  float c = std::min(std::max(x, -bound), bound);
-  float c2 = c * c;
-  float p = -2.76076847742355e-16f;
-  p = p * c2 + 2.00018790482477e-13f;
-  p = p * c2 - 8.60467152213735e-11f;
-  p = p * c2 + 5.12229709037114e-08f;
-  p = p * c2 + 1.48572235717979e-05f;
-  p = p * c2 + 6.37261928875436e-04f;
-  p = p * c2 + 4.89352455891786e-03f;
-  float q = 1.19825839466702e-06f;
-  q = q * c2 + 1.18534705686654e-04f;
-  q = q * c2 + 2.26843463243900e-03f;
-  q = q * c2 + 4.89352518554385e-03f;
-  float t = c * p / q;
-  return std::fabs(x) < 0.0004f ? x : t; // tanh(x) = x to f32 precision.
-}
-
+/// tanh in f32 branch-free (FastMath.h), in f64 from libm.
+static float tanhOf(float x) { return tanhF32(x); }
 static double tanhOf(double x) { return std::tanh(x); }
 
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in T, in the order of

@@ -85,6 +85,10 @@ private:
   /// An If whose condition is known at import time: imports the branch it
   /// takes in place, its outputs becoming the node's.
   LogicalResult importIf(NodeContext &nc);
+  /// The initializers of a branch or body (`what`, for messages) as
+  /// constants.
+  LogicalResult importInitializers(NodeContext &nc, const onnx::GraphProto &g,
+                                   StringRef what);
   /// Imports `body` once with its inputs bound to `inputs`, giving its
   /// outputs; the names it defines are restored to their outer values
   /// afterwards, so the next iteration and the outer graph see theirs.
@@ -487,6 +491,25 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &g,
   return success();
 }
 
+LogicalResult GraphImporter::importInitializers(NodeContext &nc,
+                                               const onnx::GraphProto &g,
+                                               StringRef what) {
+  if (g.sparse_initializer_size() > 0) {
+    nc.error() << what << ": sparse initializers are not supported";
+    return failure();
+  }
+  for (const auto &t : g.initializer()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), nc.loc);
+    auto attr = convertTensorProto(t, modelDir, loc, ctx);
+    if (failed(attr))
+      return failure();
+    TensorEntry &e = tensors[t.name()];
+    e.value = mlir::cleave::ConstantOp::create(nc.b, loc, *attr).getResult();
+    e.known = fromAttr(*attr);
+  }
+  return success();
+}
+
 LogicalResult GraphImporter::importIf(NodeContext &nc) {
   const onnx::NodeProto &node = nc.node;
   const ConstTensor *cond = nc.hasInput(0) ? nc.constInput(0) : nullptr;
@@ -517,20 +540,8 @@ LogicalResult GraphImporter::importIf(NodeContext &nc) {
                << " outputs, the node " << node.output_size();
     return failure();
   }
-  if (branch->sparse_initializer_size() > 0) {
-    nc.error() << which << ": sparse initializers are not supported";
-    return failure();
-  }
-  for (const auto &t : branch->initializer()) {
-    Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), nc.loc);
-    auto attr = convertTensorProto(t, modelDir, loc, ctx);
-    if (failed(attr))
-      return failure();
-    TensorEntry &e = tensors[t.name()];
-    e.value = mlir::cleave::ConstantOp::create(nc.b, loc, *attr).getResult();
-    e.known = fromAttr(*attr);
-  }
-  if (failed(importNodes(*branch, nc.b)))
+  if (failed(importInitializers(nc, *branch, which)) ||
+      failed(importNodes(*branch, nc.b)))
     return failure();
   for (int k = 0; k < node.output_size(); ++k) {
     if (node.output(k).empty())
@@ -557,10 +568,6 @@ LogicalResult GraphImporter::importBody(NodeContext &nc,
                << inputs.size();
     return failure();
   }
-  if (body.sparse_initializer_size() > 0) {
-    nc.error() << "body: sparse initializers are not supported";
-    return failure();
-  }
   // The names the body defines, with what they meant outside.
   llvm::StringMap<std::optional<TensorEntry>> saved;
   auto save = [&](const std::string &name) {
@@ -579,16 +586,8 @@ LogicalResult GraphImporter::importBody(NodeContext &nc,
       save(out);
   for (auto [k, in] : llvm::enumerate(body.input()))
     tensors[in.name()] = inputs[k];
-  for (const auto &t : body.initializer()) {
-    Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), nc.loc);
-    auto attr = convertTensorProto(t, modelDir, loc, ctx);
-    if (failed(attr))
-      return failure();
-    TensorEntry &e = tensors[t.name()];
-    e.value = mlir::cleave::ConstantOp::create(nc.b, loc, *attr).getResult();
-    e.known = fromAttr(*attr);
-  }
-  if (failed(importNodes(body, nc.b)))
+  if (failed(importInitializers(nc, body, "body")) ||
+      failed(importNodes(body, nc.b)))
     return failure();
   outputs.clear();
   for (const auto &out : body.output()) {

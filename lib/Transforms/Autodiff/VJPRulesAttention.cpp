@@ -40,7 +40,10 @@ static Value groupHeads(Emitter &e, Value x, int64_t group) {
   return e.reshape(x, {s[0], s[1] / group, group, s[2], s[3]});
 }
 
-AttentionOperands AttentionOperands::of(AttentionOp op) {
+/// The operands and attributes attention and attention_grad share, with
+/// `result` the attention's result (or the gradient's `out`).
+template <typename OpTy>
+static AttentionOperands operandsOf(OpTy op, Value result) {
   AttentionOperands a;
   a.q = op.getQ();
   a.k = op.getK();
@@ -51,24 +54,17 @@ AttentionOperands AttentionOperands::of(AttentionOp op) {
   a.causal = op.getCausal();
   // The I64Attr getter is unsigned: read the offset signed.
   a.causalOffset = static_cast<int64_t>(op.getCausalOffset());
-  a.resultShape.assign(Emitter::typeOf(op.getResult()).getShape().begin(),
-                       Emitter::typeOf(op.getResult()).getShape().end());
+  ArrayRef<int64_t> shape = Emitter::typeOf(result).getShape();
+  a.resultShape.assign(shape.begin(), shape.end());
   return a;
 }
 
+AttentionOperands AttentionOperands::of(AttentionOp op) {
+  return operandsOf(op, op.getResult());
+}
+
 AttentionOperands AttentionOperands::of(AttentionGradOp op) {
-  AttentionOperands a;
-  a.q = op.getQ();
-  a.k = op.getK();
-  a.v = op.getV();
-  a.bias = op.getBias();
-  a.scale = op.getScale().convertToDouble();
-  a.softcap = op.getSoftcap().convertToDouble();
-  a.causal = op.getCausal();
-  a.causalOffset = static_cast<int64_t>(op.getCausalOffset());
-  a.resultShape.assign(Emitter::typeOf(op.getOut()).getShape().begin(),
-                       Emitter::typeOf(op.getOut()).getShape().end());
-  return a;
+  return operandsOf(op, op.getOut());
 }
 
 int64_t AttentionOperands::groupSize() const {
