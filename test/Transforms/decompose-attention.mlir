@@ -25,15 +25,17 @@ func.func @gqa(%q: tensor<2x8x16x4xf32>, %k: tensor<2x2x12x4xf32>, %v: tensor<2x
 
 // bf16 operands: the scores come out of the contraction in f32, the
 // softmax is f32, and the probabilities are rounded to bf16 for the second
-// product. Without a bias or a negative offset no row can lose every key,
-// so there is no zeroing select.
+// product, which accumulates in f32 (a mixed-precision library GEMM) and is
+// rounded to bf16 once. Without a bias or a negative offset no row can lose
+// every key, so there is no zeroing select.
 // CHECK-LABEL: func.func @bf16
 func.func @bf16(%q: tensor<1x2x8x4xbf16>) -> tensor<1x2x8x4xbf16> {
   // CHECK: cleave.contract {{.*}} : tensor<1x2x1x8x4xbf16>, tensor<1x2x8x4xbf16> -> tensor<1x2x1x8x8xf32>
   // CHECK: %[[P:.*]] = cleave.softmax %{{.*}} dim = 4 : tensor<1x2x1x8x8xf32>
   // CHECK-NOT: cleave.reduce
   // CHECK: %[[PL:.*]] = cleave.convert %[[P]] : tensor<1x2x1x8x8xf32> -> tensor<1x2x1x8x8xbf16>
-  // CHECK: cleave.contract %[[PL]], %{{.*}} {{.*}} -> tensor<1x2x1x8x4xbf16>
+  // CHECK: %[[Y:.*]] = cleave.contract %[[PL]], %{{.*}} {{.*}} -> tensor<1x2x1x8x4xf32>
+  // CHECK: cleave.convert %[[Y]] : tensor<1x2x1x8x4xf32> -> tensor<1x2x1x8x4xbf16>
   %0 = cleave.attention %q, %q, %q scale = 0.5 causal : (tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>) -> tensor<1x2x8x4xbf16>
   return %0 : tensor<1x2x8x4xbf16>
 }

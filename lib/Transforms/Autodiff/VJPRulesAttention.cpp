@@ -146,16 +146,18 @@ Value attentionOutput(Emitter &e, const AttentionOperands &op,
   RankedTensorType pType = Emitter::typeOf(parts.probs);
   ArrayRef<int64_t> p = pType.getShape();
   // [B, Hkv] x (G, Sq) x (Dv): contract the keys. Low-precision values
-  // take the probabilities rounded to their type.
-  Value probs = e.convert(parts.probs, vType.getElementType());
-  auto outType =
-      RankedTensorType::get({p[0], p[1], p[2], p[3], vType.getDimSize(3)},
-                            vType.getElementType());
+  // take the probabilities rounded to their type; the product accumulates in
+  // the scores' type (f32) and is rounded once, as a mixed-precision library
+  // GEMM computes it.
+  Type ve = vType.getElementType();
+  Value probs = e.convert(parts.probs, ve);
+  auto outType = RankedTensorType::get(
+      {p[0], p[1], p[2], p[3], vType.getDimSize(3)}, pType.getElementType());
   Value y = ContractOp::create(e.b, e.loc, outType, probs, op.v,
                                ArrayRef<int64_t>{0, 1},
                                ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
                                ArrayRef<int64_t>{2});
-  return e.reshape(y, op.resultShape);
+  return e.reshape(e.convert(y, ve), op.resultShape);
 }
 
 AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
