@@ -346,12 +346,14 @@ LogicalResult convertRotaryEmbedding(NodeContext &ctx) {
     Value ids = ctx.input(3);
     if (!ids)
       return failure();
-    if (rankOf(ids) != 2 || shapeOf(ids)[0] != xs[0] ||
-        shapeOf(ids)[1] != xs[2] || rankOf(cosCache) != 2) {
+    if (!elemOf(ids).isInteger(64) || rankOf(ids) != 2 ||
+        shapeOf(ids)[0] != xs[0] || shapeOf(ids)[1] != xs[2] ||
+        rankOf(cosCache) != 2 || rankOf(sinCache) != 2) {
       ctx.error() << "position_ids " << ids.getType()
-                  << " must be batch x sequence " << xs[0] << "x" << xs[2]
-                  << ", with 2-D caches, got cos_cache "
-                  << cosCache.getType();
+                  << " must be int64 batch x sequence " << xs[0] << "x"
+                  << xs[2] << ", with 2-D caches, got cos_cache "
+                  << cosCache.getType() << " and sin_cache "
+                  << sinCache.getType();
       return failure();
     }
     auto gather = [&](Value cache) -> Value {

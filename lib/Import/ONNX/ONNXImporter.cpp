@@ -639,6 +639,25 @@ static Value stack(NodeContext &nc, SmallVector<Value> steps, int64_t axis,
       .getResult();
 }
 
+/// Appends one iteration's value of the body's scan output `index` to
+/// `steps`; every iteration's must have the first one's type (they are
+/// stacked).
+static LogicalResult appendStep(NodeContext &nc, const onnx::GraphProto &body,
+                                int index, SmallVectorImpl<TensorEntry> &outputs,
+                                SmallVectorImpl<Value> &steps) {
+  Value v = valueOf(nc, outputs[index]);
+  if (!v)
+    return failure();
+  if (!steps.empty() && v.getType() != steps.front().getType()) {
+    nc.error() << "scan output '" << body.output(index).name()
+               << "' changes type between iterations ("
+               << steps.front().getType() << ", then " << v.getType() << ")";
+    return failure();
+  }
+  steps.push_back(v);
+  return success();
+}
+
 /// The most iterations an unrolled Loop may take.
 static constexpr int64_t kMaxUnrolledIterations = 4096;
 
@@ -686,8 +705,10 @@ LogicalResult GraphImporter::importLoop(NodeContext &nc) {
   SmallVector<TensorEntry> carried;
   for (int k = 0; k < numCarried; ++k) {
     TensorEntry *e = nc.lookup(node.input(2 + k));
-    if (!e)
+    if (!e) {
+      nc.error() << "loop-carried input " << k << " is missing";
       return failure();
+    }
     carried.push_back(*e);
   }
   SmallVector<SmallVector<Value>> scans(numScans);
@@ -720,19 +741,9 @@ LogicalResult GraphImporter::importLoop(NodeContext &nc) {
     cond = outputs[0].known->getI(0) != 0;
     for (int k = 0; k < numCarried; ++k)
       carried[k] = outputs[1 + k];
-    for (int k = 0; k < numScans; ++k) {
-      Value v = valueOf(nc, outputs[1 + numCarried + k]);
-      if (!v)
+    for (int k = 0; k < numScans; ++k)
+      if (failed(appendStep(nc, *body, 1 + numCarried + k, outputs, scans[k])))
         return failure();
-      if (!scans[k].empty() && v.getType() != scans[k].front().getType()) {
-        nc.error() << "scan output '" << body->output(1 + numCarried + k).name()
-                   << "' changes type between iterations ("
-                   << scans[k].front().getType() << ", then " << v.getType()
-                   << ")";
-        return failure();
-      }
-      scans[k].push_back(v);
-    }
   }
   if (i == 0 && numScans > 0) {
     nc.error() << "runs no iteration, so its scan outputs have no known shape";
@@ -793,8 +804,10 @@ LogicalResult GraphImporter::importScan(NodeContext &nc) {
   SmallVector<TensorEntry> states;
   for (int k = 0; k < numStates; ++k) {
     TensorEntry *e = nc.lookup(node.input(k));
-    if (!e)
+    if (!e) {
+      nc.error() << "state input " << k << " is missing";
       return failure();
+    }
     states.push_back(*e);
   }
   SmallVector<Value> scanInputs;
@@ -845,12 +858,9 @@ LogicalResult GraphImporter::importScan(NodeContext &nc) {
       return failure();
     for (int k = 0; k < numStates; ++k)
       states[k] = outputs[k];
-    for (int k = 0; k < numScanOutputs; ++k) {
-      Value v = valueOf(nc, outputs[numStates + k]);
-      if (!v)
+    for (int k = 0; k < numScanOutputs; ++k)
+      if (failed(appendStep(nc, *body, numStates + k, outputs, scans[k])))
         return failure();
-      scans[k].push_back(v);
-    }
   }
   for (int k = 0; k < numStates; ++k)
     if (k < node.output_size() && !node.output(k).empty())

@@ -135,3 +135,8 @@ scan_body = helper.make_graph(
 save("scan_reverse", [helper.make_node("Scan", ["s0", "x"], ["s", "ys"], num_scan_inputs=1,
                                        scan_input_directions=[1], scan_output_axes=[1], body=scan_body)],
      [vi("s0", F, [4]), vi("x", F, [3, 4])], [vi("s", F, [4]), vi("ys", F, [4, 3])])
+# A 1-D sin_cache beside position ids: refused by name (it was read past its
+# rank).
+save("rotary_sin_rank", [helper.make_node("RotaryEmbedding", ["x", "c", "s", "p"], ["y"], name="rope1")],
+     [vi("x", F, [1, 2, 3, 8]), vi("c", F, [16, 4]), vi("s", F, [4]), vi("p", I64, [1, 3])],
+     [vi("y", F, [1, 2, 3, 8])], opset=23)
