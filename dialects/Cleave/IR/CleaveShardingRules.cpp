@@ -655,58 +655,79 @@ ShardingRule RmsNormOp::getShardingRule() {
   return normalizationRule(*this, getAxis(), /*numScales=*/1);
 }
 
+namespace {
+/// The factors attention and attention_grad share: batch, key/value heads,
+/// the query heads of each group (-1 when a group is one head), queries and
+/// keys.
+struct AttentionFactors {
+  int64_t b, kvHeads, groupHeads, sq, skv;
+
+  /// Dimension 1 of a query-shaped operand or result (q, the result, its
+  /// cotangent, dq): key/value heads major, the group's query heads minor,
+  /// so a group's query heads stay with their key/value head.
+  void mapQueryHeads(ShardingRule &rule, bool isResult, unsigned index) const {
+    for (int64_t f : {kvHeads, groupHeads})
+      if (f >= 0)
+        isResult ? rule.mapResult(index, 1, f) : rule.mapOperand(index, 1, f);
+  }
+  /// A bias (operand `index`) maps its full-size dimensions only.
+  void mapBias(ShardingRule &rule, unsigned index, ArrayRef<int64_t> m) const {
+    if (m[0] != 1)
+      rule.mapOperand(index, 0, b);
+    if (m[1] != 1)
+      mapQueryHeads(rule, false, index);
+    if (m[2] != 1)
+      rule.mapOperand(index, 2, sq);
+    rule.mapOperand(index, 3, skv);
+  }
+};
+
+/// Adds the shared factors of an attention with these q and k; queries are
+/// parallel unless `queriesNeedReplication`.
+template <typename OpTy>
+AttentionFactors addAttentionFactors(ShardingRule &rule, OpTy op,
+                                     bool queriesNeedReplication) {
+  ArrayRef<int64_t> q = shapeOf(op.getQ()), k = shapeOf(op.getK());
+  int64_t group = op.getGroupSize();
+  AttentionFactors f;
+  f.b = rule.addFactor(q[0]);
+  f.kvHeads = rule.addFactor(k[1]);
+  f.groupHeads = group > 1 ? rule.addFactor(group) : -1;
+  f.sq = rule.addFactor(q[2], queriesNeedReplication
+                                  ? FactorKind::NeedReplication
+                                  : FactorKind::Parallel);
+  f.skv = rule.addFactor(k[2], FactorKind::NeedReplication);
+  return f;
+}
+} // namespace
+
 ShardingRule AttentionOp::getShardingRule() {
-  // Batch and heads are parallel: the heads of q and the result split into
-  // the key/value heads (major) and the query heads of each group (minor),
-  // so a group's query heads stay with their key/value head. The keys and
-  // the head size are read whole (the softmax and the scores); queries are
+  // Batch and heads are parallel (AttentionFactors). The keys and the head
+  // size are read whole (the softmax and the scores); queries are
   // independent rows unless a causal mask ties them to their positions.
   // The value head size is parallel.
   ShardingRule rule = ShardingRule::forOp(*this);
-  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()),
-                    v = shapeOf(getV());
-  int64_t group = getGroupSize();
-  int64_t b = rule.addFactor(q[0]);
-  int64_t kvHeads = rule.addFactor(k[1]);
-  int64_t groupHeads = group > 1 ? rule.addFactor(group) : -1;
-  int64_t sq = rule.addFactor(q[2], getCausal() ? FactorKind::NeedReplication
-                                                : FactorKind::Parallel);
-  int64_t skv = rule.addFactor(k[2], FactorKind::NeedReplication);
+  AttentionFactors f = addAttentionFactors(rule, *this, getCausal());
+  ArrayRef<int64_t> q = shapeOf(getQ()), v = shapeOf(getV());
   int64_t d = rule.addFactor(q[3], FactorKind::NeedReplication);
   int64_t dv = rule.addFactor(v[3]);
-  auto mapHeads = [&](bool isResult, unsigned index) {
-    auto map = [&](int64_t f) {
-      isResult ? rule.mapResult(index, 1, f) : rule.mapOperand(index, 1, f);
-    };
-    map(kvHeads);
-    if (groupHeads >= 0)
-      map(groupHeads);
-  };
   for (unsigned i : {0u, 1u, 2u})
-    rule.mapOperand(i, 0, b);
-  mapHeads(false, 0);
-  rule.mapOperand(1, 1, kvHeads);
-  rule.mapOperand(2, 1, kvHeads);
-  rule.mapOperand(0, 2, sq);
-  rule.mapOperand(1, 2, skv);
-  rule.mapOperand(2, 2, skv);
+    rule.mapOperand(i, 0, f.b);
+  f.mapQueryHeads(rule, false, 0);
+  rule.mapOperand(1, 1, f.kvHeads);
+  rule.mapOperand(2, 1, f.kvHeads);
+  rule.mapOperand(0, 2, f.sq);
+  rule.mapOperand(1, 2, f.skv);
+  rule.mapOperand(2, 2, f.skv);
   rule.mapOperand(0, 3, d);
   rule.mapOperand(1, 3, d);
   rule.mapOperand(2, 3, dv);
-  rule.mapResult(0, 0, b);
-  mapHeads(true, 0);
-  rule.mapResult(0, 2, sq);
+  rule.mapResult(0, 0, f.b);
+  f.mapQueryHeads(rule, true, 0);
+  rule.mapResult(0, 2, f.sq);
   rule.mapResult(0, 3, dv);
-  if (Value bias = getBias()) {
-    ArrayRef<int64_t> m = shapeOf(bias);
-    if (m[0] != 1)
-      rule.mapOperand(3, 0, b);
-    if (m[1] != 1)
-      mapHeads(false, 3);
-    if (m[2] != 1)
-      rule.mapOperand(3, 2, sq);
-    rule.mapOperand(3, 3, skv);
-  }
+  if (Value bias = getBias())
+    f.mapBias(rule, 3, shapeOf(bias));
   return rule;
 }
 
@@ -715,36 +736,23 @@ ShardingRule AttentionGradOp::getShardingRule() {
   // gradient sums over what the others keep (dq over the keys, dk and dv
   // over the queries, dq and dk over the value head size).
   ShardingRule rule = ShardingRule::forOp(*this);
-  ArrayRef<int64_t> q = shapeOf(getQ()), k = shapeOf(getK()),
-                    v = shapeOf(getV());
-  int64_t group = getGroupSize();
-  int64_t b = rule.addFactor(q[0]);
-  int64_t kvHeads = rule.addFactor(k[1]);
-  int64_t groupHeads = group > 1 ? rule.addFactor(group) : -1;
-  int64_t sq = rule.addFactor(q[2], FactorKind::NeedReplication);
-  int64_t skv = rule.addFactor(k[2], FactorKind::NeedReplication);
+  AttentionFactors f = addAttentionFactors(rule, *this, true);
+  ArrayRef<int64_t> q = shapeOf(getQ()), v = shapeOf(getV());
   int64_t d = rule.addFactor(q[3], FactorKind::NeedReplication);
   int64_t dv = rule.addFactor(v[3], FactorKind::NeedReplication);
-  auto mapQueryHeads = [&](bool isResult, unsigned index) {
-    auto map = [&](int64_t f) {
-      isResult ? rule.mapResult(index, 1, f) : rule.mapOperand(index, 1, f);
-    };
-    map(kvHeads);
-    if (groupHeads >= 0)
-      map(groupHeads);
-  };
   // Operands q, k, v, out, dout, [bias]; results dq, dk, dv.
   auto mapLike = [&](bool isResult, unsigned index, char what) {
-    auto map = [&](int64_t dim, int64_t f) {
-      isResult ? rule.mapResult(index, dim, f)
-               : rule.mapOperand(index, dim, f);
+    auto map = [&](int64_t dim, int64_t factor) {
+      isResult ? rule.mapResult(index, dim, factor)
+               : rule.mapOperand(index, dim, factor);
     };
-    map(0, b);
-    if (what == 'q' || what == 'o')
-      mapQueryHeads(isResult, index);
+    bool queries = what == 'q' || what == 'o';
+    map(0, f.b);
+    if (queries)
+      f.mapQueryHeads(rule, isResult, index);
     else
-      map(1, kvHeads);
-    map(2, what == 'q' || what == 'o' ? sq : skv);
+      map(1, f.kvHeads);
+    map(2, queries ? f.sq : f.skv);
     map(3, what == 'v' || what == 'o' ? dv : d);
   };
   mapLike(false, 0, 'q');
@@ -755,16 +763,8 @@ ShardingRule AttentionGradOp::getShardingRule() {
   mapLike(true, 0, 'q');
   mapLike(true, 1, 'k');
   mapLike(true, 2, 'v');
-  if (Value bias = getBias()) {
-    ArrayRef<int64_t> m = shapeOf(bias);
-    if (m[0] != 1)
-      rule.mapOperand(5, 0, b);
-    if (m[1] != 1)
-      mapQueryHeads(false, 5);
-    if (m[2] != 1)
-      rule.mapOperand(5, 2, sq);
-    rule.mapOperand(5, 3, skv);
-  }
+  if (Value bias = getBias())
+    f.mapBias(rule, 5, shapeOf(bias));
   return rule;
 }
 
