@@ -1541,7 +1541,8 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     if (meta.count("recognized_attention"))
       driverErrs() << "recognized: " << meta["recognized_attention"]
                    << " attention, " << meta["recognized_rms_norm"]
-                   << " rms_norm (--no-recognize-composites keeps them "
+                   << " rms_norm, " << meta["recognized_silu"]
+                   << " silu (--no-recognize-composites keeps them "
                       "spelled out)\n";
     printTimings(importSeconds, timings);
   }

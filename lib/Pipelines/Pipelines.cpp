@@ -258,26 +258,33 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
 static FailureOr<plan::Plan>
 compileToPlanImpl(ModuleOp module, const CompileOptions &options);
 
+/// How many of each composite --cleave-recognize-composites made.
+struct RecognizedCounts {
+  int64_t attention = 0, rmsNorm = 0, silu = 0;
+};
+
 /// Runs --cleave-recognize-composites on an imported program; returns how
-/// many attentions and RMS normalizations it recognized.
-static FailureOr<std::pair<int64_t, int64_t>>
-recognizeComposites(ModuleOp module) {
+/// many attentions, RMS normalizations and SiLUs it recognized.
+static FailureOr<RecognizedCounts> recognizeComposites(ModuleOp module) {
   auto count = [&] {
-    std::pair<int64_t, int64_t> n{0, 0};
+    RecognizedCounts n;
     module.walk([&](Operation *op) {
-      n.first += isa<mlir::cleave::AttentionOp>(op);
-      n.second += isa<mlir::cleave::RmsNormOp>(op);
+      n.attention += isa<mlir::cleave::AttentionOp>(op);
+      n.rmsNorm += isa<mlir::cleave::RmsNormOp>(op);
+      auto unary = dyn_cast<mlir::cleave::UnaryOp>(op);
+      n.silu += unary && unary.getKind() == mlir::cleave::UnaryKind::silu;
     });
     return n;
   };
-  std::pair<int64_t, int64_t> before = count();
+  RecognizedCounts before = count();
   PassManager pm(module.getContext());
   pm.addNestedPass<func::FuncOp>(createRecognizeCompositesPass());
   if (failed(pm.run(module)))
     return failure();
-  std::pair<int64_t, int64_t> after = count();
-  return std::pair<int64_t, int64_t>{after.first - before.first,
-                                     after.second - before.second};
+  RecognizedCounts after = count();
+  return RecognizedCounts{after.attention - before.attention,
+                          after.rmsNorm - before.rmsNorm,
+                          after.silu - before.silu};
 }
 
 FailureOr<plan::Plan> compileToPlan(ModuleOp module,
@@ -287,10 +294,10 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   // After the import phase, so that --phase=import shows the program as
   // imported; before the training step, so that training and inference
   // both see the ops.
-  std::optional<std::pair<int64_t, int64_t>> recognized;
+  std::optional<RecognizedCounts> recognized;
   if (options.recognizeComposites &&
       options.stopAfter != CompilePhase::Import) {
-    FailureOr<std::pair<int64_t, int64_t>> n = recognizeComposites(module);
+    FailureOr<RecognizedCounts> n = recognizeComposites(module);
     if (failed(n))
       return failure();
     recognized = *n;
@@ -299,9 +306,11 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   if (succeeded(plan) && recognized &&
       options.stopAfter == CompilePhase::Plan) {
     plan->metadata.push_back(
-        {"recognized_attention", std::to_string(recognized->first)});
+        {"recognized_attention", std::to_string(recognized->attention)});
     plan->metadata.push_back(
-        {"recognized_rms_norm", std::to_string(recognized->second)});
+        {"recognized_rms_norm", std::to_string(recognized->rmsNorm)});
+    plan->metadata.push_back(
+        {"recognized_silu", std::to_string(recognized->silu)});
   }
   if (CompileTimings *t = options.timings)
     t->passesSeconds += secondsSince(start) -

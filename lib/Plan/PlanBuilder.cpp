@@ -37,6 +37,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -60,10 +61,18 @@ static FailureOr<plan::DType> toDType(Type t) {
   if (t.isF64()) return plan::DType::F64;
   if (t.isF16()) return plan::DType::F16;
   if (t.isBF16()) return plan::DType::BF16;
+  if (isa<Float8E4M3FNType>(t)) return plan::DType::F8E4M3FN;
+  if (isa<Float8E4M3FNUZType>(t)) return plan::DType::F8E4M3FNUZ;
+  if (isa<Float8E5M2Type>(t)) return plan::DType::F8E5M2;
+  if (isa<Float8E5M2FNUZType>(t)) return plan::DType::F8E5M2FNUZ;
+  if (isa<Float8E8M0FNUType>(t)) return plan::DType::F8E8M0;
+  if (isa<Float4E2M1FNType>(t)) return plan::DType::F4E2M1;
   if (auto it = dyn_cast<IntegerType>(t)) {
     bool u = it.isUnsigned();
     switch (it.getWidth()) {
     case 1: return plan::DType::Bool;
+    case 2: return u ? plan::DType::U2 : plan::DType::I2;
+    case 4: return u ? plan::DType::U4 : plan::DType::I4;
     case 8: return u ? plan::DType::U8 : plan::DType::I8;
     case 16: return u ? plan::DType::U16 : plan::DType::I16;
     case 32: return u ? plan::DType::U32 : plan::DType::I32;
@@ -94,10 +103,12 @@ static FailureOr<std::vector<uint8_t>> constantBytes(ElementsAttr value) {
   if (!dense)
     return failure();
   Type et = type.getElementType();
-  unsigned width = et.isInteger(1) ? 8 : et.getIntOrFloatBitWidth();
+  // bool and the 4- and 2-bit types take a byte, their bits low, the rest
+  // zero (plan::DType).
+  unsigned width = std::max(8u, et.getIntOrFloatBitWidth());
   size_t elemBytes = width / 8, i = 0;
   auto put = [&](const APInt &v) {
-    APInt ext = et.isInteger(1) ? v.zext(8) : v;
+    APInt ext = v.getBitWidth() < 8 ? v.zext(8) : v;
     for (size_t b = 0; b < elemBytes; ++b)
       bytes[i * elemBytes + b] =
           static_cast<uint8_t>(ext.extractBitsAsZExtValue(8, 8 * b));
@@ -114,7 +125,7 @@ static FailureOr<std::vector<uint8_t>> constantBytes(ElementsAttr value) {
 }
 
 static bool isElementwise(Operation *op) {
-  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp,
+  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp, BitcastOp,
              BroadcastInDimOp>(op);
 }
 
@@ -481,6 +492,10 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
   if (failed(dtype))
     return op->emitOpError() << "communicates " << type.getElementType()
                              << " elements, which plans cannot hold";
+  bool reduces = isa<AllReduceOp, ReduceScatterOp>(op.getOperation());
+  if (reduces && (plan::isNarrowFloat(*dtype) || plan::dtypeBits(*dtype) < 8))
+    return op->emitOpError() << "reduces " << type.getElementType()
+                             << " elements; reduce in a wider type";
   info.dtype = *dtype;
   info.count = type.getNumElements();
   ArrayRef<int64_t> shape = type.getShape();

@@ -97,6 +97,26 @@ LogicalResult miss(Operation *op, StringRef why) {
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// x * sigmoid(x) (either order) as `cleave.unary silu`, whose VJP keeps x
+/// alone instead of x and the sigmoid. The sigmoid stays if read elsewhere.
+bool recognizeSilu(BinaryOp op) {
+  if (op.getKind() != BinaryKind::mul)
+    return false;
+  for (int i = 0; i < 2; ++i) {
+    Value x = op->getOperand(i);
+    auto sigmoid = op->getOperand(1 - i).getDefiningOp<UnaryOp>();
+    if (!sigmoid || sigmoid.getKind() != UnaryKind::sigmoid ||
+        sigmoid.getOperand() != x || x.getType() != op.getType())
+      continue;
+    OpBuilder b(op);
+    Value silu = UnaryOp::create(b, op.getLoc(), UnaryKind::silu, x);
+    op.getResult().replaceAllUsesWith(silu);
+    ::cleave::recognize::eraseDead({op.getOperation()});
+    return true;
+  }
+  return false;
+}
+
 struct RecognizeCompositesPass
     : ::cleave::impl::RecognizeCompositesPassBase<RecognizeCompositesPass> {
   using RecognizeCompositesPassBase::RecognizeCompositesPassBase;
@@ -109,6 +129,13 @@ struct RecognizeCompositesPass
         if (::cleave::recognize::recognizeAttention(op))
           ++numAttention;
       }
+    }
+    if (silu) {
+      SmallVector<BinaryOp> products;
+      getOperation().walk([&](BinaryOp op) { products.push_back(op); });
+      for (BinaryOp op : products)
+        if (recognizeSilu(op))
+          ++numSilu;
     }
     if (rmsNorm) {
       SmallVector<ReduceOp> reductions;

@@ -255,6 +255,16 @@ static const char *descrFor(DType dtype) {
   case DType::U32: return "<u4";
   case DType::U64: return "<u8";
   case DType::Bool: return "|b1";
+  case DType::I4:
+  case DType::I2: return "|i1";
+  case DType::U4:
+  case DType::U2: return "|u1";
+  case DType::F8E4M3FN:
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2:
+  case DType::F8E5M2FNUZ:
+  case DType::F4E2M1:
+  case DType::F8E8M0: return "<f4";
   }
   return "|u1";
 }
@@ -281,6 +291,20 @@ std::vector<uint8_t> encodeNpy(DType dtype, const std::vector<int64_t> &shape,
     for (size_t i = 0; i + 1 < bytes; i += 2) {
       // bfloat16 is the high half of a float32.
       out.insert(out.end(), {0, 0, src[i], src[i + 1]});
+    }
+  } else if (plan::isNarrowFloat(dtype) || plan::dtypeBits(dtype) < 8) {
+    // numpy has no float8/float4/int4/int2: widened to float32, int8 or
+    // uint8 by value.
+    for (size_t i = 0; i < bytes; ++i) {
+      double v = plan::narrowValue(dtype, src[i]);
+      if (plan::isNarrowFloat(dtype)) {
+        float f = static_cast<float>(v);
+        uint8_t w[4];
+        std::memcpy(w, &f, 4);
+        out.insert(out.end(), w, w + 4);
+      } else {
+        out.push_back(static_cast<uint8_t>(static_cast<int8_t>(v)));
+      }
     }
   } else {
     out.insert(out.end(), src, src + bytes);

@@ -20,6 +20,7 @@
 #include "cleave/PlanFormat.h"
 #include "cleave/FileUtil.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -46,8 +47,95 @@ size_t dtypeSize(DType t) {
   case DType::U32: return 4;
   case DType::U64: return 8;
   case DType::BF16: return 2;
+  case DType::F8E4M3FN:
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2:
+  case DType::F8E5M2FNUZ:
+  case DType::U4:
+  case DType::I4:
+  case DType::F4E2M1:
+  case DType::F8E8M0:
+  case DType::U2:
+  case DType::I2: return 1;
   }
   return 0;
+}
+
+unsigned dtypeBits(DType t) {
+  switch (t) {
+  case DType::U4:
+  case DType::I4:
+  case DType::F4E2M1: return 4;
+  case DType::U2:
+  case DType::I2: return 2;
+  default: return static_cast<unsigned>(8 * dtypeSize(t));
+  }
+}
+
+bool isNarrowFloat(DType t) {
+  switch (t) {
+  case DType::F8E4M3FN:
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2:
+  case DType::F8E5M2FNUZ:
+  case DType::F4E2M1:
+  case DType::F8E8M0: return true;
+  default: return false;
+  }
+}
+
+namespace {
+/// The layout of a small binary float: exponent and mantissa widths, the
+/// exponent bias, and how it spells infinities and NaNs.
+struct SmallFloat {
+  int expBits, manBits, bias;
+  enum Special { IEEE, NanAllOnes, NanNegZero, None } special;
+};
+} // namespace
+
+/// Decodes sign, exponent and mantissa; exact in a double.
+static double decodeSmallFloat(SmallFloat f, uint8_t bits) {
+  int total = 1 + f.expBits + f.manBits;
+  bool neg = (bits >> (total - 1)) & 1;
+  int e = (bits >> f.manBits) & ((1 << f.expBits) - 1);
+  int m = bits & ((1 << f.manBits) - 1);
+  int expMax = (1 << f.expBits) - 1;
+  switch (f.special) {
+  case SmallFloat::IEEE: // float8e5m2: all-ones exponent is inf or NaN.
+    if (e == expMax)
+      return m ? std::nan("") : (neg ? -HUGE_VAL : HUGE_VAL);
+    break;
+  case SmallFloat::NanAllOnes: // float8e4m3fn: S.1111.111 is NaN.
+    if (e == expMax && m == (1 << f.manBits) - 1)
+      return std::nan("");
+    break;
+  case SmallFloat::NanNegZero: // The fnuz types: the negative zero is NaN.
+    if (neg && e == 0 && m == 0)
+      return std::nan("");
+    break;
+  case SmallFloat::None:
+    break;
+  }
+  double v = e == 0 ? std::ldexp(m, 1 - f.bias - f.manBits)
+                    : std::ldexp((1 << f.manBits) | m, e - f.bias - f.manBits);
+  return neg ? -v : v;
+}
+
+double narrowValue(DType t, uint8_t bits) {
+  switch (t) {
+  case DType::F8E4M3FN: return decodeSmallFloat({4, 3, 7, SmallFloat::NanAllOnes}, bits);
+  case DType::F8E4M3FNUZ: return decodeSmallFloat({4, 3, 8, SmallFloat::NanNegZero}, bits);
+  case DType::F8E5M2: return decodeSmallFloat({5, 2, 15, SmallFloat::IEEE}, bits);
+  case DType::F8E5M2FNUZ: return decodeSmallFloat({5, 2, 16, SmallFloat::NanNegZero}, bits);
+  case DType::F4E2M1: return decodeSmallFloat({2, 1, 1, SmallFloat::None}, bits & 0xf);
+  case DType::F8E8M0: // A bare exponent: 2^(bits - 127); 0xff is NaN.
+    return bits == 0xff ? std::nan("") : std::ldexp(1.0, int(bits) - 127);
+  case DType::U4: return bits & 0xf;
+  case DType::I4: return static_cast<int8_t>(uint8_t(bits << 4)) >> 4;
+  case DType::U2: return bits & 0x3;
+  case DType::I2: return static_cast<int8_t>(uint8_t(bits << 6)) >> 6;
+  default: return bits;
+  }
 }
 
 const char *dtypeName(DType t) {
@@ -65,6 +153,16 @@ const char *dtypeName(DType t) {
   case DType::U32: return "uint32";
   case DType::U64: return "uint64";
   case DType::BF16: return "bfloat16";
+  case DType::F8E4M3FN: return "float8e4m3fn";
+  case DType::F8E4M3FNUZ: return "float8e4m3fnuz";
+  case DType::F8E5M2: return "float8e5m2";
+  case DType::F8E5M2FNUZ: return "float8e5m2fnuz";
+  case DType::U4: return "uint4";
+  case DType::I4: return "int4";
+  case DType::F4E2M1: return "float4e2m1";
+  case DType::F8E8M0: return "float8e8m0";
+  case DType::U2: return "uint2";
+  case DType::I2: return "int2";
   }
   return "unknown";
 }

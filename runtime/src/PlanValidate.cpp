@@ -157,6 +157,9 @@ bool Validator::checkCollective(const std::string &what0, const Command &c) {
     if (k.reduce == ReduceOp::Avg && !isFloat)
       return fail(what + ": avg needs a float dtype, got " +
                   dtypeName(k.dtype));
+    if (isNarrowFloat(k.dtype) || dtypeBits(k.dtype) < 8)
+      return fail(what + ": reductions of " + dtypeName(k.dtype) +
+                  " are not supported (reduce in a wider type)");
   }
   if (k.axes.empty())
     return fail(what + ": names no mesh axis");

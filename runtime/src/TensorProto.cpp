@@ -183,6 +183,34 @@ bool parseTensorProto(const uint8_t *data, size_t size, HostTensor *out,
   }
   std::string shapeText = shapeToString(t.shape) + " " +
                           plan::dtypeName(t.dtype);
+  unsigned bits = plan::dtypeBits(t.dtype);
+  if (bits < 8) {
+    // int4/uint4/float4e2m1 and int2/uint2: packed, first element in the low
+    // bits, in raw_data or one byte per int32_data entry. Unpacked to one
+    // element per byte.
+    size_t perByte = 8 / bits;
+    size_t packed = (static_cast<size_t>(count) + perByte - 1) / perByte;
+    std::vector<uint8_t> bytes;
+    if (haveRaw) {
+      bytes.assign(raw, raw + rawSize);
+    } else {
+      for (uint64_t v : int32s.values)
+        bytes.push_back(static_cast<uint8_t>(v));
+    }
+    if (bytes.size() != packed) {
+      *error = who + ": " + (haveRaw ? "raw_data" : "int32_data") + " holds " +
+               std::to_string(bytes.size()) + (haveRaw ? " bytes" : " values") +
+               " but shape " + shapeText + " needs " + std::to_string(packed) +
+               " (" + std::to_string(perByte) + " elements per byte)";
+      return false;
+    }
+    uint8_t mask = static_cast<uint8_t>((1u << bits) - 1);
+    t.data.resize(static_cast<size_t>(count));
+    for (size_t i = 0; i < t.data.size(); ++i)
+      t.data[i] = (bytes[i / perByte] >> (bits * (i % perByte))) & mask;
+    *out = std::move(t);
+    return true;
+  }
   if (haveRaw) {
     if (rawSize != info.byteSize()) {
       *error = who + ": raw_data holds " + std::to_string(rawSize) +
@@ -217,7 +245,7 @@ bool parseTensorProto(const uint8_t *data, size_t size, HostTensor *out,
       v = v != 0;
     // Little-endian truncation to the element width: float_data holds the
     // float bits, double_data the double bits, int32_data the value (or the
-    // 16-bit pattern of a float16/bfloat16).
+    // 16- or 8-bit pattern of a float16/bfloat16/float8).
     for (size_t b = 0; b < elem; ++b)
       t.data[i * elem + b] = static_cast<uint8_t>(v >> (8 * b));
   }

@@ -1,5 +1,5 @@
 // RUN: cleave-opt %s --split-input-file --cleave-recognize-composites | FileCheck %s
-// RUN: cleave-opt %s --split-input-file --cleave-recognize-composites="attention=false rms-norm=false" | FileCheck %s --check-prefix=OFF
+// RUN: cleave-opt %s --split-input-file --cleave-recognize-composites="attention=false rms-norm=false silu=false" | FileCheck %s --check-prefix=OFF
 
 // The form of make_gpt.py and older PyTorch exports: k given as
 // B x H x D x S, the scores scaled by a constant, a select of a constant
@@ -375,4 +375,31 @@ func.func @rms_other_tensor(%x: tensor<4x8xf32>, %z: tensor<4x8xf32>) -> tensor<
   %invb = cleave.broadcast_in_dim %inv dims = [0] : tensor<4xf32> -> tensor<4x8xf32>
   %y = cleave.binary mul %z, %invb : tensor<4x8xf32>
   return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// SiLU as exporters write it, x * sigmoid(x) in either order; a sigmoid of
+// something else, or one read elsewhere too, is left (the latter keeps the
+// sigmoid for its other reader).
+// CHECK-LABEL: func.func @silu
+// CHECK: %[[A:.*]] = cleave.unary silu %arg0 : tensor<2x8xf32>
+// CHECK: %[[B:.*]] = cleave.unary silu %arg0 : tensor<2x8xf32>
+// CHECK: %[[S:.*]] = cleave.unary sigmoid %arg1
+// CHECK: %[[C:.*]] = cleave.binary mul %arg0, %[[S]]
+// CHECK: %[[S2:.*]] = cleave.unary sigmoid %arg1
+// CHECK: %[[D:.*]] = cleave.unary silu %arg1
+// CHECK: return %[[A]], %[[B]], %[[C]], %[[D]], %[[S2]]
+// OFF-LABEL: func.func @silu
+// OFF-NOT: silu
+func.func @silu(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %s = cleave.unary sigmoid %x : tensor<2x8xf32>
+  %a = cleave.binary mul %x, %s : tensor<2x8xf32>
+  %s1 = cleave.unary sigmoid %x : tensor<2x8xf32>
+  %b = cleave.binary mul %s1, %x : tensor<2x8xf32>
+  %t = cleave.unary sigmoid %y : tensor<2x8xf32>
+  %c = cleave.binary mul %x, %t : tensor<2x8xf32>
+  %u = cleave.unary sigmoid %y : tensor<2x8xf32>
+  %d = cleave.binary mul %y, %u : tensor<2x8xf32>
+  return %a, %b, %c, %d, %u : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
 }

@@ -79,6 +79,13 @@ def first_error(stderr):
     return (errors or lines or [""])[0]
 
 
+# ONNX element types 17-26 (float8, int4, float4, int2) that cleave-run
+# widens in the .npy files it writes, and numpy's type for each.
+NARROW_WIDENED = {17: np.float32, 18: np.float32, 19: np.float32, 20: np.float32,
+                  21: np.uint8, 22: np.int8, 23: np.float32, 24: np.float32,
+                  25: np.uint8, 26: np.int8}
+
+
 def bf16_to_f32(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
@@ -162,10 +169,15 @@ def run_test(args, test_dir):
                 want = numpy_helper.to_array(onnx.load_tensor(os.path.join(data_dir, f)))
             except Exception as e:  # an expected value numpy cannot hold fails the test
                 return "failed", op, "cannot load expected '%s': %s" % (out.name, e)
-            if out.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
+            elem = out.type.tensor_type.elem_type
+            if elem == onnx.TensorProto.BFLOAT16:
                 # cleave-run writes f32; onnx < 1.19 gives the uint16 bits,
                 # later versions an ml_dtypes bfloat16 array.
                 want = bf16_to_f32(want) if want.dtype == np.uint16 else want.astype(np.float32)
+            elif elem in NARROW_WIDENED:
+                # float8/float4 (ml_dtypes arrays) come back as f32, int4/int2
+                # as int8, uint4/uint2 as uint8.
+                want = want.astype(NARROW_WIDENED[elem])
             path = os.path.join(outdir, sanitize(out.name) + ".npy")
             if not os.path.exists(path):
                 return "failed", op, "output '%s' not written" % out.name

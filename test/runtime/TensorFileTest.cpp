@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace cleave;
 using namespace cleave::plan;
 using namespace cleave::tensorfile;
@@ -260,6 +262,85 @@ TEST(TensorProto, TypedFields) {
   t = parsePb(u32, &error);
   ASSERT_EQ(error, "");
   EXPECT_EQ(t.data, bytesOf<uint32_t>({0xfffffffe}));
+}
+
+TEST(TensorProto, NarrowTypes) {
+  std::string error;
+  // int4 in raw_data: 5 elements in 3 bytes, the first in the low nibble;
+  // unpacked to a byte each, the nibble's bits as they are.
+  Proto i4;
+  i4.intField(1, 5);
+  i4.intField(2, 22);
+  i4.bytesField(9, {0x87, 0x1f, 0x0c});
+  HostTensor t = parsePb(i4, &error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(t.dtype, DType::I4);
+  EXPECT_EQ(t.data, (std::vector<uint8_t>{0x7, 0x8, 0xf, 0x1, 0xc}));
+  EXPECT_EQ(narrowValue(DType::I4, 0x8), -8);
+  EXPECT_EQ(narrowValue(DType::I4, 0xf), -1);
+  EXPECT_EQ(narrowValue(DType::U4, 0xf), 15);
+  // uint2 in int32_data, one packed byte per entry: 6 elements in 2.
+  Proto u2;
+  u2.intField(1, 6);
+  u2.intField(2, 25);
+  u2.intField(5, 0xe4); // 0, 1, 2, 3
+  u2.intField(5, 0x0b); // 3, 2
+  t = parsePb(u2, &error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(t.data, (std::vector<uint8_t>{0, 1, 2, 3, 3, 2}));
+  EXPECT_EQ(narrowValue(DType::I2, 0x2), -2);
+  // A packed size that does not fit the shape names both.
+  i4.b.clear();
+  i4.intField(1, 5);
+  i4.intField(2, 22);
+  i4.bytesField(9, {0x87, 0x1f});
+  parsePb(i4, &error);
+  EXPECT_NE(error.find("raw_data holds 2 bytes but shape [5] int4 needs 3"),
+            std::string::npos)
+      << error;
+  // float8 takes a byte per element in raw_data and in int32_data.
+  Proto f8;
+  f8.intField(1, 3);
+  f8.intField(2, 17);
+  f8.intField(5, 0x38); // 1.0
+  f8.intField(5, 0xfe); // -448
+  f8.intField(5, 0x7f); // NaN
+  t = parsePb(f8, &error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(t.data, (std::vector<uint8_t>{0x38, 0xfe, 0x7f}));
+  EXPECT_EQ(narrowValue(DType::F8E4M3FN, 0x38), 1.0);
+  EXPECT_EQ(narrowValue(DType::F8E4M3FN, 0xfe), -448.0);
+  EXPECT_TRUE(std::isnan(narrowValue(DType::F8E4M3FN, 0x7f)));
+  EXPECT_EQ(narrowValue(DType::F8E4M3FN, 0x01), std::ldexp(1.0, -9));
+  EXPECT_TRUE(std::isnan(narrowValue(DType::F8E4M3FNUZ, 0x80)));
+  EXPECT_EQ(narrowValue(DType::F8E4M3FNUZ, 0x7f), 240.0);
+  EXPECT_EQ(narrowValue(DType::F8E5M2, 0x7c), HUGE_VAL);
+  EXPECT_EQ(narrowValue(DType::F8E5M2, 0x7b), 57344.0);
+  EXPECT_EQ(narrowValue(DType::F8E5M2FNUZ, 0x7f), 57344.0);
+  EXPECT_EQ(narrowValue(DType::F4E2M1, 0xf), -6.0);
+  EXPECT_EQ(narrowValue(DType::F8E8M0, 0), std::ldexp(1.0, -127));
+  EXPECT_TRUE(std::isnan(narrowValue(DType::F8E8M0, 0xff)));
+}
+
+TEST(Npy, WritesNarrowTypesWidened) {
+  // float8 as float32, int4 as int8 (sign-extended), uint2 as uint8.
+  std::vector<uint8_t> f8 = {0x38, 0xc0};
+  HostTensor t;
+  std::string error;
+  std::vector<uint8_t> image = encodeNpy(DType::F8E4M3FN, {2}, f8.data(), 2);
+  ASSERT_TRUE(parseNpy(image.data(), image.size(), &t, &error)) << error;
+  EXPECT_EQ(t.dtype, DType::F32);
+  EXPECT_EQ(t.data, bytesOf<float>({1.0f, -2.0f}));
+  std::vector<uint8_t> i4 = {0x8, 0x7};
+  image = encodeNpy(DType::I4, {2}, i4.data(), 2);
+  ASSERT_TRUE(parseNpy(image.data(), image.size(), &t, &error)) << error;
+  EXPECT_EQ(t.dtype, DType::I8);
+  EXPECT_EQ(t.data, (std::vector<uint8_t>{uint8_t(-8), 7}));
+  std::vector<uint8_t> u2 = {0x3};
+  image = encodeNpy(DType::U2, {1}, u2.data(), 1);
+  ASSERT_TRUE(parseNpy(image.data(), image.size(), &t, &error)) << error;
+  EXPECT_EQ(t.dtype, DType::U8);
+  EXPECT_EQ(t.data, (std::vector<uint8_t>{3}));
 }
 
 TEST(TensorProto, Malformed) {

@@ -316,6 +316,7 @@ static void printValues(uint32_t dtype, const uint8_t *p, size_t bytes) {
     case plan::DType::I64: { int64_t v; std::memcpy(&v, p, 8); std::printf("%" PRId64, v); break; }
     case plan::DType::U64: { uint64_t v; std::memcpy(&v, p, 8); std::printf("%" PRIu64, v); break; }
     case plan::DType::F16: { uint16_t v; std::memcpy(&v, p, 2); std::printf("f16:0x%04x", v); break; }
+    default: std::printf("%g", plan::narrowValue(static_cast<plan::DType>(dtype), p[0])); break;
     }
   }
   std::printf("%s]\n", n > shown ? ", ..." : "");

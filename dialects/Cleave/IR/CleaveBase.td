@@ -50,7 +50,8 @@ def Cleave_UnaryKind : I32EnumAttr<"UnaryKind", "elementwise unary function", [
     I32EnumAttrCase<"acosh", 18>, I32EnumAttrCase<"atanh", 19>,
     I32EnumAttrCase<"floor", 20>, I32EnumAttrCase<"ceil", 21>,
     I32EnumAttrCase<"round", 22>, I32EnumAttrCase<"sign", 23>,
-    I32EnumAttrCase<"reciprocal", 24>, I32EnumAttrCase<"lnot", 25, "not">
+    I32EnumAttrCase<"reciprocal", 24>, I32EnumAttrCase<"lnot", 25, "not">,
+    I32EnumAttrCase<"silu", 26>
   ]> {
   let cppNamespace = "::mlir::cleave";
 }

@@ -124,6 +124,12 @@ OpFoldResult ConvertOp::fold(FoldAdaptor) {
   return {};
 }
 
+OpFoldResult BitcastOp::fold(FoldAdaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  return {};
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

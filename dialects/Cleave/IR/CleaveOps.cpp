@@ -149,6 +149,22 @@ LogicalResult ConvertOp::verify() {
   return checkResultShape(*this, tensorType(getOperand()).getShape());
 }
 
+LogicalResult BitcastOp::verify() {
+  if (failed(checkStaticShapes(*this)) ||
+      failed(checkResultShape(*this, tensorType(getOperand()).getShape())))
+    return failure();
+  auto width = [](Type t) {
+    return t.isInteger(1) ? 8u : t.getIntOrFloatBitWidth();
+  };
+  Type from = tensorType(getOperand()).getElementType();
+  Type to = getType().getElementType();
+  if (width(from) != width(to))
+    return emitOpError() << "reinterprets " << from << " (" << width(from)
+                         << " bits) as " << to << " (" << width(to)
+                         << " bits): the widths must be equal";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

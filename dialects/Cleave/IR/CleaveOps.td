@@ -73,7 +73,8 @@ def Cleave_UnaryOp : Cleave_Op<"unary", [SameOperandsAndResultType]> {
     Applies `kind` to every element. Float kinds (`exp`, `log`, `tanh`, ...)
     need a float type; `not` needs an integer type (bitwise, logical on
     `i1`); `neg`, `abs` and `sign` take any type. `round` rounds half to
-    even.
+    even. `silu` is x * sigmoid(x) (swish), one op so that its VJP keeps x
+    alone.
 
     ```mlir
     %0 = cleave.unary exp %x : tensor<4x8xf32>
@@ -156,6 +157,24 @@ def Cleave_ConvertOp : Cleave_Op<"convert"> {
 
     ```mlir
     %0 = cleave.convert %x : tensor<4xf32> -> tensor<4xbf16>
+    ```
+  }];
+  let arguments = (ins Cleave_Tensor:$operand);
+  let results = (outs Cleave_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Cleave_BitcastOp : Cleave_Op<"bitcast"> {
+  let summary = "Elementwise reinterpretation of the bits";
+  let description = [{
+    Reinterprets every element's bits as the result's element type, which
+    has the operand's width (ONNX `BitCast`). `i1` counts as one byte: it
+    becomes 0 or 1, and a byte becomes `i1` by testing for non-zero.
+
+    ```mlir
+    %0 = cleave.bitcast %x : tensor<4xf32> -> tensor<4xi32>
     ```
   }];
   let arguments = (ins Cleave_Tensor:$operand);

@@ -289,6 +289,7 @@ ShardingRule BinaryOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule CompareOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule SelectOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule ConvertOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule BitcastOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule PipelineTransferOp::getShardingRule() {
   return elementwiseRule(*this);
 }

@@ -28,6 +28,12 @@ public:
 void populateCleaveToLinalgPatterns(const TypeConverter &typeConverter,
                                     RewritePatternSet &patterns);
 
+/// Adds the patterns of --cleave-expand-narrow-floats that rewrite
+/// `arith.extf` from and `arith.truncf` to float8, float6 and float4 types
+/// into integer arith ops (arithmetic on those types must have been moved
+/// to a wider type first).
+void populateExpandNarrowFloatsPatterns(RewritePatternSet &patterns);
+
 #define GEN_PASS_REGISTRATION
 #include "cleave/Conversion/Passes.h.inc"
 

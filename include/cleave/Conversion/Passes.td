@@ -34,4 +34,25 @@ def ConvertCleaveToLinalgPass : Pass<"cleave-convert-cleave-to-linalg", "ModuleO
   ];
 }
 
+def ExpandNarrowFloatsPass : Pass<"cleave-expand-narrow-floats"> {
+  let summary = "Spell float8/float6/float4 conversions out as integer ops";
+  let description = [{
+    LLVM has no float8, float6 or float4 types. Arith ops on them other than
+    conversions are moved to f32 (upstream's unsupported-float emulation);
+    `arith.extf` from them and `arith.truncf` to them become integer
+    operations on the bits (round to nearest even, overflow to infinity,
+    NaN, or the largest value by the type's encoding). Their constants stay:
+    the LLVM dialect takes them as integer constants of their bits. Scalars
+    only.
+
+    ```mlir
+    %0 = arith.truncf %x : f32 to f8E4M3FN
+    // becomes bit operations on arith.bitcast %x : f32 to i32, ending in
+    %c = arith.trunci %code : i32 to i8
+    %0 = arith.bitcast %c : i8 to f8E4M3FN
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 #endif // CLEAVE_CONVERSION_PASSES_TD

@@ -161,10 +161,13 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
            "Recognize attention">,
     Option<"rmsNorm", "rms-norm", "bool", /*default=*/"true",
            "Recognize RMS normalization">,
+    Option<"silu", "silu", "bool", /*default=*/"true",
+           "Recognize x * sigmoid(x) as SiLU (swish)">,
   ];
   let statistics = [
     Statistic<"numAttention", "attention", "Attentions recognized">,
     Statistic<"numRmsNorm", "rms-norm", "RMS normalizations recognized">,
+    Statistic<"numSilu", "silu", "SiLU activations recognized">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }

@@ -46,6 +46,12 @@ static Value buildFloatUnary(OpBuilder &b, Location loc, UnaryKind kind,
     return arith::DivFOp::create(b, loc, one,
                                  arith::AddFOp::create(b, loc, one, e));
   }
+  case UnaryKind::silu: { // x * sigmoid(x) = x / (1 + exp(-x))
+    Value one = createScalar(b, loc, type, 1.0);
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+    return arith::DivFOp::create(b, loc, x,
+                                 arith::AddFOp::create(b, loc, one, e));
+  }
   case UnaryKind::erf:
     return math::ErfOp::create(b, loc, x);
   case UnaryKind::sin:
@@ -258,9 +264,9 @@ static Value buildCompare(OpBuilder &b, Location loc, CompareKind kind, Value x,
   return arith::CmpIOp::create(b, loc, pred, x, y);
 }
 
-/// Extends half floats to f32 for computing.
+/// Extends floats narrower than f32 to f32 for computing.
 static Value widen(OpBuilder &b, Location loc, Value v) {
-  if (isHalfFloat(v.getType()))
+  if (isNarrowFloat(v.getType()))
     return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
   return v;
 }
@@ -434,11 +440,44 @@ struct ConvertLowering : OpConversionPattern<ConvertOp> {
   }
 };
 
+struct BitcastLowering : OpConversionPattern<BitcastOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(BitcastOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(
+        getTypeConverter()->convertType(op.getType()));
+    Type to = type.getElementType();
+    Value result = createElementwise(
+        rewriter, op.getLoc(), adaptor.getOperand(), type.getShape(), to,
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value v = args[0];
+          Type from = v.getType();
+          if (from == to)
+            return v;
+          // i1 is a byte holding 0 or 1.
+          if (from.isInteger(1))
+            return arith::ExtUIOp::create(b, l, to, v);
+          if (to.isInteger(1)) {
+            if (!from.isInteger(8))
+              v = arith::BitcastOp::create(b, l, b.getI8Type(), v);
+            return arith::CmpIOp::create(
+                b, l, arith::CmpIPredicate::ne, v,
+                arith::ConstantOp::create(b, l, b.getI8IntegerAttr(0)));
+          }
+          return arith::BitcastOp::create(b, l, to, v);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::cleave::lowering::populateElementwisePatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<ConstantLowering, IotaLowering, UnaryLowering, BinaryLowering,
-               CompareLowering, SelectLowering, ConvertLowering>(
+               CompareLowering, SelectLowering, ConvertLowering,
+               BitcastLowering>(
       converter, patterns.getContext());
 }

@@ -14,10 +14,13 @@ bool isUnsignedElement(Type type) {
   return intType && intType.isUnsigned();
 }
 
-bool isHalfFloat(Type type) { return type.isF16() || type.isBF16(); }
+bool isNarrowFloat(Type type) {
+  auto f = dyn_cast<FloatType>(type);
+  return f && f.getWidth() < 32;
+}
 
 Type getComputeType(Type type) {
-  if (isHalfFloat(type))
+  if (isNarrowFloat(type))
     return Float32Type::get(type.getContext());
   return type;
 }
@@ -148,7 +151,8 @@ Value convertScalar(OpBuilder &b, Location loc, Value v, Type dstType,
         return arith::ExtFOp::create(b, loc, dstType, v);
       if (sw > dw)
         return arith::TruncFOp::create(b, loc, dstType, v);
-      // Same width, different format (f16 <-> bf16): go through f32.
+      // Same width, different format (f16 <-> bf16, two float8 types):
+      // through f32.
       Value wide = arith::ExtFOp::create(b, loc, f32, v);
       return arith::TruncFOp::create(b, loc, dstType, wide);
     }
@@ -156,8 +160,14 @@ Value convertScalar(OpBuilder &b, Location loc, Value v, Type dstType,
       Value zero = createScalar(b, loc, srcType, 0.0);
       return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, v, zero);
     }
-    if (isHalfFloat(srcType))
+    if (isNarrowFloat(srcType))
       v = arith::ExtFOp::create(b, loc, f32, v);
+    if (dstType.getIntOrFloatBitWidth() < 8) {
+      // int4/int2 and their unsigned forms wrap like a C cast of the
+      // truncated value (ONNX's reference, ml_dtypes): through i64.
+      v = arith::FPToSIOp::create(b, loc, b.getI64Type(), v);
+      return arith::TruncIOp::create(b, loc, dstType, v);
+    }
     if (dstUnsigned)
       return arith::FPToUIOp::create(b, loc, dstType, v);
     return arith::FPToSIOp::create(b, loc, dstType, v);
@@ -169,7 +179,7 @@ Value convertScalar(OpBuilder &b, Location loc, Value v, Type dstType,
   }
   bool srcIsUnsigned = srcUnsigned || srcType.isInteger(1);
   if (isa<FloatType>(dstType)) {
-    Type target = isHalfFloat(dstType) ? f32 : dstType;
+    Type target = isNarrowFloat(dstType) ? f32 : dstType;
     Value f = srcIsUnsigned ? Value(arith::UIToFPOp::create(b, loc, target, v))
                             : Value(arith::SIToFPOp::create(b, loc, target, v));
     if (target != dstType)

@@ -15,9 +15,11 @@ namespace mlir::cleave::lowering {
 
 /// True for `ui*` element types (after conversion they are signless).
 bool isUnsignedElement(Type type);
-/// True for f16 and bf16, which are computed in f32.
-bool isHalfFloat(Type type);
-/// The type arithmetic is done in for `type`: f32 for f16/bf16, else itself.
+/// True for the floats narrower than f32 (f16, bf16, the float8 and float4
+/// types), which are computed in f32.
+bool isNarrowFloat(Type type);
+/// The type arithmetic is done in for `type`: f32 for the floats narrower
+/// than f32, else itself.
 Type getComputeType(Type type);
 /// Element type of a (shaped) type, or the type itself.
 Type getElementType(Type type);

@@ -184,6 +184,15 @@ LogicalResult convertVariadic(NodeContext &ctx) {
 // Activations
 //===----------------------------------------------------------------------===//
 
+/// Swish_alpha(x) = x * sigmoid(alpha * x): `cleave.unary silu` for alpha 1
+/// (its VJP recomputes the sigmoid from x), spelled out otherwise.
+Value swish(NodeContext &ctx, Value x, double alpha) {
+  if (alpha == 1.0)
+    return ctx.unary(UnaryKind::silu, x);
+  Value ax = ctx.binary(BinaryKind::mul, x, ctx.splat(elemOf(x), {}, alpha));
+  return ctx.binary(BinaryKind::mul, x, ctx.unary(UnaryKind::sigmoid, ax));
+}
+
 /// SwiGLU (opset 28): Swish_alpha(A) * B, A and B of one shape.
 LogicalResult convertSwiGLU(NodeContext &ctx) {
   Value a = ctx.input(0), b = ctx.input(1);
@@ -195,13 +204,8 @@ LogicalResult convertSwiGLU(NodeContext &ctx) {
                 << a.getType() << " and " << b.getType();
     return failure();
   }
-  double alpha = ctx.attrFloat("alpha", 1.0);
-  Value ax = alpha == 1.0 ? a
-                          : ctx.binary(BinaryKind::mul, a,
-                                       ctx.splat(elemOf(a), {}, alpha));
-  Value swish =
-      ctx.binary(BinaryKind::mul, a, ctx.unary(UnaryKind::sigmoid, ax));
-  return done(ctx, ctx.binary(BinaryKind::mul, swish, b));
+  return done(ctx, ctx.binary(BinaryKind::mul,
+                              swish(ctx, a, ctx.attrFloat("alpha", 1.0)), b));
 }
 
 LogicalResult convertActivation(NodeContext &ctx) {
@@ -222,11 +226,8 @@ LogicalResult convertActivation(NodeContext &ctx) {
   }
   if (failed(requireFloat(ctx, x)))
     return failure();
-  if (op == "Swish") { // opset 24: x * sigmoid(alpha * x)
-    double alpha = ctx.attrFloat("alpha", 1.0);
-    Value ax = alpha == 1.0 ? x : bin(BinaryKind::mul, x, c(alpha));
-    return done(ctx, bin(BinaryKind::mul, x, un(UnaryKind::sigmoid, ax)));
-  }
+  if (op == "Swish") // opset 24
+    return done(ctx, swish(ctx, x, ctx.attrFloat("alpha", 1.0)));
   if (op == "LeakyRelu") {
     double alpha = ctx.attrFloat("alpha", 0.01);
     Value neg = ctx.compare(CompareKind::lt, x, c(0));
@@ -421,6 +422,61 @@ LogicalResult convertIdentity(NodeContext &ctx) {
   return success();
 }
 
+Value bitcast(NodeContext &ctx, Value v, Type elemType) {
+  return BitcastOp::create(ctx.b, ctx.loc,
+                           RankedTensorType::get(shapeOf(v), elemType), v)
+      .getResult();
+}
+
+/// Cast to float8e8m0 as ONNX's reference computes it on the float32 bits:
+/// the exponent field, plus one by `round_mode` ("up": any fraction,
+/// "down": never, "nearest": guard bit and any of round, sticky or a
+/// non-zero exponent); saturate keeps 2^127 from rounding up to the NaN
+/// 0xff; NaN and infinity give 0xff; the sign is dropped.
+Value castToE8M0(NodeContext &ctx, Value x, Type to) {
+  std::string mode = ctx.attrString("round_mode", "up");
+  if (mode != "up" && mode != "down" && mode != "nearest") {
+    ctx.error() << "round_mode must be \"up\", \"down\" or \"nearest\", "
+                << "got \"" << mode << "\"";
+    return {};
+  }
+  bool saturate = ctx.attrInt("saturate", 1) != 0;
+  Value bits = bitcast(ctx, ctx.convert(x, ctx.b.getF32Type()),
+                       ctx.b.getIntegerType(32, /*isSigned=*/false));
+  auto k = [&](double v) { return ctx.splatLike(bits, v); };
+  auto band = [&](Value a, double m) {
+    return ctx.binary(BinaryKind::land, a, k(m));
+  };
+  auto nonZero = [&](Value a) {
+    return ctx.compare(CompareKind::ne, a, k(0));
+  };
+  auto both = [&](Value a, Value b) {
+    return ctx.binary(BinaryKind::land, a, b);
+  };
+  Value e = band(ctx.binary(BinaryKind::shr, bits, k(23)), 0xff);
+  Value special = ctx.compare(CompareKind::eq, e, k(0xff));
+  Value up;
+  if (mode == "up") {
+    up = nonZero(band(bits, 0x7fffff));
+  } else if (mode == "nearest") {
+    Value g = nonZero(band(bits, 0x400000));
+    Value rest = ctx.binary(
+        BinaryKind::lor,
+        ctx.binary(BinaryKind::lor, nonZero(band(bits, 0x200000)),
+                   nonZero(band(bits, 0x1fffff))),
+        ctx.compare(CompareKind::gt, e, k(0)));
+    up = both(g, rest);
+  } else {
+    up = ctx.splat(ctx.b.getI1Type(), shapeOf(e), 0); // "down": never
+  }
+  if (saturate)
+    up = both(up, ctx.compare(CompareKind::ne, e, k(0xfe)));
+  e = ctx.binary(BinaryKind::add, e,
+                 ctx.select(up, k(1), k(0)));
+  Value code = ctx.select(special, k(0xff), e);
+  return bitcast(ctx, ctx.convert(code, ctx.b.getIntegerType(8, false)), to);
+}
+
 LogicalResult convertCast(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
@@ -439,7 +495,49 @@ LogicalResult convertCast(NodeContext &ctx) {
       return failure();
     }
   }
+  if (elemOf(x) == to)
+    return done(ctx, x);
+  if (isa<Float8E8M0FNUType>(to))
+    return done(ctx, castToE8M0(ctx, x, to));
+  // saturate (1 by default) clamps to the float8 type's finite range before
+  // rounding, NaN kept (the reference clips, then converts); without it an
+  // overflow is infinity (e5m2) or NaN (the others), as cleave.convert
+  // rounds.
+  if (isa<Float8E4M3FNType, Float8E4M3FNUZType, Float8E5M2Type,
+          Float8E5M2FNUZType>(to) &&
+      ctx.attrInt("saturate", 1) != 0) {
+    if (!elemOf(x).isF32() && !elemOf(x).isF64())
+      x = ctx.convert(x, ctx.b.getF32Type());
+    double largest =
+        APFloat::getLargest(cast<FloatType>(to).getFloatSemantics())
+            .convertToDouble();
+    x = ctx.binary(BinaryKind::max, x, ctx.splatLike(x, -largest));
+    x = ctx.binary(BinaryKind::min, x, ctx.splatLike(x, largest));
+  }
   return done(ctx, ctx.convert(x, to));
+}
+
+/// BitCast (opset 26): the same bits as another type of the same width.
+LogicalResult convertBitCast(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  std::string why;
+  Type to = convertElementType(ctx.b.getContext(), ctx.attrInt("to", 0), why);
+  if (!to) {
+    ctx.error() << "cannot bitcast: " << why;
+    return failure();
+  }
+  auto bits = [](Type t) {
+    return t.isInteger(1) ? 8u : t.getIntOrFloatBitWidth();
+  };
+  if (bits(elemOf(x)) != bits(to)) {
+    ctx.error() << "cannot reinterpret " << bits(elemOf(x)) << "-bit "
+                << elemOf(x) << " as " << bits(to) << "-bit " << to
+                << ": the widths must be equal";
+    return failure();
+  }
+  return done(ctx, bitcast(ctx, x, to));
 }
 
 LogicalResult convertWhere(NodeContext &ctx) {
@@ -480,6 +578,7 @@ void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
   t["Dropout"] = convertIdentity;
   t["Cast"] = convertCast;
   t["CastLike"] = convertCast;
+  t["BitCast"] = convertBitCast;
   t["Where"] = convertWhere;
 }
 

@@ -9,8 +9,12 @@
 // DynamicQuantizeLinear, MatMulInteger and QLinearMatMul compute in f32 or
 // f64 where the integers are exact.
 //
-// The narrower storage types of opset 19 and later (float8, int4, float4,
-// int2) are refused by name where their tensors enter the importer.
+// The narrow types of opset 19 and later quantize the same way: int4, uint4,
+// int2 and uint2 as integers; float8 as y = convert(x / scale), clamped to
+// the type's finite range first when saturate (the default) is set, the
+// zero point unused; float4e2m1 as y = convert(x / scale + zero_point),
+// which saturates. Dequantizing a float8/float4 ignores the zero point (the
+// reference requires a float8 one to be zero).
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,9 +80,14 @@ Value expandQuantParam(NodeContext &ctx, Value p, ArrayRef<int64_t> shape,
   return ctx.slice(v, start, limit, strides);
 }
 
+bool isFloatQuantizedType(Type t) {
+  return isa<Float8E4M3FNType, Float8E4M3FNUZType, Float8E5M2Type,
+             Float8E5M2FNUZType, Float4E2M1FNType>(t);
+}
+
 bool isQuantizedType(Type t) {
   auto it = dyn_cast<IntegerType>(t);
-  return it && it.getWidth() >= 8 && it.getWidth() <= 32;
+  return it && it.getWidth() >= 2 && it.getWidth() <= 32;
 }
 
 LogicalResult convertQuantizeLinear(NodeContext &ctx) {
@@ -104,7 +113,7 @@ LogicalResult convertQuantizeLinear(NodeContext &ctx) {
       return failure();
     }
   }
-  if (!isQuantizedType(out)) {
+  if (!isQuantizedType(out) && !isFloatQuantizedType(out)) {
     ctx.error() << "quantizing to " << out << " is not supported";
     return failure();
   }
@@ -112,6 +121,25 @@ LogicalResult convertQuantizeLinear(NodeContext &ctx) {
   Value s = expandQuantParam(ctx, scale, shape, "y_scale");
   if (!s)
     return failure();
+  if (isFloatQuantizedType(out)) {
+    Value q = ctx.binary(BinaryKind::div, x, s);
+    if (isa<Float4E2M1FNType>(out) && zp) {
+      Value z = expandQuantParam(ctx, ctx.convert(zp, elemOf(x)), shape,
+                                 "y_zero_point");
+      if (!z)
+        return failure();
+      q = ctx.binary(BinaryKind::add, q, z);
+    }
+    if (!isa<Float4E2M1FNType>(out) && ctx.attrInt("saturate", 1) != 0) {
+      q = ctx.convert(q, elemOf(x).isF64() ? elemOf(x) : ctx.b.getF32Type());
+      double largest =
+          APFloat::getLargest(cast<FloatType>(out).getFloatSemantics())
+              .convertToDouble();
+      q = ctx.binary(BinaryKind::max, q, ctx.splatLike(q, -largest));
+      q = ctx.binary(BinaryKind::min, q, ctx.splatLike(q, largest));
+    }
+    return done(ctx, ctx.convert(q, out));
+  }
   Value q = ctx.unary(UnaryKind::round, ctx.binary(BinaryKind::div, x, s));
   if (zp) {
     Value z = expandQuantParam(ctx, ctx.convert(zp, elemOf(x)), shape,
@@ -137,14 +165,23 @@ LogicalResult convertDequantizeLinear(NodeContext &ctx) {
   Value x = ctx.input(0), scale = ctx.input(1);
   if (!x || !scale)
     return failure();
-  if (!isQuantizedType(elemOf(x)) || !isa<FloatType>(elemOf(scale))) {
-    ctx.error() << "needs an 8-, 16- or 32-bit integer input and a float "
-                   "scale, got "
+  bool floatInput = isFloatQuantizedType(elemOf(x));
+  if ((!isQuantizedType(elemOf(x)) && !floatInput) ||
+      !isa<FloatType>(elemOf(scale))) {
+    ctx.error() << "needs a 2- to 32-bit integer, float8 or float4 input and "
+                   "a float scale, got "
                 << elemOf(x) << " and " << elemOf(scale);
     return failure();
   }
   Type ft = elemOf(scale);
   ArrayRef<int64_t> shape = shapeOf(x);
+  if (floatInput) {
+    Value s = expandQuantParam(ctx, scale, shape, "x_scale");
+    if (!s)
+      return failure();
+    Value v = ctx.convert(ctx.convert(x, ctx.b.getF32Type()), ft);
+    return done(ctx, ctx.binary(BinaryKind::mul, v, s));
+  }
   // int32 values exceed f32's exact range: subtract in f64.
   Type wide = cast<IntegerType>(elemOf(x)).getWidth() > 16
                   ? ctx.b.getF64Type()

@@ -46,6 +46,28 @@ Type convertElementType(MLIRContext *ctx, int32_t t, std::string &why) {
     return b.getIntegerType(32, false);
   case TP::UINT64:
     return b.getIntegerType(64, false);
+  // The narrow types of onnx 1.14 and later, by number: libonnx 1.12's
+  // enum does not name them.
+  case 17:
+    return b.getType<Float8E4M3FNType>();
+  case 18:
+    return b.getType<Float8E4M3FNUZType>();
+  case 19:
+    return b.getType<Float8E5M2Type>();
+  case 20:
+    return b.getType<Float8E5M2FNUZType>();
+  case 21:
+    return b.getIntegerType(4, /*isSigned=*/false);
+  case 22:
+    return b.getIntegerType(4);
+  case 23:
+    return b.getType<Float4E2M1FNType>();
+  case 24:
+    return b.getType<Float8E8M0FNUType>();
+  case 25:
+    return b.getIntegerType(2, /*isSigned=*/false);
+  case 26:
+    return b.getIntegerType(2);
   case TP::STRING:
     why = "string tensors are not supported";
     return {};
@@ -98,11 +120,32 @@ std::string onnxElementTypeName(int32_t t) {
   }
 }
 
-/// Bytes per element in ONNX raw_data (bool is one byte).
+/// Bytes per element in ONNX raw_data and in a DenseElementsAttr's buffer
+/// (bool, and the 4- and 2-bit types, take one byte).
 static int64_t elementBytes(Type t) {
   if (t.isInteger(1))
     return 1;
   return (t.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// Elements per byte of ONNX's packed encoding: 2 for int4, uint4 and
+/// float4e2m1, 4 for int2 and uint2 (first element in the low bits), else 1.
+static int64_t packedPerByte(Type t) {
+  unsigned w = t.getIntOrFloatBitWidth();
+  return t.isInteger(1) || w >= 8 ? 1 : 8 / w;
+}
+
+/// Spreads packed elements to one per byte.
+static std::vector<char> unpackBits(ArrayRef<char> packed, Type t,
+                                    int64_t n) {
+  int64_t per = packedPerByte(t);
+  unsigned w = 8 / per;
+  std::vector<char> out(n);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<char>(
+        (static_cast<uint8_t>(packed[i / per]) >> (w * (i % per))) &
+        ((1u << w) - 1));
+  return out;
 }
 
 /// Copies the typed repeated fields of a TensorProto into little-endian raw
@@ -158,7 +201,21 @@ static LogicalResult typedFieldsToBytes(const onnx::TensorProto &t, Type et,
     for (int64_t i = 0; i < n; ++i)
       put(i, t.uint64_data(i));
     return success();
-  default: // int32_data holds bool, (u)int8/16, int32, float16, bfloat16
+  default: // int32_data holds bool, (u)int8/16, int32, float16, bfloat16,
+           // float8, and the 4- and 2-bit types packed, a byte per entry.
+    if (int64_t per = packedPerByte(et); per > 1) {
+      int64_t want = (n + per - 1) / per;
+      if (t.int32_data_size() != want) {
+        why = "holds " + std::to_string(t.int32_data_size()) +
+              " packed bytes but its shape needs " + std::to_string(want);
+        return failure();
+      }
+      std::vector<char> packed;
+      for (int32_t v : t.int32_data())
+        packed.push_back(static_cast<char>(v));
+      out = unpackBits(packed, et, n);
+      return success();
+    }
     if (!count(t.int32_data_size()))
       return failure();
     for (int64_t i = 0; i < n; ++i) {
@@ -218,7 +275,8 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
     }
   }
   if (t.data_location() == onnx::TensorProto::EXTERNAL &&
-      n > kMaxInlineElements && !et.isInteger(1)) {
+      n > kMaxInlineElements && !et.isInteger(1) &&
+      packedPerByte(et) == 1) {
     // Mapped, not copied: a training plan references the file instead of
     // holding the bytes, so nothing reads most of these pages at compile
     // time. The blob keeps the mapping alive.
@@ -241,19 +299,25 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
     // An offset that misaligns the elements: copied below instead.
   }
   std::vector<char> bytes;
+  // The 4- and 2-bit types are packed in files and raw_data.
+  int64_t per = packedPerByte(et);
+  int64_t stored = per > 1 ? (n + per - 1) / per : n * eb;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    auto data = readExternalData(t, modelDir, n * eb, loc);
+    auto data = readExternalData(t, modelDir, stored, loc);
     if (failed(data))
       return failure();
     bytes = std::move(*data);
   } else if (t.has_raw_data()) {
-    if (static_cast<int64_t>(t.raw_data().size()) != n * eb)
+    if (static_cast<int64_t>(t.raw_data().size()) != stored)
       return fail("raw_data has " + Twine(t.raw_data().size()) +
-                  " bytes but its shape and type need " + Twine(n * eb));
+                  " bytes but its shape and type need " + Twine(stored));
     bytes.assign(t.raw_data().begin(), t.raw_data().end());
   } else if (failed(typedFieldsToBytes(t, et, n, bytes, why))) {
     return fail(why);
   }
+  if (per > 1 && (t.data_location() == onnx::TensorProto::EXTERNAL ||
+                  t.has_raw_data()))
+    bytes = unpackBits(bytes, et, n);
 
   if (n > kMaxInlineElements) {
     auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(

@@ -234,6 +234,7 @@ void ::cleave::buildCPULoweringPasses(OpPassManager &pm,
     pm.addPass(createParallelLoopsPass(parallelMinWork));
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(mlir::cleave::createExpandNarrowFloatsPass());
   pm.addPass(std::make_unique<ExpandArithPass>());
   // Math ops with LLVM intrinsics first, the rest (erf, tan, ...) to libm
   // calls, resolved when the runtime dlopens the kernels.

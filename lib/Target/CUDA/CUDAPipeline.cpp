@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CUDAPasses.h"
+#include "cleave/Conversion/Passes.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
 
@@ -547,6 +548,7 @@ void ::cleave::buildCUDAKernelPipeline(OpPassManager &pm,
   gpu.addPass(createSCFToControlFlowPass());
   gpu.addPass(memref::createExpandStridedMetadataPass());
   gpu.addPass(createLowerAffinePass());
+  gpu.addPass(mlir::cleave::createExpandNarrowFloatsPass());
   gpu.addPass(arith::createArithExpandOpsPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.indexBitwidth = 64;

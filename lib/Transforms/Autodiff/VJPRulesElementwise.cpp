@@ -78,6 +78,10 @@ static Value unaryVJP(Emitter &e, UnaryKind kind, Value x, Value y, Value g) {
     return e.mul(g, e.sub(one(), square(y)));
   case K::sigmoid:
     return e.mul(g, e.mul(y, e.sub(one(), y)));
+  case K::silu: { // s (1 + x (1 - s)), s = sigmoid(x) recomputed from x
+    Value s = e.unary(K::sigmoid, x);
+    return e.mul(g, e.mul(s, e.add(one(), e.mul(x, e.sub(one(), s)))));
+  }
   case K::erf: // 2/sqrt(pi) exp(-x^2)
     return e.mul(e.scale(g, 2.0 / std::sqrt(M_PI)),
                  e.unary(K::exp, e.neg(square(x))));

@@ -96,7 +96,7 @@ static int64_t flopsOf(Operation *op) {
 
 /// Cheap ops for the selective policy.
 static bool isCheap(Operation *op) {
-  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp,
+  return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp, BitcastOp,
              BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
              ConcatOp, PadOp, IotaOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
              RmsNormOp, ReduceOp, ArgReduceOp>(op);

@@ -34,11 +34,36 @@ enum class DType : uint32_t {
   F64 = 11,
   U32 = 12,
   U64 = 13,
-  BF16 = 16
+  BF16 = 16,
+  // The narrow storage types of ONNX 1.14 and later. In the arena each
+  // element takes one byte, its bits in the low bits and the rest zero (as
+  // generated code stores an LLVM i4/i2); ONNX's packed files are unpacked
+  // on the way in and packed or widened on the way out.
+  F8E4M3FN = 17,
+  F8E4M3FNUZ = 18,
+  F8E5M2 = 19,
+  F8E5M2FNUZ = 20,
+  U4 = 21,
+  I4 = 22,
+  F4E2M1 = 23,
+  F8E8M0 = 24,
+  U2 = 25,
+  I2 = 26
 };
 
-/// Bytes per element (Bool = 1); 0 if the type is unknown.
+/// Bytes per element in the arena (Bool and the narrow types = 1); 0 if the
+/// type is unknown.
 size_t dtypeSize(DType);
+/// Bits per element of the type's ONNX encoding: 4 for int4, uint4 and
+/// float4e2m1, 2 for int2 and uint2 (packed into bytes, first element in
+/// the low bits), 8 * dtypeSize otherwise.
+unsigned dtypeBits(DType);
+/// True for the float8 and float4 types.
+bool isNarrowFloat(DType);
+/// The value of one narrow element (its bits as stored in the arena): a
+/// float8/float4 as a float, an int4/int2 sign-extended, a uint4/uint2 as
+/// it is.
+double narrowValue(DType, uint8_t bits);
 /// "float32", "int64", "bool", ...; "unknown" for an unknown code.
 const char *dtypeName(DType);
 /// True if `code` is one of the DType enumerators.

@@ -29,8 +29,9 @@ struct HostTensor {
 bool parseNpy(const uint8_t *data, size_t size, HostTensor *out,
               std::string *error);
 
-/// Encodes a .npy (version 1) image. bfloat16 is widened to float32, since
-/// numpy has no bfloat16; float16 is written as '<f2', bool as '|b1'.
+/// Encodes a .npy (version 1) image. bfloat16, float8 and float4 are
+/// widened to float32 and int4/int2 (uint4/uint2) to int8 (uint8), since
+/// numpy has none of them; float16 is written as '<f2', bool as '|b1'.
 std::vector<uint8_t> encodeNpy(plan::DType dtype,
                                const std::vector<int64_t> &shape,
                                const void *data, size_t bytes);

@@ -1649,3 +1649,19 @@ func.func @rotary_rank(%x: tensor<2x4x8xf32>, %c: tensor<1x4x4xf32>) {
   return
 }
 
+
+// -----
+
+func.func @bitcast_width(%x: tensor<4xf32>) {
+  // expected-error @+1 {{reinterprets 'f32' (32 bits) as 'f16' (16 bits): the widths must be equal}}
+  %0 = cleave.bitcast %x : tensor<4xf32> -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @bitcast_shape(%x: tensor<4xf32>) {
+  // expected-error @+1 {{result shape}}
+  %0 = cleave.bitcast %x : tensor<4xf32> -> tensor<2x2xi32>
+  return
+}

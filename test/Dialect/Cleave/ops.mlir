@@ -247,6 +247,25 @@ func.func @convert(%x: tensor<4xf32>, %i: tensor<4xi64>, %u: tensor<4xui8>) {
   %5 = cleave.convert %u : tensor<4xui8> -> tensor<4xi8>
   // CHECK: cleave.convert %{{.*}} : tensor<4xui8> -> tensor<4xf32>
   %6 = cleave.convert %u : tensor<4xui8> -> tensor<4xf32>
+  // The narrow storage types (ONNX float8, float4, int4, int2).
+  // CHECK: cleave.convert %{{.*}} : tensor<4xf32> -> tensor<4xf8E4M3FN>
+  %7 = cleave.convert %x : tensor<4xf32> -> tensor<4xf8E4M3FN>
+  // CHECK: cleave.convert %{{.*}} : tensor<4xf8E4M3FN> -> tensor<4xf4E2M1FN>
+  %8 = cleave.convert %7 : tensor<4xf8E4M3FN> -> tensor<4xf4E2M1FN>
+  // CHECK: cleave.convert %{{.*}} : tensor<4xi64> -> tensor<4xi4>
+  %9 = cleave.convert %i : tensor<4xi64> -> tensor<4xi4>
+  return
+}
+
+// Bit reinterpretation between types of one width; i1 counts as a byte.
+// CHECK-LABEL: func.func @bitcast
+func.func @bitcast(%x: tensor<4xf32>, %b: tensor<4xi1>, %h: tensor<4xbf16>) {
+  // CHECK: cleave.bitcast %{{.*}} : tensor<4xf32> -> tensor<4xui32>
+  %0 = cleave.bitcast %x : tensor<4xf32> -> tensor<4xui32>
+  // CHECK: cleave.bitcast %{{.*}} : tensor<4xi1> -> tensor<4xui8>
+  %1 = cleave.bitcast %b : tensor<4xi1> -> tensor<4xui8>
+  // CHECK: cleave.bitcast %{{.*}} : tensor<4xbf16> -> tensor<4xf16>
+  %2 = cleave.bitcast %h : tensor<4xbf16> -> tensor<4xf16>
   return
 }
 

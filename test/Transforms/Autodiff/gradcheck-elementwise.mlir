@@ -51,6 +51,12 @@ func.func @f_sigmoid(%x: tensor<3x4xf64>) -> tensor<3x4xf64> {
   return %0 : tensor<3x4xf64>
 }
 
+// CHECK: PASS f_silu max rel err
+func.func @f_silu(%x: tensor<3x4xf64>) -> tensor<3x4xf64> attributes {gradcheck.hostile = [-50.0, 50.0]} {
+  %0 = cleave.unary silu %x : tensor<3x4xf64>
+  return %0 : tensor<3x4xf64>
+}
+
 // CHECK: PASS f_erf max rel err
 func.func @f_erf(%x: tensor<3x4xf64>) -> tensor<3x4xf64> {
   %0 = cleave.unary erf %x : tensor<3x4xf64>

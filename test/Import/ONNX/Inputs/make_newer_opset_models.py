@@ -78,6 +78,16 @@ save("float8", [helper.make_node("Identity", ["x"], ["y"])],
      [vi("y", TensorProto.FLOAT8E4M3FN, [4])])
 save("int4", [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT4)],
      [vi("x", F, [4])], [vi("y", TensorProto.INT4, [4])])
+save("complex", [helper.make_node("Identity", ["x"], ["y"])],
+     [vi("x", TensorProto.COMPLEX64, [4])],
+     [vi("y", TensorProto.COMPLEX64, [4])])
+save("bitcast_width", [helper.make_node("BitCast", ["x"], ["y"], name="bc",
+                                        to=TensorProto.INT16)],
+     [vi("x", F, [4])], [vi("y", TensorProto.INT16, [4])], opset=26)
+save("e8m0_round_mode", [helper.make_node("Cast", ["x"], ["y"], name="c",
+                                          to=TensorProto.FLOAT8E8M0,
+                                          round_mode="even")],
+     [vi("x", F, [4])], [vi("y", TensorProto.FLOAT8E8M0, [4])], opset=25)
 
 # Malformed models at opset 22, past libonnx's checker: an input that no
 # node produces, a Conv with a stride of 0.
