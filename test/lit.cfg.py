@@ -19,6 +19,7 @@ config.environment["CLEAVE_CACHE_DIR"] = os.path.join(config.test_exec_root, "ke
 config.substitutions.append(("%cleave_src", config.cleave_src_root))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%cleave_bin", config.cleave_tools_dir))
+config.substitutions.append(("%cleave_obj", config.cleave_obj_root))
 # Multi-process tests: OpenMPI's mpirun, allowed to run as root and to start
 # more ranks than the machine has cores.
 if getattr(config, "cleave_have_mpi", False) and shutil.which("mpirun"):

@@ -10,7 +10,8 @@
 #   1. device      nvidia-smi: GPU name, memory, driver
 #   1b. runtime    the runtime's GPU tests (CudaGpu.*, NcclGpu.*: executor,
 #                  graph replay, cuBLASLt GEMMs and epilogues, parameter
-#                  init, NCCL), from the bundle's cleave-runtime-tests
+#                  init, the fused attention kernels against attention in
+#                  double, NCCL), from the bundle's cleave-runtime-tests
 #   2. conformance a subset of the ONNX node tests, GPU vs CPU outputs
 #   3. train       the small GPT, N steps on the GPU and on the CPU, losses
 #                  compared with a bf16 tolerance
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
     --bench-steps) bench_steps="$2"; shift 2 ;;
     --no-torch) torch=0; shift ;;
     --results) results="$2"; shift 2 ;;
-    -h|--help) sed -n 2,28p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -222,7 +222,7 @@ struct Options {
   cl::opt<bool> noFusedAttention{
       "no-fused-attention",
       cl::desc("Spell out attention as GEMMs and a softmax over the whole "
-               "score matrix instead of the CPU runtime's fused attention "
+               "score matrix instead of the runtime's fused attention "
                "kernels (which hold a tile of the scores at a time)"),
       cl::cat(category)};
   cl::opt<bool> noRecognizeComposites{
@@ -798,7 +798,8 @@ static void printPlanStats(const ::cleave::plan::Plan &program, double seconds) 
                << stats.kernels
                << (program.target.rfind("cuda-", 0) == 0 ? " kernel launches, "
                                                        : " kernels, ")
-               << stats.gemms << " gemms), arena " << stats.arenaBytes
+               << stats.gemms << " gemms, " << stats.attentions
+               << " attentions), arena " << stats.arenaBytes
                << " bytes (constants " << stats.constantBytes
                << "), kernel object " << stats.kernelObjectBytes
                << " bytes, compiled in " << llvm::format("%.2f", seconds)

@@ -23,12 +23,13 @@ using namespace mlir;
 namespace cleave {
 
 void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm,
-                          bool keepFusedAttention) {
+                          bool keepFusedAttention,
+                          int64_t maxFusedAttentionHeadDim) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
-  fn.addPass(createDecomposeAttentionPass(
-      DecomposeAttentionPassOptions{keepFusedAttention}));
+  fn.addPass(createDecomposeAttentionPass(DecomposeAttentionPassOptions{
+      keepFusedAttention, maxFusedAttentionHeadDim}));
   fn.addPass(createDecomposeRotaryPass());
   if (convolutionsAsGemm)
     fn.addPass(createConvolutionsToGemmPass());
@@ -154,15 +155,15 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
                const std::optional<RecomputeStats> &recomputeStats,
                StopHere &stopHere) {
   PassManager pm(module.getContext());
-  // Convolutions become GEMMs only where GEMMs go to the library; only the
-  // CPU runtime has the fused attention commands.
-  bool fusedAttention = options.fusedAttention &&
-                        options.target == Target::CPU &&
-                        !options.cpuEmulateCuda;
+  // Convolutions become GEMMs only where GEMMs go to the library. Both
+  // runtimes have the fused attention commands (the CUDA kernels up to head
+  // dimension 128); the CUDA emulation on the CPU spells attention out.
+  bool fusedAttention = options.fusedAttention && !options.cpuEmulateCuda;
   buildPreparePipeline(pm,
                        options.plan.useLibraryGemm &&
                            options.convolutionsAsGemm,
-                       fusedAttention);
+                       fusedAttention,
+                       options.target == Target::CUDA ? 128 : 0);
   if (failed(pm.run(module)))
     return failure();
   // Recomputed clones are tagged so that CSE above leaves them apart from

@@ -197,7 +197,7 @@ struct Node {
   /// one (`comm` is the cleave.done).
   /// Marker: a pipeline step's begin or end (`comm` is the marker).
   /// Attention: a cleave.attention or cleave.attention_grad (the one op in
-  /// `ops`) run by the CPU runtime's fused attention command.
+  /// `ops`) run by the runtime's fused attention command.
   enum Kind { Kernel, Gemm, Collective, Done, Marker, Attention } kind;
   /// Kernel members in program order; an Attention node's op.
   SmallVector<Operation *> ops;
@@ -1605,7 +1605,7 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
       continue;
     }
     if (isa<AttentionOp, AttentionGradOp>(op)) {
-      // Left whole by the prepare pipeline for the fused command (CPU).
+      // Left whole by the prepare pipeline for the fused command (CPU and CUDA).
       if (!::cleave::hasFusedAttentionKernel(&op))
         return op.emitOpError()
                << "has no fused attention kernel for these element types; "

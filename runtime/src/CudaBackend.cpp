@@ -26,8 +26,13 @@
 //    on another architecture); Gemm -> cublasLtMatmul with descriptors,
 //    layouts and algorithm chosen once at creation (row-major through the
 //    transpose trick: C^T = op(B)^T op(A)^T in column-major); Copy ->
-//    cuMemcpyDtoDAsync; Fill -> cuMemsetD8Async. Kernel (host ELF) commands
-//    cannot appear in a CUDA plan (the validator rejects them).
+//    cuMemcpyDtoDAsync; Fill -> cuMemsetD8Async; Attention ->
+//    cleave_attention_forward and AttentionBackward -> three kernels
+//    (src/cuda/AttentionKernels.cu, PTX embedded at build time, loaded on
+//    first use; the backward's per-row log-sum-exp and rowsum scratch, 8
+//    bytes per query row of the largest command, is allocated next to the
+//    arena). Kernel (host ELF) commands cannot appear in a CUDA plan (the
+//    validator rejects them).
 //  - CUDA graphs: the first run() enqueues the commands one by one; the
 //    second captures the whole command list on the compute stream into a
 //    graph, instantiates it and launches it; later runs only launch it. Inputs are written into the arena before a run, so
@@ -48,6 +53,7 @@
 
 #include "Backend.h"
 #include "CudaApi.h"
+#include "cuda/AttentionCommand.h"
 #include "Launch.h"
 #include "Nccl.h"
 #include "RandomInit.h"
@@ -97,10 +103,19 @@ struct LaunchOp {
   std::vector<void *> args; ///< args[i] = &values[i].
 };
 
+/// An Attention or AttentionBackward command: its kernels' argument and
+/// grids.
+struct AttentionOp {
+  AttentionArgs args{};
+  void *argv[1] = {&args};
+  unsigned queryGrid[3] = {1, 1, 1}, keyGrid[3] = {1, 1, 1};
+};
+
 /// A command list with what each command needs at enqueue time.
 struct Prepared {
   std::vector<std::unique_ptr<GemmOp>> gemms;     ///< One per command or null.
   std::vector<std::unique_ptr<LaunchOp>> launches; ///< Same.
+  std::vector<std::unique_ptr<AttentionOp>> attentions; ///< Same.
 };
 
 class CudaBackend final : public Backend {
@@ -136,6 +151,8 @@ private:
   cleave_rt_status prepare(const std::vector<Command> &commands,
                            Prepared *out);
   cleave_rt_status prepareGemm(const Command &c, GemmOp *op);
+  cleave_rt_status prepareAttention(const Command &c, AttentionOp *op);
+  cleave_rt_status launchAttention(const Command &c, AttentionOp &op);
   cleave_rt_status enqueue(const std::vector<Command> &commands,
                            const Prepared &prepared);
   cleave_rt_status capture();
@@ -151,6 +168,12 @@ private:
   size_t workspaceBytes = 0;
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;
+  /// The attention kernels' module and functions (forward, backward rows,
+  /// dq, dk/dv), loaded by the first attention command; its scratch.
+  CUmodule attentionModule = nullptr;
+  CUfunction attentionFns[4] = {};
+  CUdeviceptr attentionScratch = 0;
+  size_t attentionScratchBytes = 0;
   CUstream compute = nullptr;
   /// Reserved for collectives (see the design note above).
   CUstream comm = nullptr;
@@ -192,6 +215,10 @@ CudaBackend::~CudaBackend() {
     lt->cublasLtDestroy(ltHandle);
   if (module)
     cu.cuModuleUnload(module);
+  if (attentionModule)
+    cu.cuModuleUnload(attentionModule);
+  if (attentionScratch)
+    cu.cuMemFree(attentionScratch);
   for (CUevent e : {computeReady, commDone})
     if (e)
       cu.cuEventDestroy(e);
@@ -456,13 +483,97 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
   return nullptr;
 }
 
+#ifdef CLEAVE_HAVE_CUDA_ATTENTION
+extern "C" const char cleave_attention_ptx[];
+#endif
+
+cleave_rt_status CudaBackend::prepareAttention(const Command &c,
+                                               AttentionOp *op) {
+#ifndef CLEAVE_HAVE_CUDA_ATTENTION
+  (void)c;
+  (void)op;
+  return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
+                    "this cleave-run was built without the CUDA attention "
+                    "kernels (nvcc was not found); compile the plan with "
+                    "--no-fused-attention");
+#else
+  if (!attentionModule) {
+    if (CUresult r = cu.cuModuleLoadData(&attentionModule,
+                                         cleave_attention_ptx)) {
+      attentionModule = nullptr;
+      return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                        "the attention kernels' PTX does not load (JIT) on "
+                        "this device: " +
+                            driverErrorString(cu, r));
+    }
+    const char *names[4] = {
+        "cleave_attention_forward", "cleave_attention_backward_rows",
+        "cleave_attention_backward_dq", "cleave_attention_backward_dkdv"};
+    for (int i = 0; i < 4; ++i)
+      CLEAVE_RT_RETURN_IF_ERROR(check(
+          cu.cuModuleGetFunction(&attentionFns[i], attentionModule, names[i]),
+          names[i]));
+  }
+  op->args = attentionArgsOf(c, static_cast<unsigned long long>(arena));
+  const AttentionArgs &a = op->args;
+  bool backward = c.kind == CommandKind::AttentionBackward;
+  auto blocks = [](int n, int per) { return static_cast<unsigned>((n + per - 1) / per); };
+  op->queryGrid[0] = blocks(a.Sq, kAttentionRowsPerBlock);
+  op->queryGrid[1] = static_cast<unsigned>(a.Hq);
+  op->queryGrid[2] = static_cast<unsigned>(a.B);
+  op->keyGrid[0] = blocks(a.Skv, kAttentionKeysPerBlock);
+  op->keyGrid[1] = static_cast<unsigned>(a.Hkv);
+  op->keyGrid[2] = static_cast<unsigned>(a.B);
+  if (backward) {
+    // Two floats per query row; commands run one at a time on the compute
+    // stream, so one scratch of the largest size serves them all.
+    size_t rows = size_t(a.B) * size_t(a.Hq) * size_t(a.Sq);
+    size_t need = 2 * rows * sizeof(float);
+    if (need > attentionScratchBytes) {
+      if (attentionScratch)
+        cu.cuMemFree(attentionScratch);
+      attentionScratch = 0;
+      CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuMemAlloc(&attentionScratch, need),
+                                      "cuMemAlloc (attention scratch)"));
+      attentionScratchBytes = need;
+    }
+  }
+  return nullptr;
+#endif
+}
+
+cleave_rt_status CudaBackend::launchAttention(const Command &c,
+                                              AttentionOp &op) {
+  auto launch = [&](int fn, const unsigned *grid) {
+    return check(cu.cuLaunchKernel(attentionFns[fn], grid[0], grid[1],
+                                   grid[2], kAttentionThreads, 1, 1, 0,
+                                   compute, op.argv, nullptr),
+                 "cuLaunchKernel(attention)");
+  };
+  if (c.kind == CommandKind::Attention)
+    return launch(0, op.queryGrid);
+  // The scratch may have grown since this command was prepared.
+  size_t rows = size_t(op.args.B) * size_t(op.args.Hq) * size_t(op.args.Sq);
+  op.args.lse = attentionScratch;
+  op.args.rowDot = attentionScratch + rows * sizeof(float);
+  CLEAVE_RT_RETURN_IF_ERROR(launch(1, op.queryGrid));
+  CLEAVE_RT_RETURN_IF_ERROR(launch(2, op.queryGrid));
+  return launch(3, op.keyGrid);
+}
+
 cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
                                       Prepared *out) {
   out->gemms.resize(commands.size());
   out->launches.resize(commands.size());
+  out->attentions.resize(commands.size());
   for (size_t i = 0; i < commands.size(); ++i) {
     const Command &c = commands[i];
-    if (c.kind == CommandKind::Gemm) {
+    if (c.kind == CommandKind::Attention ||
+        c.kind == CommandKind::AttentionBackward) {
+      out->attentions[i] = std::make_unique<AttentionOp>();
+      CLEAVE_RT_RETURN_IF_ERROR(
+          prepareAttention(c, out->attentions[i].get()));
+    } else if (c.kind == CommandKind::Gemm) {
       out->gemms[i] = std::make_unique<GemmOp>();
       CLEAVE_RT_RETURN_IF_ERROR(prepareGemm(c, out->gemms[i].get()));
     } else if (c.kind == CommandKind::GpuLaunch) {
@@ -567,10 +678,11 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
     case CommandKind::Kernel:
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "host kernel command in a CUDA plan");
-    case CommandKind::Attention: // refused by the validator
+    case CommandKind::Attention:
     case CommandKind::AttentionBackward:
-      return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
-                        "fused attention command in a CUDA plan");
+      CLEAVE_RT_RETURN_IF_ERROR(
+          launchAttention(c, *prepared.attentions[i]));
+      break;
     case CommandKind::Marker: // tracing is not supported here
       break;
     case CommandKind::Collective: // refused by createBackend

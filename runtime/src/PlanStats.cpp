@@ -20,6 +20,8 @@ PlanStats statistics(const Plan &plan) {
       if (epilogue < 4)
         ++s.gemmEpilogues[epilogue];
     }
+    s.attentions += c.kind == CommandKind::Attention ||
+                    c.kind == CommandKind::AttentionBackward;
     if (c.kind == CommandKind::Collective) {
       ++s.collectives;
       s.asyncCollectives += c.stream == kCommStream;

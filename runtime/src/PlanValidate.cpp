@@ -655,11 +655,19 @@ bool Validator::checkCommand(const char *label, size_t index,
   }
   case CommandKind::Attention:
   case CommandKind::AttentionBackward:
-    if (cuda)
-      return fail(what + ": attention commands run on the CPU only; a CUDA "
-                         "plan spells attention out (target '" +
-                  plan.target + "')");
-    return checkAttention(what, c);
+    if (!checkAttention(what, c))
+      return false;
+    // The CUDA kernels keep a row of q/k and of v in registers, up to 128.
+    if (cuda && (c.params[kAttnBatch] > 65535 || c.params[kAttnQHeads] > 65535))
+      return fail(what + ": the CUDA attention kernels take up to 65535 "
+                         "batches and heads (a grid dimension each)");
+    if (cuda && (c.params[kAttnHeadDim] > 128 || c.params[kAttnValueDim] > 128))
+      return fail(what + ": the CUDA attention kernels take head dimensions "
+                         "up to 128, got " +
+                  std::to_string(c.params[kAttnHeadDim]) + " and " +
+                  std::to_string(c.params[kAttnValueDim]) +
+                  " (compile with --no-fused-attention)");
+    return true;
   case CommandKind::RandomNormal: {
     if (c.params.size() == 5) {
       // The shard of a sharded state.

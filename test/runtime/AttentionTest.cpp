@@ -9,8 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionEmulation.h"
 #include "Half.h"
 #include "TestUtil.h"
+#include "cuda/AttentionCommand.h"
 
 #include <cmath>
 #include <gtest/gtest.h>
@@ -169,9 +171,92 @@ Command attentionCommand(const Case &c, CommandKind kind, DType gradType) {
   return cmd;
 }
 
+/// Sets the inputs of `l` (Loaded or Emulated), runs it and compares its
+/// outputs with `want`.
+template <typename Runner>
+void compareRun(const Case &c, double tolerance, Runner &l, const Data &q,
+                const Data &k, const Data &v, const Data &bias,
+                const Data &dout, const Reference &want) {
+  ASSERT_TRUE(l.set(0, q.bytes) && l.set(1, k.bytes) && l.set(2, v.bytes) &&
+              l.set(3, dout.bytes))
+      << l.error;
+  if (c.biasB)
+    ASSERT_TRUE(l.set(4, bias.bytes)) << l.error;
+  ASSERT_TRUE(l.run()) << l.error;
+
+  std::vector<double> out;
+  if (c.dtype == DType::BF16) {
+    for (uint16_t h : l.template out<uint16_t>(0))
+      out.push_back(rt::bf16ToFloat(h));
+  } else {
+    for (float x : l.template out<float>(0))
+      out.push_back(x);
+  }
+  auto compare = [&](const char *name, const std::vector<double> &got,
+                     const std::vector<double> &ref) {
+    ASSERT_EQ(got.size(), ref.size()) << name;
+    double scale = 0;
+    for (double x : ref)
+      scale = std::max(scale, std::fabs(x));
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << name << "[" << i << "] = " << got[i];
+      double e = std::fabs(got[i] - ref[i]) / std::max(scale, 1e-30);
+      if (e > worst) {
+        worst = e;
+        at = i;
+      }
+    }
+    EXPECT_LE(worst, tolerance)
+        << name << "[" << at << "]: got " << got[at] << ", want " << ref[at];
+  };
+  compare("out", out, want.out);
+  auto f32 = [&](size_t i) {
+    std::vector<double> r;
+    for (float x : l.template out<float>(i))
+      r.push_back(x);
+    return r;
+  };
+  compare("dq", f32(1), want.dq);
+  compare("dk", f32(2), want.dk);
+  compare("dv", f32(3), want.dv);
+}
+
+/// Host arena runs of a plan's attention commands through the CUDA
+/// kernels' emulation (AttentionEmulation.cpp), with Loaded's interface.
+struct Emulated {
+  const Plan &plan;
+  std::vector<uint8_t> arena;
+  std::string error;
+  explicit Emulated(const Plan &p) : plan(p), arena(p.arenaBytes) {}
+  bool set(size_t i, const std::vector<uint8_t> &bytes) {
+    std::memcpy(arena.data() + plan.inputs[i].offset, bytes.data(),
+                bytes.size());
+    return true;
+  }
+  bool run() {
+    for (const Command &c : plan.commands)
+      emulateAttention(
+          rt::cuda::attentionArgsOf(
+              c, reinterpret_cast<uintptr_t>(arena.data())),
+          c.kind == CommandKind::AttentionBackward);
+    return true;
+  }
+  template <typename T> std::vector<T> out(size_t i) {
+    const TensorInfo &t = plan.outputs[i];
+    std::vector<T> v(t.byteSize() / sizeof(T));
+    std::memcpy(v.data(), arena.data() + t.offset, t.byteSize());
+    return v;
+  }
+};
+
 /// Runs the forward and backward commands of `c` (the backward reading the
-/// forward's output) and compares out, dq, dk, dv with the reference.
-void check(const Case &c, double tolerance) {
+/// forward's output) on `backend` ("cpu", "cuda", or "cuda-emulated": the
+/// CUDA kernels on host threads) and compares out, dq, dk, dv with the
+/// reference; on cuda twice (enqueued, then replayed from a CUDA graph).
+/// Skips when the backend cannot be made here (cuda without a GPU).
+void check(const Case &c, double tolerance, const char *backend = "cpu") {
   std::mt19937 gen(1234);
   int64_t nq = c.B * c.Hq * c.Sq * c.D, nk = c.B * c.Hkv * c.Skv * c.D,
           nv = c.B * c.Hkv * c.Skv * c.Dv, no = c.B * c.Hq * c.Sq * c.Dv,
@@ -217,53 +302,20 @@ void check(const Case &c, double tolerance) {
   fwd.buffers.push_back(oout);
   bwd.buffers.insert(bwd.buffers.end(), {oout, odout, odq, odk, odv});
   p.commands = {fwd, bwd};
-
-  Loaded l(p);
-  ASSERT_EQ(l.error, "");
-  ASSERT_TRUE(l.set(0, q.bytes) && l.set(1, k.bytes) && l.set(2, v.bytes) &&
-              l.set(3, dout.bytes))
-      << l.error;
-  if (c.biasB)
-    ASSERT_TRUE(l.set(4, bias.bytes)) << l.error;
-  ASSERT_TRUE(l.run()) << l.error;
-
-  std::vector<double> out;
-  if (c.dtype == DType::BF16) {
-    for (uint16_t h : l.out<uint16_t>(0))
-      out.push_back(rt::bf16ToFloat(h));
-  } else {
-    for (float x : l.out<float>(0))
-      out.push_back(x);
+  bool cuda = std::string(backend) == "cuda";
+  p.target = cuda ? "cuda-sm_90a" : "cpu-x86_64";
+  if (std::string(backend) == "cuda-emulated") {
+    Emulated e(p);
+    compareRun(c, tolerance, e, q, k, v, bias, dout, want);
+    return;
   }
-  auto compare = [&](const char *name, const std::vector<double> &got,
-                     const std::vector<double> &ref) {
-    ASSERT_EQ(got.size(), ref.size()) << name;
-    double scale = 0;
-    for (double x : ref)
-      scale = std::max(scale, std::fabs(x));
-    double worst = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(got[i])) << name << "[" << i << "] = " << got[i];
-      double e = std::fabs(got[i] - ref[i]) / std::max(scale, 1e-30);
-      if (e > worst) {
-        worst = e;
-        at = i;
-      }
-    }
-    EXPECT_LE(worst, tolerance)
-        << name << "[" << at << "]: got " << got[at] << ", want " << ref[at];
-  };
-  compare("out", out, want.out);
-  auto f32 = [&](size_t i) {
-    std::vector<double> r;
-    for (float x : l.out<float>(i))
-      r.push_back(x);
-    return r;
-  };
-  compare("dq", f32(1), want.dq);
-  compare("dk", f32(2), want.dk);
-  compare("dv", f32(3), want.dv);
+  Loaded l(p, backend);
+  if (cuda && l.code == CLEAVE_RT_UNAVAILABLE)
+    GTEST_SKIP() << "no usable CUDA device: " << l.error;
+  ASSERT_EQ(l.error, "");
+  compareRun(c, tolerance, l, q, k, v, bias, dout, want);
+  if (cuda)
+    compareRun(c, tolerance, l, q, k, v, bias, dout, want); // graph replay
 }
 
 } // namespace
@@ -313,6 +365,45 @@ TEST(Attention, Bf16Operands) {
   check(c, 4e-3);
 }
 
+/// The CPU tests' cases and tolerances, plus head dimensions at the CUDA
+/// kernels' limit of 128, on `backend`. `small` shrinks the lengths for the
+/// host emulation, still past a block of queries (32) and of keys (16) and
+/// past a key tile (32) with partial ones.
+void checkCudaCases(const char *backend, bool small) {
+  auto len = [&](int64_t n, int64_t s) { return small ? s : n; };
+  check({2, 2, 2, len(70, 37), len(150, 45), 8, 5}, 2e-5, backend);
+  Case g{1, 4, 2, len(67, 35), len(131, 50), 6, 7};
+  g.causal = true;
+  g.offset = -3;
+  check(g, 2e-5, backend);
+  g.offset = len(64, 10);
+  check(g, 2e-5, backend);
+  Case b{2, 3, 3, len(66, 34), len(129, 33), 4, 4};
+  b.biasB = 2;
+  b.biasH = 1;
+  b.biasSq = b.Sq;
+  b.softcap = 2.0;
+  b.scale = 0.7;
+  check(b, 2e-5, backend);
+  Case h{1, 2, 1, len(65, 33), len(140, 40), 16, 16};
+  h.dtype = DType::BF16;
+  h.causal = true;
+  check(h, 4e-3, backend);
+  Case wide{1, 2, 2, len(40, 20), len(33, 18), 128, 128};
+  wide.causal = true;
+  check(wide, 2e-5, backend);
+}
+
+// The CUDA kernels (runtime/src/cuda/AttentionKernels.cu) on a GPU; skipped
+// without one (the GPU check runs them).
+TEST(CudaGpu, AttentionMatchesReference) { checkCudaCases("cuda", false); }
+
+// The same kernels on host threads, one per CUDA thread
+// (AttentionEmulation.cpp): what they compute, checked where no GPU is.
+TEST(Attention, CudaKernelsEmulatedOnTheHost) {
+  checkCudaCases("cuda-emulated", true);
+}
+
 TEST(Attention, ValidatorRefusesBadCommands) {
   Case c{1, 3, 2, 4, 4, 4, 4}; // 3 query heads over 2 key/value heads
   Plan p;
@@ -347,4 +438,16 @@ TEST(Attention, ValidatorRefusesBadCommands) {
   Loaded o(p);
   EXPECT_NE(o.error.find("bias dimensions 2 x 1 x 1"), std::string::npos)
       << o.error;
+  // A CUDA plan's attention with a head dimension past the kernels' 128.
+  Case wide{1, 1, 1, 2, 2, 256, 256}; // 2 KiB each
+  Command w = attentionCommand(wide, CommandKind::Attention, DType::F32);
+  w.buffers = {0, 2048, 4096, 6144};
+  Plan cp;
+  cp.target = "cuda-sm_90a";
+  cp.arenaBytes = 8192;
+  cp.commands = {w};
+  Loaded q(cp);
+  EXPECT_NE(q.error.find("head dimensions up to 128, got 256 and 256"),
+            std::string::npos)
+      << q.error;
 }

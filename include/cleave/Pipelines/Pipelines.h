@@ -25,13 +25,15 @@
 namespace cleave {
 
 /// `--cleave-prepare-pipeline`: cleans up an imported program (folding,
-/// CSE), spells out attention (except what the CPU's fused attention kernel
-/// runs, with `keepFusedAttention`), rewrites convolutions as im2col and a
-/// GEMM (unless `convolutionsAsGemm` is false) and puts contractions in GEMM
-/// form, ready for planning.
+/// CSE), spells out attention (except what the runtime's fused attention
+/// kernels run, with `keepFusedAttention`: head dimensions up to
+/// `maxFusedAttentionHeadDim` unless 0), rewrites convolutions as im2col and
+/// a GEMM (unless `convolutionsAsGemm` is false) and puts contractions in
+/// GEMM form, ready for planning.
 void buildPreparePipeline(mlir::OpPassManager &pm,
                           bool convolutionsAsGemm = true,
-                          bool keepFusedAttention = false);
+                          bool keepFusedAttention = false,
+                          int64_t maxFusedAttentionHeadDim = 0);
 
 /// Registers the pipelines above with the global pass registry.
 void registerPipelines();

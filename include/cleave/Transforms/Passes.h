@@ -25,10 +25,12 @@ struct GemmShape {
 };
 mlir::FailureOr<GemmShape> getGemmShape(mlir::cleave::ContractOp op);
 
-/// Whether a cleave.attention or cleave.attention_grad can run as the CPU
+/// Whether a cleave.attention or cleave.attention_grad can run as the
 /// runtime's fused attention command (plan::CommandKind::Attention and
-/// AttentionBackward): f32, bf16 or f16 operands and results.
-bool hasFusedAttentionKernel(mlir::Operation *op);
+/// AttentionBackward): f32, bf16 or f16 operands and results, and, when
+/// `maxHeadDim` is not 0, q/k and v head dimensions up to it (the CUDA
+/// kernels take 128; the CPU's any).
+bool hasFusedAttentionKernel(mlir::Operation *op, int64_t maxHeadDim = 0);
 
 } // namespace cleave
 

@@ -42,13 +42,17 @@ def DecomposeAttentionPass : Pass<"cleave-decompose-attention", "::mlir::func::F
     `cleave.attention_grad` is spelled out the same way from recomputed
     probabilities, so the forward and backward pass agree on them.
 
-    With `keep-fused`, ops the CPU runtime's fused attention kernel takes
-    (f32, bf16 and f16) stay whole for the plan builder, which makes each an
-    attention command that never holds more than a tile of the scores.
+    With `keep-fused`, ops the runtime's fused attention kernels take
+    (f32, bf16 and f16; head dimensions up to `max-head-dim` when it is not
+    0, 128 for the CUDA kernels) stay whole for the plan builder, which
+    makes each an attention command that never holds more than a tile of
+    the scores.
   }];
   let options = [
     Option<"keepFused", "keep-fused", "bool", /*default=*/"false",
-           "Keep the attention ops the CPU's fused kernel runs">
+           "Keep the attention ops the runtime's fused kernels run">,
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
+           "With keep-fused, the largest head dimension kept (0: any)">
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }

@@ -160,15 +160,16 @@ const char *commandKindName(CommandKind);
 ///          dst): dst then holds the rank's shard, each element drawn with
 ///          its index in the global tensor (the same values on any mesh).
 ///
-///  Attention (CPU plans): params = AttentionParam (below); buffers = {q, k,
+///  Attention: params = AttentionParam (below); buffers = {q, k,
 ///          v, [bias], out}: cleave.attention's result, q (B x Hq x Sq x D),
 ///          k (B x Hkv x Skv x D), v (B x Hkv x Skv x Dv) and out
 ///          (B x Hq x Sq x Dv) packed row-major in dtype (F32, BF16 or F16);
 ///          the optional bias (biasDType != 0) packed as biasB x biasH x
 ///          biasSq x Skv, each of the first three 1 (broadcast) or full.
 ///          One fused kernel: scores a tile at a time with an online
-///          softmax, computed in f32.
-///  AttentionBackward (CPU plans): the same params; buffers = {q, k, v,
+///          softmax, computed in f32. In CUDA plans, head dimensions up to
+///          128 (the runtime's kernels keep a row in registers).
+///  AttentionBackward: the same params; buffers = {q, k, v,
 ///          [bias], out, dout, dq, dk, dv}: cleave.attention_grad, dout in
 ///          doutDType, dq/dk/dv in gradDType (dtype or F32).
 ///
@@ -696,6 +697,7 @@ struct PlanStats {
   size_t commands = 0;
   size_t kernels = 0;     ///< Kernel commands (or GPU launches).
   size_t gemms = 0;       ///< Library GEMM commands.
+  size_t attentions = 0;  ///< Fused attention commands (forward, backward).
   size_t collectives = 0; ///< Collective commands, sends and receives.
   size_t asyncCollectives = 0; ///< Of them, on the communication stream.
   uint64_t arenaBytes = 0;
