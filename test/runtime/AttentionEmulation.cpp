@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionEmulation.h"
+#include "Half.h"
 
 #include <algorithm>
 #include <cmath>
@@ -65,57 +66,19 @@ float __uint_as_float(unsigned bits) {
   return f;
 }
 
-// float16 and bfloat16 as their bits, converted with round-half-even.
+// float16 and bfloat16 as their bits, converted as the CPU backend does.
 struct __half {
   uint16_t bits;
 };
 struct __nv_bfloat16 {
   uint16_t bits;
 };
-float __half2float(__half h) {
-  uint32_t sign = (h.bits & 0x8000u) << 16, e = (h.bits >> 10) & 0x1f,
-           m = h.bits & 0x3ff;
-  float v;
-  if (e == 0)
-    v = std::ldexp(static_cast<float>(m), -24);
-  else if (e == 31)
-    v = m ? NAN : INFINITY;
-  else
-    v = std::ldexp(static_cast<float>(m | 0x400), static_cast<int>(e) - 25);
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  bits |= sign;
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
-__half __float2half_rn(float f) {
-  // Through the exact double: rint to the half's step at f's binade.
-  uint16_t sign = std::signbit(f) ? 0x8000 : 0;
-  double a = std::fabs(static_cast<double>(f));
-  if (std::isnan(f))
-    return {static_cast<uint16_t>(sign | 0x7e00)};
-  if (a >= 65520.0)
-    return {static_cast<uint16_t>(sign | 0x7c00)};
-  int e;
-  std::frexp(a, &e); // a = m 2^e, m in [0.5, 1)
-  int exp = std::max(e - 1, -14);
-  double q = std::nearbyint(std::ldexp(a, 10 - exp)); // ties to even
-  uint32_t code = static_cast<uint32_t>(q);
-  uint32_t bits = exp == -14 && code < 0x400
-                      ? code
-                      : (static_cast<uint32_t>(exp + 15) << 10) + code - 0x400;
-  return {static_cast<uint16_t>(sign | bits)};
-}
+float __half2float(__half h) { return cleave::rt::halfToFloat(h.bits); }
+__half __float2half_rn(float f) { return {cleave::rt::floatToHalf(f)}; }
 __nv_bfloat16 __float2bfloat16_rn(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (std::isnan(f))
-    return {static_cast<uint16_t>((bits >> 16) | 0x40)};
-  bits += 0x7fff + ((bits >> 16) & 1);
-  return {static_cast<uint16_t>(bits >> 16)};
+  return {cleave::rt::floatToBf16(f)};
 }
 
-using std::fmaxf;
 template <typename T> T min(T a, T b) { return b < a ? b : a; }
 
 } // namespace

@@ -505,15 +505,8 @@ LogicalResult convertCast(NodeContext &ctx) {
   // rounds.
   if (isa<Float8E4M3FNType, Float8E4M3FNUZType, Float8E5M2Type,
           Float8E5M2FNUZType>(to) &&
-      ctx.attrInt("saturate", 1) != 0) {
-    if (!elemOf(x).isF32() && !elemOf(x).isF64())
-      x = ctx.convert(x, ctx.b.getF32Type());
-    double largest =
-        APFloat::getLargest(cast<FloatType>(to).getFloatSemantics())
-            .convertToDouble();
-    x = ctx.binary(BinaryKind::max, x, ctx.splatLike(x, -largest));
-    x = ctx.binary(BinaryKind::min, x, ctx.splatLike(x, largest));
-  }
+      ctx.attrInt("saturate", 1) != 0)
+    x = clampToFinite(ctx, x, to);
   return done(ctx, ctx.convert(x, to));
 }
 
@@ -548,6 +541,15 @@ LogicalResult convertWhere(NodeContext &ctx) {
 }
 
 } // namespace
+
+Value clampToFinite(NodeContext &ctx, Value x, Type to) {
+  if (!elemOf(x).isF32() && !elemOf(x).isF64())
+    x = ctx.convert(x, ctx.b.getF32Type());
+  double largest = APFloat::getLargest(cast<FloatType>(to).getFloatSemantics())
+                       .convertToDouble();
+  x = ctx.binary(BinaryKind::max, x, ctx.splatLike(x, -largest));
+  return ctx.binary(BinaryKind::min, x, ctx.splatLike(x, largest));
+}
 
 void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
   for (StringRef op :

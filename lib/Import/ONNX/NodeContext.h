@@ -337,6 +337,11 @@ mlir::FailureOr<SmallVector<int64_t>> getAxes(NodeContext &ctx,
 /// operands, broadcast batch dimensions); null after an error.
 mlir::Value buildMatMul(NodeContext &ctx, mlir::Value a, mlir::Value b);
 
+/// `x` clamped to the finite range of float type `to`, NaN kept: Cast's and
+/// QuantizeLinear's `saturate` for float8 (the reference clips, then
+/// converts). Computed in f32 (f64 stays f64).
+mlir::Value clampToFinite(NodeContext &ctx, mlir::Value x, mlir::Type to);
+
 /// Broadcasts a per-channel vector [C] along dim 1 of `shape` (N x C x ...).
 mlir::Value channelBroadcast(NodeContext &ctx, mlir::Value v,
                              ArrayRef<int64_t> shape);

@@ -130,14 +130,8 @@ LogicalResult convertQuantizeLinear(NodeContext &ctx) {
         return failure();
       q = ctx.binary(BinaryKind::add, q, z);
     }
-    if (!isa<Float4E2M1FNType>(out) && ctx.attrInt("saturate", 1) != 0) {
-      q = ctx.convert(q, elemOf(x).isF64() ? elemOf(x) : ctx.b.getF32Type());
-      double largest =
-          APFloat::getLargest(cast<FloatType>(out).getFloatSemantics())
-              .convertToDouble();
-      q = ctx.binary(BinaryKind::max, q, ctx.splatLike(q, -largest));
-      q = ctx.binary(BinaryKind::min, q, ctx.splatLike(q, largest));
-    }
+    if (!isa<Float4E2M1FNType>(out) && ctx.attrInt("saturate", 1) != 0)
+      q = clampToFinite(ctx, q, out);
     return done(ctx, ctx.convert(q, out));
   }
   Value q = ctx.unary(UnaryKind::round, ctx.binary(BinaryKind::div, x, s));

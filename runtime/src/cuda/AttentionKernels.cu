@@ -141,6 +141,20 @@ __device__ __forceinline__ void loadSlice(float (&out)[kWidth / L],
   }
 }
 
+/// Stores this thread's slice of row `row` (its elements below `width`).
+template <int L = kLanes>
+__device__ __forceinline__ void storeSlice(const float (&in)[kWidth / L],
+                                           unsigned long long base, int dtype,
+                                           long long row, int width,
+                                           int lane) {
+#pragma unroll
+  for (int e = 0; e < kWidth / L; ++e) {
+    int d = lane + L * e;
+    if (d < width)
+      storeAt(base, row * width + d, dtype, in[e]);
+  }
+}
+
 /// The dot product of a row's slices with a row of a shared tile.
 template <int L = kLanes>
 __device__ __forceinline__ float dotSlice(const float (&x)[kWidth / L],
@@ -196,18 +210,31 @@ __device__ __forceinline__ void onlineSoftmax(
   }
 }
 
+/// Where a thread of a query-row kernel (forward, backward rows, dq) is:
+/// its lane in the row, the batch and query head of its block, the block's
+/// first query, its own query (live: it exists) and (b, h) as a row index
+/// of q, out and dout.
+struct QueryRow {
+  int lane, b, h;
+  long long i0, i, bh;
+  bool live;
+  __device__ explicit QueryRow(const AttentionArgs &a)
+      : lane(threadIdx.x % kLanes), b(blockIdx.z), h(blockIdx.y),
+        i0(static_cast<long long>(blockIdx.x) * kRows),
+        i(i0 + threadIdx.x / kLanes), bh(static_cast<long long>(b) * a.Hq + h),
+        live(i < a.Sq) {}
+};
+
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     cleave_attention_forward(AttentionArgs a) {
   __shared__ float ks[kTile][kWidth];
   __shared__ float vs[kTile][kWidth];
-  int lane = threadIdx.x % kLanes;
-  int b = blockIdx.z, h = blockIdx.y;
-  long long i0 = static_cast<long long>(blockIdx.x) * kRows;
-  long long i = i0 + threadIdx.x / kLanes;
-  bool live = i < a.Sq;
-  long long bh = static_cast<long long>(b) * a.Hq + h;
+  const QueryRow row(a);
+  const int lane = row.lane, b = row.b, h = row.h;
+  const long long i0 = row.i0, i = row.i, bh = row.bh;
+  const bool live = row.live;
   float q[kSlice], acc[kSlice];
   loadSlice(q, a.q, a.dtype, bh * a.Sq + i, live, a.D, lane);
 #pragma unroll
@@ -229,22 +256,18 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     return;
   float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
-  for (int e = 0; e < kSlice; ++e) {
-    int d = lane + kLanes * e;
-    if (d < a.Dv)
-      storeAt(a.result, (bh * a.Sq + i) * a.Dv + d, a.dtype, acc[e] * inv);
-  }
+  for (int e = 0; e < kSlice; ++e)
+    acc[e] *= inv;
+  storeSlice(acc, a.result, a.dtype, bh * a.Sq + i, a.Dv, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     cleave_attention_backward_rows(AttentionArgs a) {
   __shared__ float ks[kTile][kWidth];
-  int lane = threadIdx.x % kLanes;
-  int b = blockIdx.z, h = blockIdx.y;
-  long long i0 = static_cast<long long>(blockIdx.x) * kRows;
-  long long i = i0 + threadIdx.x / kLanes;
-  bool live = i < a.Sq;
-  long long bh = static_cast<long long>(b) * a.Hq + h;
+  const QueryRow row(a);
+  const int lane = row.lane, b = row.b, h = row.h;
+  const long long i0 = row.i0, i = row.i, bh = row.bh;
+  const bool live = row.live;
   float x[kSlice];
   loadSlice(x, a.q, a.dtype, bh * a.Sq + i, live, a.D, lane);
   float m, l;
@@ -271,12 +294,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     cleave_attention_backward_dq(AttentionArgs a) {
   __shared__ float ks[kTile][kWidth];
   __shared__ float vs[kTile][kWidth];
-  int lane = threadIdx.x % kLanes;
-  int b = blockIdx.z, h = blockIdx.y;
-  long long i0 = static_cast<long long>(blockIdx.x) * kRows;
-  long long i = i0 + threadIdx.x / kLanes;
-  bool live = i < a.Sq;
-  long long bh = static_cast<long long>(b) * a.Hq + h;
+  const QueryRow row(a);
+  const int lane = row.lane, b = row.b, h = row.h;
+  const long long i0 = row.i0, i = row.i, bh = row.bh;
+  const bool live = row.live;
   float q[kSlice], dout[kSlice], dq[kSlice];
   loadSlice(q, a.q, a.dtype, bh * a.Sq + i, live, a.D, lane);
   loadSlice(dout, a.dout, a.doutDType, bh * a.Sq + i, live, a.Dv, lane);
@@ -310,14 +331,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         dq[e] += ds * ks[r][lane + kLanes * e];
     }
   }
-  if (!live)
-    return;
-#pragma unroll
-  for (int e = 0; e < kSlice; ++e) {
-    int d = lane + kLanes * e;
-    if (d < a.D)
-      storeAt(a.dq, (bh * a.Sq + i) * a.D + d, a.gradDType, dq[e]);
-  }
+  if (live)
+    storeSlice(dq, a.dq, a.gradDType, bh * a.Sq + i, a.D, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
@@ -382,12 +397,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   }
   if (!live)
     return;
-#pragma unroll
-  for (int e = 0; e < S; ++e) {
-    int d = lane + L * e;
-    if (d < a.D)
-      storeAt(a.dk, kvRow * a.D + d, a.gradDType, dk[e]);
-    if (d < a.Dv)
-      storeAt(a.dv, kvRow * a.Dv + d, a.gradDType, dv[e]);
-  }
+  storeSlice<L>(dk, a.dk, a.gradDType, kvRow, a.D, lane);
+  storeSlice<L>(dv, a.dv, a.gradDType, kvRow, a.Dv, lane);
 }
