@@ -193,13 +193,15 @@ double attentionSeconds(const Device &d, const plan::Command &c) {
   double productFlops =
       scores * (backward ? 2 * (4 * dk + 2 * dv) : 2 * (dk + dv));
   auto dtype = static_cast<DType>(p[plan::kAttnDType]);
-  bool half = dtype == DType::BF16 || dtype == DType::F16;
-  const EfficiencyCurve &curve = half ? d.gemmHalf : d.gemmFp32;
+  // Both runtimes compute attention in f32 whatever the operands' type (the
+  // CPU's tile products are sgemm; the CUDA kernels use the CUDA cores, not
+  // tensor cores): the f32 peak and curve.
+  const EfficiencyCurve &curve = d.gemmFp32;
   // The efficiency of one head's products (the kernel's unit of work).
   double perHead = bh > 0 ? productFlops / bh : 0;
   double efficiency =
       perHead > 0 ? curve.max * perHead / (perHead + curve.halfFlops) : 1;
-  double peak = gemmPeak(d, dtype);
+  double peak = d.fp32Flops;
   double compute =
       productFlops > 0 && peak > 0 ? productFlops / (peak * efficiency) : 0;
   double softmax = d.fp32Flops > 0

@@ -101,8 +101,9 @@ double gemmSeconds(const Device &device, int64_t m, int64_t n, int64_t k,
 
 /// Seconds of an Attention or AttentionBackward command: its products (2
 /// forward: q k^T and p v; 6 backward: q k^T twice, dv, dp, dq, dk) over
-/// the scores that causal masking leaves, at the GEMM peak and efficiency
-/// of the operands' type, plus the softmax work at the fp32 peak, or its
+/// the scores that causal masking leaves, at the fp32 peak and GEMM
+/// efficiency (both runtimes' kernels compute in f32 whatever the operands'
+/// type), plus the softmax work at the fp32 peak, or its
 /// operands' and results' bytes over the kernels' bandwidth, whichever is
 /// longer (the scores stay in on-chip memory), plus one kernel overhead.
 double attentionSeconds(const Device &device, const plan::Command &command);
