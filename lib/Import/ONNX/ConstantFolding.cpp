@@ -308,12 +308,14 @@ std::optional<ConstTensor> foldLogical(StringRef op, const Inputs &in,
 std::optional<ConstTensor> foldUnary(StringRef op, const ConstTensor &c) {
   Inputs in{&c};
   if (!c.isFloat()) {
-    if (op != "Abs" && op != "Sign")
+    if (op != "Abs" && op != "Sign" && op != "Relu")
       return std::nullopt;
     return elementwise(in, c.elemType, [&](ArrayRef<int64_t> i) {
       int64_t v = c.ints[i[0]];
       return std::pair<double, int64_t>(
-          0, op == "Abs" ? (v < 0 ? -v : v) : (v > 0) - (v < 0));
+          0, op == "Abs"    ? (v < 0 ? -v : v)
+             : op == "Relu" ? (v < 0 ? 0 : v)
+                            : (v > 0) - (v < 0));
     });
   }
   return elementwise(in, c.elemType, [&](ArrayRef<int64_t> i) {
@@ -324,6 +326,7 @@ std::optional<ConstTensor> foldUnary(StringRef op, const ConstTensor &c) {
                : op == "Floor"      ? std::floor(v)
                : op == "Ceil"       ? std::ceil(v)
                : op == "Reciprocal" ? 1.0 / v
+               : op == "Relu"       ? (v <= 0 ? 0.0 : v) // NaN passes
                                     : (v > 0) - (v < 0); // Sign
     return std::pair<double, int64_t>(r, 0);
   });
@@ -390,7 +393,8 @@ std::optional<ConstTensor> foldNode(NodeContext &ctx, const Inputs &in) {
   if (op == "And" || op == "Or" || op == "Xor")
     return foldLogical(op, in, i1);
   if (op == "Sqrt" || op == "Abs" || op == "Floor" || op == "Ceil" ||
-      op == "Reciprocal" || op == "Sign" || (op == "Neg" && in[0]->isFloat()))
+      op == "Reciprocal" || op == "Sign" || op == "Relu" ||
+      (op == "Neg" && in[0]->isFloat()))
     return foldUnary(op, *in[0]);
   if (op == "ConstantOfShape")
     return foldConstantOfShape(ctx, *in[0]);
@@ -615,7 +619,7 @@ bool tryFoldNode(NodeContext &ctx) {
       "Where",    "Cast",  "Gather", "Concat", "Slice", "Reshape",
       "Unsqueeze", "Squeeze", "Range", "Expand", "Mod", "And", "Or",
       "Xor", "LessOrEqual", "GreaterOrEqual", "Sqrt", "Abs", "Floor",
-      "Ceil", "Reciprocal", "Sign", "ConstantOfShape"};
+      "Ceil", "Reciprocal", "Sign", "Relu", "ConstantOfShape"};
   if (!foldable.contains(op) || ctx.numOutputs() != 1)
     return false;
   Inputs ins;

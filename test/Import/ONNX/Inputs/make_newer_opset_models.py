@@ -124,6 +124,14 @@ loop_body = helper.make_graph(
 save("loop_static", [const("m", np.array(3, np.int64)), const("c", np.array(True)),
                      helper.make_node("Loop", ["m", "c", "x"], ["sum", "partials"], body=loop_body)],
      [vi("x", F, [2])], [vi("sum", F, [2]), vi("partials", F, [3, 2])])
+# The trip count as ONNX's Range function computes it: Cast(Relu(Ceil(
+# (limit - start) / delta))) of constants, 3 here.
+save("loop_relu_trip", [const("span", np.array(2.2, np.float32)), const("c", np.array(True)),
+                        helper.make_node("Ceil", ["span"], ["ceil"]),
+                        helper.make_node("Relu", ["ceil"], ["relu"]),
+                        helper.make_node("Cast", ["relu"], ["m"], to=TensorProto.INT64),
+                        helper.make_node("Loop", ["m", "c", "x"], ["sum", "partials"], body=loop_body)],
+     [vi("x", F, [2])], [vi("sum", F, [2]), vi("partials", F, [3, 2])])
 save("loop_dynamic", [const("c", np.array(True)),
                       helper.make_node("Loop", ["m", "c", "x"], ["sum", "partials"], name="loop",
                                        body=loop_body)],
