@@ -963,6 +963,51 @@ std::string simulationTrace(const SimResult &result) {
   return out + "\n]}\n";
 }
 
+StepCost stepCost(const SimResult &r, const Cluster &cluster) {
+  double devices = double(r.placement.world);
+  StepCost c;
+  c.kWh = devices * cluster.device.powerWatts * r.stepSeconds / 3.6e6;
+  c.deviceCost = devices * cluster.pricePerDeviceHour * r.stepSeconds / 3600;
+  c.energyCost = c.kWh * cluster.pricePerKWh;
+  return c;
+}
+
+double tokensPerStep(const plan::Plan &plan, std::string &source) {
+  for (const plan::TensorInfo &t : plan.inputs) {
+    bool integer = t.dtype == plan::DType::I64 || t.dtype == plan::DType::I32 ||
+                   t.dtype == plan::DType::U32 || t.dtype == plan::DType::U64;
+    if (!integer || t.shape.size() < 2)
+      continue;
+    std::vector<int64_t> global = plan::globalShape(t, plan.mesh);
+    double n = 1;
+    std::string dims;
+    for (int64_t d : global) {
+      n *= double(d);
+      dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+    }
+    source = "input '" + t.name + "', " + dims;
+    return n;
+  }
+  source.clear();
+  return 0;
+}
+
+std::string runBudgetReport(const SimResult &r, const Cluster &cluster,
+                            double tokens, double perStep) {
+  char line[512];
+  double steps = std::ceil(tokens / perStep);
+  StepCost cost = stepCost(r, cluster);
+  double seconds = steps * r.stepSeconds;
+  std::snprintf(line, sizeof line,
+                "run of %.4g tokens at %.4g a step: %.0f steps, %.4g s "
+                "(%.4g days), %.4g kWh, cost %.4g (device-hours %.4g + "
+                "energy %.4g)\n",
+                tokens, perStep, steps, seconds, seconds / 86400,
+                steps * cost.kWh, steps * cost.total(),
+                steps * cost.deviceCost, steps * cost.energyCost);
+  return line;
+}
+
 std::string simulationReport(const SimResult &r, const Cluster &cluster) {
   std::string out;
   char line[512];
@@ -1014,15 +1059,11 @@ std::string simulationReport(const SimResult &r, const Cluster &cluster) {
       "TFLOP/s %s per device\n",
       r.flops, r.modelFlops, r.mfu * 100, r.hfu * 100, r.peakFlops / 1e12,
       r.peakType.c_str());
-  // Every device at board power for the whole step: an upper bound.
-  double devices = double(r.placement.world);
-  double kWh = devices * cluster.device.powerWatts * r.stepSeconds / 3.6e6;
-  double deviceCost = devices * cluster.pricePerDeviceHour * r.stepSeconds / 3600;
+  StepCost cost = stepCost(r, cluster);
   add("energy per step %.4g kWh (%.0f devices at %.0f W); cost per step %.4g "
       "(device-hours %.4g + energy %.4g)\n",
-      kWh, devices, cluster.device.powerWatts,
-      deviceCost + kWh * cluster.pricePerKWh, deviceCost,
-      kWh * cluster.pricePerKWh);
+      cost.kWh, double(r.placement.world), cluster.device.powerWatts,
+      cost.total(), cost.deviceCost, cost.energyCost);
   for (const RankResult &k : r.ranks)
     add("  rank %lld%s: end %.3f ms, compute %.3f ms, exposed communication "
         "%.3f ms, waiting %.3f ms, memory %llu bytes (arena; states %llu)%s\n",

@@ -22,6 +22,7 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -54,6 +55,17 @@ static cl::opt<bool> traceCommands(
              "(--trace-commands=false: the steps only, like cleave-run "
              "--trace)"),
     cl::init(true));
+static cl::opt<double> tokenBudget(
+    "token-budget",
+    cl::desc("Also report a whole run of this many tokens: steps, time, "
+             "energy and cost"),
+    cl::value_desc("tokens"), cl::init(0));
+static cl::opt<double> tokensPerStepOpt(
+    "tokens-per-step",
+    cl::desc("With --token-budget: the tokens a step trains on (default: "
+             "the elements of the plan's first integer input of rank 2 or "
+             "more, its token ids)"),
+    cl::value_desc("tokens"), cl::init(0));
 static cl::opt<bool>
     printCluster("print-cluster",
                  cl::desc("Print the cluster description as JSON and exit"));
@@ -87,10 +99,21 @@ int main(int argc, char **argv) {
     return fail("--algorithm must be ring, tree or auto, not '" + algorithmOpt +
                 "'");
 
+  if (tokenBudget < 0 || tokensPerStepOpt < 0)
+    return fail("--token-budget and --tokens-per-step must not be negative");
   cleave::plan::Plan plan;
   std::string error;
   if (!cleave::plan::readFile(planPath, &plan, &error))
     return fail(planPath + ": " + error);
+  double perStep = tokensPerStepOpt;
+  std::string perStepSource = "--tokens-per-step";
+  if (tokenBudget > 0 && perStep == 0) {
+    perStep = cleave::sim::tokensPerStep(plan, perStepSource);
+    if (perStep == 0)
+      return fail(planPath + ": --token-budget needs --tokens-per-step: the "
+                  "plan has no integer input of rank 2 or more to count "
+                  "tokens from");
+  }
   cleave::sim::SimResult result;
   if (!scheduleOpt.empty()) {
     cleave::sim::ReplaySchedule replay;
@@ -107,6 +130,11 @@ int main(int argc, char **argv) {
     return fail(planPath + ": " + e);
   }
   outs() << cleave::sim::simulationReport(result, cluster);
+  if (tokenBudget > 0)
+    outs() << "tokens per step " << format("%.0f", perStep) << " ("
+           << perStepSource << ")\n"
+           << cleave::sim::runBudgetReport(result, cluster, tokenBudget,
+                                          perStep);
   if (!traceOpt.empty()) {
     std::error_code ec;
     ToolOutputFile out(traceOpt, ec, sys::fs::OF_Text);

@@ -127,8 +127,26 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
 std::string simulationTrace(const SimResult &result);
 
 /// The report cleave-sim prints: step time, exposed communication, bubble,
-/// MFU/HFU and each rank's memory.
+/// MFU/HFU, energy and cost, and each rank's memory.
 std::string simulationReport(const SimResult &result, const Cluster &cluster);
+
+/// One simulated step's energy (every device at board power for the whole
+/// step: an upper bound) and price.
+struct StepCost {
+  double kWh = 0, deviceCost = 0, energyCost = 0;
+  double total() const { return deviceCost + energyCost; }
+};
+StepCost stepCost(const SimResult &result, const Cluster &cluster);
+
+/// The tokens one step of `plan` trains on: the global element count of its
+/// first integer data input of rank 2 or more (B x T token ids); 0 when it
+/// has none. `source` names the input and its shape.
+double tokensPerStep(const plan::Plan &plan, std::string &source);
+
+/// A whole run of `tokens` tokens at `tokensPerStep` a step: the steps
+/// (rounded up), wall-clock time, energy and price.
+std::string runBudgetReport(const SimResult &result, const Cluster &cluster,
+                            double tokens, double tokensPerStep);
 
 } // namespace cleave::sim
 
