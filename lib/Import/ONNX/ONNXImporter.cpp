@@ -54,7 +54,7 @@ public:
   GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
                 StringRef path, const ImportOptions &options,
                 int64_t sourceOpset)
-      : ctx(ctx), model(model), graph(model.graph()), path(path),
+      : ctx(ctx), graph(model.graph()), path(path),
         options(options), fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {
     modelDir = llvm::sys::path::parent_path(path).str();
     if (modelDir.empty())
@@ -101,7 +101,6 @@ private:
   LogicalResult importScan(NodeContext &nc);
 
   MLIRContext *ctx;
-  const onnx::ModelProto &model;
   const onnx::GraphProto &graph;
   StringRef path;
   const ImportOptions &options;
