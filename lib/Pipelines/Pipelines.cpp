@@ -157,13 +157,16 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
   PassManager pm(module.getContext());
   // Convolutions become GEMMs only where GEMMs go to the library. Both
   // runtimes have the fused attention commands (the CUDA kernels up to head
-  // dimension 128); the CUDA emulation on the CPU spells attention out.
+  // dimension plan::kCudaAttentionMaxHeadDim); the CUDA emulation on the CPU
+  // spells attention out.
   bool fusedAttention = options.fusedAttention && !options.cpuEmulateCuda;
   buildPreparePipeline(pm,
                        options.plan.useLibraryGemm &&
                            options.convolutionsAsGemm,
                        fusedAttention,
-                       options.target == Target::CUDA ? 128 : 0);
+                       options.target == Target::CUDA
+                           ? plan::kCudaAttentionMaxHeadDim
+                           : 0);
   if (failed(pm.run(module)))
     return failure();
   // Recomputed clones are tagged so that CSE above leaves them apart from

@@ -493,7 +493,7 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
     return op->emitOpError() << "communicates " << type.getElementType()
                              << " elements, which plans cannot hold";
   bool reduces = isa<AllReduceOp, ReduceScatterOp>(op.getOperation());
-  if (reduces && (plan::isNarrowFloat(*dtype) || plan::dtypeBits(*dtype) < 8))
+  if (reduces && plan::isNarrowType(*dtype))
     return op->emitOpError() << "reduces " << type.getElementType()
                              << " elements; reduce in a wider type";
   info.dtype = *dtype;

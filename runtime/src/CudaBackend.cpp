@@ -486,6 +486,8 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
 #ifdef CLEAVE_HAVE_CUDA_ATTENTION
 extern "C" const char cleave_attention_ptx[];
 #endif
+static_assert(kAttentionMaxHeadDim == kCudaAttentionMaxHeadDim,
+              "the kernels' row width is the plan format's limit");
 
 cleave_rt_status CudaBackend::prepareAttention(const Command &c,
                                                AttentionOp *op) {

@@ -292,12 +292,13 @@ std::vector<uint8_t> encodeNpy(DType dtype, const std::vector<int64_t> &shape,
       // bfloat16 is the high half of a float32.
       out.insert(out.end(), {0, 0, src[i], src[i + 1]});
     }
-  } else if (plan::isNarrowFloat(dtype) || plan::dtypeBits(dtype) < 8) {
+  } else if (plan::isNarrowType(dtype)) {
     // numpy has no float8/float4/int4/int2: widened to float32, int8 or
     // uint8 by value.
+    bool toFloat = plan::isNarrowFloat(dtype);
     for (size_t i = 0; i < bytes; ++i) {
       double v = plan::narrowValue(dtype, src[i]);
-      if (plan::isNarrowFloat(dtype)) {
+      if (toFloat) {
         float f = static_cast<float>(v);
         uint8_t w[4];
         std::memcpy(w, &f, 4);

@@ -157,7 +157,7 @@ bool Validator::checkCollective(const std::string &what0, const Command &c) {
     if (k.reduce == ReduceOp::Avg && !isFloat)
       return fail(what + ": avg needs a float dtype, got " +
                   dtypeName(k.dtype));
-    if (isNarrowFloat(k.dtype) || dtypeBits(k.dtype) < 8)
+    if (isNarrowType(k.dtype))
       return fail(what + ": reductions of " + dtypeName(k.dtype) +
                   " are not supported (reduce in a wider type)");
   }
@@ -657,13 +657,15 @@ bool Validator::checkCommand(const char *label, size_t index,
   case CommandKind::AttentionBackward:
     if (!checkAttention(what, c))
       return false;
-    // The CUDA kernels keep a row of q/k and of v in registers, up to 128.
+    // The CUDA kernels keep a row of q/k and of v in registers.
     if (cuda && (c.params[kAttnBatch] > 65535 || c.params[kAttnQHeads] > 65535))
       return fail(what + ": the CUDA attention kernels take up to 65535 "
                          "batches and heads (a grid dimension each)");
-    if (cuda && (c.params[kAttnHeadDim] > 128 || c.params[kAttnValueDim] > 128))
+    if (cuda && (c.params[kAttnHeadDim] > kCudaAttentionMaxHeadDim ||
+                 c.params[kAttnValueDim] > kCudaAttentionMaxHeadDim))
       return fail(what + ": the CUDA attention kernels take head dimensions "
-                         "up to 128, got " +
+                         "up to " + std::to_string(kCudaAttentionMaxHeadDim) +
+                  ", got " +
                   std::to_string(c.params[kAttnHeadDim]) + " and " +
                   std::to_string(c.params[kAttnValueDim]) +
                   " (compile with --no-fused-attention)");

@@ -60,6 +60,11 @@ size_t dtypeSize(DType);
 unsigned dtypeBits(DType);
 /// True for the float8 and float4 types.
 bool isNarrowFloat(DType);
+/// True for every narrow type (float8, float4, int4/uint4, int2/uint2): no
+/// arithmetic on them in collectives, widened in .npy files.
+inline bool isNarrowType(DType t) {
+  return isNarrowFloat(t) || dtypeBits(t) < 8;
+}
 /// The value of one narrow element (its bits as stored in the arena): a
 /// float8/float4 as a float, an int4/int2 sign-extended, a uint4/uint2 as
 /// it is.
@@ -409,6 +414,11 @@ enum GemmParam : size_t {
 /// Indices into Command::params for Attention and AttentionBackward
 /// commands. Attention commands hold dtype in kAttnDoutDType and
 /// kAttnGradDType.
+/// The largest head dimension (q/k and v) of an attention command in a CUDA
+/// plan: the runtime's kernels keep a row in registers. The compiler spells
+/// larger ones out.
+constexpr int64_t kCudaAttentionMaxHeadDim = 128;
+
 enum AttentionParam : size_t {
   kAttnDType = 0, ///< q, k, v and out
   kAttnDoutDType,
