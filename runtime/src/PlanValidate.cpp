@@ -661,6 +661,9 @@ bool Validator::checkCommand(const char *label, size_t index,
     if (cuda && (c.params[kAttnBatch] > 65535 || c.params[kAttnQHeads] > 65535))
       return fail(what + ": the CUDA attention kernels take up to 65535 "
                          "batches and heads (a grid dimension each)");
+    if (cuda && (c.params[kAttnQLen] > INT32_MAX || c.params[kAttnKVLen] > INT32_MAX))
+      return fail(what + ": the CUDA attention kernels take sequences of up "
+                         "to 2^31 - 1");
     if (cuda && (c.params[kAttnHeadDim] > kCudaAttentionMaxHeadDim ||
                  c.params[kAttnValueDim] > kCudaAttentionMaxHeadDim))
       return fail(what + ": the CUDA attention kernels take head dimensions "
