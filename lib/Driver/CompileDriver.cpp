@@ -17,6 +17,7 @@
 #include "cleave/Pipeline/Schedule.h"
 #include "cleave/Pipelines/Pipelines.h"
 #include "cleave/Simulate/Cluster.h"
+#include "cleave/Simulate/Planner.h"
 #include "cleave/Simulate/Simulator.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
@@ -297,9 +298,9 @@ struct Options {
       cl::init("1f1b"), cl::cat(trainCategory)};
   cl::opt<std::string> stageBoundaries{
       "stage-boundaries",
-      cl::desc("With a pp mesh axis: comma-separated ONNX node names after "
-               "which pipeline stages end (default: balanced cuts between "
-               "layers)"),
+      cl::desc("With a pp mesh axis: comma-separated ONNX node names, or "
+               "layers (e.g. h3: after its last node), after which pipeline "
+               "stages end (default: balanced cuts between layers)"),
       cl::value_desc("nodes"), cl::cat(trainCategory)};
   cl::opt<int64_t> microbatches{
       "microbatches",
@@ -534,6 +535,35 @@ struct Options {
                "microbatches, e.g. --emit=none --mesh pp=128 and "
                "--sim-schedule=interleaved:2,pp=64,microbatches=512)"),
       cl::value_desc("kind[,pp=P][,microbatches=M]"), cl::cat(category)};
+  cl::opt<bool> autoPlan{
+      "auto",
+      cl::desc("Choose the parallel layout: search dp x pp x tp over the "
+               "--cluster's devices, the pipeline schedule and its chunks, "
+               "the microbatch size, sequence parallelism, the ZeRO stage "
+               "and the recompute policy for the fastest simulated step "
+               "within the devices' memory (or --max-memory), then compile "
+               "it. Needs --train, --global-batch and a model of repeated "
+               "layers whose inputs have a symbolic batch dimension. With "
+               "--emit=none it only searches"),
+      cl::cat(trainCategory)};
+  cl::opt<int64_t> globalBatch{
+      "global-batch",
+      cl::desc("With --auto: the sequences (rows of the batch) one step "
+               "trains on, over all data-parallel ranks and microbatches"),
+      cl::init(0), cl::value_desc("N"), cl::cat(trainCategory)};
+  cl::opt<bool> explain{
+      "explain",
+      cl::desc("With --auto: print the fastest candidates with their "
+               "predicted step time, memory, energy and cost per step, why "
+               "the runners-up lost and why the others were rejected"),
+      cl::cat(trainCategory)};
+  cl::opt<int64_t> keepLayers{
+      "keep-layers",
+      cl::desc("Compile only the first K of the model's repeated layers "
+               "(nodes named by layer, e.g. h0.fc or /model/layers.0/mlp), "
+               "what read the last layer reading the K-th: what --auto "
+               "compiles to cost a layer"),
+      cl::init(0), cl::value_desc("K"), cl::cat(trainCategory)};
   cl::opt<std::string> simTrace{
       "sim-trace",
       cl::desc("With --simulate: write the simulated step as a Chrome trace"),
@@ -602,7 +632,6 @@ struct CompileContext {
                                   }};
   CompileContext() { context.loadAllAvailableDialects(); }
 
-private:
   static DialectRegistry registry() {
     DialectRegistry registry;
     mlir::registerAllDialects(registry);
@@ -977,6 +1006,223 @@ int (::cleave::runCompile)(const CompileInvocation &inv) {
 }
 
 namespace {
+/// --auto: searches the layouts of the training step (sim::searchPlans),
+/// compiling each profile the planner asks for from `importOptions` and
+/// `compileOptions`, prints the search with --explain, then sets both (and
+/// the options the reports read) to the chosen layout. `searchOnly`: with
+/// --emit=none, nothing more to do. Returns 0, or the exit code of an
+/// error it reported.
+int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
+               ::cleave::CompileOptions &compileOptions,
+               const ::cleave::sim::Cluster &cluster,
+               std::optional<uint64_t> budget, bool &searchOnly,
+               bool optionsOnly) {
+  namespace sim = ::cleave::sim;
+  // What the planner decides is not the user's to give.
+  const cl::Option *decided[] = {
+      &opts.mesh,      &opts.dataParallel,     &opts.microbatches,
+      &opts.schedule,  &opts.stageBoundaries,  &opts.recompute,
+      &opts.sequenceParallel, &opts.zero,      &opts.keepLayers,
+      &opts.overlapCollectives, &opts.sync,    &opts.simSchedule};
+  for (const cl::Option *given : decided)
+    if (given->getNumOccurrences())
+      return fail("--auto chooses the layout; it cannot be combined with --" +
+                  given->ArgStr);
+  if (!opts.shard.empty() || !opts.shardingFile.empty())
+    return fail("--auto chooses the layout; it cannot be combined with "
+                "--shard or --sharding-file");
+  if (!opts.train || !compileOptions.train)
+    return fail("--auto plans a training step: it needs --train");
+  if (opts.globalBatch < 1)
+    return fail("--auto needs --global-batch N (the sequences one step "
+                "trains on)");
+  if (llvm::StringRef(opts.input).ends_with(".mlir"))
+    return fail("--auto plans ONNX models (their layers are named by their "
+                "nodes), not .mlir programs");
+  if (opts.emit == EmitKind::MLIR || opts.emit == EmitKind::Asm ||
+      opts.emit == EmitKind::Schedule)
+    return fail("--auto writes a plan (--emit=plan, exe, sim or none)");
+  if (optionsOnly)
+    return 0;
+
+  MLIRContext outlineContext;
+  ScopedDiagnosticHandler outlineHandler(&outlineContext, [](Diagnostic &d) {
+    printDiagnostic(d);
+    return success();
+  });
+  FailureOr<::cleave::ModelOutline> outline =
+      ::cleave::outlineONNXModel(opts.input, outlineContext);
+  if (failed(outline))
+    return 1;
+  if (!outline->mismatch.empty())
+    return fail("--auto costs a model by its repeated layers: " +
+                outline->mismatch);
+  int64_t layers = static_cast<int64_t>(outline->layers.size());
+  if (layers < ::cleave::sim::kProfileLayers)
+    return fail("--auto costs a model by its repeated layers (nodes named "
+                "by layer, e.g. h0.fc or /model/layers.0/mlp); '" +
+                opts.input + "' has " + std::to_string(layers) +
+                ", fewer than " +
+                std::to_string(::cleave::sim::kProfileLayers));
+  // The batch inputs: a symbolic first dimension; the others must be known.
+  std::vector<const ::cleave::ModelOutline::Input *> batched;
+  for (const auto &input : outline->inputs) {
+    if (input.shape.empty() || input.shape[0] >= 0)
+      continue;
+    if (importOptions.inputShapes.count(input.name))
+      return fail("--auto sets the batch of input '" + input.name +
+                  "'; do not pin it with --input-shape");
+    for (size_t d = 1; d < input.shape.size(); ++d)
+      if (input.shape[d] < 0)
+        return fail("--auto sets only the batch (first) dimension of input '" +
+                    input.name + "'; its dimension " + std::to_string(d) +
+                    " is symbolic too");
+    batched.push_back(&input);
+  }
+  if (batched.empty())
+    return fail("--auto sets the batch of the model's inputs: '" + opts.input +
+                "' has no input with a symbolic first dimension (export with "
+                "a dynamic batch: torch.onnx.export's dynamic_axes, "
+                "tools/models/make_gpt.py --dynamic-batch)");
+  auto pinBatch = [&](::cleave::ImportOptions &io, int64_t rows) {
+    for (const auto *input : batched) {
+      llvm::SmallVector<int64_t> shape(input->shape.begin(),
+                                       input->shape.end());
+      shape[0] = rows;
+      io.inputShapes[input->name] = shape;
+    }
+  };
+  auto meshOf = [](int64_t dp, int64_t pp, int64_t tp) {
+    std::vector<std::pair<std::string, int64_t>> mesh;
+    for (auto [name, size] : {std::pair<const char *, int64_t>{"dp", dp},
+                              {"pp", pp},
+                              {"tp", tp}})
+      if (size > 1)
+        mesh.push_back({name, size});
+    return mesh;
+  };
+  // Stage boundaries cutting the layers into `stages` equal runs.
+  auto boundaries = [&](int64_t stages, int64_t count) {
+    std::string cut;
+    for (int64_t i = 1; i < stages; ++i)
+      cut += (cut.empty() ? "" : ",") +
+             outline->layers[count / stages * i - 1];
+    return cut;
+  };
+  auto layoutOptions = [&](::cleave::CompileOptions &co, int64_t dp,
+                           int64_t pp, int64_t tp, bool sp, int zero,
+                           int64_t microbatches, const std::string &schedule,
+                           const std::string &recompute, int64_t stages,
+                           int64_t count) {
+    // pp pipeline ranks run `stages` stage programs (pp * chunks).
+    co.train->microbatches = microbatches;
+    co.train->pipelineRanks = pp;
+    co.train->schedule = pp > 1 ? schedule : "1f1b";
+    co.train->stageBoundaries = pp > 1 ? boundaries(stages, count) : "";
+    co.recompute = recompute;
+    ::cleave::ShardProgramOptions shard;
+    shard.mesh = meshOf(dp, pp, tp);
+    shard.sequenceParallel = sp;
+    shard.zero = zero;
+    shard.bucketMB = opts.bucketMB;
+    if (shard.mesh.empty())
+      co.shard.reset();
+    else
+      co.shard = std::move(shard);
+  };
+
+  // The profiles' model, cut once.
+  FailureOr<std::string> cut = ::cleave::cutONNXModel(
+      opts.input, ::cleave::sim::kProfileLayers, outlineContext);
+  if (failed(cut))
+    return 1;
+  auto profileModel = std::make_shared<const std::string>(std::move(*cut));
+
+  sim::PlannerOptions planner;
+  planner.devices = cluster.devices();
+  planner.globalBatch = opts.globalBatch;
+  planner.layers = layers;
+  planner.memoryLimit = budget ? double(*budget) : cluster.device.memoryBytes;
+  planner.compileProfile = [&](const sim::ProfileKey &key,
+                               ::cleave::plan::Plan &out) -> std::string {
+    ::cleave::ImportOptions io = importOptions;
+    io.modelBytes = profileModel;
+    pinBatch(io, sim::kProfileDataParallel * sim::kProfileMicrobatches *
+                     key.microbatchSize);
+    ::cleave::CompileOptions co = compileOptions;
+    co.kernelCode = false;
+    co.timings = nullptr;
+    co.stepReport = nullptr;
+    co.memoryReport = nullptr;
+    co.dump = nullptr;
+    co.kernelAssembly = nullptr;
+    layoutOptions(co, sim::kProfileDataParallel, sim::kProfileLayers, key.tp,
+                  key.sequenceParallel, key.zero, sim::kProfileMicrobatches,
+                  "1f1b",
+                  key.recompute, sim::kProfileLayers, sim::kProfileLayers);
+    // Profiles compile on several threads at once: one thread each.
+    MLIRContext context(CompileContext::registry(),
+                        MLIRContext::Threading::DISABLED);
+    context.loadAllAvailableDialects();
+    std::string errors;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error && errors.empty())
+        errors = d.str();
+      return success();
+    });
+    FailureOr<OwningOpRef<ModuleOp>> module =
+        ::cleave::importONNXFile(opts.input, context, io);
+    if (failed(module))
+      return errors.empty() ? "the model did not import" : errors;
+    FailureOr<::cleave::plan::Plan> plan = compileToPlan(**module, co);
+    if (failed(plan))
+      return errors.empty() ? "it did not compile" : errors;
+    out = std::move(*plan);
+    return "";
+  };
+  sim::PlanSearch search;
+  if (std::string e = sim::searchPlans(planner, cluster, search); !e.empty())
+    return fail("--auto: " + e);
+  if (opts.explain)
+    driverErrs() << sim::explainSearch(search, cluster, planner, 8);
+  if (search.feasible.empty()) {
+    // The layout that needs the least memory says most.
+    const sim::Candidate *closest = nullptr;
+    for (const sim::Candidate &c : search.rejected)
+      if (c.memoryBytes > 0 &&
+          (!closest || c.memoryBytes < closest->memoryBytes))
+        closest = &c;
+    if (!closest && !search.rejected.empty())
+      closest = &search.rejected.front();
+    std::string why = closest ? closest->layout() + ": " + closest->rejected
+                              : std::string("no candidate");
+    return fail("--auto found no layout of '" + opts.input + "' for " +
+                std::to_string(planner.devices) + " devices of " +
+                cluster.name + " within " +
+                std::to_string(uint64_t(planner.memoryLimit)) +
+                " bytes each (e.g. " + why +
+                "; --explain lists every candidate)");
+  }
+  const sim::Candidate &best = search.feasible.front();
+  driverErrs() << llvm::formatv(
+      "cleave-compile: --auto chose {0} (predicted step {1:F3} ms, {2:F1} "
+      "MiB per device; {3} candidates in {4:F1} s)\n",
+      best.options(), best.stepSeconds * 1e3,
+      best.memoryBytes / (1024.0 * 1024),
+      search.feasible.size() + search.rejected.size(), search.searchSeconds);
+  pinBatch(importOptions, opts.globalBatch);
+  layoutOptions(compileOptions, best.dp, best.pp, best.tp,
+                best.sequenceParallel, best.zero, best.microbatches,
+                best.schedule(), best.recompute, best.pp * best.chunks,
+                layers);
+  // What the reports read.
+  opts.microbatches = best.microbatches;
+  opts.schedule = best.schedule();
+  opts.zero = best.zero;
+  searchOnly = opts.emit == EmitKind::None;
+  return 0;
+}
+
 int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
                 const char *argv0) {
   using namespace ::cleave;
@@ -1009,6 +1255,9 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   importOptions.keepParameters = opts.train;
   // A model declared without its weights trains from drawn ones only.
   importOptions.absentWeights = opts.train && !opts.initParameters.empty();
+  if (opts.keepLayers < 0)
+    return fail("--keep-layers must not be negative");
+  importOptions.keepLayers = opts.keepLayers;
   // A .mlir file is a program in the cleave dialect (global, or already
   // per-rank with a cleave.mesh and collectives), as cleave-opt prints it.
   bool fromMLIR = llvm::StringRef(opts.input).ends_with(".mlir");
@@ -1388,7 +1637,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
                   "e.g. 80G)");
   }
   ::cleave::sim::Cluster cluster;
-  if (opts.simulate)
+  if (opts.simulate || opts.autoPlan)
     if (std::string e = ::cleave::sim::loadCluster(opts.cluster, cluster);
         !e.empty())
       return fail(e);
@@ -1398,6 +1647,19 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
             ::cleave::sim::parseReplaySchedule(opts.simSchedule, replay);
         !e.empty())
       return fail("bad --sim-schedule '" + opts.simSchedule + "': " + e);
+  if (opts.autoPlan) {
+    bool searchOnly = false;
+    if (int rc = planLayout(opts, importOptions, compileOptions, cluster,
+                            budget, searchOnly, inv.stopAfterOptions))
+      return rc;
+    if (searchOnly || inv.stopAfterOptions)
+      return 0;
+  } else if (opts.globalBatch.getNumOccurrences() ||
+             opts.explain.getNumOccurrences()) {
+    return fail(std::string(opts.explain.getNumOccurrences() ? "--explain"
+                                                             : "--global-batch") +
+                " needs --auto");
+  }
   if (inv.stopAfterOptions)
     return 0;
 

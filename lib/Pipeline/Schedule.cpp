@@ -3,6 +3,7 @@
 #include "cleave/Pipeline/Schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -19,24 +20,32 @@ Key keyOf(const Step &s) { return {s.kind, s.stage, s.microbatch}; }
 
 bool isSplit(ScheduleKind kind) { return kind == ScheduleKind::ZeroBubble; }
 
-/// The steps that must finish before `s` starts.
-std::vector<Key> dependencies(const Step &s, int64_t stages, bool split) {
+/// The steps that must finish before `s` starts (at most two).
+struct Dependencies {
+  Key keys[2];
+  int count = 0;
+  const Key *begin() const { return keys; }
+  const Key *end() const { return keys + count; }
+};
+Dependencies dependencies(const Step &s, int64_t stages, bool split) {
   StepKind backward = split ? StepKind::BackwardInput : StepKind::Backward;
+  Dependencies d;
   switch (s.kind) {
   case StepKind::Forward:
-    if (s.stage == 0)
-      return {};
-    return {{StepKind::Forward, s.stage - 1, s.microbatch}};
+    if (s.stage > 0)
+      d.keys[d.count++] = {StepKind::Forward, s.stage - 1, s.microbatch};
+    break;
   case StepKind::Backward:
   case StepKind::BackwardInput:
-    if (s.stage == stages - 1)
-      return {{StepKind::Forward, s.stage, s.microbatch}};
-    return {{StepKind::Forward, s.stage, s.microbatch},
-            {backward, s.stage + 1, s.microbatch}};
+    d.keys[d.count++] = {StepKind::Forward, s.stage, s.microbatch};
+    if (s.stage < stages - 1)
+      d.keys[d.count++] = {backward, s.stage + 1, s.microbatch};
+    break;
   case StepKind::BackwardWeight:
-    return {{StepKind::BackwardInput, s.stage, s.microbatch}};
+    d.keys[d.count++] = {StepKind::BackwardInput, s.stage, s.microbatch};
+    break;
   }
-  return {};
+  return d;
 }
 
 double costOf(const Step &s, const StepCosts &c, int64_t chunks) {
@@ -298,7 +307,19 @@ Simulation simulate(const std::vector<std::vector<Step>> &order,
   int64_t p = static_cast<int64_t>(order.size());
   int64_t stages = p * o.chunks;
   bool split = isSplit(o.kind);
-  std::map<Key, double> done;
+  // When each step ended (NaN: not yet), by kind, stage and microbatch.
+  int64_t microbatches = 0;
+  for (const auto &steps : order)
+    for (const Step &s : steps)
+      microbatches = std::max(microbatches, s.microbatch + 1);
+  std::vector<double> done(4 * stages * microbatches,
+                           std::numeric_limits<double>::quiet_NaN());
+  auto slot = [&](const Key &k) -> double & {
+    return done[(static_cast<int64_t>(std::get<0>(k)) * stages +
+                 std::get<1>(k)) *
+                    microbatches +
+                std::get<2>(k)];
+  };
   std::vector<size_t> next(p, 0);
   std::vector<double> freeAt(p, 0.0);
   Simulation sim;
@@ -316,20 +337,20 @@ Simulation simulate(const std::vector<std::vector<Step>> &order,
         double start = freeAt[r];
         bool ready = true;
         for (const Key &d : dependencies(s, stages, split)) {
-          auto it = done.find(d);
-          if (it == done.end()) {
+          double ended = slot(d);
+          if (std::isnan(ended)) {
             ready = false;
             break;
           }
           // A result made on another rank arrives as a message.
-          double arrives = std::get<1>(d) % p == r ? it->second
-                                                   : it->second + costs.transfer;
+          double arrives =
+              std::get<1>(d) % p == r ? ended : ended + costs.transfer;
           start = std::max(start, arrives);
         }
         if (!ready)
           break;
         double end = start + costOf(s, costs, o.chunks);
-        done[keyOf(s)] = end;
+        slot(keyOf(s)) = end;
         freeAt[r] = end;
         sim.steps.push_back({s, r, start, end});
         ++next[r];

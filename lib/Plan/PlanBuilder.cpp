@@ -41,6 +41,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 
 #define DEBUG_TYPE "cleave-plan-builder"
 
@@ -772,6 +773,49 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       buffered.insert(b.value);
   }
   MemoryPlan memory = ::cleave::planMemory(intervals, p.alignment);
+  // A pipeline stage program: what its first microbatch keeps from its
+  // forward step for its backward step (activation_bytes), and what the
+  // steps leave for after them (accumulator_bytes: the gradient sums the
+  // optimizer reads). The planner extrapolates a stage's memory to other
+  // schedules and layer counts from these (sim::planParallelism).
+  {
+    std::map<std::string, std::pair<int64_t, int64_t>> stepSpan;
+    int64_t lastStepEnd = -1;
+    std::string firstForward;
+    for (auto [index, node] : llvm::enumerate(nodes)) {
+      if (node.kind != Node::Marker)
+        continue;
+      auto marker = cast<PipelineMarkerOp>(node.comm);
+      std::string step = marker.getStep().str();
+      auto &span = stepSpan.try_emplace(step, int64_t(index), int64_t(index))
+                       .first->second;
+      if (!marker.getBegin())
+        span.second = index;
+      lastStepEnd = std::max<int64_t>(lastStepEnd, index);
+      if (firstForward.empty() && !step.empty() && step[0] == 'F')
+        firstForward = step;
+    }
+    auto backward = stepSpan.find("B" + firstForward.substr(
+                                            std::min<size_t>(1, firstForward.size())));
+    if (!firstForward.empty() && backward != stepSpan.end()) {
+      auto [fBegin, fEnd] = stepSpan[firstForward];
+      int64_t bBegin = backward->second.first;
+      uint64_t activations = 0, accumulators = 0;
+      for (const Buffer &b : buffers) {
+        if (isa<BlockArgument>(b.value))
+          continue;
+        const BufferInterval &iv = b.interval;
+        if (iv.firstUse > fBegin && iv.firstUse < fEnd && iv.lastUse > bBegin)
+          activations += iv.size;
+        else if (iv.firstUse > fBegin && iv.firstUse < lastStepEnd &&
+                 iv.lastUse > lastStepEnd)
+          accumulators += iv.size;
+      }
+      p.metadata.push_back({"activation_bytes", std::to_string(activations)});
+      p.metadata.push_back(
+          {"accumulator_bytes", std::to_string(accumulators)});
+    }
+  }
   if (options.report) {
     SmallVector<Value> values;
     for (const Buffer &b : buffers)

@@ -735,6 +735,105 @@ std::string parseReplaySchedule(const std::string &text, ReplaySchedule &out) {
   return "";
 }
 
+std::string costStage(const plan::Plan &stage, const Cluster &cluster,
+                      const Placement &placement,
+                      const SimulateOptions &options, const plan::Mesh &mesh,
+                      const std::vector<int64_t> &pair, StageCost &sc) {
+  sc = StageCost();
+  std::vector<std::string> names = plan::pipelineSteps(stage);
+  if (std::none_of(names.begin(), names.end(), [](const std::string &n) {
+        return !n.empty() && n[0] == 'F';
+      }))
+    return "has no pipeline steps (metadata " +
+           std::string(plan::kPipelineStepsKey) + ")";
+  PlanCosts costs = costPlan(stage, cluster.device);
+  sc.kernelCostsKnown = costs.kernelCostsKnown;
+  int64_t rank = pair.empty() ? 0 : pair.front();
+  // Ranks sharing a node's compute (more ranks than its devices' worth):
+  // each computes at its share, as processor sharing gives while all are
+  // busy.
+  double gemmShare = placement.computeShare;
+  double onNode = double(
+      std::min((placement.world + cluster.nodes - 1) / cluster.nodes,
+               placement.world));
+  double kernelShare =
+      std::max(1.0, onNode / cluster.kernelCapacityOrDefault());
+  // Seconds (communication, compute) of each step, and outside them.
+  struct Part {
+    double comm = 0, compute = 0;
+    double total() const { return comm + compute; }
+  };
+  std::map<int64_t, Part> steps; // marker index -> its commands
+  Part before, after;
+  int64_t current = -1;
+  bool started = false;
+  for (size_t i = 0; i < stage.commands.size(); ++i) {
+    const Command &cmd = stage.commands[i];
+    if (cmd.kind == CommandKind::Marker && cmd.params.size() >= 2) {
+      current = cmd.params[1] == 0 ? cmd.params[0] : -1;
+      started = true;
+      continue;
+    }
+    double seconds = costs.seconds[i];
+    bool comm = false;
+    if (cmd.kind != CommandKind::Collective)
+      seconds *= cmd.kind == CommandKind::Gemm ? gemmShare : kernelShare;
+    if (cmd.kind == CommandKind::Collective) {
+      const plan::CollectiveInfo &info = cmd.collective;
+      comm = true;
+      if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
+        // Neighbouring pipeline ranks of the replayed mesh (none: one
+        // pipeline rank, whose stages pass nothing).
+        seconds = pair.size() == 2 ? commandCost(cluster, placement, options,
+                                                 cmd, pair)
+                                         .seconds
+                                   : 0;
+        // A message's transfer delays its receiver (the replay's
+        // dependency); the sender pays for sending it.
+        if (info.op == CollectiveOp::Recv) {
+          sc.transfer = std::max(sc.transfer, seconds);
+          seconds = 0;
+        }
+      } else {
+        plan::Group g = plan::groupOf(mesh, info.axes, rank);
+        seconds = commandCost(cluster, placement, options, cmd, g.ranks).seconds;
+      }
+    }
+    Part &part = current >= 0 ? steps[current] : started ? after : before;
+    (comm ? part.comm : part.compute) += seconds;
+  }
+  // A forward and a backward cost what the cheapest of their kind does;
+  // what another one does beyond that (the last backward finishing the
+  // weight gradients, say) happens once per step, after the steps.
+  auto isForward = [&](int64_t index) {
+    return index < int64_t(names.size()) && !names[index].empty() &&
+           names[index][0] == 'F';
+  };
+  std::optional<Part> forward, backward;
+  for (const auto &[index, part] : steps) {
+    std::optional<Part> &base = isForward(index) ? forward : backward;
+    if (!base || part.total() < base->total())
+      base = part;
+  }
+  for (const auto &[index, part] : steps) {
+    const Part &base = isForward(index) ? *forward : *backward;
+    after.comm += std::max(0.0, part.comm - base.comm);
+    after.compute += std::max(0.0, part.compute - base.compute);
+  }
+  Part none;
+  sc.forward = forward.value_or(none).total();
+  sc.backward = backward.value_or(none).total();
+  sc.stepComm = forward.value_or(none).comm + backward.value_or(none).comm;
+  sc.stepCompute =
+      forward.value_or(none).compute + backward.value_or(none).compute;
+  sc.head = before.total();
+  sc.tail = after.total();
+  sc.tailCompute = after.compute;
+  sc.otherComm = before.comm + after.comm;
+  sc.otherCompute = before.compute + after.compute;
+  return "";
+}
+
 std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
                            const SimulateOptions &options,
                            const ReplaySchedule &replay, SimResult &out) {
@@ -788,88 +887,16 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
     return rank;
   };
 
-  // Seconds of a stage program's parts; of those, communication and
-  // compute in microbatch 0's steps and outside the steps.
-  struct StageCost {
-    double forward = 0, backward = 0, head = 0, tail = 0;
-    double stepComm = 0, stepCompute = 0, otherComm = 0, otherCompute = 0;
-  };
   std::vector<StageCost> stageCosts(stages);
   double transfer = 0;
   for (int64_t j = 0; j < stages; ++j) {
-    const plan::Plan &stage = plan.stages[j];
-    PlanCosts costs = costPlan(stage, cluster.device);
-    out.kernelCostsKnown &= costs.kernelCostsKnown;
-    StageCost &sc = stageCosts[j];
-    int64_t rank = rankAt(j % p);
-    // Seconds (communication, compute) of each step, and outside them.
-    struct Part {
-      double comm = 0, compute = 0;
-      double total() const { return comm + compute; }
-    };
-    std::map<int64_t, Part> steps; // marker index -> its commands
-    Part before, after;
-    int64_t current = -1;
-    bool started = false;
-    for (size_t i = 0; i < stage.commands.size(); ++i) {
-      const Command &cmd = stage.commands[i];
-      if (cmd.kind == CommandKind::Marker && cmd.params.size() >= 2) {
-        current = cmd.params[1] == 0 ? cmd.params[0] : -1;
-        started = true;
-        continue;
-      }
-      double seconds = costs.seconds[i];
-      bool comm = false;
-      if (cmd.kind == CommandKind::Collective) {
-        const plan::CollectiveInfo &info = cmd.collective;
-        comm = true;
-        if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
-          // Neighbouring pipeline ranks of the replayed mesh.
-          std::vector<int64_t> pair = {rankAt(j % p), rankAt((j + 1) % p)};
-          seconds = commandCost(cluster, placement, options, cmd, pair).seconds;
-          // A message's transfer delays its receiver (the replay's
-          // dependency); the sender pays for sending it.
-          if (info.op == CollectiveOp::Recv) {
-            transfer = std::max(transfer, seconds);
-            seconds = 0;
-          }
-        } else {
-          plan::Group g = plan::groupOf(mesh, info.axes, rank);
-          seconds =
-              commandCost(cluster, placement, options, cmd, g.ranks).seconds;
-        }
-      }
-      Part &part = current >= 0 ? steps[current] : started ? after : before;
-      (comm ? part.comm : part.compute) += seconds;
-    }
-    // A forward and a backward cost what the cheapest of their kind does;
-    // what another one does beyond that (the last backward finishing the
-    // weight gradients, say) happens once per step, after the steps.
-    auto isForward = [&](int64_t index) {
-      return index < int64_t(names[j].size()) && !names[j][index].empty() &&
-             names[j][index][0] == 'F';
-    };
-    std::optional<Part> forward, backward;
-    for (const auto &[index, part] : steps) {
-      std::optional<Part> &base = isForward(index) ? forward : backward;
-      if (!base || part.total() < base->total())
-        base = part;
-    }
-    for (const auto &[index, part] : steps) {
-      const Part &base = isForward(index) ? *forward : *backward;
-      after.comm += std::max(0.0, part.comm - base.comm);
-      after.compute += std::max(0.0, part.compute - base.compute);
-    }
-    Part none;
-    sc.forward = forward.value_or(none).total();
-    sc.backward = backward.value_or(none).total();
-    sc.stepComm = forward.value_or(none).comm + backward.value_or(none).comm;
-    sc.stepCompute =
-        forward.value_or(none).compute + backward.value_or(none).compute;
-    sc.head = before.total();
-    sc.tail = after.total();
-    sc.otherComm = before.comm + after.comm;
-    sc.otherCompute = before.compute + after.compute;
+    if (std::string e = costStage(plan.stages[j], cluster, placement, options,
+                                  mesh, {rankAt(j % p), rankAt((j + 1) % p)},
+                                  stageCosts[j]);
+        !e.empty())
+      return "stage " + std::to_string(j) + " " + e;
+    out.kernelCostsKnown &= stageCosts[j].kernelCostsKnown;
+    transfer = std::max(transfer, stageCosts[j].transfer);
   }
 
   pl::StepCosts stepCosts;

@@ -16,7 +16,9 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 #include <cstring>
+#include <map>
 #include <optional>
+#include <tuple>
 
 namespace cleave::recognize {
 
@@ -37,6 +39,7 @@ public:
       return std::nullopt;
     ConstantElements c;
     c.type = type;
+    c.value = op.getValue();
     if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue())) {
       c.dense = dense;
       return c;
@@ -54,6 +57,8 @@ public:
   }
 
   RankedTensorType getType() const { return type; }
+  /// The constant's attribute (uniqued: equal constants, equal attributes).
+  Attribute getValue() const { return value; }
 
   /// Calls `fn(index, value)` for every element, in order; stops at (and
   /// returns) the first false.
@@ -115,6 +120,7 @@ private:
   }
 
   RankedTensorType type;
+  Attribute value;
   DenseElementsAttr dense;
   ArrayRef<char> raw;
 };
@@ -135,9 +141,18 @@ void eraseDead(ArrayRef<Operation *> ops);
 /// returns failure.
 LogicalResult miss(Operation *op, StringRef why);
 
+/// What the attention matcher found of the constant masks it read (their
+/// causal offsets), so that a mask every layer shares is read once.
+struct MaskCache {
+  std::map<std::tuple<const void *, int64_t, int64_t, int64_t, int64_t,
+                      int64_t, int>,
+           std::optional<int64_t>>
+      offsets;
+};
+
 /// Rewrites the attention whose softmax is `softmax` into cleave.attention;
 /// false if it is not one the op computes the same.
-bool recognizeAttention(SoftmaxOp softmax);
+bool recognizeAttention(SoftmaxOp softmax, MaskCache &masks);
 
 /// Rewrites the RMS normalization whose sum of squares is `reduce` into
 /// cleave.rms_norm; false if it is not one.

@@ -208,6 +208,19 @@ struct ConstantMask {
     });
   }
 
+  /// causalOffset, once per constant, layout and `kind` of `allowed`.
+  std::optional<int64_t>
+  cachedCausalOffset(MaskCache &cache, int kind, int64_t keys,
+                     llvm::function_ref<std::optional<bool>(double)> allowed)
+      const {
+    auto key = std::make_tuple(data->getValue().getAsOpaquePointer(),
+                               rowStride, rows, colStride, cols, keys, kind);
+    auto it = cache.offsets.find(key);
+    if (it == cache.offsets.end())
+      it = cache.offsets.emplace(key, causalOffset(keys, allowed)).first;
+    return it->second;
+  }
+
   /// The causal offset `o` for which `allowed(i, j)` is exactly j <= i + o,
   /// taken from row 0 and checked on every element; nullopt if there is
   /// none. `o` is at least -1 and at most the number of keys - 1.
@@ -295,7 +308,8 @@ static Value biasOperand(Emitter &e, Value mask) {
   return e.reshape(spread.getOperand(), shape);
 }
 
-static LogicalResult matchAttention(SoftmaxOp softmax, AttentionMatch &m) {
+static LogicalResult matchAttention(SoftmaxOp softmax, AttentionMatch &m,
+                                    MaskCache &masks) {
   auto sType = typeOf(softmax.getResult());
   if (sType.getRank() != 4 || softmax.getDimension() != 3)
     return miss(softmax, "not a softmax over the last axis of a rank-4 tensor");
@@ -347,8 +361,9 @@ static LogicalResult matchAttention(SoftmaxOp softmax, AttentionMatch &m) {
       std::optional<ConstantMask> mask = ConstantMask::get(select.getCond());
       if (!mask)
         return miss(op, "the mask is not a constant");
-      std::optional<int64_t> offset =
-          mask->causalOffset(keys, [&](double c) -> std::optional<bool> {
+      std::optional<int64_t> offset = mask->cachedCausalOffset(
+          masks, keepWhen ? 1 : 0, keys,
+          [&](double c) -> std::optional<bool> {
             return (c != 0) == keepWhen;
           });
       if (!offset)
@@ -372,8 +387,9 @@ static LogicalResult matchAttention(SoftmaxOp softmax, AttentionMatch &m) {
     m.ops.push_back(op);
     x = lhsScores ? add.getLhs() : add.getRhs();
     if (std::optional<ConstantMask> c = ConstantMask::get(mask)) {
-      std::optional<int64_t> offset =
-          c->causalOffset(keys, [&](double v) -> std::optional<bool> {
+      // (kind 2: the additive form, whose test is always the same.)
+      std::optional<int64_t> offset = c->cachedCausalOffset(
+          masks, 2, keys, [&](double v) -> std::optional<bool> {
             if (v == 0)
               return true;
             if (fillOk(v))
@@ -495,9 +511,10 @@ static LogicalResult checkAttentionShapes(AttentionMatch &m) {
   return success();
 }
 
-bool recognizeAttention(SoftmaxOp softmax) {
+bool recognizeAttention(SoftmaxOp softmax, MaskCache &masks) {
   AttentionMatch m;
-  if (failed(matchAttention(softmax, m)) || failed(checkAttentionShapes(m)))
+  if (failed(matchAttention(softmax, m, masks)) ||
+      failed(checkAttentionShapes(m)))
     return false;
   rewriteAttention(m);
   return true;

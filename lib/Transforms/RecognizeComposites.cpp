@@ -125,8 +125,9 @@ struct RecognizeCompositesPass
     if (attention) {
       SmallVector<SoftmaxOp> softmaxes;
       getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
+      ::cleave::recognize::MaskCache masks;
       for (SoftmaxOp op : softmaxes) {
-        if (::cleave::recognize::recognizeAttention(op))
+        if (::cleave::recognize::recognizeAttention(op, masks))
           ++numAttention;
       }
     }

@@ -26,8 +26,13 @@ share of memory bandwidth for the least mean absolute error, simulating the
 compiled plans again with each candidate (a JSON cluster starting from the
 preset); --gpu KEY=VALUE sets such fields for a plain run.
 
+--planner runs the planner (cleave-compile --auto, 80 GB per GPU) on each
+row's model, GPUs and global batch, compiles its choice the same way and
+prints both layouts' simulated TFLOP/s per GPU and the search's time.
+
     sc21_calibration.py [--build build] [--rows 1,2,3] [--chunks N]
-        [--microbatch-size 1] [--work DIR] [--fit] [--gpu kernel_bandwidth_fraction=0.8]
+        [--microbatch-size 1] [--work DIR] [--fit] [--planner]
+        [--gpu kernel_bandwidth_fraction=0.8]
 """
 
 import argparse
@@ -56,6 +61,8 @@ ap.add_argument("--cluster", default="dgx-a100-80gb")
 ap.add_argument("--gpu", action="append", default=[], metavar="KEY=VALUE",
                 help="override a field of the preset's gpu (e.g. kernel_bandwidth_fraction=0.8)")
 ap.add_argument("--fit", action="store_true")
+ap.add_argument("--planner", action="store_true",
+                help="also run cleave-compile --auto on each row and simulate its choice beside the paper's layout")
 ap.add_argument("--work", default=None)
 ap.add_argument("--python", default=sys.executable)
 args = ap.parse_args()
@@ -83,46 +90,96 @@ def chunks_for(layers_per_rank):
     return 1
 
 
-def compile_row(row):
-    """Compiles the row's plans; returns how to simulate them."""
-    l, h, a = int(row["layers"]), int(row["hidden_size"]), int(row["attention_heads"])
-    t, p, n = int(row["tensor_parallel"]), int(row["pipeline_parallel"]), int(row["gpus"])
+def paper_layout(row):
+    """The row's layout as the paper ran it: microbatch --microbatch-size,
+    full recomputation, v chunks per pipeline rank."""
+    l, t, p, n = int(row["layers"]), int(row["tensor_parallel"]), int(row["pipeline_parallel"]), int(row["gpus"])
     dp = n // (t * p)
     b = args.microbatch_size
-    m = int(row["global_batch"]) // (dp * b)
-    v = chunks_for(l // p) if p > 1 else 1
+    return dict(t=t, p=p, dp=dp, b=b, m=int(row["global_batch"]) // (dp * b),
+                v=chunks_for(l // p) if p > 1 else 1, recompute="full", sp=False, zero=0)
+
+
+def model_args(row):
+    return ["--layers", row["layers"], "--d-model", row["hidden_size"], "--heads", row["attention_heads"],
+            "--seq", str(args.seq), "--vocab", str(args.vocab), "--separate-qkv", "--absent-weights"]
+
+
+COMPILE = ["--train", "--loss=cross_entropy:logits,labels", "--optimizer=adamw", "--precision=bf16",
+           "--init-parameters=normal:0.02",
+           # Attention spelled out as bf16 GEMMs and a softmax, as Megatron
+           # ran it (Cleave's fused CUDA attention kernels are f32).
+           "--no-fused-attention"]
+
+
+def compile_row(row, layout, tag="paper"):
+    """Compiles the row's plans at `layout`; returns how to simulate them."""
+    l = int(row["layers"])
+    t, p, dp, b, m, v = (layout[k] for k in ("t", "p", "dp", "b", "m", "v"))
+    n = int(row["gpus"])
 
     def build(microbatches, extra):
-        name = os.path.join(WORK, "gpt-%sB-m%d" % (row["params_billion"], microbatches))
-        subprocess.run([args.python, os.path.join(ROOT, "tools", "models", "make_gpt.py"),
-                        "--layers", str(l), "--d-model", str(h), "--heads", str(a), "--seq", str(args.seq),
-                        "--vocab", str(args.vocab), "--batch", str(microbatches * dp * b), "--separate-qkv",
-                        "--absent-weights", "-o", name + ".onnx"], check=True, stdout=subprocess.DEVNULL)
-        cmd = [os.path.join(BIN, "cleave-compile"), name + ".onnx", "--train",
-               "--loss=cross_entropy:logits,labels", "--optimizer=adamw", "--precision=bf16",
-               "--recompute=full", "--init-parameters=normal:0.02", "--emit=sim",
-               # The plan a CUDA build runs today: attention spelled out
-               # (the fused attention commands are the CPU runtime's).
-               "--no-fused-attention",
+        name = os.path.join(WORK, "gpt-%sB-%s-m%d" % (row["params_billion"], tag, microbatches))
+        subprocess.run([args.python, os.path.join(ROOT, "tools", "models", "make_gpt.py")] + model_args(row) +
+                       ["--batch", str(microbatches * dp * b), "-o", name + ".onnx"],
+                       check=True, stdout=subprocess.DEVNULL)
+        cmd = [os.path.join(BIN, "cleave-compile"), name + ".onnx"] + COMPILE + [
+               "--recompute=" + layout["recompute"], "--emit=sim",
                "--microbatches=%d" % microbatches, "-o", name + ".cleave"] + extra
+        if layout["sp"]:
+            cmd.append("--sequence-parallel")
+        if layout["zero"]:
+            cmd.append("--zero=%d" % layout["zero"])
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit("row %s: cleave-compile failed:\n%s\n%s" % (row["params_billion"], " ".join(cmd), r.stderr))
         return name + ".cleave"
 
+    def mesh(axes):
+        return ",".join("%s=%d" % (k, x) for k, x in axes if x > 1) or "dp=1"
+
     start = time.time()
     if p > 1:
         stages = p * v
         per = l // stages
-        cut = ["h%d.residual_2" % (per * (i + 1) - 1) for i in range(stages - 1)]
+        cut = ["h%d" % (per * (i + 1) - 1) for i in range(stages - 1)]
         schedule = "interleaved:%d" % v if v > 1 else "1f1b"
-        plans = [(build(2, ["--mesh", "dp=%d,pp=%d,tp=%d" % (dp, stages, t), "--schedule=1f1b",
+        plans = [(build(2, ["--mesh", mesh([("dp", dp), ("pp", stages), ("tp", t)]), "--schedule=1f1b",
                             "--stage-boundaries=" + ",".join(cut)]),
                   "%s,pp=%d,microbatches=%d" % (schedule, p, m))]
     else:
-        mesh = ["--mesh", "dp=%d,tp=%d" % (dp, t)]
-        plans = [(build(1, mesh), None), (build(2, mesh), None)]
+        axes = ["--mesh", mesh([("dp", dp), ("tp", t)])]
+        plans = [(build(1, axes), None), (build(2, axes), None)]
     return dict(row=row, dp=dp, v=v, m=m, n=n, plans=plans, compile=time.time() - start)
+
+
+def plan_row(row):
+    """cleave-compile --auto on the row's model (its batch symbolic), GPUs
+    and global batch within 80 GB: the chosen layout, its predicted step and
+    the search's time."""
+    name = os.path.join(WORK, "gpt-%sB-auto.onnx" % row["params_billion"])
+    subprocess.run([args.python, os.path.join(ROOT, "tools", "models", "make_gpt.py")] + model_args(row) +
+                   ["--batch", "1", "--dynamic-batch", "-o", name], check=True, stdout=subprocess.DEVNULL)
+    nodes = (int(row["gpus"]) + 7) // 8
+    cmd = [os.path.join(BIN, "cleave-compile"), name] + COMPILE + [
+        "--auto", "--global-batch", row["global_batch"], "--cluster", "%s:%d" % (args.cluster, nodes),
+        "--max-memory=80G", "--emit=none"]
+    start = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.time() - start
+    if r.returncode != 0:
+        raise SystemExit("row %s: cleave-compile --auto failed:\n%s\n%s" % (row["params_billion"], " ".join(cmd), r.stderr))
+    chose = re.search(r"--auto chose (.*) \(predicted step ([0-9.]+) ms", r.stderr)
+    opts, predicted = chose.group(1), float(chose.group(2)) / 1e3
+    get = lambda pattern, default: int(re.search(pattern, opts).group(1)) if re.search(pattern, opts) else default
+    t, p = get(r"tp=(\d+)", 1), get(r"pp=(\d+)", 1)
+    dp = int(row["gpus"]) // (t * p)
+    m = get(r"--microbatches=(\d+)", 1)
+    layout = dict(t=t, p=p, dp=dp, m=m, b=int(row["global_batch"]) // (dp * m),
+                  v=get(r"interleaved:(\d+)", 1),
+                  recompute=re.search(r"--recompute=(\w+)", opts).group(1) if "--recompute" in opts else "none",
+                  sp="--sequence-parallel" in opts, zero=get(r"--zero=(\d+)", 0))
+    return layout, predicted, seconds, opts
 
 
 def cluster_file(gpu):
@@ -188,8 +245,29 @@ def parse_gpu(items):
 
 compiled = []
 for row in rows():
-    compiled.append(compile_row(row))
+    compiled.append(compile_row(row, paper_layout(row)))
     print("compiled %sB in %.1f s" % (row["params_billion"], compiled[-1]["compile"]), file=sys.stderr, flush=True)
+
+if args.planner:
+    # The planner's choice against the paper's layout, both compiled and
+    # simulated alike.
+    print("| params | paper's layout | simulated TFLOP/s | planner's choice | predicted TFLOP/s | simulated | vs paper's | search s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for c in compiled:
+        row = c["row"]
+        paper = simulate(c, {})
+        layout, predicted, seconds, opts = plan_row(row)
+        print("planned %sB in %.1f s: %s" % (row["params_billion"], seconds, opts), file=sys.stderr, flush=True)
+        mine = simulate(compile_row(row, layout, tag="auto"), {})
+        pl = paper_layout(row)
+        describe = lambda x: "t=%d p=%d dp=%d v=%d b=%d m=%d %s%s%s" % (
+            x["t"], x["p"], x["dp"], x["v"], x["b"], x["m"], x["recompute"], " sp" if x["sp"] else "",
+            " zero=%d" % x["zero"] if x["zero"] else "")
+        print("| %sB | %s | %.1f | %s | %.1f | %.1f | %+.1f%% | %.1f |" % (
+            row["params_billion"], describe(pl), paper["tflops"], describe(layout),
+            mine["tflops"] * mine["step"] / predicted, mine["tflops"],
+            100 * (mine["tflops"] / paper["tflops"] - 1), seconds), flush=True)
+    sys.exit(0)
 
 gpu = parse_gpu(args.gpu)
 if args.fit:

@@ -40,7 +40,7 @@ PRESETS = {
 
 
 def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False, absent_weights=None,
-          encoder=False, attention_op=False):
+          encoder=False, attention_op=False, dynamic_batch=False):
     """absent_weights: a file name. The weight matrices are then declared as
     external data in that file, which is not written (a model of any size
     whose plans start from --init-parameters); vectors stay inline."""
@@ -97,8 +97,10 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         mask = const("causal_mask", np.tril(np.ones((seq, seq), dtype=bool)))
         neg = const("neg_inf", np.array(-1e9, dtype=np.float32))
     scale = const("attn_scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32))
-    heads_shape = const("heads_shape", np.array([batch, seq, heads, hd], dtype=np.int64))
-    model_shape = const("model_shape", np.array([batch, seq, d_model], dtype=np.int64))
+    # A symbolic batch: the reshapes copy the input's first dimension (0).
+    rows = 0 if dynamic_batch else batch
+    heads_shape = const("heads_shape", np.array([rows, seq, heads, hd], dtype=np.int64))
+    model_shape = const("model_shape", np.array([rows, seq, d_model], dtype=np.int64))
     split_sizes = const("qkv_split", np.array([d_model] * 3, dtype=np.int64))
     half = const("half", np.array(0.5, dtype=np.float32))
     one = const("one", np.array(1.0, dtype=np.float32))
@@ -174,8 +176,8 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
 
     graph = helper.make_graph(
         nodes, "bert" if encoder else "gpt",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch" if dynamic_batch else batch, seq])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch" if dynamic_batch else batch, seq, vocab])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23 if attention_op else 17)],
                               producer_name="cleave-make-gpt")
@@ -204,6 +206,9 @@ def main():
                    help="declare the weight matrices as external data in <model>.weights "
                         "without writing that file: a model of any size, compiled with "
                         "--init-parameters (planning and simulating large models)")
+    p.add_argument("--dynamic-batch", action="store_true",
+                   help="a symbolic batch dimension ('batch'), pinned at compile time "
+                        "with --input-shape (what cleave-compile --auto needs)")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     cfg = dict(PRESETS[a.preset])
@@ -211,6 +216,7 @@ def main():
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
     model = build(seed=a.seed, separate_qkv=a.separate_qkv, attention_op=a.attention_op,
+                  dynamic_batch=a.dynamic_batch,
                   absent_weights=os.path.basename(a.output) + ".weights" if a.absent_weights else None,
                   **cfg)
     if a.external_data:

@@ -12,7 +12,9 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace cleave {
 
@@ -42,7 +44,40 @@ struct ImportOptions {
   /// runtime draws (cleave-compile --init-parameters). The plan builder
   /// refuses any other use of such a tensor.
   bool absentWeights = false;
+  /// When positive: imports only the first `keepLayers` of the model's
+  /// repeated layers (nodes named by layer, cleave/Import/LayerNames.h),
+  /// what read the last layer's outputs reading the last kept layer's. The
+  /// planner compiles such a cut-down model to cost one layer.
+  int64_t keepLayers = 0;
+  /// When set: the serialized model to import instead of reading the file
+  /// (the path still names it, and external data is found beside it).
+  std::shared_ptr<const std::string> modelBytes;
 };
+
+/// What the planner reads of a model before compiling it.
+struct ModelOutline {
+  /// Layer prefixes in graph order.
+  std::vector<std::string> layers;
+  /// Why the layers do not repeat the first one, or "".
+  std::string mismatch;
+  struct Input {
+    std::string name;
+    /// -1 for a symbolic or unknown dimension.
+    std::vector<int64_t> shape;
+  };
+  /// The graph inputs that are not initializers.
+  std::vector<Input> inputs;
+};
+
+/// Parses `path` (no checks, no inference) for its layers and inputs.
+mlir::FailureOr<ModelOutline> outlineONNXModel(llvm::StringRef path,
+                                               mlir::MLIRContext &context);
+
+/// The model at `path` cut down to its first `keep` layers (as
+/// ImportOptions::keepLayers does), serialized: for ImportOptions::modelBytes
+/// when the same cut model is imported many times.
+mlir::FailureOr<std::string> cutONNXModel(llvm::StringRef path, int64_t keep,
+                                          mlir::MLIRContext &context);
 
 /// Loads, checks and converts an ONNX model file into a module holding
 /// `func.func @main`. Reports errors through the context's diagnostic engine

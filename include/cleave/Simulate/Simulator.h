@@ -91,6 +91,32 @@ struct SimResult {
 std::string simulatePlan(const plan::Plan &plan, const Cluster &cluster,
                          const SimulateOptions &options, SimResult &out);
 
+/// What one stage program of a pipelined plan costs in a replayed schedule
+/// (simulateReplay, and the planner's extrapolation): its first
+/// microbatch's forward and backward steps, what runs before the steps
+/// (head) and after them (tail: gradient reductions, the optimizer, what
+/// another microbatch's step does beyond the first's), in seconds.
+struct StageCost {
+  double forward = 0, backward = 0, head = 0, tail = 0;
+  /// Of forward + backward, and of head + tail: communication and compute.
+  double stepComm = 0, stepCompute = 0, otherComm = 0, otherCompute = 0;
+  /// Of tail: compute.
+  double tailCompute = 0;
+  /// The transfer of the largest message it receives.
+  double transfer = 0;
+  /// Its kernels' costs come from the plan's kernel_costs metadata.
+  bool kernelCostsKnown = true;
+};
+
+/// Costs `stage` (a stage program) as rank pair[0] of `mesh` whose next
+/// pipeline rank is pair[1] (Send and Recv); an empty `pair`: rank 0 and
+/// messages that cost nothing (one pipeline rank). Returns an error
+/// (a stage without pipeline steps), or "".
+std::string costStage(const plan::Plan &stage, const Cluster &cluster,
+                      const Placement &placement,
+                      const SimulateOptions &options, const plan::Mesh &mesh,
+                      const std::vector<int64_t> &pair, StageCost &out);
+
 /// A pipelined plan compiled at few microbatches, replayed as the virtual
 /// stages of a longer schedule: `schedule.ranks` pipeline ranks, each
 /// running `schedule.chunks` of the plan's stage programs (virtual stage j

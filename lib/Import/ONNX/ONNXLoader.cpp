@@ -413,14 +413,22 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
                             MLIRContext *ctx, onnx::ModelProto &model,
                             int64_t *sourceOpset) {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
-  auto fileOrErr = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                               /*RequiresNullTerminator=*/false);
-  if (!fileOrErr) {
-    mlir::emitError(loc) << "cannot open ONNX model '" << path
-                         << "': " << fileOrErr.getError().message();
-    return failure();
+  // The model's bytes: the file's, or the ones the caller holds for it.
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  llvm::StringRef bytes;
+  if (options.modelBytes) {
+    bytes = *options.modelBytes;
+  } else {
+    auto fileOrErr = llvm::MemoryBuffer::getFile(
+        path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    if (!fileOrErr) {
+      mlir::emitError(loc) << "cannot open ONNX model '" << path
+                           << "': " << fileOrErr.getError().message();
+      return failure();
+    }
+    file = std::move(*fileOrErr);
+    bytes = file->getBuffer();
   }
-  llvm::StringRef bytes = (*fileOrErr)->getBuffer();
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     mlir::emitError(loc) << "cannot parse ONNX model '" << path
                          << "': file is larger than 2 GiB; store the weights "
@@ -444,6 +452,9 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   if (sourceOpset)
     *sourceOpset = opset;
   SetAsideInitializers aside;
+  if (options.keepLayers > 0 &&
+      failed(keepFirstLayers(model, options.keepLayers, loc)))
+    return failure();
   // A model without the default opset (only custom domains) goes on: the
   // importer's pre-pass then lists its ops as unsupported.
   if (failed(pinInputShapes(model, options, loc)) ||

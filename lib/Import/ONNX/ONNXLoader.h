@@ -32,6 +32,13 @@ mlir::LogicalResult loadONNXModel(llvm::StringRef path,
                                   onnx::ModelProto &model,
                                   int64_t *sourceOpset = nullptr);
 
+/// Cuts `model` down to its first `keep` layers (ImportOptions::keepLayers):
+/// the nodes of the later layers go, and what read the last layer's tensors
+/// reads the kept last layer's. Fails, naming the difference, when the
+/// layers do not repeat the first one.
+mlir::LogicalResult keepFirstLayers(onnx::ModelProto &model, int64_t keep,
+                                    mlir::Location loc);
+
 } // namespace cleave::onnximport
 
 #endif // CLEAVE_LIB_IMPORT_ONNX_ONNXLOADER_H

@@ -152,14 +152,21 @@ assignPipelineStages(func::FuncOp main, int64_t stages, StringRef boundaries) {
       return failure();
     }
     for (StringRef name : names) {
-      int64_t last = -1;
-      for (int64_t i = 0; i < n; ++i)
-        if (::cleave::training::locName(ops[i]->getLoc()) == name.trim())
+      // A node's name, or a layer's (after its last node).
+      int64_t last = -1, lastOfLayer = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        std::optional<StringRef> op = ::cleave::training::locName(ops[i]->getLoc());
+        if (op == name.trim())
           last = i;
+        if (op && ::cleave::layerPrefix(*op) == name.trim())
+          lastOfLayer = i;
+      }
+      if (last < 0)
+        last = lastOfLayer;
       if (last < 0) {
         mlir::emitError(main.getLoc())
             << "stage boundary '" << name.trim()
-            << "' is not an ONNX node of the program";
+            << "' is neither an ONNX node nor a layer of the program";
         return failure();
       }
       if (!cuts.empty() && last + 1 <= cuts.back()) {

@@ -518,26 +518,6 @@ void InsertRecomputePass::runOnOperation() {
 
 namespace cleave::training {
 
-/// The layer prefix of an ONNX node name (see Passes.td), or "".
-StringRef layerPrefix(StringRef name) {
-  auto isDigit = [](char c) { return c >= '0' && c <= '9'; };
-  auto isLead = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
-           c == '_';
-  };
-  for (size_t i = 1; i < name.size(); ++i) {
-    if (!isDigit(name[i]) || isDigit(name[i - 1]) || !isLead(name[i - 1]))
-      continue;
-    size_t e = i;
-    while (e < name.size() && isDigit(name[e]))
-      ++e;
-    if (e < name.size() && (name[e] == '.' || name[e] == '/'))
-      return name.take_front(e);
-    i = e;
-  }
-  return "";
-}
-
 /// The first NameLoc name in `loc`, if any.
 std::optional<StringRef> locName(Location loc) {
   std::optional<StringRef> found;

@@ -8,6 +8,8 @@
 #ifndef CLEAVE_LIB_TRANSFORMS_TRAINING_LAYERS_H
 #define CLEAVE_LIB_TRANSFORMS_TRAINING_LAYERS_H
 
+#include "cleave/Import/LayerNames.h"
+
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"
 
@@ -23,11 +25,8 @@ class FuncOp;
 
 namespace cleave::training {
 
-/// The layer prefix of an ONNX node name: up to and including the first run
-/// of digits that follows a letter, `.` or `_` and is followed by `.` or
-/// `/` (`h3.qkv` -> `h3`, `/model/layers.11/mlp/fc` -> `/model/layers.11`),
-/// or "" when there is none.
-llvm::StringRef layerPrefix(llvm::StringRef name);
+/// The layer prefix of an ONNX node name (cleave/Import/LayerNames.h).
+using ::cleave::layerPrefix;
 
 /// The first NameLoc name in `loc`, if any.
 std::optional<llvm::StringRef> locName(mlir::Location loc);

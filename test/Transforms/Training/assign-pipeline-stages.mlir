@@ -35,7 +35,7 @@
 // USER: remark: stage 2: ops 9..14,
 
 // COUNT: error: --stage-boundaries names 1 nodes for 3 stages (one fewer than the stages)
-// MISSING: error: stage boundary 'l9.act' is not an ONNX node of the program
+// MISSING: error: stage boundary 'l9.act' is neither an ONNX node nor a layer of the program
 // LAYERS: error: cannot cut the program into 9 pipeline stages: it has 8 layers
 
 func.func @main(%ids: tensor<8xi64>) -> tensor<8x16xf32> {

@@ -1,0 +1,136 @@
+//===- Planner.h - Search the parallel layouts of a training step -*- C++ -*-===//
+//
+// cleave-compile --auto: which dp x pp x tp, pipeline schedule and chunks,
+// microbatch size, sequence parallelism, ZeRO stage and recompute policy
+// train a model fastest on a cluster within its devices' memory.
+//
+// A model of L repeated layers costs what its layers cost: the planner
+// compiles *profiles*, the model cut down to its first three layers
+// (ImportOptions::keepLayers) as a pipeline of three stage programs (the
+// embedding with layer 0, layer 1, layer 2 with the head) over dp = 2 at
+// two microbatches, one per tensor-parallel layout, microbatch size and
+// recompute policy. Layer 1's stage program is one layer; the other two
+// are a layer plus the embedding or the head. Each candidate's virtual
+// stages are then so many layers plus the embedding or head, costed over
+// the candidate's mesh (costStage: its collectives over its groups and
+// links), and its schedule is replayed on those durations as
+// simulateReplay does for a compiled plan. Memory per rank comes from
+// the same stage programs: parameters and optimizer states, gradient
+// accumulators (plan metadata accumulator_bytes), one microbatch's saved
+// activations (activation_bytes) times the microbatches the schedule holds
+// at once, and the rest of the profile's arena (temporaries).
+//
+// Plain C++: the driver supplies the compiler as a callback.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_SIMULATE_PLANNER_H
+#define CLEAVE_SIMULATE_PLANNER_H
+
+#include "cleave/PlanFormat.h"
+#include "cleave/Simulate/Cluster.h"
+#include "cleave/Simulate/Simulator.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cleave::sim {
+
+/// What a profile is compiled at.
+struct ProfileKey {
+  int64_t tp = 1;
+  bool sequenceParallel = false;
+  int64_t microbatchSize = 1;
+  std::string recompute = "none";
+  int zero = 0;
+  std::string str() const;
+};
+
+/// The data-parallel size, stage programs and layers of a profile.
+constexpr int64_t kProfileDataParallel = 2;
+constexpr int64_t kProfileLayers = 3;
+constexpr int64_t kProfileMicrobatches = 2;
+
+struct PlannerOptions {
+  int64_t devices = 0;     ///< Ranks to plan for (one per device).
+  int64_t globalBatch = 0; ///< Sequences (rows of the batch) per step.
+  int64_t layers = 0;      ///< The model's repeated layers.
+  double memoryLimit = 0;  ///< Bytes per device.
+  /// Tensor-parallel sizes to try (empty: the powers of two up to the
+  /// devices per node).
+  std::vector<int64_t> tensorParallel;
+  std::vector<int64_t> microbatchSizes = {1, 2, 4};
+  /// Recompute policies and ZeRO stages (0 or 1), tried in this order for
+  /// each tensor-parallel layout and microbatch size until every layout
+  /// fits: what saves more memory costs more time.
+  std::vector<std::string> recompute = {"none", "selective", "full"};
+  std::vector<int> zero = {0, 1};
+  /// Try sequence parallelism (with tp > 1) as well as without.
+  bool sequenceParallel = true;
+  /// The most chunks per pipeline rank of an interleaved schedule.
+  int64_t maxChunks = 4;
+  SimulateOptions simulate;
+  /// Compiles the profile of `key` into `plan` (a pipelined plan of three
+  /// stage programs over dp = 2, pp = 3 and tp at two microbatches, with
+  /// the key's ZeRO stage);
+  /// returns "" or why it cannot be (a tp that does not divide the heads).
+  std::function<std::string(const ProfileKey &, plan::Plan &)> compileProfile;
+};
+
+struct Candidate {
+  int64_t dp = 1, tp = 1, pp = 1, chunks = 1, microbatchSize = 1,
+          microbatches = 1;
+  bool sequenceParallel = false;
+  int zero = 0;
+  std::string recompute = "none";
+  /// Predicted: the step, its parts on the slowest pipeline rank (compute
+  /// and communication in the steps, the rest of the step: gradient
+  /// reductions and the optimizer), the bubble, the most bytes a rank needs.
+  double stepSeconds = 0, stepCompute = 0, stepComm = 0, otherSeconds = 0,
+         bubble = 0, memoryBytes = 0;
+  /// The least memoryBytes can be, known before replaying the schedule:
+  /// parameters, optimizer states, gradient accumulators, temporaries and
+  /// one microbatch's activations of its chunks.
+  double stateBytes = 0;
+  /// The least memory any recompute policy or ZeRO-1 could bring its
+  /// layout to: parameters, gradient accumulators and a 1/dp share of the
+  /// optimizer states (a bound the search prunes by).
+  double minimumBytes = 0;
+  /// The optimizer-state bytes ZeRO-1 would take off its fullest rank.
+  double zeroBytes = 0;
+  /// Why it was not chosen: pruned (divisibility, memory, a profile that
+  /// did not compile) or "" for a feasible one.
+  std::string rejected;
+  /// --schedule's value: 1f1b, or interleaved:<chunks>.
+  std::string schedule() const;
+  /// The cleave-compile options that compile it.
+  std::string options() const;
+  /// "dp=4 tp=2 pp=1 ..." for tables.
+  std::string layout() const;
+};
+
+struct PlanSearch {
+  /// Feasible candidates, fastest first.
+  std::vector<Candidate> feasible;
+  /// Pruned candidates, with why.
+  std::vector<Candidate> rejected;
+  int64_t profilesCompiled = 0;
+  double profileSeconds = 0, searchSeconds = 0;
+};
+
+/// Searches `options`' layouts on `cluster`. Returns an error (no profile
+/// compiled, bad options), or "" (`out.feasible` may still be empty).
+std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
+                        PlanSearch &out);
+
+/// The --explain report: the search's size and time, the `top` fastest
+/// candidates with step time, memory, energy and cost per step, and for
+/// the runners-up and pruned ones why they lost.
+std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
+                          const PlannerOptions &options, size_t top);
+
+} // namespace cleave::sim
+
+#endif // CLEAVE_SIMULATE_PLANNER_H

@@ -1,0 +1,793 @@
+//===- Planner.cpp - Search the parallel layouts of a training step -------===//
+//
+// See Planner.h: profiles of three layers, extrapolated to each candidate's
+// stages, replayed on its schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cleave/Simulate/Planner.h"
+
+#include "cleave/Pipeline/Schedule.h"
+#include "cleave/Simulate/CostModel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <thread>
+#include <tuple>
+
+namespace cleave::sim {
+namespace {
+
+namespace pl = pipeline;
+
+/// Candidates whose bubble-free work is beyond this factor of the best
+/// found so far are not replayed (they cannot come near it).
+constexpr double kNearBest = 1.25;
+
+double seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       since)
+      .count();
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  if (bytes < 1024.0 * 1024 * 1024)
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024));
+  else
+    std::snprintf(text, sizeof text, "%.1f GiB",
+                  bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+std::string ms(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, s < 10 ? "%.1f ms" : "%.0f ms", s * 1e3);
+  return text;
+}
+
+double metadataNumber(const plan::Plan &p, const std::string &key) {
+  for (const auto &[k, v] : p.metadata)
+    if (k == key)
+      return std::strtod(v.c_str(), nullptr);
+  return 0;
+}
+
+/// The most microbatches a stage program holds between a forward step and
+/// its backward step, from its step names in order.
+int64_t heldMicrobatches(const std::vector<std::string> &steps) {
+  int64_t held = 0, peak = 0;
+  for (const std::string &s : steps) {
+    if (s.empty())
+      continue;
+    held += s[0] == 'F' ? 1 : s[0] == 'B' ? -1 : 0;
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+/// What a profile's stage program holds: memory (bytes per rank) and
+/// flops (per microbatch).
+struct StageMemory {
+  double parameters = 0, optimizerStates = 0, accumulators = 0,
+         activations = 0, temporaries = 0, flops = 0;
+};
+
+StageMemory memoryOf(const plan::Plan &stage) {
+  StageMemory m;
+  plan::PlanStats stats = plan::statistics(stage);
+  double states = 0;
+  for (const plan::StateTensor &st : stage.states)
+    states += double(st.info.byteSize());
+  m.optimizerStates = double(stats.optimizerStateBytes);
+  m.parameters = states - m.optimizerStates;
+  m.accumulators = metadataNumber(stage, "accumulator_bytes");
+  m.activations = metadataNumber(stage, "activation_bytes");
+  int64_t held = heldMicrobatches(plan::pipelineSteps(stage));
+  m.temporaries = std::max(0.0, double(stage.arenaBytes) - states -
+                                    m.accumulators -
+                                    double(held) * m.activations);
+  m.flops = metadataNumber(stage, "flops") / double(kProfileMicrobatches);
+  return m;
+}
+
+/// a + k * b, field by field.
+StageCost axpy(const StageCost &a, double k, const StageCost &b) {
+  StageCost c;
+  c.forward = a.forward + k * b.forward;
+  c.backward = a.backward + k * b.backward;
+  c.head = a.head + k * b.head;
+  c.tail = a.tail + k * b.tail;
+  c.stepComm = a.stepComm + k * b.stepComm;
+  c.stepCompute = a.stepCompute + k * b.stepCompute;
+  c.otherComm = a.otherComm + k * b.otherComm;
+  c.otherCompute = a.otherCompute + k * b.otherCompute;
+  c.tailCompute = a.tailCompute + k * b.tailCompute;
+  c.transfer = std::max(a.transfer, b.transfer);
+  return c;
+}
+StageMemory axpy(const StageMemory &a, double k, const StageMemory &b) {
+  StageMemory c;
+  c.parameters = a.parameters + k * b.parameters;
+  c.optimizerStates = a.optimizerStates + k * b.optimizerStates;
+  c.accumulators = a.accumulators + k * b.accumulators;
+  c.activations = a.activations + k * b.activations;
+  c.flops = a.flops + k * b.flops;
+  c.temporaries = std::max(a.temporaries, b.temporaries);
+  return c;
+}
+
+/// A profile: its plan, or why it did not compile, and its three stage
+/// programs' memory as one layer, the embedding's extra and the head's.
+struct Profile {
+  ProfileKey key;
+  plan::Plan plan;
+  std::string error;
+  StageMemory layer, embedding, head;
+  /// Per (dp, pp) of a candidate mesh: the stage programs' costs.
+  std::map<std::pair<int64_t, int64_t>, std::vector<StageCost>> costs;
+};
+
+/// The profile's mesh with `dp` and `pp` on its axes.
+plan::Mesh meshFor(const plan::Plan &profile, int64_t dp, int64_t pp) {
+  plan::Mesh mesh = profile.mesh;
+  for (size_t a = 0; a < mesh.axisNames.size(); ++a) {
+    if (mesh.axisNames[a] == "dp")
+      mesh.shape[a] = dp;
+    else if (mesh.axisNames[a] == plan::kPipelineAxis)
+      mesh.shape[a] = pp;
+  }
+  return mesh;
+}
+
+/// The rank of pipeline coordinate `pp` whose other coordinates are 0.
+int64_t pipelineRank(const plan::Mesh &mesh, int64_t pp) {
+  int64_t ppAxis = plan::pipelineAxis(mesh), rank = 0;
+  for (size_t a = 0; a < mesh.shape.size(); ++a)
+    rank = rank * mesh.shape[a] + (int64_t(a) == ppAxis ? pp : 0);
+  return rank;
+}
+
+std::string costProfile(Profile &profile, const Cluster &cluster,
+                        const SimulateOptions &options, int64_t dp,
+                        int64_t pp, const std::vector<StageCost> *&out) {
+  auto [it, inserted] = profile.costs.try_emplace({dp, pp});
+  out = &it->second;
+  if (!inserted)
+    return "";
+  plan::Mesh mesh = meshFor(profile.plan, dp, pp);
+  Placement placement = placeRanks(cluster, mesh.worldSize());
+  std::vector<int64_t> pair;
+  if (pp > 1)
+    pair = {pipelineRank(mesh, 0), pipelineRank(mesh, 1)};
+  int64_t dpAxis = -1;
+  for (size_t a = 0; a < mesh.axisNames.size(); ++a)
+    if (mesh.axisNames[a] == "dp")
+      dpAxis = int64_t(a);
+  for (const plan::Plan &compiled : profile.plan.stages) {
+    // Under ZeRO, what a rank all-gathers over dp is its 1/dp share.
+    plan::Plan scaled;
+    const plan::Plan *stageOf = &compiled;
+    if (profile.key.zero > 0 && dp != kProfileDataParallel && dpAxis >= 0) {
+      scaled = compiled;
+      for (plan::Command &cmd : scaled.commands)
+        if (cmd.kind == plan::CommandKind::Collective &&
+            cmd.collective.op == plan::CollectiveOp::AllGather &&
+            std::count(cmd.collective.axes.begin(), cmd.collective.axes.end(),
+                       uint32_t(dpAxis)))
+          cmd.collective.count = std::max<int64_t>(
+              1, cmd.collective.count * kProfileDataParallel / dp);
+      stageOf = &scaled;
+    }
+    const plan::Plan &stage = *stageOf;
+    StageCost cost;
+    if (std::string e =
+            costStage(stage, cluster, placement, options, mesh, pair, cost);
+        !e.empty())
+      return "the profile's stage " + std::to_string(it->second.size()) +
+             " " + e;
+    it->second.push_back(cost);
+  }
+  return "";
+}
+
+/// Evaluates one candidate on its profile; sets its prediction, or
+/// `rejected`.
+void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
+              const Cluster &cluster, double incumbent) {
+  const std::vector<StageCost> *costs = nullptr;
+  if (std::string e =
+          costProfile(profile, cluster, options.simulate, c.dp, c.pp, costs);
+      !e.empty()) {
+    c.rejected = e;
+    return;
+  }
+  const StageCost &s0 = (*costs)[0], &s1 = (*costs)[1], &s2 = (*costs)[2];
+  StageCost layer = s1, embedding = axpy(s0, -1, s1), head = axpy(s2, -1, s1);
+  int64_t p = c.pp, v = c.chunks, stages = p * v;
+  double perStage = double(options.layers) / double(stages);
+  auto stageCost = [&](int64_t j) {
+    StageCost cost = axpy(StageCost(), perStage, layer);
+    if (j == 0)
+      cost = axpy(cost, 1, embedding);
+    if (j == stages - 1)
+      cost = axpy(cost, 1, head);
+    if (c.zero >= 1) {
+      // The optimizer updates a 1/dp share (the profile's: 1/2).
+      double saved = cost.tailCompute *
+                     (1 - double(kProfileDataParallel) / double(c.dp));
+      cost.tail -= saved;
+      cost.otherCompute -= saved;
+    }
+    return cost;
+  };
+  auto stageMemory = [&](int64_t j) {
+    StageMemory m = axpy(StageMemory(), perStage, profile.layer);
+    m.temporaries = profile.layer.temporaries;
+    if (j == 0)
+      m = axpy(m, 1, profile.embedding);
+    if (j == stages - 1)
+      m = axpy(m, 1, profile.head);
+    if (c.zero >= 1)
+      m.optimizerStates *= double(kProfileDataParallel) / double(c.dp);
+    return m;
+  };
+
+  std::vector<StageCost> stageCosts;
+  std::vector<StageMemory> stageMemories;
+  for (int64_t j = 0; j < stages; ++j) {
+    stageCosts.push_back(stageCost(j));
+    stageMemories.push_back(stageMemory(j));
+  }
+  // Before replaying the schedule: what needs no schedule to know. The
+  // states alone (and the least a recompute policy or ZeRO-1 leaves), and
+  // the busiest rank's work without any bubble.
+  double m = double(c.microbatches), busiest = 0, busiestOther = 0;
+  c.stateBytes = c.minimumBytes = c.zeroBytes = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    double fixed = 0, minimum = 0, zeroed = 0, temporaries = 0, work = 0,
+           other = 0, oneMicrobatch = 0;
+    for (int64_t k = 0; k < v; ++k) {
+      const StageMemory &sm = stageMemories[k * p + r];
+      const StageCost &sc = stageCosts[k * p + r];
+      fixed += sm.parameters + sm.optimizerStates + sm.accumulators;
+      double shared = c.zero ? sm.optimizerStates
+                             : sm.optimizerStates * double(kProfileDataParallel) /
+                                   double(c.dp);
+      minimum += sm.parameters + sm.accumulators + shared;
+      zeroed += sm.optimizerStates - shared;
+      temporaries = std::max(temporaries, sm.temporaries);
+      oneMicrobatch += sm.activations;
+      work += (sc.forward + sc.backward) * m + sc.head + sc.tail;
+      other += sc.head + sc.tail;
+    }
+    // Every schedule holds at least one microbatch's activations of each
+    // of its chunks at some point (its first backward's).
+    c.stateBytes = std::max(c.stateBytes, fixed + temporaries + oneMicrobatch);
+    c.minimumBytes = std::max(c.minimumBytes, minimum);
+    c.zeroBytes = std::max(c.zeroBytes, zeroed);
+    if (work > busiest) {
+      busiest = work;
+      busiestOther = other;
+    }
+  }
+  if (options.memoryLimit > 0 && c.stateBytes > options.memoryLimit) {
+    c.memoryBytes = c.stateBytes;
+    c.stepSeconds = busiest;
+    c.otherSeconds = busiestOther;
+    c.rejected = "over memory: at least " + gib(c.stateBytes) +
+                 " per device (its states and one microbatch), over " +
+                 gib(options.memoryLimit);
+    return;
+  }
+  if (busiest > kNearBest * incumbent) {
+    c.stepSeconds = busiest;
+    c.otherSeconds = busiestOther;
+    c.rejected = "slower: its busiest rank computes and communicates " +
+                 ms(busiest) + " without a bubble, beyond the best " +
+                 ms(incumbent);
+    return;
+  }
+
+  pl::ScheduleOptions so;
+  if (std::string e = pl::parseScheduleKind(c.schedule(), so); !e.empty()) {
+    c.rejected = e;
+    return;
+  }
+  so.ranks = p;
+  so.microbatches = c.microbatches;
+  std::string error;
+  std::vector<std::vector<pl::Step>> order = pl::buildSchedule(so, error);
+  if (!error.empty()) {
+    c.rejected = "schedule: " + error;
+    return;
+  }
+  pl::StepCosts stepCosts;
+  double transfer = 0, head0 = 0;
+  for (int64_t j = 0; j < stages; ++j) {
+    stepCosts.forwardOf.push_back(stageCosts[j].forward);
+    stepCosts.backwardInputOf.push_back(stageCosts[j].backward);
+    stepCosts.backwardWeightOf.push_back(0);
+    transfer = std::max(transfer, stageCosts[j].transfer);
+    head0 = std::max(head0, stageCosts[j].head);
+  }
+  stepCosts.transfer = p > 1 ? transfer : 0;
+  pl::Simulation sim = pl::simulate(order, so, stepCosts, error);
+  if (!error.empty()) {
+    c.rejected = "schedule: " + error;
+    return;
+  }
+  std::vector<double> last(p, 0);
+  for (const pl::TimedStep &t : sim.steps)
+    last[t.rank] = std::max(last[t.rank], t.end);
+  c.stepSeconds = 0;
+  c.memoryBytes = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    double tail = 0, compute = 0, comm = 0, other = 0;
+    for (int64_t k = 0; k < v; ++k) {
+      const StageCost &sc = stageCosts[k * p + r];
+      tail += sc.tail;
+      compute += sc.stepCompute * m;
+      comm += sc.stepComm * m;
+      other += sc.otherComm + sc.otherCompute;
+    }
+    double end = head0 + last[r] + tail;
+    if (end > c.stepSeconds) {
+      c.stepSeconds = end;
+      c.stepCompute = compute;
+      c.stepComm = comm;
+      c.otherSeconds = other;
+    }
+    // Memory: states and accumulators of its chunks, the activations its
+    // schedule holds at its peak, its largest temporaries.
+    double fixed = 0, temporaries = 0, held = 0, peak = 0;
+    for (int64_t k = 0; k < v; ++k) {
+      const StageMemory &sm = stageMemories[k * p + r];
+      fixed += sm.parameters + sm.optimizerStates + sm.accumulators;
+      temporaries = std::max(temporaries, sm.temporaries);
+    }
+    for (const pl::Step &step : order[r]) {
+      double act = stageMemories[step.stage].activations;
+      if (step.kind == pl::StepKind::Forward) {
+        held += act;
+        peak = std::max(peak, held);
+      } else if (step.kind != pl::StepKind::BackwardWeight) {
+        held -= act;
+      }
+    }
+    c.memoryBytes = std::max(c.memoryBytes, fixed + peak + temporaries);
+  }
+  c.bubble = sim.bubble;
+  if (options.memoryLimit > 0 && c.memoryBytes > options.memoryLimit)
+    c.rejected = "over memory: " + gib(c.memoryBytes) + " per device, over " +
+                 gib(options.memoryLimit);
+}
+
+} // namespace
+
+std::string ProfileKey::str() const {
+  std::string s = "tp=" + std::to_string(tp);
+  if (sequenceParallel)
+    s += " +sp";
+  s += ", microbatch " + std::to_string(microbatchSize) + ", recompute " +
+       recompute + ", zero " + std::to_string(zero);
+  return s;
+}
+
+std::string Candidate::schedule() const {
+  return chunks > 1 ? "interleaved:" + std::to_string(chunks) : "1f1b";
+}
+
+std::string Candidate::options() const {
+  std::string mesh;
+  for (auto [name, size] : {std::pair<const char *, int64_t>{"dp", dp},
+                            {"pp", pp},
+                            {"tp", tp}})
+    if (size > 1)
+      mesh += (mesh.empty() ? "" : ",") + std::string(name) + "=" +
+              std::to_string(size);
+  std::string s;
+  if (!mesh.empty())
+    s += "--mesh " + mesh + " ";
+  s += "--microbatches=" + std::to_string(microbatches);
+  if (pp > 1)
+    s += " --schedule=" + schedule();
+  if (recompute != "none")
+    s += " --recompute=" + recompute;
+  if (sequenceParallel)
+    s += " --sequence-parallel";
+  if (zero)
+    s += " --zero=" + std::to_string(zero);
+  return s;
+}
+
+std::string Candidate::layout() const {
+  char text[160];
+  std::snprintf(text, sizeof text, "dp=%lld tp=%lld%s pp=%lld v=%lld b=%lld m=%lld zero=%d %s",
+                (long long)dp, (long long)tp, sequenceParallel ? "+sp" : "",
+                (long long)pp, (long long)chunks, (long long)microbatchSize,
+                (long long)microbatches, zero, recompute.c_str());
+  return text;
+}
+
+std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
+                        PlanSearch &out) {
+  auto start = std::chrono::steady_clock::now();
+  out = PlanSearch();
+  int64_t g = options.devices, l = options.layers;
+  if (g < 1 || options.globalBatch < 1)
+    return "the planner needs the devices and the global batch";
+  if (l < kProfileLayers)
+    return "the planner costs a model by its repeated layers; this one has " +
+           std::to_string(l) + ", fewer than " +
+           std::to_string(kProfileLayers);
+  if (!options.compileProfile)
+    return "the planner has no compiler";
+  std::vector<int64_t> tps = options.tensorParallel;
+  if (tps.empty())
+    for (int64_t t = 1; t <= std::min(g, cluster.devicesPerNode); t *= 2)
+      tps.push_back(t);
+
+  // Compiles a profile (on a worker thread) and reads its stage programs.
+  auto compileProfile = [&](Profile &p) {
+    p.error = options.compileProfile(p.key, p.plan);
+    if (p.error.empty() && p.plan.stages.size() != size_t(kProfileLayers))
+      p.error = "the profile has " + std::to_string(p.plan.stages.size()) +
+                " stage programs, not " + std::to_string(kProfileLayers);
+    if (!p.error.empty())
+      return;
+    StageMemory s0 = memoryOf(p.plan.stages[0]),
+                s1 = memoryOf(p.plan.stages[1]),
+                s2 = memoryOf(p.plan.stages[2]);
+    p.layer = s1;
+    p.embedding = axpy(s0, -1, s1);
+    p.head = axpy(s2, -1, s1);
+    p.embedding.temporaries = s0.temporaries;
+    p.head.temporaries = s2.temporaries;
+  };
+
+  // The fastest feasible step found so far.
+  double incumbent = HUGE_VAL;
+  // The candidates of one profile: every dp x pp over the devices, 1F1B
+  // and interleaved with up to maxChunks chunks.
+  struct Outcome {
+    bool anyFits = false, allFit = true, statesFit = false;
+    double best = HUGE_VAL;
+    /// The fastest of its layouts over memory that a variant saving more
+    /// memory could make fit, without what runs outside the steps: no such
+    /// variant beats it.
+    double bound = HUGE_VAL;
+    /// Some layout over memory would fit with ZeRO-1 and might beat the
+    /// best found.
+    bool zeroHelps = false;
+  };
+  auto candidatesOf = [&](Profile &profile) {
+    Outcome o;
+    std::vector<Candidate> pending;
+    const ProfileKey &key = profile.key;
+    for (int64_t pp = 1; pp <= l && key.tp * pp <= g; ++pp) {
+      if (g % (key.tp * pp))
+        continue;
+      Candidate c;
+      c.tp = key.tp;
+      c.pp = pp;
+      c.dp = g / (key.tp * pp);
+      c.sequenceParallel = key.sequenceParallel;
+      c.microbatchSize = key.microbatchSize;
+      c.recompute = key.recompute;
+      c.zero = key.zero;
+      if (c.zero > 0 && c.dp < 2)
+        continue;
+      for (int64_t v = 1; v <= (pp > 1 ? options.maxChunks : 1); ++v) {
+        c.chunks = v;
+        Candidate d = c;
+        bool divisible = false;
+        if (!profile.error.empty()) {
+          d.rejected = "its profile (" + key.str() +
+                       ") did not compile: " + profile.error;
+        } else if (l % (pp * v)) {
+          d.rejected = "the " + std::to_string(l) +
+                       " layers do not split into " + std::to_string(pp * v) +
+                       " equal stages";
+        } else if (options.globalBatch % (c.dp * c.microbatchSize)) {
+          d.rejected = "the global batch " +
+                       std::to_string(options.globalBatch) +
+                       " does not split into dp x microbatch = " +
+                       std::to_string(c.dp * c.microbatchSize);
+        } else if (options.globalBatch / (c.dp * c.microbatchSize) < pp) {
+          d.microbatches = options.globalBatch / (c.dp * c.microbatchSize);
+          d.rejected = "fewer microbatches (" +
+                       std::to_string(d.microbatches) +
+                       ") than pipeline ranks (" + std::to_string(pp) + ")";
+        } else {
+          // What needs no schedule first (an incumbent of 0 stops there).
+          d.microbatches = options.globalBatch / (c.dp * c.microbatchSize);
+          evaluate(d, profile, options, cluster, 0.0);
+          divisible = true;
+        }
+        (divisible ? pending : out.rejected).push_back(d);
+      }
+    }
+    // Replay the schedules of those that fit their states, the least busy
+    // first, so that the best found prunes the rest early.
+    std::stable_sort(pending.begin(), pending.end(),
+                     [](const Candidate &a, const Candidate &b) {
+                       return a.stepSeconds < b.stepSeconds;
+                     });
+    for (Candidate &d : pending) {
+      if (d.rejected.rfind("slower", 0) == 0) {
+        d.rejected.clear();
+        evaluate(d, profile, options, cluster, incumbent);
+      }
+      // Whether a recompute policy or ZeRO-1 could make it fit.
+      bool mayFit =
+          d.minimumBytes <= options.memoryLimit || options.memoryLimit <= 0;
+      bool overMemory = d.rejected.rfind("over memory", 0) == 0;
+      o.statesFit |= mayFit;
+      // What a more memory-saving variant could rescue: a layout over
+      // memory that may fit, no faster than this without its optimizer.
+      if (mayFit && overMemory) {
+        o.allFit = false;
+        o.bound = std::min(o.bound, d.stepSeconds - d.otherSeconds);
+      }
+      // ZeRO-1 is worth a profile where it makes a layout fit that could
+      // beat the best found (it takes only optimizer work off the step).
+      o.zeroHelps |= overMemory && d.zero == 0 &&
+                     d.memoryBytes - d.zeroBytes <= options.memoryLimit &&
+                     d.stepSeconds - d.otherSeconds < incumbent;
+      if (d.rejected.empty()) {
+        o.anyFits = true;
+        o.best = std::min(o.best, d.stepSeconds);
+        incumbent = std::min(incumbent, d.stepSeconds);
+      }
+      (d.rejected.empty() ? out.feasible : out.rejected).push_back(d);
+    }
+    return o;
+  };
+
+  // One chain per tensor-parallel layout (tp, with and without sequence
+  // parallelism). For each microbatch size from the smallest, a chain
+  // tries the recompute policies and ZeRO stages from the least
+  // memory-saving (the fastest) on, until every layout fits, or the
+  // fastest of them (memory aside, without the optimizer) cannot beat the
+  // best found: the rest would only add time. Microbatches grow until none
+  // fits or the best step stops getting faster. Each round compiles one
+  // profile per live chain, on as many threads as the machine has cores.
+  struct Chain {
+    int64_t tp;
+    bool sp;
+    size_t size = 0, policy = 0, zero = 0;
+    double previous = HUGE_VAL;
+    Outcome sized;
+    bool done = false;
+    /// A lower bound on what its next profile can give (valid within a
+    /// microbatch size; a priority only across sizes).
+    double bound = -HUGE_VAL;
+    bool boundValid = false;
+  };
+  std::vector<int64_t> sizes;
+  for (int64_t b : options.microbatchSizes)
+    if (b > 0 && options.globalBatch % b == 0)
+      sizes.push_back(b);
+  std::sort(sizes.begin(), sizes.end());
+  std::vector<int> zeros;
+  for (int z : options.zero)
+    if (z == 0 || z == 1)
+      zeros.push_back(z);
+  if (sizes.empty() || zeros.empty() || options.recompute.empty())
+    return "no microbatch size, ZeRO stage or recompute policy to try";
+  std::vector<Chain> chains;
+  for (int64_t tp : tps)
+    for (bool sp : {false, true})
+      if (g % tp == 0 && (!sp || (tp > 1 && options.sequenceParallel)))
+        chains.push_back({tp, sp});
+  auto keyOf = [&](const Chain &c) {
+    return ProfileKey{c.tp, c.sp, sizes[c.size], options.recompute[c.policy],
+                      zeros[c.zero]};
+  };
+  // Skips ZeRO stages a layout without data parallelism cannot take.
+  auto settle = [&](Chain &c) {
+    while (!c.done && zeros[c.zero] > 0 && g / c.tp < 2) {
+      if (++c.zero == zeros.size()) {
+        c.zero = 0;
+        if (++c.policy == options.recompute.size())
+          c.done = true;
+      }
+    }
+  };
+  for (Chain &c : chains)
+    settle(c);
+  // The next microbatch size, or the chain's end.
+  auto nextSize = [&](Chain &c) {
+    if (!c.sized.anyFits || c.sized.best >= c.previous ||
+        ++c.size == sizes.size()) {
+      c.done = true;
+      return;
+    }
+    c.previous = c.sized.best;
+    // Larger microbatches: no bound, the best so far as a priority.
+    c.bound = c.sized.best;
+    c.boundValid = false;
+    c.sized = Outcome();
+    c.policy = c.zero = 0;
+    settle(c);
+  };
+  std::vector<std::unique_ptr<Profile>> profiles;
+  std::set<int64_t> deadTp;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  while (true) {
+    // Best first: the live chains whose next profiles promise the most,
+    // one per thread; a chain that cannot beat the best found ends.
+    std::vector<Chain *> live;
+    for (Chain &c : chains) {
+      if (!c.done && c.boundValid && c.bound >= incumbent)
+        c.done = true;
+      if (!c.done)
+        live.push_back(&c);
+    }
+    if (live.empty())
+      break;
+    std::stable_sort(live.begin(), live.end(), [](Chain *a, Chain *b) {
+      return a->bound < b->bound;
+    });
+    if (live.size() > threads)
+      live.resize(threads);
+    size_t first = profiles.size();
+    for (Chain *c : live) {
+      profiles.push_back(std::make_unique<Profile>());
+      profiles.back()->key = keyOf(*c);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::atomic<size_t> next{first};
+    auto work = [&] {
+      for (size_t i; (i = next++) < profiles.size();)
+        compileProfile(*profiles[i]);
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < std::min<size_t>(threads, live.size()); ++t)
+      pool.emplace_back(work);
+    work();
+    for (std::thread &t : pool)
+      t.join();
+    out.profileSeconds += seconds(t0);
+    out.profilesCompiled += int64_t(live.size());
+    for (size_t i = 0; i < live.size(); ++i) {
+      Chain &c = *live[i];
+      Profile &profile = *profiles[first + i];
+      Outcome o = candidatesOf(profile);
+      if (!profile.error.empty() || deadTp.count(c.tp)) {
+        c.done = true; // this layout does not compile, or cannot fit
+        continue;
+      }
+      if (!o.statesFit) {
+        // Its parameters and optimizer states alone fit no layout.
+        deadTp.insert(c.tp);
+        c.done = true;
+        continue;
+      }
+      c.sized.anyFits |= o.anyFits;
+      c.sized.best = std::min(c.sized.best, o.best);
+      incumbent = std::min(incumbent, o.best);
+      bool sizeDone = (o.anyFits && o.allFit) || o.bound >= incumbent;
+      c.bound = o.bound;
+      c.boundValid = true;
+      // ZeRO-1 next only where it would make a layout fit.
+      if (!sizeDone && zeros[c.zero] == 0 && !o.zeroHelps)
+        c.zero = zeros.size() - 1;
+      if (!sizeDone && ++c.zero == zeros.size()) {
+        c.zero = 0;
+        sizeDone = ++c.policy == options.recompute.size();
+      }
+      settle(c);
+      if (sizeDone || c.done) {
+        c.done = false;
+        nextSize(c);
+      }
+    }
+  }
+  std::stable_sort(out.feasible.begin(), out.feasible.end(),
+                   [](const Candidate &a, const Candidate &b) {
+                     return a.stepSeconds < b.stepSeconds;
+                   });
+  if (out.profilesCompiled && out.feasible.empty() && out.rejected.empty())
+    return "no candidate layout";
+  out.searchSeconds = seconds(start);
+  return "";
+}
+
+std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
+                          const PlannerOptions &options, size_t top) {
+  std::string s;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "planner: %lld devices (%s), global batch %lld, %lld layers, "
+                "memory limit %s\n"
+                "planner: %zu candidates (%zu feasible) from %lld profiles "
+                "compiled in %.2f s; search %.2f s\n",
+                (long long)options.devices, cluster.name.c_str(),
+                (long long)options.globalBatch, (long long)options.layers,
+                gib(options.memoryLimit).c_str(),
+                search.feasible.size() + search.rejected.size(),
+                search.feasible.size(), (long long)search.profilesCompiled,
+                search.profileSeconds, search.searchSeconds);
+  s += line;
+  if (search.feasible.empty()) {
+    s += "planner: no candidate fits\n";
+  } else {
+    s += "  #  layout                                                    "
+         "step       compute    comm      other     bubble  memory     "
+         "kWh/step  cost/step\n";
+    const Candidate &best = search.feasible.front();
+    for (size_t i = 0; i < std::min(top, search.feasible.size()); ++i) {
+      const Candidate &c = search.feasible[i];
+      SimResult r;
+      r.stepSeconds = c.stepSeconds;
+      r.placement.world = options.devices;
+      StepCost cost = stepCost(r, cluster);
+      std::snprintf(line, sizeof line,
+                    "  %-2zu %-57s %-10s %-10s %-9s %-9s %5.1f%%  %-10s %-9.3g "
+                    "%.3g\n",
+                    i + 1, c.layout().c_str(), ms(c.stepSeconds).c_str(),
+                    ms(c.stepCompute).c_str(), ms(c.stepComm).c_str(),
+                    ms(c.otherSeconds).c_str(), c.bubble * 100,
+                    gib(c.memoryBytes).c_str(), cost.kWh, cost.total());
+      s += line;
+      if (i == 0)
+        continue;
+      // Why it lost: the largest of its parts beyond the winner's.
+      struct Part {
+        const char *what;
+        double delta;
+      } parts[] = {
+          {"more compute", c.stepCompute - best.stepCompute},
+          {"more communication in the steps", c.stepComm - best.stepComm},
+          {"more gradient reduction and optimizer time",
+           c.otherSeconds - best.otherSeconds},
+          {"a larger bubble",
+           (c.stepSeconds - c.stepCompute - c.stepComm - c.otherSeconds) -
+               (best.stepSeconds - best.stepCompute - best.stepComm -
+                best.otherSeconds)}};
+      const Part *worst = &parts[0];
+      for (const Part &p : parts)
+        if (p.delta > worst->delta)
+          worst = &p;
+      std::snprintf(line, sizeof line, "       %+.1f%% step time: %s (%+s)\n",
+                    100 * (c.stepSeconds / best.stepSeconds - 1), worst->what,
+                    ms(worst->delta).c_str());
+      s += line;
+    }
+    s += "chosen: " + best.options() + "\n";
+  }
+  // Pruned candidates, grouped by the start of their reason.
+  std::map<std::string, std::pair<size_t, const Candidate *>> reasons;
+  for (const Candidate &c : search.rejected) {
+    // The kind of reason: its words before any detail, numbers elided.
+    std::string why;
+    for (char ch : c.rejected.substr(0, c.rejected.find(':')))
+      if (!std::isdigit(static_cast<unsigned char>(ch)))
+        why += ch;
+      else if (why.empty() || why.back() != 'N')
+        why += 'N';
+    auto &entry = reasons[why];
+    if (!entry.second)
+      entry.second = &c;
+    ++entry.first;
+  }
+  for (const auto &[why, entry] : reasons) {
+    std::snprintf(line, sizeof line, "rejected %zu: %s; e.g. %s: %s\n",
+                  entry.first, why.c_str(), entry.second->layout().c_str(),
+                  entry.second->rejected.c_str());
+    s += line;
+  }
+  return s;
+}
+
+} // namespace cleave::sim
