@@ -557,6 +557,12 @@ struct Options {
                "predicted step time, memory, energy and cost per step, why "
                "the runners-up lost and why the others were rejected"),
       cl::cat(trainCategory)};
+  cl::opt<std::string> candidatesFile{
+      "candidates",
+      cl::desc("With --auto: write every candidate layout as CSV (predicted "
+               "step, memory, energy and cost per step, tokens per step, "
+               "and why a rejected one lost), for tools/plan_tradeoff.py"),
+      cl::value_desc("file.csv"), cl::cat(trainCategory)};
   cl::opt<int64_t> keepLayers{
       "keep-layers",
       cl::desc("Compile only the first K of the model's repeated layers "
@@ -1185,6 +1191,24 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
     return fail("--auto: " + e);
   if (opts.explain)
     driverErrs() << sim::explainSearch(search, cluster, planner, 8);
+  if (!opts.candidatesFile.empty()) {
+    // Tokens per step: the global batch times the other dimensions of the
+    // first integer batch input (B x T token ids), else of the first.
+    double tokens = double(opts.globalBatch);
+    for (const auto *input : batched) {
+      double per = 1;
+      for (size_t d = 1; d < input->shape.size(); ++d)
+        per *= double(input->shape[d]);
+      tokens = double(opts.globalBatch) * per;
+      break;
+    }
+    std::string csv = sim::candidatesCsv(search, cluster, planner, tokens);
+    std::string error;
+    if (!::cleave::writeFileAtomically(opts.candidatesFile, csv.data(),
+                                       csv.size(), &error))
+      return fail("cannot write --candidates '" + opts.candidatesFile +
+                  "': " + error);
+  }
   if (search.feasible.empty()) {
     // The layout that needs the least memory says most.
     const sim::Candidate *closest = nullptr;
@@ -1206,9 +1230,12 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
   const sim::Candidate &best = search.feasible.front();
   driverErrs() << llvm::formatv(
       "cleave-compile: --auto chose {0} (predicted step {1:F3} ms, {2:F1} "
-      "MiB per device; {3} candidates in {4:F1} s)\n",
+      "{3} per device; {4} candidates in {5:F1} s)\n",
       best.options(), best.stepSeconds * 1e3,
-      best.memoryBytes / (1024.0 * 1024),
+      best.memoryBytes >= 1024.0 * 1024 * 1024
+          ? best.memoryBytes / (1024.0 * 1024 * 1024)
+          : best.memoryBytes / (1024.0 * 1024),
+      best.memoryBytes >= 1024.0 * 1024 * 1024 ? "GiB" : "MiB",
       search.feasible.size() + search.rejected.size(), search.searchSeconds);
   pinBatch(importOptions, opts.globalBatch);
   layoutOptions(compileOptions, best.dp, best.pp, best.tp,
@@ -1655,9 +1682,12 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     if (searchOnly || inv.stopAfterOptions)
       return 0;
   } else if (opts.globalBatch.getNumOccurrences() ||
-             opts.explain.getNumOccurrences()) {
+             opts.explain.getNumOccurrences() ||
+             opts.candidatesFile.getNumOccurrences()) {
     return fail(std::string(opts.explain.getNumOccurrences() ? "--explain"
-                                                             : "--global-batch") +
+                            : opts.candidatesFile.getNumOccurrences()
+                                ? "--candidates"
+                                : "--global-batch") +
                 " needs --auto");
   }
   if (inv.stopAfterOptions)

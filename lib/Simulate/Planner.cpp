@@ -790,4 +790,39 @@ std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
   return s;
 }
 
+std::string candidatesCsv(const PlanSearch &search, const Cluster &cluster,
+                          const PlannerOptions &options,
+                          double tokensPerStep) {
+  std::string s = "devices,dp,tp,sp,pp,chunks,microbatch_size,microbatches,zero,"
+                  "recompute,options,step_s,memory_bytes,kwh_per_step,"
+                  "cost_per_step,tokens_per_step,rejected\n";
+  auto quoted = [](const std::string &text) {
+    std::string q = "\"";
+    for (char c : text)
+      q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  for (const std::vector<Candidate> *list :
+       {&search.feasible, &search.rejected})
+    for (const Candidate &c : *list) {
+      SimResult r;
+      r.stepSeconds = c.stepSeconds;
+      r.placement.world = options.devices;
+      StepCost cost = stepCost(r, cluster);
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "%lld,%lld,%lld,%d,%lld,%lld,%lld,%lld,%d,%s,",
+                    (long long)options.devices, (long long)c.dp, (long long)c.tp, c.sequenceParallel ? 1 : 0,
+                    (long long)c.pp, (long long)c.chunks,
+                    (long long)c.microbatchSize, (long long)c.microbatches,
+                    c.zero, c.recompute.c_str());
+      s += line + quoted(c.options());
+      std::snprintf(line, sizeof line, ",%.6g,%.0f,%.6g,%.6g,%.6g,",
+                    c.stepSeconds, c.memoryBytes, cost.kWh, cost.total(),
+                    tokensPerStep);
+      s += line + quoted(c.rejected) + "\n";
+    }
+  return s;
+}
+
 } // namespace cleave::sim

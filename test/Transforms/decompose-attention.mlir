@@ -55,16 +55,19 @@ func.func @offset(%q: tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32> {
 }
 
 // The gradient is spelled out from recomputed probabilities: dv, dp, the
-// softmax's backward and dq, dk as contractions; f32 gradients of bf16
-// operands stay f32.
+// softmax's backward and dq, dk as contractions. With bf16 operands the
+// products read P, dY and dS rounded to bf16 and accumulate in f32 (mixed-
+// precision GEMMs, as the forward's second product); the softmax's
+// backward stays f32, and so do the gradients.
 // CHECK-LABEL: func.func @grad
 func.func @grad(%q: tensor<1x2x8x4xbf16>, %dy: tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) {
   // CHECK: cleave.softmax
-  // CHECK: %[[DV:.*]] = cleave.contract %{{.*}}, %{{.*}} batch = [0, 1] x [0, 1] contract = [2, 3] x [2, 3] : tensor<1x2x1x8x8xf32>, tensor<1x2x1x8x4xf32> -> tensor<1x2x8x4xf32>
-  // CHECK: cleave.contract
-  // CHECK: cleave.reduce sum
-  // CHECK: cleave.contract
-  // CHECK: %[[DK:.*]] = cleave.contract
+  // CHECK: %[[DV:.*]] = cleave.contract %{{.*}}, %{{.*}} batch = [0, 1] x [0, 1] contract = [2, 3] x [2, 3] : tensor<1x2x1x8x8xbf16>, tensor<1x2x1x8x4xbf16> -> tensor<1x2x8x4xf32>
+  // CHECK: cleave.contract {{.*}} : tensor<1x2x1x8x4xbf16>, tensor<1x2x8x4xbf16> -> tensor<1x2x1x8x8xf32>
+  // CHECK: cleave.reduce sum {{.*}} : tensor<1x2x1x8x8xf32>
+  // CHECK: %[[DS:.*]] = cleave.convert %{{.*}} : tensor<1x2x1x8x8xf32> -> tensor<1x2x1x8x8xbf16>
+  // CHECK: cleave.contract %[[DS]], {{.*}} -> tensor<1x2x1x8x4xf32>
+  // CHECK: %[[DK:.*]] = cleave.contract %[[DS]], {{.*}} -> tensor<1x2x8x4xf32>
   // CHECK: return %{{.*}}, %[[DV]] : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
   // CHECK-NOT: cleave.attention_grad
   %y = cleave.attention %q, %q, %q scale = 0.5 causal : (tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>) -> tensor<1x2x8x4xbf16>

@@ -170,16 +170,21 @@ AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
   RankedTensorType kType = Emitter::typeOf(op.k);
   RankedTensorType vType = Emitter::typeOf(op.v);
   int64_t group = op.groupSize();
-  Value g = groupHeads(e, e.convert(cotangent, ct), group);
+  // The products read their operands in q's and v's types (bf16 or f16
+  // under mixed precision: P, dY and dS rounded to them, as the forward
+  // rounds P) and accumulate in the scores' type, as mixed-precision
+  // library GEMMs do; the softmax's gradient stays in the scores' type.
+  Type qe = qType.getElementType(), ve = vType.getElementType();
+  Value g = e.convert(groupHeads(e, cotangent, group), ve);
   ArrayRef<int64_t> ps = pType.getShape();
 
   // dV[b, h, j, e] = sum over (G, Sq) of P * dY.
   Value dv = ContractOp::create(
-      e.b, e.loc, RankedTensorType::get(vType.getShape(), ct), p, g,
-      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
+      e.b, e.loc, RankedTensorType::get(vType.getShape(), ct),
+      e.convert(p, ve), g, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
       ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 3});
   // dP = dY V^T.
-  Value dp = ContractOp::create(e.b, e.loc, pType, g, e.convert(op.v, ct),
+  Value dp = ContractOp::create(e.b, e.loc, pType, g, op.v,
                                 ArrayRef<int64_t>{0, 1},
                                 ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
                                 ArrayRef<int64_t>{3});
@@ -201,18 +206,18 @@ AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
   ds = e.scale(ds, op.scale);
 
   // dQ = dS K (grouped back to Hq heads), dK = dS^T Q.
+  Value dsLow = e.convert(ds, qe);
   Value dq = ContractOp::create(
       e.b, e.loc,
       RankedTensorType::get({ps[0], ps[1], ps[2], ps[3], qType.getDimSize(3)},
                             ct),
-      ds, e.convert(op.k, ct), ArrayRef<int64_t>{0, 1},
+      dsLow, e.convert(op.k, qe), ArrayRef<int64_t>{0, 1},
       ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4}, ArrayRef<int64_t>{2});
   dq = e.reshape(dq, qType.getShape());
   Value dk = ContractOp::create(
-      e.b, e.loc, RankedTensorType::get(kType.getShape(), ct), ds,
-      e.convert(parts.q, ct), ArrayRef<int64_t>{0, 1},
-      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{2, 3},
-      ArrayRef<int64_t>{2, 3});
+      e.b, e.loc, RankedTensorType::get(kType.getShape(), ct), dsLow,
+      parts.q, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
+      ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 3});
   r.dq = dq;
   r.dk = dk;
   r.dv = dv;
