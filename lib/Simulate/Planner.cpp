@@ -54,13 +54,6 @@ std::string ms(double s) {
   return text;
 }
 
-double metadataNumber(const plan::Plan &p, const std::string &key) {
-  for (const auto &[k, v] : p.metadata)
-    if (k == key)
-      return std::strtod(v.c_str(), nullptr);
-  return 0;
-}
-
 /// The most microbatches a stage program holds between a forward step and
 /// its backward step, from its step names in order.
 int64_t heldMicrobatches(const std::vector<std::string> &steps) {
@@ -165,9 +158,15 @@ std::string costProfile(Profile &profile, const Cluster &cluster,
     return "";
   plan::Mesh mesh = meshFor(profile.plan, dp, pp);
   Placement placement = placeRanks(cluster, mesh.worldSize());
-  std::vector<int64_t> pair;
-  if (pp > 1)
-    pair = {pipelineRank(mesh, 0), pipelineRank(mesh, 1)};
+  // Each stage program's rank and the next pipeline rank: the first's,
+  // a middle one's, the last's (whose next is the first: the messages
+  // between them, such as a tied weight's, cross the whole pipeline).
+  auto pairOf = [&](size_t stage) -> std::vector<int64_t> {
+    if (pp < 2)
+      return {};
+    int64_t at = stage == 0 ? 0 : stage + 1 < kProfileLayers ? 1 : pp - 1;
+    return {pipelineRank(mesh, at), pipelineRank(mesh, (at + 1) % pp)};
+  };
   int64_t dpAxis = -1;
   for (size_t a = 0; a < mesh.axisNames.size(); ++a)
     if (mesh.axisNames[a] == "dp")
@@ -189,8 +188,8 @@ std::string costProfile(Profile &profile, const Cluster &cluster,
     }
     const plan::Plan &stage = *stageOf;
     StageCost cost;
-    if (std::string e =
-            costStage(stage, cluster, placement, options, mesh, pair, cost);
+    if (std::string e = costStage(stage, cluster, placement, options, mesh,
+                                  pairOf(it->second.size()), cost);
         !e.empty())
       return "the profile's stage " + std::to_string(it->second.size()) +
              " " + e;
@@ -755,14 +754,28 @@ std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
            (c.stepSeconds - c.stepCompute - c.stepComm - c.otherSeconds) -
                (best.stepSeconds - best.stepCompute - best.stepComm -
                 best.otherSeconds)}};
-      const Part *worst = &parts[0];
-      for (const Part &p : parts)
+      const Part *worst = &parts[0], *gain = &parts[0];
+      for (const Part &p : parts) {
         if (p.delta > worst->delta)
           worst = &p;
-      std::snprintf(line, sizeof line, "       %+.1f%% step time: %s (%+s)\n",
+        if (p.delta < gain->delta)
+          gain = &p;
+      }
+      std::snprintf(line, sizeof line, "       %+.1f%% step time: %s (+%s)",
                     100 * (c.stepSeconds / best.stepSeconds - 1), worst->what,
                     ms(worst->delta).c_str());
       s += line;
+      // What it gains back, when something.
+      if (gain->delta < -1e-4 * best.stepSeconds) {
+        std::string what = gain->what;
+        what = what.rfind("more ", 0) == 0 ? "less " + what.substr(5)
+               : what == "a larger bubble" ? std::string("a smaller bubble")
+                                           : what;
+        std::snprintf(line, sizeof line, ", against %s (-%s)", what.c_str(),
+                      ms(-gain->delta).c_str());
+        s += line;
+      }
+      s += "\n";
     }
     s += "chosen: " + best.options() + "\n";
   }

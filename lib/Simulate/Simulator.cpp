@@ -97,13 +97,6 @@ struct RankState {
   RankResult result;
 };
 
-double metadataNumber(const plan::Plan &p, const std::string &key) {
-  for (const auto &[k, v] : p.metadata)
-    if (k == key)
-      return std::strtod(v.c_str(), nullptr);
-  return 0;
-}
-
 /// Model flops are the hardware flops without recompute's extra. The
 /// plan's recompute_extra_flops is the global program's (before it was
 /// partitioned and cut into stages), so it comes off the sum over all
@@ -735,6 +728,13 @@ std::string parseReplaySchedule(const std::string &text, ReplaySchedule &out) {
   return "";
 }
 
+double metadataNumber(const plan::Plan &p, const std::string &key) {
+  for (const auto &[k, v] : p.metadata)
+    if (k == key)
+      return std::strtod(v.c_str(), nullptr);
+  return 0;
+}
+
 std::string costStage(const plan::Plan &stage, const Cluster &cluster,
                       const Placement &placement,
                       const SimulateOptions &options, const plan::Mesh &mesh,
@@ -767,6 +767,19 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
   Part before, after;
   int64_t current = -1;
   bool started = false;
+  // Messages that come once per microbatch (an activation, its gradient)
+  // delay the step that reads them; one that comes once per step (a tied
+  // weight, its gradient's share) is communication of its own: told apart
+  // by how often a message of its size arrives.
+  int64_t forwards = std::count_if(names.begin(), names.end(),
+                                   [](const std::string &n) {
+                                     return !n.empty() && n[0] == 'F';
+                                   });
+  std::map<std::pair<int64_t, int>, int64_t> receives;
+  for (const Command &cmd : stage.commands)
+    if (cmd.kind == CommandKind::Collective &&
+        cmd.collective.op == CollectiveOp::Recv)
+      ++receives[{cmd.collective.count, int(cmd.collective.dtype)}];
   for (size_t i = 0; i < stage.commands.size(); ++i) {
     const Command &cmd = stage.commands[i];
     if (cmd.kind == CommandKind::Marker && cmd.params.size() >= 2) {
@@ -788,9 +801,10 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
                                                  cmd, pair)
                                          .seconds
                                    : 0;
-        // A message's transfer delays its receiver (the replay's
-        // dependency); the sender pays for sending it.
-        if (info.op == CollectiveOp::Recv) {
+        // A microbatch's message's transfer delays its receiver (the
+        // replay's dependency); the sender pays for sending it.
+        if (info.op == CollectiveOp::Recv &&
+            receives[{info.count, int(info.dtype)}] >= forwards) {
           sc.transfer = std::max(sc.transfer, seconds);
           seconds = 0;
         }

@@ -131,6 +131,13 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
 std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
                           const PlannerOptions &options, size_t top);
 
+/// Every candidate as CSV, one per line after a header: its layout, the
+/// --auto options that compile it, predicted step seconds, memory bytes,
+/// kWh and cost per step on `cluster`, `tokensPerStep`, and why it was
+/// rejected ("" for a feasible one).
+std::string candidatesCsv(const PlanSearch &search, const Cluster &cluster,
+                          const PlannerOptions &options, double tokensPerStep);
+
 } // namespace cleave::sim
 
 #endif // CLEAVE_SIMULATE_PLANNER_H

@@ -91,6 +91,10 @@ struct SimResult {
 std::string simulatePlan(const plan::Plan &plan, const Cluster &cluster,
                          const SimulateOptions &options, SimResult &out);
 
+/// A number in `plan`'s metadata (flops, activation_bytes, ...); 0 when
+/// absent.
+double metadataNumber(const plan::Plan &plan, const std::string &key);
+
 /// What one stage program of a pipelined plan costs in a replayed schedule
 /// (simulateReplay, and the planner's extrapolation): its first
 /// microbatch's forward and backward steps, what runs before the steps
