@@ -387,10 +387,21 @@ Partitioner::scatterDim(ArrayRef<Axes> produced, ArrayRef<Axes> target,
   return dim;
 }
 
-/// A gradient's rounding to bf16/f16 (--low-precision-gradients): the
-/// addends are rounded and the sum is completed in the low type.
+/// A rounding to bf16/f16 that a partial sum is completed after, in the
+/// low type, each rank rounding its addend: a gradient's
+/// (--low-precision-gradients), or a mixed-precision contraction's f32
+/// result rounded to the activations' type (a row-parallel matmul's
+/// output, the q, k and v projections' input gradients: reduced once, in
+/// bf16, as Megatron reduces them).
 static bool isGradientRounding(Operation *op) {
-  return isa<ConvertOp>(op) && op->hasAttr(::cleave::kGradientOfAttr);
+  auto convert = dyn_cast<ConvertOp>(op);
+  if (!convert)
+    return false;
+  if (op->hasAttr(::cleave::kGradientOfAttr))
+    return true;
+  Type from = getElementTypeOrSelf(convert.getOperand().getType());
+  Type to = getElementTypeOrSelf(convert.getResult().getType());
+  return from.isF32() && (to.isBF16() || to.isF16());
 }
 
 /// Whether `op` is an add or subtract (linear in each operand).
