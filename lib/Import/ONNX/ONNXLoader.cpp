@@ -338,6 +338,24 @@ static LogicalResult checkWindowAttributes(const onnx::GraphProto &graph,
           << ranks[node.input(weight)] << "; they must be equal";
       return failure();
     }
+    // LayerNormalization's shape inference indexes the input's dimensions
+    // by its axis (default -1) without checking them: a scalar input, or
+    // an axis outside the rank, is a null read in libonnx.
+    if (node.domain().empty() && node.op_type() == "LayerNormalization" &&
+        node.input_size() > 0 && ranks.count(node.input(0))) {
+      int64_t rank = ranks[node.input(0)], axis = -1;
+      for (const auto &attr : node.attribute())
+        if (attr.name() == "axis")
+          axis = attr.i();
+      if (axis < -rank || axis >= rank) {
+        mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
+                                     FileLineColLoc::get(ctx, path, 0, 0)))
+            << "LayerNormalization node '" << where << "': axis " << axis
+            << " is outside input '" << node.input(0) << "' of rank "
+            << rank;
+        return failure();
+      }
+    }
     for (const auto &attr : node.attribute()) {
       if (attr.has_g() &&
           failed(checkWindowAttributes(attr.g(), path, ctx)))
