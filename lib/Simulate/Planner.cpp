@@ -561,8 +561,8 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
   // fits or the best step stops getting faster. Each round compiles one
   // profile per live chain, on as many threads as the machine has cores.
   struct Chain {
-    int64_t tp;
-    bool sp;
+    int64_t tp = 1;
+    bool sp = false;
     size_t size = 0, policy = 0, zero = 0;
     double previous = HUGE_VAL;
     Outcome sized;
@@ -586,8 +586,12 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
   std::vector<Chain> chains;
   for (int64_t tp : tps)
     for (bool sp : {false, true})
-      if (g % tp == 0 && (!sp || (tp > 1 && options.sequenceParallel)))
-        chains.push_back({tp, sp});
+      if (g % tp == 0 && (!sp || (tp > 1 && options.sequenceParallel))) {
+        Chain chain;
+        chain.tp = tp;
+        chain.sp = sp;
+        chains.push_back(chain);
+      }
   auto keyOf = [&](const Chain &c) {
     return ProfileKey{c.tp, c.sp, sizes[c.size], options.recompute[c.policy],
                       zeros[c.zero]};
