@@ -18,10 +18,8 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <thread>
-#include <tuple>
 
 namespace cleave::sim {
 namespace {
