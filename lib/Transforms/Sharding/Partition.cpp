@@ -826,6 +826,22 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     }
   }
 
+  // An iota split along other dimensions than its own is the same iota at
+  // the local shape (a one-hot's [batch, seq, vocab] index over dp is
+  // [batch/dp, seq, vocab] on each rank, not the whole then a slice).
+  if (auto iota = dyn_cast<IotaOp>(op)) {
+    auto type = tensorType(iota.getResult());
+    DimAxes target = targetOf(iota.getResult());
+    int64_t dim = iota.getDimension();
+    if (type && dim >= 0 && dim < int64_t(target.size()) &&
+        target[dim].empty()) {
+      auto local = localType(type, target);
+      Value v = IotaOp::create(b, loc, local, iota.getDimensionAttr());
+      locals[iota.getResult()] = {v, target};
+      return success();
+    }
+  }
+
   ShardingRule rule = getShardingRule(op);
   bool wholeOnly = rule.isReplicatedOnly() || isa<ConstantOp, IotaOp>(op) ||
                    llvm::any_of(op->getResultTypes(), [](Type t) {
