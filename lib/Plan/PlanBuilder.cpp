@@ -257,7 +257,7 @@ private:
   void matchEpilogues();
   void markRematerializedBroadcasts();
   /// What a kernel reads for operand `v`: the operand of a rematerialized
-  /// broadcast, else `v`.
+  /// broadcast or convert, else `v`.
   Value kernelSource(Value v) const {
     if (Operation *def = v.getDefiningOp(); def && rematerialized.count(def))
       return def->getOperand(0);
@@ -284,9 +284,9 @@ private:
   DenseMap<Operation *, ::cleave::GemmEpilogueMatch> epilogueOf;
   DenseMap<Operation *, ContractOp> absorbedBy;
   llvm::SmallPtrSet<Operation *, 8> deadBroadcasts;
-  /// Broadcasts that every reader's kernel rebuilds from the broadcast's
-  /// operand (markRematerializedBroadcasts): they get no command and no
-  /// buffer of their own.
+  /// Broadcasts and widening converts that every reader's kernel rebuilds
+  /// from their operand (markRematerializedBroadcasts): they get no command
+  /// and no buffer of their own.
   llvm::SmallPtrSet<Operation *, 8> rematerialized;
   /// Printed kernel body -> the name of the kernel compiled for it.
   llvm::StringMap<std::string> kernelByBody;
@@ -334,8 +334,20 @@ void PlanBuilder::matchEpilogues() {
       continue;
     ::cleave::GemmEpilogueMatch m = ::cleave::matchGemmEpilogue(
         contract, *::cleave::getGemmShape(contract));
-    if (m.kind == plan::GemmEpilogue::None)
-      continue;
+    if (m.kind == plan::GemmEpilogue::None) {
+      // A mixed-precision product rounded straight back to its operands'
+      // type (bf16 x bf16 -> f32 -> bf16): the command writes the rounded
+      // result itself, half the bytes and no kernel to round it.
+      Type in = contract.getLhs().getType().getElementType();
+      auto convert = contract->hasOneUse()
+                         ? dyn_cast<ConvertOp>(*contract->user_begin())
+                         : ConvertOp();
+      if (!convert || (!in.isBF16() && !in.isF16()) ||
+          convert.getType().getElementType() != in)
+        continue;
+      m.result = convert.getResult();
+      m.ops = {convert};
+    }
     if (m.splatBias) {
       // A splat addend (a folded zero bias, say) becomes an N-element
       // constant at the top of @main, one per value and N.
@@ -379,6 +391,20 @@ void PlanBuilder::markRematerializedBroadcasts() {
         absorbedBy.count(&op))
       continue;
     if (llvm::all_of(op.getUsers(), inKernel))
+      rematerialized.insert(&op);
+  }
+  // Likewise a bf16/f16 value widened to f32 for kernels only (a softmax's
+  // gradient reading the probabilities saved in bf16): each reader widens
+  // it as it loads, instead of one kernel writing an f32 copy. Not when it
+  // feeds a broadcast (which its readers rebuild from it in turn).
+  for (Operation &op : main.getBody().front()) {
+    auto convert = dyn_cast<ConvertOp>(op);
+    if (!convert || op.use_empty() || absorbedBy.count(&op))
+      continue;
+    Type from = getElementTypeOrSelf(convert.getOperand().getType());
+    if ((from.isBF16() || from.isF16()) &&
+        getElementTypeOrSelf(convert.getType()).isF32() &&
+        llvm::all_of(op.getUsers(), inKernel))
       rematerialized.insert(&op);
   }
 }
@@ -1209,14 +1235,17 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
         cmd.buffers.push_back(offsetOf(v));
     } else {
       ::cleave::GemmShape g = *::cleave::getGemmShape(node.contract);
-      Type outType = node.contract.getType().getElementType();
+      // C's type: the contraction's, or the operands' when the command
+      // rounds its result (bf16/f16 out, f32 accumulation).
+      Type outType =
+          cast<RankedTensorType>(node.result.getType()).getElementType();
       Type inType = node.contract.getLhs().getType().getElementType();
       cmd.kind = plan::CommandKind::Gemm;
       cmd.params.assign(plan::kGemmNumParams, 0);
       cmd.params[plan::kGemmDType] = static_cast<int64_t>(*toDType(inType));
-      // Mixed precision only: the output dtype as a trailing parameter, so
-      // plans of same-type GEMMs are unchanged.
-      if (inType != outType)
+      // Mixed or low precision only: the output dtype as a trailing
+      // parameter, so plans of f32/f64 GEMMs are unchanged.
+      if (inType != outType || outType.isBF16() || outType.isF16())
         cmd.params.push_back(static_cast<int64_t>(*toDType(outType)));
       cmd.params[plan::kGemmTransA] = g.transA;
       cmd.params[plan::kGemmTransB] = g.transB;
@@ -1235,7 +1264,7 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       cmd.buffers = {offsetOf(node.contract.getLhs()),
                      offsetOf(node.contract.getRhs()), offsetOf(node.result)};
       if (node.epilogue != plan::GemmEpilogue::None) {
-        if (inType == outType)
+        if (cmd.params.size() == plan::kGemmNumParams)
           cmd.params.push_back(static_cast<int64_t>(*toDType(outType)));
         cmd.params.push_back(static_cast<int64_t>(node.epilogue));
         int64_t biasDType = 0;

@@ -44,7 +44,8 @@
 //    CUBLASLT_MATMUL_DESC_BIAS_POINTER / BIAS_DATA_TYPE.
 //  - f32 GEMMs use f32 compute; $CLEAVE_CUDA_TF32=1 (or plan metadata
 //    "cuda_tf32" = "1") allows TF32 tensor cores. bf16/f16 operands
-//    accumulate in f32.
+//    accumulate in f32, into an f32 D or one of their own type (rounded by
+//    cuBLASLt).
 //  - run() returns after the stream has finished; readTensor copies the
 //    tensor into a host staging buffer kept until the next read of the same
 //    tensor.

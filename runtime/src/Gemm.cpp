@@ -240,8 +240,9 @@ static void applyEpilogue(const std::vector<int64_t> &p, GemmEpilogue epilogue,
     }
 }
 
-/// C = alpha op(A) op(B) + beta C, without the epilogue.
-static void runProduct(const Command &command, uint8_t *arena) {
+/// C = alpha op(A) op(B) + beta C, without the epilogue; f32 products
+/// write `C` (C's buffer, or the f32 scratch of a bf16/f16 result).
+static void runProduct(const Command &command, uint8_t *arena, float *C) {
   const std::vector<int64_t> &p = command.params;
   const std::vector<uint64_t> &b = command.buffers;
   int64_t dtype = p[kGemmDType];
@@ -251,7 +252,6 @@ static void runProduct(const Command &command, uint8_t *arena) {
             reinterpret_cast<double *>(arena + b[2]), cblas_dgemm);
     return;
   }
-  float *C = reinterpret_cast<float *>(arena + b[2]);
   bool bf16 = dtype == static_cast<int64_t>(DType::BF16);
   // oneDNN wants K >= 1; an empty product (C = beta C) goes to CBLAS.
   bool useOneDnn = p[kGemmK] > 0;
@@ -293,8 +293,46 @@ static void runProduct(const Command &command, uint8_t *arena) {
     batched(p, A, B, C, cblas_sgemm);
 }
 
+/// A bf16/f16 result (bf16/f16 operands, the trailing C type equal to
+/// theirs): the product accumulates in f32 scratch at C's element offsets
+/// (C widened first when beta reads it) and is rounded once, as cuBLASLt
+/// rounds a low-precision D.
+static void runLowPrecisionResult(const Command &command, uint8_t *arena,
+                                  bool bf16) {
+  const std::vector<int64_t> &p = command.params;
+  thread_local std::vector<float> scratchC;
+  auto *C = reinterpret_cast<uint16_t *>(arena + command.buffers[2]);
+  int64_t M = p[kGemmM], N = p[kGemmN], batch = p[kGemmBatch];
+  int64_t ld = p[kGemmLdc], stride = p[kGemmStrideC];
+  if (bitsToDouble(p[kGemmBetaBits]) != 0.0)
+    (bf16 ? widen<bf16ToFloat> : widen<halfToFloat>)(C, M, N, ld, stride,
+                                                     batch, scratchC);
+  else
+    scratchC.assign(M > 0 && N > 0
+                        ? static_cast<size_t>((batch - 1) * stride +
+                                              (M - 1) * ld + N)
+                        : 0,
+                    0.0f);
+  runProduct(command, arena, scratchC.data());
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        int64_t at = i * stride + m * ld + n;
+        C[at] = bf16 ? floatToBf16(scratchC[at]) : floatToHalf(scratchC[at]);
+      }
+}
+
 void runGemm(const Command &command, uint8_t *arena) {
-  runProduct(command, arena);
+  const std::vector<int64_t> &p = command.params;
+  int64_t out = p.size() > kGemmOutDType ? p[kGemmOutDType] : p[kGemmDType];
+  if (out == static_cast<int64_t>(DType::BF16) ||
+      out == static_cast<int64_t>(DType::F16)) {
+    // Validated: no epilogue.
+    runLowPrecisionResult(command, arena,
+                          out == static_cast<int64_t>(DType::BF16));
+    return;
+  }
+  runProduct(command, arena, reinterpret_cast<float *>(arena + command.buffers[2]));
   GemmEpilogue epilogue = gemmEpilogueOf(command);
   if (epilogue == GemmEpilogue::None)
     return;

@@ -736,9 +736,18 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
   // epilogue) means the same as none.
   bool mixed = outCode != p[kGemmDType];
   auto is = [](int64_t v, DType t) { return v == static_cast<int64_t>(t); };
-  if (!mixed && !is(p[kGemmDType], DType::F32) && !is(p[kGemmDType], DType::F64))
+  bool low = is(p[kGemmDType], DType::BF16) || is(p[kGemmDType], DType::F16);
+  // bf16/f16 operands with a result of their own type accumulate in f32 and
+  // round once, at the end; such a result takes no epilogue.
+  if (!mixed && !is(p[kGemmDType], DType::F32) &&
+      !is(p[kGemmDType], DType::F64) && !low)
     return fail(what + ": unsupported dtype " + dtypeString(p[kGemmDType]) +
-                " (only float32 and float64 are supported)");
+                " (only float32, float64, and bfloat16 or float16 with an "
+                "f32 accumulator are supported)");
+  if (!mixed && low && p.size() > kGemmEpilogue &&
+      p[kGemmEpilogue] != static_cast<int64_t>(GemmEpilogue::None))
+    return fail(what + ": a " + dtypeString(p[kGemmDType]) +
+                " result takes no epilogue");
   if (mixed && !((is(p[kGemmDType], DType::BF16) || is(p[kGemmDType], DType::F16)) &&
                  is(outCode, DType::F32)))
     return fail(what + ": unsupported mixed dtypes " +

@@ -78,6 +78,13 @@ uint16_t floatToBf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 } // namespace
 
 //===--- Plan format ------------------------------------------------------===//
@@ -285,6 +292,47 @@ TEST(CudaGpu, GemmBf16WithF32Accumulation) {
     b[i] = floatToBf16(std::cos(0.7f * i));
   // Both sides multiply the same bf16 values exactly and sum in f32.
   compareGemm(p, {bytesOf(a), bytesOf(b)}, 1e-3);
+}
+
+TEST(CudaGpu, GemmBf16ResultMatchesCpu) {
+  REQUIRE_CUDA_DEVICE();
+  // bf16 operands and a bf16 result (cuBLASLt's bf16 D from an f32
+  // accumulator) against the CPU's f32 product rounded once: the same
+  // rounding of sums that differ only in their order, so within one bf16
+  // ulp.
+  const int64_t M = 64, N = 48, K = 96, batch = 2;
+  Plan p;
+  uint64_t aBytes = batch * M * K * 2, bBytes = K * N * 2;
+  p.arenaBytes = aBytes + bBytes + batch * M * N * 2;
+  p.inputs.push_back(tensor("a", DType::BF16, {batch, M * K}, 0));
+  p.inputs.push_back(tensor("b", DType::BF16, {K * N}, aBytes));
+  p.outputs.push_back(
+      tensor("c", DType::BF16, {batch, M * N}, aBytes + bBytes));
+  Command c = gemm(DType::BF16, false, true, M, N, K, 0, aBytes,
+                   aBytes + bBytes, batch, M * K, 0, M * N);
+  c.params.push_back(static_cast<int64_t>(DType::BF16));
+  p.commands.push_back(c);
+  std::vector<uint16_t> a(batch * M * K), b(K * N);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = floatToBf16(std::sin(0.3f * i));
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = floatToBf16(std::cos(0.7f * i));
+  p.target = "cpu-x86_64";
+  Loaded cpu(p, "cpu");
+  ASSERT_EQ(cpu.code, CLEAVE_RT_OK) << cpu.error;
+  p.target = "cuda-sm_90a";
+  Loaded gpu(p, "cuda");
+  ASSERT_EQ(gpu.code, CLEAVE_RT_OK) << gpu.error;
+  for (Loaded *l : {&cpu, &gpu})
+    ASSERT_TRUE(l->set(0, bytesOf(a)) && l->set(1, bytesOf(b))) << l->error;
+  ASSERT_TRUE(cpu.run()) << cpu.error;
+  ASSERT_TRUE(gpu.run()) << gpu.error;
+  std::vector<uint16_t> x = cpu.out<uint16_t>(0), y = gpu.out<uint16_t>(0);
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    float u = bf16ToFloat(x[i]), v = bf16ToFloat(y[i]);
+    ASSERT_NEAR(u, v, std::fabs(u) / 128 + 1e-3) << "element " << i;
+  }
 }
 
 TEST(CudaGpu, GemmEpiloguesMatchCpu) {

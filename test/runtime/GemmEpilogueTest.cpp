@@ -214,6 +214,59 @@ TEST(GemmEpilogue, MixedBf16WithF32Bias) {
     }
 }
 
+// bf16 operands and a bf16 result: the product accumulates in f32 and is
+// rounded once (to nearest even), batched, with beta reading the old C.
+TEST(GemmEpilogue, Bf16ResultRoundsOnce) {
+  const int64_t M = 3, N = 5, K = 64, batch = 2;
+  Plan p;
+  p.arenaBytes = 4096;
+  uint64_t aOff = 0, bOff = 1024, cOff = 3072;
+  p.inputs.push_back(tensor("a", DType::BF16, {batch * M * K}, aOff));
+  p.inputs.push_back(tensor("b", DType::BF16, {batch * K * N}, bOff));
+  p.inputs.push_back(tensor("c", DType::BF16, {batch * M * N}, cOff));
+  p.outputs.push_back(tensor("y", DType::BF16, {batch * M * N}, cOff));
+  for (double beta : {0.0, 1.0}) {
+    p.commands = {gemm(DType::BF16, false, true, M, N, K, aOff, bOff, cOff,
+                       batch, M * K, K * N, M * N, 1.0, beta)};
+    p.commands[0].params.push_back(static_cast<int64_t>(DType::BF16));
+    std::vector<uint16_t> a(batch * M * K), b(batch * K * N), c(batch * M * N);
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = floatToBf16(std::sin(0.37f * i));
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = floatToBf16(std::cos(0.21f * i));
+    for (size_t i = 0; i < c.size(); ++i)
+      c[i] = floatToBf16(0.5f - 0.125f * i);
+    Loaded l(p);
+    ASSERT_EQ(l.error, "");
+    ASSERT_TRUE(l.set(0, a) && l.set(1, b) && l.set(2, c)) << l.error;
+    ASSERT_TRUE(l.run()) << l.error;
+    std::vector<uint16_t> y = l.out<uint16_t>(0);
+    ASSERT_EQ(y.size(), c.size());
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          // B transposed: N x K per batch.
+          float acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += bf16ToFloat(a[i * M * K + m * K + k]) *
+                   bf16ToFloat(b[i * K * N + n * K + k]);
+          size_t at = i * M * N + m * N + n;
+          float want = acc + float(beta) * bf16ToFloat(c[at]);
+          // One rounding of the f32 sum: within half a bf16 ulp of it, up
+          // to the f32 summation order.
+          EXPECT_NEAR(bf16ToFloat(y[at]), want,
+                      std::fabs(want) * (1.0 / 256) + 1e-4)
+              << "beta " << beta << " at " << at;
+        }
+  }
+  // A bf16 result takes no epilogue.
+  p.commands[0].params.push_back(static_cast<int64_t>(GemmEpilogue::Gelu));
+  p.commands[0].params.push_back(0);
+  EXPECT_NE(validateError(p).find("a bfloat16 result takes no epilogue"),
+            std::string::npos)
+      << validateError(p);
+}
+
 TEST(GemmEpilogue, RoundTrips) {
   Plan p = epiloguePlan();
   ASSERT_EQ(validateError(p), "");

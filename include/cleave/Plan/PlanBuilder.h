@@ -27,7 +27,8 @@ struct PlanBuildOptions {
   /// Lower f32/f64 contractions to library GEMM commands (BLAS on CPU).
   bool useLibraryGemm = true;
   /// Let library GEMMs absorb a following bias add and tanh-form GELU
-  /// (Gemm command epilogues; see plan::GemmEpilogue).
+  /// (Gemm command epilogues; see plan::GemmEpilogue), and the rounding of
+  /// a mixed-precision product back to its operands' type.
   bool useGemmEpilogues = true;
   /// Splat constants, and dense constants with at most this many elements,
   /// are inlined into the

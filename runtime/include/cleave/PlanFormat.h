@@ -140,7 +140,9 @@ const char *commandKindName(CommandKind);
 ///          bit patterns of doubles; buffers = {A, B, C}; dtype F32 or F64.
 ///          Mixed precision: an optional 16th parameter, outDType, gives C's
 ///          element type when it differs from A's and B's (absent: the
-///          same); dtype BF16 or F16 with outDType F32 (f32 accumulation).
+///          same); dtype BF16 or F16 with outDType F32 (f32 accumulation),
+///          or with outDType equal to dtype: a low-precision C, the f32
+///          accumulation rounded once (round to nearest even), no epilogue.
 ///          Epilogue: two more optional parameters (18 in all, outDType
 ///          then present, equal to dtype for same-type GEMMs), epilogue
 ///          (GemmEpilogue) and biasDType, replace every element of each
@@ -400,8 +402,9 @@ enum GemmParam : size_t {
   kGemmBetaBits,
   kGemmNumParams,
   /// Optional trailing parameter (params.size() == kGemmNumParams + 1): C's
-  /// element type. Same-type GEMMs carry it (equal to dtype) only before an
-  /// epilogue.
+  /// element type. f32/f64 GEMMs carry it (equal to dtype) only before an
+  /// epilogue; bf16/f16 GEMMs always (F32, or their own type for a rounded
+  /// result).
   kGemmOutDType = kGemmNumParams,
   /// Optional, after kGemmOutDType (params.size() ==
   /// kGemmNumParamsWithEpilogue): a GemmEpilogue and the bias's element
