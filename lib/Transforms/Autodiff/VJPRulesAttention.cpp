@@ -83,11 +83,27 @@ AttentionProbabilities attentionProbabilities(Emitter &e,
   auto scoresType = RankedTensorType::get({b, hkv, group, sq, skv}, ct);
   AttentionProbabilities r;
   r.q = groupHeads(e, op.q, group);
+  // The causal mask comes before the scores: then the scale, the mask and
+  // the softmax read the scores in one kernel (the plan builder fuses an op
+  // into the kernel of its latest producer).
+  Value masked;
+  if (op.causal) {
+    // Key j is masked for query i when j > i + offset.
+    auto idxType = RankedTensorType::get({sq, skv}, e.b.getI64Type());
+    Value i = IotaOp::create(e.b, e.loc, idxType, 0);
+    Value j = IotaOp::create(e.b, e.loc, idxType, 1);
+    if (op.causalOffset != 0)
+      i = e.add(i, e.splat(idxType, static_cast<double>(op.causalOffset)));
+    masked = e.compare(CompareKind::gt, j, i);
+  }
   // [B, Hkv] x (G, Sq) x (Skv): contract the head size.
   Value s = ContractOp::create(e.b, e.loc, scoresType, r.q, op.k,
                                ArrayRef<int64_t>{0, 1},
                                ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
                                ArrayRef<int64_t>{3});
+  // Low-precision operands give low-precision scores, as a mixed-precision
+  // library GEMM writes them; the softmax widens them as it reads.
+  s = e.convert(e.convert(s, qType.getElementType()), ct);
   s = e.scale(s, op.scale);
   double cap = op.softcap;
   if (cap > 0) {
@@ -107,19 +123,11 @@ AttentionProbabilities attentionProbabilities(Emitter &e,
     maySkipRows = true;
   }
   if (op.causal) {
-    // Key j is masked for query i when j > i + offset.
-    auto idxType = RankedTensorType::get({sq, skv}, e.b.getI64Type());
-    Value i = IotaOp::create(e.b, e.loc, idxType, 0);
-    Value j = IotaOp::create(e.b, e.loc, idxType, 1);
-    int64_t offset = op.causalOffset;
-    if (offset != 0)
-      i = e.add(i, e.splat(idxType, static_cast<double>(offset)));
-    Value masked = e.compare(CompareKind::gt, j, i);
     auto maskType = RankedTensorType::get(scoresType.getShape(),
                                           e.b.getI1Type());
     s = e.select(e.broadcastInDim(masked, maskType, {3, 4}),
                  e.splatLike(s, -std::numeric_limits<double>::infinity()), s);
-    maySkipRows |= offset < 0;
+    maySkipRows |= op.causalOffset < 0;
   }
   r.masked = s;
   Value p = SoftmaxOp::create(e.b, e.loc, s.getType(), s, 4);
@@ -178,16 +186,24 @@ AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
   Value g = e.convert(groupHeads(e, cotangent, group), ve);
   ArrayRef<int64_t> ps = pType.getShape();
 
+  // The softmax's gradient reads P as the products do, rounded to v's type
+  // (as a low-precision softmax saves its output for its backward): one
+  // low-precision copy of P instead of two.
+  Value pLow = e.convert(p, ve);
+  p = e.convert(pLow, ct);
   // dV[b, h, j, e] = sum over (G, Sq) of P * dY.
   Value dv = ContractOp::create(
       e.b, e.loc, RankedTensorType::get(vType.getShape(), ct),
-      e.convert(p, ve), g, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
+      pLow, g, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
       ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 3});
   // dP = dY V^T.
   Value dp = ContractOp::create(e.b, e.loc, pType, g, op.v,
                                 ArrayRef<int64_t>{0, 1},
                                 ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
                                 ArrayRef<int64_t>{3});
+  // dP in v's type too (rounded by its GEMM), widened by the softmax's
+  // gradient.
+  dp = e.convert(e.convert(dp, ve), ct);
   // Through the softmax: P * (dP - rowsum(dP * P)).
   Value dot = e.reduceSum(e.mul(dp, p), {4});
   Value ds = e.mul(p, e.sub(dp, e.broadcastBack(dot, pType, {4})));
