@@ -138,7 +138,20 @@ private:
   bool isFree(Value v) const {
     Operation *def = v.getDefiningOp();
     return !def || !isForward(def) || isa<ConstantOp>(def) ||
-           def->getNumRegions() != 0 || !isMemoryEffectFree(def);
+           def->getNumRegions() != 0 || !isMemoryEffectFree(def) ||
+           isArgumentCopy(v);
+  }
+  /// A function argument rounded, transposed or reshaped (a parameter's
+  /// bf16 copy): kept for the backward pass rather than recomputed, as
+  /// mixed-precision training keeps its low-precision weights for the step.
+  /// Its bytes are the parameter's (halved), not an activation's.
+  static bool isArgumentCopy(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return false;
+    while (def && isa<ConvertOp, TransposeOp, ReshapeOp>(def))
+      def = def->getOperand(0).getDefiningOp();
+    return !def && !isa<ReshapeOp>(v.getDefiningOp());
   }
   /// The value whose buffer `v` shares (through forward reshapes).
   Value root(Value v) const {
