@@ -189,7 +189,12 @@ PlanCosts costPlan(const plan::Plan &p, const Device &device) {
   return c;
 }
 
-std::string commandName(const Command &c) {
+/// A command's name in the trace: the collective, the GEMM's shape, or the
+/// kernel's name in `plan`.
+std::string commandName(const plan::Plan &plan, const Command &c) {
+  if (c.kind == CommandKind::Kernel && !c.params.empty() && c.params[0] >= 0 &&
+      size_t(c.params[0]) < plan.kernelNames.size())
+    return plan.kernelNames[c.params[0]];
   if (c.kind == CommandKind::Collective)
     return plan::collectiveOpName(c.collective.op);
   if (c.kind == CommandKind::Gemm && c.params.size() >= plan::kGemmNumParams)
@@ -400,7 +405,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
         r.result.exposedCommSeconds += inst->cost.seconds;
         r.result.commSeconds += inst->cost.seconds;
         span(r, 0,
-             commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) +
+             commandName(*r.plan, cmd) + " (" + algorithmName(inst->cost.algorithm) +
                  ")",
              "collective", inst->start, inst->end);
         r.resumeAt = inst->end;
@@ -495,7 +500,7 @@ bool Simulator::advanceComm(RankState &r) {
       r.comm.t = inst->end;
       r.result.commSeconds += inst->cost.seconds;
       span(r, 1,
-           commandName(cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
+           commandName(*r.plan, cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
            "collective", inst->start, inst->end);
     }
     if (cmd.event >= 0 && cmd.event < int64_t(r.eventDone.size()))
@@ -522,7 +527,7 @@ void Simulator::finishCompute(RankState &r, double end) {
                             cmd.kind == CommandKind::AttentionBackward
                         ? "attention"
                         : "copy";
-  span(r, 0, commandName(cmd), cat, r.computeStart, end);
+  span(r, 0, commandName(*r.plan, cmd), cat, r.computeStart, end);
   r.result.computeSeconds += end - r.computeStart;
   r.computing = false;
   r.remaining = 0;
