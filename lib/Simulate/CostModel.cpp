@@ -156,7 +156,7 @@ double gemmPeak(const Device &d, DType dtype) {
 }
 
 double gemmSeconds(const Device &d, int64_t m, int64_t n, int64_t k,
-                   int64_t batch, DType dtype) {
+                   int64_t batch, DType dtype, DType out) {
   double flops = 2.0 * double(m) * double(n) * double(k) * double(batch);
   bool half = dtype == DType::BF16 || dtype == DType::F16;
   const EfficiencyCurve &curve = half ? d.gemmHalf : d.gemmFp32;
@@ -167,7 +167,8 @@ double gemmSeconds(const Device &d, int64_t m, int64_t n, int64_t k,
   double element = double(plan::dtypeSize(dtype));
   double bytes = (double(m) * double(k) + double(k) * double(n)) * element *
                      double(batch) +
-                 double(m) * double(n) * double(batch) * (half ? 4 : element);
+                 double(m) * double(n) * double(batch) *
+                     double(plan::dtypeSize(out));
   double memory = d.memoryBandwidth > 0 ? bytes / d.memoryBandwidth : 0;
   return std::max(compute, memory) + d.gemmOverhead;
 }

@@ -159,10 +159,13 @@ PlanCosts costPlan(const plan::Plan &p, const Device &device) {
     case CommandKind::GpuLaunch:
       if (cmd.kind == CommandKind::Gemm &&
           cmd.params.size() >= plan::kGemmNumParams)
-        s = gemmSeconds(device, cmd.params[plan::kGemmM],
-                        cmd.params[plan::kGemmN], cmd.params[plan::kGemmK],
-                        cmd.params[plan::kGemmBatch],
-                        static_cast<plan::DType>(cmd.params[plan::kGemmDType]));
+        s = gemmSeconds(
+            device, cmd.params[plan::kGemmM], cmd.params[plan::kGemmN],
+            cmd.params[plan::kGemmK], cmd.params[plan::kGemmBatch],
+            static_cast<plan::DType>(cmd.params[plan::kGemmDType]),
+            static_cast<plan::DType>(cmd.params.size() > plan::kGemmOutDType
+                                         ? cmd.params[plan::kGemmOutDType]
+                                         : cmd.params[plan::kGemmDType]));
       else
         s = device.kernelOverhead;
       break;

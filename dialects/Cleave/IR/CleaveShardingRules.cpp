@@ -625,8 +625,12 @@ ShardingRule CumSumOp::getShardingRule() {
 ShardingRule SoftmaxOp::getShardingRule() {
   return rowRule(*this, getDimension(), /*dropsDim=*/false);
 }
+// Every dimension is parallel, the row included: the partitioner computes a
+// row split over ranks from the row maximum and sum of exponentials
+// all-reduced across them (a vocabulary-parallel cross-entropy's
+// log_softmax over the logits of its rank's vocabulary slice).
 ShardingRule LogSoftmaxOp::getShardingRule() {
-  return rowRule(*this, getDimension(), /*dropsDim=*/false);
+  return elementwiseRule(*this);
 }
 
 /// Rows are parallel; the normalized dimensions, which the scales (scale,

@@ -94,10 +94,11 @@ const Link &linkFor(const Cluster &cluster, const Placement &placement,
 double collectiveBytes(const plan::CollectiveInfo &info, int64_t groupSize);
 
 /// Seconds of a GEMM of `batch` products of (m x k) by (k x n) with operands
-/// of `dtype`: max(flops / (peak * efficiency(flops)), bytes / memory
-/// bandwidth) + the GEMM overhead, on one unshared device.
+/// of `dtype` and a result of `out` (bf16/f16 operands: f32 unless the
+/// command rounds its result): max(flops / (peak * efficiency(flops)),
+/// bytes / memory bandwidth) + the GEMM overhead, on one unshared device.
 double gemmSeconds(const Device &device, int64_t m, int64_t n, int64_t k,
-                   int64_t batch, plan::DType dtype);
+                   int64_t batch, plan::DType dtype, plan::DType out);
 
 /// Seconds of an Attention or AttentionBackward command: its products (2
 /// forward: q k^T and p v; 6 backward: q k^T twice, dv, dp, dq, dk) over

@@ -179,6 +179,14 @@ private:
   static std::optional<int64_t> scatterDim(ArrayRef<Axes> produced,
                                            ArrayRef<Axes> target,
                                            ArrayRef<StringAttr> partial);
+  /// This rank's first index along a dimension of `size` elements split
+  /// over `over`: a 0-d tensor of `elementType` (an int or float type).
+  Value rankOffset(OpBuilder &b, Location loc, Type elementType, int64_t size,
+                   ArrayRef<StringAttr> over, const Twine &why);
+  /// log_softmax split along its rows: each rank normalizes its part with
+  /// the row maximum and sum of exponentials all-reduced over `over`.
+  Value buildSplitLogSoftmax(OpBuilder &b, LogSoftmaxOp op, Value x,
+                             ArrayRef<StringAttr> over);
   Value buildGatherWithOffsets(OpBuilder &b, GatherOp op, Value table,
                                Value indices, ArrayRef<StringAttr> vocabAxes,
                                Type resultType);
@@ -227,6 +235,69 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value local,
                 ->getResult(0);
   }
   return local;
+}
+
+Value Partitioner::rankOffset(OpBuilder &b, Location loc, Type elementType,
+                              int64_t size, ArrayRef<StringAttr> over,
+                              const Twine &why) {
+  int64_t parts = axes.size(over);
+  int64_t local = size / parts;
+  // This rank's element of [0, local, 2 * local, ...].
+  auto startsType = RankedTensorType::get({parts}, elementType);
+  SmallVector<Attribute> starts;
+  for (int64_t i = 0; i < parts; ++i)
+    starts.push_back(
+        isa<FloatType>(elementType)
+            ? Attribute(b.getFloatAttr(elementType, double(i * local)))
+            : Attribute(b.getIntegerAttr(elementType, i * local)));
+  Value all = ConstantOp::create(b, loc, startsType,
+                                 DenseElementsAttr::get(startsType, starts));
+  Value mine = tag(AllSliceOp::create(b, loc,
+                                      RankedTensorType::get({1}, elementType),
+                                      all, mesh.getSymName(), axesAttr(over),
+                                      0),
+                   why)
+                   ->getResult(0);
+  return ReshapeOp::create(b, loc, RankedTensorType::get({}, elementType),
+                           mine);
+}
+
+Value Partitioner::buildSplitLogSoftmax(OpBuilder &b, LogSoftmaxOp op,
+                                        Value x, ArrayRef<StringAttr> over) {
+  Location loc = op.getLoc();
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t dim = op.getDimension();
+  SmallVector<int64_t> rowShape, keep;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d != dim) {
+      rowShape.push_back(type.getDimSize(d));
+      keep.push_back(d);
+    }
+  auto rowType = RankedTensorType::get(rowShape, type.getElementType());
+  std::string across = axesToString(over);
+  auto allReduce = [&](Value v, CollectiveReduceKind kind, StringRef what) {
+    return tag(AllReduceOp::create(b, loc, rowType, kind, v,
+                                   mesh.getSymName(), axesAttr(over)),
+               "all_reduce " + across + ": the row " + what +
+                   " of a log_softmax split along its rows")
+        ->getResult(0);
+  };
+  auto rows = [&](Value v) {
+    return BroadcastInDimOp::create(b, loc, type, v,
+                                    b.getDenseI64ArrayAttr(keep));
+  };
+  // max over the whole row, then x - max; the sum of exponentials of the
+  // whole row; x - max - log(sum).
+  Value max = allReduce(ReduceOp::create(b, loc, rowType, ReduceKind::max, x,
+                                         ArrayRef<int64_t>{dim}),
+                        CollectiveReduceKind::max, "maximum");
+  Value shifted = BinaryOp::create(b, loc, BinaryKind::sub, x, rows(max));
+  Value exp = UnaryOp::create(b, loc, UnaryKind::exp, shifted);
+  Value sum = allReduce(ReduceOp::create(b, loc, rowType, ReduceKind::sum, exp,
+                                         ArrayRef<int64_t>{dim}),
+                        CollectiveReduceKind::sum, "sum of exponentials");
+  Value logSum = UnaryOp::create(b, loc, UnaryKind::log, sum);
+  return BinaryOp::create(b, loc, BinaryKind::sub, shifted, rows(logSum));
 }
 
 /// A gather from a table split along its gathered axis: every rank looks up
@@ -833,10 +904,23 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
     auto type = tensorType(iota.getResult());
     DimAxes target = targetOf(iota.getResult());
     int64_t dim = iota.getDimension();
+    Type et = type ? type.getElementType() : Type();
     if (type && dim >= 0 && dim < int64_t(target.size()) &&
-        target[dim].empty()) {
+        (target[dim].empty() || isa<IntegerType, FloatType>(et))) {
       auto local = localType(type, target);
       Value v = IotaOp::create(b, loc, local, iota.getDimensionAttr());
+      if (!target[dim].empty()) {
+        // Split along its own dimension (the one-hot of a vocabulary-
+        // parallel cross-entropy): shifted by this rank's first index.
+        Value first = rankOffset(b, loc, et, type.getDimSize(dim),
+                                 target[dim],
+                                 "the first index of this rank's part of " +
+                                     opName);
+        v = BinaryOp::create(
+            b, loc, BinaryKind::add, v,
+            BroadcastInDimOp::create(b, loc, local, first,
+                                     b.getDenseI64ArrayAttr({})));
+      }
       locals[iota.getResult()] = {v, target};
       return success();
     }
@@ -932,8 +1016,16 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   }
 
   Operation *local = nullptr;
-  if (auto gather = dyn_cast<GatherOp>(op);
-      gather && !partial.empty()) {
+  auto logSoftmax = dyn_cast<LogSoftmaxOp>(op);
+  Axes rowAxes;
+  if (logSoftmax)
+    for (int64_t f : rule.getOperand(0)[logSoftmax.getDimension()])
+      llvm::append_range(rowAxes, factorAxes[f]);
+  if (logSoftmax && !rowAxes.empty()) {
+    local = buildSplitLogSoftmax(b, logSoftmax, operands[0], rowAxes)
+                .getDefiningOp();
+  } else if (auto gather = dyn_cast<GatherOp>(op);
+             gather && !partial.empty()) {
     Value v = buildGatherWithOffsets(b, gather, operands[0], operands[1],
                                      partial, resultTypes[0]);
     local = v.getDefiningOp();

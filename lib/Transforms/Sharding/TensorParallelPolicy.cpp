@@ -10,11 +10,14 @@
 // an op's results and to its other operands), and the region is accepted
 // when it closes without a gather:
 //   - it ends only in contractions that reduce over it (the row-split
-//     partner; partial sums are all-reduced there) or in embedding lookups
-//     of a split table (the vocabulary-parallel embedding);
+//     partner; partial sums are all-reduced there), in embedding lookups
+//     of a split table (the vocabulary-parallel embedding), or in sums and
+//     maxima over it (whose smaller results are all-reduced: the tied
+//     head's logits through a log_softmax, which the partitioner computes
+//     split, to the cross-entropy's pick of each label);
 //   - it never reaches an op that reads the dimension whole (a softmax row,
-//     a layer norm, a slice), a reduction other than a contraction, a data
-//     input, or a dimension that does not divide over tp.
+//     a layer norm, a slice), another reduction, a data input, or a
+//     dimension that does not divide over tp.
 // Each accepted region contributes one seed, its first parameter; the
 // propagation pass splits the rest of the region from it.
 //
@@ -96,6 +99,7 @@ public:
   }
   int64_t getNumRowSplits() const { return rowSplits.size(); }
   int64_t getNumEmbeddings() const { return embeddings; }
+  int64_t getNumRowReductions() const { return rowReductions; }
   const std::string &getWhy() const { return why; }
   /// The parameters whose contracting dimension ends the region.
   SmallVector<std::string> getRowSplitNames() const {
@@ -181,6 +185,13 @@ private:
                                 "' looks it up by indices that read no "
                                 "data input");
           ++embeddings;
+        } else if (auto reduce = dyn_cast<ReduceOp>(op);
+                   reduce && (reduce.getKind() == ReduceKind::sum ||
+                              reduce.getKind() == ReduceKind::max)) {
+          // A row sum or maximum (a cross-entropy's pick of the label's
+          // log-probability): its result, without the split dimension, is
+          // all-reduced.
+          ++rowReductions;
         } else {
           return fail(op, "'" + op->getName().getStringRef() +
                               "' reduces over it");
@@ -252,6 +263,7 @@ private:
   llvm::DenseSet<unsigned> rowParameters;
   llvm::DenseSet<Operation *> rowSplits;
   int64_t embeddings = 0;
+  int64_t rowReductions = 0;
   std::string why;
 };
 
@@ -303,7 +315,8 @@ TensorParallelPolicy findTensorParallelSeeds(func::FuncOp main, int64_t tp) {
                       region.getWhy());
         continue;
       }
-      if (region.getNumRowSplits() == 0 && region.getNumEmbeddings() == 0) {
+      if (region.getNumRowSplits() == 0 && region.getNumEmbeddings() == 0 &&
+          region.getNumRowReductions() == 0) {
         why.push_back("dimension " + std::to_string(d) +
                       ": its split is never reduced");
         continue;
@@ -331,6 +344,10 @@ TensorParallelPolicy findTensorParallelSeeds(func::FuncOp main, int64_t tp) {
       if (region.getNumEmbeddings())
         os << (rows.empty() ? " and ends in " : ", ")
            << region.getNumEmbeddings() << " vocabulary-parallel lookups";
+      if (region.getNumRowReductions())
+        os << (rows.empty() && !region.getNumEmbeddings() ? " and ends in "
+                                                          : ", ")
+           << region.getNumRowReductions() << " reductions over it";
       os << "\n";
     }
     if (!accepted)

@@ -67,3 +67,42 @@ func.func @embedding(%ids: tensor<4x8xi64> {cleave.sharding = #cleave.sharding<@
   %h = cleave.gather %table, %ids axis = 0 : (tensor<96x32xf32>, tensor<4x8xi64>) -> tensor<4x8x32xf32>
   return %h : tensor<4x8x32xf32>
 }
+
+// Logits split over tp along the vocabulary: the log_softmax normalizes each
+// rank's part with the row maximum and the sum of exponentials all-reduced
+// over tp, and stays split; the one-hot's iota along the split vocabulary
+// starts at this rank's first index; the pick of each label's
+// log-probability is a partial sum, all-reduced. An iota split along
+// another dimension (dp) is built at the local shape, no offset.
+// CHECK-LABEL: func.func @vocab_parallel_loss(
+// CHECK: %[[MAX:.*]] = cleave.reduce max %arg0 dims = [2] : tensor<2x8x48xf32> -> tensor<2x8xf32>
+// CHECK: %[[GMAX:.*]] = cleave.all_reduce max %[[MAX]] over @mesh ["tp"]
+// CHECK: %[[SHIFT:.*]] = cleave.binary sub %arg0, %{{.*}} : tensor<2x8x48xf32>
+// CHECK: %[[EXP:.*]] = cleave.unary exp %[[SHIFT]]
+// CHECK: %[[SUM:.*]] = cleave.reduce sum %[[EXP]] dims = [2]
+// CHECK: %[[GSUM:.*]] = cleave.all_reduce sum %[[SUM]] over @mesh ["tp"]
+// CHECK: %[[LOG:.*]] = cleave.unary log %[[GSUM]]
+// CHECK: %[[LP:.*]] = cleave.binary sub %[[SHIFT]], %{{.*}} : tensor<2x8x48xf32>
+// CHECK: %[[IOTA:.*]] = cleave.iota dim = 2 : tensor<2x8x48xi64>
+// CHECK: %[[STARTS:.*]] = cleave.constant dense<[0, 48]> : tensor<2xi64>
+// CHECK: cleave.all_slice %[[STARTS]] over @mesh ["tp"] dim = 0
+// CHECK: cleave.binary add %[[IOTA]], %{{.*}} : tensor<2x8x48xi64>
+// CHECK: %[[PICK:.*]] = cleave.reduce sum %{{.*}} dims = [2] : tensor<2x8x48xf32> -> tensor<2x8xf32>
+// CHECK: cleave.all_reduce sum %[[PICK]] over @mesh ["tp"]
+// CHECK: cleave.iota dim = 1 : tensor<2x8xi64>
+// CHECK-NOT: cleave.all_slice
+// CHECK: return
+func.func @vocab_parallel_loss(%logits: tensor<4x8x96xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}, {"tp"}]>},
+                               %labels: tensor<4x8xi64> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>})
+    -> (tensor<4x8xf32>, tensor<4x8xi64>) {
+  %lp = cleave.log_softmax %logits dim = 2 : tensor<4x8x96xf32>
+  %iota = cleave.iota dim = 2 : tensor<4x8x96xi64>
+  %b = cleave.broadcast_in_dim %labels dims = [0, 1] : tensor<4x8xi64> -> tensor<4x8x96xi64>
+  %hot = cleave.compare eq %iota, %b : tensor<4x8x96xi64> -> tensor<4x8x96xi1>
+  %zero = cleave.constant dense<0.0> : tensor<4x8x96xf32>
+  %picked = cleave.select %hot, %lp, %zero : tensor<4x8x96xi1>, tensor<4x8x96xf32>
+  %nll = cleave.reduce sum %picked dims = [2] : tensor<4x8x96xf32> -> tensor<4x8xf32>
+  %pos = cleave.iota dim = 1 : tensor<4x8xi64>
+  %shifted = cleave.binary add %pos, %labels : tensor<4x8xi64>
+  return %nll, %shifted : tensor<4x8xf32>, tensor<4x8xi64>
+}

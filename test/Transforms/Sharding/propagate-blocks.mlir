@@ -62,11 +62,12 @@ func.func @attention(%x: tensor<4x8x32xf32> {cleave.sharding = #cleave.sharding<
 }
 // A vocabulary split over tp: the embedding gather leaves partial sums
 // (ranks without a row read zero), the tied logits are split over the
-// vocabulary, and the log-softmax over the vocabulary needs it whole.
+// vocabulary, and so is the log-softmax over it (the partitioner
+// all-reduces the rows' statistics).
 // CHECK-LABEL: func.func @embedding_logits(
 // CHECK: cleave.gather {{.*}}[{"dp"}, {}, {}]
 // CHECK: cleave.contract {{.*}}[{"dp"}, {}, {"tp"}]
-// CHECK: cleave.log_softmax {{.*}}[{"dp"}, {}, {}]
+// CHECK: cleave.log_softmax {{.*}}[{"dp"}, {}, {"tp"}]
 func.func @embedding_logits(%ids: tensor<4x8xi64> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>},
                             %table: tensor<96x32xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>})
     -> tensor<4x8x96xf32> {
