@@ -179,6 +179,14 @@ private:
   static std::optional<int64_t> scatterDim(ArrayRef<Axes> produced,
                                            ArrayRef<Axes> target,
                                            ArrayRef<StringAttr> partial);
+  /// A pipeline message replicated over other mesh axes than pp (tp): each
+  /// rank of such a group sends its slice and the receivers all-gather
+  /// them (Megatron's scatter/gather of pipeline messages: 1/n of the bytes
+  /// between nodes, the gather inside one). The message's local value in
+  /// its result's layout, or none where it stays whole (small, or no
+  /// dimension divides).
+  std::optional<Value> scatterTransfer(OpBuilder &b,
+                                       PipelineTransferOp transfer);
   /// This rank's first index along a dimension of `size` elements split
   /// over `over`: a 0-d tensor of `elementType` (an int or float type).
   Value rankOffset(OpBuilder &b, Location loc, Type elementType, int64_t size,
@@ -235,6 +243,55 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value local,
                 ->getResult(0);
   }
   return local;
+}
+
+std::optional<Value>
+Partitioner::scatterTransfer(OpBuilder &b, PipelineTransferOp transfer) {
+  // Below this many bytes per rank a message is latency, not bandwidth.
+  constexpr int64_t kScatterMinBytes = 1 << 16;
+  Value global = transfer.getOperand();
+  auto type = dyn_cast<RankedTensorType>(global.getType());
+  if (!type || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  Local &in = locals[global];
+  Axes free;
+  for (auto [i, attr] : llvm::enumerate(mesh.getAxisNames())) {
+    auto name = cast<StringAttr>(attr);
+    if (mesh.getShape()[i] > 1 && name.getValue() != "pp" &&
+        llvm::none_of(in.dims, [&](const Axes &a) {
+          return llvm::is_contained(a, name);
+        }))
+      free.push_back(name);
+  }
+  RankedTensorType local = localType(type, in.dims);
+  int64_t bytes = local.getNumElements() *
+                  std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  if (free.empty() || bytes < kScatterMinBytes)
+    return std::nullopt;
+  // The largest local dimension the group divides.
+  int64_t parts = axes.size(free), dim = -1;
+  for (int64_t d = 0; d < local.getRank(); ++d)
+    if (local.getDimSize(d) % parts == 0 &&
+        (dim < 0 || local.getDimSize(d) > local.getDimSize(dim)))
+      dim = d;
+  if (dim < 0)
+    return std::nullopt;
+  DimAxes split = in.dims;
+  llvm::append_range(split[dim], free);
+  Location loc = transfer.getLoc();
+  Value sliced = reshard(b, loc, in.value, type, in.dims, split,
+                         "each rank of the group sends its slice of a "
+                         "pipeline message");
+  auto moved = PipelineTransferOp::create(b, loc, sliced.getType(), sliced,
+                                          transfer.getFromAttr(),
+                                          transfer.getToAttr());
+  for (NamedAttribute attr : transfer->getDiscardableAttrs())
+    if (attr.getName() != kShardingAttrName &&
+        attr.getName() != kConflictsAttrName)
+      moved->setAttr(attr.getName(), attr.getValue());
+  return reshard(b, loc, moved.getResult(), type, split,
+                 axesOf(getSharding(transfer.getResult()), type.getRank()),
+                 "the slices of a pipeline message, gathered after it");
 }
 
 Value Partitioner::rankOffset(OpBuilder &b, Location loc, Type elementType,
@@ -849,6 +906,15 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   }
   for (Value v : op->getOperands())
     completeDeferred(b, v);
+  if (auto transfer = dyn_cast<PipelineTransferOp>(op);
+      transfer && transfer.getFrom() != transfer.getTo()) {
+    if (std::optional<Value> v = scatterTransfer(b, transfer)) {
+      locals[transfer.getResult()] = {
+          *v, axesOf(getSharding(transfer.getResult()),
+                     cast<RankedTensorType>(transfer.getType()).getRank())};
+      return success();
+    }
+  }
   // A value resharded once for all its users (kReshardOnceAttr: ZeRO-1/2's
   // low-precision parameter copies, gathered once per step) takes the
   // layout the attribute names before its first user picks a layout of

@@ -356,6 +356,37 @@ struct ApplyMixedPrecisionPass
         return signalPassFailure();
       if (lowPrecisionGradients)
         rewriter.roundGradients();
+      narrowPipelineTransfers(fn);
+    }
+  }
+
+  /// A pipeline stage's bf16 output widened for the next stage's f32 reader
+  /// (a layer norm's input) crosses as bf16 and is widened on the receiving
+  /// rank: transfer(convert(x)) becomes convert(transfer(x)), half the bytes
+  /// on the wire and the same values.
+  static void narrowPipelineTransfers(func::FuncOp fn) {
+    SmallVector<PipelineTransferOp> transfers;
+    fn.walk([&](PipelineTransferOp op) { transfers.push_back(op); });
+    for (PipelineTransferOp transfer : transfers) {
+      auto convert = transfer.getOperand().getDefiningOp<ConvertOp>();
+      if (!convert)
+        continue;
+      auto from = cast<RankedTensorType>(convert.getOperand().getType());
+      auto to = cast<RankedTensorType>(convert.getType());
+      if (!from.getElementType().isIntOrFloat() ||
+          from.getElementType().getIntOrFloatBitWidth() >=
+              to.getElementType().getIntOrFloatBitWidth())
+        continue;
+      OpBuilder b(transfer);
+      auto narrow = PipelineTransferOp::create(
+          b, transfer.getLoc(), from, convert.getOperand(),
+          transfer.getFromAttr(), transfer.getToAttr());
+      narrow->setDiscardableAttrs(transfer->getDiscardableAttrDictionary());
+      Value widened = ConvertOp::create(b, transfer.getLoc(), to, narrow);
+      transfer.getResult().replaceAllUsesWith(widened);
+      transfer.erase();
+      if (convert->use_empty())
+        convert.erase();
     }
   }
 };
