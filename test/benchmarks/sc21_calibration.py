@@ -272,7 +272,8 @@ if args.planner:
 gpu = parse_gpu(args.gpu)
 if args.fit:
     best = None
-    for eff, share in itertools.product([0.6, 0.7, 0.8, 0.9, 0.95], [0.5, 0.6, 0.7, 0.8, 0.9]):
+    effs = [round(0.6 + 0.025 * i, 3) for i in range(13)]  # 0.600 .. 0.900
+    for eff, share in itertools.product(effs, [0.6, 0.7, 0.8]):
         cand = dict(gpu, kernel_bandwidth_fraction=share)
         cand["gemm_efficiency"] = {"half": {"max": eff, "half_gflops": 2}}
         errs = [abs(e) for _, e in errors(compiled, cand)]
