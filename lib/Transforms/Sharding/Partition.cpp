@@ -378,26 +378,15 @@ Value Partitioner::buildGatherWithOffsets(OpBuilder &b, GatherOp op,
     return BroadcastInDimOp::create(b, loc, idxType, c,
                                     b.getDenseI64ArrayAttr({}));
   };
-  // This rank's first row: a slice of [0, localRows, 2 * localRows, ...].
-  SmallVector<APInt> starts;
-  for (int64_t i = 0; i < parts; ++i)
-    starts.push_back(APInt(et.getIntOrFloatBitWidth(), i * localRows, true));
-  auto startsType = RankedTensorType::get({parts}, et);
-  Value all = ConstantOp::create(b, loc, startsType,
-                                 DenseElementsAttr::get(startsType, starts));
-  Value mine = tag(AllSliceOp::create(b, loc, RankedTensorType::get({1}, et),
-                                      all, mesh.getSymName(),
-                                      axesAttr(vocabAxes), 0),
-                   "the first row of this rank's slice of the table of " +
-                       op->getName().getStringRef())
-                   ->getResult(0);
+  Value first = rankOffset(b, loc, et, rows, vocabAxes,
+                           "the first row of this rank's slice of the table "
+                           "of " +
+                               op->getName().getStringRef());
   Value offset =
       idxType.getRank() == 0
-          ? Value(ReshapeOp::create(b, loc, idxType, mine))
-          : Value(BroadcastInDimOp::create(
-                b, loc, idxType,
-                ReshapeOp::create(b, loc, RankedTensorType::get({}, et), mine),
-                b.getDenseI64ArrayAttr({})));
+          ? first
+          : Value(BroadcastInDimOp::create(b, loc, idxType, first,
+                                           b.getDenseI64ArrayAttr({})));
   auto boolType = RankedTensorType::get(idxType.getShape(), b.getI1Type());
   // Negative indices count from the end of the whole table.
   Value zero = scalar(0), count = scalar(rows), local = scalar(localRows);
