@@ -395,11 +395,15 @@ void PlanBuilder::markRematerializedBroadcasts() {
   }
   // Likewise a bf16/f16 value widened to f32 for kernels only (a softmax's
   // gradient reading the probabilities saved in bf16): each reader widens
-  // it as it loads, instead of one kernel writing an f32 copy. Not when it
-  // feeds a broadcast (which its readers rebuild from it in turn).
+  // it as it loads, instead of one kernel writing an f32 copy. One level
+  // only (kernelSource looks through one op): not when it feeds a
+  // broadcast, nor when it widens a rebuilt broadcast.
   for (Operation &op : main.getBody().front()) {
     auto convert = dyn_cast<ConvertOp>(op);
     if (!convert || op.use_empty() || absorbedBy.count(&op))
+      continue;
+    if (Operation *def = convert.getOperand().getDefiningOp();
+        def && rematerialized.contains(def))
       continue;
     Type from = getElementTypeOrSelf(convert.getOperand().getType());
     if ((from.isBF16() || from.isF16()) &&
