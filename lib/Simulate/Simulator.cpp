@@ -163,9 +163,7 @@ PlanCosts costPlan(const plan::Plan &p, const Device &device) {
             device, cmd.params[plan::kGemmM], cmd.params[plan::kGemmN],
             cmd.params[plan::kGemmK], cmd.params[plan::kGemmBatch],
             static_cast<plan::DType>(cmd.params[plan::kGemmDType]),
-            static_cast<plan::DType>(cmd.params.size() > plan::kGemmOutDType
-                                         ? cmd.params[plan::kGemmOutDType]
-                                         : cmd.params[plan::kGemmDType]));
+            static_cast<plan::DType>(plan::gemmOutDTypeOf(cmd)));
       else
         s = device.kernelOverhead;
       break;
@@ -237,6 +235,16 @@ private:
     if (options.traceCommands && end > start)
       out.spans.push_back(
           {r.rank, stream, std::move(name), std::move(cat), start, end});
+  }
+  /// A collective's span on `stream`: its name and algorithm.
+  void collectiveSpan(RankState &r, int stream, const Command &cmd,
+                      const Instance &inst) {
+    if (!options.traceCommands)
+      return; // no name to build
+    span(r, stream,
+         commandName(*r.plan, cmd) + " (" +
+             algorithmName(inst.cost.algorithm) + ")",
+         "collective", inst.start, inst.end);
   }
   CommCost costOf(const Command &cmd, const std::vector<int64_t> &ranks);
   /// A Send's or Recv's (sender, receiver) ranks as seen from `rank`; none
@@ -407,10 +415,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
         r.result.peerWaitSeconds += inst->start - arrived;
         r.result.exposedCommSeconds += inst->cost.seconds;
         r.result.commSeconds += inst->cost.seconds;
-        span(r, 0,
-             commandName(*r.plan, cmd) + " (" + algorithmName(inst->cost.algorithm) +
-                 ")",
-             "collective", inst->start, inst->end);
+        collectiveSpan(r, 0, cmd, *inst);
         r.resumeAt = inst->end;
         r.owesSwitch = true;
       }
@@ -502,9 +507,7 @@ bool Simulator::advanceComm(RankState &r) {
       r.comm.registered = false;
       r.comm.t = inst->end;
       r.result.commSeconds += inst->cost.seconds;
-      span(r, 1,
-           commandName(*r.plan, cmd) + " (" + algorithmName(inst->cost.algorithm) + ")",
-           "collective", inst->start, inst->end);
+      collectiveSpan(r, 1, cmd, *inst);
     }
     if (cmd.event >= 0 && cmd.event < int64_t(r.eventDone.size()))
       r.eventDone[cmd.event] = r.comm.t;
@@ -530,7 +533,8 @@ void Simulator::finishCompute(RankState &r, double end) {
                             cmd.kind == CommandKind::AttentionBackward
                         ? "attention"
                         : "copy";
-  span(r, 0, commandName(*r.plan, cmd), cat, r.computeStart, end);
+  if (options.traceCommands)
+    span(r, 0, commandName(*r.plan, cmd), cat, r.computeStart, end);
   r.result.computeSeconds += end - r.computeStart;
   r.computing = false;
   r.remaining = 0;

@@ -369,7 +369,7 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
   if (op->empty)
     return nullptr;
   bool tA = p[kGemmTransA], tB = p[kGemmTransB];
-  int64_t outDType = p.size() > kGemmOutDType ? p[kGemmOutDType] : p[kGemmDType];
+  int64_t outDType = gemmOutDTypeOf(c);
   int abType = cudaType(p[kGemmDType]), cType = cudaType(outDType);
   op->scale64 = abType == CUDA_R_64F;
   int computeType = op->scale64 ? CUBLAS_COMPUTE_64F

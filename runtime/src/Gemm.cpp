@@ -63,16 +63,22 @@ static void batched(const std::vector<int64_t> &p, const In *A, const In *B,
          static_cast<int>(p[kGemmLdc]));
 }
 
+/// The elements from the first to the last that a batched matrix of rows x
+/// cols (leading dimension ld, batch stride) touches.
+static size_t extentOf(int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                       int64_t batch) {
+  if (rows <= 0 || cols <= 0)
+    return 0;
+  return static_cast<size_t>((batch - 1) * stride + (rows - 1) * ld + cols);
+}
+
 /// The f32 copy of a bf16/f16 operand: the elements a batched GEMM touches,
 /// at the same element offsets.
 template <float (*toFloat)(uint16_t)>
 static const float *widen(const uint16_t *src, int64_t rows, int64_t cols,
                           int64_t ld, int64_t stride, int64_t batch,
                           std::vector<float> &scratch) {
-  int64_t extent = 0;
-  if (rows > 0 && cols > 0)
-    extent = (batch - 1) * stride + (rows - 1) * ld + cols;
-  scratch.assign(static_cast<size_t>(extent), 0.0f);
+  scratch.assign(extentOf(rows, cols, ld, stride, batch), 0.0f);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
@@ -308,11 +314,7 @@ static void runLowPrecisionResult(const Command &command, uint8_t *arena,
     (bf16 ? widen<bf16ToFloat> : widen<halfToFloat>)(C, M, N, ld, stride,
                                                      batch, scratchC);
   else
-    scratchC.assign(M > 0 && N > 0
-                        ? static_cast<size_t>((batch - 1) * stride +
-                                              (M - 1) * ld + N)
-                        : 0,
-                    0.0f);
+    scratchC.assign(extentOf(M, N, ld, stride, batch), 0.0f);
   runProduct(command, arena, scratchC.data());
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t m = 0; m < M; ++m)
@@ -323,8 +325,7 @@ static void runLowPrecisionResult(const Command &command, uint8_t *arena,
 }
 
 void runGemm(const Command &command, uint8_t *arena) {
-  const std::vector<int64_t> &p = command.params;
-  int64_t out = p.size() > kGemmOutDType ? p[kGemmOutDType] : p[kGemmDType];
+  int64_t out = gemmOutDTypeOf(command);
   if (out == static_cast<int64_t>(DType::BF16) ||
       out == static_cast<int64_t>(DType::F16)) {
     // Validated: no epilogue.
@@ -332,7 +333,8 @@ void runGemm(const Command &command, uint8_t *arena) {
                           out == static_cast<int64_t>(DType::BF16));
     return;
   }
-  runProduct(command, arena, reinterpret_cast<float *>(arena + command.buffers[2]));
+  runProduct(command, arena,
+             reinterpret_cast<float *>(arena + command.buffers[2]));
   GemmEpilogue epilogue = gemmEpilogueOf(command);
   if (epilogue == GemmEpilogue::None)
     return;

@@ -731,7 +731,7 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
     return isKnownDType(c) && v == c ? std::string(dtypeName(static_cast<DType>(c)))
                                      : "code " + std::to_string(v);
   };
-  int64_t outCode = p.size() > kGemmOutDType ? p[kGemmOutDType] : p[kGemmDType];
+  int64_t outCode = gemmOutDTypeOf(c);
   // An outDType equal to dtype (carried by same-type GEMMs with an
   // epilogue) means the same as none.
   bool mixed = outCode != p[kGemmDType];
@@ -748,8 +748,7 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
       p[kGemmEpilogue] != static_cast<int64_t>(GemmEpilogue::None))
     return fail(what + ": a " + dtypeString(p[kGemmDType]) +
                 " result takes no epilogue");
-  if (mixed && !((is(p[kGemmDType], DType::BF16) || is(p[kGemmDType], DType::F16)) &&
-                 is(outCode, DType::F32)))
+  if (mixed && !(low && is(outCode, DType::F32)))
     return fail(what + ": unsupported mixed dtypes " +
                 dtypeString(p[kGemmDType]) + " -> " + dtypeString(outCode) +
                 " (only bfloat16 or float16 operands with a float32 result)");

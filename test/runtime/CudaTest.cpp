@@ -224,8 +224,18 @@ TEST(CudaGpu, CopyFillAndGraphReplay) {
 }
 
 /// Runs `p` on cpu and cuda with the same inputs; returns both outputs.
+/// Output 0 of `l` as floats (read as bf16 when `bf16`).
+static std::vector<float> outputFloats(Loaded &l, bool bf16) {
+  if (!bf16)
+    return l.out<float>(0);
+  std::vector<float> f;
+  for (uint16_t h : l.out<uint16_t>(0))
+    f.push_back(bf16ToFloat(h));
+  return f;
+}
+
 static void compareGemm(Plan p, const std::vector<std::vector<uint8_t>> &ins,
-                        double tol) {
+                        double tol, bool bf16Result = false) {
   p.target = "cpu-x86_64";
   Loaded cpu(p, "cpu");
   ASSERT_EQ(cpu.code, CLEAVE_RT_OK) << cpu.error;
@@ -239,7 +249,8 @@ static void compareGemm(Plan p, const std::vector<std::vector<uint8_t>> &ins,
   for (int rep = 0; rep < 2; ++rep) { // Eager capture, then graph replay.
     ASSERT_TRUE(cpu.run()) << cpu.error;
     ASSERT_TRUE(gpu.run()) << gpu.error;
-    std::vector<float> a = cpu.out<float>(0), b = gpu.out<float>(0);
+    std::vector<float> a = outputFloats(cpu, bf16Result),
+                       b = outputFloats(gpu, bf16Result);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i)
       ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(a[i]))) << "element " << i;
@@ -317,22 +328,7 @@ TEST(CudaGpu, GemmBf16ResultMatchesCpu) {
     a[i] = floatToBf16(std::sin(0.3f * i));
   for (size_t i = 0; i < b.size(); ++i)
     b[i] = floatToBf16(std::cos(0.7f * i));
-  p.target = "cpu-x86_64";
-  Loaded cpu(p, "cpu");
-  ASSERT_EQ(cpu.code, CLEAVE_RT_OK) << cpu.error;
-  p.target = "cuda-sm_90a";
-  Loaded gpu(p, "cuda");
-  ASSERT_EQ(gpu.code, CLEAVE_RT_OK) << gpu.error;
-  for (Loaded *l : {&cpu, &gpu})
-    ASSERT_TRUE(l->set(0, bytesOf(a)) && l->set(1, bytesOf(b))) << l->error;
-  ASSERT_TRUE(cpu.run()) << cpu.error;
-  ASSERT_TRUE(gpu.run()) << gpu.error;
-  std::vector<uint16_t> x = cpu.out<uint16_t>(0), y = gpu.out<uint16_t>(0);
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    float u = bf16ToFloat(x[i]), v = bf16ToFloat(y[i]);
-    ASSERT_NEAR(u, v, std::fabs(u) / 128 + 1e-3) << "element " << i;
-  }
+  compareGemm(p, {bytesOf(a), bytesOf(b)}, 1.0 / 128, /*bf16Result=*/true);
 }
 
 TEST(CudaGpu, GemmEpiloguesMatchCpu) {

@@ -102,18 +102,24 @@ static bool isCheap(Operation *op) {
              RmsNormOp, ReduceOp, ArgReduceOp>(op);
 }
 
+/// `v` seen through the data movement and conversions `Ops`.
+template <typename... Ops> static Value through(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<Ops...>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
 /// True for a value that is a parameter, input or constant seen through
 /// data movement and conversion (a contraction with such an operand is a
 /// linear layer; one between two activations is, e.g., attention).
 static bool isWeightLike(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (isa<ConstantOp>(def))
-      return true;
-    if (!isa<TransposeOp, ReshapeOp, ConvertOp, BroadcastInDimOp>(def))
-      return false;
-    v = def->getOperand(0);
-  }
-  return true;
+  Operation *def =
+      through<TransposeOp, ReshapeOp, ConvertOp, BroadcastInDimOp>(v)
+          .getDefiningOp();
+  return !def || isa<ConstantOp>(def);
 }
 
 struct InsertRecomputePass
@@ -141,17 +147,12 @@ private:
            def->getNumRegions() != 0 || !isMemoryEffectFree(def) ||
            isArgumentCopy(v);
   }
-  /// A function argument rounded, transposed or reshaped (a parameter's
-  /// bf16 copy): kept for the backward pass rather than recomputed, as
-  /// mixed-precision training keeps its low-precision weights for the step.
-  /// Its bytes are the parameter's (halved), not an activation's.
+  /// A function argument rounded or transposed (a parameter's bf16 copy):
+  /// kept for the backward pass rather than recomputed, as mixed-precision
+  /// training keeps its low-precision weights for the step.
   static bool isArgumentCopy(Value v) {
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      return false;
-    while (def && isa<ConvertOp, TransposeOp, ReshapeOp>(def))
-      def = def->getOperand(0).getDefiningOp();
-    return !def && !isa<ReshapeOp>(v.getDefiningOp());
+    return v.getDefiningOp() &&
+           isa<BlockArgument>(through<ConvertOp, TransposeOp, ReshapeOp>(v));
   }
   /// The value whose buffer `v` shares (through forward reshapes).
   Value root(Value v) const {

@@ -461,6 +461,13 @@ inline bool gemmEpilogueHasBias(GemmEpilogue e) {
   return e == GemmEpilogue::Bias || e == GemmEpilogue::GeluBias;
 }
 /// The epilogue of a Gemm command (None when it carries none).
+/// A Gemm command's C element type code: the trailing outDType, else the
+/// operands' dtype (not validated: a code, not a DType).
+inline int64_t gemmOutDTypeOf(const Command &c) {
+  return c.params.size() > kGemmOutDType ? c.params[kGemmOutDType]
+                                         : c.params[kGemmDType];
+}
+
 inline GemmEpilogue gemmEpilogueOf(const Command &c) {
   return c.params.size() > kGemmEpilogue
              ? static_cast<GemmEpilogue>(c.params[kGemmEpilogue])
