@@ -523,27 +523,32 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
 /// kernels' parallel loop nests and oneDNN's GEMMs run on an OpenMP team of
 /// OMP_NUM_THREADS threads (read when libgomp loads, after this), and
 /// OpenBLAS is told through openblas_set_num_threads (it read its variables
-/// when it loaded). `threads` (--threads) wins; else an explicit
-/// OMP_NUM_THREADS or OPENBLAS_NUM_THREADS is kept; else ranks share the
-/// cores: otherwise every rank starts a thread per core, and N ranks spin N
-/// times as many threads as there are cores (a step of the small GPT at
-/// dp=2 x tp=2 took 20-100 ms instead of 10). Ranks that are threads of this
-/// process each get an OpenMP team of that size.
+/// when it loaded). `threads` (--threads) sets both; else each of
+/// OMP_NUM_THREADS and OPENBLAS_NUM_THREADS that is set explicitly is kept
+/// and each that is not gets the ranks' share of the cores: otherwise every
+/// rank starts a thread per core, and N ranks spin N times as many threads
+/// as there are cores (a step of the small GPT at dp=2 x tp=2 took 20-100
+/// ms instead of 10; at pp=2 with only OPENBLAS_NUM_THREADS=1 set, 10 ms
+/// instead of 2.4). Ranks that are threads of this process each get an
+/// OpenMP team of that size.
 static void shareThreads(long ranksOnThisMachine, long threads) {
-  if (threads <= 0) {
-    if (ranksOnThisMachine <= 1 || std::getenv("OPENBLAS_NUM_THREADS") ||
-        std::getenv("OMP_NUM_THREADS"))
+  bool forced = threads > 0;
+  if (!forced) {
+    if (ranksOnThisMachine <= 1)
       return;
     long cores = std::max(1u, std::thread::hardware_concurrency());
     threads = std::max(1L, cores / ranksOnThisMachine);
   }
   std::string count = std::to_string(threads);
-  setenv("OMP_NUM_THREADS", count.c_str(), 1);
-  setenv("OPENBLAS_NUM_THREADS", count.c_str(), 1);
-  using SetThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetThreads>(
-          dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    set(static_cast<int>(threads));
+  if (forced || !std::getenv("OMP_NUM_THREADS"))
+    setenv("OMP_NUM_THREADS", count.c_str(), 1);
+  if (forced || !std::getenv("OPENBLAS_NUM_THREADS")) {
+    setenv("OPENBLAS_NUM_THREADS", count.c_str(), 1);
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(
+            dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+      set(static_cast<int>(threads));
+  }
 }
 
 /// How many processes of this MPI job run on this machine (1 if the
