@@ -7,6 +7,15 @@
 // merged per value. Sweeps repeat until nothing changes, once per priority
 // round. Dimensions only gain axes, so the sweeps end.
 //
+// A sweep after the first of a round reruns only the ops one of whose
+// tensors changed in the sweep before, and merges only the values they
+// propose to or that changed: every other op would propose what it did,
+// and every other value would merge what it did, to no change. Each op's
+// last proposals are kept for the merges. This gives the result of sweeping
+// every op every time (a Jacobi iteration) without its cost: the changes of
+// a sweep travel one op along the program, so whole sweeps cost the ops
+// times the program's depth.
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Sharding/FactorSharding.h"
@@ -20,6 +29,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <limits>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -134,16 +144,33 @@ public:
     ShardingRule rule = getShardingRule(op);
     if (rule.isReplicatedOnly())
       return;
-    ops.push_back({op, std::move(rule)});
+    RuleOp r;
+    r.op = op;
+    r.rule = std::move(rule);
+    r.tensors.append(op->operand_begin(), op->operand_end());
+    r.tensors.append(op->result_begin(), op->result_end());
+    ops.push_back(std::move(r));
   }
 
   void run() {
+    // Each value's ops, each once, for the merges and the next sweep.
+    for (auto [i, r] : llvm::enumerate(ops))
+      for (Value v : r.tensors) {
+        SmallVector<unsigned> &touching = opsOf[v];
+        if (touching.empty() || touching.back() != i)
+          touching.push_back(i);
+      }
     SmallVector<int64_t> rounds(priorities.begin(), priorities.end());
     llvm::sort(rounds);
     rounds.push_back(kNoPriority);
-    for (int64_t p : rounds)
-      while (sweep(p)) {
-      }
+    for (int64_t p : rounds) {
+      std::vector<unsigned> all(ops.size());
+      std::iota(all.begin(), all.end(), 0u);
+      llvm::SetVector<Value> changed;
+      for (bool first = true; first || !changed.empty(); first = false)
+        changed = sweep(p, first ? all : opsTouching(changed), first,
+                        changed);
+    }
   }
 
   const TensorState *lookup(Value v) const {
@@ -165,11 +192,21 @@ public:
   }
 
 private:
+  /// A proposal for dimension `dim` of `value`.
+  struct ProposalFor {
+    Value value;
+    int64_t dim;
+    Proposal proposal;
+  };
   struct RuleOp {
-    Operation *op;
+    Operation *op = nullptr;
     ShardingRule rule;
     /// Conflicts settled on this op's factors, for --explain-sharding.
     SmallVector<std::string> conflicts;
+    /// Operands, then results: the rule's tensors.
+    SmallVector<Value> tensors;
+    /// What the op proposed when it last ran.
+    SmallVector<ProposalFor> proposed;
   };
 
 public:
@@ -188,36 +225,70 @@ public:
 
 private:
 
-  /// One sweep at priority `p`: proposals from every op, then one merge per
-  /// value. Returns true when a state changed.
-  bool sweep(int64_t p) {
-    llvm::MapVector<Value, SmallVector<SmallVector<Proposal>>> proposals;
-    auto propose = [&](Value v, int64_t d, Axes axes, int64_t priority) {
-      auto &perDim = proposals[v];
-      perDim.resize(states.find(v)->second.dims.size());
-      perDim[d].push_back({std::move(axes), priority});
-    };
-    for (RuleOp &r : ops)
-      proposeFromOp(r, p, propose);
-    // A function result's stated sharding is a proposal for the value it
-    // returns.
-    for (auto &[v, s] : results)
-      if (states.count(v))
-        for (auto [d, dim] : llvm::enumerate(s.dims))
-          if (!dim.axes.empty() && dim.priority <= p)
-            propose(v, d, dim.axes, dim.priority);
+  /// The ops of `values`, each once, in program order.
+  std::vector<unsigned> opsTouching(const llvm::SetVector<Value> &values) {
+    std::vector<unsigned> out;
+    for (Value v : values)
+      if (auto it = opsOf.find(v); it != opsOf.end())
+        out.insert(out.end(), it->second.begin(), it->second.end());
+    llvm::sort(out);
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
 
-    bool changed = false;
-    for (auto &[v, perDim] : proposals)
-      changed |= merge(states.find(v)->second, perDim);
+  /// One sweep at priority `p`: proposals from the ops `run`, then one
+  /// merge per value they propose to or that `changedBefore` (the last
+  /// sweep) changed; on the `first` sweep of a round, also per value a
+  /// function result proposes to. Returns the values whose state changed.
+  llvm::SetVector<Value> sweep(int64_t p, ArrayRef<unsigned> run, bool first,
+                               const llvm::SetVector<Value> &changedBefore) {
+    llvm::SetVector<Value> merging = changedBefore;
+    for (unsigned i : run) {
+      RuleOp &r = ops[i];
+      r.proposed.clear();
+      proposeFromOp(r, p, [&](Value v, int64_t d, Axes axes, int64_t prio) {
+        r.proposed.push_back({v, d, {std::move(axes), prio}});
+      });
+      for (const ProposalFor &pf : r.proposed)
+        merging.insert(pf.value);
+    }
+    if (first)
+      for (auto &[v, s] : results)
+        if (states.count(v))
+          merging.insert(v);
+
+    llvm::SetVector<Value> changed;
+    SmallVector<SmallVector<Proposal>> perDim;
+    for (Value v : merging) {
+      TensorState &state = states.find(v)->second;
+      perDim.assign(state.dims.size(), {});
+      bool any = false;
+      if (auto it = opsOf.find(v); it != opsOf.end())
+        for (unsigned i : it->second)
+          for (const ProposalFor &pf : ops[i].proposed)
+            if (pf.value == v) {
+              perDim[pf.dim].push_back(pf.proposal);
+              any = true;
+            }
+      // A function result's stated sharding is a proposal for the value it
+      // returns.
+      for (auto &[returned, s] : results)
+        if (returned == v)
+          for (auto [d, dim] : llvm::enumerate(s.dims))
+            if (!dim.axes.empty() && dim.priority <= p) {
+              perDim[d].push_back({dim.axes, dim.priority});
+              any = true;
+            }
+      if (any && merge(state, perDim))
+        changed.insert(v);
+    }
     return changed;
   }
 
   template <typename Propose>
   void proposeFromOp(RuleOp &r, int64_t p, Propose propose) {
     const ShardingRule &rule = r.rule;
-    SmallVector<Value> tensors(r.op->getOperands());
-    llvm::append_range(tensors, r.op->getResults());
+    ArrayRef<Value> tensors = r.tensors;
     if (llvm::any_of(tensors, [&](Value v) { return !states.count(v); }))
       return;
 
@@ -369,6 +440,8 @@ private:
   llvm::MapVector<Value, TensorState> states;
   SmallVector<std::pair<Value, TensorState>> results;
   std::vector<RuleOp> ops;
+  /// The ops (indices into `ops`) each value is a tensor of.
+  llvm::DenseMap<Value, SmallVector<unsigned>> opsOf;
   std::set<int64_t> priorities;
 };
 
