@@ -700,7 +700,13 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
     {
       llvm::raw_string_ostream os(key);
       fn.setSymName("kernel");
-      fn.print(os, OpPrintingFlags().skipRegions(false).elideLargeElementsAttrs(0));
+      // Verified as the module was; printed without its enclosing scope (a
+      // full AsmState verifies and numbers the whole module per kernel).
+      fn.print(os, OpPrintingFlags()
+                       .skipRegions(false)
+                       .elideLargeElementsAttrs(0)
+                       .assumeVerified()
+                       .useLocalScope());
       fn.setSymName(node.name);
     }
     auto [it, inserted] = kernelByBody.try_emplace(key, node.name);
