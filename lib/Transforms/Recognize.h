@@ -57,6 +57,8 @@ public:
   }
 
   RankedTensorType getType() const { return type; }
+  /// The elements as stored (DenseElementsAttr's raw data, or the blob).
+  ArrayRef<char> getBytes() const { return dense ? dense.getRawData() : raw; }
   /// The constant's attribute (uniqued: equal constants, equal attributes).
   Attribute getValue() const { return value; }
 

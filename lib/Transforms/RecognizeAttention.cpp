@@ -11,7 +11,10 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <array>
 #include <cmath>
+#include <map>
+#include <mutex>
 
 using ::cleave::autodiff::Emitter;
 
@@ -208,7 +211,10 @@ struct ConstantMask {
     });
   }
 
-  /// causalOffset, once per constant, layout and `kind` of `allowed`.
+  /// causalOffset, once per constant, layout and `kind` of `allowed`: per
+  /// attribute within a pass, and by contents across the process's
+  /// contexts (the planner compiles the same model's mask in every
+  /// profile, each in its own context; a 2048 x 2048 mask is 4M elements).
   std::optional<int64_t>
   cachedCausalOffset(MaskCache &cache, int kind, int64_t keys,
                      llvm::function_ref<std::optional<bool>(double)> allowed)
@@ -216,9 +222,59 @@ struct ConstantMask {
     auto key = std::make_tuple(data->getValue().getAsOpaquePointer(),
                                rowStride, rows, colStride, cols, keys, kind);
     auto it = cache.offsets.find(key);
-    if (it == cache.offsets.end())
-      it = cache.offsets.emplace(key, causalOffset(keys, allowed)).first;
-    return it->second;
+    if (it != cache.offsets.end())
+      return it->second;
+    std::string type;
+    llvm::raw_string_ostream(type) << data->getType();
+    ArrayRef<char> bytes = data->getBytes();
+    ContentKey content{type,
+                       llvm::hash_value(bytes),
+                       {rowStride, rows, colStride, cols, keys, kind}};
+    std::optional<int64_t> offset;
+    if (!processCache().lookup(content, bytes, offset)) {
+      offset = causalOffset(keys, allowed);
+      processCache().insert(content, bytes, offset);
+    }
+    return cache.offsets.emplace(key, offset).first->second;
+  }
+
+  /// A constant's contents and layout, the key of the process's cache.
+  struct ContentKey {
+    std::string type;
+    size_t hash;
+    std::array<int64_t, 6> layout;
+    bool operator<(const ContentKey &o) const {
+      return std::tie(type, hash, layout) < std::tie(o.type, o.hash, o.layout);
+    }
+  };
+  /// Causal offsets by contents; each entry keeps its bytes, compared on
+  /// a hit.
+  class ProcessCache {
+  public:
+    bool lookup(const ContentKey &key, ArrayRef<char> bytes,
+                std::optional<int64_t> &offset) {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = entries.find(key);
+      if (it == entries.end() || it->second.first != StringRef(bytes.data(),
+                                                               bytes.size()))
+        return false;
+      offset = it->second.second;
+      return true;
+    }
+    void insert(const ContentKey &key, ArrayRef<char> bytes,
+                std::optional<int64_t> offset) {
+      std::lock_guard<std::mutex> lock(mutex);
+      entries[key] = {std::string(bytes.data(), bytes.size()), offset};
+    }
+
+  private:
+    std::mutex mutex;
+    std::map<ContentKey, std::pair<std::string, std::optional<int64_t>>>
+        entries;
+  };
+  static ProcessCache &processCache() {
+    static ProcessCache cache;
+    return cache;
   }
 
   /// The causal offset `o` for which `allowed(i, j)` is exactly j <= i + o,
