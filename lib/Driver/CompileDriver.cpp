@@ -1157,6 +1157,7 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
                      key.microbatchSize);
     ::cleave::CompileOptions co = compileOptions;
     co.kernelCode = false;
+    co.verifyPasses = false;
     co.timings = nullptr;
     co.stepReport = nullptr;
     co.memoryReport = nullptr;

@@ -155,6 +155,7 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
                const std::optional<RecomputeStats> &recomputeStats,
                StopHere &stopHere) {
   PassManager pm(module.getContext());
+  pm.enableVerifier(options.verifyPasses);
   // Convolutions become GEMMs only where GEMMs go to the library. Both
   // runtimes have the fused attention commands (the CUDA kernels up to head
   // dimension plan::kCudaAttentionMaxHeadDim); the CUDA emulation on the CPU
@@ -195,6 +196,7 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
 
   if (options.stopAfter == CompilePhase::LLVM) {
     PassManager lower(module.getContext());
+    lower.enableVerifier(options.verifyPasses);
     buildCPUKernelPipeline(lower);
     if (failed(lower.run(program->kernels.get())))
       return failure();
@@ -269,7 +271,8 @@ struct RecognizedCounts {
 
 /// Runs --cleave-recognize-composites on an imported program; returns how
 /// many attentions, RMS normalizations and SiLUs it recognized.
-static FailureOr<RecognizedCounts> recognizeComposites(ModuleOp module) {
+static FailureOr<RecognizedCounts> recognizeComposites(ModuleOp module,
+                                                      bool verify) {
   auto count = [&] {
     RecognizedCounts n;
     module.walk([&](Operation *op) {
@@ -282,6 +285,7 @@ static FailureOr<RecognizedCounts> recognizeComposites(ModuleOp module) {
   };
   RecognizedCounts before = count();
   PassManager pm(module.getContext());
+  pm.enableVerifier(verify);
   pm.addNestedPass<func::FuncOp>(createRecognizeCompositesPass());
   if (failed(pm.run(module)))
     return failure();
@@ -301,7 +305,7 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   std::optional<RecognizedCounts> recognized;
   if (options.recognizeComposites &&
       options.stopAfter != CompilePhase::Import) {
-    FailureOr<RecognizedCounts> n = recognizeComposites(module);
+    FailureOr<RecognizedCounts> n = recognizeComposites(module, options.verifyPasses);
     if (failed(n))
       return failure();
     recognized = *n;
@@ -373,6 +377,7 @@ compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
   OwningOpRef<ModuleOp> syncModule;
   if (options.train) {
     PassManager build(module.getContext());
+    build.enableVerifier(options.verifyPasses);
     BuildTrainStepPassOptions trainOptions = *options.train;
     bool mixed = options.precision != "fp32";
     trainOptions.markFp32Ops |= mixed;
@@ -389,6 +394,7 @@ compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
       sync.erase();
     }
     PassManager train(module.getContext());
+    train.enableVerifier(options.verifyPasses);
     if (mixed) {
       ApplyMixedPrecisionPassOptions mixedOptions;
       mixedOptions.precision = options.precision;
@@ -412,6 +418,7 @@ compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
   } else if (options.precision != "fp32") {
     // A forward model: contractions and activations in the low type.
     PassManager mixed(module.getContext());
+    mixed.enableVerifier(options.verifyPasses);
     ApplyMixedPrecisionPassOptions mixedOptions;
     mixedOptions.precision = options.precision;
     mixed.addPass(createApplyMixedPrecisionPass(mixedOptions));
@@ -423,7 +430,10 @@ compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
       stopHere(CompilePhase::TrainStep, syncModule.get());
     return plan::Plan();
   }
-  if (options.shard && failed(shardProgram(module, *options.shard)))
+  std::optional<ShardProgramOptions> shard = options.shard;
+  if (shard)
+    shard->verifyPasses = options.verifyPasses;
+  if (shard && failed(shardProgram(module, *shard)))
     return failure();
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (main && main->hasAttr(kPipelineRanksAttr)) {

@@ -298,20 +298,33 @@ CommCost commandCost(const Cluster &cluster, const Placement &placement,
       collectiveCost(info.op, bytes, n, link, Algorithm::Tree, overhead);
   CommCost best = tree.seconds < ring.seconds ? tree : ring;
   // Across nodes with several members on each: the two-level algorithm.
-  std::map<int64_t, int64_t> perNode;
+  // Members per node (nodes in order; the planner costs groups of
+  // thousands of ranks, so no map).
+  std::vector<int64_t> nodes;
+  nodes.reserve(group.size());
   for (int64_t r : group)
-    ++perNode[placement.nodeOf(r)];
-  int64_t g = perNode.begin()->second;
-  bool even = std::all_of(perNode.begin(), perNode.end(),
-                          [&](const auto &e) { return e.second == g; });
-  if (perNode.size() > 1 && g > 1 && even) {
+    nodes.push_back(placement.nodeOf(r));
+  std::sort(nodes.begin(), nodes.end());
+  int64_t nodeCount = 0, g = -1;
+  bool even = true;
+  for (size_t i = 0; i < nodes.size();) {
+    size_t j = i;
+    while (j < nodes.size() && nodes[j] == nodes[i])
+      ++j;
+    int64_t members = int64_t(j - i);
+    even &= g < 0 || members == g;
+    g = g < 0 ? members : g;
+    ++nodeCount;
+    i = j;
+  }
+  if (nodeCount > 1 && g > 1 && even) {
     Link intra = cluster.intraNode, inter = cluster.interNode;
     if (placement.latencyShare > 1)
       for (Link *l : {&intra, &inter})
         l->latency = l->sharedLatency > 0
                          ? l->sharedLatency
                          : l->latency * placement.latencyShare;
-    CommCost two = hierarchicalCost(info.op, bytes, int64_t(perNode.size()), g,
+    CommCost two = hierarchicalCost(info.op, bytes, nodeCount, g,
                                     intra, inter, overhead);
     if (two.seconds < best.seconds)
       best = two;

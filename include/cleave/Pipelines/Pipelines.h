@@ -142,6 +142,10 @@ struct CompileOptions {
   /// (--cleave-recognize-composites) before anything else; how many goes to
   /// the plan's metadata (recognized_attention, recognized_rms_norm).
   bool recognizeComposites = true;
+  /// Verify the program after every pass. The planner's profiles turn it
+  /// off: each is the pipeline a verified compile runs, and verification
+  /// was a tenth of a profile's time.
+  bool verifyPasses = true;
   /// Stop after this phase; `dump` receives the IR of that phase.
   CompilePhase stopAfter = CompilePhase::Plan;
   std::function<void(mlir::Operation *)> dump;

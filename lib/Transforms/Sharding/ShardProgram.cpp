@@ -375,6 +375,7 @@ LogicalResult shardProgram(ModuleOp module,
     });
 
   PassManager propagate(ctx);
+  propagate.enableVerifier(options.verifyPasses);
   propagate.addPass(createPropagateShardingPass());
   if (failed(propagate.run(module)))
     return failure();
@@ -391,6 +392,7 @@ LogicalResult shardProgram(ModuleOp module,
         main.setResultAttr(i, kShardingAttrName, s);
     }
   PassManager partition(ctx);
+  partition.enableVerifier(options.verifyPasses);
   partition.addPass(createPartitionPass());
   if (options.overlap) {
     ScheduleCollectivesPassOptions schedule;

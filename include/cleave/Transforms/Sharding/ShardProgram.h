@@ -50,6 +50,9 @@ struct ShardProgramOptions {
   /// Run --cleave-schedule-collectives after partitioning: gradient
   /// all-reduces in buckets of `bucketMB` MiB, collectives asynchronous.
   bool overlap = false;
+  /// Verify the program after each of its passes (CompileOptions::
+  /// verifyPasses).
+  bool verifyPasses = true;
   double bucketMB = 25.0;
   /// For testing the parity check: after partitioning, drop the all_reduce
   /// with this index in program order (its result becomes its operand).
