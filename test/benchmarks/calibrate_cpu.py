@@ -34,9 +34,10 @@ lib/Simulate/Cluster.cpp's cpuPreset or `cleave-sim --cluster FILE`:
     mesh of twice as many ranks as cores (shared_latency_us: a peer must be
     scheduled first). Mean times, not the fastest: a step meets the
     scheduler's delays too.
-Everything runs with OPENBLAS_NUM_THREADS=1.
+Everything runs with OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1 (a
+device is one core).
 
-    calibrate_cpu.py [--build build] [--work /tmp/cal] [--repeat 20]
+    calibrate_cpu.py [--build build] [--work /tmp/cal] [--repeat 20] [--runs 7]
 """
 
 import argparse
@@ -44,12 +45,16 @@ import ctypes
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+# One core per rank: the GEMM library's threads and the kernels' OpenMP
+# team (cleave-run leaves an OMP_NUM_THREADS it is given).
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["OMP_NUM_THREADS"] = "1"
 import numpy as np  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -60,6 +65,8 @@ def args_():
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--work", default=None)
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--runs", type=int, default=7,
+                   help="runs of each multi-rank measurement (collectives, switches); the median is kept")
     return p.parse_args()
 
 
@@ -148,7 +155,14 @@ def all_reduce(elems, groups=1):
     plan = compile_mlir(f"all_reduce_{groups}x{elems}", text)
     x = os.path.join(WORK, f"ar_{elems}.npy")
     np.save(x, np.ones(elems, np.float32))
-    return run_stats(plan, [x], 2 * groups, mean=True)
+    return median_of_runs(plan, [x], 2 * groups)
+
+
+def median_of_runs(plan, inputs, ranks):
+    """The median over --runs runs of each run's mean time: ranks that are
+    threads on shared cores meet the host's scheduler, and one run's mean
+    moves by 2-5x from run to run."""
+    return statistics.median(run_stats(plan, inputs, ranks, mean=True) for _ in range(ARGS.runs))
 
 
 def switch_program(groups, rounds=32):
@@ -261,7 +275,7 @@ def main():
 
     # The switch cost: run the switch program, simulate it without one.
     plan, x, rounds = switch_program(cores)
-    measured = run_stats(plan, [x], 2 * cores, mean=True)
+    measured = median_of_runs(plan, [x], 2 * cores)
     partial = {
         "preset": "cpu", "gpus_per_node": cores, "cores_per_node": cores,
         "compute_capacity": round(devices, 3), "kernel_capacity": round(kernel_devices, 3),

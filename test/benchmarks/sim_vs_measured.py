@@ -49,7 +49,8 @@ ap.add_argument("--tries", type=int, default=4, help="runs per measurement at mo
 ap.add_argument("--quiet-wait", type=float, default=60,
                 help="the longest wait for a quiet machine, seconds")
 ap.add_argument("--blas-threads", default="1",
-                help="OPENBLAS_NUM_THREADS for cleave-run ('default' leaves it unset)")
+                help="OPENBLAS_NUM_THREADS and OMP_NUM_THREADS for cleave-run, threads per rank "
+                     "('default' leaves them unset)")
 args = ap.parse_args()
 BIN = os.path.join(args.build, "bin")
 WORK = args.work or tempfile.mkdtemp(prefix="cleave-simvs-")
@@ -57,6 +58,7 @@ os.makedirs(WORK, exist_ok=True)
 ENV = dict(os.environ)
 if args.blas_threads != "default":
     ENV["OPENBLAS_NUM_THREADS"] = args.blas_threads
+    ENV["OMP_NUM_THREADS"] = args.blas_threads
 
 CONFIGS = [
     ("1 rank", 1, []),
@@ -178,7 +180,7 @@ def main():
             times = [json.loads(line)["step_ms"] for line in open(log)][10:]
             p["measured"].append(statistics.median(times))
     load = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "?"
-    print("cleave-sim --cluster %s against cleave-run (OPENBLAS_NUM_THREADS=%s, %d cores, load %s), "
+    print("cleave-sim --cluster %s against cleave-run (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=%s, %d cores, load %s), "
           "median step over %d rounds" % (args.cluster, args.blas_threads, os.cpu_count(), load, args.rounds))
     print("%-22s %5s %10s %10s %7s  %-30s %s" % (
         "configuration", "ranks", "predicted", "measured", "error", "rounds (ms)", "others' CPU"))
