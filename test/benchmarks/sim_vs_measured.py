@@ -172,8 +172,15 @@ def main():
             p.setdefault("others", []).append(others)
             # The prediction with the GEMM capacity measured just before.
             now = os.path.join(WORK, "now.json")
+            # --cluster's description (a preset name or a file) with it.
+            if os.path.isfile(args.cluster):
+                with open(args.cluster) as f:
+                    desc = json.load(f)
+            else:
+                desc = {"preset": args.cluster}
+            desc["compute_capacity"] = round(min(capacity, os.cpu_count()), 3)
             with open(now, "w") as f:
-                json.dump({"preset": "cpu", "compute_capacity": round(min(capacity, os.cpu_count()), 3)}, f)
+                json.dump(desc, f)
             out = sh([os.path.join(BIN, "cleave-sim"), p["plan"], "--cluster", now])
             p.setdefault("now", []).append(float(re.search(r"step time ([0-9.]+) ms", out).group(1)))
             p.setdefault("capacity", []).append(capacity)
