@@ -68,3 +68,23 @@ func.func @axis_once(%a: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@me
   %0 = cleave.binary add %a, %b : tensor<8x8xf32>
   return %0 : tensor<8x8xf32>
 }
+
+// Axes travel a chain one op per sweep, dp forward from %a and tp backward
+// from the stated result; later sweeps rerun only the ops next to what
+// changed, and every value still ends with both.
+// CHECK-LABEL: func.func @long_chain(
+// CHECK-SAME: %arg0: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {"tp"}]>}
+// CHECK-SAME: %arg1: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {"tp"}]>}
+// CHECK-COUNT-6: cleave.binary {{.*}}[{"dp"}, {"tp"}]>]}
+// CHECK-NEXT: return
+func.func @long_chain(%a: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {?}]>},
+                      %s: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{?}, {?}]>})
+    -> (tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{?}, {"tp"}]>}) {
+  %0 = cleave.binary add %a, %a : tensor<8x8xf32>
+  %1 = cleave.binary mul %0, %0 : tensor<8x8xf32>
+  %2 = cleave.binary sub %1, %a : tensor<8x8xf32>
+  %3 = cleave.binary mul %2, %1 : tensor<8x8xf32>
+  %4 = cleave.binary add %3, %0 : tensor<8x8xf32>
+  %5 = cleave.binary add %4, %s : tensor<8x8xf32>
+  return %5 : tensor<8x8xf32>
+}
