@@ -177,7 +177,8 @@ def main():
                 with open(args.cluster) as f:
                     desc = json.load(f)
             else:
-                desc = {"preset": args.cluster}
+                name, _, nodes = args.cluster.partition(":")
+                desc = {"preset": name, **({"nodes": int(nodes)} if nodes else {})}
             desc["compute_capacity"] = round(min(capacity, os.cpu_count()), 3)
             with open(now, "w") as f:
                 json.dump(desc, f)

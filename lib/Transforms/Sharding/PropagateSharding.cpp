@@ -160,6 +160,8 @@ public:
         if (touching.empty() || touching.back() != i)
           touching.push_back(i);
       }
+    for (auto [i, result] : llvm::enumerate(results))
+      resultsOf[result.first].push_back(i);
     SmallVector<int64_t> rounds(priorities.begin(), priorities.end());
     llvm::sort(rounds);
     rounds.push_back(kNoPriority);
@@ -272,9 +274,9 @@ private:
             }
       // A function result's stated sharding is a proposal for the value it
       // returns.
-      for (auto &[returned, s] : results)
-        if (returned == v)
-          for (auto [d, dim] : llvm::enumerate(s.dims))
+      if (auto it = resultsOf.find(v); it != resultsOf.end())
+        for (unsigned i : it->second)
+          for (auto [d, dim] : llvm::enumerate(results[i].second.dims))
             if (!dim.axes.empty() && dim.priority <= p) {
               perDim[d].push_back({dim.axes, dim.priority});
               any = true;
@@ -442,6 +444,8 @@ private:
   std::vector<RuleOp> ops;
   /// The ops (indices into `ops`) each value is a tensor of.
   llvm::DenseMap<Value, SmallVector<unsigned>> opsOf;
+  /// The function results (indices into `results`) returning each value.
+  llvm::DenseMap<Value, SmallVector<unsigned>> resultsOf;
   std::set<int64_t> priorities;
 };
 
