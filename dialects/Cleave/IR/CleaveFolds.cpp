@@ -118,10 +118,21 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
   return cond.getSplatValue<bool>() ? getOnTrue() : getOnFalse();
 }
 
-OpFoldResult ConvertOp::fold(FoldAdaptor) {
+/// Besides the identity, rounds a float splat to another float type (the
+/// constants mixed precision narrows: `0.5` of a bf16 GELU), so that the
+/// kernels that read it inline a constant instead of a convert kernel
+/// starting a kernel of its own.
+OpFoldResult ConvertOp::fold(FoldAdaptor adaptor) {
   if (getOperand().getType() == getType())
     return getOperand();
-  return {};
+  auto splat = dyn_cast_if_present<SplatElementsAttr>(adaptor.getOperand());
+  auto to = dyn_cast<FloatType>(getType().getElementType());
+  if (!splat || !to || !isa<FloatType>(splat.getElementType()))
+    return {};
+  APFloat v = splat.getSplatValue<APFloat>();
+  bool losesInfo = false;
+  v.convert(to.getFloatSemantics(), APFloat::rmNearestTiesToEven, &losesInfo);
+  return SplatElementsAttr::get(getType(), v);
 }
 
 OpFoldResult BitcastOp::fold(FoldAdaptor) {
