@@ -256,12 +256,22 @@ private:
   bool isGemm(Operation *op) const;
   void matchEpilogues();
   void markRematerializedBroadcasts();
-  /// What a kernel reads for operand `v`: the operand of a rematerialized
-  /// broadcast or convert, else `v`.
-  Value kernelSource(Value v) const {
-    if (Operation *def = v.getDefiningOp(); def && rematerialized.count(def))
-      return def->getOperand(0);
-    return v;
+  /// What a kernel reads for operand `v`: `v`, or for a rematerialized op
+  /// what its reader rebuilds it from (the leaves of its operands' tree).
+  void kernelSources(Value v, SmallVectorImpl<Value> &out) const {
+    Operation *def = v.getDefiningOp();
+    if (!def || !rematerialized.count(def)) {
+      out.push_back(v);
+      return;
+    }
+    for (Value operand : def->getOperands())
+      kernelSources(operand, out);
+  }
+  SmallVector<Value, 4> kernelSources(Operation *op) const {
+    SmallVector<Value, 4> sources;
+    for (Value v : op->getOperands())
+      kernelSources(v, sources);
+    return sources;
   }
   void addGemm(ContractOp contract);
   void addKernelOp(Operation *op);
@@ -284,9 +294,9 @@ private:
   DenseMap<Operation *, ::cleave::GemmEpilogueMatch> epilogueOf;
   DenseMap<Operation *, ContractOp> absorbedBy;
   llvm::SmallPtrSet<Operation *, 8> deadBroadcasts;
-  /// Broadcasts and widening converts that every reader's kernel rebuilds
-  /// from their operand (markRematerializedBroadcasts): they get no command
-  /// and no buffer of their own.
+  /// Broadcasts, widening converts and index computations that every
+  /// reader's kernel rebuilds from their operands
+  /// (markRematerializedBroadcasts): no command and no buffer of their own.
   llvm::SmallPtrSet<Operation *, 8> rematerialized;
   /// Printed kernel body -> the name of the kernel compiled for it.
   llvm::StringMap<std::string> kernelByBody;
@@ -395,9 +405,8 @@ void PlanBuilder::markRematerializedBroadcasts() {
   }
   // Likewise a bf16/f16 value widened to f32 for kernels only (a softmax's
   // gradient reading the probabilities saved in bf16): each reader widens
-  // it as it loads, instead of one kernel writing an f32 copy. One level
-  // only (kernelSource looks through one op): not when it feeds a
-  // broadcast, nor when it widens a rebuilt broadcast.
+  // it as it loads, instead of one kernel writing an f32 copy. Not when it
+  // feeds a broadcast, nor when it widens a rebuilt broadcast.
   for (Operation &op : main.getBody().front()) {
     auto convert = dyn_cast<ConvertOp>(op);
     if (!convert || op.use_empty() || absorbedBy.count(&op))
@@ -411,6 +420,42 @@ void PlanBuilder::markRematerializedBroadcasts() {
         llvm::all_of(op.getUsers(), inKernel))
       rematerialized.insert(&op);
   }
+  // Index computations: iotas and the elementwise ops on them whose other
+  // operands are constants, scalars or rebuilt broadcasts (the random bits
+  // of a dropout, hashed from each element's index; a one-hot's compare).
+  // A function of the element's position that costs no memory traffic:
+  // each reader recomputes it rather than reading an index-sized buffer.
+  llvm::SmallPtrSet<Operation *, 16> indexOnly;
+  Block &body = main.getBody().front();
+  for (Operation &op : body) {
+    if (isa<IotaOp>(op)) {
+      indexOnly.insert(&op);
+      continue;
+    }
+    if (!isElementwise(&op) || isa<BroadcastInDimOp>(op))
+      continue;
+    bool readsIndex = false, leaves = true;
+    for (Value v : op.getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (def && indexOnly.contains(def)) {
+        readsIndex = true;
+        continue;
+      }
+      leaves &= isInlinableConstant(v) ||
+                cast<RankedTensorType>(v.getType()).getRank() == 0 ||
+                (def && rematerialized.contains(def));
+    }
+    if (readsIndex && leaves)
+      indexOnly.insert(&op);
+  }
+  // Users first: an index op is rebuilt when each of its readers is a
+  // kernel op or rebuilt itself.
+  for (Operation &op : llvm::reverse(body))
+    if (indexOnly.contains(&op) && !op.use_empty() && !absorbedBy.count(&op) &&
+        llvm::all_of(op.getUsers(), [&](Operation *user) {
+          return rematerialized.contains(user) || inKernel(user);
+        }))
+      rematerialized.insert(&op);
 }
 
 void PlanBuilder::addGemm(ContractOp contract) {
@@ -435,12 +480,14 @@ static constexpr size_t kMaxKernelOps = 256;
 void PlanBuilder::addKernelOp(Operation *op) {
   // Try the groups producing an operand, latest first.
   SmallVector<int> candidates;
-  for (Value operand : op->getOperands())
-    if (Operation *def = kernelSource(operand).getDefiningOp())
+  SmallVector<Value, 4> sources = kernelSources(op);
+  for (Value source : sources)
+    if (Operation *def = source.getDefiningOp())
       if (auto it = nodeOfOp.find(def);
           it != nodeOfOp.end() && nodes[it->second].kind == Node::Kernel)
         candidates.push_back(it->second);
   llvm::sort(candidates, std::greater<int>());
+  candidates.erase(llvm::unique(candidates), candidates.end());
   // Then the groups reading the same output of a GEMM with an epilogue,
   // latest first: before the fusion the epilogue's last op (a kernel op)
   // gathered its readers into one kernel; they stay together.
@@ -470,8 +517,7 @@ void PlanBuilder::addKernelOp(Operation *op) {
     bool groupElementwise = llvm::all_of(group.ops, isElementwise);
     if (!isElementwise(op) && !groupElementwise)
       continue;
-    bool legal = llvm::all_of(op->getOperands(), [&](Value operand) {
-      Value v = kernelSource(operand);
+    bool legal = llvm::all_of(sources, [&](Value v) {
       auto it = nodeOfOp.find(v.getDefiningOp());
       if (it != nodeOfOp.end() && it->second == g)
         return true; // produced inside the group
@@ -646,10 +692,19 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
       continue;
     }
     llvm::SmallPtrSet<Operation *, 16> members(node.ops.begin(), node.ops.end());
+    // Whether an op outside the kernel reads `v`, directly or through ops
+    // its readers rebuild (a widened copy only this kernel's softmax reads
+    // is not an output).
+    std::function<bool(Value)> readOutside = [&](Value v) {
+      return llvm::any_of(v.getUsers(), [&](Operation *user) {
+        if (rematerialized.contains(user))
+          return llvm::any_of(user->getResults(), readOutside);
+        return !members.contains(user);
+      });
+    };
     SmallVector<Value> inlined;
     for (Operation *op : node.ops) {
-      for (Value operand : op->getOperands()) {
-        Value v = kernelSource(operand);
+      for (Value v : kernelSources(op)) {
         Operation *def = v.getDefiningOp();
         if (def && members.contains(def))
           continue;
@@ -661,9 +716,7 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
         }
       }
       for (Value r : op->getResults())
-        if (llvm::any_of(r.getUsers(), [&](Operation *user) {
-              return !members.contains(user);
-            }))
+        if (readOutside(r))
           node.outputs.push_back(r);
     }
     node.name = kernelName(index, node.ops.front());
@@ -682,12 +735,19 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
       mapping.map(v, arg);
     for (Value v : inlined)
       b.clone(*v.getDefiningOp(), mapping);
+    // A rematerialized op is rebuilt before its first reader, once its
+    // operands (inputs, members cloned above, or rebuilt in turn) are.
+    std::function<void(Value)> rebuild = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (mapping.contains(v) || !def || !rematerialized.count(def))
+        return;
+      for (Value operand : def->getOperands())
+        rebuild(operand);
+      b.clone(*def, mapping);
+    };
     for (Operation *op : node.ops) {
-      // A rematerialized broadcast is rebuilt before its first reader, once
-      // its operand (an input, or a member cloned above) is mapped.
       for (Value v : op->getOperands())
-        if (kernelSource(v) != v && !mapping.contains(v))
-          b.clone(*v.getDefiningOp(), mapping);
+        rebuild(v);
       b.clone(*op, mapping);
     }
     SmallVector<Value> results;
