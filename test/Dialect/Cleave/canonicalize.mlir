@@ -490,3 +490,19 @@ func.func @binary_int_div_overflow() -> tensor<i8> {
   %0 = cleave.binary div %a, %b : tensor<i8>
   return %0 : tensor<i8>
 }
+
+// A convert of a float splat rounds it (to nearest even): 1/sqrt(2) in
+// bf16 is 0.70703125. Non-splat constants and int conversions stay.
+// CHECK-LABEL: func.func @convert_splat_fold
+func.func @convert_splat_fold() -> (tensor<4x8xbf16>, tensor<2xbf16>, tensor<3xi32>) {
+  // CHECK-DAG: %[[S:.*]] = cleave.constant dense<7.070310e-01> : tensor<4x8xbf16>
+  // CHECK-DAG: cleave.convert %{{.*}} : tensor<2xf32> -> tensor<2xbf16>
+  // CHECK-DAG: cleave.convert %{{.*}} : tensor<3xf32> -> tensor<3xi32>
+  %0 = cleave.constant dense<0.707106769> : tensor<4x8xf32>
+  %1 = cleave.convert %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %2 = cleave.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %3 = cleave.convert %2 : tensor<2xf32> -> tensor<2xbf16>
+  %4 = cleave.constant dense<1.5> : tensor<3xf32>
+  %5 = cleave.convert %4 : tensor<3xf32> -> tensor<3xi32>
+  return %1, %3, %5 : tensor<4x8xbf16>, tensor<2xbf16>, tensor<3xi32>
+}
