@@ -40,10 +40,13 @@ PRESETS = {
 
 
 def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False, absent_weights=None,
-          encoder=False, attention_op=False, dynamic_batch=False):
+          encoder=False, attention_op=False, dynamic_batch=False, dropout=0.0):
     """absent_weights: a file name. The weight matrices are then declared as
     external data in that file, which is not written (a model of any size
-    whose plans start from --init-parameters); vectors stay inline."""
+    whose plans start from --init-parameters); vectors stay inline.
+    dropout: training-mode Dropout at this ratio where Megatron-LM's GPT
+    has it: the embeddings' sum, the attention probabilities (not with
+    attention_op) and each block's two outputs before their residual Add."""
     rng = np.random.default_rng(seed)
     inits, nodes = [], []
     hd = d_model // heads
@@ -84,6 +87,14 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
     tok = node("Gather", [wte, "input_ids"], name="embed_tokens")
     pos = node("Gather", [wpe, positions], name="embed_positions")
     x = node("Add", [tok, pos], name="embed_add")
+    if dropout:
+        ratio = const("dropout_ratio", np.array(dropout, np.float32))
+        training = const("dropout_training", np.array(True))
+
+    def drop(t, name):
+        return node("Dropout", [t, ratio, training], name=name) if dropout else t
+
+    x = drop(x, "embed_dropout")
 
     def layer_norm(t, name):
         return node("LayerNormalization", [t, param(name + ".weight", None, value=np.ones(d_model, np.float32)),
@@ -140,14 +151,14 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
             s = node("Mul", [s, scale], name=p + "scale")
             if not encoder:
                 s = node("Where", [mask, s, neg], name=p + "causal")
-            a = node("Softmax", [s], name=p + "softmax", axis=-1)
+            a = drop(node("Softmax", [s], name=p + "softmax", axis=-1), p + "attn_dropout")
             o = node("MatMul", [a, v], name=p + "context")
         o = node("Transpose", [o], name=p + "merge_transpose", perm=[0, 2, 1, 3])
         o = node("Reshape", [o, model_shape], name=p + "merge_reshape")
         o = node("MatMul", [o, param(p + "attn.c_proj.weight", (d_model, d_model), std=proj_std)], name=p + "proj")
         o = node("Add", [o, param(p + "attn.c_proj.bias", None, value=np.zeros(d_model, np.float32))],
                  name=p + "proj_bias")
-        x = node("Add", [x, o], name=p + "residual_1")
+        x = node("Add", [x, drop(o, p + "proj_dropout")], name=p + "residual_1")
         if encoder:
             x = layer_norm(x, p + "ln_1")
         ln2 = x if encoder else layer_norm(x, p + "ln_2")
@@ -164,7 +175,7 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
                  name=p + "mlp_proj")
         h = node("Add", [h, param(p + "mlp.c_proj.bias", None, value=np.zeros(d_model, np.float32))],
                  name=p + "mlp_proj_bias")
-        x = node("Add", [x, h], name=p + "residual_2")
+        x = node("Add", [x, drop(h, p + "mlp_dropout")], name=p + "residual_2")
         if encoder:
             x = layer_norm(x, p + "ln_2")
 
@@ -209,6 +220,9 @@ def main():
     p.add_argument("--dynamic-batch", action="store_true",
                    help="a symbolic batch dimension ('batch'), pinned at compile time "
                         "with --input-shape (what cleave-compile --auto needs)")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="training-mode Dropout at this ratio where Megatron-LM's GPT has it "
+                        "(embeddings, attention probabilities, block outputs)")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     cfg = dict(PRESETS[a.preset])
@@ -216,7 +230,7 @@ def main():
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
     model = build(seed=a.seed, separate_qkv=a.separate_qkv, attention_op=a.attention_op,
-                  dynamic_batch=a.dynamic_batch,
+                  dynamic_batch=a.dynamic_batch, dropout=a.dropout,
                   absent_weights=os.path.basename(a.output) + ".weights" if a.absent_weights else None,
                   **cfg)
     if a.external_data:

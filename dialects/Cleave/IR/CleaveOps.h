@@ -31,4 +31,21 @@ int64_t getTotalResultBytes(Operation *op);
 #define GET_OP_CLASSES
 #include "Cleave/IR/CleaveOps.h.inc"
 
+namespace mlir::cleave {
+/// Counter-based random bits (splitmix64's mixing function): `mix64` of a
+/// 64-bit value, on the host and as ops on a ui64 tensor.
+uint64_t mix64(uint64_t z);
+Value buildMix64(OpBuilder &b, Location loc, Value z);
+/// The key of random stream `salt` at training step `step`, on the host
+/// and from an f32 step scalar (tensor<f32>) as a tensor<ui64>.
+uint64_t stepKeyValue(uint64_t step, uint64_t salt);
+Value buildStepKey(OpBuilder &b, Location loc, Value step, uint64_t salt);
+/// 64 random bits per element of `shape` (tensor<...xui64>): mix64 of the
+/// element's linear index (built from iotas, so a partitioned program's
+/// shards draw the bits of their own elements) times the golden ratio
+/// plus `key` (a tensor<ui64>).
+Value buildRandomBits(OpBuilder &b, Location loc, Value key,
+                      ArrayRef<int64_t> shape);
+} // namespace mlir::cleave
+
 #endif // CLEAVE_IR_CLEAVEOPS_H

@@ -63,6 +63,28 @@ def Cleave_IotaOp : Cleave_Op<"iota"> {
   let hasVerifier = 1;
 }
 
+def Cleave_RngKeyOp : Cleave_Op<"rng_key"> {
+  let summary = "The key of a random stream for this training step";
+  let description = [{
+    The 64-bit key from which a random op (a training-mode dropout) draws
+    its bits: `cleave::randomBits(key, shape)` hashes each element's
+    global linear index with it, so every rank of a partitioned program and
+    every microbatch draws its own elements' bits of one stream. `salt`
+    names the stream (an ONNX Dropout's `seed`, else its output's name).
+
+    BuildTrainStep replaces it by `cleave::stepKey(step, salt)`, a hash of
+    the step argument, so each step draws new bits; outside a training step
+    it is the key of step 0 (`cleave::stepKeyValue(0, salt)`).
+
+    ```mlir
+    %key = cleave.rng_key salt = 42 : tensor<ui64>
+    ```
+  }];
+  let arguments = (ins UI64Attr:$salt);
+  let results = (outs 0DTensorOf<[UI64]>:$result);
+  let assemblyFormat = "`salt` `=` $salt attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -284,6 +284,7 @@ ShardingRule ConstantOp::getShardingRule() { return elementwiseRule(*this); }
 // A rank's slice of an iota along `dimension` starts at its offset; the
 // partitioner adds it.
 ShardingRule IotaOp::getShardingRule() { return elementwiseRule(*this); }
+ShardingRule RngKeyOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule UnaryOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule BinaryOp::getShardingRule() { return elementwiseRule(*this); }
 ShardingRule CompareOp::getShardingRule() { return elementwiseRule(*this); }

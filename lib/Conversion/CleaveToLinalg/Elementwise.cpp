@@ -302,6 +302,22 @@ struct ConstantLowering : OpConversionPattern<ConstantOp> {
   }
 };
 
+/// A key left outside a training step (an inference program with a
+/// training-mode dropout) is the key of step 0.
+struct RngKeyLowering : OpConversionPattern<RngKeyOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(RngKeyOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(
+        getTypeConverter()->convertType(op.getType()));
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(
+        op, type,
+        DenseElementsAttr::get(type, APInt(64, stepKeyValue(0, op.getSalt()))));
+    return success();
+  }
+};
+
 struct IotaLowering : OpConversionPattern<IotaOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -476,7 +492,7 @@ struct BitcastLowering : OpConversionPattern<BitcastOp> {
 
 void mlir::cleave::lowering::populateElementwisePatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<ConstantLowering, IotaLowering, UnaryLowering, BinaryLowering,
+  patterns.add<ConstantLowering, RngKeyLowering, IotaLowering, UnaryLowering, BinaryLowering,
                CompareLowering, SelectLowering, ConvertLowering,
                BitcastLowering>(
       converter, patterns.getContext());

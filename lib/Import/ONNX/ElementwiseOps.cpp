@@ -3,6 +3,7 @@
 #include "NodeContext.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -399,24 +400,87 @@ LogicalResult convertIdentity(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
     return failure();
-  // Dropout is the identity for inference: training_mode must be absent or
-  // a constant false (or the ratio a constant 0).
-  if (ctx.opType() == "Dropout" && ctx.hasInput(2)) {
-    const ConstTensor *training = ctx.constInput(2);
-    const ConstTensor *ratio = ctx.hasInput(1) ? ctx.constInput(1) : nullptr;
-    bool zeroRatio = ratio && ratio->getF(0) == 0.0;
-    if (!zeroRatio && (!training || training->getI(0) != 0)) {
-      ctx.error() << "training_mode must be a constant false computable at "
-                     "import time: training-mode dropout is not supported "
-                     "(dropout is imported for inference)";
+  ctx.setOutput(0, x);
+  return success();
+}
+
+/// Dropout. For inference (training_mode absent or a constant false, or a
+/// ratio of 0; before opset 12 Dropout has no training mode and runtimes
+/// run it for inference) it is the identity with an all-ones mask. In training mode
+/// an element is kept when 24 of its random bits (cleave::buildRandomBits
+/// with the key of a cleave.rng_key, which a training step draws anew
+/// each step) are at least ratio * 2^24, and kept elements are scaled by
+/// 1 / (1 - ratio). The stream's salt is the node's `seed`, else a hash of
+/// its output's name, so each Dropout node draws its own mask.
+LogicalResult convertDropout(NodeContext &ctx) {
+  Value x = ctx.input(0);
+  if (!x)
+    return failure();
+  double ratio = 0.5;
+  if (ctx.hasInput(1)) {
+    const ConstTensor *r = ctx.constInput(1);
+    if (!r || r->numel() != 1) {
+      ctx.error() << "ratio must be a scalar constant computable at import "
+                     "time";
       return failure();
     }
+    ratio = r->getF(0);
+  }
+  bool training = false;
+  if (ctx.hasInput(2)) {
+    const ConstTensor *t = ctx.constInput(2);
+    if (!t || t->numel() != 1) {
+      ctx.error() << "training_mode must be a scalar constant computable at "
+                     "import time";
+      return failure();
+    }
+    training = t->getI(0) != 0;
+  }
+  if (training && ratio != 0.0) {
+    if (!(ratio > 0.0 && ratio < 1.0)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", ratio);
+      ctx.error() << "ratio " << text << " is outside [0, 1)";
+      return failure();
+    }
+    if (!isa<FloatType>(elemOf(x))) {
+      ctx.error() << "training-mode dropout needs a float input, not "
+                  << elemOf(x);
+      return failure();
+    }
+    uint64_t salt;
+    if (ctx.hasAttr("seed")) {
+      salt = static_cast<uint64_t>(static_cast<int64_t>(ctx.attrFloat("seed", 0)));
+    } else {
+      // FNV-1a of the output's name: stable across compiles.
+      salt = 0xcbf29ce484222325ull;
+      for (char c : ctx.node.output(0))
+        salt = (salt ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    }
+    auto u64 = IntegerType::get(ctx.b.getContext(), 64, IntegerType::Unsigned);
+    Value key = RngKeyOp::create(ctx.b, ctx.loc, RankedTensorType::get({}, u64),
+                                 ctx.b.getIntegerAttr(u64, salt));
+    Value bits = buildRandomBits(ctx.b, ctx.loc, key, shapeOf(x));
+    auto bitsType = cast<RankedTensorType>(bits.getType());
+    auto splatU64 = [&](uint64_t v) -> Value {
+      return ConstantOp::create(ctx.b, ctx.loc,
+                                DenseElementsAttr::get(bitsType, APInt(64, v)));
+    };
+    Value draw = ctx.binary(BinaryKind::shr, bits, splatU64(40));
+    auto threshold = static_cast<uint64_t>(std::llround(ratio * (1 << 24)));
+    Value keep = ctx.compare(CompareKind::ge, draw, splatU64(threshold));
+    Value scaled = ctx.binary(BinaryKind::mul, x,
+                              ctx.splatLike(x, 1.0 / (1.0 - ratio)));
+    ctx.setOutput(0, ctx.select(keep, scaled, ctx.splatLike(x, 0.0)));
+    if (ctx.hasOutput(1))
+      ctx.setOutput(1, keep);
+    return success();
   }
   ctx.setOutput(0, x);
   // The mask is all ones: bool from opset 10, the input's type before
   // (Dropout-1 to -9 declare it as T; a model converted to a newer opset
   // casts the bool mask back, see castDropoutMasks).
-  if (ctx.opType() == "Dropout" && ctx.hasOutput(1))
+  if (ctx.hasOutput(1))
     ctx.setOutput(1, ctx.splat(ctx.opset < 10 ? elemOf(x) : ctx.b.getI1Type(),
                                shapeOf(x), 1));
   return success();
@@ -577,7 +641,7 @@ void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
   t["IsNaN"] = convertIsNaNInf;
   t["IsInf"] = convertIsNaNInf;
   t["Identity"] = convertIdentity;
-  t["Dropout"] = convertIdentity;
+  t["Dropout"] = convertDropout;
   t["Cast"] = convertCast;
   t["CastLike"] = convertCast;
   t["BitCast"] = convertBitCast;

@@ -93,6 +93,7 @@ struct Emitter {
 // Elementwise (VJPRulesElementwise.cpp).
 CLEAVE_VJP_RULE(ConstantOp)
 CLEAVE_VJP_RULE(IotaOp)
+CLEAVE_VJP_RULE(RngKeyOp)
 CLEAVE_VJP_RULE(PipelineTransferOp)
 CLEAVE_VJP_RULE(CompareOp)
 CLEAVE_VJP_RULE(ArgReduceOp)

@@ -33,7 +33,7 @@ template <typename... OpTs> void attach(MLIRContext *ctx) {
 namespace cleave {
 void registerVJPExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, CleaveDialect *) {
-    attach<ConstantOp, IotaOp, CompareOp, ArgReduceOp, UnaryOp, BinaryOp,
+    attach<ConstantOp, IotaOp, RngKeyOp, CompareOp, ArgReduceOp, UnaryOp, BinaryOp,
            SelectOp, ConvertOp, PipelineTransferOp>(ctx);
     attach<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
            ConcatOp, PadOp, GatherOp, GatherElementsOp, ScatterOp, TopKOp>(ctx);

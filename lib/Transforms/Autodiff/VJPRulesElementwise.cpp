@@ -39,6 +39,9 @@ VJPResult vjp(ConstantOp, OpBuilder &, ValueRange) {
   return SmallVector<Value>();
 }
 VJPResult vjp(IotaOp, OpBuilder &, ValueRange) { return SmallVector<Value>(); }
+VJPResult vjp(RngKeyOp, OpBuilder &, ValueRange) {
+  return SmallVector<Value>();
+}
 // A pipeline stage's backward pass ends at the values it received: their
 // cotangents go back to the stage that made them through a transfer of
 // their own (BuildTrainStep's pipeline loop), not through this one.

@@ -83,7 +83,8 @@ static std::string dimsToString(ArrayRef<Axes> dims) {
 
 class Partitioner {
 public:
-  Partitioner(MeshOp mesh) : mesh(mesh), axes(mesh) {}
+  Partitioner(MeshOp mesh, ArrayRef<std::string> interleaved)
+      : mesh(mesh), axes(mesh), interleaved(interleaved) {}
 
   LogicalResult run(func::FuncOp func);
 
@@ -201,6 +202,8 @@ private:
 
   MeshOp mesh;
   MeshAxes axes;
+  /// Axes whose ranks hold interleaved elements (PartitionPass option).
+  ArrayRef<std::string> interleaved;
   DenseMap<Value, Local> locals;
   /// Per set of mesh axes: a scalar, true on the first rank of the axes.
   DenseMap<Attribute, Value> firstRankFlags;
@@ -964,7 +967,27 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
         (target[dim].empty() || isa<IntegerType, FloatType>(et))) {
       auto local = localType(type, target);
       Value v = IotaOp::create(b, loc, local, iota.getDimensionAttr());
-      if (!target[dim].empty()) {
+      bool interleave =
+          !target[dim].empty() &&
+          llvm::all_of(target[dim], [&](StringAttr a) {
+            return llvm::is_contained(interleaved, a.getValue());
+          });
+      if (interleave) {
+        // Interleaved parts (microbatches): n * iota + this rank's index.
+        int64_t n = axes.size(target[dim]);
+        Value index = rankOffset(b, loc, et, n, target[dim],
+                                 "this rank's index, interleaving " + opName);
+        Value scale = ConstantOp::create(
+            b, loc, local,
+            isa<FloatType>(et)
+                ? DenseElementsAttr::get(local, b.getFloatAttr(et, double(n)))
+                : DenseElementsAttr::get(local, b.getIntegerAttr(et, n)));
+        v = BinaryOp::create(
+            b, loc, BinaryKind::add,
+            BinaryOp::create(b, loc, BinaryKind::mul, v, scale),
+            BroadcastInDimOp::create(b, loc, local, index,
+                                     b.getDenseI64ArrayAttr({})));
+      } else if (!target[dim].empty()) {
         // Split along its own dimension (the one-hot of a vocabulary-
         // parallel cross-entropy): shifted by this rank's first index.
         Value first = rankOffset(b, loc, et, type.getDimSize(dim),
@@ -982,7 +1005,7 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   }
 
   ShardingRule rule = getShardingRule(op);
-  bool wholeOnly = rule.isReplicatedOnly() || isa<ConstantOp, IotaOp>(op) ||
+  bool wholeOnly = rule.isReplicatedOnly() || isa<ConstantOp, IotaOp, RngKeyOp>(op) ||
                    llvm::any_of(op->getResultTypes(), [](Type t) {
                      return !isa<RankedTensorType>(t);
                    });
@@ -1201,6 +1224,7 @@ LogicalResult Partitioner::run(func::FuncOp func) {
 }
 
 struct PartitionPass : ::cleave::impl::PartitionPassBase<PartitionPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto meshes = llvm::to_vector(module.getOps<MeshOp>());
@@ -1213,7 +1237,7 @@ struct PartitionPass : ::cleave::impl::PartitionPassBase<PartitionPass> {
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
-      Partitioner p(meshes.front());
+      Partitioner p(meshes.front(), interleavedAxes);
       if (failed(p.run(func)))
         return signalPassFailure();
     }

@@ -171,7 +171,7 @@ LogicalResult Rewriter::run() {
 
   auto isF32 = [](Value v) { return elementTypeOf(v).isF32(); };
   for (Operation *op : ops) {
-    if (isa<ConstantOp, IotaOp, ConvertOp>(op))
+    if (isa<ConstantOp, IotaOp, RngKeyOp, ConvertOp>(op))
       continue; // Converts accept any float operand type.
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (OpOperand &use : ret->getOpOperands())

@@ -400,7 +400,9 @@ microbatchTemplate(func::FuncOp main, int64_t m,
   }
   PassManager pm(ctx);
   pm.addPass(::cleave::createPropagateShardingPass());
-  pm.addPass(::cleave::createPartitionPass());
+  ::cleave::PartitionPassOptions partition;
+  partition.interleavedAxes = {"mb"};
+  pm.addPass(::cleave::createPartitionPass(partition));
   if (failed(pm.run(*module)))
     return failure();
   WalkResult walk = fn.walk([&](Operation *op) {
@@ -1251,6 +1253,19 @@ void BuildTrainStepPass::runOnOperation() {
   }
   if (m > 1 && !pipeline)
     lossF32 = e.convert(lossTotal, f32);
+  // Random streams (training-mode dropout) draw new bits each step: each
+  // key is a hash of the step argument and its salt, computed where the
+  // key was (every microbatch and recomputation of an op draws the same
+  // bits, as its iotas give the same indices).
+  SmallVector<RngKeyOp> keys;
+  newMain.walk([&](RngKeyOp op) { keys.push_back(op); });
+  for (RngKeyOp op : keys) {
+    OpBuilder kb(op);
+    op.replaceAllUsesWith(
+        ::mlir::cleave::buildStepKey(kb, op.getLoc(), step, op.getSalt()));
+    op.erase();
+  }
+
   // Tag each gradient with its parameter, for sharding policies that lay
   // gradients out (ZeRO-1 keeps them whole, ZeRO-2 splits them) and for
   // cleave-compile --report; the plan builder reads and removes the tags.

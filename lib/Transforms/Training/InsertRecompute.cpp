@@ -98,7 +98,7 @@ static int64_t flopsOf(Operation *op) {
 static bool isCheap(Operation *op) {
   return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp, BitcastOp,
              BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
-             ConcatOp, PadOp, IotaOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
+             ConcatOp, PadOp, IotaOp, RngKeyOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
              RmsNormOp, ReduceOp, ArgReduceOp>(op);
 }
 

@@ -42,6 +42,14 @@ func.func @iota() -> (tensor<2x3xi64>, tensor<4xf32>) {
   return %0, %1 : tensor<2x3xi64>, tensor<4xf32>
 }
 
+// A random stream's key (the full 64-bit range of the salt).
+// CHECK-LABEL: func.func @rng_key
+func.func @rng_key() -> tensor<ui64> {
+  // CHECK: cleave.rng_key salt = 18446744073709551615 : tensor<ui64>
+  %0 = cleave.rng_key salt = 18446744073709551615 : tensor<ui64>
+  return %0 : tensor<ui64>
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

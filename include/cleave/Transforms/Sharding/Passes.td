@@ -82,7 +82,17 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
         : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32>
     %0 = cleave.all_reduce sum %1 over @mesh ["tp"] : tensor<8x16xf32>
     ```
+
+    A dimension split over mesh axes holds a block per rank; over
+    `interleaved-axes` (BuildTrainStep's microbatches, which take rows
+    k, k + m, k + 2m, ...) rank r's elements are r, r + n, r + 2n, ...:
+    an iota along it is n * iota + r instead of iota + r * size / n.
   }];
+  let options = [
+    ListOption<"interleavedAxes", "interleaved-axes", "std::string",
+               "Mesh axes whose ranks hold interleaved elements of a split "
+               "dimension instead of blocks">
+  ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
