@@ -3,6 +3,7 @@
 #include "cleave/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <numeric>
 
@@ -172,9 +173,9 @@ static SmallVector<int64_t> permutedDims(ArrayRef<int64_t> perm,
 }
 
 /// Transposes operands that are not in a GEMM layout.
-static void transposeToGemmLayout(ContractOp op) {
+static ContractOp transposeToGemmLayout(ContractOp op) {
   if (succeeded(::cleave::getGemmShape(op)))
-    return;
+    return op;
   int64_t rl = cast<RankedTensorType>(op.getLhs().getType()).getRank();
   int64_t rr = cast<RankedTensorType>(op.getRhs().getType()).getRank();
   // Sort the contracting pairs by lhs dimension.
@@ -211,6 +212,7 @@ static void transposeToGemmLayout(ContractOp op) {
       ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs, lb, rb, lc, rc);
   op.replaceAllUsesWith(replacement.getResult());
   op.erase();
+  return replacement;
 }
 
 /// contract(transpose(x), y) -> contract(x, y) with the dimension numbers
@@ -271,6 +273,48 @@ static ContractOp foldOperandTransposes(ContractOp op) {
   return replacement;
 }
 
+/// A product rearranged (transposes, reshapes) and then narrowed
+/// (attention's context [b, heads, s, d] in f32, transposed to [b, s, h]
+/// and rounded to bf16) is narrowed first: the GEMM writes the narrow type
+/// and the rearrangement moves half the bytes. Each op of the chain has one
+/// reader; converting elementwise commutes with moving elements.
+static void narrowBeforeDataMovement(ContractOp op) {
+  SmallVector<Operation *> chain;
+  Value v = op.getResult();
+  while (v.hasOneUse() && isa<TransposeOp, ReshapeOp>(*v.user_begin())) {
+    chain.push_back(*v.user_begin());
+    v = chain.back()->getResult(0);
+  }
+  if (chain.empty() || !v.hasOneUse())
+    return;
+  // A tagged convert (a parameter's gradient, cleave.gradient_of) stays
+  // where the tag says the value is finished.
+  auto convert = dyn_cast<ConvertOp>(*v.user_begin());
+  if (!convert || !convert->getDiscardableAttrDictionary().empty())
+    return;
+  auto from = dyn_cast<FloatType>(op.getType().getElementType());
+  auto to = dyn_cast<FloatType>(convert.getType().getElementType());
+  if (!from || !to || to.getWidth() >= from.getWidth())
+    return;
+  OpBuilder b = OpBuilder::atBlockBegin(op->getBlock());
+  b.setInsertionPointAfter(op);
+  Value x = ConvertOp::create(b, convert.getLoc(), op.getType().clone(to),
+                              op.getResult());
+  for (Operation *member : chain) {
+    b.setInsertionPoint(member);
+    IRMapping mapping;
+    mapping.map(member->getOperand(0), x);
+    Operation *copy = b.clone(*member, mapping);
+    copy->getResult(0).setType(
+        cast<RankedTensorType>(member->getResult(0).getType()).clone(to));
+    x = copy->getResult(0);
+  }
+  convert.replaceAllUsesWith(x);
+  convert.erase();
+  for (Operation *member : llvm::reverse(chain))
+    member->erase();
+}
+
 namespace {
 struct CanonicalizeContractionsPass
     : public ::cleave::impl::CanonicalizeContractionsPassBase<
@@ -282,7 +326,7 @@ struct CanonicalizeContractionsPass
       if (ContractOp folded = foldBroadcastBatch(op))
         op = folded;
       op = foldOperandTransposes(op);
-      transposeToGemmLayout(op);
+      narrowBeforeDataMovement(transposeToGemmLayout(op));
     }
     // Transposes and broadcasts left without users are dead.
     getOperation().walk([](TransposeOp op) {

@@ -110,3 +110,31 @@ func.func @inner_contract_kept_inner(%a: tensor<2x8x16xf32>, %b: tensor<4x2x16xf
   %0 = cleave.contract %a, %b batch = [0] x [1] contract = [2] x [2] : tensor<2x8x16xf32>, tensor<4x2x16xf32> -> tensor<2x8x4xf32>
   return %0 : tensor<2x8x4xf32>
 }
+
+// A product transposed, reshaped and then rounded to bf16 (attention's
+// context merged back into [b, s, h]) is rounded first, so that the GEMM
+// writes bf16 and the transpose moves bf16.
+// CHECK-LABEL: func.func @narrow_before_data_movement
+func.func @narrow_before_data_movement(%p: tensor<2x4x8x8xbf16>, %v: tensor<2x4x8x16xbf16>) -> tensor<2x8x64xbf16> {
+  // CHECK: %[[C:.*]] = cleave.contract %arg0, %arg1 {{.*}} -> tensor<2x4x8x16xf32>
+  // CHECK-NEXT: %[[R:.*]] = cleave.convert %[[C]] : tensor<2x4x8x16xf32> -> tensor<2x4x8x16xbf16>
+  // CHECK-NEXT: %[[T:.*]] = cleave.transpose %[[R]] perm = [0, 2, 1, 3] : tensor<2x4x8x16xbf16> -> tensor<2x8x4x16xbf16>
+  // CHECK-NEXT: %[[S:.*]] = cleave.reshape %[[T]] : tensor<2x8x4x16xbf16> -> tensor<2x8x64xbf16>
+  // CHECK-NEXT: return %[[S]]
+  %0 = cleave.contract %p, %v batch = [0, 1] x [0, 1] contract = [3] x [2] : tensor<2x4x8x8xbf16>, tensor<2x4x8x16xbf16> -> tensor<2x4x8x16xf32>
+  %1 = cleave.transpose %0 perm = [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  %2 = cleave.reshape %1 : tensor<2x8x4x16xf32> -> tensor<2x8x64xf32>
+  %3 = cleave.convert %2 : tensor<2x8x64xf32> -> tensor<2x8x64xbf16>
+  return %3 : tensor<2x8x64xbf16>
+}
+
+// Not when the rearranged f32 product has another reader.
+// CHECK-LABEL: func.func @narrow_not_shared
+func.func @narrow_not_shared(%a: tensor<8x16xbf16>, %b: tensor<16x32xbf16>) -> (tensor<32x8xbf16>, tensor<32x8xf32>) {
+  // CHECK: cleave.transpose %{{.*}} : tensor<8x32xf32> -> tensor<32x8xf32>
+  // CHECK: cleave.convert %{{.*}} : tensor<32x8xf32> -> tensor<32x8xbf16>
+  %0 = cleave.contract %a, %b batch = [] x [] contract = [1] x [0] : tensor<8x16xbf16>, tensor<16x32xbf16> -> tensor<8x32xf32>
+  %1 = cleave.transpose %0 perm = [1, 0] : tensor<8x32xf32> -> tensor<32x8xf32>
+  %2 = cleave.convert %1 : tensor<32x8xf32> -> tensor<32x8xbf16>
+  return %2, %1 : tensor<32x8xbf16>, tensor<32x8xf32>
+}

@@ -15,7 +15,9 @@ def CanonicalizeContractionsPass : Pass<"cleave-canonicalize-contractions", "::m
     with the contracting dimensions paired in order. Operands that are not
     are transposed. A batch dimension that the rhs only has because of a
     `cleave.broadcast_in_dim` is turned into an lhs free dimension, so a
-    weight shared over the batch is not copied.
+    weight shared over the batch is not copied. A product only transposed
+    or reshaped before it is narrowed (`cleave.convert` f32 -> bf16) is
+    narrowed first, so that the GEMM writes the narrow type.
 
     ```mlir
     // Before: the weight is broadcast over the batch.
