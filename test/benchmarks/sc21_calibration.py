@@ -57,6 +57,8 @@ ap.add_argument("--chunks", type=int, default=0,
 ap.add_argument("--microbatch-size", type=int, default=1)
 ap.add_argument("--seq", type=int, default=2048)
 ap.add_argument("--vocab", type=int, default=51200)
+ap.add_argument("--dropout", type=float, default=0.1,
+                help="the GPT's training-mode dropout (Megatron-LM's attention and hidden dropout, 0.1 in the paper's runs); 0 for none")
 ap.add_argument("--cluster", default="dgx-a100-80gb")
 ap.add_argument("--gpu", action="append", default=[], metavar="KEY=VALUE",
                 help="override a field of the preset's gpu (e.g. kernel_bandwidth_fraction=0.8)")
@@ -102,7 +104,8 @@ def paper_layout(row):
 
 def model_args(row):
     return ["--layers", row["layers"], "--d-model", row["hidden_size"], "--heads", row["attention_heads"],
-            "--seq", str(args.seq), "--vocab", str(args.vocab), "--separate-qkv", "--absent-weights"]
+            "--seq", str(args.seq), "--vocab", str(args.vocab), "--separate-qkv", "--absent-weights",
+            "--dropout", str(args.dropout)]
 
 
 COMPILE = ["--train", "--loss=cross_entropy:logits,labels", "--optimizer=adamw", "--precision=bf16",
@@ -273,7 +276,9 @@ gpu = parse_gpu(args.gpu)
 if args.fit:
     best = None
     effs = [round(0.6 + 0.025 * i, 3) for i in range(13)]  # 0.600 .. 0.900
-    for eff, share in itertools.product(effs, [0.6, 0.7, 0.8]):
+    # Fused kernels: 60% to 85% of HBM bandwidth (a streaming kernel on an
+    # A100 reaches about 85%, BabelStream's triad).
+    for eff, share in itertools.product(effs, [0.6, 0.7, 0.8, 0.85]):
         cand = dict(gpu, kernel_bandwidth_fraction=share)
         cand["gemm_efficiency"] = {"half": {"max": eff, "half_gflops": 2}}
         errs = [abs(e) for _, e in errors(compiled, cand)]
