@@ -406,8 +406,8 @@ LogicalResult convertIdentity(NodeContext &ctx) {
 
 /// Dropout. For inference (training_mode absent or a constant false, or a
 /// ratio of 0; before opset 12 Dropout has no training mode and runtimes
-/// run it for inference) it is the identity with an all-ones mask. In training mode
-/// an element is kept when 24 of its random bits (cleave::buildRandomBits
+/// run it for inference) it is the identity with an all-ones mask. In
+/// training mode an element is kept when 24 of its random bits (cleave::buildRandomBits
 /// with the key of a cleave.rng_key, which a training step draws anew
 /// each step) are at least ratio * 2^24, and kept elements are scaled by
 /// 1 / (1 - ratio). The stream's salt is the node's `seed`, else a hash of
@@ -416,25 +416,20 @@ LogicalResult convertDropout(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
     return failure();
+  // The ratio matters (and must be known) only in training mode.
   double ratio = 0.5;
-  if (ctx.hasInput(1)) {
-    const ConstTensor *r = ctx.constInput(1);
-    if (!r || r->numel() != 1) {
-      ctx.error() << "ratio must be a scalar constant computable at import "
-                     "time";
-      return failure();
-    }
-    ratio = r->getF(0);
-  }
   bool training = false;
   if (ctx.hasInput(2)) {
-    const ConstTensor *t = ctx.constInput(2);
-    if (!t || t->numel() != 1) {
-      ctx.error() << "training_mode must be a scalar constant computable at "
-                     "import time";
+    FailureOr<double> t = ctx.constScalar(2, "training_mode");
+    if (failed(t))
       return failure();
-    }
-    training = t->getI(0) != 0;
+    training = *t != 0.0;
+  }
+  if (training && ctx.hasInput(1)) {
+    FailureOr<double> r = ctx.constScalar(1, "ratio");
+    if (failed(r))
+      return failure();
+    ratio = *r;
   }
   if (training && ratio != 0.0) {
     if (!(ratio > 0.0 && ratio < 1.0)) {
