@@ -256,21 +256,23 @@ private:
   bool isGemm(Operation *op) const;
   void matchEpilogues();
   void markRematerializedBroadcasts();
-  /// What a kernel reads for operand `v`: `v`, or for a rematerialized op
-  /// what its reader rebuilds it from (the leaves of its operands' tree).
-  void kernelSources(Value v, SmallVectorImpl<Value> &out) const {
-    Operation *def = v.getDefiningOp();
-    if (!def || !rematerialized.count(def)) {
-      out.push_back(v);
-      return;
-    }
-    for (Value operand : def->getOperands())
-      kernelSources(operand, out);
-  }
+  /// What a kernel reads for `op`'s operands: each operand, or for a
+  /// rematerialized op what its reader rebuilds it from (the leaves of its
+  /// operands' DAG, each once).
   SmallVector<Value, 4> kernelSources(Operation *op) const {
     SmallVector<Value, 4> sources;
-    for (Value v : op->getOperands())
-      kernelSources(v, sources);
+    llvm::SmallPtrSet<Operation *, 8> seen;
+    SmallVector<Value> stack(llvm::reverse(op->getOperands()));
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      Operation *def = v.getDefiningOp();
+      if (def && rematerialized.count(def)) {
+        if (seen.insert(def).second)
+          llvm::append_range(stack, llvm::reverse(def->getOperands()));
+      } else if (!llvm::is_contained(sources, v)) {
+        sources.push_back(v);
+      }
+    }
     return sources;
   }
   void addGemm(ContractOp contract);
@@ -695,12 +697,17 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
     // Whether an op outside the kernel reads `v`, directly or through ops
     // its readers rebuild (a widened copy only this kernel's softmax reads
     // is not an output).
+    DenseMap<Value, bool> outside;
     std::function<bool(Value)> readOutside = [&](Value v) {
-      return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto it = outside.find(v); it != outside.end())
+        return it->second;
+      bool read = llvm::any_of(v.getUsers(), [&](Operation *user) {
         if (rematerialized.contains(user))
           return llvm::any_of(user->getResults(), readOutside);
         return !members.contains(user);
       });
+      outside[v] = read;
+      return read;
     };
     SmallVector<Value> inlined;
     for (Operation *op : node.ops) {
