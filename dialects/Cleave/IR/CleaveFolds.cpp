@@ -125,6 +125,18 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
 OpFoldResult ConvertOp::fold(FoldAdaptor adaptor) {
   if (getOperand().getType() == getType())
     return getOperand();
+  // convert(convert(x : A -> B) : B -> A) is x when B holds every A
+  // exactly (bf16 -> f32 -> bf16, a pipeline message widened and rounded
+  // back).
+  if (auto inner = getOperand().getDefiningOp<ConvertOp>();
+      inner && inner.getOperand().getType() == getType()) {
+    auto from = dyn_cast<FloatType>(getType().getElementType());
+    auto middle = dyn_cast<FloatType>(inner.getType().getElementType());
+    if (from && middle &&
+        APFloat::isRepresentableBy(from.getFloatSemantics(),
+                                   middle.getFloatSemantics()))
+      return inner.getOperand();
+  }
   auto splat = dyn_cast_if_present<SplatElementsAttr>(adaptor.getOperand());
   auto to = dyn_cast<FloatType>(getType().getElementType());
   if (!splat || !to || !isa<FloatType>(splat.getElementType()))

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseSet.h"
@@ -130,20 +131,69 @@ private:
   SmallVector<std::pair<Operation *, int64_t>> worklist;
 };
 
-/// Where a rank receives `transfer`'s value: before the begin marker of
-/// the step holding its first reader (the reader itself without one).
-Operation *receivePoint(PipelineTransferOp transfer) {
+/// Where a rank receives a transfer's value, and the ops between steps that
+/// only carry it to the step that reads it (a convert of the message, say),
+/// which move with the receive.
+struct ReceivePoint {
+  Operation *point = nullptr;
+  SmallVector<Operation *> carried;
+};
+
+/// The begin marker of the step `op` runs in on this rank, or null when it
+/// runs between steps. Ops of other ranks (`dead`) are skipped.
+Operation *stepOf(Operation *op, const DenseSet<Operation *> &dead) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    if (auto marker = dyn_cast<PipelineMarkerOp>(prev);
+        marker && !dead.contains(prev))
+      return marker.getBegin() ? prev : nullptr;
+  return nullptr;
+}
+
+/// Before the begin marker of the step holding the first reader of
+/// `transfer`'s value, where a reader between steps that only computes from
+/// the value without side effects (converts, reshapes) is carried along
+/// rather than read there: placing the receive at such a reader would make
+/// this rank wait for a message its steps need only later, a step early in
+/// every schedule that sends the next microbatch before the step that reads
+/// it. Any other reader between steps is received for right before it.
+ReceivePoint receivePoint(PipelineTransferOp transfer,
+                          const DenseSet<Operation *> &dead) {
+  ReceivePoint result;
+  llvm::SmallPtrSet<Operation *, 8> carried;
+  auto carriesOnly = [&](Operation *op) {
+    return op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
+           op->getNumResults() > 0 &&
+           llvm::all_of(op->getOperands(), [&](Value v) {
+             Operation *def = v.getDefiningOp();
+             return def == transfer.getOperation() || carried.contains(def);
+           });
+  };
   Operation *first = nullptr;
-  for (Operation *user : transfer->getUsers())
-    if (!first || user->isBeforeInBlock(first))
-      first = user;
-  if (!first)
-    return transfer;
-  for (Operation *op = first->getPrevNode();
-       op && op != transfer.getOperation(); op = op->getPrevNode())
-    if (auto marker = dyn_cast<PipelineMarkerOp>(op))
-      return marker.getBegin() ? op : first;
-  return first;
+  auto consider = [&](Operation *op) {
+    if (!first || op->isBeforeInBlock(first))
+      first = op;
+  };
+  SmallVector<Operation *> worklist(transfer->getUsers().begin(),
+                                    transfer->getUsers().end());
+  while (!worklist.empty()) {
+    Operation *user = worklist.pop_back_val();
+    if (carried.contains(user) || dead.contains(user))
+      continue;
+    if (Operation *step = stepOf(user, dead)) {
+      consider(step);
+    } else if (carriesOnly(user)) {
+      carried.insert(user);
+      llvm::append_range(worklist, user->getUsers());
+    } else {
+      consider(user);
+    }
+  }
+  result.point = first ? first : transfer.getOperation();
+  for (Operation *op = transfer->getNextNode(); op && op != result.point;
+       op = op->getNextNode())
+    if (carried.contains(op))
+      result.carried.push_back(op);
+  return result;
 }
 
 } // namespace
@@ -331,22 +381,25 @@ splitPipelineRanks(ModuleOp module) {
     // Receives: each where the step that first reads its value begins, but
     // messages from one rank are matched in the order it sends them, so a
     // receive moves no later than any that follows it from the same rank.
+    DenseSet<Operation *> deadSet(dead.begin(), dead.end());
     for (auto &[from, messages] : incoming) {
-      SmallVector<Operation *> at(messages.size());
+      SmallVector<ReceivePoint> at(messages.size());
       Operation *limit = nullptr;
       for (int64_t i = messages.size() - 1; i >= 0; --i) {
-        Operation *point = receivePoint(messages[i].first);
-        if (limit && limit->isBeforeInBlock(point))
-          point = limit;
-        at[i] = limit = point;
+        at[i] = receivePoint(messages[i].first, deadSet);
+        if (limit && limit->isBeforeInBlock(at[i].point))
+          at[i].point = limit;
+        limit = at[i].point;
       }
-      for (auto [message, point] : llvm::zip(messages, at)) {
+      for (auto [message, where] : llvm::zip(messages, at)) {
         auto [transfer, id] = message;
-        OpBuilder b(point);
+        OpBuilder b(where.point);
         auto recv = RecvOp::create(b, transfer.getLoc(), transfer.getType(),
                                    meshRef, pp, b.getI64IntegerAttr(from),
                                    b.getI64IntegerAttr(r));
         tag(recv, id);
+        for (Operation *op : where.carried)
+          op->moveBefore(where.point);
         transfer.replaceAllUsesWith(recv.getResult());
         dead.push_back(transfer);
       }

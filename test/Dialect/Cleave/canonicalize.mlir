@@ -506,3 +506,23 @@ func.func @convert_splat_fold() -> (tensor<4x8xbf16>, tensor<2xbf16>, tensor<3xi
   %5 = cleave.convert %4 : tensor<3xf32> -> tensor<3xi32>
   return %1, %3, %5 : tensor<4x8xbf16>, tensor<2xbf16>, tensor<3xi32>
 }
+
+// A widening convert and its rounding back cancel when the wider type holds
+// every value of the narrower; f32 -> bf16 -> f32 and f16 -> bf16 -> f16 lose
+// bits and stay.
+// CHECK-LABEL: func.func @convert_round_trip
+// CHECK-SAME: (%[[X:.*]]: tensor<4xbf16>, %[[Y:.*]]: tensor<4xf32>, %[[Z:.*]]: tensor<4xf16>)
+// CHECK-DAG: %[[Y1:.*]] = cleave.convert %[[Y]] : tensor<4xf32> -> tensor<4xbf16>
+// CHECK-DAG: %[[Y2:.*]] = cleave.convert %[[Y1]] : tensor<4xbf16> -> tensor<4xf32>
+// CHECK-DAG: %[[Z1:.*]] = cleave.convert %[[Z]] : tensor<4xf16> -> tensor<4xbf16>
+// CHECK-DAG: %[[Z2:.*]] = cleave.convert %[[Z1]] : tensor<4xbf16> -> tensor<4xf16>
+// CHECK: return %[[X]], %[[Y2]], %[[Z2]]
+func.func @convert_round_trip(%x: tensor<4xbf16>, %y: tensor<4xf32>, %z: tensor<4xf16>) -> (tensor<4xbf16>, tensor<4xf32>, tensor<4xf16>) {
+  %0 = cleave.convert %x : tensor<4xbf16> -> tensor<4xf32>
+  %1 = cleave.convert %0 : tensor<4xf32> -> tensor<4xbf16>
+  %2 = cleave.convert %y : tensor<4xf32> -> tensor<4xbf16>
+  %3 = cleave.convert %2 : tensor<4xbf16> -> tensor<4xf32>
+  %4 = cleave.convert %z : tensor<4xf16> -> tensor<4xbf16>
+  %5 = cleave.convert %4 : tensor<4xbf16> -> tensor<4xf16>
+  return %1, %3, %5 : tensor<4xbf16>, tensor<4xf32>, tensor<4xf16>
+}
