@@ -1022,7 +1022,7 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
                ::cleave::CompileOptions &compileOptions,
                const ::cleave::sim::Cluster &cluster,
                std::optional<uint64_t> budget, bool &searchOnly,
-               bool optionsOnly) {
+               bool optionsOnly, size_t choice) {
   namespace sim = ::cleave::sim;
   // What the planner decides is not the user's to give.
   const cl::Option *decided[] = {
@@ -1190,9 +1190,9 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
   sim::PlanSearch search;
   if (std::string e = sim::searchPlans(planner, cluster, search); !e.empty())
     return fail("--auto: " + e);
-  if (opts.explain)
+  if (opts.explain && choice == 0)
     driverErrs() << sim::explainSearch(search, cluster, planner, 8);
-  if (!opts.candidatesFile.empty()) {
+  if (!opts.candidatesFile.empty() && choice == 0) {
     // Tokens per step: the global batch times the other dimensions of the
     // first integer batch input (B x T token ids), else of the first.
     double tokens = double(opts.globalBatch);
@@ -1228,7 +1228,11 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
                 " bytes each (e.g. " + why +
                 "; --explain lists every candidate)");
   }
-  const sim::Candidate &best = search.feasible.front();
+  if (choice >= search.feasible.size())
+    return fail("--auto: every layout predicted to fit (" +
+                std::to_string(choice) +
+                ") is over --max-memory once compiled");
+  const sim::Candidate &best = search.feasible[choice];
   driverErrs() << llvm::formatv(
       "cleave-compile: --auto chose {0} (predicted step {1:F3} ms, {2:F1} "
       "{3} per device; {4} candidates in {5:F1} s)\n",
@@ -1675,10 +1679,21 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
             ::cleave::sim::parseReplaySchedule(opts.simSchedule, replay);
         !e.empty())
       return fail("bad --sim-schedule '" + opts.simSchedule + "': " + e);
+  // --auto: the planner's memory is a prediction (its profiles' stages
+  // extrapolated to the layout); when the compiled plan of its choice is
+  // over --max-memory after all, the next fastest candidates are compiled.
+  constexpr size_t kAutoAttempts = 3;
+  size_t autoChoice = 0;
+  const ImportOptions userImportOptions = importOptions;
+  const CompileOptions userCompileOptions = compileOptions;
+compileChoice:
+  importOptions = userImportOptions;
+  compileOptions = userCompileOptions;
   if (opts.autoPlan) {
     bool searchOnly = false;
     if (int rc = planLayout(opts, importOptions, compileOptions, cluster,
-                            budget, searchOnly, inv.stopAfterOptions))
+                            budget, searchOnly, inv.stopAfterOptions,
+                            autoChoice))
       return rc;
     if (searchOnly || inv.stopAfterOptions)
       return 0;
@@ -1729,8 +1744,18 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     ::cleave::initParametersRandomly(*plan, initStddev, initSeed);
   std::string error;
   if (budget)
-    if (std::string over = overBudget(*plan, *budget); !over.empty())
-      return fail(over);
+    if (std::string over = overBudget(*plan, *budget); !over.empty()) {
+      if (!opts.autoPlan)
+        return fail(over);
+      if (autoChoice + 1 >= kAutoAttempts)
+        return fail(over + " (the " + std::to_string(kAutoAttempts) +
+                    " fastest layouts --auto predicted to fit are over it "
+                    "once compiled)");
+      driverErrs() << "cleave-compile: --auto's choice, compiled: " << over
+                   << "; compiling the next fastest layout\n";
+      ++autoChoice;
+      goto compileChoice; // Each attempt's context and plan go out of scope.
+    }
   if (opts.emit == EmitKind::Sim) {
     plan->metadata.push_back({plan::kKernelCodeKey, "none"});
     for (plan::Plan &stage : plan->stages)

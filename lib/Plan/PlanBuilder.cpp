@@ -877,9 +877,9 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   }
   MemoryPlan memory = ::cleave::planMemory(intervals, p.alignment);
   // A pipeline stage program: what its first microbatch keeps from its
-  // forward step for its backward step (activation_bytes), and what the
-  // steps leave for after them (accumulator_bytes: the gradient sums the
-  // optimizer reads). The planner extrapolates a stage's memory to other
+  // forward step for its backward step (activation_bytes), the gradient
+  // sums the optimizer reads (accumulator_bytes) and what is made before
+  // the steps for all of them (kept_bytes). The planner extrapolates a stage's memory to other
   // schedules and layer counts from these (sim::planParallelism).
   {
     std::map<std::string, std::pair<int64_t, int64_t>> stepSpan;
@@ -898,25 +898,46 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       if (firstForward.empty() && !step.empty() && step[0] == 'F')
         firstForward = step;
     }
-    auto backward = stepSpan.find("B" + firstForward.substr(
-                                            std::min<size_t>(1, firstForward.size())));
+    std::string microbatch =
+        firstForward.substr(std::min<size_t>(1, firstForward.size()));
+    auto backward = stepSpan.find("B" + microbatch);
     if (!firstForward.empty() && backward != stepSpan.end()) {
       auto [fBegin, fEnd] = stepSpan[firstForward];
       int64_t bBegin = backward->second.first;
-      uint64_t activations = 0, accumulators = 0;
+      // The weight gradients' sums over microbatches: what the first
+      // microbatch's weight-gradient step (W with B split, else B) leaves
+      // for the last one, which adds its own (the optimizer may run inside
+      // that last step, so what outlives the steps would miss them).
+      char weightStep = stepSpan.count("W" + microbatch) ? 'W' : 'B';
+      auto [gBegin, gEnd] = stepSpan[weightStep + microbatch];
+      int64_t lastGradientBegin = gBegin;
+      for (const auto &[step, span] : stepSpan)
+        if (!step.empty() && step[0] == weightStep)
+          lastGradientBegin = std::max(lastGradientBegin, span.first);
+      uint64_t activations = 0, accumulators = 0, kept = 0;
       for (const Buffer &b : buffers) {
         if (isa<BlockArgument>(b.value))
           continue;
         const BufferInterval &iv = b.interval;
-        if (iv.firstUse > fBegin && iv.firstUse < fEnd && iv.lastUse > bBegin)
+        if (iv.firstUse < fBegin && iv.lastUse > lastGradientBegin &&
+            lastGradientBegin > gBegin)
+          kept += iv.size;
+        else if (iv.firstUse > fBegin && iv.firstUse < fEnd &&
+                 iv.lastUse > bBegin)
           activations += iv.size;
-        else if (iv.firstUse > fBegin && iv.firstUse < lastStepEnd &&
-                 iv.lastUse > lastStepEnd)
+        else if (lastGradientBegin > gBegin
+                     ? iv.firstUse > gBegin && iv.firstUse < gEnd &&
+                           iv.lastUse > lastGradientBegin
+                     : iv.firstUse > fBegin && iv.firstUse < lastStepEnd &&
+                           iv.lastUse > lastStepEnd)
           accumulators += iv.size;
       }
       p.metadata.push_back({"activation_bytes", std::to_string(activations)});
       p.metadata.push_back(
           {"accumulator_bytes", std::to_string(accumulators)});
+      // Made before the first step for all of them (low-precision copies of
+      // the parameters, kept for the step).
+      p.metadata.push_back({"kept_bytes", std::to_string(kept)});
     }
   }
   if (options.report) {

@@ -82,8 +82,12 @@ StageMemory memoryOf(const plan::Plan &stage) {
   m.parameters = states - m.optimizerStates;
   m.accumulators = metadataNumber(stage, "accumulator_bytes");
   m.activations = metadataNumber(stage, "activation_bytes");
+  // Low-precision parameter copies kept for the step count with the
+  // parameters: they grow with the layers, as the states do.
+  m.parameters += metadataNumber(stage, "kept_bytes");
   int64_t held = heldMicrobatches(plan::pipelineSteps(stage));
   m.temporaries = std::max(0.0, double(stage.arenaBytes) - states -
+                                    metadataNumber(stage, "kept_bytes") -
                                     m.accumulators -
                                     double(held) * m.activations);
   m.flops = metadataNumber(stage, "flops") / double(kProfileMicrobatches);
