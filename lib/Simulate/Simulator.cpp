@@ -1039,12 +1039,15 @@ StepCost stepCost(const SimResult &r, const Cluster &cluster) {
 }
 
 double tokensPerStep(const plan::Plan &plan, std::string &source) {
-  for (const plan::TensorInfo &t : plan.inputs) {
+  // A pipelined plan's inputs are its stages' (every stage has the same).
+  const plan::Plan &holder =
+      plan.inputs.empty() && !plan.stages.empty() ? plan.stages.front() : plan;
+  for (const plan::TensorInfo &t : holder.inputs) {
     bool integer = t.dtype == plan::DType::I64 || t.dtype == plan::DType::I32 ||
                    t.dtype == plan::DType::U32 || t.dtype == plan::DType::U64;
     if (!integer || t.shape.size() < 2)
       continue;
-    std::vector<int64_t> global = plan::globalShape(t, plan.mesh);
+    std::vector<int64_t> global = plan::globalShape(t, holder.mesh);
     double n = 1;
     std::string dims;
     for (int64_t d : global) {
