@@ -2,6 +2,8 @@
 
 #include "NodeContext.h"
 
+#include "llvm/Support/xxhash.h"
+
 #include <cmath>
 #include <cstdio>
 
@@ -410,8 +412,9 @@ LogicalResult convertIdentity(NodeContext &ctx) {
 /// training mode an element is kept when 24 of its random bits (cleave::buildRandomBits
 /// with the key of a cleave.rng_key, which a training step draws anew
 /// each step) are at least ratio * 2^24, and kept elements are scaled by
-/// 1 / (1 - ratio). The stream's salt is the node's `seed`, else a hash of
-/// its output's name, so each Dropout node draws its own mask.
+/// 1 / (1 - ratio). The stream's salt is a hash of the node's output name,
+/// mixed with its `seed` when it has one, so each Dropout node draws its
+/// own mask.
 LogicalResult convertDropout(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x)
@@ -443,15 +446,12 @@ LogicalResult convertDropout(NodeContext &ctx) {
                   << elemOf(x);
       return failure();
     }
-    uint64_t salt;
-    if (ctx.hasAttr("seed")) {
-      salt = static_cast<uint64_t>(static_cast<int64_t>(ctx.attrFloat("seed", 0)));
-    } else {
-      // FNV-1a of the output's name: stable across compiles.
-      salt = 0xcbf29ce484222325ull;
-      for (char c : ctx.node.output(0))
-        salt = (salt ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-    }
+    // The output's name picks the node's stream (stable across compiles);
+    // the `seed` attribute (an int) moves it, so that nodes sharing a seed
+    // still draw apart.
+    uint64_t salt = llvm::xxh3_64bits(ctx.node.output(0));
+    if (ctx.hasAttr("seed"))
+      salt = mix64(salt ^ static_cast<uint64_t>(ctx.attrInt("seed", 0)));
     auto u64 = IntegerType::get(ctx.b.getContext(), 64, IntegerType::Unsigned);
     Value key = RngKeyOp::create(ctx.b, ctx.loc, RankedTensorType::get({}, u64),
                                  ctx.b.getIntegerAttr(u64, salt));

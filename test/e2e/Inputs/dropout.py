@@ -5,6 +5,7 @@
                              [64, 1024] input, with masks; a ratio of 1; a
                              training_mode that is a graph input
   dropout.py stats DIR       checks the outputs cleave-run wrote to DIR
+  dropout.py seeds DIR7 DIR8 the same node's masks at seeds 7 and 8 differ
 """
 import os
 import sys
@@ -35,6 +36,14 @@ def models(out):
          [vi("x", F, shape)],
          [vi("y1", F, shape), vi("m1", TensorProto.BOOL, shape),
           vi("y2", F, shape), vi("m2", TensorProto.BOOL, shape)], [ratio, train])
+    # Two nodes sharing an int seed, at seeds 7 and 8.
+    for seed in (7, 8):
+        save("seed%d" % seed,
+             [helper.make_node("Dropout", ["x", "ratio", "train"], ["y1", "m1"], name="d1", seed=seed),
+              helper.make_node("Dropout", ["x", "ratio", "train"], ["y2", "m2"], name="d2", seed=seed)],
+             [vi("x", F, shape)],
+             [vi("y1", F, shape), vi("m1", TensorProto.BOOL, shape),
+              vi("y2", F, shape), vi("m2", TensorProto.BOOL, shape)], [ratio, train])
     one = numpy_helper.from_array(np.array(1.0, np.float32), "ratio")
     save("ratio_one", [helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop_all")],
          [vi("x", F, shape)], [vi("y", F, shape)], [one, train])
@@ -72,5 +81,16 @@ def stats(d):
     sys.exit(0 if ok else 1)
 
 
+def seeds(a, b):
+    """The seed moves a node's mask: the same node at two seeds draws
+    independently."""
+    m7, m8 = np.load(os.path.join(a, "m1.npy")), np.load(os.path.join(b, "m1.npy"))
+    dropped = 1 - m7.mean()
+    agree, same = dropped ** 2 + (1 - dropped) ** 2, (m7 == m8).mean()
+    good = abs(same - agree) < 0.01
+    print("seeds 7 and 8: %.4f agree, independent %.4f: %s" % (same, agree, "ok" if good else "WRONG"))
+    sys.exit(0 if good else 1)
+
+
 if __name__ == "__main__":
-    {"models": models, "stats": stats}[sys.argv[1]](sys.argv[2])
+    {"models": models, "stats": stats, "seeds": seeds}[sys.argv[1]](*sys.argv[2:])
