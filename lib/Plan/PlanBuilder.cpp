@@ -879,8 +879,9 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
   // A pipeline stage program: what its first microbatch keeps from its
   // forward step for its backward step (activation_bytes), the gradient
   // sums the optimizer reads (accumulator_bytes) and what is made before
-  // the steps for all of them (kept_bytes). The planner extrapolates a stage's memory to other
-  // schedules and layer counts from these (sim::planParallelism).
+  // the steps for all of them (kept_bytes). The planner extrapolates a
+  // stage's memory to other schedules and layer counts from these
+  // (sim::planParallelism).
   {
     std::map<std::string, std::pair<int64_t, int64_t>> stepSpan;
     int64_t lastStepEnd = -1;
@@ -914,22 +915,24 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       for (const auto &[step, span] : stepSpan)
         if (!step.empty() && step[0] == weightStep)
           lastGradientBegin = std::max(lastGradientBegin, span.first);
+      // With one microbatch nothing is summed: what outlives the steps.
+      bool summed = lastGradientBegin > gBegin;
       uint64_t activations = 0, accumulators = 0, kept = 0;
       for (const Buffer &b : buffers) {
         if (isa<BlockArgument>(b.value))
           continue;
         const BufferInterval &iv = b.interval;
-        if (iv.firstUse < fBegin && iv.lastUse > lastGradientBegin &&
-            lastGradientBegin > gBegin)
+        bool accumulator =
+            summed ? iv.firstUse > gBegin && iv.firstUse < gEnd &&
+                         iv.lastUse > lastGradientBegin
+                   : iv.firstUse > fBegin && iv.firstUse < lastStepEnd &&
+                         iv.lastUse > lastStepEnd;
+        if (summed && iv.firstUse < fBegin && iv.lastUse > lastGradientBegin)
           kept += iv.size;
         else if (iv.firstUse > fBegin && iv.firstUse < fEnd &&
                  iv.lastUse > bBegin)
           activations += iv.size;
-        else if (lastGradientBegin > gBegin
-                     ? iv.firstUse > gBegin && iv.firstUse < gEnd &&
-                           iv.lastUse > lastGradientBegin
-                     : iv.firstUse > fBegin && iv.firstUse < lastStepEnd &&
-                           iv.lastUse > lastStepEnd)
+        else if (accumulator)
           accumulators += iv.size;
       }
       p.metadata.push_back({"activation_bytes", std::to_string(activations)});

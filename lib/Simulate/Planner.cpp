@@ -84,10 +84,10 @@ StageMemory memoryOf(const plan::Plan &stage) {
   m.activations = metadataNumber(stage, "activation_bytes");
   // Low-precision parameter copies kept for the step count with the
   // parameters: they grow with the layers, as the states do.
-  m.parameters += metadataNumber(stage, "kept_bytes");
+  double kept = metadataNumber(stage, "kept_bytes");
+  m.parameters += kept;
   int64_t held = heldMicrobatches(plan::pipelineSteps(stage));
-  m.temporaries = std::max(0.0, double(stage.arenaBytes) - states -
-                                    metadataNumber(stage, "kept_bytes") -
+  m.temporaries = std::max(0.0, double(stage.arenaBytes) - states - kept -
                                     m.accumulators -
                                     double(held) * m.activations);
   m.flops = metadataNumber(stage, "flops") / double(kProfileMicrobatches);

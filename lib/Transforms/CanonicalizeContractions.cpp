@@ -296,7 +296,7 @@ static void narrowBeforeDataMovement(ContractOp op) {
   auto to = dyn_cast<FloatType>(convert.getType().getElementType());
   if (!from || !to || to.getWidth() >= from.getWidth())
     return;
-  OpBuilder b = OpBuilder::atBlockBegin(op->getBlock());
+  OpBuilder b(op);
   b.setInsertionPointAfter(op);
   Value x = ConvertOp::create(b, convert.getLoc(), op.getType().clone(to),
                               op.getResult());

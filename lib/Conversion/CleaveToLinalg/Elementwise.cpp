@@ -492,8 +492,8 @@ struct BitcastLowering : OpConversionPattern<BitcastOp> {
 
 void mlir::cleave::lowering::populateElementwisePatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<ConstantLowering, RngKeyLowering, IotaLowering, UnaryLowering, BinaryLowering,
-               CompareLowering, SelectLowering, ConvertLowering,
-               BitcastLowering>(
+  patterns.add<ConstantLowering, RngKeyLowering, IotaLowering, UnaryLowering,
+               BinaryLowering, CompareLowering, SelectLowering,
+               ConvertLowering, BitcastLowering>(
       converter, patterns.getContext());
 }

@@ -1005,7 +1005,8 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   }
 
   ShardingRule rule = getShardingRule(op);
-  bool wholeOnly = rule.isReplicatedOnly() || isa<ConstantOp, IotaOp, RngKeyOp>(op) ||
+  bool wholeOnly = rule.isReplicatedOnly() ||
+                   isa<ConstantOp, IotaOp, RngKeyOp>(op) ||
                    llvm::any_of(op->getResultTypes(), [](Type t) {
                      return !isa<RankedTensorType>(t);
                    });

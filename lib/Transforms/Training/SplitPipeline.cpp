@@ -159,7 +159,7 @@ Operation *stepOf(Operation *op, const DenseSet<Operation *> &dead) {
 ReceivePoint receivePoint(PipelineTransferOp transfer,
                           const DenseSet<Operation *> &dead) {
   ReceivePoint result;
-  llvm::SmallPtrSet<Operation *, 8> carried;
+  llvm::SmallSetVector<Operation *, 8> carried;
   auto carriesOnly = [&](Operation *op) {
     return op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
            op->getNumResults() > 0 &&
@@ -189,10 +189,13 @@ ReceivePoint receivePoint(PipelineTransferOp transfer,
     }
   }
   result.point = first ? first : transfer.getOperation();
-  for (Operation *op = transfer->getNextNode(); op && op != result.point;
-       op = op->getNextNode())
-    if (carried.contains(op))
+  // Those before the point move there, in their order.
+  for (Operation *op : carried)
+    if (op->isBeforeInBlock(result.point))
       result.carried.push_back(op);
+  llvm::sort(result.carried, [](Operation *a, Operation *b) {
+    return a->isBeforeInBlock(b);
+  });
   return result;
 }
 
