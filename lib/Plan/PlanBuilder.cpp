@@ -84,6 +84,72 @@ static FailureOr<plan::DType> toDType(Type t) {
   return failure();
 }
 
+/// The additions of `op` that a CPU kernel runs as loop-carried chains: a
+/// floating-point sum (or product) whose reduced dimensions include the
+/// innermost one adds each element in turn to one accumulator per output
+/// (LLVM does not reassociate them into vector lanes). Sums over outer
+/// dimensions vectorize across the inner one, and the composites (softmax,
+/// normalizations) are row kernels whose sums run beside their other work:
+/// they count none. The cost model (kernel_costs metadata) charges the
+/// chains at the device's serial add rate.
+static int64_t serialAdds(Operation *op) {
+  auto reduce = dyn_cast<ReduceOp>(op);
+  if (!reduce || (reduce.getKind() != ReduceKind::sum &&
+                  reduce.getKind() != ReduceKind::prod))
+    return 0;
+  auto type = cast<RankedTensorType>(reduce.getOperand().getType());
+  if (!type.hasStaticShape() || type.getRank() == 0 ||
+      !isa<FloatType>(type.getElementType()) ||
+      !llvm::is_contained(reduce.getDimensions(), type.getRank() - 1))
+    return 0;
+  return type.getNumElements();
+}
+
+/// The bytes `op` moves out of its loops' order: the operands and results
+/// of transposes, gathers and scatters, whose elements are not read (or
+/// written) one after another. The cost model charges them at the device's
+/// permuted bandwidth.
+static int64_t permutedBytes(Operation *op) {
+  if (!isa<TransposeOp, GatherOp, GatherElementsOp, ScatterOp>(op))
+    return 0;
+  auto cost = dyn_cast<CostOpInterface>(op);
+  return cost ? cost.getBytesRead() + cost.getBytesWritten() : 0;
+}
+
+/// The transcendental functions `op` evaluates (exp, log, tanh, erf, ...:
+/// one per element; softmax's exp per element), which a CPU kernel runs as
+/// polynomial approximations tens of operations long. The cost model
+/// charges them at the device's transcendental rate.
+static int64_t transcendentals(Operation *op) {
+  auto elements = [](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.hasStaticShape() &&
+                   isa<FloatType>(type.getElementType())
+               ? type.getNumElements()
+               : int64_t(0);
+  };
+  if (auto unary = dyn_cast<UnaryOp>(op)) {
+    switch (unary.getKind()) {
+    case UnaryKind::neg:
+    case UnaryKind::abs:
+    case UnaryKind::sqrt:
+    case UnaryKind::rsqrt:
+    case UnaryKind::floor:
+    case UnaryKind::ceil:
+    case UnaryKind::round:
+    case UnaryKind::sign:
+    case UnaryKind::reciprocal:
+    case UnaryKind::lnot:
+      return 0;
+    default:
+      return elements(unary.getResult());
+    }
+  }
+  if (isa<SoftmaxOp, LogSoftmaxOp>(op))
+    return elements(op->getResult(0));
+  return 0;
+}
+
 static uint64_t byteSize(RankedTensorType t) {
   return static_cast<uint64_t>(mlir::cleave::detail::getSizeInBytes(t));
 }
@@ -1321,15 +1387,40 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
       cmd.params = {static_cast<int64_t>(it->second)};
       for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
         cmd.buffers.push_back(offsetOf(v));
-      int64_t kernelFlops = 0;
+      int64_t kernelFlops = 0, kernelSerialAdds = 0, kernelPermuted = 0,
+              kernelTranscendentals = 0;
       uint64_t kernelBytes = 0;
-      for (Operation *op : node.ops)
+      for (Operation *op : node.ops) {
         if (auto cost = dyn_cast<CostOpInterface>(op))
           kernelFlops += cost.getFlops();
-      for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
+        kernelSerialAdds += serialAdds(op);
+        kernelPermuted += permutedBytes(op);
+        kernelTranscendentals += transcendentals(op);
+      }
+      // An input the kernel only slices is read as far as its slices go
+      // (an all-reduce bucket unpacked into its members, say).
+      llvm::SmallPtrSet<Operation *, 16> inKernel(node.ops.begin(),
+                                                  node.ops.end());
+      for (Value v : node.inputs) {
+        uint64_t whole = byteSize(cast<RankedTensorType>(v.getType())),
+                 sliced = 0;
+        for (Operation *user : v.getUsers()) {
+          if (!inKernel.contains(user))
+            continue;
+          auto slice = dyn_cast<SliceOp>(user);
+          if (!slice) {
+            sliced = whole;
+            break;
+          }
+          sliced += byteSize(cast<RankedTensorType>(slice.getType()));
+        }
+        kernelBytes += sliced ? std::min(whole, sliced) : whole;
+      }
+      for (Value v : node.outputs)
         kernelBytes += byteSize(cast<RankedTensorType>(v.getType()));
-      kernelCosts.push_back(std::to_string(kernelFlops) + ":" +
-                            std::to_string(kernelBytes));
+      kernelCosts.push_back(llvm::formatv(
+          "{0}:{1}:{2}:{3}:{4}", kernelFlops, kernelBytes, kernelSerialAdds,
+          kernelPermuted, kernelTranscendentals));
     } else if (node.kind == Node::Attention) {
       cmd = attentionCommand(node.ops.front());
       for (Value v : llvm::concat<Value>(node.inputs, node.outputs))

@@ -9,6 +9,8 @@
 
 #include "cleave/Simulate/Cluster.h"
 
+#include "cleave/PlanFormat.h"
+
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -22,6 +24,8 @@ namespace cleave::sim {
 
 static constexpr double kTera = 1e12, kGiga = 1e9, kMicro = 1e-6;
 static constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+static constexpr double kMiB = 1024.0 * 1024.0;
+static constexpr double kKiB = 1024.0;
 
 //===----------------------------------------------------------------------===//
 // Presets
@@ -121,12 +125,15 @@ static Cluster hopper(const char *name, const char *gpu, double memoryGiB,
 ///     beyond the simulation in four runs of five (55 us per all-reduce in
 ///     one), so no switch overhead.
 static Cluster cpuPreset() {
-  // test/benchmarks/calibrate_cpu.py on the 2-core development machine,
-  // 2026-12-04, one thread per rank (OPENBLAS_NUM_THREADS and
-  // OMP_NUM_THREADS 1), the multi-rank figures medians of 7 runs; two such
-  // calibrations agreed within 6%. The host's other tenants move what the
-  // two cores compute together: 1.97-2.01 cores' worth of sgemm in six
-  // calibrations that day, 0.83-1.08 in seven on 12-02.
+  // test/benchmarks/calibrate_cpu.py on the 2-core development machine
+  // (AMD EPYC, 1 MiB L2 per core), 2026-12-05 00:45 UTC, one thread per
+  // rank (OPENBLAS_NUM_THREADS and OMP_NUM_THREADS 1), rank threads bound
+  // to cores, the multi-rank figures medians of 7 runs. The host moves some
+  // figures from hour to hour: in sixteen calibrations on 12-04/05 the
+  // shared-memory bandwidth of a 4 MiB all-reduce came out 17-26 GB/s in
+  // most and 2.3-4.0 GB/s in four, and the switch cost 0-34 us (before its
+  // fit ignored differences within the runs' spread, 0-3 us after); the
+  // kernel and GEMM figures moved by under 10%.
   Cluster c;
   c.name = "cpu";
   c.source = "measured by test/benchmarks/calibrate_cpu.py on the 2-core "
@@ -134,25 +141,32 @@ static Cluster cpuPreset() {
   c.devicesPerNode = 2;
   c.coresPerNode = 2;
   c.computeCapacity = 1.99;
-  c.kernelCapacity = 1.98;
+  c.kernelCapacity = 2.0;
   Device &d = c.device;
   d.name = "x86-64 core";
   d.fp32Flops = 102 * kGiga;
   d.tf32Flops = 0;
   d.bf16Flops = d.fp16Flops = 0; // no 16-bit GEMM units: the f32 rate
-  d.gemmFp32 = {1.0, 2e3};
+  d.gemmFp32 = {1.0, 0};
   d.gemmHalf = d.gemmFp32;
   d.memoryBytes = 16 * kGiB;
-  d.memoryBandwidth = 28.4 * kGiga;
+  d.memoryBandwidth = 28.1 * kGiga;
   d.powerWatts = 15;
-  d.kernelBandwidthFraction = 0.622;
+  d.kernelBandwidthFraction = 0.79;
+  d.cacheBytes = 1 * kMiB;
+  d.cacheBandwidth = 86.6 * kGiga;
+  d.serialAddRate = 1.29 * kGiga;
+  d.permutedBandwidth = 12.0 * kGiga;
+  d.transcendentalRate = 4.94 * kGiga;
+  d.attentionTileGemms = true;
   d.kernelOverhead = 0.06e-6;
   d.gemmOverhead = 1e-6;
   d.collectiveOverhead = 0;
-  d.switchOverhead = 28.9e-6;
+  d.switchOverhead = 2.2e-6;
   // Ranks as threads (local communicator): shared memory inside the
   // machine; between machines, MPI over TCP (an assumption, unmeasured).
-  c.intraNode = {23.7 * kGiga, 24e-6, 63.5e-6};
+  c.intraNode = {17.9 * kGiga, 16.1e-6, 20.7e-6,
+                 double(plan::kLocalCommStagedBytes)};
   c.interNode = {1 * kGiga, 50e-6, 0};
   c.pricePerDeviceHour = 0.02;
   c.pricePerKWh = 0.12;
@@ -262,7 +276,8 @@ public:
       return object(v, path,
                     {{"gbps", number(l.bandwidth, kGiga, true)},
                      {"latency_us", number(l.latency, kMicro)},
-                     {"shared_latency_us", number(l.sharedLatency, kMicro)}});
+                     {"shared_latency_us", number(l.sharedLatency, kMicro)},
+                     {"one_shot_kib", number(l.oneShotBytes, kKiB)}});
     };
   }
 
@@ -320,6 +335,12 @@ std::string parseCluster(const std::string &json, Cluster &out) {
          {"tf32_gemms", r.boolean(d.tf32Gemms)},
          {"kernel_bandwidth_fraction",
           r.number(d.kernelBandwidthFraction, 1.0, true)},
+         {"cache_mib", r.number(d.cacheBytes, kMiB)},
+         {"cache_gbps", r.number(d.cacheBandwidth, kGiga)},
+         {"serial_gadds", r.number(d.serialAddRate, kGiga)},
+         {"permuted_gbps", r.number(d.permutedBandwidth, kGiga)},
+         {"transcendental_gops", r.number(d.transcendentalRate, kGiga)},
+         {"attention_tile_gemms", r.boolean(d.attentionTileGemms)},
          {"kernel_overhead_us", r.number(d.kernelOverhead, kMicro)},
          {"gemm_overhead_us", r.number(d.gemmOverhead, kMicro)},
          {"collective_overhead_us", r.number(d.collectiveOverhead, kMicro)},
@@ -361,6 +382,9 @@ std::string parseCluster(const std::string &json, Cluster &out) {
   if (d.kernelBandwidthFraction > 1 || d.gemmFp32.max > 1 || d.gemmHalf.max > 1)
     return "cluster description: efficiencies ('gpu.gemm_efficiency.*.max', "
            "'gpu.kernel_bandwidth_fraction') must be at most 1";
+  if (d.cacheBytes > 0 && !(d.cacheBandwidth > 0))
+    return "cluster description: 'gpu.cache_mib' is given without "
+           "'gpu.cache_gbps'";
   if (c.name.empty())
     c.name = "custom";
   out = c;
@@ -425,6 +449,9 @@ std::string clusterJson(const Cluster &c) {
            (l.sharedLatency > 0
                 ? ", \"shared_latency_us\": " + num(l.sharedLatency / kMicro)
                 : std::string()) +
+           (l.oneShotBytes > 0
+                ? ", \"one_shot_kib\": " + num(l.oneShotBytes / kKiB)
+                : std::string()) +
            "}";
   };
   std::string o;
@@ -453,6 +480,14 @@ std::string clusterJson(const Cluster &c) {
        ",\n";
   o += "    \"kernel_bandwidth_fraction\": " + num(d.kernelBandwidthFraction) +
        ",\n";
+  o += "    \"cache_mib\": " + num(d.cacheBytes / kMiB) + ",\n";
+  o += "    \"cache_gbps\": " + num(d.cacheBandwidth / kGiga) + ",\n";
+  o += "    \"serial_gadds\": " + num(d.serialAddRate / kGiga) + ",\n";
+  o += "    \"permuted_gbps\": " + num(d.permutedBandwidth / kGiga) + ",\n";
+  o += "    \"transcendental_gops\": " + num(d.transcendentalRate / kGiga) +
+       ",\n";
+  o += std::string("    \"attention_tile_gemms\": ") +
+       (d.attentionTileGemms ? "true" : "false") + ",\n";
   o += "    \"kernel_overhead_us\": " + num(d.kernelOverhead / kMicro) + ",\n";
   o += "    \"gemm_overhead_us\": " + num(d.gemmOverhead / kMicro) + ",\n";
   o += "    \"collective_overhead_us\": " + num(d.collectiveOverhead / kMicro) +

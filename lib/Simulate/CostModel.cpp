@@ -26,9 +26,17 @@ Placement placeRanks(const Cluster &cluster, int64_t world) {
 }
 
 const char *algorithmName(Algorithm a) {
-  return a == Algorithm::Ring   ? "ring"
-         : a == Algorithm::Tree ? "tree"
-                                : "hierarchical";
+  switch (a) {
+  case Algorithm::Ring:
+    return "ring";
+  case Algorithm::Tree:
+    return "tree";
+  case Algorithm::Hierarchical:
+    return "hierarchical";
+  case Algorithm::OneShot:
+    return "one-shot";
+  }
+  return "ring";
 }
 
 static int64_t ceilLog2(int64_t n) {
@@ -36,6 +44,18 @@ static int64_t ceilLog2(int64_t n) {
   while ((int64_t(1) << steps) < n)
     ++steps;
   return steps;
+}
+
+/// Steps and bytes of a one-shot collective (see collectiveCost).
+static void oneShot(CollectiveOp op, double bytes, int64_t n, CommCost &c) {
+  c.algorithm = Algorithm::OneShot;
+  c.steps = 1;
+  if (op == CollectiveOp::AllReduce)
+    c.bytesSent = double(n - 1) * bytes;
+  else if (op == CollectiveOp::Broadcast || op == CollectiveOp::Permute)
+    c.bytesSent = bytes;
+  else
+    c.bytesSent = double(n - 1) / double(n) * bytes;
 }
 
 CommCost collectiveCost(CollectiveOp op, double bytes, int64_t n,
@@ -46,7 +66,9 @@ CommCost collectiveCost(CollectiveOp op, double bytes, int64_t n,
   double fraction = n > 0 ? double(n - 1) / double(n) : 0;
   switch (op) {
   case CollectiveOp::AllReduce:
-    if (algorithm == Algorithm::Tree) {
+    if (algorithm == Algorithm::OneShot) {
+      oneShot(op, bytes, n, c);
+    } else if (algorithm == Algorithm::Tree) {
       c.algorithm = Algorithm::Tree;
       c.steps = 2 * ceilLog2(n);
       c.bytesSent = n > 1 ? 2 * bytes : 0;
@@ -58,11 +80,17 @@ CommCost collectiveCost(CollectiveOp op, double bytes, int64_t n,
   case CollectiveOp::AllGather:
   case CollectiveOp::ReduceScatter:
   case CollectiveOp::AllToAll:
-    c.steps = n - 1;
-    c.bytesSent = fraction * bytes;
+    if (algorithm == Algorithm::OneShot) {
+      oneShot(op, bytes, n, c);
+    } else {
+      c.steps = n - 1;
+      c.bytesSent = fraction * bytes;
+    }
     break;
   case CollectiveOp::Broadcast:
-    if (algorithm == Algorithm::Tree) {
+    if (algorithm == Algorithm::OneShot) {
+      oneShot(op, bytes, n, c);
+    } else if (algorithm == Algorithm::Tree) {
       c.algorithm = Algorithm::Tree;
       c.steps = ceilLog2(n);
     } else {
@@ -71,6 +99,9 @@ CommCost collectiveCost(CollectiveOp op, double bytes, int64_t n,
     c.bytesSent = n > 1 ? bytes : 0;
     break;
   case CollectiveOp::Permute:
+    if (algorithm == Algorithm::OneShot)
+      c.algorithm = Algorithm::OneShot; // one step either way
+    [[fallthrough]];
   case CollectiveOp::Send:
   case CollectiveOp::Recv:
     c.steps = 1;
@@ -173,6 +204,39 @@ double gemmSeconds(const Device &d, int64_t m, int64_t n, int64_t k,
   return std::max(compute, memory) + d.gemmOverhead;
 }
 
+/// The GEMM calls of the CPU runtime's attention (runtime/src/Attention.cpp)
+/// for parameters `p`: per (batch, query head) and tile of queries x keys
+/// that causal masking leaves, forward q k^T and p v; backward the
+/// log-sum-exp pass's q k^T, then q k^T, dv += p^T dout, dp = dout v^T,
+/// dq += ds k and dk += ds^T q. In f32 whatever the operands' type.
+static double tileAttentionSeconds(const Device &d,
+                                   const std::vector<int64_t> &p,
+                                   bool backward) {
+  const int64_t sq = p[plan::kAttnQLen], skv = p[plan::kAttnKVLen];
+  const int64_t dk = p[plan::kAttnHeadDim], dv = p[plan::kAttnValueDim];
+  const bool causal = p[plan::kAttnCausal] != 0;
+  const int64_t offset = p[plan::kAttnCausalOffset];
+  auto gemm = [&](int64_t m, int64_t n, int64_t k) {
+    return gemmSeconds(d, m, n, k, 1, DType::F32, DType::F32);
+  };
+  double perHead = 0;
+  for (int64_t i0 = 0; i0 < sq; i0 += plan::kCpuAttentionQueryTile) {
+    int64_t rows = std::min(plan::kCpuAttentionQueryTile, sq - i0);
+    for (int64_t j0 = 0; j0 < skv; j0 += plan::kCpuAttentionKeyTile) {
+      if (causal && j0 > i0 + rows - 1 + offset)
+        break;
+      int64_t cols = std::min(plan::kCpuAttentionKeyTile, skv - j0);
+      if (backward)
+        perHead += 2 * gemm(rows, cols, dk) + gemm(cols, dv, rows) +
+                   gemm(rows, cols, dv) + gemm(rows, dk, cols) +
+                   gemm(cols, dk, rows);
+      else
+        perHead += gemm(rows, cols, dk) + gemm(rows, dv, cols);
+    }
+  }
+  return perHead * double(p[plan::kAttnBatch]) * double(p[plan::kAttnQHeads]);
+}
+
 double attentionSeconds(const Device &d, const plan::Command &c) {
   const std::vector<int64_t> &p = c.params;
   if (p.size() != plan::kAttnNumParams)
@@ -191,6 +255,12 @@ double attentionSeconds(const Device &d, const plan::Command &c) {
   }
   bool backward = c.kind == CommandKind::AttentionBackward;
   double scores = bh * sq * skv * live;
+  // The softmax's element-wise work per score (scale, mask, max, exp, sum;
+  // backward: exp again and ds = p (dp - D)).
+  double softmax =
+      d.fp32Flops > 0 ? scores * (backward ? 16 : 8) / d.fp32Flops : 0;
+  if (d.attentionTileGemms)
+    return tileAttentionSeconds(d, p, backward) + softmax + d.kernelOverhead;
   double productFlops =
       scores * (backward ? 2 * (4 * dk + 2 * dv) : 2 * (dk + dv));
   auto dtype = static_cast<DType>(p[plan::kAttnDType]);
@@ -205,9 +275,6 @@ double attentionSeconds(const Device &d, const plan::Command &c) {
   double peak = d.fp32Flops;
   double compute =
       productFlops > 0 && peak > 0 ? productFlops / (peak * efficiency) : 0;
-  double softmax = d.fp32Flops > 0
-                       ? scores * (backward ? 16 : 8) / d.fp32Flops
-                       : 0;
   double element = double(plan::dtypeSize(dtype));
   double bytes = bh * (sq * dk + sq * dv) * element +
                  double(p[plan::kAttnBatch]) * double(p[plan::kAttnKVHeads]) *
@@ -219,21 +286,34 @@ double attentionSeconds(const Device &d, const plan::Command &c) {
   return std::max(compute + softmax, memory) + d.kernelOverhead;
 }
 
-double kernelSeconds(const Device &d, double flops, double bytes) {
-  double bandwidth = d.memoryBandwidth * d.kernelBandwidthFraction;
-  double memory = bandwidth > 0 ? bytes / bandwidth : 0;
-  double compute = d.fp32Flops > 0 ? flops / d.fp32Flops : 0;
-  return std::max(memory, compute) + d.kernelOverhead;
+double streamBandwidth(const Device &d, double bytes, double fraction) {
+  if (d.cacheBytes > 0 && bytes <= d.cacheBytes)
+    return d.cacheBandwidth;
+  return d.memoryBandwidth * fraction;
+}
+
+double kernelSeconds(const Device &d, const KernelCost &cost) {
+  double bandwidth = streamBandwidth(d, cost.bytes, d.kernelBandwidthFraction);
+  double permuted =
+      d.permutedBandwidth > 0 ? std::min(cost.permutedBytes, cost.bytes) : 0;
+  double memory = (bandwidth > 0 ? (cost.bytes - permuted) / bandwidth : 0) +
+                  (permuted > 0 ? permuted / d.permutedBandwidth : 0);
+  double compute =
+      (d.fp32Flops > 0 ? cost.flops / d.fp32Flops : 0) +
+      (d.transcendentalRate > 0 ? cost.transcendentals / d.transcendentalRate
+                                : 0);
+  double chain = d.serialAddRate > 0 ? cost.serialAdds / d.serialAddRate : 0;
+  return std::max({memory, compute, chain}) + d.kernelOverhead;
 }
 
 double copySeconds(const Device &d, double bytes) {
-  return (d.memoryBandwidth > 0 ? 2 * bytes / d.memoryBandwidth : 0) +
-         d.kernelOverhead;
+  double bandwidth = streamBandwidth(d, 2 * bytes, 1.0);
+  return (bandwidth > 0 ? 2 * bytes / bandwidth : 0) + d.kernelOverhead;
 }
 
 double fillSeconds(const Device &d, double bytes) {
-  return (d.memoryBandwidth > 0 ? bytes / d.memoryBandwidth : 0) +
-         d.kernelOverhead;
+  double bandwidth = streamBandwidth(d, bytes, 1.0);
+  return (bandwidth > 0 ? bytes / bandwidth : 0) + d.kernelOverhead;
 }
 
 std::vector<KernelCost> kernelCosts(const plan::Plan &plan) {
@@ -249,6 +329,12 @@ std::vector<KernelCost> kernelCosts(const plan::Plan &plan) {
       if (*end != ':')
         return {};
       c.bytes = std::strtod(end + 1, &end);
+      if (*end == ':')
+        c.serialAdds = std::strtod(end + 1, &end);
+      if (*end == ':')
+        c.permutedBytes = std::strtod(end + 1, &end);
+      if (*end == ':')
+        c.transcendentals = std::strtod(end + 1, &end);
       costs.push_back(c);
       if (*end == ',')
         ++end;

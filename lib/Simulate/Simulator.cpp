@@ -150,8 +150,7 @@ PlanCosts costPlan(const plan::Plan &p, const Device &device) {
     double s = 0;
     switch (cmd.kind) {
     case CommandKind::Kernel:
-      s = c.kernelCostsKnown ? kernelSeconds(device, kernels[kernel].flops,
-                                             kernels[kernel].bytes)
+      s = c.kernelCostsKnown ? kernelSeconds(device, kernels[kernel])
                              : device.kernelOverhead;
       ++kernel;
       break;
@@ -271,8 +270,8 @@ private:
       mailbox;
 };
 
-/// The cost of collective command `cmd` over `group` (ranks of a mesh
-/// placed by `placement`).
+} // namespace
+
 CommCost commandCost(const Cluster &cluster, const Placement &placement,
                      const SimulateOptions &options, const Command &cmd,
                      const std::vector<int64_t> &group) {
@@ -291,6 +290,12 @@ CommCost commandCost(const Cluster &cluster, const Placement &placement,
     return collectiveCost(info.op, bytes, 2, link, Algorithm::Ring, overhead);
   if (options.algorithm)
     return collectiveCost(info.op, bytes, n, link, *options.algorithm,
+                          overhead);
+  // A fabric that stages small collectives runs them so, whatever is faster.
+  double operand = double(info.count) * double(plan::dtypeSize(info.dtype));
+  if (link.oneShotBytes > 0 && operand <= link.oneShotBytes &&
+      info.op != CollectiveOp::AllSlice)
+    return collectiveCost(info.op, bytes, n, link, Algorithm::OneShot,
                           overhead);
   CommCost ring =
       collectiveCost(info.op, bytes, n, link, Algorithm::Ring, overhead);
@@ -331,6 +336,8 @@ CommCost commandCost(const Cluster &cluster, const Placement &placement,
   }
   return best;
 }
+
+namespace {
 
 CommCost Simulator::costOf(const Command &cmd,
                            const std::vector<int64_t> &group) {
@@ -801,6 +808,10 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
                                      return !n.empty() && n[0] == 'F';
                                    });
   std::map<std::pair<int64_t, int>, int64_t> receives;
+  int64_t dpAxis = -1;
+  for (size_t a = 0; a < mesh.axisNames.size(); ++a)
+    if (mesh.axisNames[a] == "dp")
+      dpAxis = int64_t(a);
   for (const Command &cmd : stage.commands)
     if (cmd.kind == CommandKind::Collective &&
         cmd.collective.op == CollectiveOp::Recv)
@@ -836,6 +847,16 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
       } else {
         plan::Group g = plan::groupOf(mesh, info.axes, rank);
         seconds = commandCost(cluster, placement, options, cmd, g.ranks).seconds;
+        // The gradients' reductions (once per step: after the steps, or
+        // in the last backward step, which then costs more than the
+        // others and its excess counts after the steps).
+        if (info.op == CollectiveOp::AllReduce &&
+            std::count(info.axes.begin(), info.axes.end(), uint32_t(dpAxis))) {
+          sc.reduceBytes +=
+              double(info.count) * double(plan::dtypeSize(info.dtype));
+          sc.reduces += 1;
+          sc.reduceSeconds += seconds;
+        }
       }
     }
     Part &part = current >= 0 ? steps[current] : started ? after : before;

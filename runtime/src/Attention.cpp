@@ -46,8 +46,8 @@ using namespace plan;
 
 namespace {
 
-constexpr int64_t kQueryTile = 64;
-constexpr int64_t kKeyTile = 128;
+constexpr int64_t kQueryTile = kCpuAttentionQueryTile;
+constexpr int64_t kKeyTile = kCpuAttentionKeyTile;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 /// A command's parameters, decoded.

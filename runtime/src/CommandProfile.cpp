@@ -3,6 +3,8 @@
 #include "cleave/CommandProfile.h"
 
 #include "TrainingSupport.h"
+#include "cleave/FileUtil.h"
+#include "cleave/Json.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -12,15 +14,31 @@
 
 namespace cleave::training {
 
-int printProfile(cleave_rt_executor executor, const std::string &what) {
+namespace {
+/// The executor's profile: its records and the runs they cover.
+struct Profile {
   const cleave_rt_command_profile_t *records = nullptr;
   size_t count = 0;
   int64_t runs = 0;
+};
+
+/// Reads `executor`'s profile into `p`: 0, or -1 when no run was profiled
+/// (nothing to report), or an exit code on failure.
+int readProfile(cleave_rt_executor executor, Profile &p) {
   if (cleave_rt_status s =
-          cleave_rt_executor_profile(executor, &records, &count, &runs))
+          cleave_rt_executor_profile(executor, &p.records, &p.count, &p.runs))
     return statusFail(s);
-  if (runs == 0)
-    return -1;
+  return p.runs == 0 ? -1 : 0;
+}
+} // namespace
+
+int printProfile(cleave_rt_executor executor, const std::string &what) {
+  Profile profile;
+  if (int rc = readProfile(executor, profile); rc != 0)
+    return rc;
+  const cleave_rt_command_profile_t *records = profile.records;
+  const size_t count = profile.count;
+  const int64_t runs = profile.runs;
   double total = 0;
   std::map<std::string, std::pair<double, int>> byKind;
   std::vector<size_t> order;
@@ -55,6 +73,44 @@ int printProfile(cleave_rt_executor executor, const std::string &what) {
                 total > 0 ? 100.0 * r.seconds / total : 0.0, order[j], r.kind,
                 r.label);
   }
+  return -1;
+}
+
+std::string profileJsonPath(const std::string &file, int64_t rank) {
+  if (rank == 0)
+    return file;
+  size_t slash = file.find_last_of('/');
+  size_t dot = file.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    dot = file.size();
+  return file.substr(0, dot) + ".rank" + std::to_string(rank) +
+         file.substr(dot);
+}
+
+int writeProfileJson(cleave_rt_executor executor, const std::string &what,
+                     const std::string &path) {
+  Profile profile;
+  if (int rc = readProfile(executor, profile); rc != 0)
+    return rc;
+  const cleave_rt_command_profile_t *records = profile.records;
+  const size_t count = profile.count;
+  const int64_t runs = profile.runs;
+  std::string out =
+      "{\"" + what + "s\": " + std::to_string(runs) + ", \"commands\": [";
+  for (size_t i = 0; i < count; ++i) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.6g",
+                  1e3 * records[i].seconds / static_cast<double>(runs));
+    out += std::string(i ? ",\n  " : "\n  ") +
+           "{\"index\": " + std::to_string(i) +
+           ", \"kind\": " + json::quote(records[i].kind) +
+           ", \"label\": " + json::quote(records[i].label) + ", \"ms\": " + ms +
+           "}";
+  }
+  out += "\n]}\n";
+  std::string error;
+  if (!writeFileAtomically(path, out.data(), out.size(), &error))
+    return fail("--profile-json: " + error);
   return -1;
 }
 

@@ -11,13 +11,27 @@
 // other members' results. Sends are buffered in a mailbox; a receive waits
 // for its message.
 //
+// A collective of at most kStagedBytes per member takes one rendezvous
+// instead of two or three: each member copies its operand into the round's
+// staging buffer as it arrives and, once all have, computes its result from
+// the copies and leaves. Members alternate between two staging buffers by
+// the round's parity; a member can reach round n + 2, which reuses round
+// n's buffer, only after every member has arrived at round n + 1, so
+// after every member has finished reading round n's. With more ranks than
+// cores each rendezvous costs a reschedule, and small collectives (tensor
+// parallelism's activations, norms) are most of a step's.
+//
 // Every wait ends at the world's deadline or when a rank aborts or exits, so
-// a lost rank is reported by name, never waited for forever.
+// a lost rank is reported by name, never waited for forever. Each group's
+// rendezvous and each mailbox has its own condition variable: a rank is
+// woken by its own group's progress only (with more ranks than cores, waking
+// every waiting rank at every step costs each of them a reschedule).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Communicator.h"
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -32,6 +46,10 @@ namespace cleave::rt {
 
 using namespace plan;
 using Clock = std::chrono::steady_clock;
+
+/// Collectives of at most this many operand bytes per member are staged
+/// (one rendezvous); larger ones are reduced in place (no copy).
+constexpr size_t kStagedBytes = kLocalCommStagedBytes;
 
 class LocalWorld {
 public:
@@ -60,6 +78,9 @@ private:
     int64_t arrived = 0, reduced = 0, departed = 0;
     uint64_t generation = 0;
     std::string error; ///< Set when the members are at different collectives.
+    std::condition_variable cv; ///< Signalled at each step of the round.
+    /// The members' operands of staged collectives, by the round's parity.
+    std::array<std::vector<std::vector<uint8_t>>, 2> staging;
   };
   using Lock = std::unique_lock<std::mutex>;
 
@@ -67,8 +88,11 @@ private:
   /// `missing()` names (the ranks not there yet) has exited, or the deadline
   /// passed.
   template <typename Done, typename Missing>
-  cleave_rt_status waitFor(Lock &lock, int64_t rank, const CollectiveInfo &c,
-                           Done done, Missing missing);
+  cleave_rt_status waitFor(Lock &lock, std::condition_variable &cv,
+                           int64_t rank, const CollectiveInfo &c, Done done,
+                           Missing missing);
+  /// Wakes every waiting rank (a rank aborted or exited).
+  void wakeAll();
   /// What a missing rank never reached: `c`, or for a recv the send that
   /// matches it.
   static std::string awaited(const CollectiveInfo &c) {
@@ -80,7 +104,6 @@ private:
   const int64_t size;
   const Clock::duration timeout;
   std::mutex mu;
-  std::condition_variable cv;
   std::string abortReason; ///< Non-empty once a rank aborted.
   /// The collective each rank waits in (null if none), for messages.
   std::vector<const CollectiveInfo *> where;
@@ -92,21 +115,32 @@ private:
     std::optional<int64_t> tag;
     std::vector<uint8_t> bytes;
   };
-  std::map<std::pair<int64_t, int64_t>, std::deque<Message>> mail;
+  struct Mailbox {
+    std::deque<Message> messages;
+    std::condition_variable cv; ///< Signalled when a message arrives.
+  };
+  std::map<std::pair<int64_t, int64_t>, Mailbox> mail;
 };
 
 cleave_rt_status LocalWorld::failure(int64_t rank, std::string message) {
   // The first failure aborts the world, so every other rank stops too.
   if (abortReason.empty())
     abortReason = "rank " + std::to_string(rank) + ": " + message;
-  cv.notify_all();
+  wakeAll();
   return makeStatus(CLEAVE_RT_UNAVAILABLE, message);
 }
 
+void LocalWorld::wakeAll() {
+  for (auto &[group, round] : rounds)
+    round.cv.notify_all();
+  for (auto &[pair, box] : mail)
+    box.cv.notify_all();
+}
+
 template <typename Done, typename Missing>
-cleave_rt_status LocalWorld::waitFor(Lock &lock, int64_t rank,
-                                     const CollectiveInfo &c, Done done,
-                                     Missing missing) {
+cleave_rt_status LocalWorld::waitFor(Lock &lock, std::condition_variable &cv,
+                                     int64_t rank, const CollectiveInfo &c,
+                                     Done done, Missing missing) {
   Clock::time_point deadline = Clock::now() + timeout;
   while (!done()) {
     if (!abortReason.empty())
@@ -155,14 +189,14 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     // Messages between two ranks are matched in order, as in MPI (a send
     // and its receive are different commands with different ids).
     int64_t from = group.ranks[c.root], to = group.ranks[c.peer];
-    auto key = std::make_pair(from, to);
+    Mailbox &box = mail[std::make_pair(from, to)];
     if (c.op == CollectiveOp::Send) {
       if (me == c.root) {
         const uint8_t *p = static_cast<const uint8_t *>(src);
-        mail[key].push_back(
+        box.messages.push_back(
             {plan::messageTag(c),
              std::vector<uint8_t>(p, p + c.count * dtypeSize(c.dtype))});
-        cv.notify_all();
+        box.cv.notify_all();
       }
       return nullptr;
     }
@@ -173,11 +207,11 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
       return nullptr;
     }
     CLEAVE_RT_RETURN_IF_ERROR(waitFor(
-        lock, rank, c, [&] { return !mail[key].empty(); },
+        lock, box.cv, rank, c, [&] { return !box.messages.empty(); },
         [&] { return std::vector<int64_t>{from}; }));
-    std::optional<int64_t> tag = std::move(mail[key].front().tag);
-    std::vector<uint8_t> message = std::move(mail[key].front().bytes);
-    mail[key].pop_front();
+    std::optional<int64_t> tag = std::move(box.messages.front().tag);
+    std::vector<uint8_t> message = std::move(box.messages.front().bytes);
+    box.messages.pop_front();
     if (tag != plan::messageTag(c))
       return failure(rank, describe(c) + ": received message " +
                                (tag ? std::to_string(*tag) : "(untagged)") +
@@ -202,6 +236,15 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     round.slots.resize(g);
     round.present.assign(g, false);
   }
+  const size_t bytes = static_cast<size_t>(c.count) * dtypeSize(c.dtype);
+  const bool staged = g > 1 && bytes <= kStagedBytes;
+  const uint64_t generation = round.generation;
+  std::vector<std::vector<uint8_t>> &stage = round.staging[generation & 1];
+  if (staged) {
+    stage.resize(g);
+    const uint8_t *p = static_cast<const uint8_t *>(src);
+    stage[me].assign(p, p + bytes);
+  }
   round.slots[me] = {src, dst, &c};
   round.present[me] = true;
   if (++round.arrived == g) {
@@ -214,9 +257,13 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
                       std::to_string(group.ranks[k]) + " is at " +
                       describe(*round.slots[k].info) + ", rank " +
                       std::to_string(rank) + " at " + describe(c);
+    if (staged) {
+      round.arrived = 0;
+      round.present.assign(g, false);
+      ++round.generation;
+    }
   }
-  uint64_t generation = round.generation;
-  cv.notify_all();
+  round.cv.notify_all();
   auto absent = [&] {
     std::vector<int64_t> m;
     for (int64_t k = 0; k < g; ++k)
@@ -224,8 +271,21 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
         m.push_back(group.ranks[k]);
     return m;
   };
+  if (staged) {
+    CLEAVE_RT_RETURN_IF_ERROR(waitFor(
+        lock, round.cv, rank, c, [&] { return round.generation != generation; },
+        absent));
+    if (!round.error.empty())
+      return failure(rank, round.error);
+    std::vector<const void *> srcs(g);
+    for (int64_t k = 0; k < g; ++k)
+      srcs[k] = stage[k].data();
+    lock.unlock();
+    computeCollective(c, me, g, srcs.data(), dst);
+    return nullptr;
+  }
   CLEAVE_RT_RETURN_IF_ERROR(waitFor(
-      lock, rank, c, [&] { return round.arrived == g; }, absent));
+      lock, round.cv, rank, c, [&] { return round.arrived == g; }, absent));
   if (!round.error.empty())
     return failure(rank, round.error);
   std::vector<const void *> srcs(g);
@@ -249,9 +309,9 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
                   part(me + 1) - part(me));
     lock.lock();
     ++round.reduced;
-    cv.notify_all();
+    round.cv.notify_all();
     CLEAVE_RT_RETURN_IF_ERROR(waitFor(
-        lock, rank, c, [&] { return round.reduced == g; },
+        lock, round.cv, rank, c, [&] { return round.reduced == g; },
         [&] { return std::vector<int64_t>{}; }));
     lock.unlock();
     for (int64_t k = 0; k < g; ++k)
@@ -268,12 +328,12 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     round.arrived = round.reduced = round.departed = 0;
     round.present.assign(g, false);
     ++round.generation;
-    cv.notify_all();
+    round.cv.notify_all();
     return nullptr;
   }
   // Stay until every member has read this rank's operand.
   return waitFor(
-      lock, rank, c, [&] { return round.generation != generation; },
+      lock, round.cv, rank, c, [&] { return round.generation != generation; },
       [&] { return std::vector<int64_t>{}; });
 }
 
@@ -281,13 +341,13 @@ void LocalWorld::abort(int64_t rank, const std::string &reason) {
   Lock lock(mu);
   if (abortReason.empty())
     abortReason = "rank " + std::to_string(rank) + " failed: " + reason;
-  cv.notify_all();
+  wakeAll();
 }
 
 void LocalWorld::exit(int64_t rank) {
   Lock lock(mu);
   exited[rank] = true;
-  cv.notify_all();
+  wakeAll();
 }
 
 namespace {

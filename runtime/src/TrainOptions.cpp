@@ -21,16 +21,27 @@ struct TrainOptionSpec {
   bool takesValue;
 };
 constexpr TrainOptionSpec kTrainOptions[] = {
-    {"steps", true},          {"data", true},
-    {"tokens", true},         {"token-dtype", true},
-    {"synthetic", false},     {"synthetic-vocab", true},
-    {"seed", true},           {"log-every", true},
-    {"log-json", true},       {"save-every", true},
-    {"checkpoint-dir", true}, {"resume", true},
-    {"export-safetensors", true}, {"export-onnx", true},
-    {"onnx-model", true},     {"measure-memory", false},
-    {"trace", true},          {"slow-rank", true},
-    {"debug-fault", true},    {"profile", false},
+    {"steps", true},
+    {"data", true},
+    {"tokens", true},
+    {"token-dtype", true},
+    {"synthetic", false},
+    {"synthetic-vocab", true},
+    {"seed", true},
+    {"log-every", true},
+    {"log-json", true},
+    {"save-every", true},
+    {"checkpoint-dir", true},
+    {"resume", true},
+    {"export-safetensors", true},
+    {"export-onnx", true},
+    {"onnx-model", true},
+    {"measure-memory", false},
+    {"trace", true},
+    {"slow-rank", true},
+    {"debug-fault", true},
+    {"profile", false},
+    {"profile-json", true},
 };
 } // namespace
 
@@ -165,6 +176,9 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
     t.onnxModel = v;
   } else if (name == "trace") {
     t.tracePath = v;
+  } else if (name == "profile-json") {
+    t.profile = true;
+    t.profileJson = v;
   } else {
     t.exportPath = v;
   }

@@ -1097,6 +1097,12 @@ int Trainer::Impl::finish() {
     if (rc >= 0)
       return rc;
   }
+  if (!o.profileJson.empty() && ran) {
+    int rc = writeProfileJson(exec.e, "step",
+                              profileJsonPath(o.profileJson, ctx.rank));
+    if (rc >= 0)
+      return rc;
+  }
   if (o.measureMemory) {
     if (!ran) {
       warn("--measure-memory: no step ran, so nothing was measured");

@@ -17,10 +17,14 @@ from /proc/stat less the run's own) is run again, up to --tries times; the
 share they took of the kept run is printed. The two cores' joint GEMM
 throughput moves with the host's other tenants (between one and two cores'
 worth), so each run is also predicted with the capacity measured just
-before it (two sgemm processes at once against one, 0.5 s each).
+before it (two sgemm processes at once against one, 0.5 s each). With
+--calibrate the predictions use figures test/benchmarks/calibrate_cpu.py
+measures at the start of the run, instead of the preset's: the host's
+state (its other tenants, where its scheduler puts the two cores) moves
+some figures by several times from hour to hour.
 
     sim_vs_measured.py [--build build] [--work DIR] [--rounds 3]
-        [--blas-threads 1]
+        [--blas-threads 1] [--cluster cpu | --calibrate]
 """
 
 import argparse
@@ -42,6 +46,9 @@ ap.add_argument("--work", default=None)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--steps", type=int, default=50)
 ap.add_argument("--cluster", default="cpu")
+ap.add_argument("--calibrate", action="store_true",
+                help="first run test/benchmarks/calibrate_cpu.py and predict with the figures it measures now "
+                     "(instead of --cluster's)")
 ap.add_argument("--quiet", type=float, default=0.1,
                 help="before each run, wait until other processes use less than this share of the CPU; "
                      "run again when they used more during it")
@@ -138,7 +145,20 @@ def sh(cmd, **kw):
     return r.stdout + r.stderr
 
 
+def calibrate():
+    """Runs calibrate_cpu.py; returns the path of the description it prints."""
+    out = sh([sys.executable, os.path.join(ROOT, "test/benchmarks/calibrate_cpu.py"), "--build", args.build,
+              "--work", os.path.join(WORK, "calibration")])
+    path = os.path.join(WORK, "calibrated.json")
+    with open(path, "w") as f:
+        f.write(out[out.index("\n{") + 1:])
+    print(out[:out.index("\n{")])
+    return path
+
+
 def main():
+    if args.calibrate:
+        args.cluster = calibrate()
     gpt = os.path.join(WORK, "gpt.onnx")
     sh([sys.executable, os.path.join(ROOT, "tools/models/make_gpt.py"), "--layers", "2", "--d-model", "64",
         "--heads", "2", "--seq", "32", "--vocab", "256", "--batch", "4", "-o", gpt])

@@ -251,6 +251,35 @@ TEST(LocalWorld, AllReduceIsTheSameOnEveryRank) {
     EXPECT_EQ(results[r], (std::vector<float>{1.0f, 0.0f, 1.5f}));
 }
 
+// Small collectives are staged (one rendezvous, two buffers used in turn),
+// large ones reduced in place: interleaved on one group, with ranks that
+// overwrite their operand as soon as a call returns and run at different
+// speeds, every result is still the sum of that round's operands.
+TEST(LocalWorld, StagedAndInPlaceCollectivesInterleave) {
+  Mesh m{{"dp"}, {3}};
+  constexpr int kRounds = 200;
+  constexpr int64_t kSmall = 5, kLarge = 40000; // 20 B and 160 kB
+  std::vector<int> wrong(3, 0);
+  onLocalRanks(3, 30, [&](int r, rt::Communicator &comm) {
+    std::vector<float> x, y;
+    for (int i = 0; i < kRounds; ++i) {
+      int64_t n = i % 3 == 2 ? kLarge : kSmall;
+      x.assign(n, float(r + 1) * float(i % 7 + 1));
+      y.assign(n, -1.0f);
+      if ((i + r) % 5 == 0)
+        std::this_thread::yield();
+      cleave_rt_status s = comm.run(allReduce(uint32_t(i), n),
+                                    groupOf(m, {0}, r), x.data(), y.data());
+      ASSERT_EQ(s, nullptr) << cleave_rt_status_message(s);
+      std::fill(x.begin(), x.end(), 1e9f); // the peers must not read it now
+      float expected = 6.0f * float(i % 7 + 1);
+      for (float v : y)
+        wrong[r] += v != expected;
+    }
+  });
+  EXPECT_EQ(wrong, (std::vector<int>{0, 0, 0}));
+}
+
 TEST(LocalWorld, RanksAtDifferentCollectivesAreNamed) {
   Mesh m{{"dp"}, {2}};
   std::vector<std::string> errors(2);

@@ -75,6 +75,13 @@ RunArgs parseRunArgs(int argc, const char *const *argv, bool embedded,
           o->threads > 4096)
         return usage("--threads expects a thread count from 1 to 4096, got '" +
                      std::string(v) + "'");
+    } else if (arg == "--bind") {
+      if (!value(&v))
+        return usage("option " + arg + " needs a value");
+      if (std::string(v) != "core" && std::string(v) != "none")
+        return usage("--bind expects 'core' or 'none', got '" + std::string(v) +
+                     "'");
+      o->bindRanks = std::string(v) == "core";
     } else if (arg == "--comm-timeout") {
       if (!value(&v))
         return usage("option " + arg + " needs a value");

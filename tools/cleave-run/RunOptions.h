@@ -30,6 +30,7 @@ struct RunOptions {
   long warmup = 0, repeat = 1;
   long ranks = 0;             ///< --ranks N (0: not given)
   long threads = 0;           ///< --threads N per rank (0: not given)
+  bool bindRanks = true;      ///< --bind core (true) or none
   double commTimeout = 300.0; ///< --comm-timeout S
   training::TrainOptions train;
 };

@@ -16,20 +16,22 @@
 #include "cleave_rt.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <map>
-#include <string>
-#include <sys/stat.h>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
+#include <sched.h>
+#include <string>
+#include <sys/stat.h>
 #include <thread>
 #include <vector>
 
@@ -42,6 +44,7 @@ static const char kUsage[] =
     "       TRAIN [INPUT...] [options]   (a binary from cleave-compile "
     "--emit=exe, plan inside)\n";
 
+// clang-format off
 static const char kHelp[] =
     "Runs a compiled Cleave plan on the CPU.\n"
     "\n"
@@ -98,6 +101,11 @@ static const char kHelp[] =
     "                           training plan: of every step after the first)\n"
     "                           and print the time per run by command kind and\n"
     "                           the 20 costliest commands (cpu backend)\n"
+    "  --profile-json FILE      --profile, and every command's mean time per\n"
+    "                           run written to FILE as JSON (index, kind,\n"
+    "                           label, ms), to set beside cleave-sim's; rank\n"
+    "                           r > 0 of a multi-rank run writes FILE with\n"
+    "                           .rank<r> before its extension\n"
     "  --trace FILE             for a pipelined plan or one with step markers:\n"
     "                           the last run's (or training step's) measured\n"
     "                           timeline of every rank's steps as Chrome trace\n"
@@ -166,6 +174,14 @@ static const char kHelp[] =
     "                           feeds its shard of the global batch that one\n"
     "                           rank would see. Only rank 0 prints logs; error\n"
     "                           lines name their rank.\n"
+    "  --bind core|none         with --ranks: rank r's thread (and its\n"
+    "                           kernels' threads) runs on cores rT to\n"
+    "                           rT + T - 1 of this process's CPU set, modulo\n"
+    "                           its size, T the threads per rank (default\n"
+    "                           core, as mpirun --bind-to core); with more\n"
+    "                           ranks than cores, consecutive ranks (tp\n"
+    "                           fastest) land on different cores. none\n"
+    "                           leaves the placement to the OS\n"
     "  --comm-timeout S         a collective waits at most S seconds for a\n"
     "                           peer (default 300), then every rank stops with\n"
     "                           a message naming the rank that never came and\n"
@@ -186,6 +202,7 @@ static const char kHelp[] =
     "  --help                   print this help\n"
     "\n"
     "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
+// clang-format on
 
 namespace {
 /// Owns the runtime objects so every exit path releases them.
@@ -446,12 +463,54 @@ static int runRank(const RunOptions &o, cleave_rt_program file,
     if (rc >= 0)
       return rc;
   }
+  if (!o.train.profileJson.empty() &&
+      (rc = run::writeProfileJson(
+           session.executor, "run",
+           run::profileJsonPath(o.train.profileJson, ctx.rank))) >= 0)
+    return rc;
   return 0;
 }
 
-/// Runs every rank of a plan over a mesh as a thread of this process.
+/// The CPUs of rank `rank` under --bind core: `threads` of `allowed` (the
+/// process's CPU set, in order) from rank * threads on, wrapping around.
+static std::vector<int> rankCpus(const std::vector<int> &allowed, int64_t rank,
+                                 long threads) {
+  std::vector<int> cpus;
+  // More threads than CPUs wrap around onto the same CPUs: each once.
+  long distinct = std::min<long>(threads, long(allowed.size()));
+  for (long j = 0; j < distinct; ++j)
+    cpus.push_back(allowed[(rank * threads + j) % allowed.size()]);
+  return cpus;
+}
+
+/// Binds the calling thread to `cpus`; false if there are none or the OS
+/// refuses.
+static bool bindThread(const std::vector<int> &cpus) {
+  if (cpus.empty())
+    return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus)
+    CPU_SET(c, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+/// The CPUs this process may run on, in order.
+static std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set))
+        cpus.push_back(c);
+  return cpus;
+}
+
+/// Runs every rank of a plan over a mesh as a thread of this process, rank
+/// r bound to rankCpus(..., r, threadsPerRank) unless --bind none.
 static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
-                         int64_t world, double loadMs) {
+                         int64_t world, double loadMs, long threadsPerRank) {
   cleave_rt_local_world localWorld = nullptr;
   if (cleave_rt_status s = cleave_rt_local_world_create(
           static_cast<size_t>(world), o.commTimeout, &localWorld))
@@ -468,8 +527,27 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
   auto shared = std::make_shared<Shared>();
   shared->codes.assign(world, 0);
   std::vector<std::thread> threads;
+  std::vector<int> cpus = o.bindRanks ? allowedCpus() : std::vector<int>();
+  if (o.bindRanks && o.printStats && !cpus.empty()) {
+    std::string where;
+    for (int64_t r = 0; r < world; ++r) {
+      where += (r ? "; " : "") + std::to_string(r) + ":";
+      const char *sep = " ";
+      for (int c : rankCpus(cpus, r, threadsPerRank)) {
+        where += sep + std::to_string(c);
+        sep = ",";
+      }
+    }
+    std::printf("ranks bound to CPUs (--bind core): %s\n", where.c_str());
+  }
   for (int64_t r = 0; r < world; ++r)
-    threads.emplace_back([&o, program, loadMs, world, localWorld, shared, r] {
+    threads.emplace_back([&o, &cpus, program, loadMs, world, localWorld, shared,
+                          r, threadsPerRank] {
+      if (o.bindRanks && !bindThread(rankCpus(cpus, r, threadsPerRank)) &&
+          r == 0)
+        std::fprintf(stderr, "cleave-run: warning: --bind core: the rank "
+                             "threads could not be bound to cores; the OS "
+                             "places them\n");
       run::setRank(r, world);
       cleave_rt_communicator comm = nullptr;
       int code = 0;
@@ -530,13 +608,13 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
 /// as there are cores (a step of the small GPT at dp=2 x tp=2 took 20-100
 /// ms instead of 10; at pp=2 with only OPENBLAS_NUM_THREADS=1 set, 10 ms
 /// instead of 2.4). Ranks that are threads of this process each get an
-/// OpenMP team of that size.
-static void shareThreads(long ranksOnThisMachine, long threads) {
+/// OpenMP team of that size. Returns the size of a rank's team.
+static long shareThreads(long ranksOnThisMachine, long threads) {
   bool forced = threads > 0;
   if (!forced) {
-    if (ranksOnThisMachine <= 1)
-      return;
     long cores = std::max(1u, std::thread::hardware_concurrency());
+    if (ranksOnThisMachine <= 1)
+      return cores;
     threads = std::max(1L, cores / ranksOnThisMachine);
   }
   std::string count = std::to_string(threads);
@@ -549,6 +627,9 @@ static void shareThreads(long ranksOnThisMachine, long threads) {
             dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
       set(static_cast<int>(threads));
   }
+  // The kernels' team: OMP_NUM_THREADS as now set (an explicit value wins).
+  long team = std::strtol(std::getenv("OMP_NUM_THREADS"), nullptr, 10);
+  return team > 0 ? team : threads;
 }
 
 /// How many processes of this MPI job run on this machine (1 if the
@@ -712,10 +793,11 @@ int main(int argc, char **argv) {
         !run::prepareOutputDir(program, o.outputDir, &outputError))
       return error(outputError);
   }
-  shareThreads(launched > 0 ? localRanks() : world, o.threads);
+  long threadsPerRank =
+      shareThreads(launched > 0 ? localRanks() : world, o.threads);
   if (world > 1 && launched > 0)
     return runMpiRank(o, program, world, loadMs);
   if (world > 1)
-    return runLocalRanks(o, program, world, loadMs);
+    return runLocalRanks(o, program, world, loadMs, threadsPerRank);
   return runRank(o, program, {}, loadMs);
 }

@@ -46,6 +46,31 @@ struct Device {
   bool tf32Gemms = false;
   /// The share of memoryBandwidth that a fused (generated) kernel reaches.
   double kernelBandwidthFraction = 0.7;
+  /// A kernel, copy or fill whose arguments take at most cacheBytes moves
+  /// them at cacheBandwidth (bytes/s): they stay in the cache between the
+  /// commands that write and read them. 0: no cache (every command streams
+  /// from memory; the GPU presets, whose kernels are far larger than L2).
+  double cacheBytes = 0, cacheBandwidth = 0;
+  /// Additions per second along one loop-carried chain: what a sum over a
+  /// kernel's innermost dimension runs at when the code generator keeps
+  /// the additions in order (the CPU kernels: LLVM does not reassociate
+  /// floating-point sums). Such a kernel costs its chain's additions at
+  /// this rate on top of its bytes. 0: reductions are parallel trees (GPU
+  /// kernels) and cost their bytes only.
+  double serialAddRate = 0;
+  /// Bandwidth (bytes/s) of the bytes a kernel moves out of its loops'
+  /// order (transposes, gathers, scatters). 0: they stream like the others.
+  double permutedBandwidth = 0;
+  /// Transcendental functions (exp, log, tanh, erf, ...) per second in
+  /// generated kernels: the CPU evaluates them as polynomials of tens of
+  /// operations. 0: free beside the kernel's bytes (GPUs' special function
+  /// units).
+  double transcendentalRate = 0;
+  /// Attention runs as tiles whose products are calls of the GEMM library
+  /// (the CPU runtime, runtime/src/Attention.cpp): each tile's GEMMs cost
+  /// what gemmSeconds gives their shapes, overhead included. Otherwise it
+  /// is one kernel costed by its products at the per-head efficiency.
+  bool attentionTileGemms = false;
   /// Fixed cost per command (launch, dispatch), seconds: kernels, GEMMs,
   /// copies, and the extra cost per collective call.
   double kernelOverhead = 5e-6, gemmOverhead = 5e-6, collectiveOverhead = 0;
@@ -64,6 +89,10 @@ struct Link {
   /// cores (a peer must be scheduled before it answers); 0: latency times
   /// ranks per core.
   double sharedLatency = 0;
+  /// Collectives whose operand takes at most this many bytes per member run
+  /// as one rendezvous after which each member reads the others' operands
+  /// (shared memory: the local communicator's staged collectives); 0: none.
+  double oneShotBytes = 0;
 };
 
 struct Cluster {

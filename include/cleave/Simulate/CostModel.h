@@ -39,7 +39,7 @@ struct Placement {
 };
 Placement placeRanks(const Cluster &cluster, int64_t world);
 
-enum class Algorithm { Ring, Tree, Hierarchical };
+enum class Algorithm { Ring, Tree, Hierarchical, OneShot };
 const char *algorithmName(Algorithm);
 
 /// A collective's cost: seconds, the bytes each member sends, and the
@@ -65,9 +65,11 @@ struct CommCost {
 ///   tree all-reduce:      2 ceil(log2 n) steps, 2 S
 ///   tree broadcast:       ceil(log2 n) steps, S
 ///   permute, send:        1 step, S
-/// seconds = steps * latency + bytesSent / bandwidth + overhead. Algorithms
-/// other than ring exist only for all-reduce and broadcast (the others take
-/// the ring).
+///   one-shot (shared memory, one rendezvous, each member reading the
+///   others' operands): 1 step; all-reduce (n-1) S read, all-gather,
+///   reduce-scatter and all-to-all (n-1)/n S, broadcast and permute S
+/// seconds = steps * latency + bytesSent / bandwidth + overhead. Tree exists
+/// only for all-reduce and broadcast (the others take the ring).
 CommCost collectiveCost(plan::CollectiveOp op, double bytes, int64_t n,
                         const Link &link, Algorithm algorithm,
                         double overhead = 0);
@@ -107,26 +109,52 @@ double gemmSeconds(const Device &device, int64_t m, int64_t n, int64_t k,
 /// type), plus the softmax work at the fp32 peak, or its
 /// operands' and results' bytes over the kernels' bandwidth, whichever is
 /// longer (the scores stay in on-chip memory), plus one kernel overhead.
+/// On a device with Device::attentionTileGemms, the products are the CPU
+/// runtime's tile GEMMs instead (kCpuAttentionQueryTile x
+/// kCpuAttentionKeyTile tiles that causal masking leaves, each product one
+/// gemmSeconds call, overhead included) plus the softmax work at the fp32
+/// peak and one kernel overhead.
 double attentionSeconds(const Device &device, const plan::Command &command);
 /// The peak FLOP/s of a device for GEMMs with operands of `dtype` (fp32, or
 /// tf32 when the device's f32 GEMMs use it; bf16, fp16; f64 at half fp32).
 double gemmPeak(const Device &device, plan::DType dtype);
 
-/// Seconds of a fused kernel doing `flops` over `bytes` of arguments:
-/// max(bytes / (bandwidth * kernel fraction), flops / fp32 peak) + the
-/// kernel overhead.
-double kernelSeconds(const Device &device, double flops, double bytes);
+/// The bandwidth at which a command moving `bytes` (read and written) runs:
+/// the cache's when they fit in it (Device::cacheBytes), else `fraction` of
+/// the memory bandwidth.
+double streamBandwidth(const Device &device, double bytes, double fraction);
 
-/// Seconds of a Copy (read and write `bytes`) or Fill (write).
+/// A fused kernel's work (the plan's "kernel_costs" metadata): flops, the
+/// bytes of its arguments, the additions of its sums over the innermost
+/// dimension, which a CPU kernel runs as one loop-carried chain per output,
+/// the bytes its transposes, gathers and scatters move out of the loops'
+/// order, and its transcendental functions (exp, erf, ...) evaluated.
+struct KernelCost {
+  double flops = 0, bytes = 0, serialAdds = 0, permutedBytes = 0,
+         transcendentals = 0;
+};
+
+/// Seconds of a fused kernel:
+///   max(streamed / bandwidth + permuted / permuted bandwidth,
+///       flops / fp32 peak + transcendentals / transcendental rate,
+///       serialAdds / serial add rate) + kernel overhead
+/// (a chain of additions waits on each addition's latency; the other work
+/// runs beside it)
+/// where the bandwidth is streamBandwidth's (kernel fraction) for all the
+/// bytes, and `permuted` (at most the bytes) is taken out of `streamed` on
+/// devices with a permuted bandwidth. Terms whose device figure is 0 are
+/// left out.
+double kernelSeconds(const Device &device, const KernelCost &cost);
+
+/// Seconds of a Copy (read and write `bytes`) or Fill (write), at
+/// streamBandwidth.
 double copySeconds(const Device &device, double bytes);
 double fillSeconds(const Device &device, double bytes);
 
-/// The flops and argument bytes of each Kernel command of a plan, in
-/// command order, from its "kernel_costs" metadata ("flops:bytes,...").
-/// Empty when the plan has none (plans of older compilers).
-struct KernelCost {
-  double flops = 0, bytes = 0;
-};
+/// The cost of each Kernel command of a plan, in command order, from its
+/// "kernel_costs" metadata ("flops:bytes[:serial adds:permuted bytes:
+/// transcendentals],..."; plans of earlier compilers have two fields). Empty
+/// when the plan has none (plans of older compilers) or it does not parse.
 std::vector<KernelCost> kernelCosts(const plan::Plan &plan);
 
 } // namespace cleave::sim

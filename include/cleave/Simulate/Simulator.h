@@ -108,9 +108,22 @@ struct StageCost {
   double tailCompute = 0;
   /// The transfer of the largest message it receives.
   double transfer = 0;
+  /// Of tail: the all-reduces over the data-parallel axis (the gradients',
+  /// which --overlap-collectives packs into buckets): their operand bytes,
+  /// number and seconds.
+  double reduceBytes = 0, reduces = 0, reduceSeconds = 0;
   /// Its kernels' costs come from the plan's kernel_costs metadata.
   bool kernelCostsKnown = true;
 };
+
+/// The cost of collective command `cmd` over `group` (ranks of a mesh
+/// placed by `placement`): the fabric's one-shot algorithm for what it
+/// stages, else the faster of ring, tree and (across nodes with several
+/// members on each) the two-level algorithm, unless options.algorithm
+/// says.
+CommCost commandCost(const Cluster &cluster, const Placement &placement,
+                     const SimulateOptions &options, const plan::Command &cmd,
+                     const std::vector<int64_t> &group);
 
 /// Costs `stage` (a stage program) as rank pair[0] of `mesh` whose next
 /// pipeline rank is pair[1] (Send and Recv); an empty `pair`: rank 0 and

@@ -421,6 +421,16 @@ enum GemmParam : size_t {
 /// plan: the runtime's kernels keep a row in registers. The compiler spells
 /// larger ones out.
 constexpr int64_t kCudaAttentionMaxHeadDim = 128;
+/// The CPU runtime's attention tiles (runtime/src/Attention.cpp): queries
+/// and keys per tile; each tile's products are GEMM library calls. The cost
+/// model counts them (lib/Simulate/CostModel.cpp).
+constexpr int64_t kCpuAttentionQueryTile = 64;
+constexpr int64_t kCpuAttentionKeyTile = 128;
+/// The local communicator (ranks as threads) stages collectives of at most
+/// this many operand bytes per member: one rendezvous, after which each
+/// member reads the others' copies (runtime/src/LocalComm.cpp). The cpu
+/// cluster preset costs them so (Link::oneShotBytes).
+constexpr int64_t kLocalCommStagedBytes = 64 << 10;
 
 enum AttentionParam : size_t {
   kAttnDType = 0, ///< q, k, v and out

@@ -56,6 +56,11 @@ struct TrainOptions {
   /// every step after the first) is timed and rank 0's profile printed
   /// (printProfile).
   bool profile = false;
+  /// --profile-json FILE: --profile, and every command's mean time per run
+  /// written to FILE as JSON by every rank (writeProfileJson,
+  /// profileJsonPath), for comparing a plan's measured commands with
+  /// cleave-sim's.
+  std::string profileJson;
   /// --slow-rank R:F (a straggler, for measurements): after each step (and
   /// each run of the plan's sync entry) rank R sleeps (F - 1) times the
   /// wall time that run took on it, so its compute takes F times as long.
