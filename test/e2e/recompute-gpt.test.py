@@ -4,6 +4,10 @@
       --print-stats outputs: saved activations and arenas are ordered
   arena-order NONE.txt SELECTIVE.txt FULL.txt
       the arenas are ordered full < selective < none
+  smaller NONE.txt SELECTIVE.txt FULL.txt
+      no program's arena (one per pipeline rank) is larger with selective
+      or full recompute than without, and the first one's (which holds the
+      most microbatches' activations) is smaller
   same A.jsonl B.jsonl...   the losses and gradient norms are bitwise equal
 """
 import json
@@ -37,6 +41,18 @@ def arena_order(none, selective, full):
         print("arena: full < selective < none")
 
 
+def smaller(none, selective, full):
+    arenas = [[int(a) for a in re.findall(r"arena (\d+) bytes", open(p).read())]
+              for p in (none, selective, full)]
+    print("arenas none %s, selective %s, full %s" % tuple(arenas))
+    n = len(arenas[0])
+    if all(len(a) == n for a in arenas) and all(
+            s <= a and f <= a for a, s, f in zip(*arenas)) and all(
+            a[0] < arenas[0][0] for a in arenas[1:]):
+        print("%d program%s: selective and full within none, the first smaller"
+              % (n, "s" if n > 1 else ""))
+
+
 def bits(x):
     return struct.pack("<f", x)  # f32, as the runtime computes them
 
@@ -54,6 +70,8 @@ def same(paths):
 if __name__ == "__main__":
     if sys.argv[1] == "memory":
         memory(*sys.argv[2:7])
+    elif sys.argv[1] == "smaller":
+        smaller(*sys.argv[2:5])
     elif sys.argv[1] == "arena-order":
         arena_order(*sys.argv[2:5])
     else:

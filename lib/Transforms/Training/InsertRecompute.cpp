@@ -388,16 +388,53 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
            << "`): build the training step with "
               "--cleave-build-train-step=\"mark-backward=true\"";
   }
+  // The forward and the backward, up to the last backward op. A step of
+  // several microbatches (gradient accumulation, a pipeline's schedule)
+  // runs one microbatch's forward after another's backward, and each
+  // microbatch's activations are recomputed for its own backward. So the
+  // forward is every op before the first backward op, and after it the ops
+  // that read nothing a backward op made (transitively) and lead to one (a
+  // later microbatch's forward; not, say, the learning rate broadcast for
+  // an optimizer update). The backward is the rest: the tagged ops and
+  // what reads their results, such as the gradients' sums and updates.
+  SmallVector<Operation *> ops;
   for (Operation &op : block) {
-    if (&op == first)
+    ops.push_back(&op);
+    if (&op == last)
       break;
-    forward.push_back(&op);
-    forwardSet.insert(&op);
   }
-  for (Operation *op = first;; op = op->getNextNode()) {
-    backward.push_back(op);
-    if (op == last)
-      break;
+  DenseSet<Operation *> afterBackward;
+  for (Operation *op : ops)
+    if (op->hasAttr(::cleave::kBackwardAttr) ||
+        llvm::any_of(op->getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return def && afterBackward.contains(def);
+        }))
+      afterBackward.insert(op);
+  DenseSet<Operation *> leadsToBackward;
+  for (Operation *op : llvm::reverse(ops)) {
+    if (afterBackward.contains(op))
+      continue;
+    for (Operation *user : op->getUsers()) {
+      user = block.findAncestorOpInBlock(*user);
+      if (user &&
+          (user->hasAttr(::cleave::kBackwardAttr) ||
+           (!afterBackward.contains(user) && leadsToBackward.contains(user)))) {
+        leadsToBackward.insert(op);
+        break;
+      }
+    }
+  }
+  bool beforeFirst = true;
+  for (Operation *op : ops) {
+    beforeFirst &= op != first;
+    if (!afterBackward.contains(op) &&
+        (beforeFirst || leadsToBackward.contains(op))) {
+      forward.push_back(op);
+      forwardSet.insert(op);
+    } else {
+      backward.push_back(op);
+    }
   }
 
   // Forward ops that are dead already (a value nothing reads) would leave
