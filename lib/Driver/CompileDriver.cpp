@@ -1012,6 +1012,19 @@ int (::cleave::runCompile)(const CompileInvocation &inv) {
 }
 
 namespace {
+/// --auto's attempts at a layout whose compiled plan fits --max-memory.
+struct AutoAttempt {
+  /// 0 for the first.
+  size_t number = 0;
+  /// The most any compiled choice needed over what the planner predicted
+  /// for it: later choices must fit with their predictions scaled by it.
+  double memoryScale = 1;
+  /// The chosen candidate's predicted bytes per device.
+  double predictedBytes = 0;
+  /// The feasible candidates (by index) compiled so far.
+  std::set<size_t> tried;
+};
+
 /// --auto: searches the layouts of the training step (sim::searchPlans),
 /// compiling each profile the planner asks for from `importOptions` and
 /// `compileOptions`, prints the search with --explain, then sets both (and
@@ -1022,14 +1035,22 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
                ::cleave::CompileOptions &compileOptions,
                const ::cleave::sim::Cluster &cluster,
                std::optional<uint64_t> budget, bool &searchOnly,
-               bool optionsOnly, size_t choice) {
+               bool optionsOnly, AutoAttempt &attempt) {
   namespace sim = ::cleave::sim;
   // What the planner decides is not the user's to give.
-  const cl::Option *decided[] = {
-      &opts.mesh,      &opts.dataParallel,     &opts.microbatches,
-      &opts.schedule,  &opts.stageBoundaries,  &opts.recompute,
-      &opts.sequenceParallel, &opts.zero,      &opts.keepLayers,
-      &opts.overlapCollectives, &opts.sync,    &opts.simSchedule};
+  const cl::Option *decided[] = {&opts.mesh,
+                                 &opts.dataParallel,
+                                 &opts.microbatches,
+                                 &opts.schedule,
+                                 &opts.stageBoundaries,
+                                 &opts.recompute,
+                                 &opts.sequenceParallel,
+                                 &opts.zero,
+                                 &opts.keepLayers,
+                                 &opts.overlapCollectives,
+                                 &opts.bucketMB,
+                                 &opts.sync,
+                                 &opts.simSchedule};
   for (const cl::Option *given : decided)
     if (given->getNumOccurrences())
       return fail("--auto chooses the layout; it cannot be combined with --" +
@@ -1115,11 +1136,11 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
              outline->layers[count / stages * i - 1];
     return cut;
   };
-  auto layoutOptions = [&](::cleave::CompileOptions &co, int64_t dp,
-                           int64_t pp, int64_t tp, bool sp, int zero,
-                           int64_t microbatches, const std::string &schedule,
+  auto layoutOptions = [&](::cleave::CompileOptions &co, int64_t dp, int64_t pp,
+                           int64_t tp, bool sp, int zero, int64_t microbatches,
+                           const std::string &schedule,
                            const std::string &recompute, int64_t stages,
-                           int64_t count) {
+                           int64_t count, bool overlap, double bucketMB) {
     // pp pipeline ranks run `stages` stage programs (pp * chunks).
     co.train->microbatches = microbatches;
     co.train->pipelineRanks = pp;
@@ -1130,7 +1151,8 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
     shard.mesh = meshOf(dp, pp, tp);
     shard.sequenceParallel = sp;
     shard.zero = zero;
-    shard.bucketMB = opts.bucketMB;
+    shard.overlap = overlap;
+    shard.bucketMB = bucketMB;
     if (shard.mesh.empty())
       co.shard.reset();
     else
@@ -1165,8 +1187,9 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
     co.kernelAssembly = nullptr;
     layoutOptions(co, sim::kProfileDataParallel, sim::kProfileLayers, key.tp,
                   key.sequenceParallel, key.zero, sim::kProfileMicrobatches,
-                  "1f1b",
-                  key.recompute, sim::kProfileLayers, sim::kProfileLayers);
+                  "1f1b", key.recompute, sim::kProfileLayers,
+                  sim::kProfileLayers,
+                  /*overlap=*/false, opts.bucketMB);
     // Profiles compile on several threads at once: one thread each.
     MLIRContext context(CompileContext::registry(),
                         MLIRContext::Threading::DISABLED);
@@ -1190,9 +1213,24 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
   sim::PlanSearch search;
   if (std::string e = sim::searchPlans(planner, cluster, search); !e.empty())
     return fail("--auto: " + e);
-  if (opts.explain && choice == 0)
+  // The fastest candidate not compiled yet that fits with its prediction
+  // scaled; else the fastest not compiled yet (the scale comes from other
+  // layouts, and may not hold for it).
+  size_t choice = search.feasible.size();
+  for (size_t i = search.feasible.size(); i-- > 0;) {
+    if (attempt.tried.count(i))
+      continue;
+    if (planner.memoryLimit <= 0 ||
+        search.feasible[i].memoryBytes * attempt.memoryScale <=
+            planner.memoryLimit ||
+        choice == search.feasible.size() ||
+        search.feasible[choice].memoryBytes * attempt.memoryScale >
+            planner.memoryLimit)
+      choice = i;
+  }
+  if (opts.explain && attempt.number == 0)
     driverErrs() << sim::explainSearch(search, cluster, planner, 8);
-  if (!opts.candidatesFile.empty() && choice == 0) {
+  if (!opts.candidatesFile.empty() && attempt.number == 0) {
     // Tokens per step: the global batch times the other dimensions of the
     // first integer batch input (B x T token ids), else of the first.
     double tokens = double(opts.globalBatch);
@@ -1230,23 +1268,22 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
   }
   if (choice >= search.feasible.size())
     return fail("--auto: every layout predicted to fit (" +
-                std::to_string(choice) +
+                std::to_string(attempt.tried.size()) +
                 ") is over --max-memory once compiled");
   const sim::Candidate &best = search.feasible[choice];
+  attempt.predictedBytes = best.memoryBytes;
+  attempt.tried.insert(choice);
   driverErrs() << llvm::formatv(
-      "cleave-compile: --auto chose {0} (predicted step {1:F3} ms, {2:F1} "
-      "{3} per device; {4} candidates in {5:F1} s)\n",
+      "cleave-compile: --auto chose {0} (predicted step {1:F3} ms, {2} per "
+      "device; {3} candidates in {4:F1} s)\n",
       best.options(), best.stepSeconds * 1e3,
-      best.memoryBytes >= 1024.0 * 1024 * 1024
-          ? best.memoryBytes / (1024.0 * 1024 * 1024)
-          : best.memoryBytes / (1024.0 * 1024),
-      best.memoryBytes >= 1024.0 * 1024 * 1024 ? "GiB" : "MiB",
+      sim::formatMemory(best.memoryBytes),
       search.feasible.size() + search.rejected.size(), search.searchSeconds);
   pinBatch(importOptions, opts.globalBatch);
   layoutOptions(compileOptions, best.dp, best.pp, best.tp,
                 best.sequenceParallel, best.zero, best.microbatches,
-                best.schedule(), best.recompute, best.pp * best.chunks,
-                layers);
+                best.schedule(), best.recompute, best.pp * best.chunks, layers,
+                best.overlap, best.bucketMB);
   // What the reports read.
   opts.microbatches = best.microbatches;
   opts.schedule = best.schedule();
@@ -1681,9 +1718,11 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
       return fail("bad --sim-schedule '" + opts.simSchedule + "': " + e);
   // --auto: the planner's memory is a prediction (its profiles' stages
   // extrapolated to the layout); when the compiled plan of its choice is
-  // over --max-memory after all, the next fastest candidates are compiled.
-  constexpr size_t kAutoAttempts = 3;
-  size_t autoChoice = 0;
+  // over --max-memory after all, the fastest candidate that fits with its
+  // prediction scaled by what the compiled ones needed over theirs is
+  // compiled next.
+  constexpr size_t kAutoAttempts = 4;
+  AutoAttempt autoAttempt;
   const ImportOptions userImportOptions = importOptions;
   const CompileOptions userCompileOptions = compileOptions;
 compileChoice:
@@ -1691,9 +1730,9 @@ compileChoice:
   compileOptions = userCompileOptions;
   if (opts.autoPlan) {
     bool searchOnly = false;
-    if (int rc = planLayout(opts, importOptions, compileOptions, cluster,
-                            budget, searchOnly, inv.stopAfterOptions,
-                            autoChoice))
+    if (int rc =
+            planLayout(opts, importOptions, compileOptions, cluster, budget,
+                       searchOnly, inv.stopAfterOptions, autoAttempt))
       return rc;
     if (searchOnly || inv.stopAfterOptions)
       return 0;
@@ -1747,13 +1786,20 @@ compileChoice:
     if (std::string over = overBudget(*plan, *budget); !over.empty()) {
       if (!opts.autoPlan)
         return fail(over);
-      if (autoChoice + 1 >= kAutoAttempts)
+      if (autoAttempt.number + 1 >= kAutoAttempts)
         return fail(over + " (the " + std::to_string(kAutoAttempts) +
-                    " fastest layouts --auto predicted to fit are over it "
-                    "once compiled)");
+                    " layouts --auto chose are over it once compiled)");
+      uint64_t needed = plan->arenaBytes;
+      for (const plan::Plan &stage : plan->stages)
+        needed = std::max(needed, stage.arenaBytes);
+      autoAttempt.memoryScale =
+          std::max(autoAttempt.memoryScale,
+                   double(needed) / std::max(1.0, autoAttempt.predictedBytes));
       driverErrs() << "cleave-compile: --auto's choice, compiled: " << over
-                   << "; compiling the next fastest layout\n";
-      ++autoChoice;
+                   << "; compiling the fastest layout predicted to fit with "
+                   << llvm::format("%.3f", autoAttempt.memoryScale)
+                   << " times its predicted memory\n";
+      ++autoAttempt.number;
       goto compileChoice; // Each attempt's context and plan go out of scope.
     }
   if (opts.emit == EmitKind::Sim) {

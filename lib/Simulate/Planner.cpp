@@ -11,6 +11,7 @@
 #include "cleave/Simulate/CostModel.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -36,16 +37,6 @@ double seconds(std::chrono::steady_clock::time_point since) {
       .count();
 }
 
-std::string gib(double bytes) {
-  char text[32];
-  if (bytes < 1024.0 * 1024 * 1024)
-    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024));
-  else
-    std::snprintf(text, sizeof text, "%.1f GiB",
-                  bytes / (1024.0 * 1024 * 1024));
-  return text;
-}
-
 std::string ms(double s) {
   char text[32];
   std::snprintf(text, sizeof text, s < 10 ? "%.1f ms" : "%.0f ms", s * 1e3);
@@ -66,11 +57,24 @@ int64_t heldMicrobatches(const std::vector<std::string> &steps) {
 }
 
 /// What a profile's stage program holds: memory (bytes per rank) and
-/// flops (per microbatch).
+/// flops (per microbatch). `kept` is the low-precision parameter copies
+/// made once per step (mixed precision under ZeRO-1 and -2).
 struct StageMemory {
-  double parameters = 0, optimizerStates = 0, accumulators = 0,
+  double parameters = 0, kept = 0, optimizerStates = 0, accumulators = 0,
          activations = 0, temporaries = 0, flops = 0;
+  /// What lives through the step.
+  double fixed() const {
+    return parameters + kept + optimizerStates + accumulators;
+  }
 };
+
+/// What ZeRO stage `stage` splits over dp: 1 the optimizer states, 2 the
+/// gradient accumulators, 3 the parameters.
+double &zeroPart(StageMemory &m, int stage) {
+  return stage == 1   ? m.optimizerStates
+         : stage == 2 ? m.accumulators
+                      : m.parameters;
+}
 
 StageMemory memoryOf(const plan::Plan &stage) {
   StageMemory m;
@@ -82,14 +86,13 @@ StageMemory memoryOf(const plan::Plan &stage) {
   m.parameters = states - m.optimizerStates;
   m.accumulators = metadataNumber(stage, "accumulator_bytes");
   m.activations = metadataNumber(stage, "activation_bytes");
-  // Low-precision parameter copies kept for the step count with the
-  // parameters: they grow with the layers, as the states do.
-  double kept = metadataNumber(stage, "kept_bytes");
-  m.parameters += kept;
+  // Low-precision parameter copies kept for the step: they grow with the
+  // layers, as the states do.
+  m.kept = metadataNumber(stage, "kept_bytes");
   int64_t held = heldMicrobatches(plan::pipelineSteps(stage));
-  m.temporaries = std::max(0.0, double(stage.arenaBytes) - states - kept -
-                                    m.accumulators -
-                                    double(held) * m.activations);
+  m.temporaries =
+      std::max(0.0, double(stage.arenaBytes) - states - m.kept -
+                        m.accumulators - double(held) * m.activations);
   m.flops = metadataNumber(stage, "flops") / double(kProfileMicrobatches);
   return m;
 }
@@ -103,15 +106,20 @@ StageCost axpy(const StageCost &a, double k, const StageCost &b) {
   c.tail = a.tail + k * b.tail;
   c.stepComm = a.stepComm + k * b.stepComm;
   c.stepCompute = a.stepCompute + k * b.stepCompute;
+  c.backwardComm = a.backwardComm + k * b.backwardComm;
   c.otherComm = a.otherComm + k * b.otherComm;
   c.otherCompute = a.otherCompute + k * b.otherCompute;
   c.tailCompute = a.tailCompute + k * b.tailCompute;
   c.transfer = std::max(a.transfer, b.transfer);
+  c.reduceBytes = a.reduceBytes + k * b.reduceBytes;
+  c.reduces = a.reduces + k * b.reduces;
+  c.reduceSeconds = a.reduceSeconds + k * b.reduceSeconds;
   return c;
 }
 StageMemory axpy(const StageMemory &a, double k, const StageMemory &b) {
   StageMemory c;
   c.parameters = a.parameters + k * b.parameters;
+  c.kept = a.kept + k * b.kept;
   c.optimizerStates = a.optimizerStates + k * b.optimizerStates;
   c.accumulators = a.accumulators + k * b.accumulators;
   c.activations = a.activations + k * b.activations;
@@ -200,6 +208,64 @@ std::string costProfile(Profile &profile, const Cluster &cluster,
   return "";
 }
 
+/// The tail (what runs after the steps) of a one-stage candidate with
+/// --overlap-collectives, `whole` being its stage and `units` its parts in
+/// the order the last backward makes their gradients ready (the head's,
+/// the layers' from the last, the embedding's). The gradient all-reduces
+/// are packed into buckets of `bucketBytes` (0: one per all-reduce) a unit
+/// at a time; each bucket runs on the communication stream while the
+/// backward goes on, and its wait, with its share of the optimizer, comes
+/// right before the next bucket starts (as ScheduleCollectives places
+/// them). The backward's own collectives (tensor parallelism's) share the
+/// communication stream: they wait for the buckets ahead of them, and the
+/// backward for them. `bucketSeconds(bytes, members)` costs one bucket.
+double
+overlappedTail(const StageCost &whole,
+               const std::vector<const StageCost *> &units, double bucketBytes,
+               const std::function<double(double, double)> &bucketSeconds) {
+  double total = whole.reduceBytes;
+  if (total <= 0)
+    return whole.tail;
+  double clock = 0, backward = 0, commEnd = 0, owed = 0, pending = 0,
+         members = 0;
+  bool started = false;
+  auto flush = [&](double buckets) {
+    for (double i = 0; i < buckets; ++i) {
+      double bytes = pending / buckets;
+      if (started)
+        clock = std::max(clock, commEnd) + owed;
+      commEnd = clock + bucketSeconds(bytes, members / buckets);
+      owed = whole.tailCompute * bytes / total;
+      started = true;
+    }
+    pending = members = 0;
+  };
+  for (const StageCost *u : units) {
+    double comm = std::max(0.0, u->backwardComm),
+           compute = std::max(0.0, u->backward - comm);
+    clock += compute;
+    if (comm > 0) {
+      clock = std::max(clock, commEnd) + comm;
+      commEnd = clock;
+    }
+    backward += compute + comm;
+    pending += std::max(0.0, u->reduceBytes);
+    members += std::max(0.0, u->reduces);
+    if (members < 1)
+      continue;
+    if (bucketBytes <= 0)
+      flush(std::round(members));
+    else if (pending >= bucketBytes)
+      flush(std::clamp(std::floor(pending / bucketBytes), 1.0,
+                       std::round(members)));
+  }
+  if (pending > 0)
+    flush(1);
+  clock = std::max(clock, commEnd) + owed;
+  return whole.tail - whole.reduceSeconds - whole.tailCompute + clock -
+         backward;
+}
+
 /// Evaluates one candidate on its profile; sets its prediction, or
 /// `rejected`.
 void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
@@ -237,8 +303,10 @@ void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
       m = axpy(m, 1, profile.embedding);
     if (j == stages - 1)
       m = axpy(m, 1, profile.head);
-    if (c.zero >= 1)
-      m.optimizerStates *= double(kProfileDataParallel) / double(c.dp);
+    // What the candidate's ZeRO stage splits is split over its dp, not
+    // the profile's.
+    for (int z = 1; z <= c.zero; ++z)
+      zeroPart(m, z) *= double(kProfileDataParallel) / double(c.dp);
     return m;
   };
 
@@ -248,23 +316,60 @@ void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
     stageCosts.push_back(stageCost(j));
     stageMemories.push_back(stageMemory(j));
   }
+  if (c.overlap && stages == 1) {
+    // The buckets over the candidate's dp group, each packed and sliced
+    // back by copies when it holds several all-reduces.
+    plan::Mesh mesh = meshFor(profile.plan, c.dp, c.pp);
+    Placement placement = placeRanks(cluster, mesh.worldSize());
+    plan::Command bucket;
+    bucket.kind = plan::CommandKind::Collective;
+    bucket.collective.op = plan::CollectiveOp::AllReduce;
+    bucket.collective.dtype = plan::DType::F32;
+    for (size_t a = 0; a < mesh.axisNames.size(); ++a)
+      if (mesh.axisNames[a] == "dp")
+        bucket.collective.axes = {uint32_t(a)};
+    std::vector<int64_t> group =
+        plan::groupOf(mesh, bucket.collective.axes, 0).ranks;
+    auto bucketSeconds = [&](double bytes, double members) {
+      bucket.collective.count = std::max<int64_t>(1, int64_t(bytes / 4));
+      return commandCost(cluster, placement, options.simulate, bucket, group)
+                 .seconds +
+             (members > 1.5 ? 2 * copySeconds(cluster.device, bytes) : 0);
+    };
+    std::vector<const StageCost *> units = {&head};
+    for (int64_t i = 0; i < options.layers; ++i)
+      units.push_back(&layer);
+    units.push_back(&embedding);
+    StageCost &sc = stageCosts[0];
+    double tail =
+        overlappedTail(sc, units, c.bucketMB * 1024 * 1024, bucketSeconds);
+    sc.otherComm += tail - sc.tail;
+    sc.tail = tail;
+    // A bucket, its reduced copy and the members sliced back out of it
+    // live at once, beside the gradients it packed.
+    stageMemories[0].temporaries +=
+        3 * std::min(c.bucketMB * 1024 * 1024, sc.reduceBytes);
+  }
   // Before replaying the schedule: what needs no schedule to know. The
-  // states alone (and the least a recompute policy or ZeRO-1 leaves), and
-  // the busiest rank's work without any bubble.
+  // states alone (and the least a recompute policy or ZeRO stage leaves),
+  // and the busiest rank's work without any bubble.
   double m = double(c.microbatches), busiest = 0, busiestOther = 0;
-  c.stateBytes = c.minimumBytes = c.zeroBytes = 0;
+  c.stateBytes = c.minimumBytes = 0;
+  c.zeroSaves.fill(0);
   for (int64_t r = 0; r < p; ++r) {
-    double fixed = 0, minimum = 0, zeroed = 0, temporaries = 0, work = 0,
-           other = 0, oneMicrobatch = 0;
+    double fixed = 0, temporaries = 0, work = 0, other = 0, oneMicrobatch = 0;
+    // What each ZeRO stage beyond the candidate's would take off: its
+    // part, whole on every rank now, to a 1/dp share.
+    std::array<double, 4> saves = {0, 0, 0, 0};
     for (int64_t k = 0; k < v; ++k) {
-      const StageMemory &sm = stageMemories[k * p + r];
+      StageMemory sm = stageMemories[k * p + r];
       const StageCost &sc = stageCosts[k * p + r];
-      fixed += sm.parameters + sm.optimizerStates + sm.accumulators;
-      double shared = c.zero ? sm.optimizerStates
-                             : sm.optimizerStates * double(kProfileDataParallel) /
-                                   double(c.dp);
-      minimum += sm.parameters + sm.accumulators + shared;
-      zeroed += sm.optimizerStates - shared;
+      fixed += sm.fixed();
+      double saved = 0;
+      for (int z = c.zero + 1; z <= 3; ++z) {
+        saved += zeroPart(sm, z) * (1 - 1 / double(c.dp));
+        saves[z] += saved;
+      }
       temporaries = std::max(temporaries, sm.temporaries);
       oneMicrobatch += sm.activations;
       work += (sc.forward + sc.backward) * m + sc.head + sc.tail;
@@ -273,8 +378,10 @@ void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
     // Every schedule holds at least one microbatch's activations of each
     // of its chunks at some point (its first backward's).
     c.stateBytes = std::max(c.stateBytes, fixed + temporaries + oneMicrobatch);
-    c.minimumBytes = std::max(c.minimumBytes, minimum);
-    c.zeroBytes = std::max(c.zeroBytes, zeroed);
+    c.minimumBytes = std::max(
+        c.minimumBytes, fixed - saves[std::max(c.zero, options.maxZero())]);
+    for (int z = 0; z <= 3; ++z)
+      c.zeroSaves[z] = std::max(c.zeroSaves[z], saves[z]);
     if (work > busiest) {
       busiest = work;
       busiestOther = other;
@@ -284,9 +391,9 @@ void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
     c.memoryBytes = c.stateBytes;
     c.stepSeconds = busiest;
     c.otherSeconds = busiestOther;
-    c.rejected = "over memory: at least " + gib(c.stateBytes) +
+    c.rejected = "over memory: at least " + formatMemory(c.stateBytes) +
                  " per device (its states and one microbatch), over " +
-                 gib(options.memoryLimit);
+                 formatMemory(options.memoryLimit);
     return;
   }
   if (busiest > kNearBest * incumbent) {
@@ -352,7 +459,7 @@ void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
     double fixed = 0, temporaries = 0, held = 0, peak = 0;
     for (int64_t k = 0; k < v; ++k) {
       const StageMemory &sm = stageMemories[k * p + r];
-      fixed += sm.parameters + sm.optimizerStates + sm.accumulators;
+      fixed += sm.fixed();
       temporaries = std::max(temporaries, sm.temporaries);
     }
     for (const pl::Step &step : order[r]) {
@@ -368,11 +475,21 @@ void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
   }
   c.bubble = sim.bubble;
   if (options.memoryLimit > 0 && c.memoryBytes > options.memoryLimit)
-    c.rejected = "over memory: " + gib(c.memoryBytes) + " per device, over " +
-                 gib(options.memoryLimit);
+    c.rejected = "over memory: " + formatMemory(c.memoryBytes) +
+                 " per device, over " + formatMemory(options.memoryLimit);
 }
 
 } // namespace
+
+std::string formatMemory(double bytes) {
+  char text[32];
+  if (bytes < 1024.0 * 1024 * 1024)
+    std::snprintf(text, sizeof text, "%.2f MiB", bytes / (1024.0 * 1024));
+  else
+    std::snprintf(text, sizeof text, "%.2f GiB",
+                  bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
 
 std::string ProfileKey::str() const {
   std::string s = "tp=" + std::to_string(tp);
@@ -407,15 +524,25 @@ std::string Candidate::options() const {
     s += " --sequence-parallel";
   if (zero)
     s += " --zero=" + std::to_string(zero);
+  if (overlap) {
+    char text[64];
+    std::snprintf(text, sizeof text, " --overlap-collectives --bucket-mb=%g",
+                  bucketMB);
+    s += text;
+  }
   return s;
 }
 
 std::string Candidate::layout() const {
-  char text[160];
-  std::snprintf(text, sizeof text, "dp=%lld tp=%lld%s pp=%lld v=%lld b=%lld m=%lld zero=%d %s",
-                (long long)dp, (long long)tp, sequenceParallel ? "+sp" : "",
-                (long long)pp, (long long)chunks, (long long)microbatchSize,
-                (long long)microbatches, zero, recompute.c_str());
+  char text[192];
+  int n =
+      std::snprintf(text, sizeof text,
+                    "dp=%lld tp=%lld%s pp=%lld v=%lld b=%lld m=%lld zero=%d %s",
+                    (long long)dp, (long long)tp, sequenceParallel ? "+sp" : "",
+                    (long long)pp, (long long)chunks, (long long)microbatchSize,
+                    (long long)microbatches, zero, recompute.c_str());
+  if (overlap && n > 0 && size_t(n) < sizeof text)
+    std::snprintf(text + n, sizeof text - n, " overlap:%gM", bucketMB);
   return text;
 }
 
@@ -466,9 +593,9 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
     /// memory could make fit, without what runs outside the steps: no such
     /// variant beats it.
     double bound = HUGE_VAL;
-    /// Some layout over memory would fit with ZeRO-1 and might beat the
-    /// best found.
-    bool zeroHelps = false;
+    /// Per ZeRO stage: some layout over memory would fit with it and might
+    /// beat the best found.
+    std::array<bool, 4> zeroHelps = {false, false, false, false};
   };
   auto candidatesOf = [&](Profile &profile) {
     Outcome o;
@@ -515,6 +642,17 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
           divisible = true;
         }
         (divisible ? pending : out.rejected).push_back(d);
+        // Without a pipeline and ZeRO: each bucket size with overlap.
+        if (!divisible || pp > 1 || c.zero > 0 || c.dp < 2)
+          continue;
+        for (double bucket : options.bucketMB) {
+          Candidate e = d;
+          e.rejected.clear();
+          e.overlap = true;
+          e.bucketMB = bucket;
+          evaluate(e, profile, options, cluster, 0.0);
+          pending.push_back(e);
+        }
       }
     }
     // Replay the schedules of those that fit their states, the least busy
@@ -539,11 +677,15 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
         o.allFit = false;
         o.bound = std::min(o.bound, d.stepSeconds - d.otherSeconds);
       }
-      // ZeRO-1 is worth a profile where it makes a layout fit that could
-      // beat the best found (it takes only optimizer work off the step).
-      o.zeroHelps |= overMemory && d.zero == 0 &&
-                     d.memoryBytes - d.zeroBytes <= options.memoryLimit &&
-                     d.stepSeconds - d.otherSeconds < incumbent;
+      // A ZeRO stage is worth a profile where it makes a layout fit that
+      // could beat the best found (ZeRO-1 and -2 take only optimizer work
+      // off the step, ZeRO-3 adds gathers in the steps).
+      for (int z = d.zero + 1; z <= 3; ++z)
+        o.zeroHelps[z] =
+            o.zeroHelps[z] ||
+            (overMemory &&
+             d.memoryBytes - d.zeroSaves[z] <= options.memoryLimit &&
+             d.stepSeconds - d.otherSeconds < incumbent);
       if (d.rejected.empty()) {
         o.anyFits = true;
         o.best = std::min(o.best, d.stepSeconds);
@@ -556,16 +698,16 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
 
   // One chain per tensor-parallel layout (tp, with and without sequence
   // parallelism). For each microbatch size from the smallest, a chain
-  // tries the recompute policies and ZeRO stages from the least
-  // memory-saving (the fastest) on, until every layout fits, or the
-  // fastest of them (memory aside, without the optimizer) cannot beat the
-  // best found: the rest would only add time. Microbatches grow until none
-  // fits or the best step stops getting faster. Each round compiles one
-  // profile per live chain, on as many threads as the machine has cores.
+  // tries the variants (recompute policy, ZeRO stage) from the fastest on,
+  // until every layout fits, or the fastest of them (memory aside, without
+  // the optimizer) cannot beat the best found: the rest would only add
+  // time. Microbatches grow until none fits or the best step stops getting
+  // faster. Each round compiles one profile per live chain, on as many
+  // threads as the machine has cores.
   struct Chain {
     int64_t tp = 1;
     bool sp = false;
-    size_t size = 0, policy = 0, zero = 0;
+    size_t size = 0, variant = 0;
     double previous = HUGE_VAL;
     Outcome sized;
     bool done = false;
@@ -580,11 +722,29 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
       sizes.push_back(b);
   std::sort(sizes.begin(), sizes.end());
   std::vector<int> zeros;
-  for (int z : options.zero)
-    if (z == 0 || z == 1)
-      zeros.push_back(z);
+  for (int z : options.zero) {
+    if (z < 0 || z > 3)
+      return "ZeRO stage " + std::to_string(z) + " is not 0, 1, 2 or 3";
+    zeros.push_back(z);
+  }
+  std::sort(zeros.begin(), zeros.end());
+  zeros.erase(std::unique(zeros.begin(), zeros.end()), zeros.end());
   if (sizes.empty() || zeros.empty() || options.recompute.empty())
     return "no microbatch size, ZeRO stage or recompute policy to try";
+  // The variants in the order they cost time: every recompute policy with
+  // ZeRO-0 and -1 (which add no communication in the steps), then with
+  // ZeRO-2 (a reduce-scatter per microbatch under a pipeline), then with
+  // ZeRO-3 (all-gathers of the parameters in every step).
+  struct Variant {
+    size_t policy;
+    int zero;
+  };
+  std::vector<Variant> variants;
+  for (auto [low, high] : {std::pair{0, 1}, {2, 2}, {3, 3}})
+    for (size_t policy = 0; policy < options.recompute.size(); ++policy)
+      for (int z : zeros)
+        if (z >= low && z <= high)
+          variants.push_back({policy, z});
   std::vector<Chain> chains;
   for (int64_t tp : tps)
     for (bool sp : {false, true})
@@ -595,18 +755,16 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
         chains.push_back(chain);
       }
   auto keyOf = [&](const Chain &c) {
-    return ProfileKey{c.tp, c.sp, sizes[c.size], options.recompute[c.policy],
-                      zeros[c.zero]};
+    const Variant &v = variants[c.variant];
+    return ProfileKey{c.tp, c.sp, sizes[c.size], options.recompute[v.policy],
+                      v.zero};
   };
   // Skips ZeRO stages a layout without data parallelism cannot take.
   auto settle = [&](Chain &c) {
-    while (!c.done && zeros[c.zero] > 0 && g / c.tp < 2) {
-      if (++c.zero == zeros.size()) {
-        c.zero = 0;
-        if (++c.policy == options.recompute.size())
-          c.done = true;
-      }
-    }
+    while (c.variant < variants.size() && variants[c.variant].zero > 0 &&
+           g / c.tp < 2)
+      ++c.variant;
+    c.done |= c.variant == variants.size();
   };
   for (Chain &c : chains)
     settle(c);
@@ -622,7 +780,7 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
     c.bound = c.sized.best;
     c.boundValid = false;
     c.sized = Outcome();
-    c.policy = c.zero = 0;
+    c.variant = 0;
     settle(c);
   };
   std::vector<std::unique_ptr<Profile>> profiles;
@@ -684,14 +842,22 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
       bool sizeDone = (o.anyFits && o.allFit) || o.bound >= incumbent;
       c.bound = o.bound;
       c.boundValid = true;
-      // ZeRO-1 next only where it would make a layout fit.
-      if (!sizeDone && zeros[c.zero] == 0 && !o.zeroHelps)
-        c.zero = zeros.size() - 1;
-      if (!sizeDone && ++c.zero == zeros.size()) {
-        c.zero = 0;
-        sizeDone = ++c.policy == options.recompute.size();
+      // The next variant: a higher ZeRO stage only where it would make a
+      // layout fit.
+      if (!sizeDone) {
+        int zero = variants[c.variant].zero;
+        // ZeRO-2 and -3 add communication to every step: only where no
+        // variant without them made a layout of this size fit.
+        do
+          ++c.variant;
+        while (c.variant < variants.size() &&
+               ((variants[c.variant].zero > zero &&
+                 !o.zeroHelps[variants[c.variant].zero]) ||
+                (variants[c.variant].zero >= 2 && c.sized.anyFits)));
+        sizeDone = c.variant == variants.size();
       }
-      settle(c);
+      if (!sizeDone)
+        settle(c);
       if (sizeDone || c.done) {
         c.done = false;
         nextSize(c);
@@ -719,7 +885,7 @@ std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
                 "compiled in %.2f s; search %.2f s\n",
                 (long long)options.devices, cluster.name.c_str(),
                 (long long)options.globalBatch, (long long)options.layers,
-                gib(options.memoryLimit).c_str(),
+                formatMemory(options.memoryLimit).c_str(),
                 search.feasible.size() + search.rejected.size(),
                 search.feasible.size(), (long long)search.profilesCompiled,
                 search.profileSeconds, search.searchSeconds);
@@ -743,7 +909,8 @@ std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
                     i + 1, c.layout().c_str(), ms(c.stepSeconds).c_str(),
                     ms(c.stepCompute).c_str(), ms(c.stepComm).c_str(),
                     ms(c.otherSeconds).c_str(), c.bubble * 100,
-                    gib(c.memoryBytes).c_str(), cost.kWh, cost.total());
+                    formatMemory(c.memoryBytes).c_str(), cost.kWh,
+                    cost.total());
       s += line;
       if (i == 0)
         continue;

@@ -883,6 +883,7 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
   Part none;
   sc.forward = forward.value_or(none).total();
   sc.backward = backward.value_or(none).total();
+  sc.backwardComm = backward.value_or(none).comm;
   sc.stepComm = forward.value_or(none).comm + backward.value_or(none).comm;
   sc.stepCompute =
       forward.value_or(none).compute + backward.value_or(none).compute;

@@ -133,6 +133,8 @@ def compile_row(row, layout, tag="paper"):
             cmd.append("--sequence-parallel")
         if layout["zero"]:
             cmd.append("--zero=%d" % layout["zero"])
+        if layout.get("bucket") is not None:
+            cmd += ["--overlap-collectives", "--bucket-mb=%g" % layout["bucket"]]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit("row %s: cleave-compile failed:\n%s\n%s" % (row["params_billion"], " ".join(cmd), r.stderr))
@@ -181,7 +183,9 @@ def plan_row(row):
     layout = dict(t=t, p=p, dp=dp, m=m, b=int(row["global_batch"]) // (dp * m),
                   v=get(r"interleaved:(\d+)", 1),
                   recompute=re.search(r"--recompute=(\w+)", opts).group(1) if "--recompute" in opts else "none",
-                  sp="--sequence-parallel" in opts, zero=get(r"--zero=(\d+)", 0))
+                  sp="--sequence-parallel" in opts, zero=get(r"--zero=(\d+)", 0),
+                  bucket=float(re.search(r"--bucket-mb=([0-9.]+)", opts).group(1))
+                  if "--overlap-collectives" in opts else None)
     return layout, predicted, seconds, opts
 
 
@@ -263,9 +267,10 @@ if args.planner:
         print("planned %sB in %.1f s: %s" % (row["params_billion"], seconds, opts), file=sys.stderr, flush=True)
         mine = simulate(compile_row(row, layout, tag="auto"), {})
         pl = paper_layout(row)
-        describe = lambda x: "t=%d p=%d dp=%d v=%d b=%d m=%d %s%s%s" % (
+        describe = lambda x: "t=%d p=%d dp=%d v=%d b=%d m=%d %s%s%s%s" % (
             x["t"], x["p"], x["dp"], x["v"], x["b"], x["m"], x["recompute"], " sp" if x["sp"] else "",
-            " zero=%d" % x["zero"] if x["zero"] else "")
+            " zero=%d" % x["zero"] if x["zero"] else "",
+            " overlap:%gM" % x["bucket"] if x.get("bucket") is not None else "")
         print("| %sB | %s | %.1f | %s | %.1f | %.1f | %+.1f%% | %.1f |" % (
             row["params_billion"], describe(pl), paper["tflops"], describe(layout),
             mine["tflops"] * mine["step"] / predicted, mine["tflops"],

@@ -18,7 +18,13 @@
 // the same stage programs: parameters and optimizer states, gradient
 // accumulators (plan metadata accumulator_bytes), one microbatch's saved
 // activations (activation_bytes) times the microbatches the schedule holds
-// at once, and the rest of the profile's arena (temporaries).
+// at once, and the rest of the profile's arena (temporaries). What the
+// candidate's ZeRO stage splits over dp (1: optimizer states, 2: also the
+// accumulators, 3: also the parameters) is scaled from the profile's
+// dp = 2 to the candidate's, as are its all-gathers over dp. A layout
+// without a pipeline is also tried with --overlap-collectives at each
+// bucket size: its gradient all-reduces, packed into buckets as the last
+// backward makes them ready, run while that backward goes on.
 //
 // Plain C++: the driver supplies the compiler as a callback.
 //
@@ -31,6 +37,8 @@
 #include "cleave/Simulate/Cluster.h"
 #include "cleave/Simulate/Simulator.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -62,11 +70,22 @@ struct PlannerOptions {
   /// devices per node).
   std::vector<int64_t> tensorParallel;
   std::vector<int64_t> microbatchSizes = {1, 2, 4};
-  /// Recompute policies and ZeRO stages (0 or 1), tried in this order for
+  /// Recompute policies and ZeRO stages (0 to 3), tried in this order for
   /// each tensor-parallel layout and microbatch size until every layout
-  /// fits: what saves more memory costs more time.
+  /// fits: what saves more memory costs more time. A ZeRO stage is tried
+  /// only where it would make a layout over memory fit.
   std::vector<std::string> recompute = {"none", "selective", "full"};
-  std::vector<int> zero = {0, 1};
+  std::vector<int> zero = {0, 1, 2, 3};
+  int maxZero() const {
+    int most = 0;
+    for (int z : zero)
+      most = std::max(most, z);
+    return most;
+  }
+  /// All-reduce bucket sizes (MiB) tried with --overlap-collectives on
+  /// the layouts that take it (no pipeline, no ZeRO, dp > 1), beside the
+  /// layout without (empty: none).
+  std::vector<double> bucketMB = {1, 5, 25, 100};
   /// Try sequence parallelism (with tp > 1) as well as without.
   bool sequenceParallel = true;
   /// The most chunks per pipeline rank of an interleaved schedule.
@@ -85,6 +104,9 @@ struct Candidate {
   bool sequenceParallel = false;
   int zero = 0;
   std::string recompute = "none";
+  /// --overlap-collectives with buckets of bucketMB MiB.
+  bool overlap = false;
+  double bucketMB = 0;
   /// Predicted: the step, its parts on the slowest pipeline rank (compute
   /// and communication in the steps, the rest of the step: gradient
   /// reductions and the optimizer), the bubble, the most bytes a rank needs.
@@ -94,12 +116,14 @@ struct Candidate {
   /// parameters, optimizer states, gradient accumulators, temporaries and
   /// one microbatch's activations of its chunks.
   double stateBytes = 0;
-  /// The least memory any recompute policy or ZeRO-1 could bring its
-  /// layout to: parameters, gradient accumulators and a 1/dp share of the
-  /// optimizer states (a bound the search prunes by).
+  /// The least memory any recompute policy or ZeRO stage the search tries
+  /// could bring its layout to: its states with what the highest ZeRO
+  /// stage splits cut to a 1/dp share (a bound the search prunes by).
   double minimumBytes = 0;
-  /// The optimizer-state bytes ZeRO-1 would take off its fullest rank.
-  double zeroBytes = 0;
+  /// Per ZeRO stage above its own: the bytes that stage would take off
+  /// its fullest rank (optimizer states, then gradient accumulators, then
+  /// parameters, each to a 1/dp share).
+  std::array<double, 4> zeroSaves = {0, 0, 0, 0};
   /// Why it was not chosen: pruned (divisibility, memory, a profile that
   /// did not compile) or "" for a feasible one.
   std::string rejected;
@@ -122,6 +146,9 @@ struct PlanSearch {
 
 /// Searches `options`' layouts on `cluster`. Returns an error (no profile
 /// compiled, bad options), or "" (`out.feasible` may still be empty).
+/// `bytes` as MiB or GiB with two decimals, as the planner prints memory.
+std::string formatMemory(double bytes);
+
 std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
                         PlanSearch &out);
 

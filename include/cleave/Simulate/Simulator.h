@@ -104,6 +104,8 @@ struct StageCost {
   double forward = 0, backward = 0, head = 0, tail = 0;
   /// Of forward + backward, and of head + tail: communication and compute.
   double stepComm = 0, stepCompute = 0, otherComm = 0, otherCompute = 0;
+  /// Of backward: communication.
+  double backwardComm = 0;
   /// Of tail: compute.
   double tailCompute = 0;
   /// The transfer of the largest message it receives.
