@@ -218,7 +218,9 @@ std::string costProfile(Profile &profile, const Cluster &cluster,
 /// right before the next bucket starts (as ScheduleCollectives places
 /// them). The backward's own collectives (tensor parallelism's) share the
 /// communication stream: they wait for the buckets ahead of them, and the
-/// backward for them. `bucketSeconds(bytes, members)` costs one bucket.
+/// backward for them from the first one, taken at the unit's start (so a
+/// tensor-parallel layer's backward hardly overlaps the buckets before
+/// it). `bucketSeconds(bytes, members)` costs one bucket.
 double
 overlappedTail(const StageCost &whole,
                const std::vector<const StageCost *> &units, double bucketBytes,
@@ -243,10 +245,13 @@ overlappedTail(const StageCost &whole,
   for (const StageCost *u : units) {
     double comm = std::max(0.0, u->backwardComm),
            compute = std::max(0.0, u->backward - comm);
-    clock += compute;
+    // A unit with collectives of its own (tensor parallelism's) meets the
+    // first near its start: from there it waits for the buckets ahead.
     if (comm > 0) {
-      clock = std::max(clock, commEnd) + comm;
+      clock = std::max(clock, commEnd) + compute + comm;
       commEnd = clock;
+    } else {
+      clock += compute;
     }
     backward += compute + comm;
     pending += std::max(0.0, u->reduceBytes);
