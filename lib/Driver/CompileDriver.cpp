@@ -1014,14 +1014,14 @@ int (::cleave::runCompile)(const CompileInvocation &inv) {
 namespace {
 /// --auto's attempts at a layout whose compiled plan fits --max-memory.
 struct AutoAttempt {
-  /// 0 for the first.
-  size_t number = 0;
+  /// The search, made once for all attempts.
+  std::optional<::cleave::sim::PlanSearch> search;
   /// The most any compiled choice needed over what the planner predicted
   /// for it: later choices must fit with their predictions scaled by it.
   double memoryScale = 1;
   /// The chosen candidate's predicted bytes per device.
   double predictedBytes = 0;
-  /// The feasible candidates (by index) compiled so far.
+  /// The feasible candidates (by index) chosen so far.
   std::set<size_t> tried;
 };
 
@@ -1210,27 +1210,32 @@ int planLayout(Options &opts, ::cleave::ImportOptions &importOptions,
     out = std::move(*plan);
     return "";
   };
-  sim::PlanSearch search;
-  if (std::string e = sim::searchPlans(planner, cluster, search); !e.empty())
-    return fail("--auto: " + e);
-  // The fastest candidate not compiled yet that fits with its prediction
-  // scaled; else the fastest not compiled yet (the scale comes from other
-  // layouts, and may not hold for it).
-  size_t choice = search.feasible.size();
-  for (size_t i = search.feasible.size(); i-- > 0;) {
-    if (attempt.tried.count(i))
-      continue;
-    if (planner.memoryLimit <= 0 ||
-        search.feasible[i].memoryBytes * attempt.memoryScale <=
-            planner.memoryLimit ||
-        choice == search.feasible.size() ||
-        search.feasible[choice].memoryBytes * attempt.memoryScale >
-            planner.memoryLimit)
-      choice = i;
+  bool first = !attempt.search;
+  if (first) {
+    attempt.search.emplace();
+    if (std::string e = sim::searchPlans(planner, cluster, *attempt.search);
+        !e.empty())
+      return fail("--auto: " + e);
   }
-  if (opts.explain && attempt.number == 0)
+  const sim::PlanSearch &search = *attempt.search;
+  // The fastest candidate not chosen yet that fits with its prediction
+  // scaled; else the fastest not chosen yet (the scale comes from other
+  // layouts, and may not hold for it).
+  auto untried = [&](bool scaled) {
+    for (size_t i = 0; i < search.feasible.size(); ++i)
+      if (!attempt.tried.count(i) &&
+          (!scaled || planner.memoryLimit <= 0 ||
+           search.feasible[i].memoryBytes * attempt.memoryScale <=
+               planner.memoryLimit))
+        return i;
+    return search.feasible.size();
+  };
+  size_t choice = untried(/*scaled=*/true);
+  if (choice == search.feasible.size())
+    choice = untried(/*scaled=*/false);
+  if (opts.explain && first)
     driverErrs() << sim::explainSearch(search, cluster, planner, 8);
-  if (!opts.candidatesFile.empty() && attempt.number == 0) {
+  if (!opts.candidatesFile.empty() && first) {
     // Tokens per step: the global batch times the other dimensions of the
     // first integer batch input (B x T token ids), else of the first.
     double tokens = double(opts.globalBatch);
@@ -1786,7 +1791,7 @@ compileChoice:
     if (std::string over = overBudget(*plan, *budget); !over.empty()) {
       if (!opts.autoPlan)
         return fail(over);
-      if (autoAttempt.number + 1 >= kAutoAttempts)
+      if (autoAttempt.tried.size() >= kAutoAttempts)
         return fail(over + " (the " + std::to_string(kAutoAttempts) +
                     " layouts --auto chose are over it once compiled)");
       uint64_t needed = plan->arenaBytes;
@@ -1799,7 +1804,6 @@ compileChoice:
                    << "; compiling the fastest layout predicted to fit with "
                    << llvm::format("%.3f", autoAttempt.memoryScale)
                    << " times its predicted memory\n";
-      ++autoAttempt.number;
       goto compileChoice; // Each attempt's context and plan go out of scope.
     }
   if (opts.emit == EmitKind::Sim) {

@@ -77,10 +77,7 @@ struct PlannerOptions {
   std::vector<std::string> recompute = {"none", "selective", "full"};
   std::vector<int> zero = {0, 1, 2, 3};
   int maxZero() const {
-    int most = 0;
-    for (int z : zero)
-      most = std::max(most, z);
-    return most;
+    return zero.empty() ? 0 : *std::max_element(zero.begin(), zero.end());
   }
   /// All-reduce bucket sizes (MiB) tried with --overlap-collectives on
   /// the layouts that take it (no pipeline, no ZeRO, dp > 1), beside the
@@ -144,11 +141,11 @@ struct PlanSearch {
   double profileSeconds = 0, searchSeconds = 0;
 };
 
-/// Searches `options`' layouts on `cluster`. Returns an error (no profile
-/// compiled, bad options), or "" (`out.feasible` may still be empty).
 /// `bytes` as MiB or GiB with two decimals, as the planner prints memory.
 std::string formatMemory(double bytes);
 
+/// Searches `options`' layouts on `cluster`. Returns an error (no profile
+/// compiled, bad options), or "" (`out.feasible` may still be empty).
 std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
                         PlanSearch &out);
 
