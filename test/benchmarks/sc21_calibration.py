@@ -5,19 +5,23 @@ the simulated TFLOP/s per GPU with the published ones.
 For each row of ../shared/calibration/megatron-sc21-table1.csv (or --table):
   - the row's GPT (tools/models/make_gpt.py with separate q/k/v so that
     tensor parallelism splits heads; its weight matrices declared but absent,
-    --absent-weights) at sequence length 2048, vocabulary 51200, microbatch
-    --microbatch-size (default 1);
+    --absent-weights) at sequence length 2048, vocabulary 51200;
+  - laid out as the paper's runs were (PAPER_RUNS below, from the
+    published launch settings): their microbatch size, virtual pipeline
+    stages, and, for the rows without a pipeline, the gradient all-reduce
+    overlapping the backward in 25 MB buckets (--overlap-collectives);
   - compiled by cleave-compile as a bf16 AdamW training step with full
     recomputation and drawn weights (--init-parameters), over the mesh
     dp x pp x tp of the row with pp = p * v stage programs (v chunks per
     pipeline rank, cut after every l / (p v) layers as Megatron lays out its
     virtual stages) at 2 microbatches, without kernel code (--emit=sim);
   - simulated by cleave-sim on the DGX A100 preset with as many nodes as the
-    row's GPUs need, replaying the stage programs as the interleaved 1F1B
+    row's GPUs need, replaying the stage programs as the (interleaved) 1F1B
     schedule of p ranks over the row's m = global batch / (dp * microbatch
-    size) microbatches (--schedule). A row with p = 1 is compiled at 1 and
-    2 microbatches (gradient accumulation, unrolled), and its step at m
-    microbatches is the first plus m - 1 times the difference.
+    size) microbatches (--schedule). A row with p = 1 is compiled at its m
+    microbatches (gradient accumulation, unrolled) when m <= 4; otherwise
+    at 1 and 2, and its step at m microbatches is the first plus m - 1
+    times the difference.
 The TFLOP/s per GPU are the paper's formula, 96 B s l h^2 (1 + s / 6h +
 V / 16 l h), over the simulated step time and the GPUs.
 
@@ -31,7 +35,7 @@ row's model, GPUs and global batch, compiles its choice the same way and
 prints both layouts' simulated TFLOP/s per GPU and the search's time.
 
     sc21_calibration.py [--build build] [--rows 1,2,3] [--chunks N]
-        [--microbatch-size 1] [--work DIR] [--fit] [--planner]
+        [--microbatch-size N] [--work DIR] [--fit] [--planner]
         [--gpu kernel_bandwidth_fraction=0.8]
 """
 
@@ -52,9 +56,8 @@ ap.add_argument("--build", default=os.path.join(ROOT, "build"))
 ap.add_argument("--table", default=os.path.join(ROOT, "..", "shared", "calibration", "megatron-sc21-table1.csv"))
 ap.add_argument("--rows", default=None, help="1-based rows to run (default: all)")
 ap.add_argument("--chunks", type=int, default=0,
-                help="virtual stages per pipeline rank (default: the fewest, at least 2, "
-                     "that divide the layers per rank)")
-ap.add_argument("--microbatch-size", type=int, default=1)
+                help="virtual stages per pipeline rank (default: as the paper's run)")
+ap.add_argument("--microbatch-size", type=int, default=0, help="(default: as the paper's run)")
 ap.add_argument("--seq", type=int, default=2048)
 ap.add_argument("--vocab", type=int, default=51200)
 ap.add_argument("--dropout", type=float, default=0.1,
@@ -83,23 +86,42 @@ def rows():
     return out
 
 
-def chunks_for(layers_per_rank):
-    if args.chunks:
-        return args.chunks
-    for v in range(2, layers_per_rank + 1):
-        if layers_per_rank % v == 0:
-            return v
-    return 1
+# What the table leaves out, as the paper's runs set it (the published
+# launch settings of Table 1, Megatron-LM's examples/sc21/run_table_1.sh):
+# the microbatch size, the layers per virtual pipeline stage (None: no
+# interleaving) and whether the data-parallel gradient all-reduce overlaps
+# the backward (PyTorch's DistributedDataParallel, 25 MB buckets, for the
+# rows without a pipeline; Megatron's own, after the backward, for the
+# others).
+PAPER_RUNS = {
+    "1.7": (16, None, True),
+    "3.6": (16, None, True),
+    "7.5": (16, None, True),
+    "18.4": (8, None, True),
+    "39.1": (4, None, False),
+    "76.1": (2, 5, False),
+    "145.6": (2, 5, False),
+    "310.1": (1, 3, False),
+    "529.6": (1, 1, False),
+    "1008.0": (1, None, False),
+}
+DDP_BUCKET_MB = 25
 
 
 def paper_layout(row):
-    """The row's layout as the paper ran it: microbatch --microbatch-size,
-    full recomputation, v chunks per pipeline rank."""
+    """The row's layout as the paper ran it: its microbatch size, virtual
+    stages and gradient overlap (PAPER_RUNS, unless --microbatch-size or
+    --chunks say otherwise), full recomputation."""
     l, t, p, n = int(row["layers"]), int(row["tensor_parallel"]), int(row["pipeline_parallel"]), int(row["gpus"])
     dp = n // (t * p)
-    b = args.microbatch_size
-    return dict(t=t, p=p, dp=dp, b=b, m=int(row["global_batch"]) // (dp * b),
-                v=chunks_for(l // p) if p > 1 else 1, recompute="full", sp=False, zero=0)
+    mbs, per_virtual, overlap = PAPER_RUNS.get(row["params_billion"], (1, None, False))
+    b = args.microbatch_size or mbs
+    if args.chunks:
+        v = args.chunks
+    else:
+        v = (l // p) // per_virtual if p > 1 and per_virtual else 1
+    return dict(t=t, p=p, dp=dp, b=b, m=int(row["global_batch"]) // (dp * b), v=v, recompute="full",
+                sp=False, zero=0, bucket=DDP_BUCKET_MB if overlap else None)
 
 
 def model_args(row):
@@ -154,7 +176,9 @@ def compile_row(row, layout, tag="paper"):
                   "%s,pp=%d,microbatches=%d" % (schedule, p, m))]
     else:
         axes = ["--mesh", mesh([("dp", dp), ("tp", t)])]
-        plans = [(build(1, axes), None), (build(2, axes), None)]
+        # Gradient accumulation is unrolled: up to 4 microbatches compile
+        # whole, more are extrapolated from 1 and 2.
+        plans = [(build(m, axes), None)] if m <= 4 else [(build(1, axes), None), (build(2, axes), None)]
     return dict(row=row, dp=dp, v=v, m=m, n=n, plans=plans, compile=time.time() - start)
 
 
