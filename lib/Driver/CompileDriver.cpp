@@ -861,6 +861,11 @@ static void printPlanStats(const ::cleave::plan::Plan &program, double seconds) 
                  << " bytes, recomputed flops " << meta["recompute_flops"]
                  << ", extra flops " << meta["recompute_extra_flops"]
                  << " (total " << meta["flops"] << ")\n";
+  if (meta.count("activation_bytes"))
+    driverErrs() << "step memory: activations per microbatch "
+                 << meta["activation_bytes"] << " bytes, gradient sums "
+                 << meta["accumulator_bytes"] << " bytes, made once for the "
+                 << "microbatches " << meta["kept_bytes"] << " bytes\n";
 }
 
 /// --report of a pipelined plan: the schedule's bubble, simulated with

@@ -993,7 +993,12 @@ LogicalResult PlanBuilder::assemble(BuiltPlan &result) {
                          iv.lastUse > lastGradientBegin
                    : iv.firstUse > fBegin && iv.firstUse < lastStepEnd &&
                          iv.lastUse > lastStepEnd;
-        if (summed && iv.firstUse < fBegin && iv.lastUse > lastGradientBegin)
+        // Made before the first forward ends and read by the last
+        // gradient step: made once for every microbatch (the parameters'
+        // low-precision copies; under ZeRO-1 and -2 they are made from the
+        // all-gathered parameters inside the first forward step), not a
+        // microbatch's activation.
+        if (summed && iv.firstUse < fEnd && iv.lastUse > lastGradientBegin)
           kept += iv.size;
         else if (iv.firstUse > fBegin && iv.firstUse < fEnd &&
                  iv.lastUse > bBegin)
