@@ -293,6 +293,62 @@ static LogicalResult checkGraphStructure(const onnx::GraphProto &graph,
   return success();
 }
 
+/// libonnx converts an opset-6 Gemm to opset 7 by reading the first two
+/// dimensions of A and B without checking that they are known: checked
+/// here, on the shapes ONNX shape inference gives them (a copy of `model`).
+static LogicalResult checkGemmsToConvert(const onnx::ModelProto &model,
+                                         StringRef path, MLIRContext *ctx) {
+  const onnx::GraphProto &graph = model.graph();
+  bool anyGemm = false;
+  for (const auto &node : graph.node())
+    anyGemm |= node.op_type() == "Gemm" && node.domain().empty();
+  if (!anyGemm)
+    return success();
+  onnx::ModelProto inferred = model;
+  try {
+    onnx::shape_inference::InferShapes(inferred);
+  } catch (...) {
+    // Shapes that do not infer are left unknown and rejected below.
+  }
+  llvm::StringMap<int64_t> ranks;
+  auto note = [&](const onnx::ValueInfoProto &v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto &v : inferred.graph().input())
+    note(v);
+  for (const auto &v : inferred.graph().value_info())
+    note(v);
+  for (const auto &v : inferred.graph().output())
+    note(v);
+  for (const auto &t : graph.initializer())
+    ranks[t.name()] = t.dims_size();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    if (node.op_type() != "Gemm" || !node.domain().empty())
+      continue;
+    std::string where = node.name().empty()
+                            ? node.op_type() + "#" + std::to_string(i)
+                            : node.name();
+    for (int k = 0; k < 2 && k < node.input_size(); ++k) {
+      auto it = ranks.find(node.input(k));
+      if (it != ranks.end() && it->second == 2)
+        continue;
+      mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
+                                   FileLineColLoc::get(ctx, path, 0, 0)))
+          << "Gemm input " << (k ? "B" : "A") << " '" << node.input(k)
+          << "' of '" << where << "' has "
+          << (it == ranks.end() ? std::string("no known shape")
+                                : "rank " + std::to_string(it->second))
+          << "; converting an opset " << getDefaultOpset(model)
+          << " Gemm to opset " << kMinConvertedOpset
+          << " needs A and B of rank 2";
+      return failure();
+    }
+  }
+  return success();
+}
+
 /// The window attributes libonnx's shape inference divides by or sizes
 /// with (Conv and pooling: strides, dilations, kernel_shape, group, pads),
 /// checked before it runs: a stride of 0 would stop the process with a
@@ -516,6 +572,8 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   if (failed(checkGraphStructure(model.graph(), path, ctx)))
     return failure();
   if (opset > 0 && opset < kMinConvertedOpset) {
+    if (opset < 7 && failed(checkGemmsToConvert(model, path, ctx)))
+      return failure();
     try {
       onnx::ModelProto converted =
           onnx::version_conversion::ConvertVersion(model, kMinConvertedOpset);
