@@ -297,7 +297,8 @@ static LogicalResult checkGraphStructure(const onnx::GraphProto &graph,
 /// dimensions of A and B without checking that they are known: checked
 /// here, on the shapes ONNX shape inference gives them (a copy of `model`).
 static LogicalResult checkGemmsToConvert(const onnx::ModelProto &model,
-                                         StringRef path, MLIRContext *ctx) {
+                                         int64_t opset, StringRef path,
+                                         MLIRContext *ctx) {
   const onnx::GraphProto &graph = model.graph();
   bool anyGemm = false;
   for (const auto &node : graph.node())
@@ -340,9 +341,8 @@ static LogicalResult checkGemmsToConvert(const onnx::ModelProto &model,
           << "' of '" << where << "' has "
           << (it == ranks.end() ? std::string("no known shape")
                                 : "rank " + std::to_string(it->second))
-          << "; converting an opset " << getDefaultOpset(model)
-          << " Gemm to opset " << kMinConvertedOpset
-          << " needs A and B of rank 2";
+          << "; converting an opset " << opset << " Gemm to opset "
+          << kMinConvertedOpset << " needs A and B of rank 2";
       return failure();
     }
   }
@@ -572,7 +572,7 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   if (failed(checkGraphStructure(model.graph(), path, ctx)))
     return failure();
   if (opset > 0 && opset < kMinConvertedOpset) {
-    if (opset < 7 && failed(checkGemmsToConvert(model, path, ctx)))
+    if (opset < 7 && failed(checkGemmsToConvert(model, opset, path, ctx)))
       return failure();
     try {
       onnx::ModelProto converted =
