@@ -35,6 +35,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -166,6 +167,12 @@ private:
   /// none and an axis splits one factor.
   SmallVector<Axes> assignFactors(Operation *op, const ShardingRule &rule,
                                   bool resultsFirst);
+  /// `factorAxes` without the axes at the end of each reduction factor's
+  /// list that some result is split over (its target sharding): the
+  /// reduced operands are then gathered over them instead of the results
+  /// being partial over them.
+  SmallVector<Axes> gatherReductions(Operation *op, const ShardingRule &rule,
+                                     ArrayRef<Axes> factorAxes);
   /// Bytes each rank sends to run `op` with `factorAxes`: gathers of its
   /// operands, completing partial results (reduce_scatter or all_reduce),
   /// and gathers of its results to their shardings (ring estimates).
@@ -174,6 +181,13 @@ private:
   /// Bytes a rank sends to reshard a tensor from `from` to `to`.
   int64_t reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
                        ArrayRef<Axes> to);
+  /// `produced` with the dimensions the result goes split along over
+  /// other axes than `partial` already split (a local slice): partial sums
+  /// are sliced before they are reduced, and the reduction sends only this
+  /// rank's part.
+  static DimAxes slicedBeforeReduction(ArrayRef<Axes> produced,
+                                       ArrayRef<Axes> target,
+                                       ArrayRef<StringAttr> partial);
   /// The dimension a reduce_scatter over `partial` can split when going
   /// from `produced` to `target`: the only dimension that changes, gaining
   /// exactly `partial`.
@@ -491,6 +505,23 @@ int64_t Partitioner::reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
   return bytes;
 }
 
+DimAxes Partitioner::slicedBeforeReduction(ArrayRef<Axes> produced,
+                                           ArrayRef<Axes> target,
+                                           ArrayRef<StringAttr> partial) {
+  DimAxes sliced(produced.begin(), produced.end());
+  for (int64_t d = 0, e = produced.size(); d < e; ++d) {
+    if (!isPrefix(produced[d], target[d]))
+      continue;
+    ArrayRef<StringAttr> extra =
+        ArrayRef(target[d]).drop_front(produced[d].size());
+    if (llvm::none_of(extra, [&](StringAttr a) {
+          return llvm::is_contained(partial, a);
+        }))
+      sliced[d] = target[d];
+  }
+  return sliced;
+}
+
 std::optional<int64_t>
 Partitioner::scatterDim(ArrayRef<Axes> produced, ArrayRef<Axes> target,
                         ArrayRef<StringAttr> partial) {
@@ -546,6 +577,22 @@ static bool leadsToGradientRounding(Value v) {
   return gradientRoundingOf(v) != nullptr;
 }
 
+SmallVector<Axes> Partitioner::gatherReductions(Operation *op,
+                                                const ShardingRule &rule,
+                                                ArrayRef<Axes> factorAxes) {
+  llvm::SmallDenseSet<StringAttr> resultAxes;
+  for (Value r : op->getResults())
+    if (auto type = dyn_cast<RankedTensorType>(r.getType()))
+      for (const Axes &dim : axesOf(getSharding(r), type.getRank()))
+        resultAxes.insert(dim.begin(), dim.end());
+  SmallVector<Axes> out(factorAxes.begin(), factorAxes.end());
+  for (int64_t f = 0; f < rule.getNumFactors(); ++f)
+    if (rule.getFactor(f).kind == FactorKind::Reduction)
+      while (!out[f].empty() && resultAxes.contains(out[f].back()))
+        out[f].pop_back();
+  return out;
+}
+
 int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
                                    ArrayRef<Axes> factorAxes) {
   int64_t bytes = 0;
@@ -565,6 +612,8 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
     DimAxes produced = projectToTensor(
         rule, rule.getOperandMappings().size() + i, factorAxes, axes);
     DimAxes target = axesOf(getSharding(r), type.getRank());
+    if (g > 1)
+      produced = slicedBeforeReduction(produced, target, partial);
     int64_t local =
         mlir::cleave::detail::getSizeInBytes(localType(type, produced));
     // A partial gradient rounded to bf16/f16 before its reduction (through
@@ -592,6 +641,14 @@ Value Partitioner::complete(OpBuilder &b, Location loc, Value v,
                             ArrayRef<StringAttr> partial,
                             CollectiveReduceKind kind, ArrayRef<Axes> target,
                             StringRef opName) {
+  if (DimAxes sliced = slicedBeforeReduction(produced, target, partial);
+      sliced != produced) {
+    v = reshard(b, loc, v, type, produced, sliced,
+                ("the result of " + opName + " is " + dimsToString(target) +
+                 ", sliced before its reduction")
+                    .str());
+    produced = sliced;
+  }
   if (std::optional<int64_t> d = scatterDim(produced, target, partial)) {
     // Partial sums the result wants split over the same axes: one
     // reduce_scatter instead of an all_reduce and a slice.
@@ -1013,29 +1070,54 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
 
   SmallVector<Axes> factorAxes(rule.getNumFactors());
   if (!wholeOnly) {
-    // 1. Factor axes, two ways: results first (operands are resharded to
-    //    what the results need), or operands first (results may be partial
-    //    and then reduced, or resharded). The one that moves fewer bytes
-    //    wins; results first on a tie.
-    SmallVector<Axes> resultsFirst = assignFactors(op, rule, true);
-    SmallVector<Axes> operandsFirst = assignFactors(op, rule, false);
-    int64_t costR = estimateBytes(op, rule, resultsFirst);
-    int64_t costO = estimateBytes(op, rule, operandsFirst);
-    factorAxes = costO < costR ? operandsFirst : resultsFirst;
-    if (costO != costR && resultsFirst != operandsFirst) {
-      // The collectives this op causes cite the layout that lost.
-      bool operandsWon = costO < costR;
+    // 1. Factor axes, three ways: results first (operands are resharded
+    //    to what the results need), operands first (results may be
+    //    partial and then reduced, or resharded), or results first with
+    //    the reductions gathered (below). The one that moves the fewest
+    //    bytes wins; results first, then operands first, on a tie.
+    struct Layout {
+      const char *name;
+      SmallVector<Axes> factors;
+      int64_t bytes;
+    };
+    SmallVector<Layout, 3> layouts;
+    for (bool resultsFirst : {true, false}) {
+      SmallVector<Axes> f = assignFactors(op, rule, resultsFirst);
+      int64_t bytes = estimateBytes(op, rule, f);
+      layouts.push_back({resultsFirst ? "results first" : "operands first",
+                         std::move(f), bytes});
+    }
+    // A reduction that would leave partial results over axes the results
+    // are split over anyway can instead gather its reduced operands over
+    // those axes, and reduce over the others only. A sequence-parallel
+    // embedding's gradient is one: each rank's tokens scattered into the
+    // whole table, summed over tp and sliced, send the table; gathering the
+    // tokens sends sequence x hidden.
+    SmallVector<Axes> gathered = gatherReductions(op, rule, layouts[0].factors);
+    if (gathered != layouts[0].factors) {
+      int64_t bytes = estimateBytes(op, rule, gathered);
+      layouts.push_back({"reductions gathered", std::move(gathered), bytes});
+    }
+    const Layout *best = &layouts[0];
+    for (const Layout &l : layouts)
+      if (l.bytes < best->bytes)
+        best = &l;
+    factorAxes = best->factors;
+    // The collectives this op causes cite the cheapest layout that lost.
+    const Layout *runnerUp = nullptr;
+    for (const Layout &l : layouts)
+      if (&l != best && l.factors != best->factors && l.bytes != best->bytes &&
+          (!runnerUp || l.bytes < runnerUp->bytes))
+        runnerUp = &l;
+    if (runnerUp) {
       SmallVector<Attribute> notes;
       if (conflicts)
         llvm::append_range(notes, conflicts.getValue());
       notes.push_back(StringAttr::get(
-          op->getContext(),
-          Twine("layout: ") +
-              (operandsWon ? "operands first" : "results first") + ", " +
-              Twine(operandsWon ? costO : costR) + " bytes; " +
-              (operandsWon ? "results first" : "operands first") +
-              " rejected, it would send " + Twine(operandsWon ? costR : costO) +
-              " bytes"));
+          op->getContext(), Twine("layout: ") + best->name + ", " +
+                                Twine(best->bytes) + " bytes; " +
+                                runnerUp->name + " rejected, it would send " +
+                                Twine(runnerUp->bytes) + " bytes"));
       conflicts = ArrayAttr::get(op->getContext(), notes);
     }
   }

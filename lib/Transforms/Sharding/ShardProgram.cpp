@@ -55,8 +55,60 @@ std::string parseMeshSpec(
   return {};
 }
 
+/// Parameters' layouts by name, with their types.
+using BaseLayouts =
+    llvm::StringMap<std::pair<TensorShardingAttr, RankedTensorType>>;
+
+/// Seeds shardings on `module`'s @main and propagates them; unless
+/// `propagateOnly`, then partitions. `baseOf`, where given, is each
+/// parameter's layout without ZeRO, by parameter name (see shardProgram).
+static LogicalResult seedAndPartition(ModuleOp module,
+                                      const ShardProgramOptions &options,
+                                      bool propagateOnly,
+                                      const BaseLayouts *baseOf);
+
 LogicalResult shardProgram(ModuleOp module,
                            const ShardProgramOptions &options) {
+  if (options.zero == 0)
+    return seedAndPartition(module, options, false, nullptr);
+  // ZeRO splits over dp what the program would otherwise lay out: each
+  // parameter's layout without ZeRO (tensor parallelism's seeds, and what
+  // propagation carries to the biases and norms between them) is the base
+  // ZeRO adds dp to, for the parameter, its optimizer states and its
+  // gradient. Without it, a tensor ZeRO closes would stay whole over tp.
+  OwningOpRef<ModuleOp> dry = module.clone();
+  ShardProgramOptions plain = options;
+  plain.zero = 0;
+  plain.explain = nullptr;
+  if (failed(seedAndPartition(*dry, plain, true, nullptr)))
+    return failure();
+  BaseLayouts baseOf;
+  MLIRContext *ctx = module.getContext();
+  auto dryMain = dry->lookupSymbol<func::FuncOp>("main");
+  for (unsigned i = 0; i < dryMain.getNumArguments(); ++i) {
+    auto state = dryMain.getArgAttrOfType<StringAttr>(i, "cleave.state");
+    auto param = dryMain.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
+    auto sharding = getSharding(dryMain.getArgument(i));
+    auto type = dyn_cast<RankedTensorType>(dryMain.getArgument(i).getType());
+    if (!state || state.getValue() != "parameter" || !param || !sharding ||
+        !type)
+      continue;
+    // Its axes, stated as a rule states them.
+    SmallVector<DimShardingAttr> dims;
+    for (DimShardingAttr dim : sharding.getDims())
+      dims.push_back(dim.getAxes().empty()
+                         ? DimShardingAttr::get(ctx, {}, false, -1)
+                         : DimShardingAttr::get(ctx, dim.getAxes(), false, 0));
+    baseOf[param.getValue()] = {
+        TensorShardingAttr::get(ctx, sharding.getMesh(), dims), type};
+  }
+  return seedAndPartition(module, options, false, &baseOf);
+}
+
+static LogicalResult seedAndPartition(ModuleOp module,
+                                      const ShardProgramOptions &options,
+                                      bool propagateOnly,
+                                      const BaseLayouts *baseOf) {
   MLIRContext *ctx = module.getContext();
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
@@ -127,6 +179,17 @@ LogicalResult shardProgram(ModuleOp module,
     for (auto &a : axes)
       dims.push_back(
           DimShardingAttr::get(ctx, a, /*closed=*/true, kZeroPriority));
+    return TensorShardingAttr::get(ctx, meshRef, dims);
+  };
+  // A layout with every dimension closed (whole where it has no axes):
+  // what ZeRO-1 and -2 keep whole over dp must not gain dp from the
+  // optimizer's split update.
+  auto closedLayout = [&](TensorShardingAttr base, int64_t rank) {
+    SmallVector<DimShardingAttr> dims;
+    for (int64_t d = 0; d < rank; ++d)
+      dims.push_back(DimShardingAttr::get(
+          ctx, base ? base.getDims()[d].getAxes() : ArrayRef<StringAttr>(),
+          /*closed=*/true, base ? base.getDims()[d].getPriority() : -1));
     return TensorShardingAttr::get(ctx, meshRef, dims);
   };
   // Megatron's tensor parallelism, found from the program when no rule
@@ -217,6 +280,14 @@ LogicalResult shardProgram(ModuleOp module,
     bool isParam = state && state.getValue() == "parameter";
     bool isOptState = state && state.getValue() == "optimizer_state" &&
                       key != "__trainer__";
+    // Under ZeRO, a parameter's layout without it, where the dry run gave
+    // one; an optimizer state is laid out like its parameter when it has
+    // its shape.
+    if (baseOf && (isParam || isOptState))
+      if (auto it = baseOf->find(key);
+          it != baseOf->end() &&
+          it->second.second.getShape() == type.getShape())
+        chosen = it->second.first;
     if (isParam)
       paramBase[key] = {chosen, type};
     // Mixed precision: the f32 master copy of a parameter is optimizer
@@ -249,10 +320,10 @@ LogicalResult shardProgram(ModuleOp module,
         if (options.zero < 3)
           copy.getDefiningOp()->setAttr(kReshardOnceAttr, whole);
       }
-    }
-    else if (isParam && options.zero > 0 && !chosen)
-      chosen = TensorShardingAttr::getReplicated(ctx, meshRef, type.getRank(),
-                                                 /*closed=*/true);
+    } else if (isParam && options.zero > 0)
+      // A parameter ZeRO-1 and -2 keep whole over dp: its layout closed,
+      // so that the optimizer's dp-split update does not split it.
+      chosen = closedLayout(chosen, type.getRank());
     if (!chosen)
       continue;
     if (failed(verifySharding(chosen, type, mesh,
@@ -367,11 +438,9 @@ LogicalResult shardProgram(ModuleOp module,
           type.getShape() != it->second.second.getShape())
         return;
       TensorShardingAttr base = it->second.first;
-      setSharding(op->getResult(0),
-                  options.zero >= 2 ? withDp(base, type)
-                  : base ? base
-                         : TensorShardingAttr::getReplicated(
-                               ctx, meshRef, type.getRank(), true));
+      setSharding(op->getResult(0), options.zero >= 2
+                                        ? withDp(base, type)
+                                        : closedLayout(base, type.getRank()));
     });
 
   PassManager propagate(ctx);
@@ -391,6 +460,8 @@ LogicalResult shardProgram(ModuleOp module,
       if (auto s = getSharding(main.getArgument(arg)))
         main.setResultAttr(i, kShardingAttrName, s);
     }
+  if (propagateOnly)
+    return success();
   PassManager partition(ctx);
   partition.enableVerifier(options.verifyPasses);
   partition.addPass(createPartitionPass());

@@ -68,6 +68,30 @@ func.func @embedding(%ids: tensor<4x8xi64> {cleave.sharding = #cleave.sharding<@
   return %h : tensor<4x8x32xf32>
 }
 
+// An embedding's gradient under sequence parallelism: the tokens' gradients
+// come split over dp and tp, the table's gradient goes split over tp along
+// the vocabulary. Each rank scattering its tokens into the whole table
+// would leave the table partial over dp and tp (an all-reduce of the table
+// over both); the tokens are instead gathered over tp (sequence x hidden,
+// less than the table), and the table is partial over dp only: each rank
+// slices its part of the table before the all-reduce over dp.
+// CHECK-LABEL: func.func @embedding_gradient_sp(
+// CHECK-DAG: %[[I:.*]] = cleave.all_gather %arg0 over @mesh ["tp"] dim = 1 {{.*}}sharding_conflicts = ["layout: reductions gathered, {{[0-9]+}} bytes; results first rejected{{.*}} : tensor<1x4x32xi64> -> tensor<1x8x32xi64>
+// CHECK-DAG: %[[U:.*]] = cleave.all_gather %arg1 over @mesh ["tp"] dim = 1 {{.*}} : tensor<1x4x32xf32> -> tensor<1x8x32xf32>
+// CHECK: %[[S:.*]] = cleave.scatter add %{{.*}}, %[[I]], %[[U]] axis = 1 : (tensor<1x96x32xf32>, tensor<1x8x32xi64>, tensor<1x8x32xf32>) -> tensor<1x96x32xf32>
+// CHECK-NEXT: %[[T:.*]] = cleave.all_slice %[[S]] over @mesh ["tp"] dim = 1 {cleave.phase = "{{.*}}, sliced before its reduction"
+// CHECK-NEXT: cleave.all_reduce sum %[[T]] over @mesh ["dp"] {{.*}} : tensor<1x48x32xf32>
+// CHECK-NOT: cleave.all_
+// CHECK: return
+func.func @embedding_gradient_sp(
+    %ids: tensor<1x16x32xi64> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"dp", "tp"}, {}]>},
+    %dh: tensor<1x16x32xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"dp", "tp"}, {}]>})
+    -> (tensor<1x96x32xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp"}, {}]>}) {
+  %zero = cleave.constant dense<0.0> : tensor<1x96x32xf32>
+  %g = cleave.scatter add %zero, %ids, %dh axis = 1 : (tensor<1x96x32xf32>, tensor<1x16x32xi64>, tensor<1x16x32xf32>) -> tensor<1x96x32xf32>
+  return %g : tensor<1x96x32xf32>
+}
+
 // Logits split over tp along the vocabulary: the log_softmax normalizes each
 // rank's part with the row maximum and the sum of exponentials all-reduced
 // over tp, and stays split; the one-hot's iota along the split vocabulary
