@@ -335,10 +335,19 @@ void evaluate(Candidate &c, Profile &profile, const PlannerOptions &options,
         bucket.collective.axes = {uint32_t(a)};
     std::vector<int64_t> group =
         plan::groupOf(mesh, bucket.collective.axes, 0).ranks;
+    // Buckets repeat sizes (a layer's gradients each): each size is
+    // costed once.
+    std::map<int64_t, double> reduceSeconds;
     auto bucketSeconds = [&](double bytes, double members) {
-      bucket.collective.count = std::max<int64_t>(1, int64_t(bytes / 4));
-      return commandCost(cluster, placement, options.simulate, bucket, group)
-                 .seconds +
+      int64_t count = std::max<int64_t>(1, int64_t(bytes / 4));
+      auto [it, added] = reduceSeconds.try_emplace(count, 0.0);
+      if (added) {
+        bucket.collective.count = count;
+        it->second =
+            commandCost(cluster, placement, options.simulate, bucket, group)
+                .seconds;
+      }
+      return it->second +
              (members > 1.5 ? 2 * copySeconds(cluster.device, bytes) : 0);
     };
     std::vector<const StageCost *> units = {&head};
@@ -647,15 +656,20 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
           divisible = true;
         }
         (divisible ? pending : out.rejected).push_back(d);
-        // Without a pipeline and ZeRO: each bucket size with overlap.
+        // Without a pipeline and ZeRO: each bucket size with overlap. A
+        // layout over memory by its states and one microbatch is with
+        // buckets too (they add memory).
         if (!divisible || pp > 1 || c.zero > 0 || c.dp < 2)
           continue;
+        bool overStates = d.rejected.rfind("over memory", 0) == 0;
         for (double bucket : options.bucketMB) {
           Candidate e = d;
-          e.rejected.clear();
           e.overlap = true;
           e.bucketMB = bucket;
-          evaluate(e, profile, options, cluster, 0.0);
+          if (!overStates) {
+            e.rejected.clear();
+            evaluate(e, profile, options, cluster, 0.0);
+          }
           pending.push_back(e);
         }
       }
@@ -720,6 +734,9 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
     /// microbatch size; a priority only across sizes).
     double bound = -HUGE_VAL;
     bool boundValid = false;
+    /// Per variant, at this microbatch size and the one before: 0 compiled
+    /// and no layout fits, 1 some layout fits, -1 not compiled.
+    std::vector<int> fits, fitsBefore;
   };
   std::vector<int64_t> sizes;
   for (int64_t b : options.microbatchSizes)
@@ -757,6 +774,8 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
         Chain chain;
         chain.tp = tp;
         chain.sp = sp;
+        chain.fits.assign(variants.size(), -1);
+        chain.fitsBefore.assign(variants.size(), -1);
         chains.push_back(chain);
       }
   auto keyOf = [&](const Chain &c) {
@@ -764,10 +783,15 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
     return ProfileKey{c.tp, c.sp, sizes[c.size], options.recompute[v.policy],
                       v.zero};
   };
-  // Skips ZeRO stages a layout without data parallelism cannot take.
+  // Skips ZeRO stages a layout without data parallelism cannot take, and
+  // the variants no layout fit with at the microbatch size before: a
+  // larger microbatch only adds memory. (A layout at size 2b is one at
+  // size b with the same dp, pp and chunks, holding the same count of
+  // microbatches in flight, each twice as large, on the same states.)
   auto settle = [&](Chain &c) {
-    while (c.variant < variants.size() && variants[c.variant].zero > 0 &&
-           g / c.tp < 2)
+    while (c.variant < variants.size() &&
+           ((variants[c.variant].zero > 0 && g / c.tp < 2) ||
+            c.fitsBefore[c.variant] == 0))
       ++c.variant;
     c.done |= c.variant == variants.size();
   };
@@ -786,6 +810,8 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
     c.boundValid = false;
     c.sized = Outcome();
     c.variant = 0;
+    c.fitsBefore = std::move(c.fits);
+    c.fits.assign(variants.size(), -1);
     settle(c);
   };
   std::vector<std::unique_ptr<Profile>> profiles;
@@ -841,6 +867,7 @@ std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
         c.done = true;
         continue;
       }
+      c.fits[c.variant] = o.anyFits ? 1 : 0;
       c.sized.anyFits |= o.anyFits;
       c.sized.best = std::min(c.sized.best, o.best);
       incumbent = std::min(incumbent, o.best);
