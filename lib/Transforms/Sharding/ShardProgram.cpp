@@ -69,7 +69,12 @@ static LogicalResult seedAndPartition(ModuleOp module,
 
 LogicalResult shardProgram(ModuleOp module,
                            const ShardProgramOptions &options) {
-  if (options.zero == 0)
+  // Without tensor parallelism or rules nothing splits a parameter but
+  // ZeRO: there is no layout to find first.
+  bool tp = llvm::any_of(options.mesh, [](const auto &axis) {
+    return axis.first == "tp" && axis.second > 1;
+  });
+  if (options.zero == 0 || (!tp && options.shardings.empty()))
     return seedAndPartition(module, options, false, nullptr);
   // ZeRO splits over dp what the program would otherwise lay out: each
   // parameter's layout without ZeRO (tensor parallelism's seeds, and what
