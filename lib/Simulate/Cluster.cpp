@@ -105,69 +105,63 @@ static Cluster hopper(const char *name, const char *gpu, double memoryGiB,
   return c;
 }
 
-/// This machine's figures: the median of five runs of
-/// test/benchmarks/calibrate_cpu.py (2026-12-02, 2 cores of an AMD EPYC VM
-/// whose host is shared, so every figure moves from run to run;
-/// OPENBLAS_NUM_THREADS=1), the range in brackets:
-///   sgemm, one thread, 32x64x64 to 1024^3: about 100 GFLOP/s from
-///     128x64x64 on (61-77 at 32x64x64; no curve worth fitting);
-///   two sgemm processes at once: 1.0 cores' worth together (0.83-1.08 in
-///     seven runs over an hour, 1.95-2.01 in three later ones: the VM's two
-///     cores share floating-point units with the host's other tenants), so
-///     a node has two devices of one core but one device's worth of GEMM
-///     throughput for the ranks computing at once; two softmax chains at
-///     once (cleave-run): 1.92 cores' worth [1.85, 2.02];
-///   a copy of 256 MiB: 26.5 GB/s read + written [22.5, 26.8]; generated
-///     kernels (a chain of softmaxes over 1 MiB): 0.66 of it [0.66, 0.72],
-///     0.1 us each at 64 bytes;
-///   local all-reduce of 2 ranks, mean: 13 us per ring step [9, 33.5],
-///     6.85 GB/s per rank [3.2, 8.0]; over 2 of 4 ranks (threads
-///     outnumber cores): 87 us per step [26, 127];
-///   the switch program (softmaxes and all-reduces on 4 ranks): no time
-///     beyond the simulation in four runs of five (55 us per all-reduce in
-///     one), so no switch overhead.
+/// The development machine's figures: the medians of three runs of
+/// test/benchmarks/calibrate_cpu.py on 2026-12-05, 16:48-16:51 UTC (2
+/// cores of an Intel Xeon VM, Emerald Rapids by LLVM's host detection, 2
+/// MiB of L2 per core; one thread per rank, OPENBLAS_NUM_THREADS and
+/// OMP_NUM_THREADS 1, rank threads bound to cores), the range in brackets:
+///   GEMMs (the runtime's: oneDNN 2.6 sgemm; this machine's OpenBLAS 0.3.21
+///     does not know the CPU and runs SSE3 kernels at a fifth of the
+///     speed): 172 GFLOP/s [171, 181] from 32x64x64 to 1024^3, no curve
+///     worth fitting; two at once 2.00 cores' worth [1.94, 2.03];
+///   generated kernels: 28.4 GB/s [28.3, 29.5] up to the 2 MiB L2 (their
+///     working sets leave it between runs: this is the next level's rate),
+///     0.64 [0.55, 0.87] of a 20 GB/s copy from memory, 0.12 us each;
+///     two softmax chains at once 1.93 cores' worth [1.92, 1.95];
+///   the runtime's copies (memmove): 88.7 GB/s [85.5, 91.1] in cache;
+///   1.83 G serial additions/s [1.73, 1.85], 10.6 GB/s permuted
+///     [9.7, 10.8], 4.76 G transcendental functions/s [4.49, 5.07];
+///   local all-reduce of 2 ranks: 6.6 us per step [6.4, 6.9], 8.15 GB/s
+///     per rank [7.84, 8.34]; over 2 of 4 ranks (threads outnumber cores)
+///     each thread spends 4.07 us per message step [3.88, 4.08].
+/// The host's speed moves by about a fifth from one few minutes to the
+/// next and over ~0.7 s within them (calibrate_cpu.py runs every
+/// measurement 1.5 s); until 12-05 the development machine was an AMD EPYC
+/// VM, with other figures (in this file's history).
 static Cluster cpuPreset() {
-  // test/benchmarks/calibrate_cpu.py on the 2-core development machine
-  // (AMD EPYC, 1 MiB L2 per core), 2026-12-05 00:45 UTC, one thread per
-  // rank (OPENBLAS_NUM_THREADS and OMP_NUM_THREADS 1), rank threads bound
-  // to cores, the multi-rank figures medians of 7 runs. The host moves some
-  // figures from hour to hour: in sixteen calibrations on 12-04/05 the
-  // shared-memory bandwidth of a 4 MiB all-reduce came out 17-26 GB/s in
-  // most and 2.3-4.0 GB/s in four, and the switch cost 0-34 us (before its
-  // fit ignored differences within the runs' spread, 0-3 us after); the
-  // kernel and GEMM figures moved by under 10%.
   Cluster c;
   c.name = "cpu";
   c.source = "measured by test/benchmarks/calibrate_cpu.py on the 2-core "
              "development machine";
   c.devicesPerNode = 2;
   c.coresPerNode = 2;
-  c.computeCapacity = 1.99;
-  c.kernelCapacity = 2.0;
+  c.computeCapacity = 2.0;
+  c.kernelCapacity = 1.93;
   Device &d = c.device;
   d.name = "x86-64 core";
-  d.fp32Flops = 102 * kGiga;
+  d.fp32Flops = 172 * kGiga;
   d.tf32Flops = 0;
   d.bf16Flops = d.fp16Flops = 0; // no 16-bit GEMM units: the f32 rate
   d.gemmFp32 = {1.0, 0};
   d.gemmHalf = d.gemmFp32;
   d.memoryBytes = 16 * kGiB;
-  d.memoryBandwidth = 28.1 * kGiga;
+  d.memoryBandwidth = 20.1 * kGiga;
   d.powerWatts = 15;
-  d.kernelBandwidthFraction = 0.79;
-  d.cacheBytes = 1 * kMiB;
-  d.cacheBandwidth = 86.6 * kGiga;
-  d.serialAddRate = 1.29 * kGiga;
-  d.permutedBandwidth = 12.0 * kGiga;
-  d.transcendentalRate = 4.94 * kGiga;
+  d.kernelBandwidthFraction = 0.64;
+  d.cacheBytes = 2 * kMiB;
+  d.cacheBandwidth = 28.4 * kGiga;
+  d.copyBandwidth = 88.7 * kGiga;
+  d.serialAddRate = 1.83 * kGiga;
+  d.permutedBandwidth = 10.6 * kGiga;
+  d.transcendentalRate = 4.76 * kGiga;
   d.attentionTileGemms = true;
-  d.kernelOverhead = 0.06e-6;
+  d.kernelOverhead = 0.12e-6;
   d.gemmOverhead = 1e-6;
   d.collectiveOverhead = 0;
-  d.switchOverhead = 2.2e-6;
+  d.switchOverhead = 0;
   // Ranks as threads (local communicator): shared memory inside the
   // machine; between machines, MPI over TCP (an assumption, unmeasured).
-  c.intraNode = {17.9 * kGiga, 16.1e-6, 20.7e-6,
+  c.intraNode = {8.15 * kGiga, 6.6e-6, 4.07e-6,
                  double(plan::kLocalCommStagedBytes)};
   c.interNode = {1 * kGiga, 50e-6, 0};
   c.pricePerDeviceHour = 0.02;
@@ -339,6 +333,7 @@ std::string parseCluster(const std::string &json, Cluster &out) {
           r.number(d.kernelBandwidthFraction, 1.0, true)},
          {"cache_mib", r.number(d.cacheBytes, kMiB)},
          {"cache_gbps", r.number(d.cacheBandwidth, kGiga)},
+         {"copy_gbps", r.number(d.copyBandwidth, kGiga)},
          {"serial_gadds", r.number(d.serialAddRate, kGiga)},
          {"permuted_gbps", r.number(d.permutedBandwidth, kGiga)},
          {"transcendental_gops", r.number(d.transcendentalRate, kGiga)},
@@ -484,6 +479,7 @@ std::string clusterJson(const Cluster &c) {
        ",\n";
   o += "    \"cache_mib\": " + num(d.cacheBytes / kMiB) + ",\n";
   o += "    \"cache_gbps\": " + num(d.cacheBandwidth / kGiga) + ",\n";
+  o += "    \"copy_gbps\": " + num(d.copyBandwidth / kGiga) + ",\n";
   o += "    \"serial_gadds\": " + num(d.serialAddRate / kGiga) + ",\n";
   o += "    \"permuted_gbps\": " + num(d.permutedBandwidth / kGiga) + ",\n";
   o += "    \"transcendental_gops\": " + num(d.transcendentalRate / kGiga) +

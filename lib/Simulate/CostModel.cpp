@@ -307,7 +307,10 @@ double kernelSeconds(const Device &d, const KernelCost &cost) {
 }
 
 double copySeconds(const Device &d, double bytes) {
-  double bandwidth = streamBandwidth(d, 2 * bytes, 1.0);
+  double bandwidth =
+      d.copyBandwidth > 0 && d.cacheBytes > 0 && 2 * bytes <= d.cacheBytes
+          ? d.copyBandwidth
+          : streamBandwidth(d, 2 * bytes, 1.0);
   return (bandwidth > 0 ? 2 * bytes / bandwidth : 0) + d.kernelOverhead;
 }
 

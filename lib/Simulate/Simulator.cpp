@@ -12,7 +12,11 @@
 // a node of d devices' worth of compute, each computes at min(1, d / k) of
 // a device's rate (processor sharing; d is the node's capacity for GEMMs
 // or for other work: the cpu preset's cores share their floating-point
-// units but not their memory-bound kernels). When no
+// units but not their memory-bound kernels). Where a node runs more
+// ranks than it has cores (ranks as threads), a blocking collective is
+// work of its members' threads once the last has arrived, shared like a
+// kernel, and a member waiting for the others leaves its core to them.
+// When no
 // rank can move and none computes or is held, the plan deadlocks (named).
 //
 //===----------------------------------------------------------------------===//
@@ -77,6 +81,10 @@ struct RankState {
   double remaining = 0, computeStart = 0;
   /// The work under way is the switch back after a block (no command).
   bool switching = false;
+  /// The work under way is the rank's part of the blocking collective at
+  /// pc (ranks as threads on fewer cores: see advanceCompute).
+  bool collectiveWork = false;
+  const Instance *collective = nullptr;
   /// The work under way is a GEMM (it shares the node's compute capacity;
   /// anything else its kernel capacity).
   bool gemm = false;
@@ -433,8 +441,23 @@ bool Simulator::advanceCompute(RankState &r, double now) {
         r.compute.registered = false;
         double arrived = inst->arrivals[r.rank];
         r.result.peerWaitSeconds += inst->start - arrived;
-        r.result.exposedCommSeconds += inst->cost.seconds;
+        if (placement.latencyShare > 1) {
+          // Ranks as threads on fewer cores: each member's thread does its
+          // part of the collective (staging, reducing, the futex calls and
+          // switches of its rendezvous) once the last member has arrived,
+          // sharing the cores like a kernel; while a member waits for the
+          // others, its core runs other ranks, so that wait is not the
+          // node's idle time. The cost is the link's (its shared latency:
+          // the thread's time per message step).
+          r.computing = r.collectiveWork = true;
+          r.collective = inst;
+          r.gemm = false;
+          r.remaining = inst->cost.seconds;
+          r.computeStart = now;
+          return true;
+        }
         r.result.commSeconds += inst->cost.seconds;
+        r.result.exposedCommSeconds += inst->cost.seconds;
         collectiveSpan(r, 0, cmd, *inst);
         r.resumeAt = inst->end;
         r.owesSwitch = true;
@@ -547,6 +570,21 @@ void Simulator::finishCompute(RankState &r, double end) {
     return;
   }
   const Command &cmd = r.plan->commands[r.pc];
+  if (r.collectiveWork) {
+    if (options.traceCommands)
+      span(r, 0,
+           commandName(*r.plan, cmd) + " (" +
+               algorithmName(r.collective->cost.algorithm) + ")",
+           "collective", r.computeStart, end);
+    r.result.commSeconds += end - r.computeStart;
+    r.result.exposedCommSeconds += end - r.computeStart;
+    r.computing = r.collectiveWork = false;
+    r.collective = nullptr;
+    r.remaining = 0;
+    r.compute.t = r.resumeAt = end;
+    ++r.pc;
+    return;
+  }
   const char *cat = cmd.kind == CommandKind::Gemm     ? "gemm"
                     : cmd.kind == CommandKind::Kernel ? "kernel"
                     : cmd.kind == CommandKind::Attention ||
@@ -1117,7 +1155,8 @@ std::string simulationReport(const SimResult &r, const Cluster &cluster) {
         r.placement.computeShare);
   if (r.placement.latencyShare > 1) {
     const Link &l = cluster.intraNode;
-    add("%s%.2f ranks per core: a message step takes %.1f us",
+    add("%s%.2f ranks per core: a blocking collective is its members' "
+        "threads' work, %.1f us per message step",
         r.placement.computeShare > 1 ? "; " : " (", r.placement.latencyShare,
         (l.sharedLatency > 0 ? l.sharedLatency
                              : l.latency * r.placement.latencyShare) *

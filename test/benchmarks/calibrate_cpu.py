@@ -5,10 +5,12 @@ Prints each measurement and, last, a cluster description (JSON, starting
 from the `cpu` preset) with the fitted figures, for
 lib/Simulate/Cluster.cpp's cpuPreset or `cleave-sim --cluster FILE`:
 
-  * GEMM: cblas_sgemm of the OpenBLAS library cleave-run links (through
-    ctypes, one thread: a device of the preset is one core running one
-    rank, and ranks run with OPENBLAS_NUM_THREADS=1) at
-    shapes from 32x64x64 to 1024^3, fastest of --repeat calls; fitted to
+  * GEMM: cleave-run's own GEMM commands (oneDNN's sgemm where
+    libdnnl.so.2 loads, else OpenBLAS's: whichever the runtime calls, whose
+    speeds differ by up to 5x on a CPU the OpenBLAS build does not know),
+    timed alone by cleave-run --profile-json at shapes from 32x64x64 to
+    1024^3, one thread (a device of the preset is one core running one
+    rank, and ranks run with OPENBLAS_NUM_THREADS=1); fitted to
     the cost model's curve t = flops / (peak * flops / (flops + half)) +
     overhead, i.e. t = (flops + half) / peak + overhead, a straight line in
     flops (least squares).
@@ -21,43 +23,59 @@ lib/Simulate/Cluster.cpp's cpuPreset or `cleave-sim --cluster FILE`:
         cache, cache_gbps, fitted by least squares) and of 192 MiB (from
         memory: the share of the copy bandwidth a generated kernel
         reaches, kernel_bandwidth_fraction);
+      - state copies of 256 B to 64 KiB, each of a value just written
+        (the runtime's memmove: copy_gbps, bytes read + written, fitted
+        by least squares after the smallest one's time);
       - a sum over the inner dimension of [8, 16384] floats, one chain of
         additions per row (serial_gadds, after its bytes);
       - exp, tanh and erf of 32768 floats (transcendental_gops: functions
         per second, after their bytes);
       - transposes of [32, 64, 32] (outer two dimensions) and [128, 256],
         and a gather of 512 rows of a [256, 64] table (permuted_gbps).
-  * Capacity: cores' worth of GEMM throughput when every core runs an
-    sgemm at once (each in its own process), over one alone
+  * Capacity: cores' worth of GEMM throughput when every core runs a
+    512^3 GEMM program in cleave-run at once (each in its own process),
+    over one alone
     (compute_capacity), and the same for the softmax chain run by
     cleave-run (kernel_capacity): what ranks computing at once get
     together.
-  * Switches: a program of 32 rounds of a GEMM ([128, 128] by [128, 64],
-    a rank's share of a tensor-parallel layer) and an all-reduce of its
-    32 KiB result over 2-rank groups, on twice as many ranks as cores,
-    timed, and simulated by cleave-sim with the figures above (no switch
-    cost; GEMMs are what the cost model knows best): what the run takes
-    beyond the simulation (when more than the runs' interquartile range),
-    per blocking all-reduce, is the compute a rank loses each time it
-    blocks while threads outnumber cores (switch_overhead_us).
   * Collectives: programs of 16 chained all_reduces against one (the
     difference is 15 all-reduces, without a run's fixed cost) on 2 ranks
     of the local communicator at 4 KiB (the latency) and 4 MiB (the
-    bandwidth: ring all-reduce sends 2(n-1)/n S), and at 4 KiB over the
-    2-rank axis of a mesh of twice as many ranks as cores
-    (shared_latency_us: a peer must be scheduled first). Mean times, not the fastest: a step meets the
-    scheduler's delays too.
+    bandwidth: ring all-reduce sends 2(n-1)/n S); mean times, not the
+    fastest: a step meets the scheduler's delays too.
+  * Ranks as threads on fewer cores: the same chains at 4 KiB over the
+    2-rank axis of a mesh of twice as many ranks as cores. Their time is
+    printed; what the simulator takes is the CPU time (user + system, from
+    getrusage) each rank's thread spends in one all-reduce, less its bytes
+    at the link's bandwidth (shared_latency_us: a thread's time per
+    message step). There the simulator runs a blocking collective as work
+    of its members' threads, sharing the cores with the other ranks'
+    kernels, and a member waiting for its peer leaves its core to others:
+    on 4 threads and 2 cores the cores stay busy through a training step
+    (cleave-run's user + system time is 96% of twice its wall time for
+    the small GPT at dp=2 x tp=2), so a rendezvous's wait is other
+    ranks' work, not idle time.
+  * A check, not fitted: a program of 32 rounds of a GEMM ([128, 128] by
+    [128, 64], a rank's share of a tensor-parallel layer) and an
+    all-reduce of its 32 KiB result over 2-rank groups, on twice as many
+    ranks as cores, run and simulated with the figures above.
+  switch_overhead_us (compute a rank loses after blocking in a Recv or a
+  Wait while threads outnumber cores) is not measured: 0.
 Everything runs with OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1 (a
-device is one core).
+device is one core). Every measured run lasts --seconds at least: on the
+development machine (2 cores of an Intel Xeon VM, 12-05) the host's speed
+swings by up to a fifth over about 0.7 s (the small GPT's one-rank step
+goes from 1.42 to 2.0 ms and back, steadily), so a run of 0.1 s measures
+one phase of it.
 
-    calibrate_cpu.py [--build build] [--work /tmp/cal] [--repeat 20] [--runs 7]
+    calibrate_cpu.py [--build build] [--work /tmp/cal] [--seconds 1.5] [--runs 3]
 """
 
 import argparse
-import ctypes
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -77,9 +95,11 @@ def args_():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--work", default=None)
-    p.add_argument("--repeat", type=int, default=20)
-    p.add_argument("--runs", type=int, default=7,
-                   help="runs of each multi-rank measurement (collectives, switches); the median is kept")
+    p.add_argument("--seconds", type=float, default=1.5,
+                   help="the least time each measured run of a program lasts (its --repeat is set from a "
+                        "first run of 20): the host's speed swings by up to a fifth over about 0.7 s")
+    p.add_argument("--runs", type=int, default=3,
+                   help="runs of each multi-rank measurement (collectives, the check); the median is kept")
     return p.parse_args()
 
 
@@ -89,36 +109,40 @@ WORK = ARGS.work or tempfile.mkdtemp(prefix="cleave-cal-")
 os.makedirs(WORK, exist_ok=True)
 
 
-def openblas():
-    out = subprocess.run(["ldd", os.path.join(BIN, "cleave-run")], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if "openblas" in line and "=>" in line:
-            lib = ctypes.CDLL(line.split("=>")[1].split("(")[0].strip())
-            f = lib.cblas_sgemm
-            P, I, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-            f.argtypes = [I, I, I, I, I, I, F, P, I, P, I, F, P, I]
-            return lib, f, line.split("=>")[1].split("(")[0].strip()
-    sys.exit("cleave-run links no OpenBLAS")
+def profile_gemms(shapes):
+    """Seconds of each GEMM [M, K] x [K, N] of `shapes`, timed alone by
+    cleave-run --profile-json (mean over repeat_for's runs): the library
+    and the call the runtime makes. Each shape is a program of its own, so
+    that its operands are where a run of the same GEMM leaves them (in
+    cache when they fit), not evicted by a larger product before it: a
+    32x64x64 GEMM run after a 1024^3 one takes 4x as long."""
+    seconds = []
+    for M, N, K in shapes:
+        seconds += profile_program(
+            f"gemm_{M}x{N}x{K}", [("a", [M, K]), ("b", [K, N])],
+            [f"%y = cleave.contract %a, %b batch = [] x [] contract = [1] x [0] : "
+             f"{tensor([M, K])}, {tensor([K, N])} -> {tensor([M, N])}"],
+            [("%y", [M, N])], kind="gemm")
+    return seconds
 
 
-def time_gemm(sgemm, M, N, K):
-    a = np.ones((M, K), np.float32)
-    b = np.ones((K, N), np.float32)
-    c = np.zeros((M, N), np.float32)
-    args = (101, 111, 111, M, N, K, 1.0, a.ctypes.data, K, b.ctypes.data, N, 0.0, c.ctypes.data, N)
-    for _ in range(3):
-        sgemm(*args)
-    best = float("inf")
-    for _ in range(ARGS.repeat):
-        t0 = time.perf_counter()
-        sgemm(*args)
-        best = min(best, time.perf_counter() - t0)
-    return best
+REPEATS = {}
+
+
+def repeat_for(plan, inputs, ranks=1):
+    """Runs of `plan` that last --seconds at least, from the mean of a
+    first run of 20 (kept per plan and rank count)."""
+    key = (plan, ranks)
+    if key not in REPEATS:
+        REPEATS[key] = 20
+        REPEATS[key] = max(20, int(ARGS.seconds / run_stats(plan, inputs, ranks, mean=True)) + 1)
+    return REPEATS[key]
 
 
 def run_stats(plan, inputs, ranks=1, mean=False):
+    """The min or mean run time of `plan` over repeat_for's runs."""
     cmd = [os.path.join(BIN, "cleave-run"), plan, *inputs, "--no-output", "--print-stats",
-           "--warmup", "3", "--repeat", str(ARGS.repeat)]
+           "--warmup", "3", "--repeat", str(REPEATS.get((plan, ranks)) or repeat_for(plan, inputs, ranks))]
     if ranks > 1:
         cmd += ["--ranks", str(ranks)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -140,7 +164,7 @@ def concurrent_plan(plan, inputs, copies):
     """Mean run time of `plan` in each of `copies` cleave-run processes
     started at once."""
     cmd = [os.path.join(BIN, "cleave-run"), plan, *inputs, "--no-output", "--print-stats",
-           "--warmup", "3", "--repeat", str(10 * ARGS.repeat)]
+           "--warmup", "3", "--repeat", str(repeat_for(plan, inputs))]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(copies)]
     return [float(re.search(r"mean ([0-9.]+) ms", p.communicate()[0]).group(1)) / 1e3 for p in procs]
@@ -165,10 +189,11 @@ def tensor(shape):
     return "tensor<" + "x".join(str(d) for d in shape) + "xf32>"
 
 
-def profile_program(name, inputs, body, results):
-    """Seconds of each kernel of a one-function program, timed alone by
-    cleave-run --profile-json: `inputs` [(name, shape)] (filled with
-    1.0001), `body` lines of cleave ops, `results` [(value, shape)]."""
+def profile_program(name, inputs, body, results, kind="kernel"):
+    """Seconds of each command of `kind` of a one-function program, timed
+    alone by cleave-run --profile-json (mean over repeat_for's runs):
+    `inputs` [(name, shape)] (filled with 1.0001), `body` lines of cleave
+    ops, `results` [(value, shape)]."""
     args = ", ".join(f'%{n}: {tensor(s)} {{cleave.name = "{n}"}}' for n, s in inputs)
     types = ", ".join(tensor(s) for _, s in results)
     text = (f"func.func @main({args}) -> ({types}) {{\n" + "\n".join("  " + l for l in body)
@@ -180,12 +205,14 @@ def profile_program(name, inputs, body, results):
         np.save(path, np.full(shape, 1.0001, np.float32))
         paths.append(path)
     profile = os.path.join(WORK, name + ".json")
-    subprocess.run([os.path.join(BIN, "cleave-run"), plan, *paths, "--no-output", "--warmup", "3",
-                    "--repeat", str(10 * ARGS.repeat), "--profile-json", profile],
-                   check=True, capture_output=True)
-    seconds = [c["ms"] / 1e3 for c in json.load(open(profile))["commands"] if c["kind"] == "kernel"]
+    out = subprocess.run([os.path.join(BIN, "cleave-run"), plan, *paths, "--no-output", "--warmup", "3",
+                          "--repeat", str(repeat_for(plan, paths)), "--profile-json", profile,
+                          "--print-stats"], check=True, capture_output=True, text=True)
+    device = re.search(r"^device: (.*)$", out.stdout, re.M)
+    profile_program.device = device.group(1) if device else "unknown"
+    seconds = [c["ms"] / 1e3 for c in json.load(open(profile))["commands"] if c["kind"] == kind]
     if len(seconds) != len(body):
-        sys.exit(f"calibration program {name}: {len(seconds)} kernels for {len(body)} ops")
+        sys.exit(f"calibration program {name}: {len(seconds)} {kind} commands for {len(body)} ops")
     return seconds
 
 
@@ -235,6 +262,38 @@ def kernel_profile():
     return products, (8 * 16384, 8 * 16384 * 4 + 32, seconds[k]), unary, permuted
 
 
+COPY_SIZES = [64, 1024, 4096, 16384]  # floats
+
+
+def profile_copies():
+    """[(bytes, s)] of the state copies of a program whose state arguments
+    of COPY_SIZES floats are each updated by a product (the copy's source
+    was just written, as an optimizer's update is): the runtime's copies
+    (memmove), timed alone by cleave-run --profile-json."""
+    args, body, types, returns = [], [], [], []
+    for i, n in enumerate(COPY_SIZES):
+        args.append(f'%s{i}: {tensor([n])} {{cleave.name = "s{i}", cleave.state}}')
+        body.append(f"  %y{i} = cleave.binary mul %s{i}, %s{i} : {tensor([n])}")
+        types.append(f"{tensor([n])} {{cleave.updates = {i} : i64}}")
+        returns.append(f"%y{i}")
+    text = (f"func.func @main({', '.join(args)}) -> ({', '.join(types)}) {{\n" + "\n".join(body)
+            + f"\n  return {', '.join(returns)} : {', '.join(tensor([n]) for n in COPY_SIZES)}\n}}\n")
+    plan = compile_mlir("copies", text)
+    paths = []
+    for i, n in enumerate(COPY_SIZES):
+        path = os.path.join(WORK, f"copies_s{i}.npy")
+        np.save(path, np.ones(n, np.float32))
+        paths.append(path)
+    profile = os.path.join(WORK, "copies.json")
+    subprocess.run([os.path.join(BIN, "cleave-run"), plan, *paths, "--no-output", "--warmup", "3",
+                    "--repeat", str(repeat_for(plan, paths)), "--profile-json", profile],
+                   check=True, capture_output=True)
+    seconds = [c["ms"] / 1e3 for c in json.load(open(profile))["commands"] if c["kind"] == "copy"]
+    if len(seconds) != len(COPY_SIZES):
+        sys.exit(f"calibration program copies: {len(seconds)} copies for {len(COPY_SIZES)} states")
+    return [(4 * n, t) for n, t in zip(COPY_SIZES, seconds)]
+
+
 def profile_gather():
     """(bytes, s) of a gather of 512 rows of a [256, 64] float table (the
     rows read and written; an embedding lookup)."""
@@ -249,10 +308,25 @@ def profile_gather():
     np.save(i, np.random.default_rng(0).integers(0, 256, 512).astype(np.int64))
     profile = os.path.join(WORK, "gather.json")
     subprocess.run([os.path.join(BIN, "cleave-run"), plan, t, i, "--no-output", "--warmup", "3",
-                    "--repeat", str(10 * ARGS.repeat), "--profile-json", profile],
+                    "--repeat", str(repeat_for(plan, [t, i])), "--profile-json", profile],
                    check=True, capture_output=True)
     ms = [c["ms"] for c in json.load(open(profile))["commands"] if c["kind"] == "kernel"]
     return 2 * 512 * 64 * 4, sum(ms) / 1e3
+
+
+def gemm_program(n, chain=4):
+    """A plan of `chain` GEMMs [n, n] x [n, n], each of the previous
+    product (scaled back by the all-1/n operand), and its inputs."""
+    t = tensor([n, n])
+    body = "".join(f"    %{i + 1} = cleave.contract %{i}, %w batch = [] x [] contract = [1] x [0] : {t}, {t} -> {t}\n"
+                   for i in range(chain))
+    text = (f'func.func @main(%0: {t} {{cleave.name = "x"}}, %w: {t} {{cleave.name = "w"}}) -> {t} {{\n{body}'
+            f"    return %{chain} : {t}\n}}\n")
+    plan = compile_mlir(f"gemm_{n}", text)
+    x, w = os.path.join(WORK, f"gemm_{n}_x.npy"), os.path.join(WORK, f"gemm_{n}_w.npy")
+    np.save(x, np.ones((n, n), np.float32))
+    np.save(w, np.full((n, n), 1.0 / n, np.float32))
+    return plan, [x, w]
 
 
 def softmax_chain(rows, cols, n=32):
@@ -286,6 +360,35 @@ def all_reduce(elems, groups=1, chain=16):
     return max(times[1] - times[0], 1e-9) / (chain - 1)
 
 
+def all_reduce_cpu(elems, groups, chain=16):
+    """The CPU time one rank's thread spends in one all-reduce over the
+    2-rank axis r of a mesh of `groups` x 2 ranks (user + system time of
+    cleave-run, from getrusage): programs of `chain` all-reduces against
+    one, each run repeat_for's times, the median over --runs."""
+    t = f"tensor<{elems}xf32>"
+    x = os.path.join(WORK, f"ar_{elems}.npy")
+    np.save(x, np.ones(elems, np.float32))
+    cpu = []
+    for n in (1, chain):
+        body = "".join(f'    %x{i + 1} = cleave.all_reduce sum %x{i} over @mesh ["r"] : {t}\n'
+                       for i in range(n))
+        text = (f'module {{\n  cleave.mesh @mesh axes = ["g", "r"] shape = [{groups}, 2]\n'
+                f'  func.func @main(%x0: {t} {{cleave.name = "x"}}) -> {t} {{\n{body}'
+                f"    return %x{n} : {t}\n  }}\n}}\n")
+        plan = compile_mlir(f"all_reduce_{groups}x{elems}_{n}", text)
+        repeat = repeat_for(plan, [x], 2 * groups)
+        cmd = [os.path.join(BIN, "cleave-run"), plan, x, "--no-output", "--warmup", "3",
+               "--repeat", str(repeat), "--ranks", str(2 * groups)]
+        runs = []
+        for _ in range(ARGS.runs):
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(cmd, check=True, capture_output=True)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            runs.append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / repeat)
+        cpu.append(statistics.median(runs))
+    return max(cpu[1] - cpu[0], 1e-9) / ((chain - 1) * 2 * groups)
+
+
 def median_of_runs(plan, inputs, ranks):
     """The median over --runs runs of each run's mean time: ranks that are
     threads on shared cores meet the host's scheduler, and one run's mean
@@ -312,39 +415,14 @@ def switch_program(groups, rounds=32):
     return plan, [wpath, x]
 
 
-SGEMM_ALONE = """
-import ctypes, sys, time
-import numpy as np
-lib = ctypes.CDLL(sys.argv[1]); f = lib.cblas_sgemm
-P, I, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-f.argtypes = [I, I, I, I, I, I, F, P, I, P, I, F, P, I]
-n = 512
-a = np.ones((n, n), np.float32); b = np.ones((n, n), np.float32); c = np.zeros((n, n), np.float32)
-args = (101, 111, 111, n, n, n, 1.0, a.ctypes.data, n, b.ctypes.data, n, 0.0, c.ctypes.data, n)
-f(*args)
-t0 = time.perf_counter(); k = 0
-while time.perf_counter() - t0 < 2.0:
-    f(*args); k += 1
-print(2.0 * n ** 3 * k / (time.perf_counter() - t0))
-"""
-
-
-def concurrent_gemm(path, copies):
-    procs = [subprocess.Popen([sys.executable, "-c", SGEMM_ALONE, path], stdout=subprocess.PIPE, text=True)
-             for _ in range(copies)]
-    return [float(p.communicate()[0]) for p in procs]
-
-
 def main():
-    lib, sgemm, path = openblas()
-    lib.openblas_get_num_threads.restype = ctypes.c_int
-    print(f"OpenBLAS threads: {lib.openblas_get_num_threads()}, cores: {os.cpu_count()}")
     shapes = [(32, 64, 64), (128, 64, 64), (128, 192, 64), (128, 256, 64), (128, 64, 256),
               (256, 256, 256), (512, 512, 512), (1024, 1024, 1024)]
+    gemm_seconds = profile_gemms(shapes)
+    print(f"cleave-run device: {profile_program.device}; OPENBLAS_NUM_THREADS=1, cores: {os.cpu_count()}")
     xs, ys = [], []
     print("GEMM (M N K): seconds, GFLOP/s")
-    for M, N, K in shapes:
-        t = time_gemm(sgemm, M, N, K)
+    for (M, N, K), t in zip(shapes, gemm_seconds):
         f = 2.0 * M * N * K
         xs.append(f)
         ys.append(t)
@@ -391,14 +469,23 @@ def main():
           f"{transcendental / 1e9:.2f} G functions/s")
     permuted = perm_bytes / max(perm_t - 3 * small, 1e-9)
     print(f"transposes and a gather: {perm_bytes} B in {perm_t * 1e6:.1f} us -> {permuted / 1e9:.1f} GB/s permuted")
+    copies = profile_copies()
+    # t = overhead + 2 bytes / copy bandwidth (read + written), from the
+    # smallest copy's time.
+    copy_bw = (sum(4 * b * b for b, _ in copies[1:])
+               / sum(2 * b * max(t - copies[0][1], 1e-12) for b, t in copies[1:]))
+    print("copies (memmove): " + ", ".join(f"{b} B {t * 1e6:.2f} us" for b, t in copies)
+          + f" -> {copy_bw / 1e9:.1f} GB/s read + written")
     _, _, chain, chain_x = softmax_chain(256, 1024)
 
     cores = os.cpu_count()
-    alone = concurrent_gemm(path, 1)[0]
-    together = concurrent_gemm(path, cores)
-    devices = sum(together) / alone
-    print(f"sgemm 512^3: {alone / 1e9:.1f} GFLOP/s alone, "
-          + ", ".join(f"{x / 1e9:.1f}" for x in together)
+    gemm, gemm_inputs = gemm_program(512)
+    gemm_flops = 4 * 2 * 512 ** 3  # a run: four GEMMs
+    alone = concurrent_plan(gemm, gemm_inputs, 1)[0]
+    together = concurrent_plan(gemm, gemm_inputs, cores)
+    devices = cores * alone / (sum(together) / len(together))
+    print(f"GEMM 512^3: {gemm_flops / alone / 1e9:.1f} GFLOP/s alone, "
+          + ", ".join(f"{gemm_flops / x / 1e9:.1f}" for x in together)
           + f" with {cores} at once -> {devices:.2f} cores' worth")
 
     alone_k = concurrent_plan(chain, [chain_x], 1)[0]
@@ -420,9 +507,16 @@ def main():
     print(f"all_reduce on 2 ranks: {lat * 1e6:.1f} us at 4 KiB, {big * 1e6:.1f} us at 4 MiB "
           f"-> latency {latency * 1e6:.1f} us per step, {link_bw / 1e9:.2f} GB/s per rank")
     shared = all_reduce(1024, groups=cores)
-    print(f"all_reduce over 2 of {2 * cores} ranks: {shared * 1e6:.1f} us at 4 KiB (one step)")
+    # Ranks as threads on fewer cores: a blocking collective is work of its
+    # members' threads (the simulator shares the cores between it and the
+    # other ranks' kernels), its step the thread's CPU time less the bytes'.
+    shared_cpu = all_reduce_cpu(1024, groups=cores)
+    shared_step = max(shared_cpu - 4096 / link_bw, 0.0)
+    print(f"all_reduce over 2 of {2 * cores} ranks at 4 KiB: {shared * 1e6:.1f} us, of which each "
+          f"thread computes {shared_cpu * 1e6:.1f} us -> {shared_step * 1e6:.1f} us per message step")
 
-    # The switch cost: run the switch program, simulate it without one.
+    # A check of the figures on a program they were not measured on: GEMMs
+    # and all-reduces in turn on twice as many ranks as cores.
     plan, inputs = switch_program(cores)
     runs = sorted(run_stats(plan, inputs, 2 * cores, mean=True) for _ in range(ARGS.runs))
     measured = statistics.median(runs)
@@ -432,44 +526,23 @@ def main():
         "compute_capacity": round(devices, 3), "kernel_capacity": round(kernel_devices, 3),
         "gpu": {"peak_tflops": {"fp32": peak / 1e12}, "memory_gbps": kernel_bw / 1e9,
                 "kernel_bandwidth_fraction": 1.0, "kernel_overhead_us": small * 1e6,
-                "cache_mib": cache / (1 << 20), "cache_gbps": cache_bw / 1e9,
+                "cache_mib": cache / (1 << 20), "cache_gbps": cache_bw / 1e9, "copy_gbps": copy_bw / 1e9,
                 "serial_gadds": serial / 1e9, "attention_tile_gemms": True,
                 "permuted_gbps": permuted / 1e9, "transcendental_gops": transcendental / 1e9,
                 "gemm_efficiency": {"fp32": {"max": 1.0, "half_gflops": half / 1e9}},
                 "gemm_overhead_us": overhead * 1e6, "switch_overhead_us": 0},
         "intra_node": {"gbps": link_bw / 1e9, "latency_us": latency * 1e6,
-                       "shared_latency_us": shared * 1e6, "one_shot_kib": 64},
+                       "shared_latency_us": shared_step * 1e6, "one_shot_kib": 64},
     }
-
-    def simulate(switch_us):
-        partial["gpu"]["switch_overhead_us"] = switch_us
-        path = os.path.join(WORK, "partial.json")
-        with open(path, "w") as f:
-            json.dump(partial, f)
-        out = subprocess.run([os.path.join(BIN, "cleave-sim"), plan, "--cluster", path], check=True,
-                             capture_output=True, text=True).stdout
-        return float(re.search(r"step time ([0-9.]+) ms", out).group(1)) / 1e3
-
-    # The switch cost the simulator needs to match the run (it charges it
-    # as compute, shared with the node's other ranks): bisection, the
-    # simulated time growing with it.
-    # Only a difference beyond the runs' spread (their interquartile range)
-    # is fitted: the simulated time grows slowly with the switch cost where
-    # ranks wait anyway, so noise would come out as tens of us.
-    simulated = simulate(0)
-    spread = quartiles[2] - quartiles[0]
-    lo, hi = 0.0, 0.0
-    if measured > simulated + spread:
-        hi = 1.0
-        while simulate(hi) < measured and hi < 1e4:
-            hi *= 2
-        for _ in range(30):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if simulate(mid) < measured else (lo, mid)
-    switch = (lo + hi) / 2 * 1e-6
-    print(f"switch program on {2 * cores} ranks: {measured * 1e3:.3f} ms run (interquartile range "
-          f"{spread * 1e3:.3f} ms), {simulated * 1e3:.3f} ms simulated without switches -> "
-          f"{switch * 1e6:.1f} us per blocking all-reduce")
+    path = os.path.join(WORK, "partial.json")
+    with open(path, "w") as f:
+        json.dump(partial, f)
+    out = subprocess.run([os.path.join(BIN, "cleave-sim"), plan, "--cluster", path], check=True,
+                         capture_output=True, text=True).stdout
+    simulated = float(re.search(r"step time ([0-9.]+) ms", out).group(1)) / 1e3
+    print(f"check, GEMM and all-reduce program on {2 * cores} ranks: {measured * 1e3:.3f} ms run "
+          f"(interquartile range {(quartiles[2] - quartiles[0]) * 1e3:.3f} ms), {simulated * 1e3:.3f} ms "
+          f"simulated ({100 * (simulated / measured - 1):+.0f}%)")
 
     desc = {
         "preset": "cpu",
@@ -484,16 +557,17 @@ def main():
             "kernel_bandwidth_fraction": round(fraction, 3),
             "cache_mib": round(cache / (1 << 20), 3),
             "cache_gbps": round(cache_bw / 1e9, 1),
+            "copy_gbps": round(copy_bw / 1e9, 1),
             "serial_gadds": round(serial / 1e9, 3),
             "permuted_gbps": round(permuted / 1e9, 2),
             "transcendental_gops": round(transcendental / 1e9, 3),
             "attention_tile_gemms": True,
             "kernel_overhead_us": round(small * 1e6, 2),
             "gemm_overhead_us": round(overhead * 1e6, 2),
-            "switch_overhead_us": round(switch * 1e6, 1),
+            "switch_overhead_us": 0,
         },
         "intra_node": {"gbps": round(link_bw / 1e9, 2), "latency_us": round(latency * 1e6, 2),
-                       "shared_latency_us": round(shared * 1e6, 2), "one_shot_kib": 64},
+                       "shared_latency_us": round(shared_step * 1e6, 2), "one_shot_kib": 64},
     }
     print(json.dumps(desc, indent=2))
 

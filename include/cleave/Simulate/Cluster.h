@@ -51,6 +51,11 @@ struct Device {
   /// commands that write and read them. 0: no cache (every command streams
   /// from memory; the GPU presets, whose kernels are far larger than L2).
   double cacheBytes = 0, cacheBandwidth = 0;
+  /// Bandwidth (bytes read + written per second) of a copy command whose
+  /// bytes fit in the cache: the CPU runtime's copies are the C library's
+  /// memmove, about three times a generated kernel's rate on the
+  /// development machine. 0: copies move at the kernels' rate.
+  double copyBandwidth = 0;
   /// Additions per second along one loop-carried chain: what a sum over a
   /// kernel's innermost dimension runs at when the code generator keeps
   /// the additions in order (the CPU kernels: LLVM does not reassociate
@@ -74,9 +79,10 @@ struct Device {
   /// Fixed cost per command (launch, dispatch), seconds: kernels, GEMMs,
   /// copies, and the extra cost per collective call.
   double kernelOverhead = 5e-6, gemmOverhead = 5e-6, collectiveOverhead = 0;
-  /// Compute time a rank loses each time it blocks for communication on a
-  /// node whose ranks outnumber its cores (seconds): the context switches
-  /// and the caches the other ranks' work has emptied. 0 elsewhere.
+  /// Compute time a rank loses each time it blocks in a Recv or a Wait on
+  /// a node whose ranks outnumber its cores (seconds): the context switches
+  /// and the caches the other ranks' work has emptied. (A blocking
+  /// collective's are in the link's shared latency.) 0 elsewhere.
   double switchOverhead = 0;
 };
 
@@ -85,9 +91,12 @@ struct Device {
 struct Link {
   double bandwidth = 0;
   double latency = 0;
-  /// The latency of one message step when the node runs more ranks than
-  /// cores (a peer must be scheduled before it answers); 0: latency times
-  /// ranks per core.
+  /// When the node runs more ranks than cores (ranks as threads): the time
+  /// a member's thread spends per message step of a blocking collective
+  /// (staging, waking and switching; the simulator runs the collective as
+  /// the members' work on the shared cores, while a member waiting for its
+  /// peers leaves its core to other ranks); 0: latency times ranks per
+  /// core.
   double sharedLatency = 0;
   /// Collectives whose operand takes at most this many bytes per member run
   /// as one rendezvous after which each member reads the others' operands

@@ -26,10 +26,11 @@ namespace cleave::sim {
 /// row-major index of its mesh coordinates, tp fastest, so a tp group is
 /// inside a node). A mesh larger than the cluster's devices puts
 /// ranksPerNode > devicesPerNode ranks on a node: they share its devices
-/// (computeShare ranks per device's worth of compute, at most), and with
-/// more ranks than cores each
-/// message step of a collective among them waits latencyShare times the
-/// link's latency (the peer must be scheduled first).
+/// (computeShare ranks per device's worth of compute, at most). With more
+/// ranks than cores (latencyShare ranks per core) a message step costs the
+/// link's shared latency (without one, latencyShare times its latency):
+/// the simulator runs a blocking collective there as its members'
+/// threads' work, sharing the cores with the other ranks' kernels.
 struct Placement {
   int64_t world = 1;
   int64_t ranksPerNode = 1;
