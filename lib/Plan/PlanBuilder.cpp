@@ -108,10 +108,23 @@ static int64_t serialAdds(Operation *op) {
 /// The bytes `op` moves out of its loops' order: the operands and results
 /// of transposes, gathers and scatters, whose elements are not read (or
 /// written) one after another. The cost model charges them at the device's
-/// permuted bandwidth.
+/// permuted bandwidth. A transpose that keeps the innermost dimension in
+/// place moves whole rows, and rows of a cache line or more stream like
+/// any other bytes (the attention heads' [b, s, h, d] -> [b, h, s, d] with
+/// rows of 128 bytes runs at the streaming rate on the CPU).
 static int64_t permutedBytes(Operation *op) {
   if (!isa<TransposeOp, GatherOp, GatherElementsOp, ScatterOp>(op))
     return 0;
+  if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    auto type = cast<RankedTensorType>(transpose.getOperand().getType());
+    ArrayRef<int64_t> perm = transpose.getPermutation();
+    constexpr int64_t kCacheLineBytes = 64;
+    if (type.hasStaticShape() && !perm.empty() &&
+        perm.back() == type.getRank() - 1 &&
+        type.getShape().back() * int64_t(type.getElementTypeBitWidth() / 8) >=
+            kCacheLineBytes)
+      return 0;
+  }
   auto cost = dyn_cast<CostOpInterface>(op);
   return cost ? cost.getBytesRead() + cost.getBytesWritten() : 0;
 }

@@ -119,8 +119,10 @@ static Cluster hopper(const char *name, const char *gpu, double memoryGiB,
 ///     0.64 [0.55, 0.87] of a 20 GB/s copy from memory, 0.12 us each;
 ///     two softmax chains at once 1.93 cores' worth [1.92, 1.95];
 ///   the runtime's copies (memmove): 88.7 GB/s [85.5, 91.1] in cache;
-///   1.83 G serial additions/s [1.73, 1.85], 10.6 GB/s permuted
-///     [9.7, 10.8], 4.76 G transcendental functions/s [4.49, 5.07];
+///   1.83 G serial additions/s [1.73, 1.85], 4.76 G transcendental
+///     functions/s [4.49, 5.07]; 5.62 GB/s permuted [5.42, 5.71] (an
+///     element transpose and a gather; the medians of five calibrations
+///     at 17:19-17:25 UTC);
 ///   local all-reduce of 2 ranks: 6.6 us per step [6.4, 6.9], 8.15 GB/s
 ///     per rank [7.84, 8.34]; over 2 of 4 ranks (threads outnumber cores)
 ///     each thread spends 4.07 us per message step [3.88, 4.08].
@@ -152,7 +154,7 @@ static Cluster cpuPreset() {
   d.cacheBandwidth = 28.4 * kGiga;
   d.copyBandwidth = 88.7 * kGiga;
   d.serialAddRate = 1.83 * kGiga;
-  d.permutedBandwidth = 10.6 * kGiga;
+  d.permutedBandwidth = 5.62 * kGiga;
   d.transcendentalRate = 4.76 * kGiga;
   d.attentionTileGemms = true;
   d.kernelOverhead = 0.12e-6;
