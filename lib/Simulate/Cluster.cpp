@@ -122,7 +122,7 @@ static Cluster hopper(const char *name, const char *gpu, double memoryGiB,
 ///   1.83 G serial additions/s [1.73, 1.85], 4.76 G transcendental
 ///     functions/s [4.49, 5.07]; 5.62 GB/s permuted [5.42, 5.71] (an
 ///     element transpose and a gather; the medians of five calibrations
-///     at 17:19-17:25 UTC);
+///     at 17:17-17:23 UTC);
 ///   local all-reduce of 2 ranks: 6.6 us per step [6.4, 6.9], 8.15 GB/s
 ///     per rank [7.84, 8.34]; over 2 of 4 ranks (threads outnumber cores)
 ///     each thread spends 4.07 us per message step [3.88, 4.08].
