@@ -245,17 +245,9 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
   line(mixed ? "master + optimizer" : "optimizer states",
        term(stateBytes, stage >= 1), o, states);
   line("total", "", p + g + o, measured);
-  llvm::SmallVector<std::string> notes;
-  if (stage == 1)
-    notes.push_back(
-        "each gradient is reduce-scattered once, after the last microbatch "
-        "(an all-reduce of the whole gradient would send twice the bytes "
-        "the optimizer reads), so a rank keeps the 1/N its optimizer reads; "
-        "the whole gradient is each rank's unreduced addend while it is "
-        "accumulated");
   if (mixed) {
-    int64_t f32Only =
-        r.replicaParameterElements - r.replicaLowPrecisionElements;
+    int64_t f32Only = r.replicaParameterElements - r.replicaLowPrecisionElements;
+    llvm::SmallVector<std::string> notes;
     if (!r.lowPrecisionGradients)
       notes.push_back("gradients stay f32, 4 bytes where the formula has 2 "
                       "(--low-precision-gradients rounds them)");
@@ -270,6 +262,10 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
           std::to_string(uint64_t(p + 0.5) - at(MemoryClass::Parameters)) +
           " bytes of parameters fewer: low-precision copies converted inside "
           "the kernels that read them are never stored");
+    if (stage == 1 && r.lowPrecisionGradients &&
+        at(MemoryClass::Gradients) < uint64_t(g + 0.5))
+      notes.push_back("each gradient is sliced right after its all-reduce, "
+                      "so a rank holds only the part its optimizer reads");
     if (f32Only > 0)
       notes.push_back(
           std::to_string(f32Only) +
@@ -278,10 +274,10 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
           "bytes of parameter" +
           (r.lowPrecisionGradients ? " and of gradient" : "") +
           ", none of master");
+    if (!notes.empty())
+      os << "  (where Cleave departs from the formula: "
+         << llvm::join(notes, "; ") << ")\n";
   }
-  if (!notes.empty())
-    os << "  (where Cleave departs from the formula: "
-       << llvm::join(notes, "; ") << ")\n";
   uint64_t gradientsLive = r.peakLive[static_cast<unsigned>(MemoryClass::Gradients)];
   if (gradientsLive < at(MemoryClass::Gradients))
     os << "  (the gradients are never all live at once: at most "

@@ -27,12 +27,6 @@ inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
 /// first user: ZeRO-1/2's low-precision parameter copies, gathered once
 /// per step and kept, where ZeRO-3 gathers at each use.
 inline constexpr llvm::StringLiteral kReshardOnceAttr = "cleave.reshard_once";
-/// Unit attribute on the op that makes a parameter's gradient (its last
-/// accumulation add) whose sum over dp the partitioner completes once,
-/// into the gradient's split layout, after the last microbatch: ZeRO-1
-/// accumulates each rank's whole addend and reduce-scatters it once, where
-/// ZeRO-2 reduce-scatters each microbatch's contribution.
-inline constexpr llvm::StringLiteral kReduceOnceAttr = "cleave.reduce_once";
 /// The conflicts propagation settled on an op's factors (an array of
 /// strings), which the partitioner cites in the collectives they cause.
 inline constexpr llvm::StringLiteral kConflictsAttrName =

@@ -577,21 +577,6 @@ static bool leadsToGradientRounding(Value v) {
   return gradientRoundingOf(v) != nullptr;
 }
 
-/// Whether `v` reaches, through single-use reshapes, transposes and adds, a
-/// gradient whose sum is completed once after the last of them
-/// (kReduceOnceAttr: ZeRO-1's accumulation).
-static bool leadsToReduceOnce(Value v) {
-  while (v.hasOneUse()) {
-    Operation *user = *v.getUsers().begin();
-    if (!isa<ReshapeOp, TransposeOp>(user) && !isAddOrSub(user))
-      return false;
-    if (user->hasAttr(kReduceOnceAttr))
-      return true;
-    v = user->getResult(0);
-  }
-  return false;
-}
-
 SmallVector<Axes> Partitioner::gatherReductions(Operation *op,
                                                 const ShardingRule &rule,
                                                 ArrayRef<Axes> factorAxes) {
@@ -902,12 +887,10 @@ LogicalResult Partitioner::partitionOp(OpBuilder &b, Operation *op) {
   // A transpose or reshape of a partial gradient on its way to its rounding
   // (below) moves each rank's addend as it is, so that the sum is
   // completed after the rounding, in the low type, into the gradient's
-  // layout (e.g. a reduce_scatter over dp for ZeRO-2); so does one on its
-  // way to a gradient completed once (ZeRO-1), after its last add.
+  // layout (e.g. a reduce_scatter over dp for ZeRO-2).
   if (isa<ReshapeOp, TransposeOp>(op) &&
       !locals[op->getOperand(0)].partial.empty() &&
-      (leadsToGradientRounding(op->getResult(0)) ||
-       leadsToReduceOnce(op->getResult(0)))) {
+      leadsToGradientRounding(op->getResult(0))) {
     const Local &in = locals[op->getOperand(0)];
     Value r = op->getResult(0);
     auto type = cast<RankedTensorType>(r.getType());

@@ -429,11 +429,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
                 "sequence, hidden] tensor";
   }
 
-  // ZeRO lays gradients out too: split over dp where the optimizer reads
-  // them. Stage 1 accumulates each rank's whole addend over the
-  // microbatches and reduce-scatters it once (kReduceOnceAttr: an
-  // all-reduce of the whole gradient would send twice the bytes the
-  // optimizer needs); stages 2 and 3 reduce-scatter each microbatch's.
+  // ZeRO lays gradients out too: whole over dp at stage 1, split at 2 and 3.
   if (options.zero > 0)
     main.walk([&](Operation *op) {
       auto of = op->getAttrOfType<StringAttr>(kGradientOfAttr);
@@ -446,9 +442,10 @@ static LogicalResult seedAndPartition(ModuleOp module,
       if (it == paramBase.end() || !type ||
           type.getShape() != it->second.second.getShape())
         return;
-      setSharding(op->getResult(0), withDp(it->second.first, type));
-      if (options.zero == 1)
-        op->setAttr(kReduceOnceAttr, UnitAttr::get(ctx));
+      TensorShardingAttr base = it->second.first;
+      setSharding(op->getResult(0), options.zero >= 2
+                                        ? withDp(base, type)
+                                        : closedLayout(base, type.getRank()));
     });
 
   PassManager propagate(ctx);
