@@ -81,9 +81,9 @@ struct RankState {
   double remaining = 0, computeStart = 0;
   /// The work under way is the switch back after a block (no command).
   bool switching = false;
-  /// The work under way is the rank's part of the blocking collective at
-  /// pc (ranks as threads on fewer cores: see advanceCompute).
-  bool collectiveWork = false;
+  /// The work under way is the rank's part of this blocking collective,
+  /// the command at pc (ranks as threads on fewer cores: see
+  /// advanceCompute); null otherwise.
   const Instance *collective = nullptr;
   /// The work under way is a GEMM (it shares the node's compute capacity;
   /// anything else its kernel capacity).
@@ -254,6 +254,13 @@ private:
          "collective", inst.start, inst.end);
   }
   CommCost costOf(const Command &cmd, const std::vector<int64_t> &ranks);
+  /// A blocking group collective on a node whose ranks outnumber its cores
+  /// runs as its members' threads' work (advanceCompute).
+  bool threadWork(const Command &cmd) const {
+    CollectiveOp op = cmd.collective.op;
+    return placement.latencyShare > 1 && cmd.stream != plan::kCommStream &&
+           op != CollectiveOp::Send && op != CollectiveOp::Recv;
+  }
   /// A Send's or Recv's (sender, receiver) ranks as seen from `rank`; none
   /// for group indices outside the group.
   std::optional<std::pair<int64_t, int64_t>>
@@ -280,19 +287,23 @@ private:
 
 } // namespace
 
+double stepLatency(const Link &link, const Placement &placement,
+                   bool threadWork) {
+  if (placement.latencyShare <= 1)
+    return link.latency;
+  if (link.sharedLatency > 0)
+    return link.sharedLatency;
+  return threadWork ? link.latency : link.latency * placement.latencyShare;
+}
+
 CommCost commandCost(const Cluster &cluster, const Placement &placement,
                      const SimulateOptions &options, const Command &cmd,
-                     const std::vector<int64_t> &group) {
+                     const std::vector<int64_t> &group, bool threadWork) {
   const plan::CollectiveInfo &info = cmd.collective;
   int64_t n = static_cast<int64_t>(group.size());
   double bytes = collectiveBytes(info, n);
   Link link = linkFor(cluster, placement, group);
-  // Ranks as threads on fewer cores pay for each message step the wait
-  // until the peer is scheduled.
-  if (placement.latencyShare > 1)
-    link.latency = link.sharedLatency > 0
-                       ? link.sharedLatency
-                       : link.latency * placement.latencyShare;
+  link.latency = stepLatency(link, placement, threadWork);
   double overhead = cluster.device.collectiveOverhead;
   if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv)
     return collectiveCost(info.op, bytes, 2, link, Algorithm::Ring, overhead);
@@ -332,11 +343,8 @@ CommCost commandCost(const Cluster &cluster, const Placement &placement,
   }
   if (nodeCount > 1 && g > 1 && even) {
     Link intra = cluster.intraNode, inter = cluster.interNode;
-    if (placement.latencyShare > 1)
-      for (Link *l : {&intra, &inter})
-        l->latency = l->sharedLatency > 0
-                         ? l->sharedLatency
-                         : l->latency * placement.latencyShare;
+    for (Link *l : {&intra, &inter})
+      l->latency = stepLatency(*l, placement, threadWork);
     CommCost two = hierarchicalCost(info.op, bytes, nodeCount, g,
                                     intra, inter, overhead);
     if (two.seconds < best.seconds)
@@ -349,7 +357,7 @@ namespace {
 
 CommCost Simulator::costOf(const Command &cmd,
                            const std::vector<int64_t> &group) {
-  return commandCost(cluster, placement, options, cmd, group);
+  return commandCost(cluster, placement, options, cmd, group, threadWork(cmd));
 }
 
 Instance *Simulator::arrive(RankState &r, const Command &cmd, double t,
@@ -441,7 +449,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
         r.compute.registered = false;
         double arrived = inst->arrivals[r.rank];
         r.result.peerWaitSeconds += inst->start - arrived;
-        if (placement.latencyShare > 1) {
+        if (threadWork(cmd)) {
           // Ranks as threads on fewer cores: each member's thread does its
           // part of the collective (staging, reducing, the futex calls and
           // switches of its rendezvous) once the last member has arrived,
@@ -449,7 +457,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
           // others, its core runs other ranks, so that wait is not the
           // node's idle time. The cost is the link's (its shared latency:
           // the thread's time per message step).
-          r.computing = r.collectiveWork = true;
+          r.computing = true;
           r.collective = inst;
           r.gemm = false;
           r.remaining = inst->cost.seconds;
@@ -570,7 +578,7 @@ void Simulator::finishCompute(RankState &r, double end) {
     return;
   }
   const Command &cmd = r.plan->commands[r.pc];
-  if (r.collectiveWork) {
+  if (r.collective) {
     if (options.traceCommands)
       span(r, 0,
            commandName(*r.plan, cmd) + " (" +
@@ -578,7 +586,7 @@ void Simulator::finishCompute(RankState &r, double end) {
            "collective", r.computeStart, end);
     r.result.commSeconds += end - r.computeStart;
     r.result.exposedCommSeconds += end - r.computeStart;
-    r.computing = r.collectiveWork = false;
+    r.computing = false;
     r.collective = nullptr;
     r.remaining = 0;
     r.compute.t = r.resumeAt = end;
@@ -1158,9 +1166,7 @@ std::string simulationReport(const SimResult &r, const Cluster &cluster) {
     add("%s%.2f ranks per core: a blocking collective is its members' "
         "threads' work, %.1f us per message step",
         r.placement.computeShare > 1 ? "; " : " (", r.placement.latencyShare,
-        (l.sharedLatency > 0 ? l.sharedLatency
-                             : l.latency * r.placement.latencyShare) *
-            1e6);
+        stepLatency(l, r.placement, /*threadWork=*/true) * 1e6);
   }
   if (r.placement.computeShare > 1 || r.placement.latencyShare > 1)
     out += ")";

@@ -135,15 +135,16 @@ def repeat_for(plan, inputs, ranks=1):
     first run of 20 (kept per plan and rank count)."""
     key = (plan, ranks)
     if key not in REPEATS:
-        REPEATS[key] = 20
-        REPEATS[key] = max(20, int(ARGS.seconds / run_stats(plan, inputs, ranks, mean=True)) + 1)
+        first = run_stats(plan, inputs, ranks, mean=True, repeat=20)
+        REPEATS[key] = max(20, int(ARGS.seconds / first) + 1)
     return REPEATS[key]
 
 
-def run_stats(plan, inputs, ranks=1, mean=False):
-    """The min or mean run time of `plan` over repeat_for's runs."""
+def run_stats(plan, inputs, ranks=1, mean=False, repeat=None):
+    """The min or mean run time of `plan` over `repeat` runs (repeat_for's
+    unless given)."""
     cmd = [os.path.join(BIN, "cleave-run"), plan, *inputs, "--no-output", "--print-stats",
-           "--warmup", "3", "--repeat", str(REPEATS.get((plan, ranks)) or repeat_for(plan, inputs, ranks))]
+           "--warmup", "3", "--repeat", str(repeat or repeat_for(plan, inputs, ranks))]
     if ranks > 1:
         cmd += ["--ranks", str(ranks)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -205,15 +206,22 @@ def profile_program(name, inputs, body, results, kind="kernel"):
         path = os.path.join(WORK, f"{name}_{n}.npy")
         np.save(path, np.full(shape, 1.0001, np.float32))
         paths.append(path)
-    profile = os.path.join(WORK, name + ".json")
-    out = subprocess.run([os.path.join(BIN, "cleave-run"), plan, *paths, "--no-output", "--warmup", "3",
-                          "--repeat", str(repeat_for(plan, paths)), "--profile-json", profile,
+    return profile_plan(plan, paths, kind, len(body))
+
+
+def profile_plan(plan, inputs, kind, count):
+    """Seconds of each of the `count` commands of `kind` of `plan`, timed
+    alone by cleave-run --profile-json (mean over repeat_for's runs); the
+    runtime's device line is kept in profile_plan.device."""
+    profile = plan + ".json"
+    out = subprocess.run([os.path.join(BIN, "cleave-run"), plan, *inputs, "--no-output", "--warmup", "3",
+                          "--repeat", str(repeat_for(plan, inputs)), "--profile-json", profile,
                           "--print-stats"], check=True, capture_output=True, text=True)
     device = re.search(r"^device: (.*)$", out.stdout, re.M)
-    profile_program.device = device.group(1) if device else "unknown"
+    profile_plan.device = device.group(1) if device else "unknown"
     seconds = [c["ms"] / 1e3 for c in json.load(open(profile))["commands"] if c["kind"] == kind]
-    if len(seconds) != len(body):
-        sys.exit(f"calibration program {name}: {len(seconds)} {kind} commands for {len(body)} ops")
+    if len(seconds) != count:
+        sys.exit(f"calibration program {plan}: {len(seconds)} {kind} commands, expected {count}")
     return seconds
 
 
@@ -283,13 +291,7 @@ def profile_copies():
         path = os.path.join(WORK, f"copies_s{i}.npy")
         np.save(path, np.ones(n, np.float32))
         paths.append(path)
-    profile = os.path.join(WORK, "copies.json")
-    subprocess.run([os.path.join(BIN, "cleave-run"), plan, *paths, "--no-output", "--warmup", "3",
-                    "--repeat", str(repeat_for(plan, paths)), "--profile-json", profile],
-                   check=True, capture_output=True)
-    seconds = [c["ms"] / 1e3 for c in json.load(open(profile))["commands"] if c["kind"] == "copy"]
-    if len(seconds) != len(COPY_SIZES):
-        sys.exit(f"calibration program copies: {len(seconds)} copies for {len(COPY_SIZES)} states")
+    seconds = profile_plan(plan, paths, "copy", len(COPY_SIZES))
     return [(4 * n, t) for n, t in zip(COPY_SIZES, seconds)]
 
 
@@ -305,12 +307,7 @@ def profile_gather():
     i = os.path.join(WORK, "gather_i.npy")
     np.save(t, np.ones((256, 64), np.float32))
     np.save(i, np.random.default_rng(0).integers(0, 256, 512).astype(np.int64))
-    profile = os.path.join(WORK, "gather.json")
-    subprocess.run([os.path.join(BIN, "cleave-run"), plan, t, i, "--no-output", "--warmup", "3",
-                    "--repeat", str(repeat_for(plan, [t, i])), "--profile-json", profile],
-                   check=True, capture_output=True)
-    ms = [c["ms"] for c in json.load(open(profile))["commands"] if c["kind"] == "kernel"]
-    return 2 * 512 * 64 * 4, sum(ms) / 1e3
+    return 2 * 512 * 64 * 4, sum(profile_plan(plan, [t, i], "kernel", 1))
 
 
 def gemm_program(n, chain=4):
@@ -416,7 +413,7 @@ def main():
     shapes = [(32, 64, 64), (128, 64, 64), (128, 192, 64), (128, 256, 64), (128, 64, 256),
               (256, 256, 256), (512, 512, 512), (1024, 1024, 1024)]
     gemm_seconds = profile_gemms(shapes)
-    print(f"cleave-run device: {profile_program.device}; OPENBLAS_NUM_THREADS=1, cores: {os.cpu_count()}")
+    print(f"cleave-run device: {profile_plan.device}; OPENBLAS_NUM_THREADS=1, cores: {os.cpu_count()}")
     xs, ys = [], []
     print("GEMM (M N K): seconds, GFLOP/s")
     for (M, N, K), t in zip(shapes, gemm_seconds):

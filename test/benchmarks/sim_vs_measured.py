@@ -69,6 +69,8 @@ ap.add_argument("--blas-threads", default="1",
                 help="OPENBLAS_NUM_THREADS and OMP_NUM_THREADS for cleave-run, threads per rank "
                      "('default' leaves them unset)")
 args = ap.parse_args()
+if args.steps <= 10 or args.rounds < 1:
+    ap.error("--steps must be more than 10 (the first 10 are left out) and --rounds at least 1")
 BIN = os.path.join(args.build, "bin")
 WORK = args.work or tempfile.mkdtemp(prefix="cleave-simvs-")
 os.makedirs(WORK, exist_ok=True)

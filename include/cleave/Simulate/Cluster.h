@@ -95,8 +95,8 @@ struct Link {
   /// a member's thread spends per message step of a blocking collective
   /// (staging, waking and switching; the simulator runs the collective as
   /// the members' work on the shared cores, while a member waiting for its
-  /// peers leaves its core to other ranks); 0: latency times ranks per
-  /// core.
+  /// peers leaves its core to other ranks); 0: the latency (see
+  /// stepLatency in Simulator.h).
   double sharedLatency = 0;
   /// Collectives whose operand takes at most this many bytes per member run
   /// as one rendezvous after which each member reads the others' operands

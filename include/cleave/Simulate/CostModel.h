@@ -27,10 +27,10 @@ namespace cleave::sim {
 /// inside a node). A mesh larger than the cluster's devices puts
 /// ranksPerNode > devicesPerNode ranks on a node: they share its devices
 /// (computeShare ranks per device's worth of compute, at most). With more
-/// ranks than cores (latencyShare ranks per core) a message step costs the
-/// link's shared latency (without one, latencyShare times its latency):
-/// the simulator runs a blocking collective there as its members'
-/// threads' work, sharing the cores with the other ranks' kernels.
+/// ranks than cores (latencyShare ranks per core) a message step costs
+/// what stepLatency (Simulator.h) says: the simulator runs a blocking
+/// collective there as its members' threads' work, sharing the cores with
+/// the other ranks' kernels.
 struct Placement {
   int64_t world = 1;
   int64_t ranksPerNode = 1;

@@ -118,14 +118,24 @@ struct StageCost {
   bool kernelCostsKnown = true;
 };
 
+/// The latency of one message step on `link` for ranks placed by
+/// `placement`. With more ranks than cores: the link's shared latency, or
+/// without one, its latency times ranks per core (the peer must be
+/// scheduled first), but only its latency for a collective run as its
+/// members' threads' work (`threadWork`: the simulator's blocking
+/// collectives there, stretched by processor sharing already).
+double stepLatency(const Link &link, const Placement &placement,
+                   bool threadWork = false);
+
 /// The cost of collective command `cmd` over `group` (ranks of a mesh
 /// placed by `placement`): the fabric's one-shot algorithm for what it
 /// stages, else the faster of ring, tree and (across nodes with several
 /// members on each) the two-level algorithm, unless options.algorithm
-/// says.
+/// says. `threadWork` as for stepLatency.
 CommCost commandCost(const Cluster &cluster, const Placement &placement,
                      const SimulateOptions &options, const plan::Command &cmd,
-                     const std::vector<int64_t> &group);
+                     const std::vector<int64_t> &group,
+                     bool threadWork = false);
 
 /// Costs `stage` (a stage program) as rank pair[0] of `mesh` whose next
 /// pipeline rank is pair[1] (Send and Recv); an empty `pair`: rank 0 and
