@@ -326,7 +326,7 @@ cleave_rt_status CpuBackend::runCommand(size_t index, const Command &c) {
     kernels->kernel(static_cast<size_t>(c.params[0]))(args.data());
     break;
   case CommandKind::Gemm:
-    runGemm(c, arena);
+    runGemm(c, arena, &threads);
     break;
   case CommandKind::Attention:
   case CommandKind::AttentionBackward:

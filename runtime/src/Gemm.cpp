@@ -5,8 +5,8 @@
 // OpenBLAS's cblas_sgemm; f64 ones call cblas_dgemm. oneDNN's JIT sgemm is
 // 1.3-2.5x faster than OpenBLAS 0.3.21's on the small and skinny products
 // convolutions give (M=512 N=49 K=4608: 149 against 54-65 GFLOP/s on two
-// AVX-512 cores) and as fast on large ones; both give bitwise the same
-// results for any thread count except for M=1 (a GEMV whose K is split).
+// AVX-512 cores) and as fast on large ones. Neither gives the same bits for
+// every thread count on every machine (see "Thread-count invariance").
 // CLEAVE_GEMM=openblas keeps every GEMM on OpenBLAS (CLEAVE_GEMM=onednn, the
 // default, is the only other value).
 //
@@ -19,6 +19,15 @@
 // per-thread scratch buffers) and go through sgemm, which accumulates in
 // f32 too.
 //
+// Thread-count invariance: oneDNN's own threading splits K on some shapes
+// on AVX2 machines (M=128 N=64 K=64 on an AMD EPYC without AVX-512 gives
+// other sums at 4 threads than at 1), so its results would depend on the
+// thread count. runGemm cuts each oneDNN product into tiles chosen by the
+// shape alone (blocks of C's rows, or of its columns when it has few rows),
+// computes each tile with one single-threaded call and spreads the tiles
+// over the kernels' OpenMP team: every element comes from the same call
+// whatever the team's size.
+//
 // Epilogues (bias, tanh-form GELU) run after the GEMM, one pass over each
 // batch's C in C's element type, with the same operation order as the
 // cleave ops the compiler fused (so bias-only results equal the unfused
@@ -30,6 +39,7 @@
 #include "Gemm.h"
 #include "FastMath.h"
 #include "Half.h"
+#include "KernelThreads.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -61,6 +71,77 @@ static void batched(const std::vector<int64_t> &p, const In *A, const In *B,
          static_cast<int>(p[kGemmLda]), B + i * p[kGemmStrideB],
          static_cast<int>(p[kGemmLdb]), beta, C + i * p[kGemmStrideC],
          static_cast<int>(p[kGemmLdc]));
+}
+
+/// How a product of M x N x K is cut into tiles: a function of its shape
+/// only (never of the thread count). Small products stay whole; others get
+/// blocks of at least kTileRows rows of C (at most kMaxTiles of them), or,
+/// with fewer rows, blocks of kTileCols columns.
+struct Tiling {
+  int64_t rows, cols;         ///< Rows and columns of a full tile.
+  int64_t rowTiles, colTiles; ///< Tiles per batch along each.
+};
+static Tiling tilingOf(int64_t M, int64_t N, int64_t K) {
+  constexpr int64_t kMinWork = int64_t(1) << 16, kTileRows = 64,
+                    kTileCols = 256, kMaxTiles = 32;
+  Tiling t{M, N, 1, 1};
+  if (M * N * std::max<int64_t>(K, 1) < kMinWork)
+    return t;
+  if (M > kTileRows) {
+    t.rows = std::max(kTileRows, (M + kMaxTiles - 1) / kMaxTiles);
+    t.rowTiles = (M + t.rows - 1) / t.rows;
+  } else if (N > 2 * kTileCols) {
+    t.cols = std::max(kTileCols, (N + kMaxTiles - 1) / kMaxTiles);
+    t.colTiles = (N + t.cols - 1) / t.cols;
+  }
+  return t;
+}
+
+/// batched() cut into tiles (tilingOf) over `threads`, for gemm functions
+/// that thread by themselves (oneDNN's): each tile is one single-threaded
+/// call, so the result does not depend on the team's size.
+template <typename In, typename Out, typename Fn>
+static void tiled(const std::vector<int64_t> &p, const In *A, const In *B,
+                  Out *C, Fn gemm, const KernelThreads *threads) {
+  struct Frame {
+    const std::vector<int64_t> *p;
+    const In *A, *B;
+    Out *C;
+    Fn gemm;
+    Tiling t;
+  };
+  int64_t M = p[kGemmM], N = p[kGemmN];
+  if (M == 0 || N == 0)
+    return;
+  Frame f{&p, A, B, C, gemm, tilingOf(M, N, p[kGemmK])};
+  auto range = [](void *data, int64_t begin, int64_t end) {
+    const Frame &f = *static_cast<const Frame *>(data);
+    const std::vector<int64_t> &p = *f.p;
+    bool transA = p[kGemmTransA], transB = p[kGemmTransB];
+    auto tA = transA ? CblasTrans : CblasNoTrans;
+    auto tB = transB ? CblasTrans : CblasNoTrans;
+    int64_t M = p[kGemmM], N = p[kGemmN], perBatch = f.t.rowTiles * f.t.colTiles;
+    int64_t lda = p[kGemmLda], ldb = p[kGemmLdb], ldc = p[kGemmLdc];
+    Out alpha = static_cast<Out>(bitsToDouble(p[kGemmAlphaBits]));
+    Out beta = static_cast<Out>(bitsToDouble(p[kGemmBetaBits]));
+    for (int64_t tile = begin; tile < end; ++tile) {
+      int64_t i = tile / perBatch, r = tile % perBatch / f.t.colTiles,
+              c = tile % f.t.colTiles;
+      int64_t r0 = r * f.t.rows, c0 = c * f.t.cols;
+      int64_t rows = std::min(f.t.rows, M - r0), cols = std::min(f.t.cols, N - c0);
+      // Rows of op(A) are A's columns when A is transposed; columns of
+      // op(B) are B's rows when B is.
+      const In *a = f.A + i * p[kGemmStrideA] + (transA ? r0 : r0 * lda);
+      const In *b = f.B + i * p[kGemmStrideB] + (transB ? c0 * ldb : c0);
+      Out *out = f.C + i * p[kGemmStrideC] + r0 * ldc + c0;
+      f.gemm(CblasRowMajor, tA, tB, static_cast<int>(rows),
+             static_cast<int>(cols), static_cast<int>(p[kGemmK]), alpha, a,
+             static_cast<int>(lda), b, static_cast<int>(ldb), beta, out,
+             static_cast<int>(ldc));
+    }
+  };
+  KernelThreads::parallelForOneThreadEach(
+      threads, range, &f, p[kGemmBatch] * f.t.rowTiles * f.t.colTiles);
 }
 
 /// The elements from the first to the last that a batched matrix of rows x
@@ -248,7 +329,8 @@ static void applyEpilogue(const std::vector<int64_t> &p, GemmEpilogue epilogue,
 
 /// C = alpha op(A) op(B) + beta C, without the epilogue; f32 products
 /// write `C` (C's buffer, or the f32 scratch of a bf16/f16 result).
-static void runProduct(const Command &command, uint8_t *arena, float *C) {
+static void runProduct(const Command &command, uint8_t *arena, float *C,
+                       const KernelThreads *threads) {
   const std::vector<int64_t> &p = command.params;
   const std::vector<uint64_t> &b = command.buffers;
   int64_t dtype = p[kGemmDType];
@@ -263,9 +345,9 @@ static void runProduct(const Command &command, uint8_t *arena, float *C) {
   bool useOneDnn = p[kGemmK] > 0;
   if (bf16) {
     if (useOneDnn && oneDnn().gemmBf16) {
-      batched(p, reinterpret_cast<const bfloat16 *>(arena + b[0]),
-              reinterpret_cast<const bfloat16 *>(arena + b[1]), C,
-              oneDnnGemmBf16);
+      tiled(p, reinterpret_cast<const bfloat16 *>(arena + b[0]),
+            reinterpret_cast<const bfloat16 *>(arena + b[1]), C,
+            oneDnnGemmBf16, threads);
       return;
     }
     if (SbgemmFn sbgemm = findSbgemm()) {
@@ -286,7 +368,7 @@ static void runProduct(const Command &command, uint8_t *arena, float *C) {
                               tB ? N : K, tB ? K : N, p[kGemmLdb],
                               p[kGemmStrideB], p[kGemmBatch], scratchB);
     if (useOneDnn && oneDnn().sgemm)
-      batched(p, A, B, C, oneDnnSgemm);
+      tiled(p, A, B, C, oneDnnSgemm, threads);
     else
       batched(p, A, B, C, cblas_sgemm);
     return;
@@ -294,7 +376,7 @@ static void runProduct(const Command &command, uint8_t *arena, float *C) {
   const float *A = reinterpret_cast<const float *>(arena + b[0]);
   const float *B = reinterpret_cast<const float *>(arena + b[1]);
   if (useOneDnn && oneDnn().sgemm)
-    batched(p, A, B, C, oneDnnSgemm);
+    tiled(p, A, B, C, oneDnnSgemm, threads);
   else
     batched(p, A, B, C, cblas_sgemm);
 }
@@ -304,7 +386,7 @@ static void runProduct(const Command &command, uint8_t *arena, float *C) {
 /// (C widened first when beta reads it) and is rounded once, as cuBLASLt
 /// rounds a low-precision D.
 static void runLowPrecisionResult(const Command &command, uint8_t *arena,
-                                  bool bf16) {
+                                  bool bf16, const KernelThreads *threads) {
   const std::vector<int64_t> &p = command.params;
   thread_local std::vector<float> scratchC;
   auto *C = reinterpret_cast<uint16_t *>(arena + command.buffers[2]);
@@ -315,7 +397,7 @@ static void runLowPrecisionResult(const Command &command, uint8_t *arena,
                                                      batch, scratchC);
   else
     scratchC.assign(extentOf(M, N, ld, stride, batch), 0.0f);
-  runProduct(command, arena, scratchC.data());
+  runProduct(command, arena, scratchC.data(), threads);
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
@@ -324,17 +406,18 @@ static void runLowPrecisionResult(const Command &command, uint8_t *arena,
       }
 }
 
-void runGemm(const Command &command, uint8_t *arena) {
+void runGemm(const Command &command, uint8_t *arena,
+             const KernelThreads *threads) {
   int64_t out = gemmOutDTypeOf(command);
   if (out == static_cast<int64_t>(DType::BF16) ||
       out == static_cast<int64_t>(DType::F16)) {
     // Validated: no epilogue.
     runLowPrecisionResult(command, arena,
-                          out == static_cast<int64_t>(DType::BF16));
+                          out == static_cast<int64_t>(DType::BF16), threads);
     return;
   }
   runProduct(command, arena,
-             reinterpret_cast<float *>(arena + command.buffers[2]));
+             reinterpret_cast<float *>(arena + command.buffers[2]), threads);
   GemmEpilogue epilogue = gemmEpilogueOf(command);
   if (epilogue == GemmEpilogue::None)
     return;

