@@ -33,3 +33,16 @@ if shutil.which("onnxruntime_test", path=config.environment["PATH"]) or os.path.
 # CUDA codegen tests that assemble cubins need ptxas (the CUDA toolkit).
 if os.path.exists("/usr/local/cuda/bin/ptxas"):
     config.available_features.add("ptxas")
+# The strict host doubles of libcuda, cuBLASLt and NCCL (test/doubles): CUDA
+# plans compiled with --cuda-host-kernels run under `%cuda_doubles cleave-run
+# --backend cuda ...` where there is no GPU.
+doubles = os.path.join(config.cleave_obj_root, "lib", "doubles")
+double_libs = {
+    "CLEAVE_CUDA_DRIVER_LIBRARY": "libcleave-cuda-double.so",
+    "CLEAVE_CUBLASLT_LIBRARY": "libcleave-cublaslt-double.so",
+    "CLEAVE_NCCL_LIBRARY": "libcleave-nccl-double.so",
+}
+if all(os.path.exists(os.path.join(doubles, lib)) for lib in double_libs.values()):
+    config.available_features.add("cuda-doubles")
+    config.substitutions.append(("%cuda_doubles", "env " + " ".join(
+        "%s=%s" % (var, os.path.join(doubles, lib)) for var, lib in double_libs.items())))

@@ -78,6 +78,18 @@ for target in cpu cuda; do
 done
 echo "$gpt_steps" >"$out/gpt/steps"
 
+echo "== small GPT over NCCL (fp32): dp=2 and tp=2, CPU and CUDA plans"
+# For machines with two GPUs or more: each CUDA rank its own GPU, its
+# collectives through NCCL, against the same layout on CPU ranks.
+nccl_flags=(--train --loss=cross_entropy:logits,labels --optimizer=adamw --lr=2e-3
+  --clip-grad-norm=1.0)
+for target in cpu cuda; do
+  "$compile" "$tmp/gpt.onnx" "${nccl_flags[@]}" --target=$target --mesh dp=2 \
+    -o "$out/gpt/dp2-$target.cleave"
+  "$compile" "$tmp/gpt.onnx" "${nccl_flags[@]}" --target=$target --mesh tp=2 \
+    '--shard=h[0-9]+\.mlp\.c_fc\.weight=[{}, {"tp"}]' -o "$out/gpt/tp2-$target.cleave"
+done
+
 echo "== small ResNet-18 training step (fp32, BatchNorm), CPU and CUDA plans"
 # Convolutions forward and their data and weight gradients (im2col and
 # cuBLASLt GEMMs on the GPU), BatchNorm in training mode, max pooling.

@@ -17,6 +17,9 @@
 #                  compared with a bf16 tolerance
 #   3b. resnet     a small ResNet-18 (convolutions and their gradients,
 #                  BatchNorm, pooling), 8 fp32 steps on the GPU and the CPU
+#   3c. nccl       one GPU: the NCCL tests of 1b (a one-rank communicator,
+#                  every collective); two or more: the small GPT over dp=2
+#                  and tp=2, a rank thread per GPU, against CPU ranks
 #   4. gpt2        a GPT-2-small training step (124M, T=1024): tokens/s,
 #                  model TFLOP/s (6N + 12*L*T*d flop per token), MFU against
 #                  989 TFLOP/s (H100/H200 dense bf16), peak memory
@@ -192,6 +195,51 @@ PY
   else
     row resnet FAIL "cleave-run failed: $(for f in "$work/resnet-cpu.log" "$work/resnet-gpu.log"; do [ -f "$f" ] && tail -n 2 "$f"; done | tr '\n' ' ')"
   fi
+fi
+
+echo "== 3c. NCCL: the communicator on one GPU, dp=2 and tp=2 on two"
+# One GPU: the NCCL tests of step 1b (a one-rank communicator running every
+# collective). Two or more: the small GPT over dp=2 and over tp=2 with one
+# rank thread per GPU, against the same layouts on CPU ranks (fp32).
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+nccl_tests=$(python3 - "$work/gtest.json" <<'PY' 2>/dev/null || echo "no NcclGpu results"
+import json, sys
+report = json.load(open(sys.argv[1]))
+tests = [t for s in report.get("testsuites", []) for t in s.get("testsuite", [])
+         if s.get("name") == "NcclGpu"]
+failed = [t["name"] for t in tests if t.get("failures")]
+skipped = [t["name"] for t in tests if t.get("result") == "SKIPPED"]
+print("NcclGpu %d passed, %d failed, %d skipped" % (
+    len(tests) - len(failed) - len(skipped), len(failed), len(skipped)))
+PY
+)
+if [ -n "$pre" ]; then
+  row nccl FAIL "skipped: $pre"
+elif [ "${gpus:-0}" -lt 2 ]; then
+  case "$nccl_tests" in
+    *" 0 failed"*) row nccl PASS "$gpus GPU: $nccl_tests; dp/tp over NCCL need two GPUs" ;;
+    *) row nccl FAIL "$gpus GPU: $nccl_tests" ;;
+  esac
+else
+  g="$bundle/gpt" detail="" ok=1
+  for layout in dp2 tp2; do
+    if "$run" "$g/$layout-cpu.cleave" --ranks 2 --steps 10 --tokens "$g/corpus.bin" --log-json "$work/$layout-cpu.jsonl" >"$work/$layout-cpu.log" 2>&1 &&
+       "$run" "$g/$layout-cuda.cleave" --backend cuda --ranks 2 --steps 10 --tokens "$g/corpus.bin" --log-json "$work/$layout-gpu.jsonl" >"$work/$layout-gpu.log" 2>&1 &&
+       worst=$(python3 - "$work/$layout-gpu.jsonl" "$work/$layout-cpu.jsonl" <<'PY'
+import json, sys
+g = [json.loads(l) for l in open(sys.argv[1])]
+c = [json.loads(l) for l in open(sys.argv[2])]
+worst = max(abs(a["loss"] - b["loss"]) / max(abs(b["loss"]), 1e-6) for a, b in zip(g, c))
+print("%.2e" % worst)
+sys.exit(0 if len(g) == len(c) and g and worst <= 1e-3 else 1)
+PY
+       ); then
+      detail="$detail $layout max rel diff $worst;"
+    else
+      ok=0; detail="$detail $layout FAILED ($(tail -n 1 "$work/$layout-gpu.log" 2>/dev/null));"
+    fi
+  done
+  if [ "$ok" = 1 ]; then row nccl PASS "$gpus GPUs: $nccl_tests;$detail"; else row nccl FAIL "$gpus GPUs: $nccl_tests;$detail"; fi
 fi
 
 echo "== 4. GPT-2-small training step benchmark"

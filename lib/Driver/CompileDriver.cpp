@@ -182,6 +182,13 @@ struct Options {
                "rows running each op on the row (the form --target=cuda maps "
                "to one thread block per row)"),
       cl::cat(category)};
+  cl::opt<bool> cudaHostKernels{
+      "cuda-host-kernels",
+      cl::desc("With --target=cuda: also carry every GPU kernel compiled for "
+               "the host, run block by block and thread by thread, so that "
+               "the CUDA host doubles (tools/cuda-double-env.sh) can run the "
+               "plan where there is no GPU; a real driver never reads them"),
+      cl::cat(category)};
   cl::opt<bool> cpuEmulateCuda{
       "cpu-emulate-cuda",
       cl::desc("With --target=cpu: compile kernels through the CUDA target's "
@@ -839,6 +846,18 @@ static void printPlanStats(const ::cleave::plan::Plan &program, double seconds) 
                << "), kernel object " << stats.kernelObjectBytes
                << " bytes, compiled in " << llvm::format("%.2f", seconds)
                << " s\n";
+  if (!program.hostKernelObject.empty()) {
+    size_t args = 0, written = 0;
+    for (const auto &kernel : program.hostKernelArgs)
+      for (const ::cleave::plan::HostKernelArg &a : kernel) {
+        ++args;
+        written += a.written;
+      }
+    driverErrs() << "host kernels: " << program.hostKernelArgs.size()
+                 << " for the CUDA host doubles, object "
+                 << program.hostKernelObject.size() << " bytes; " << args
+                 << " arguments, " << written << " written\n";
+  }
   if (stats.referencedBytes)
     driverErrs() << "initial parameters: " << stats.referencedBytes
                  << " bytes referenced from "
@@ -1635,6 +1654,7 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
   compileOptions.plan.drawWeightMatrices = !opts.initParameters.empty();
   compileOptions.cpuRowKernels = opts.cpuRowKernels;
   compileOptions.cpuEmulateCuda = opts.cpuEmulateCuda;
+  compileOptions.cudaHostKernels = opts.cudaHostKernels;
   if (opts.kernelOptLevel > 3)
     return fail("bad --kernel-opt-level " +
                 std::to_string(opts.kernelOptLevel) + " (expected 0 to 3)");
@@ -1651,6 +1671,8 @@ int compileWith(Options &opts, const ::cleave::CompileInvocation &inv,
     return fail("--cpu-row-kernels applies to --target=cpu only");
   if (opts.cpuEmulateCuda && opts.target != "cpu")
     return fail("--cpu-emulate-cuda applies to --target=cpu only");
+  if (opts.cudaHostKernels && opts.target != "cuda")
+    return fail("--cuda-host-kernels applies to --target=cuda only");
   compileOptions.plan.modelName =
       llvm::sys::path::filename(opts.input).str();
   llvm::SmallString<256> absolute(opts.input.getValue());

@@ -113,6 +113,18 @@ static LogicalResult lowerPlanToCUDA(plan::Plan &p, const CUDAProgram &cuda,
     }
   }
   p.commands = std::move(commands);
+  if (cuda.hostLaunches) {
+    for (const std::string &symbol : symbols) {
+      auto it = cuda.hostLaunchArgs.find(symbol);
+      if (it == cuda.hostLaunchArgs.end())
+        return mlir::emitError(loc)
+               << "no host version of the CUDA kernel '" << symbol << "'";
+      std::vector<plan::HostKernelArg> args;
+      for (const CUDALaunchArg &a : it->second)
+        args.push_back({static_cast<uint64_t>(a.bytes), a.written});
+      p.hostKernelArgs.push_back(std::move(args));
+    }
+  }
   p.kernelNames = std::move(symbols);
   p.kernelObject = cuda.cubin;
   p.arenaBytes = scratchBase + scratchBytes;
@@ -208,12 +220,28 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
   } else if (options.target == Target::CUDA) {
     CUDACodegenOptions codegen;
     codegen.chip = options.cudaChip;
+    codegen.hostLaunches = options.cudaHostKernels;
     FailureOr<CUDAProgram> cuda =
         compileCUDAKernels(program->kernels.get(), codegen);
     if (failed(cuda) ||
         failed(lowerPlanToCUDA(program->plan, *cuda, options.cudaChip,
                                module.getLoc())))
       return failure();
+    if (options.cudaHostKernels) {
+      // The launches run serially on a stream thread of the host double.
+      CPUCodegenOptions host;
+      host.threads = options.codegenThreads;
+      host.cacheDir = options.kernelCacheDir;
+      host.optLevel = options.kernelOptLevel;
+      host.parallelMinWork = 0;
+      host.frontHalf = [](OpPassManager &pm) { buildCUDAHostLaunchPasses(pm); };
+      host.pipelineKey = "cuda-host-launches";
+      FailureOr<CPUKernelObject> object =
+          compileCPUKernels(*cuda->hostLaunches, host);
+      if (failed(object))
+        return failure();
+      program->plan.hostKernelObject = std::move(object->object);
+    }
   } else {
     CPUCodegenOptions codegen;
     codegen.rowKernels = options.cpuRowKernels;

@@ -3,8 +3,9 @@
 // The executor (Executor.cpp) does the device-independent work: argument
 // checks, input bookkeeping. A backend owns the arena on its device and runs
 // the commands. A CUDA backend implements the same interface (arena in device
-// memory, readTensor copying to a host staging buffer); collectives and
-// send/recv commands will reach a communicator handed to the backend factory.
+// memory, readTensor copying to a host staging buffer); the CPU backend runs
+// collectives through the Communicator handed to the factory, the CUDA
+// backend through NCCL (bootstrapped over that Communicator).
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,15 +112,23 @@ cleave_rt_status createCpuBackend(PlanRef plan, Communicator *comm,
                                   std::unique_ptr<Backend> *out);
 
 /// The CUDA backend (CudaBackend.cpp): arena in device memory, cubin kernels
-/// through the driver API, GEMMs through cuBLASLt, all loaded with dlopen.
+/// through the driver API, GEMMs through cuBLASLt, collectives through NCCL
+/// (NcclCollectives.h), all loaded with dlopen. `comm` (null: one rank, or
+/// a torchrun launch, whose rank comes from the environment) hands out the
+/// NCCL id and gives the communication timeout; `file` is the whole plan
+/// file `plan` belongs to (a pipelined file's stage, an entry), whose
+/// collectives decide the NCCL communicators (null: `plan` itself).
 /// UNAVAILABLE without libcuda.so.1 or a device.
-cleave_rt_status createCudaBackend(PlanRef plan, std::unique_ptr<Backend> *out);
+cleave_rt_status createCudaBackend(PlanRef plan, Communicator *comm,
+                                   const plan::Plan *file,
+                                   std::unique_ptr<Backend> *out);
 
 /// Creates the backend named `name` ("cpu" or "cuda") for the rank of
-/// `comm` (null: one rank).
+/// `comm` (null: one rank). `file`: see createCudaBackend.
 cleave_rt_status createBackend(const std::string &name, PlanRef plan,
                                Communicator *comm,
-                               std::unique_ptr<Backend> *out);
+                               std::unique_ptr<Backend> *out,
+                               const plan::Plan *file = nullptr);
 
 } // namespace cleave::rt
 

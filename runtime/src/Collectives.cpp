@@ -14,7 +14,8 @@ using namespace plan;
 
 std::string describe(const CollectiveInfo &c) {
   std::string s = collectiveOpName(c.op);
-  if (c.id != kDriverGatherId && c.id != kBootstrapId)
+  if (c.id != kDriverGatherId && c.id != kBootstrapId &&
+      c.id != kLivenessCheckId)
     s += " #" + std::to_string(c.id);
   if (!c.source.empty())
     s += " (" + c.source + ")";

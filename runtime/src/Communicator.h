@@ -30,6 +30,9 @@ public:
   virtual const char *name() const = 0;
   virtual int64_t rank() const = 0;
   virtual int64_t worldSize() const = 0;
+  /// How long a collective waits for a peer (--comm-timeout); the CUDA
+  /// backend gives its NCCL collectives the same time.
+  virtual double timeoutSeconds() const = 0;
   /// Runs `c` for this rank over the group `group` (plan::groupOf): reads
   /// `src` (c.count elements; null for recv) and writes `dst` (null for
   /// send). Blocks until this rank's part is done, except a send, which
@@ -67,6 +70,9 @@ cleave_rt_status createMpiCommunicator(double timeoutSeconds,
 /// gathering outputs and checkpoints, and bootstrap broadcasts.
 constexpr uint32_t kDriverGatherId = 0xffffffffu;
 constexpr uint32_t kBootstrapId = 0xfffffffeu;
+/// The check a CUDA backend makes over its CPU communicator after an NCCL
+/// collective timed out: the ranks that never reach it are the lost ones.
+constexpr uint32_t kLivenessCheckId = 0xfffffffdu;
 
 /// "all_reduce #3 (source)" for messages ("all_gather (output gather)" for
 /// the drivers' own).

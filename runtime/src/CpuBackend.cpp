@@ -447,24 +447,12 @@ cleave_rt_status createCpuBackend(PlanRef plan, Communicator *comm,
 
 cleave_rt_status createBackend(const std::string &name, PlanRef plan,
                                Communicator *comm,
-                               std::unique_ptr<Backend> *out) {
+                               std::unique_ptr<Backend> *out,
+                               const Plan *file) {
   if (name.empty() || name == "cpu")
     return createCpuBackend(std::move(plan), comm, out);
-  if (name == "cuda") {
-    if (plan->mesh.worldSize() > 1)
-      return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
-                        "the cuda backend does not run partitioned plans yet "
-                        "(mesh " + plan->mesh.str() +
-                            "); run them on the cpu backend");
-    for (const Command &c : plan->commands)
-      if (c.kind == CommandKind::Collective)
-        return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
-                          "the cuda backend does not run collectives yet "
-                          "(the plan's first is " +
-                              describe(c.collective) +
-                              "); run partitioned plans on the cpu backend");
-    return createCudaBackend(std::move(plan), out);
-  }
+  if (name == "cuda")
+    return createCudaBackend(std::move(plan), comm, file, out);
   return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                     "unknown backend '" + name + "' (known: cpu, cuda)");
 }

@@ -50,23 +50,35 @@ static void loadDriverOnce(Loaded<DriverApi> *l) {
     l->message = std::move(msg);
   };
   DriverApi &api = l->api;
+  // $CLEAVE_CUDA_DRIVER_LIBRARY names another driver library (the host
+  // double of test/doubles, or a driver outside the loader path); only that
+  // one is tried, so a wrong path is an error, never the system's driver.
+  const char *env = std::getenv("CLEAVE_CUDA_DRIVER_LIBRARY");
+  std::string path = env && *env ? env : "libcuda.so.1";
   dlerror();
-  api.handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  api.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!api.handle) {
     const char *e = dlerror();
     return fail(CLEAVE_RT_UNAVAILABLE,
-                std::string("CUDA driver library libcuda.so.1 not found: ") +
+                "CUDA driver library " + path + " not found: " +
                     (e ? e : "dlopen failed") +
-                    " (is the NVIDIA driver installed?)");
+                    (env && *env ? " ($CLEAVE_CUDA_DRIVER_LIBRARY)"
+                                 : " (is the NVIDIA driver installed?)"));
   }
 #define CLEAVE_CUDA_RESOLVE(name, sym, type)                                   \
   api.name = reinterpret_cast<type>(dlsym(api.handle, sym));                   \
   if (!api.name)                                                               \
     return fail(CLEAVE_RT_UNAVAILABLE,                                         \
-                std::string("libcuda.so.1 lacks ") + sym +                     \
+                path + " lacks " + sym +                                       \
                     " (the driver is too old for this runtime)");
   CLEAVE_CUDA_DRIVER_SYMBOLS(CLEAVE_CUDA_RESOLVE)
 #undef CLEAVE_CUDA_RESOLVE
+  // The host doubles' own entry points; a real driver has neither.
+  api.cleaveDoubleSetCommand = reinterpret_cast<decltype(
+      api.cleaveDoubleSetCommand)>(dlsym(api.handle, "cleaveDoubleSetCommand"));
+  api.cleaveDoubleAttachHostKernels =
+      reinterpret_cast<decltype(api.cleaveDoubleAttachHostKernels)>(
+          dlsym(api.handle, "cleaveDoubleAttachHostKernels"));
   CUresult r = api.cuInit(0);
   if (r != CUDA_SUCCESS)
     return fail(CLEAVE_RT_UNAVAILABLE,
@@ -111,8 +123,9 @@ static void *openLibrary(const std::string &path, std::string *error) {
   return nullptr;
 }
 
-/// Opens the first library that loads among $`envVar` (when set), then each
-/// of `bases` on the loader path, under $CUDA_HOME/lib64 and under
+/// Opens $`envVar` when it is set (that library only: a wrong path is an
+/// error, never another library), else the first that loads among `bases`
+/// on the loader path, under $CUDA_HOME/lib64 and under
 /// /usr/local/cuda/lib64; sets *opened to the name that loaded. On failure
 /// returns null and sets *error to "<what> library not found (tried ...):
 /// <last dlerror()> (...)".
@@ -120,16 +133,18 @@ static void *openCudaLibrary(const char *what, const char *envVar,
                              std::initializer_list<const char *> bases,
                              std::string *opened, std::string *error) {
   std::vector<std::string> names;
-  if (const char *env = std::getenv(envVar))
+  if (const char *env = std::getenv(envVar); env && *env) {
     names.push_back(env);
-  std::vector<std::string> dirs = {""};
-  if (const char *home = std::getenv("CUDA_HOME"); home && *home)
-    dirs.push_back(std::string(home) + "/lib64/");
-  if (dirs.back() != "/usr/local/cuda/lib64/")
-    dirs.push_back("/usr/local/cuda/lib64/");
-  for (const std::string &dir : dirs)
-    for (const char *base : bases)
-      names.push_back(dir + base);
+  } else {
+    std::vector<std::string> dirs = {""};
+    if (const char *home = std::getenv("CUDA_HOME"); home && *home)
+      dirs.push_back(std::string(home) + "/lib64/");
+    if (dirs.back() != "/usr/local/cuda/lib64/")
+      dirs.push_back("/usr/local/cuda/lib64/");
+    for (const std::string &dir : dirs)
+      for (const char *base : bases)
+        names.push_back(dir + base);
+  }
   std::string tried, lastError;
   for (const std::string &name : names) {
     if (void *handle = openLibrary(name, &lastError)) {

@@ -39,6 +39,8 @@ using CUgraphExec = struct CUgraphExec_st *;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+/// cuStreamQuery / cuEventQuery: the work is not finished yet.
+constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
@@ -89,11 +91,13 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
   X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))      \
   X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))             \
   X(cuStreamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))        \
+  X(cuStreamQuery, "cuStreamQuery", CUresult (*)(CUstream))                    \
   X(cuStreamWaitEvent, "cuStreamWaitEvent",                                    \
     CUresult (*)(CUstream, CUevent, unsigned))                                 \
   X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent *, unsigned))         \
   X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                \
   X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))           \
+  X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))                       \
   X(cuStreamBeginCapture, "cuStreamBeginCapture_v2",                           \
     CUresult (*)(CUstream, int))                                               \
   X(cuStreamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph *)) \
@@ -109,11 +113,25 @@ struct DriverApi {
   name##Fn name = nullptr;
   CLEAVE_CUDA_DRIVER_SYMBOLS(CLEAVE_CUDA_MEMBER)
 #undef CLEAVE_CUDA_MEMBER
+  /// Optional, exported by the CUDA host doubles only
+  /// (test/doubles/DeviceDouble.h); null with a real driver. The label of
+  /// the plan command the calling thread enqueues next, for their messages.
+  void (*cleaveDoubleSetCommand)(const char *label) = nullptr;
+  /// Optional, the doubles only: hands them the plan's kernels compiled for
+  /// the host (plan::Plan::hostKernelObject) for the image the next
+  /// cuModuleLoadData loads.
+  int (*cleaveDoubleAttachHostKernels)(const void *image, const void *object,
+                                       uint64_t objectBytes,
+                                       const char *const *names,
+                                       const uint32_t *numArgs,
+                                       const uint64_t *argBytes,
+                                       const uint8_t *argWrites,
+                                       uint32_t numNames) = nullptr;
   void *handle = nullptr;
 };
 
-/// Opens libcuda.so.1 (once per process), resolves every symbol and calls
-/// cuInit(0). UNAVAILABLE: "CUDA driver library libcuda.so.1 not found: ...",
+/// Opens libcuda.so.1, or the library $CLEAVE_CUDA_DRIVER_LIBRARY names
+/// (once per process), resolves every symbol and calls cuInit(0). UNAVAILABLE: "CUDA driver library libcuda.so.1 not found: ...",
 /// "no CUDA device: ..." (cuInit or cuDeviceGetCount), or a missing symbol.
 cleave_rt_status loadDriver(const DriverApi **out);
 
@@ -232,12 +250,13 @@ constexpr ncclDataType_t ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2,
                          ncclUint32 = 3, ncclInt64 = 4, ncclUint64 = 5,
                          ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8,
                          ncclBfloat16 = 9;
+/// NCCL_SPLIT_NOCOLOR: ncclCommSplit's color of a rank that joins no group.
+constexpr int kNcclSplitNoColor = -1;
 constexpr ncclRedOp_t ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3,
                       ncclAvg = 4;
 
-/// NCCL_VERSION(2, 18, 0): the oldest release accepted. The table needs 2.13
-/// (ncclGetLastError); the floor is set higher, to the oldest release the
-/// collectives are meant to run with.
+/// NCCL_VERSION(2, 18, 0): the oldest release accepted, the first with
+/// ncclCommSplit (one communicator per mesh-axis group).
 constexpr int kMinNcclVersionCode = 21800;
 
 #define CLEAVE_NCCL_SYMBOLS(X)                                                 \
@@ -249,6 +268,8 @@ constexpr int kMinNcclVersionCode = 21800;
     ncclResult_t (*)(ncclComm_t *, int, ncclUniqueId, int))                    \
   X(ncclCommDestroy, "ncclCommDestroy", ncclResult_t (*)(ncclComm_t))          \
   X(ncclCommAbort, "ncclCommAbort", ncclResult_t (*)(ncclComm_t))              \
+  X(ncclCommSplit, "ncclCommSplit",                                            \
+    ncclResult_t (*)(ncclComm_t, int, int, ncclComm_t *, void *))              \
   X(ncclCommGetAsyncError, "ncclCommGetAsyncError",                            \
     ncclResult_t (*)(ncclComm_t, ncclResult_t *))                              \
   X(ncclCommCount, "ncclCommCount", ncclResult_t (*)(ncclComm_t, int *))       \

@@ -4,23 +4,27 @@
 //  - Libraries: the driver API and cuBLASLt are loaded with dlopen
 //    (CudaApi.h); without libcuda.so.1 or a device, creating the backend
 //    returns UNAVAILABLE with the reason and nothing else happens. NCCL
-//    (Nccl.h) is only opened by deviceInfo() until plans have collectives;
-//    without it, a plan without collectives runs as before.
-//  - Context: the device's primary context ($CLEAVE_CUDA_DEVICE, default 0),
-//    made current on the calling thread at every entry point.
+//    (Nccl.h) is opened only for a plan whose collectives span more than one
+//    rank; without it, other plans run as before.
+//  - Context: the device's primary context ($CLEAVE_CUDA_DEVICE, else the
+//    launcher's local rank, else for ranks that are threads of one process
+//    the rank modulo the device count), made current on the calling thread
+//    at every entry point.
 //  - Memory: one cuMemAlloc for the whole arena; every tensor and command
 //    buffer is arena base + the plan's static offset. Constants are copied at
 //    creation, then the init commands run once. cuBLASLt gets one workspace
 //    (32 MiB) allocated next to the arena.
 //  - Streams: commands are enqueued on the compute stream (non-blocking).
-//    A communication stream and two events (computeReady, commDone) are
-//    created now and reserved for collectives: a collective will record
-//    computeReady on the compute stream, make the communication stream wait
-//    on it, run the NCCL call there, record commDone and make the compute
-//    stream wait on commDone before the first command that reads the result.
-//    Because both waits are event edges, such a step stays capturable: the
-//    communication stream joins the capture through the first wait and is
-//    joined back through the second (fork/join capture).
+//    Collectives run on a communication stream (NcclCollectives.h): the
+//    compute stream records an event the communication stream waits on, the
+//    NCCL calls run there, and the compute stream waits on an event recorded
+//    after them (at once for a synchronous collective, at its Wait command
+//    for an asynchronous one). Because both waits are event edges, such a
+//    step stays capturable: the communication stream joins the capture
+//    through the first wait and is joined back through the second (fork/join
+//    capture). One NCCL communicator per mesh-axis group, split from a world
+//    communicator whose id rank 0 hands out over the CPU communicator the
+//    backend is created with.
 //  - Commands: GpuLaunch -> cuLaunchKernel on the plan's cubin (the PTX in
 //    metadata "kernel_ptx" is JIT-compiled if the cubin does not load, e.g.
 //    on another architecture); Gemm -> cublasLtMatmul with descriptors,
@@ -46,9 +50,11 @@
 //    "cuda_tf32" = "1") allows TF32 tensor cores. bf16/f16 operands
 //    accumulate in f32, into an f32 D or one of their own type (rounded by
 //    cuBLASLt).
-//  - run() returns after the stream has finished; readTensor copies the
-//    tensor into a host staging buffer kept until the next read of the same
-//    tensor.
+//  - run() returns after the streams have finished: with NCCL communicators
+//    it polls them and NCCL's asynchronous errors, and after an error or
+//    --comm-timeout without progress aborts every communicator and names
+//    the collective that did not complete. readTensor copies the tensor
+//    into a host staging buffer kept until the next read of the same tensor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +63,7 @@
 #include "cuda/AttentionCommand.h"
 #include "Launch.h"
 #include "Nccl.h"
+#include "NcclCollectives.h"
 #include "RandomInit.h"
 
 #include <algorithm>
@@ -121,8 +128,10 @@ struct Prepared {
 
 class CudaBackend final : public Backend {
 public:
-  CudaBackend(PlanRef plan, const DriverApi *cu)
-      : plan(std::move(plan)), cu(*cu) {}
+  CudaBackend(PlanRef plan, const DriverApi *cu, Communicator *rankComm,
+              const Plan *file)
+      : plan(std::move(plan)), cu(*cu), rankComm(rankComm),
+        file(file ? file : this->plan.get()) {}
   ~CudaBackend() override;
   cleave_rt_status init();
 
@@ -154,12 +163,24 @@ private:
   cleave_rt_status prepareGemm(const Command &c, GemmOp *op);
   cleave_rt_status prepareAttention(const Command &c, AttentionOp *op);
   cleave_rt_status launchAttention(const Command &c, AttentionOp &op);
+  /// Enqueues `commands` on the streams (the host doubles are told which
+  /// command each call belongs to).
   cleave_rt_status enqueue(const std::vector<Command> &commands,
                            const Prepared &prepared);
+  cleave_rt_status enqueueCommands(const std::vector<Command> &commands,
+                                   const Prepared &prepared);
+  /// Tells the host doubles (cleaveDoubleSetCommand) that what the calling
+  /// thread enqueues next belongs to command `i` of `commands`.
+  void labelCommand(const std::vector<Command> &commands, size_t i);
   cleave_rt_status capture();
 
   PlanRef plan;
   const DriverApi &cu;
+  /// The CPU communicator of this rank (null: one rank), and the whole plan
+  /// file (the NCCL groups are those of every stage and entry).
+  Communicator *rankComm;
+  const Plan *file;
+  int64_t rank = 0;
   const CublasLtApi *lt = nullptr;
   CUdevice device = 0;
   CUcontext ctx = nullptr;
@@ -176,9 +197,10 @@ private:
   CUdeviceptr attentionScratch = 0;
   size_t attentionScratchBytes = 0;
   CUstream compute = nullptr;
-  /// Reserved for collectives (see the design note above).
+  /// The communication stream: collectives (see the design note above).
   CUstream comm = nullptr;
-  CUevent computeReady = nullptr, commDone = nullptr;
+  std::unique_ptr<CudaCollectives> collectives;
+  bool capturing = false; ///< capture() is enqueueing into a graph.
   cublasLtHandle_t ltHandle = nullptr;
   bool tf32 = false, useGraph = true;
   Prepared initPrepared, runPrepared;
@@ -194,8 +216,14 @@ CudaBackend::~CudaBackend() {
   if (!ctxRetained)
     return;
   cu.cuCtxSetCurrent(ctx);
+  // NCCL communicators first: destroyed after clean runs (their work is
+  // done once the compute stream is), aborted after a failure so that no
+  // collective waits for a peer that is gone.
+  if (collectives)
+    collectives->closeCommunicators();
   if (compute)
     cu.cuStreamSynchronize(compute);
+  collectives.reset();
   if (graphExec)
     cu.cuGraphExecDestroy(graphExec);
   if (graph)
@@ -220,9 +248,6 @@ CudaBackend::~CudaBackend() {
     cu.cuModuleUnload(attentionModule);
   if (attentionScratch)
     cu.cuMemFree(attentionScratch);
-  for (CUevent e : {computeReady, commDone})
-    if (e)
-      cu.cuEventDestroy(e);
   for (CUstream s : {compute, comm})
     if (s)
       cu.cuStreamDestroy(s);
@@ -243,6 +268,13 @@ cleave_rt_status CudaBackend::init() {
   if (!readLaunchEnv([](const char *v) { return std::getenv(v); }, &launch,
                      &why))
     return makeStatus(CLEAVE_RT_FAILED_PRECONDITION, why);
+  rank = rankComm ? rankComm->rank() : launch.rank;
+  if (rankComm && launch.launcher.empty() && count > 0) {
+    // Ranks that are threads of this process (--ranks N): one device each,
+    // round robin.
+    launch.rank = rank;
+    launch.localRank = rank % count;
+  }
   int ordinal = 0;
   if (!cudaDeviceOf(launch, std::getenv("CLEAVE_CUDA_DEVICE"), count,
                     &ordinal, &why))
@@ -266,10 +298,6 @@ cleave_rt_status CudaBackend::init() {
       check(cu.cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   CLEAVE_RT_RETURN_IF_ERROR(
       check(cu.cuStreamCreate(&comm, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  CLEAVE_RT_RETURN_IF_ERROR(check(
-      cu.cuEventCreate(&computeReady, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
-  CLEAVE_RT_RETURN_IF_ERROR(check(
-      cu.cuEventCreate(&commDone, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
 
   uint64_t align = plan->alignment < 256 ? 256 : plan->alignment;
   uint64_t bytes = (plan->arenaBytes + align - 1) / align * align;
@@ -289,8 +317,14 @@ cleave_rt_status CudaBackend::init() {
       check(cu.cuMemsetD8Async(arena, 0, bytes, compute), "cuMemsetD8Async"));
   CLEAVE_RT_RETURN_IF_ERROR(
       check(cu.cuStreamSynchronize(compute), "cuStreamSynchronize"));
+  // The NCCL communicators (a collective call of every rank, so made before
+  // the slower set-up below) and each collective's calls.
+  collectives = std::make_unique<CudaCollectives>(cu);
+  CLEAVE_RT_RETURN_IF_ERROR(collectives->init(
+      *plan, *file, rank, rankComm,
+      rankComm ? rankComm->timeoutSeconds() : 0.0, compute, comm, arena));
   CLEAVE_RT_RETURN_IF_ERROR(forEachConstantValue(
-      *plan, /*rank=*/0,
+      *plan, rank,
       [&](const Constant &c, const uint8_t *bytes) {
         return upload(arena + c.info.offset, bytes, c.info.byteSize(),
                       "constant");
@@ -314,13 +348,41 @@ cleave_rt_status CudaBackend::init() {
   CLEAVE_RT_RETURN_IF_ERROR(prepare(plan->commands, &runPrepared));
   // Once, after the constants: e.g. zeroing the optimizer state.
   CLEAVE_RT_RETURN_IF_ERROR(enqueue(plan->initCommands, initPrepared));
-  return check(cu.cuStreamSynchronize(compute), "init commands");
+  CLEAVE_RT_RETURN_IF_ERROR(collectives->wait("init commands"));
+  std::string mutation;
+  CLEAVE_RT_RETURN_IF_ERROR(cudaMutation(&mutation));
+  if (mutation == "free-workspace-early" && workspace)
+    cu.cuMemFree(workspace); // the mutation: later GEMMs use freed memory
+  return nullptr;
 }
 
 cleave_rt_status CudaBackend::loadModule() {
   if (plan->kernelNames.empty())
     return nullptr;
   std::string arch = "sm_" + std::to_string(ccMajor) + std::to_string(ccMinor);
+  if (cu.cleaveDoubleAttachHostKernels && !plan->hostKernelObject.empty()) {
+    // The CUDA host doubles run the plan's host kernels in place of the
+    // cubin's (--cuda-host-kernels); a real driver has no such entry.
+    std::vector<const char *> names;
+    std::vector<uint32_t> numArgs;
+    std::vector<uint64_t> argBytes;
+    std::vector<uint8_t> argWrites;
+    for (size_t k = 0; k < plan->kernelNames.size(); ++k) {
+      names.push_back(plan->kernelNames[k].c_str());
+      numArgs.push_back(static_cast<uint32_t>(plan->hostKernelArgs[k].size()));
+      for (const HostKernelArg &a : plan->hostKernelArgs[k]) {
+        argBytes.push_back(a.bytes);
+        argWrites.push_back(a.written ? 1 : 0);
+      }
+    }
+    CLEAVE_RT_RETURN_IF_ERROR(check(
+        cu.cleaveDoubleAttachHostKernels(
+            plan->kernelObject.data(), plan->hostKernelObject.data(),
+            plan->hostKernelObject.size(), names.data(), numArgs.data(),
+            argBytes.data(), argWrites.data(),
+            static_cast<uint32_t>(names.size())),
+        "cleaveDoubleAttachHostKernels"));
+  }
   CUresult r = cu.cuModuleLoadData(&module, plan->kernelObject.data());
   if (r != CUDA_SUCCESS) {
     module = nullptr;
@@ -611,8 +673,35 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
 
 cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
                                       const Prepared &prepared) {
+  collectives->beginList();
+  cleave_rt_status status = enqueueCommands(commands, prepared);
+  if (!status)
+    status = collectives->finishList();
+  if (cu.cleaveDoubleSetCommand)
+    cu.cleaveDoubleSetCommand(nullptr);
+  return status;
+}
+
+void CudaBackend::labelCommand(const std::vector<Command> &commands,
+                               size_t i) {
+  const Command &c = commands[i];
+  std::string label = (&commands == &plan->initCommands ? "init command "
+                                                        : "command ") +
+                      std::to_string(i) + " (" + commandKindName(c.kind);
+  if (c.kind == CommandKind::GpuLaunch)
+    label += " " + plan->kernelNames[static_cast<size_t>(c.params[0])];
+  else if (c.kind == CommandKind::Collective)
+    label += " " + describe(c.collective);
+  cu.cleaveDoubleSetCommand((label + ")").c_str());
+}
+
+cleave_rt_status
+CudaBackend::enqueueCommands(const std::vector<Command> &commands,
+                             const Prepared &prepared) {
   for (size_t i = 0; i < commands.size(); ++i) {
     const Command &c = commands[i];
+    if (cu.cleaveDoubleSetCommand)
+      labelCommand(commands, i);
     switch (c.kind) {
     case CommandKind::GpuLaunch: {
       const LaunchOp &op = *prepared.launches[i];
@@ -668,6 +757,22 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
       // stream order after the commands before it.
       constexpr int64_t kPiece = int64_t(1) << 22; // 16 MiB of floats
       std::vector<float> piece;
+      if (c.params.size() == 5) {
+        // A sharded state: each element drawn at its global index, as the
+        // CPU backend does (this rank's shard, uploaded at once).
+        const TensorInfo &t =
+            plan->states[static_cast<size_t>(c.params[4])].info;
+        piece.resize(static_cast<size_t>(c.params[0]));
+        forEachShardRow(globalShape(t, plan->mesh), t.shape,
+                        shardOffsets(t, plan->mesh, rank),
+                        [&](int64_t g, int64_t l, int64_t n) {
+                          fillNormal(c, g, g + n, piece.data() + l);
+                        });
+        CLEAVE_RT_RETURN_IF_ERROR(upload(arena + c.buffers[0], piece.data(),
+                                         piece.size() * sizeof(float),
+                                         "random_normal"));
+        break;
+      }
       for (int64_t begin = 0, n = c.params[0]; begin < n; begin += kPiece) {
         int64_t end = std::min(n, begin + kPiece);
         piece.resize(static_cast<size_t>(end - begin));
@@ -688,10 +793,11 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
       break;
     case CommandKind::Marker: // tracing is not supported here
       break;
-    case CommandKind::Collective: // refused by createBackend
+    case CommandKind::Collective:
     case CommandKind::Wait:
-      return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
-                        "the cuda backend does not run collectives yet");
+      CLEAVE_RT_RETURN_IF_ERROR(
+          collectives->enqueue(commands, i, capturing));
+      break;
     }
   }
   return nullptr;
@@ -701,7 +807,9 @@ cleave_rt_status CudaBackend::capture() {
   CLEAVE_RT_RETURN_IF_ERROR(
       check(cu.cuStreamBeginCapture(compute, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
             "cuStreamBeginCapture"));
+  capturing = true;
   cleave_rt_status s = enqueue(plan->commands, runPrepared);
+  capturing = false;
   CUgraph g = nullptr;
   CUresult r = cu.cuStreamEndCapture(compute, &g);
   if (s) {
@@ -716,6 +824,7 @@ cleave_rt_status CudaBackend::capture() {
 }
 
 cleave_rt_status CudaBackend::run() {
+  CLEAVE_RT_RETURN_IF_ERROR(collectives->usable());
   CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
   // The first run is eager (libraries finish their lazy set-up outside any
   // capture); the second captures the graph, which every later run replays.
@@ -727,7 +836,7 @@ cleave_rt_status CudaBackend::run() {
   } else {
     CLEAVE_RT_RETURN_IF_ERROR(enqueue(plan->commands, runPrepared));
   }
-  return check(cu.cuStreamSynchronize(compute), "running the plan");
+  return collectives->wait("running the plan");
 }
 
 cleave_rt_status CudaBackend::writeTensor(const TensorInfo &tensor,
@@ -780,7 +889,9 @@ std::string CudaBackend::deviceInfo() const {
   return info;
 }
 
-cleave_rt_status createCudaBackend(PlanRef plan, std::unique_ptr<Backend> *out) {
+cleave_rt_status createCudaBackend(PlanRef plan, Communicator *comm,
+                                   const Plan *file,
+                                   std::unique_ptr<Backend> *out) {
   if (!isCudaTarget(plan->target))
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                       "the plan targets '" + plan->target +
@@ -788,7 +899,7 @@ cleave_rt_status createCudaBackend(PlanRef plan, std::unique_ptr<Backend> *out) 
                           "with --target=cuda)");
   const DriverApi *cu = nullptr;
   CLEAVE_RT_RETURN_IF_ERROR(loadDriver(&cu));
-  auto backend = std::make_unique<CudaBackend>(std::move(plan), cu);
+  auto backend = std::make_unique<CudaBackend>(std::move(plan), cu, comm, file);
   CLEAVE_RT_RETURN_IF_ERROR(backend->init());
   *out = std::move(backend);
   return nullptr;

@@ -83,7 +83,8 @@ cleave_rt_status cleave_rt_executor_create_ranked(
   CLEAVE_RT_RETURN_IF_ERROR(planForRank(program, c ? c->rank() : 0, &plan));
   std::unique_ptr<Backend> impl;
   CLEAVE_RT_RETURN_IF_ERROR(
-      createBackend(backend ? backend : "", plan, c, &impl));
+      createBackend(backend ? backend : "", plan, c, &impl,
+                    program->file.get()));
   auto *exec = new cleave_rt_executor_t();
   exec->plan = plan;
   exec->backend = std::move(impl);

@@ -59,6 +59,9 @@ public:
         where(size), exited(size, false) {}
 
   int64_t worldSize() const { return size; }
+  double timeoutSeconds() const {
+    return std::chrono::duration<double>(timeout).count();
+  }
   cleave_rt_status run(int64_t rank, const CollectiveInfo &c,
                        const Group &group, const void *src, void *dst);
   void abort(int64_t rank, const std::string &reason);
@@ -360,6 +363,7 @@ public:
   const char *name() const override { return "local"; }
   int64_t rank() const override { return myRank; }
   int64_t worldSize() const override { return size; }
+  double timeoutSeconds() const override { return world->timeoutSeconds(); }
   cleave_rt_status run(const CollectiveInfo &c, const Group &group,
                        const void *src, void *dst) override {
     return world->run(myRank, c, group, src, dst);

@@ -58,7 +58,7 @@ public:
       : myRank(rank), size(size), ownsInit(ownsInit),
         timeout(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(timeoutSeconds))),
-        timeoutSeconds(timeoutSeconds) {}
+        timeoutSecs(timeoutSeconds) {}
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -68,6 +68,7 @@ public:
       MPI_Finalize();
   }
   const char *name() const override { return "mpi"; }
+  double timeoutSeconds() const override { return timeoutSecs; }
   int64_t rank() const override { return myRank; }
   int64_t worldSize() const override { return size; }
   cleave_rt_status run(const CollectiveInfo &c, const Group &group,
@@ -104,7 +105,7 @@ private:
   int myRank, size;
   bool ownsInit;
   Clock::duration timeout;
-  double timeoutSeconds;
+  double timeoutSecs;
 };
 } // namespace
 
@@ -147,7 +148,7 @@ cleave_rt_status MpiCommunicator::timedOut(const std::string &what,
            std::to_string(r) + " never reached " + what;
   char buf[64];
   std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
-                timeoutSeconds);
+                timeoutSecs);
   return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + buf);
 }
 
@@ -321,7 +322,7 @@ cleave_rt_status MpiCommunicator::flush() {
     return nullptr;
   char buf[64];
   std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
-                timeoutSeconds);
+                timeoutSecs);
   return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + buf);
 }
 

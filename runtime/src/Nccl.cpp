@@ -33,6 +33,30 @@ cleave_rt_status NcclLibrary::getUniqueId(ncclUniqueId *out) const {
   return check(table.ncclGetUniqueId(out), "ncclGetUniqueId");
 }
 
+cleave_rt_status NcclLibrary::groupStart() const {
+  return check(table.ncclGroupStart(), "ncclGroupStart");
+}
+
+cleave_rt_status NcclLibrary::groupEnd() const {
+  return check(table.ncclGroupEnd(), "ncclGroupEnd");
+}
+
+ncclRedOp_t ncclRedOpOf(plan::ReduceOp op) {
+  switch (op) {
+  case plan::ReduceOp::Sum:
+    return ncclSum;
+  case plan::ReduceOp::Avg:
+    return ncclAvg;
+  case plan::ReduceOp::Max:
+    return ncclMax;
+  case plan::ReduceOp::Min:
+    return ncclMin;
+  case plan::ReduceOp::Prod:
+    return ncclProd;
+  }
+  return ncclSum;
+}
+
 cleave_rt_status ncclDataTypeOf(plan::DType dtype, ncclDataType_t *out) {
   using plan::DType;
   switch (dtype) {
@@ -66,9 +90,7 @@ cleave_rt_status ncclDataTypeOf(plan::DType dtype, ncclDataType_t *out) {
   case DType::U64:
     *out = ncclUint64;
     return nullptr;
-  case DType::Bool:
-  case DType::I16:
-  case DType::U16:
+  default: // bool, the 16-bit integers, the 8-bit floats
     break;
   }
   return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
@@ -109,6 +131,37 @@ cleave_rt_status NcclCommunicator::init(const NcclLibrary &lib, int rank,
   comm = c;
   myRank = rank;
   size = worldSize;
+  return nullptr;
+}
+
+cleave_rt_status NcclCommunicator::split(const NcclCommunicator &parent,
+                                         int color, int key) {
+  if (comm)
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      "the NCCL communicator is already initialized (rank " +
+                          std::to_string(myRank) + " of " +
+                          std::to_string(size) + ")");
+  CLEAVE_RT_RETURN_IF_ERROR(parent.requireComm("ncclCommSplit"));
+  const NcclLibrary &lib = *parent.library;
+  ncclComm_t c = nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(lib.check(
+      lib.api().ncclCommSplit(parent.comm, color, key, &c, nullptr),
+      "ncclCommSplit", parent.comm));
+  if (!c) // NCCL_SPLIT_NOCOLOR: this rank joined no communicator.
+    return nullptr;
+  int n = 0, r = 0;
+  cleave_rt_status s =
+      lib.check(lib.api().ncclCommCount(c, &n), "ncclCommCount", c);
+  if (!s)
+    s = lib.check(lib.api().ncclCommUserRank(c, &r), "ncclCommUserRank", c);
+  if (s) {
+    lib.api().ncclCommAbort(c);
+    return s;
+  }
+  library = &lib;
+  comm = c;
+  myRank = r;
+  size = n;
   return nullptr;
 }
 
@@ -179,6 +232,35 @@ cleave_rt_status NcclCommunicator::allGather(CUdeviceptr send,
       library->api().ncclAllGather(devicePointer(send), devicePointer(recv),
                                    sendCount, dtype, comm, stream),
       "ncclAllGather", comm);
+}
+
+cleave_rt_status NcclCommunicator::broadcast(CUdeviceptr send,
+                                             CUdeviceptr recv, size_t count,
+                                             ncclDataType_t dtype, int root,
+                                             CUstream stream) {
+  CLEAVE_RT_RETURN_IF_ERROR(requireComm("ncclBroadcast"));
+  return library->check(
+      library->api().ncclBroadcast(devicePointer(send), devicePointer(recv),
+                                   count, dtype, root, comm, stream),
+      "ncclBroadcast", comm);
+}
+
+cleave_rt_status NcclCommunicator::send(CUdeviceptr buffer, size_t count,
+                                        ncclDataType_t dtype, int peer,
+                                        CUstream stream) {
+  CLEAVE_RT_RETURN_IF_ERROR(requireComm("ncclSend"));
+  return library->check(library->api().ncclSend(devicePointer(buffer), count,
+                                                dtype, peer, comm, stream),
+                        "ncclSend", comm);
+}
+
+cleave_rt_status NcclCommunicator::recv(CUdeviceptr buffer, size_t count,
+                                        ncclDataType_t dtype, int peer,
+                                        CUstream stream) {
+  CLEAVE_RT_RETURN_IF_ERROR(requireComm("ncclRecv"));
+  return library->check(library->api().ncclRecv(devicePointer(buffer), count,
+                                                dtype, peer, comm, stream),
+                        "ncclRecv", comm);
 }
 
 } // namespace cleave::rt::cuda

@@ -5,8 +5,8 @@
 // Collectives are enqueued on a stream the caller gives (the CUDA backend's
 // communication stream); nothing here synchronizes.
 //
-// Multi-rank plans are not run yet: no command reaches these classes. The
-// backend only reports the NCCL version in its device description.
+// The CUDA backend runs a plan's collectives through these classes
+// (NcclCollectives.h decomposes each command into the calls below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +42,10 @@ public:
   }
   /// A new id for rank 0 to hand to the other ranks of a communicator.
   cleave_rt_status getUniqueId(ncclUniqueId *out) const;
+  /// ncclGroupStart / ncclGroupEnd: the point-to-point calls between them
+  /// are issued together (an all-to-all, a permutation).
+  cleave_rt_status groupStart() const;
+  cleave_rt_status groupEnd() const;
 
 private:
   NcclApi table;
@@ -50,6 +54,9 @@ private:
 /// The NCCL element type of a plan dtype; INVALID_ARGUMENT for bool and the
 /// 16-bit integers, which NCCL has no type for.
 cleave_rt_status ncclDataTypeOf(plan::DType dtype, ncclDataType_t *out);
+
+/// The NCCL reduction of a plan reduction (avg is ncclAvg, NCCL >= 2.10).
+ncclRedOp_t ncclRedOpOf(plan::ReduceOp op);
 
 /// One rank's membership of an NCCL communicator. Destroying it (or calling
 /// destroy()) waits for the rank's pending collectives to finish; abort()
@@ -69,6 +76,12 @@ public:
   /// if this object already holds a communicator.
   cleave_rt_status init(const NcclLibrary &library, int rank, int worldSize,
                         const ncclUniqueId &id);
+  /// ncclCommSplit of `parent`: joins the communicator of the ranks that
+  /// pass the same `color` (>= 0), as the rank ordered by `key` among them.
+  /// Every rank of `parent` must call it, in the same order as the others.
+  /// FAILED_PRECONDITION if this object already holds a communicator or the
+  /// parent holds none.
+  cleave_rt_status split(const NcclCommunicator &parent, int color, int key);
   /// ncclCommDestroy; a no-op without a communicator.
   cleave_rt_status destroy();
   /// ncclCommAbort; a no-op without a communicator.
@@ -95,6 +108,17 @@ public:
   cleave_rt_status allGather(CUdeviceptr send, CUdeviceptr recv,
                              size_t sendCount, ncclDataType_t dtype,
                              CUstream stream);
+  /// recv (count elements) = the send buffer of the rank `root`.
+  cleave_rt_status broadcast(CUdeviceptr send, CUdeviceptr recv, size_t count,
+                             ncclDataType_t dtype, int root, CUstream stream);
+  /// Sends `count` elements to rank `peer`, which receives them with recv()
+  /// (messages between two ranks match in the order they were issued).
+  cleave_rt_status send(CUdeviceptr buffer, size_t count, ncclDataType_t dtype,
+                        int peer, CUstream stream);
+  /// Receives `count` elements from rank `peer`.
+  cleave_rt_status recv(CUdeviceptr buffer, size_t count, ncclDataType_t dtype,
+                        int peer, CUstream stream);
+  const NcclLibrary *lib() const { return library; }
 
 private:
   cleave_rt_status requireComm(const char *what) const;

@@ -13,7 +13,10 @@
 // appends, after the stages: each state's varying axes (a u32 list per
 // state), the training record's syncEvery (i64) and the named entries: a
 // u32 count, then each entry's name and payload (like a stage's, with no
-// stages or entries of its own) as a blob.
+// stages or entries of its own) as a blob. Version 7 appends the host
+// kernel object (a blob) and its argument table (a u32 count of kernels,
+// then per kernel a u32 count of arguments and per argument a u64 byte
+// size and a u8 written flag).
 //
 //===----------------------------------------------------------------------===//
 
@@ -277,6 +280,7 @@ namespace {
 class Writer {
 public:
   std::vector<uint8_t> out;
+  void u8(uint8_t v) { le(v, 1); }
   void u32(uint32_t v) { le(v, 4); }
   void u64(uint64_t v) { le(v, 8); }
   void i64(int64_t v) { le(static_cast<uint64_t>(v), 8); }
@@ -421,6 +425,15 @@ static std::vector<uint8_t> encodePayload(const Plan &plan) {
     w.str(entry.entryName);
     w.blob(encodePayload(entry));
   }
+  w.blob(plan.hostKernelObject);
+  w.u32(static_cast<uint32_t>(plan.hostKernelArgs.size()));
+  for (const std::vector<HostKernelArg> &args : plan.hostKernelArgs) {
+    w.u32(static_cast<uint32_t>(args.size()));
+    for (const HostKernelArg &a : args) {
+      w.u64(a.bytes);
+      w.u8(a.written ? 1 : 0);
+    }
+  }
   return std::move(w.out);
 }
 
@@ -460,6 +473,7 @@ public:
     left -= bytes;
     return v;
   }
+  uint8_t u8(const char *what) { return static_cast<uint8_t>(le(1, what)); }
   uint32_t u32(const char *what) { return static_cast<uint32_t>(le(4, what)); }
   uint64_t u64(const char *what) { return le(8, what); }
   int64_t i64(const char *what) { return static_cast<int64_t>(le(8, what)); }
@@ -714,6 +728,20 @@ static void decodePayload(Reader &r, uint32_t version, bool isStage,
     else if (sub.remaining() != 0)
       r.fail(what + ": malformed payload: " + std::to_string(sub.remaining()) +
              " unread bytes at its end");
+  }
+  if (version < 7 || !r.ok())
+    return;
+  plan->hostKernelObject = r.blob("host kernel object");
+  uint32_t kernels = r.count("host kernel argument table", 4);
+  for (uint32_t k = 0; k < kernels && r.ok(); ++k) {
+    uint32_t args = r.count("host kernel arguments", 9);
+    plan->hostKernelArgs.emplace_back();
+    for (uint32_t a = 0; a < args && r.ok(); ++a) {
+      HostKernelArg arg;
+      arg.bytes = r.u64("host kernel argument size");
+      arg.written = r.u8("host kernel argument flag") != 0;
+      plan->hostKernelArgs.back().push_back(arg);
+    }
   }
 }
 

@@ -387,6 +387,21 @@ bool Validator::run() {
         return fail("kernel name " + std::to_string(i) +
                     " is empty or contains a NUL byte");
   }
+  if (!plan.hostKernelObject.empty() || !plan.hostKernelArgs.empty()) {
+    if (!isCudaTarget(plan.target))
+      return fail("host kernels belong to CUDA plans, this plan targets '" +
+                  plan.target + "'");
+    if (plan.hostKernelObject.size() < 4 ||
+        std::memcmp(plan.hostKernelObject.data(), "\x7f"
+                                                   "ELF",
+                    4) != 0)
+      return fail("the host kernel object is not an ELF file");
+    if (plan.hostKernelArgs.size() != plan.kernelNames.size())
+      return fail("the host kernel table describes " +
+                  std::to_string(plan.hostKernelArgs.size()) +
+                  " kernels, the plan names " +
+                  std::to_string(plan.kernelNames.size()));
+  }
   for (size_t i = 0; i < plan.commands.size(); ++i) {
     if (plan.commands[i].kind == CommandKind::RandomNormal)
       return fail("command " + std::to_string(i) +
@@ -590,6 +605,23 @@ bool Validator::checkCommand(const char *label, size_t index,
     if (shared < 0 || shared > UINT32_MAX)
       return fail(what + ": shared memory of " + std::to_string(shared) +
                   " bytes is out of range");
+    if (!plan.hostKernelArgs.empty()) {
+      // The host kernels' table says how many arguments the kernel takes
+      // and how many bytes each one reaches.
+      const std::vector<HostKernelArg> &args =
+          plan.hostKernelArgs[static_cast<size_t>(k)];
+      if (c.buffers.size() != args.size())
+        return fail(what + ": launches kernel '" +
+                    plan.kernelNames[static_cast<size_t>(k)] + "' with " +
+                    std::to_string(c.buffers.size()) +
+                    " arguments, its host kernel takes " +
+                    std::to_string(args.size()));
+      for (size_t j = 0; j < c.buffers.size(); ++j)
+        if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j],
+                        args[j].bytes))
+          return false;
+      return true;
+    }
     for (size_t j = 0; j < c.buffers.size(); ++j)
       if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j],
                       0))

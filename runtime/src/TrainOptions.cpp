@@ -116,8 +116,8 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
     if (std::sscanf(v, "%ld:%ld:%15s", &r, &step, mode) != 3 || r < 0 ||
         step < 1 ||
         (std::strcmp(mode, "exit") && std::strcmp(mode, "hang") &&
-         std::strcmp(mode, "crash"))) {
-      *error = "--debug-fault expects RANK:STEP:exit|hang|crash, got '" +
+         std::strcmp(mode, "stop") && std::strcmp(mode, "crash"))) {
+      *error = "--debug-fault expects RANK:STEP:exit|hang|stop|crash, got '" +
                std::string(v) + "'";
       return false;
     }

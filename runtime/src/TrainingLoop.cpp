@@ -956,6 +956,8 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
     std::fflush(stderr);
     if (o.faultMode == "crash")
       ::raise(SIGKILL);
+    if (o.faultMode == "stop")
+      ::raise(SIGSTOP);
     if (o.faultMode == "hang")
       for (;;)
         std::this_thread::sleep_for(std::chrono::hours(1));

@@ -7,9 +7,10 @@
 // the validator instead of stopping at the checksum (the checksum and the
 // header checks are covered by the seeds' own headers when the first byte
 // is 'C', the magic's first letter: then the input is the whole file). The
-// header announces the current version, so payloads are version 6 (a
+// header announces the current version, so payloads are version 7 (a
 // version-5 payload is the same without the version-6 trailer: varying
-// axes, sync interval, entries); the pipeline seeds hold stage plans and
+// axes, sync interval, entries, and the version-7 one: the host kernel
+// object and its table); the pipeline seeds hold stage plans and
 // the local-sgd seed an entry, nested payloads the decoder reads with their
 // own bounds. The kernel object inside is native code and out of scope.
 //

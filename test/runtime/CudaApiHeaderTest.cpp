@@ -19,6 +19,7 @@ namespace c = cleave::rt::cuda;
 
 static_assert(c::CUDA_SUCCESS == ::CUDA_SUCCESS);
 static_assert(c::CUDA_ERROR_NO_DEVICE == ::CUDA_ERROR_NO_DEVICE);
+static_assert(c::CUDA_ERROR_NOT_READY == ::CUDA_ERROR_NOT_READY);
 static_assert(c::CU_STREAM_NON_BLOCKING == ::CU_STREAM_NON_BLOCKING);
 static_assert(c::CU_EVENT_DISABLE_TIMING == ::CU_EVENT_DISABLE_TIMING);
 static_assert(c::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ==
@@ -99,6 +100,7 @@ static_assert(c::ncclSum == ::ncclSum && c::ncclProd == ::ncclProd &&
               c::ncclMax == ::ncclMax && c::ncclMin == ::ncclMin &&
               c::ncclAvg == ::ncclAvg);
 static_assert(c::kMinNcclVersionCode == NCCL_VERSION(2, 18, 0));
+static_assert(c::kNcclSplitNoColor == NCCL_SPLIT_NOCOLOR);
 
 TEST(CudaApi, NcclDeclarationsMatchTheHeader) { SUCCEED(); }
 #else

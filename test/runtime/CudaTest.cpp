@@ -138,6 +138,55 @@ TEST(CudaPlan, GpuLaunchChecks) {
   EXPECT_NE(error.find("outside the arena"), std::string::npos) << error;
 }
 
+TEST(CudaPlan, HostKernelsRoundTripAndValidate) {
+  // --cuda-host-kernels: the kernels compiled for the host and, per kernel,
+  // the bytes of each argument and whether the kernel writes it.
+  Plan p = launchPlan();
+  p.hostKernelObject = {0x7f, 'E', 'L', 'F', 1, 2, 3};
+  p.hostKernelArgs = {{{128, false}, {128, true}}};
+  std::string error;
+  ASSERT_TRUE(validates(p, &error)) << error;
+  std::vector<uint8_t> bytes = serialize(p);
+  Plan q;
+  ASSERT_TRUE(deserialize(bytes.data(), bytes.size(), &q, &error)) << error;
+  EXPECT_EQ(q.hostKernelObject, p.hostKernelObject);
+  EXPECT_EQ(q.hostKernelArgs, p.hostKernelArgs);
+
+  Plan bad = p;
+  bad.hostKernelArgs[0][1].bytes = 129; // 128 + 129 > the 256-byte arena
+  EXPECT_FALSE(validates(bad, &error));
+  EXPECT_NE(error.find("argument 1: buffer offset 128 + 129 bytes lies "
+                       "outside the arena"),
+            std::string::npos)
+      << error;
+  bad = p;
+  bad.hostKernelArgs[0].pop_back();
+  EXPECT_FALSE(validates(bad, &error));
+  EXPECT_NE(error.find("launches kernel 'k0' with 2 arguments, its host "
+                       "kernel takes 1"),
+            std::string::npos)
+      << error;
+  bad = p;
+  bad.hostKernelArgs.push_back({});
+  EXPECT_FALSE(validates(bad, &error));
+  EXPECT_NE(error.find("the host kernel table describes 2 kernels, the plan "
+                       "names 1"),
+            std::string::npos)
+      << error;
+  bad = p;
+  bad.hostKernelObject = {1, 2, 3, 4};
+  EXPECT_FALSE(validates(bad, &error));
+  EXPECT_NE(error.find("the host kernel object is not an ELF file"),
+            std::string::npos)
+      << error;
+  bad = p;
+  bad.target = "cpu-x86_64";
+  bad.commands.clear();
+  EXPECT_FALSE(validates(bad, &error));
+  EXPECT_NE(error.find("host kernels belong to CUDA plans"), std::string::npos)
+      << error;
+}
+
 TEST(CudaPlan, KernelKindsMatchTheTarget) {
   std::string error;
   Plan p = launchPlan();

@@ -76,7 +76,7 @@ std::string buildFakeNccl(const TempDir &dir, const std::string &name,
                     "}\nconst char *ncclGetLastError(void *c) { return \"\"; }\n";
   for (const char *sym :
        {"ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy",
-        "ncclCommAbort", "ncclCommGetAsyncError", "ncclCommCount",
+        "ncclCommAbort", "ncclCommSplit", "ncclCommGetAsyncError", "ncclCommCount",
         "ncclCommUserRank", "ncclAllReduce", "ncclReduceScatter",
         "ncclAllGather", "ncclBroadcast", "ncclSend", "ncclRecv",
         "ncclGroupStart", "ncclGroupEnd"})

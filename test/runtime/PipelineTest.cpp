@@ -165,7 +165,8 @@ TEST(PipelineFormat, RoundTrip) {
 }
 
 TEST(PipelineFormat, ReadsVersion4) {
-  // A plan without stages in version 4: version 6's payload without the
+  // A plan without stages in version 4: version 7's payload without the
+  // version-7 trailer (an empty host kernel object and table), the
   // version-6 trailer (a varying-axes count per state, the sync interval,
   // the entry count) and the stage count at its end.
   Plan p = twoStagePlan().stages[0];
@@ -173,7 +174,10 @@ TEST(PipelineFormat, ReadsVersion4) {
   p.outputs[0].sharding.clear();
   p.commands = {makeCommand(CommandKind::Copy, {16}, {0, 64})};
   p.metadata.clear();
-  std::vector<uint8_t> v6 = serialize(p);
+  std::vector<uint8_t> v7 = serialize(p);
+  std::vector<uint8_t> v6(v7.begin(), v7.end() - (8 + 4));
+  v6[8] = 6;
+  fixHeader(v6);
   size_t trailer = 4 * p.states.size() + 8 + 4;
   std::vector<uint8_t> v5(v6.begin(), v6.end() - trailer);
   v5[8] = 5;
@@ -184,9 +188,11 @@ TEST(PipelineFormat, ReadsVersion4) {
   Plan q;
   std::string err;
   ASSERT_TRUE(deserialize(v4.data(), v4.size(), &q, &err)) << err;
-  EXPECT_EQ(serialize(q), v6);
+  EXPECT_EQ(serialize(q), v7);
   ASSERT_TRUE(deserialize(v5.data(), v5.size(), &q, &err)) << err;
-  EXPECT_EQ(serialize(q), v6);
+  EXPECT_EQ(serialize(q), v7);
+  ASSERT_TRUE(deserialize(v6.data(), v6.size(), &q, &err)) << err;
+  EXPECT_EQ(serialize(q), v7);
   // A stage count in a version-4 file is bytes it does not have.
   v5[8] = 4;
   EXPECT_EQ(decodeError(v5), "malformed payload: 4 unread bytes at its end");
@@ -201,7 +207,7 @@ TEST(PipelineFormat, ReadsVersion4) {
   EXPECT_FALSE(q.commands.empty());
   v5[8] = 3;
   EXPECT_EQ(decodeError(v5),
-            "unsupported version 3 (this runtime reads versions 4 to 6)");
+            "unsupported version 3 (this runtime reads versions 4 to 7)");
 }
 
 TEST(PipelineFormat, ValidatorRefusals) {
@@ -334,9 +340,10 @@ TEST(PipelineFormat, DamagedStagesAreRefusedNamingTheStage) {
   Plan p = twoStagePlan();
   std::vector<uint8_t> good = serialize(p);
   // The last stage's blob is followed only by the version-6 trailer of a
-  // top level without states (the sync interval and the entry count):
-  // [u64 length][stage 1 payload][i64][u32].
-  const size_t trailer = 12;
+  // top level without states (the sync interval and the entry count) and
+  // the version-7 one (an empty host kernel object and table):
+  // [u64 length][stage 1 payload][i64][u32][u64][u32].
+  const size_t trailer = 12 + 12;
   size_t stage1 = serialize(p.stages[1]).size() - kHeaderSize;
   size_t lengthAt = good.size() - trailer - stage1 - 8;
   auto withLength = [&](uint64_t n) {

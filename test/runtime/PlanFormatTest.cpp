@@ -157,7 +157,7 @@ TEST(PlanFormat, WrongVersion) {
   std::vector<uint8_t> bytes = serialize(samplePlan());
   bytes[8] = 8;
   EXPECT_EQ(decodeError(bytes),
-            "unsupported version 8 (this runtime reads versions 4 to 6)");
+            "unsupported version 8 (this runtime reads versions 4 to 7)");
 }
 
 TEST(PlanFormat, BadMagic) {

@@ -196,7 +196,8 @@ static const char kHelp[] =
     "                           long (F >= 1; for measurements)\n"
     "  --debug-fault R:STEP:MODE  testing aid: rank R fails at the start of\n"
     "                           training step STEP; MODE exit (leaves\n"
-    "                           silently), hang (stops answering) or crash\n"
+    "                           silently), hang (stops answering), stop\n"
+    "                           (SIGSTOP: the whole process) or crash\n"
     "                           (SIGKILL)\n"
     "\n"
     "  --help                   print this help\n"
@@ -660,8 +661,9 @@ static long mpiWorldSize() {
     error("launched by torchrun (RANK=" + std::to_string(env.rank) +
           ", WORLD_SIZE=" + std::to_string(env.world_size) +
           "): CPU plans run their ranks under mpirun or srun (MPI) or with "
-          "--ranks; torchrun launches are for the NCCL communicator of the "
-          "cuda backend, which does not run collectives yet");
+          "--ranks, and so does the cuda backend (its NCCL communicators "
+          "bootstrap over MPI or the --ranks threads); torchrun launches, "
+          "without MPI, are not supported yet");
     return -1;
   }
   return launcher.empty() ? 0 : static_cast<long>(env.world_size);

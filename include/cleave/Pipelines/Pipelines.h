@@ -92,6 +92,9 @@ struct CompileOptions {
   /// run the launches as host loops (buildCUDAEmulationPipeline), to test
   /// that mapping on the CPU.
   bool cpuEmulateCuda = false;
+  /// With Target::CUDA: the plan also carries its kernels compiled for the
+  /// host (plan::Plan::hostKernelObject), for the CUDA host doubles.
+  bool cudaHostKernels = false;
   /// With Target::CPU: threads that compile kernels (0: one per core).
   unsigned codegenThreads = 0;
   /// With Target::CPU: the kernel cache's directory (empty: no cache; see

@@ -510,9 +510,8 @@ struct CUDAPipelineOptions : public PassPipelineOptions<CUDAPipelineOptions> {
 
 } // namespace
 
-/// Kernel functions to host functions of gpu.launch ops (not outlined).
-static void buildCUDALaunchPasses(OpPassManager &pm,
-                                  const ::cleave::CUDACodegenOptions &options) {
+void ::cleave::buildCUDALaunchPipeline(OpPassManager &pm,
+                                       const CUDACodegenOptions &options) {
   ::cleave::buildKernelBufferizationPipeline(pm);
   // Reduction kernels: one block per row (before canonicalization, which
   // would fold the single-iteration phases of the row loops).
@@ -527,13 +526,22 @@ static void buildCUDALaunchPasses(OpPassManager &pm,
 
 void ::cleave::buildCUDAEmulationPipeline(OpPassManager &pm,
                                           const CUDACodegenOptions &options) {
-  buildCUDALaunchPasses(pm, options);
+  buildCUDALaunchPipeline(pm, options);
+  pm.addPass(createEmulateLaunchesPass());
+}
+
+void ::cleave::buildCUDAHostLaunchPasses(OpPassManager &pm) {
   pm.addPass(createEmulateLaunchesPass());
 }
 
 void ::cleave::buildCUDAKernelPipeline(OpPassManager &pm,
                                        const CUDACodegenOptions &options) {
-  buildCUDALaunchPasses(pm, options);
+  buildCUDALaunchPipeline(pm, options);
+  buildCUDADevicePasses(pm, options);
+}
+
+void ::cleave::buildCUDADevicePasses(OpPassManager &pm,
+                                     const CUDACodegenOptions &options) {
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(std::make_unique<MergeGPUModulesPass>());
 

@@ -577,6 +577,16 @@ struct TrainingInfo {
 /// The entry a driver runs every TrainingInfo::syncEvery steps.
 constexpr const char *kSyncEntry = "sync";
 
+/// One argument of a GPU launch as the host version of its kernel sees it
+/// (Plan::hostKernelArgs).
+struct HostKernelArg {
+  uint64_t bytes = 0;   ///< The whole buffer the argument points at.
+  bool written = false; ///< Whether the kernel may write it.
+  bool operator==(const HostKernelArg &o) const {
+    return bytes == o.bytes && written == o.written;
+  }
+};
+
 struct Plan {
   std::string target = "cpu-x86_64";
   uint64_t arenaBytes = 0; ///< Peak memory: every buffer lies in [0, arenaBytes).
@@ -585,6 +595,17 @@ struct Plan {
   std::vector<Constant> constants;
   std::vector<std::string> kernelNames; ///< Exported symbols of kernelObject.
   std::vector<uint8_t> kernelObject;    ///< x86-64 ELF shared object, or empty.
+  /// CUDA plans compiled with --cuda-host-kernels: the kernels of
+  /// kernelObject compiled for the host, an x86-64 ELF shared object
+  /// exporting `void name(void **args)` for every name of kernelNames, each
+  /// computing what the GPU kernel of that name computes over its whole
+  /// grid. For the CUDA host doubles (test/doubles), which run them where a
+  /// GPU would run the cubin; the runtime hands them to a driver that asks
+  /// for them, and a real driver never sees them. Empty otherwise.
+  std::vector<uint8_t> hostKernelObject;
+  /// With hostKernelObject: per name of kernelNames, its arguments in
+  /// launch order (a GpuLaunch command of that kernel has one buffer each).
+  std::vector<std::vector<HostKernelArg>> hostKernelArgs;
   std::vector<Command> commands;
   std::vector<std::pair<std::string, std::string>> metadata;
   /// Run once when an executor is created, after the constants are copied
@@ -677,8 +698,10 @@ std::vector<std::string> splitPipelineSteps(const std::string &value);
 /// payload as a list of length-prefixed stage payloads) and Marker
 /// commands; version 6, at the end of each payload, the states' varying
 /// axes, the training record's syncEvery and the named entries (each a
-/// name and a length-prefixed payload). Files of versions 4 to 6 are read.
-constexpr uint32_t kFormatVersion = 6;
+/// name and a length-prefixed payload); version 7, at the end of each
+/// payload, the host kernel object and its argument table. Files of
+/// versions 4 to 7 are read.
+constexpr uint32_t kFormatVersion = 7;
 /// The oldest version deserialize reads.
 constexpr uint32_t kOldestReadableVersion = 4;
 constexpr size_t kHeaderSize = 32;
@@ -686,7 +709,7 @@ constexpr size_t kHeaderSize = 32;
 /// Encodes `plan` as a complete file image (header + payload).
 std::vector<uint8_t> serialize(const Plan &plan);
 
-/// Decodes and validates a file image (version 4 to 6). Returns false and
+/// Decodes and validates a file image (version 4 to 7). Returns false and
 /// sets *error to a message naming the problem (and the stage, inside a
 /// stage plan) on any malformed input; never reads out of bounds and never
 /// allocates more than the input size justifies.

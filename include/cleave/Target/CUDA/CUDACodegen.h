@@ -15,6 +15,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct CUDACodegenOptions {
   std::string toolkit = "/usr/local/cuda";
   /// Threads per block of the elementwise / row-parallel launches.
   int blockSize = 256;
+  /// Also build CUDAProgram::hostLaunches: every launch as a host function,
+  /// for the CUDA host doubles (`--cuda-host-kernels`).
+  bool hostLaunches = false;
 };
 
 /// One launch of a compiled kernel: its symbol, grid/block sizes, dynamic
@@ -60,12 +64,26 @@ struct CUDAKernel {
   std::vector<int64_t> temporaryBytes;
 };
 
+/// One argument of a launch as the host version of its kernel sees it.
+struct CUDALaunchArg {
+  int64_t bytes = 0;    ///< The whole buffer the argument points at.
+  bool written = false; ///< Whether the kernel may write it.
+};
+
 /// All kernels of a module: their launch descriptions, one cubin holding
 /// every launched symbol, and the PTX it was assembled from.
 struct CUDAProgram {
   std::vector<CUDAKernel> kernels;
   std::vector<uint8_t> cubin;
   std::string ptx;
+  /// With CUDACodegenOptions::hostLaunches: one func.func per launch symbol,
+  /// named after it, taking the launch's arguments in order (static
+  /// memrefs) and holding the launch itself as a gpu.launch; lowered for the
+  /// host by buildCUDAHostLaunchPasses, then the CPU back half, it computes
+  /// what the GPU kernel computes, block by block and thread by thread.
+  mlir::OwningOpRef<mlir::ModuleOp> hostLaunches;
+  /// Per launch symbol of hostLaunches: its arguments.
+  std::map<std::string, std::vector<CUDALaunchArg>> hostLaunchArgs;
 };
 
 /// Compiles every func.func of `kernels` (same contract as compileCPUKernels)
@@ -74,6 +92,22 @@ struct CUDAProgram {
 /// `kernels` is not modified (a clone is lowered).
 mlir::FailureOr<CUDAProgram> compileCUDAKernels(mlir::ModuleOp kernels,
                                                 const CUDACodegenOptions &options);
+
+/// The launch mapping alone: kernel functions to host functions of
+/// gpu.launch ops (bufferized, row kernels, parallel loops mapped to blocks
+/// and threads), not outlined.
+void buildCUDALaunchPipeline(mlir::OpPassManager &pm,
+                             const CUDACodegenOptions &options);
+
+/// What follows buildCUDALaunchPipeline in buildCUDAKernelPipeline:
+/// outlining into `gpu.module @cleave_kernels` and its lowering to NVVM.
+void buildCUDADevicePasses(mlir::OpPassManager &pm,
+                           const CUDACodegenOptions &options);
+
+/// The front half that compiles CUDAProgram::hostLaunches for the host
+/// with compileCPUKernels: each gpu.launch becomes loops over blocks, phases
+/// and threads (`--cleave-cuda-emulate-launches`).
+void buildCUDAHostLaunchPasses(mlir::OpPassManager &pm);
 
 /// Adds the passes that lower a module of cleave kernels to host functions
 /// of `gpu.launch_func`s (plus memref.alloc/dealloc of temporaries) and one
