@@ -255,6 +255,28 @@ constexpr int kNcclSplitNoColor = -1;
 constexpr ncclRedOp_t ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3,
                       ncclAvg = 4;
 
+/// Bytes of one element of `dtype`, or 0 when it is not an NCCL type.
+inline size_t ncclTypeSize(ncclDataType_t dtype) {
+  switch (dtype) {
+  case ncclInt8:
+  case ncclUint8:
+    return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  case ncclInt64:
+  case ncclUint64:
+  case ncclFloat64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
 /// NCCL_VERSION(2, 18, 0): the oldest release accepted, the first with
 /// ncclCommSplit (one communicator per mesh-axis group).
 constexpr int kMinNcclVersionCode = 21800;

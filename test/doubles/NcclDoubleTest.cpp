@@ -172,22 +172,7 @@ const ncclDataType_t kAllTypes[] = {
     ncclInt8,   ncclUint8,   ncclInt32,   ncclUint32,  ncclInt64,
     ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
 
-size_t typeSize(ncclDataType_t t) {
-  switch (t) {
-  case ncclInt8:
-  case ncclUint8:
-    return 1;
-  case ncclFloat16:
-  case ncclBfloat16:
-    return 2;
-  case ncclInt32:
-  case ncclUint32:
-  case ncclFloat32:
-    return 4;
-  default:
-    return 8;
-  }
-}
+size_t typeSize(ncclDataType_t t) { return ncclTypeSize(t); }
 
 bool isUnsigned(ncclDataType_t t) {
   return t == ncclUint8 || t == ncclUint32 || t == ncclUint64;

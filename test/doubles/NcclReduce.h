@@ -22,26 +22,7 @@ namespace cleave::nccldouble {
 using namespace cleave::rt::cuda;
 
 /// Bytes of one element of `dtype`, or 0 when it is not an NCCL type.
-inline size_t dtypeSize(ncclDataType_t dtype) {
-  switch (dtype) {
-  case ncclInt8:
-  case ncclUint8:
-    return 1;
-  case ncclFloat16:
-  case ncclBfloat16:
-    return 2;
-  case ncclInt32:
-  case ncclUint32:
-  case ncclFloat32:
-    return 4;
-  case ncclInt64:
-  case ncclUint64:
-  case ncclFloat64:
-    return 8;
-  default:
-    return 0;
-  }
-}
+inline size_t dtypeSize(ncclDataType_t dtype) { return ncclTypeSize(dtype); }
 
 /// "float32", "bf16", ... for messages; "dtype(<n>)" when not an NCCL type.
 inline const char *dtypeName(ncclDataType_t dtype) {

@@ -25,23 +25,6 @@ namespace {
 
 using K = NcclStep::Kind;
 
-size_t ncclTypeSize(ncclDataType_t t) {
-  switch (t) {
-  case ncclInt8:
-  case ncclUint8:
-    return 1;
-  case ncclFloat16:
-  case ncclBfloat16:
-    return 2;
-  case ncclInt32:
-  case ncclUint32:
-  case ncclFloat32:
-    return 4;
-  default:
-    return 8;
-  }
-}
-
 void *host(CUdeviceptr p) { return reinterpret_cast<void *>(p); }
 CUdeviceptr dev(const void *p) {
   return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
