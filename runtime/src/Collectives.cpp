@@ -4,6 +4,7 @@
 #include "Half.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -20,6 +21,17 @@ std::string describe(const CollectiveInfo &c) {
   if (!c.source.empty())
     s += " (" + c.source + ")";
   return s;
+}
+
+std::string withinText(const CollectiveInfo &c, double timeoutSeconds) {
+  char buf[96];
+  if (c.id == kLivenessCheckId)
+    std::snprintf(buf, sizeof buf, " within the %g s the liveness check waits",
+                  arrivalSeconds(c, timeoutSeconds));
+  else
+    std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
+                  timeoutSeconds);
+  return buf;
 }
 
 namespace {

@@ -74,6 +74,24 @@ constexpr uint32_t kBootstrapId = 0xfffffffeu;
 /// collective timed out: the ranks that never reach it are the lost ones.
 constexpr uint32_t kLivenessCheckId = 0xfffffffdu;
 
+/// How long a rank waits for its peers to reach collective `c` under a
+/// communication timeout of `timeoutSeconds`: the timeout, except for the
+/// liveness check (kLivenessCheckId), whose live peers arrive within
+/// moments of each other (each right after its own NCCL failure or
+/// timeout): a tenth of the timeout, at least half a second, so that a lost
+/// rank is named soon after the collective's own timeout.
+inline double arrivalSeconds(const plan::CollectiveInfo &c,
+                             double timeoutSeconds) {
+  if (c.id != kLivenessCheckId)
+    return timeoutSeconds;
+  double check = timeoutSeconds / 10 > 0.5 ? timeoutSeconds / 10 : 0.5;
+  return check < timeoutSeconds ? check : timeoutSeconds;
+}
+
+/// " within the 2 s communication timeout", or for the liveness check
+/// " within the 0.5 s the liveness check waits".
+std::string withinText(const plan::CollectiveInfo &c, double timeoutSeconds);
+
 /// "all_reduce #3 (source)" for messages ("all_gather (output gather)" for
 /// the drivers' own).
 std::string describe(const plan::CollectiveInfo &c);

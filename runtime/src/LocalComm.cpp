@@ -144,7 +144,11 @@ template <typename Done, typename Missing>
 cleave_rt_status LocalWorld::waitFor(Lock &lock, std::condition_variable &cv,
                                      int64_t rank, const CollectiveInfo &c,
                                      Done done, Missing missing) {
-  Clock::time_point deadline = Clock::now() + timeout;
+  double seconds = arrivalSeconds(
+      c, std::chrono::duration<double>(timeout).count());
+  Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(seconds));
   while (!done()) {
     if (!abortReason.empty())
       return makeStatus(CLEAVE_RT_UNAVAILABLE,
@@ -166,11 +170,9 @@ cleave_rt_status LocalWorld::waitFor(Lock &lock, std::condition_variable &cv,
         msg += where[m] ? " (it waits in " + describe(*where[m]) + ")"
                         : " (it is not in a collective)";
       }
-      double seconds = std::chrono::duration<double>(timeout).count();
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
-                    seconds);
-      return failure(rank, msg + buf);
+      return failure(
+          rank, msg + withinText(
+                          c, std::chrono::duration<double>(timeout).count()));
     }
   }
   return nullptr;

@@ -85,9 +85,13 @@ public:
 private:
   /// Waits for `requests` until the deadline; on a timeout cancels them and
   /// returns the indices still pending in *pending.
-  bool waitAll(std::vector<MPI_Request> &requests, std::vector<size_t> *pending);
+  /// `seconds`: how long to wait (negative: the communication timeout).
+  bool waitAll(std::vector<MPI_Request> &requests, std::vector<size_t> *pending,
+               double seconds = -1);
+  /// `c` says which deadline was missed (withinText); null: the timeout.
   cleave_rt_status timedOut(const std::string &what,
-                            const std::vector<int64_t> &ranks);
+                            const std::vector<int64_t> &ranks,
+                            const CollectiveInfo *c = nullptr);
   /// Frees the buffers of the sends that have completed (no waiting).
   void progressSends();
   /// At destruction: waits for the pending sends within the timeout, then
@@ -110,11 +114,18 @@ private:
 } // namespace
 
 bool MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
-                              std::vector<size_t> *pending) {
+                              std::vector<size_t> *pending, double seconds) {
   // Poll (MPI progresses only inside its calls): yield for the first
   // millisecond, which keeps small collectives at MPI's latency, then sleep
   // between polls so that a long wait does not burn a core.
-  Clock::time_point start = Clock::now(), deadline = start + timeout;
+  Clock::time_point start = Clock::now(),
+                    deadline =
+                        start + (seconds < 0
+                                     ? timeout
+                                     : std::chrono::duration_cast<
+                                           Clock::duration>(
+                                           std::chrono::duration<double>(
+                                               seconds)));
   for (;;) {
     int done = 0;
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
@@ -141,11 +152,14 @@ bool MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
 }
 
 cleave_rt_status MpiCommunicator::timedOut(const std::string &what,
-                                           const std::vector<int64_t> &ranks) {
+                                           const std::vector<int64_t> &ranks,
+                                           const CollectiveInfo *c) {
   std::string msg;
   for (int64_t r : ranks)
     msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
            std::to_string(r) + " never reached " + what;
+  if (c)
+    return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + withinText(*c, timeoutSecs));
   char buf[64];
   std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
                 timeoutSecs);
@@ -240,7 +254,7 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
               kArrive, MPI_COMM_WORLD, &req.back());
   }
   std::vector<size_t> pending;
-  if (!waitAll(req, &pending)) {
+  if (!waitAll(req, &pending, arrivalSeconds(c, timeoutSecs))) {
     std::vector<int64_t> missing;
     for (size_t i : pending)
       if (i < receives)
@@ -248,7 +262,7 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
     if (missing.empty())
       return makeStatus(CLEAVE_RT_UNAVAILABLE,
                         "a peer stopped answering in " + describe(c));
-    return timedOut(describe(c), missing);
+    return timedOut(describe(c), missing, &c);
   }
   for (int64_t k = 0; k < g; ++k)
     if (k != me && ids[k] != c.id)
