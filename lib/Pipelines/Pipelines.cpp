@@ -8,7 +8,6 @@
 #include "cleave/Transforms/Passes.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Pipeline.h"
-#include "cleave/Transforms/Training/Probes.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -36,6 +35,85 @@ void buildPreparePipeline(OpPassManager &pm, bool convolutionsAsGemm,
   fn.addPass(createCanonicalizeContractionsPass());
   fn.addPass(createCanonicalizerPass());
   fn.addPass(createCSEPass());
+}
+
+void configurePassManager(PassManager &pm, const PhaseOptions &options) {
+  pm.enableVerifier(options.verifyPasses);
+  if (options.configurePassManager)
+    options.configurePassManager(pm);
+}
+
+void addRecognizeComposites(OpPassManager &pm, const PhaseOptions &options) {
+  if (options.recognizeComposites)
+    pm.addNestedPass<func::FuncOp>(createRecognizeCompositesPass());
+}
+
+void addTrainStepBuild(OpPassManager &pm, const PhaseOptions &options) {
+  pm.addPass(createMarkIndexRangesPass());
+  if (options.train) {
+    BuildTrainStepPassOptions trainOptions = *options.train;
+    trainOptions.markFp32Ops |= options.precision != "fp32";
+    trainOptions.markBackward = true;
+    // The gradient tags serve the sharding policies and the report; the
+    // plan builder removes them.
+    trainOptions.markGradients = true;
+    pm.addPass(createBuildTrainStepPass(trainOptions));
+  } else if (options.precision != "fp32") {
+    // A forward model: contractions and activations in the low type.
+    ApplyMixedPrecisionPassOptions mixed;
+    mixed.precision = options.precision;
+    pm.addPass(createApplyMixedPrecisionPass(mixed));
+  }
+}
+
+void addTrainStepFinish(OpPassManager &pm, const PhaseOptions &options) {
+  if (!options.train)
+    return;
+  if (options.precision != "fp32") {
+    ApplyMixedPrecisionPassOptions mixed;
+    mixed.precision = options.precision;
+    mixed.lowPrecisionGradients = options.lowPrecisionGradients;
+    mixed.lowPrecisionParameters = options.lowPrecisionParameters;
+    pm.addPass(createApplyMixedPrecisionPass(mixed));
+  }
+  pm.addPass(
+      createInsertRecomputePass(InsertRecomputePassOptions{options.recompute}));
+  if (!options.probe.empty())
+    pm.addPass(createAddActivationProbesPass(
+        AddActivationProbesPassOptions{options.probe}));
+  // The backward tags have done their job; without them CSE treats forward
+  // and backward ops alike, as it did before recompute existed.
+  pm.addPass(createDropAttributePass(
+      DropAttributePassOptions{kBackwardAttr.str()}));
+}
+
+LogicalResult printPhasePipeline(const PhaseOptions &options,
+                                 CompilePhase phase, llvm::raw_ostream &os,
+                                 std::string &error) {
+  OpPassManager pm("builtin.module");
+  switch (phase) {
+  case CompilePhase::Import:
+    break;
+  case CompilePhase::TrainStep:
+    if (options.train && options.train->sync != "step") {
+      error = "the train-step phase of --sync=" + options.train->sync +
+              " is not one pass pipeline yet: @sync is moved into a module "
+              "of its own between its passes";
+      return failure();
+    }
+    addRecognizeComposites(pm, options);
+    addTrainStepBuild(pm, options);
+    addTrainStepFinish(pm, options);
+    break;
+  default:
+    error = "only the import and train-step phases are pass pipelines yet; "
+            "partitioning, pipeline ranks, preparation and planning still "
+            "run between pass managers";
+    return failure();
+  }
+  pm.printAsTextualPipeline(os);
+  os << "\n";
+  return success();
 }
 
 void registerPipelines() {
@@ -163,11 +241,11 @@ static void placeCPUScratch(plan::Plan &p,
 /// generation of one program (the whole step, or one pipeline rank's).
 template <typename StopHere>
 static FailureOr<plan::Plan>
-buildStagePlan(ModuleOp module, const CompileOptions &options,
+buildStagePlan(ModuleOp module, const PhaseOptions &options,
                const std::optional<RecomputeStats> &recomputeStats,
                StopHere &stopHere) {
   PassManager pm(module.getContext());
-  pm.enableVerifier(options.verifyPasses);
+  configurePassManager(pm, options);
   // Convolutions become GEMMs only where GEMMs go to the library. Both
   // runtimes have the fused attention commands (the CUDA kernels up to head
   // dimension plan::kCudaAttentionMaxHeadDim); the CUDA emulation on the CPU
@@ -208,7 +286,7 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
 
   if (options.stopAfter == CompilePhase::LLVM) {
     PassManager lower(module.getContext());
-    lower.enableVerifier(options.verifyPasses);
+    configurePassManager(lower, options);
     buildCPUKernelPipeline(lower);
     if (failed(lower.run(program->kernels.get())))
       return failure();
@@ -290,7 +368,7 @@ buildStagePlan(ModuleOp module, const CompileOptions &options,
 }
 
 static FailureOr<plan::Plan>
-compileToPlanImpl(ModuleOp module, const CompileOptions &options);
+compileToPlanImpl(ModuleOp module, const PhaseOptions &options);
 
 /// How many of each composite --cleave-recognize-composites made.
 struct RecognizedCounts {
@@ -299,8 +377,8 @@ struct RecognizedCounts {
 
 /// Runs --cleave-recognize-composites on an imported program; returns how
 /// many attentions, RMS normalizations and SiLUs it recognized.
-static FailureOr<RecognizedCounts> recognizeComposites(ModuleOp module,
-                                                      bool verify) {
+static FailureOr<RecognizedCounts>
+recognizeComposites(ModuleOp module, const PhaseOptions &options) {
   auto count = [&] {
     RecognizedCounts n;
     module.walk([&](Operation *op) {
@@ -313,8 +391,8 @@ static FailureOr<RecognizedCounts> recognizeComposites(ModuleOp module,
   };
   RecognizedCounts before = count();
   PassManager pm(module.getContext());
-  pm.enableVerifier(verify);
-  pm.addNestedPass<func::FuncOp>(createRecognizeCompositesPass());
+  configurePassManager(pm, options);
+  addRecognizeComposites(pm, options);
   if (failed(pm.run(module)))
     return failure();
   RecognizedCounts after = count();
@@ -324,7 +402,7 @@ static FailureOr<RecognizedCounts> recognizeComposites(ModuleOp module,
 }
 
 FailureOr<plan::Plan> compileToPlan(ModuleOp module,
-                                    const CompileOptions &options) {
+                                    const PhaseOptions &options) {
   auto start = std::chrono::steady_clock::now();
   CompileTimings before = options.timings ? *options.timings : CompileTimings();
   // After the import phase, so that --phase=import shows the program as
@@ -333,7 +411,7 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   std::optional<RecognizedCounts> recognized;
   if (options.recognizeComposites &&
       options.stopAfter != CompilePhase::Import) {
-    FailureOr<RecognizedCounts> n = recognizeComposites(module, options.verifyPasses);
+    FailureOr<RecognizedCounts> n = recognizeComposites(module, options);
     if (failed(n))
       return failure();
     recognized = *n;
@@ -355,38 +433,8 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   return plan;
 }
 
-/// Marks each integer input of @main that a gather reads as indices (a
-/// token embedding's ids) with the values it may hold, `cleave.valid_range`
-/// = [-rows, rows) of the smallest table it indexes: the plan records it and
-/// the training loop checks the data it feeds (a gather reads zeros for an
-/// index out of range, so such data would train on nothing). Done on the
-/// imported program, whose shapes are the global ones.
-static void markIndexRanges(ModuleOp module) {
-  auto main = module.lookupSymbol<func::FuncOp>("main");
-  if (!main)
-    return;
-  for (BlockArgument arg : main.getArguments()) {
-    auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || !isa<IntegerType>(type.getElementType()))
-      continue;
-    int64_t rows = -1;
-    for (OpOperand &use : arg.getUses()) {
-      auto gather = dyn_cast<mlir::cleave::GatherOp>(use.getOwner());
-      if (!gather || use.getOperandNumber() != 1)
-        continue;
-      int64_t n = cast<RankedTensorType>(gather.getOperand().getType())
-                      .getDimSize(gather.getAxis());
-      rows = rows < 0 ? n : std::min(rows, n);
-    }
-    if (rows > 0)
-      main.setArgAttr(arg.getArgNumber(), "cleave.valid_range",
-                      Builder(module.getContext())
-                          .getDenseI64ArrayAttr({-rows, rows}));
-  }
-}
-
 static FailureOr<plan::Plan>
-compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
+compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
   auto stopHere = [&](CompilePhase phase, Operation *op) {
     if (options.stopAfter != phase)
       return false;
@@ -396,68 +444,34 @@ compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
   };
   if (stopHere(CompilePhase::Import, module))
     return plan::Plan();
-  markIndexRanges(module);
-
   std::optional<RecomputeStats> recomputeStats;
   // Local SGD: @sync, which the train-step pass builds beside @main, is
   // compiled on its own into the plan's entry "sync" (mixed precision and
   // recompute are the step's business).
   OwningOpRef<ModuleOp> syncModule;
-  if (options.train) {
-    PassManager build(module.getContext());
-    build.enableVerifier(options.verifyPasses);
-    BuildTrainStepPassOptions trainOptions = *options.train;
-    bool mixed = options.precision != "fp32";
-    trainOptions.markFp32Ops |= mixed;
-    trainOptions.markBackward = true;
-    // The gradient tags serve the sharding policies and the report; the
-    // plan builder removes them.
-    trainOptions.markGradients = true;
-    build.addPass(createBuildTrainStepPass(trainOptions));
-    if (failed(build.run(module)))
-      return failure();
-    if (auto sync = module.lookupSymbol<func::FuncOp>(kSyncFunctionName)) {
-      syncModule = cast<ModuleOp>(module->clone());
-      syncModule->lookupSymbol<func::FuncOp>("main").erase();
-      sync.erase();
-    }
-    PassManager train(module.getContext());
-    train.enableVerifier(options.verifyPasses);
-    if (mixed) {
-      ApplyMixedPrecisionPassOptions mixedOptions;
-      mixedOptions.precision = options.precision;
-      mixedOptions.lowPrecisionGradients = options.lowPrecisionGradients;
-      mixedOptions.lowPrecisionParameters = options.lowPrecisionParameters;
-      train.addPass(createApplyMixedPrecisionPass(mixedOptions));
-    }
-    train.addPass(
-        createInsertRecomputePass(InsertRecomputePassOptions{options.recompute}));
-    if (failed(train.run(module)))
-      return failure();
-    recomputeStats = takeRecomputeStats(module);
-    if (!options.probe.empty()) {
-      auto main = module.lookupSymbol<func::FuncOp>("main");
-      if (!main || failed(addActivationProbes(main, options.probe)))
-        return failure();
-    }
-    // The backward tags have done their job; without them CSE treats
-    // forward and backward ops alike, as it did before recompute existed.
-    stripAttribute(module, kBackwardAttr);
-  } else if (options.precision != "fp32") {
-    // A forward model: contractions and activations in the low type.
-    PassManager mixed(module.getContext());
-    mixed.enableVerifier(options.verifyPasses);
-    ApplyMixedPrecisionPassOptions mixedOptions;
-    mixedOptions.precision = options.precision;
-    mixed.addPass(createApplyMixedPrecisionPass(mixedOptions));
-    if (failed(mixed.run(module)))
-      return failure();
+  PassManager build(module.getContext());
+  configurePassManager(build, options);
+  addTrainStepBuild(build, options);
+  if (failed(build.run(module)))
+    return failure();
+  if (auto sync = module.lookupSymbol<func::FuncOp>(kSyncFunctionName)) {
+    syncModule = cast<ModuleOp>(module->clone());
+    syncModule->lookupSymbol<func::FuncOp>("main").erase();
+    sync.erase();
   }
+  PassManager finish(module.getContext());
+  configurePassManager(finish, options);
+  addTrainStepFinish(finish, options);
+  if (failed(finish.run(module)))
+    return failure();
+  if (options.train)
+    recomputeStats = takeRecomputeStats(module, /*remove=*/false);
   if (stopHere(CompilePhase::TrainStep, module)) {
     if (syncModule)
       stopHere(CompilePhase::TrainStep, syncModule.get());
     return plan::Plan();
   }
+  module->removeAttr(kRecomputeStatsAttr);
   std::optional<ShardProgramOptions> shard = options.shard;
   if (shard)
     shard->verifyPasses = options.verifyPasses;
@@ -527,7 +541,7 @@ compileToPlanImpl(ModuleOp module, const CompileOptions &options) {
     return step;
   // The plan builder compiles @main.
   syncModule->lookupSymbol<func::FuncOp>(kSyncFunctionName).setSymName("main");
-  CompileOptions entryOptions = options;
+  PhaseOptions entryOptions = options;
   entryOptions.memoryReport = nullptr;
   entryOptions.stepReport = nullptr;
   FailureOr<plan::Plan> entry =

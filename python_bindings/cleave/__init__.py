@@ -88,9 +88,10 @@ def _option_kinds() -> dict[str, str]:
     return {name: kind for name, kind, _, _ in _cleave.option_table()}
 
 
-def _format_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
+def _format_value(value: Any) -> Any:
+    """A keyword argument's value as the option takes it: shapes as text
+    (``(8, 128)`` -> ``"8x128"``), paths as str; bools, numbers and str as
+    they are."""
     if isinstance(value, (tuple, list)):
         if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                    for v in value):
@@ -98,14 +99,26 @@ def _format_value(value: Any) -> str:
         return "x".join(str(int(v)) for v in value)
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def _format_text(value: Any) -> str:
+    """A value as command-line text (bools as true/false)."""
+    value = _format_value(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(value)
 
 
-def _option_args(options: Mapping[str, Any]) -> list[str]:
-    """Keyword arguments as cleave-compile arguments, checked against its
-    option table."""
+def _options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments as {option name: value} for the compiler, checked
+    against its option table (values are checked by the compiler)."""
     kinds = _option_kinds()
-    args: list[str] = []
+    given: dict[str, Any] = {}
     for key, value in options.items():
         name = _PLURALS.get(key, key.replace("_", "-"))
         if name in _NOT_FROM_PYTHON:
@@ -127,18 +140,18 @@ def _option_args(options: Mapping[str, Any]) -> list[str]:
                 raise OptionError(
                     f"option '{key}' is a flag: give True or False, not "
                     f"{value!r}")
-            args.append(f"--{name}={'true' if value else 'false'}")
+            given[name] = value
         elif kind == "list":
             if isinstance(value, Mapping):
                 items = [f"{k}={_format_value(v)}" for k, v in value.items()]
             elif isinstance(value, (str, bytes, os.PathLike)):
-                items = [_format_value(value)]
+                items = [str(_format_value(value))]
             else:
-                items = [_format_value(v) for v in value]
-            args.extend(f"--{name}={item}" for item in items)
+                items = [str(_format_value(v)) for v in value]
+            given[name] = items
         else:
-            args.append(f"--{name}={_format_value(value)}")
-    return args
+            given[name] = _format_value(value)
+    return given
 
 
 class _ModelFile:
@@ -202,9 +215,9 @@ def compile(model: ModelLike, *, input_shapes: Optional[Mapping[str, Sequence[in
                  optimizer=optimizer, precision=precision,
                  recompute=recompute, target=target, mesh=mesh)
     named.update(options)
-    args = _option_args(named)
+    given = _options(named)
     with _ModelFile(model) as f:
-        plan_bytes, _, messages, report = _cleave.compile(args + ["--", f.path])
+        plan_bytes, _, messages, report = _cleave.compile(f.path, given)
         _print_messages(messages)
         plan = Plan._from_bytes(plan_bytes, report=report)
         plan._source_bytes = f.source_bytes
@@ -218,10 +231,10 @@ def import_onnx(model: ModelLike, *, phase: str = "import", **options: Any) -> s
     --phase=PHASE`` prints it (``import`` by default; ``train-step``,
     ``partitioned``, ``prepared``, ``kernels`` and ``llvm`` go further and
     take the compile options that phase needs)."""
-    args = _option_args(options)
+    given = _options(options)
+    given.update({"emit": "mlir", "phase": phase, "o": "-"})
     with _ModelFile(model) as f:
-        _, text, messages, _ = _cleave.compile(
-            ["--emit=mlir", f"--phase={phase}", "-o", "-"] + args + ["--", f.path])
+        _, text, messages, _ = _cleave.compile(f.path, given)
         _print_messages(messages)
     return text
 
@@ -506,7 +519,7 @@ class Trainer:
                         arrays.append((input_name, np.ascontiguousarray(
                             _to_numpy(source, f"data '{input_name}'"))))
             else:
-                pairs.append((name, _format_value(value)))
+                pairs.append((name, _format_text(value)))
         if self.plan._source_bytes is not None and "onnx_model" not in self._options:
             # A plan compiled from bytes: its source model, for export_onnx.
             self._tmp = tempfile.TemporaryDirectory(prefix="cleave-")

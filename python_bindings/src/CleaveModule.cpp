@@ -1,8 +1,8 @@
 //===- CleaveModule.cpp - The cleave._cleave extension module
 //---------------===//
 //
-// A thin binding over the functions the tools run: runCompile (the
-// cleave-compile driver, with its option table), the MLIR pass manager with
+// A thin binding over the functions the tools run: cleave::compile (with
+// its option table, set from keyword arguments), the MLIR pass manager with
 // every registered pass (cleave-opt), the runtime's C API (cleave-run) and
 // the training loop's Trainer. The Python package `cleave` (cleave/*.py)
 // builds its public API on these.
@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Driver/CompileDriver.h"
+#include "cleave/Compiler/Compile.h"
 #include "cleave/InitAll.h"
 #include "cleave/PlanFormat.h"
 #include "cleave/TrainingLoop.h"
@@ -89,9 +89,141 @@ void check(cleave_rt_status status) {
 // Compile, import, passes
 //===----------------------------------------------------------------------===//
 
-/// runCompile with `args`; returns (plan bytes or None, MLIR text printed,
-/// messages, report). A failure raises CompileError with the messages.
-nb::tuple compile(const std::vector<std::string> &args) {
+/// Sets the fields of a CompileOptions from a dict of option name (as the
+/// option table spells it: "input-shape") to a Python value: flags take a
+/// bool, numbers an int or float (or their text), text options a str (a
+/// number becomes its text), repeatable options a list of str, --emit and
+/// --phase a value's name. A wrong name or type raises OptionError.
+struct OptionSetter : cleave::CompileOptionVisitor {
+  const nb::dict &given;
+  size_t used = 0;
+  explicit OptionSetter(const nb::dict &given) : given(given) {}
+
+  /// The value given for `info`, or null.
+  nb::handle find(const cleave::CompileOptionInfo &info) {
+    nb::str key(info.name.c_str());
+    if (!given.contains(key))
+      return nb::handle();
+    ++used;
+    nb::handle value = given[key];
+    return value.is_none() ? nb::handle() : value;
+  }
+  [[noreturn]] void wrong(const cleave::CompileOptionInfo &info,
+                          nb::handle value, const char *expected) {
+    raise("option", "option '--" + info.name + "' takes " + expected +
+                        ", not " +
+                        nb::cast<std::string>(nb::repr(value)));
+  }
+  /// An option's text: a str, or the text of a number.
+  std::string text(const cleave::CompileOptionInfo &info, nb::handle value) {
+    if (nb::isinstance<nb::str>(value))
+      return nb::cast<std::string>(value);
+    if (nb::isinstance<nb::bool_>(value))
+      return nb::cast<bool>(value) ? "true" : "false";
+    if (nb::isinstance<nb::int_>(value) || nb::isinstance<nb::float_>(value))
+      return nb::cast<std::string>(nb::str(value));
+    wrong(info, value, "a str");
+  }
+
+  void visit(const cleave::CompileOptionInfo &info, bool &field) override {
+    if (nb::handle v = find(info)) {
+      if (!nb::isinstance<nb::bool_>(v))
+        wrong(info, v, "True or False");
+      field = nb::cast<bool>(v);
+    }
+  }
+  void visit(const cleave::CompileOptionInfo &info, int64_t &field) override {
+    nb::handle v = find(info);
+    if (!v)
+      return;
+    if (nb::isinstance<nb::int_>(v) && !nb::isinstance<nb::bool_>(v)) {
+      field = nb::cast<int64_t>(v);
+      return;
+    }
+    if (!nb::isinstance<nb::str>(v) ||
+        llvm::StringRef(nb::cast<std::string>(v)).getAsInteger(10, field))
+      wrong(info, v, "an integer");
+  }
+  void visit(const cleave::CompileOptionInfo &info, double &field) override {
+    nb::handle v = find(info);
+    if (!v)
+      return;
+    if ((nb::isinstance<nb::int_>(v) || nb::isinstance<nb::float_>(v)) &&
+        !nb::isinstance<nb::bool_>(v)) {
+      field = nb::cast<double>(v);
+      return;
+    }
+    if (!nb::isinstance<nb::str>(v) ||
+        llvm::StringRef(nb::cast<std::string>(v)).getAsDouble(field))
+      wrong(info, v, "a number");
+  }
+  void visit(const cleave::CompileOptionInfo &info,
+             std::string &field) override {
+    if (nb::handle v = find(info))
+      field = text(info, v);
+  }
+  void visit(const cleave::CompileOptionInfo &info,
+             std::optional<std::string> &field) override {
+    if (nb::handle v = find(info))
+      field = text(info, v);
+  }
+  void visit(const cleave::CompileOptionInfo &info,
+             std::vector<std::string> &field) override {
+    nb::handle v = find(info);
+    if (!v)
+      return;
+    if (!nb::isinstance<nb::list>(v))
+      wrong(info, v, "a list of str");
+    for (nb::handle item : nb::borrow<nb::list>(v))
+      field.push_back(text(info, item));
+  }
+  template <typename E>
+  void pick(const cleave::CompileOptionInfo &info, E &field,
+            const std::vector<cleave::CompileOptionValue<E>> &values) {
+    nb::handle v = find(info);
+    if (!v)
+      return;
+    std::string name = text(info, v), names;
+    for (const cleave::CompileOptionValue<E> &value : values) {
+      if (name == value.name) {
+        field = value.value;
+        return;
+      }
+      names += std::string(names.empty() ? "" : ", ") + value.name;
+    }
+    raise("option", "unknown value '" + name + "' of option '--" + info.name +
+                        "' (expected one of " + names + ")");
+  }
+  void visit(const cleave::CompileOptionInfo &info, cleave::EmitKind &field,
+             const std::vector<cleave::CompileOptionValue<cleave::EmitKind>>
+                 &values) override {
+    pick(info, field, values);
+  }
+  void visit(const cleave::CompileOptionInfo &info, cleave::CompilePhase &field,
+             const std::vector<cleave::CompileOptionValue<cleave::CompilePhase>>
+                 &values) override {
+    pick(info, field, values);
+  }
+};
+
+/// Compiles the model at `path` with `options` (see OptionSetter); returns
+/// (plan bytes or None, MLIR text printed, messages, report). A failure
+/// raises CompileError with the messages.
+nb::tuple compile(const std::string &path, const nb::dict &options) {
+  cleave::CompileOptions compileOptions;
+  compileOptions.input = path;
+  OptionSetter setter(options);
+  cleave::visitCompileOptions(compileOptions, setter);
+  if (setter.used != options.size()) {
+    for (auto [key, value] : options) {
+      std::string name = nb::cast<std::string>(nb::str(key));
+      bool known = false;
+      for (const cleave::CompileOptionInfo &o : cleave::compileOptionTable())
+        known |= o.name == name;
+      if (!known)
+        raise("option", "unknown option '--" + name + "'");
+    }
+  }
   std::string messages, output, report;
   std::vector<uint8_t> plan;
   bool havePlan = false;
@@ -100,19 +232,18 @@ nb::tuple compile(const std::vector<std::string> &args) {
     nb::gil_scoped_release release;
     llvm::raw_string_ostream messageStream(messages), outputStream(output),
         reportStream(report);
-    cleave::CompileInvocation invocation;
-    invocation.args = args;
-    invocation.messages = &messageStream;
-    invocation.output = &outputStream;
-    invocation.report = &reportStream;
-    invocation.planSink = [&](std::vector<uint8_t> bytes) {
+    cleave::CompileIO io;
+    io.messages = &messageStream;
+    io.output = &outputStream;
+    io.report = &reportStream;
+    io.planSink = [&](std::vector<uint8_t> bytes) {
       plan = std::move(bytes);
       havePlan = true;
     };
-    rc = cleave::runCompile(invocation);
+    rc = cleave::compile(compileOptions, io);
   }
   if (rc != 0)
-    raise(rc == 2 ? "option" : "compile", messages);
+    raise("compile", messages);
   nb::object planBytes =
       havePlan
           ? nb::bytes(reinterpret_cast<const char *>(plan.data()), plan.size())
@@ -919,10 +1050,10 @@ NB_MODULE(_cleave, m) {
     }
   });
 
-  m.def("compile", &compile, "args"_a,
-        "Runs cleave-compile with `args` (its command line without the "
-        "program name). Returns (plan bytes or None, printed MLIR, messages, "
-        "report).");
+  m.def("compile", &compile, "path"_a, "options"_a,
+        "Compiles the model at `path` with `options` ({option name: value}, "
+        "names as in option_table). Returns (plan bytes or None, printed "
+        "MLIR, messages, report).");
   m.def("option_table", &optionTable,
         "cleave-compile's options: (name, kind, value name, help) with kind "
         "'flag', 'value' or 'list'.");

@@ -2,8 +2,8 @@
 //
 // Whatever a user types on a command line must be refused with an error or
 // accepted, never crash. The input is an argv split at NUL bytes, program
-// name first: "cleave-compile" runs cleave-compile's option table and
-// every check of option values and combinations (runCompile with
+// name first: "cleave-compile" runs cleave-compile's command line and
+// every check of option values and combinations (cleave::compile with
 // stopAfterOptions: no model is read, nothing is written); "cleave-run"
 // cleave-run's parser and the runtime's training options; any other name
 // the same parser as a binary from cleave-compile --emit=exe (plan inside,
@@ -19,7 +19,8 @@
 #include "RunOptions.h"
 
 #ifdef CLEAVE_FUZZ_COMPILE_OPTIONS
-#include "cleave/Driver/CompileDriver.h"
+#include "CommandLine.h"
+#include "cleave/Compiler/Compile.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -56,17 +57,22 @@ static bool isCompileArgument(const std::string &arg) {
 }
 
 static int fuzzCompile(const std::vector<std::string> &args) {
-  cleave::CompileInvocation invocation;
+  static cleave::CompileCommandLine *commandLine =
+      new cleave::CompileCommandLine;
+  std::vector<const char *> argv{"cleave-compile"};
   for (size_t i = 1; i < args.size(); ++i) {
     if (!isCompileArgument(args[i]))
       return -1;
-    invocation.args.push_back(args[i]);
+    argv.push_back(args[i].c_str());
   }
   llvm::raw_null_ostream sink;
-  invocation.messages = &sink;
-  invocation.output = &sink;
-  invocation.stopAfterOptions = true;
-  (void)cleave::runCompile(invocation);
+  if (!commandLine->parse(static_cast<int>(argv.size()), argv.data(), sink))
+    return 0;
+  cleave::CompileIO io;
+  io.messages = &sink;
+  io.output = &sink;
+  io.stopAfterOptions = true;
+  (void)cleave::compile(commandLine->options(), io);
   return 0;
 }
 #endif

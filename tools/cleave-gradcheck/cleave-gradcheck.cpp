@@ -435,7 +435,7 @@ static FailureOr<double> checkFunction(func::FuncOp f, std::string &error) {
     SmallVector<Type> &outputs = withGradients ? gradOutputs : lossOutputs;
     for (Type t : main.getResultTypes())
       outputs.push_back(cast<RankedTensorType>(t).getElementType());
-    ::cleave::CompileOptions options;
+    ::cleave::PhaseOptions options;
     options.plan.modelName = f.getSymName().str();
     options.convolutionsAsGemm = !directConvolutions;
     FailureOr<::cleave::plan::Plan> p =

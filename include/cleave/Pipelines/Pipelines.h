@@ -38,6 +38,24 @@ void buildPreparePipeline(mlir::OpPassManager &pm,
 /// Registers the pipelines above with the global pass registry.
 void registerPipelines();
 
+struct PhaseOptions;
+
+/// Every pass manager the phases make: the verifier as
+/// PhaseOptions::verifyPasses says, then PhaseOptions::configurePassManager.
+void configurePassManager(mlir::PassManager &pm, const PhaseOptions &options);
+
+/// The train-step phase, in three parts (local SGD's @sync leaves the module
+/// between the second and the third):
+/// --cleave-recognize-composites (unless PhaseOptions::recognizeComposites
+/// is off), then --cleave-mark-index-ranges and --cleave-build-train-step
+/// (or, for a forward model in bf16/fp16, --cleave-apply-mixed-precision),
+/// then mixed precision, --cleave-insert-recompute, --cleave-add-activation-
+/// probes and --cleave-drop-attribute{name=cleave.backward}.
+void addRecognizeComposites(mlir::OpPassManager &pm,
+                            const PhaseOptions &options);
+void addTrainStepBuild(mlir::OpPassManager &pm, const PhaseOptions &options);
+void addTrainStepFinish(mlir::OpPassManager &pm, const PhaseOptions &options);
+
 /// Where compileToPlan stops to show IR: after import (no passes run), after
 /// building the training step, after preparation, the kernel module in
 /// cleave ops, or the kernel module lowered to the LLVM dialect.
@@ -71,7 +89,7 @@ struct CompileTimings {
   unsigned codegenThreads = 0;
 };
 
-struct CompileOptions {
+struct PhaseOptions {
   PlanBuildOptions plan;
   Target target = Target::CPU;
   /// With Target::CUDA: the SM to compile for ("sm_90a", "sm_80").
@@ -145,6 +163,10 @@ struct CompileOptions {
   /// (--cleave-recognize-composites) before anything else; how many goes to
   /// the plan's metadata (recognized_attention, recognized_rms_norm).
   bool recognizeComposites = true;
+  /// If set, applied to every pass manager the phases make (after the
+  /// verifier): cleave-compile applies MLIR's pass manager options here
+  /// (--mlir-print-ir-after-all, --mlir-print-ir-after-change, ...).
+  std::function<void(mlir::PassManager &)> configurePassManager;
   /// Verify the program after every pass. The planner's profiles turn it
   /// off: each is the pipeline a verified compile runs, and verification
   /// was a tenth of a profile's time.
@@ -159,10 +181,19 @@ struct CompileOptions {
   std::function<void(const StepReport &)> stepReport;
 };
 
+/// Prints the textual pass pipeline that takes the imported program to
+/// `phase` (what cleave-opt --pass-pipeline runs to reproduce
+/// cleave-compile --emit=mlir --phase=PHASE). Fails with `error` for a phase
+/// that is not one pass pipeline yet.
+mlir::LogicalResult printPhasePipeline(const PhaseOptions &options,
+                                       CompilePhase phase,
+                                       llvm::raw_ostream &os,
+                                       std::string &error);
+
 /// Runs every phase after import on `module`. Returns the plan (empty when
 /// stopping early), or failure after emitting diagnostics.
 mlir::FailureOr<plan::Plan> compileToPlan(mlir::ModuleOp module,
-                                          const CompileOptions &options);
+                                          const PhaseOptions &options);
 
 } // namespace cleave
 

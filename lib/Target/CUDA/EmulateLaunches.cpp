@@ -31,6 +31,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/Pass.h"
 
+#include "llvm/ADT/MapVector.h"
+
 using namespace mlir;
 
 namespace {
@@ -120,7 +122,9 @@ LogicalResult EmulateLaunchesPass::emulate(gpu::LaunchOp launch) {
     return arith::ConstantIndexOp::create(ib, loc, v);
   };
   Value zero = index(b, 0), one = index(b, 1);
-  DenseMap<Value, Value> slots;
+  // In the order of `carried`: the loads and frees it makes are emitted in
+  // this order, so the code does not depend on where values are allocated.
+  llvm::MapVector<Value, Value> slots;
   for (Value v : carried) {
     if (isa<gpu::AllReduceOp>(v.getDefiningOp()))
       continue; // uniform: one SSA value per block

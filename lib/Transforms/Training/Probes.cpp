@@ -1,6 +1,7 @@
 //===- Probes.cpp - Forward activations as extra outputs -------------------===//
 
 #include "cleave/Transforms/Training/Probes.h"
+#include "cleave/Transforms/Training/Passes.h"
 #include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveDialect.h"
@@ -11,6 +12,13 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Regex.h"
+
+#define DEBUG_TYPE "cleave-add-activation-probes"
+
+namespace cleave {
+#define GEN_PASS_DEF_ADDACTIVATIONPROBESPASS
+#include "cleave/Transforms/Training/Passes.h.inc"
+} // namespace cleave
 
 using namespace mlir;
 
@@ -63,5 +71,23 @@ FailureOr<unsigned> addActivationProbes(func::FuncOp main, StringRef pattern) {
   main.setAllResultAttrs(attrs);
   return static_cast<unsigned>(outputs.size());
 }
+
+namespace {
+struct AddActivationProbesPass
+    : impl::AddActivationProbesPassBase<AddActivationProbesPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (pattern.empty())
+      return;
+    auto main = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      getOperation().emitError("--probe needs a func.func @main");
+      return signalPassFailure();
+    }
+    if (failed(addActivationProbes(main, pattern)))
+      signalPassFailure();
+  }
+};
+} // namespace
 
 } // namespace cleave

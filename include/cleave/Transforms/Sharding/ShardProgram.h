@@ -50,7 +50,7 @@ struct ShardProgramOptions {
   /// Run --cleave-schedule-collectives after partitioning: gradient
   /// all-reduces in buckets of `bucketMB` MiB, collectives asynchronous.
   bool overlap = false;
-  /// Verify the program after each of its passes (CompileOptions::
+  /// Verify the program after each of its passes (PhaseOptions::
   /// verifyPasses).
   bool verifyPasses = true;
   double bucketMB = 25.0;

@@ -326,4 +326,77 @@ def InsertRecomputePass
                            "::mlir::func::FuncDialect"];
 }
 
+def MarkIndexRangesPass
+    : Pass<"cleave-mark-index-ranges", "::mlir::ModuleOp"> {
+  let summary = "Record the values each integer input of @main may hold";
+  let description = [{
+    Marks each integer argument of `@main` that a `cleave.gather` reads as
+    indices (a token embedding's ids) with `cleave.valid_range = [-rows,
+    rows)` of the smallest table it indexes. The plan records it and the
+    training loop checks the data it feeds: a gather reads zeros for an
+    index out of range, so such data would train on nothing. Run it on the
+    imported program, whose shapes are the global ones.
+
+    ```mlir
+    // Before:
+    func.func @main(%ids: tensor<4x8xi64>, %wte: tensor<50x16xf32>) ...
+      %e = cleave.gather %wte, %ids {axis = 0}
+    // After:
+    func.func @main(%ids: tensor<4x8xi64> {cleave.valid_range = array<i64: -50, 50>}, ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def AddActivationProbesPass
+    : Pass<"cleave-add-activation-probes", "::mlir::ModuleOp"> {
+  let summary = "Return chosen forward activations of a training step";
+  let description = [{
+    Returns from `@main` (a training step built with `mark-backward=true`)
+    the output of every ONNX node whose name matches the whole regular
+    expression `pattern`: the last forward op located at that node with one
+    float tensor result. The outputs are named `probe.<NNNN>.<node>` in
+    program order and carry `cleave.role = "probe"`, so that a run's last
+    step writes them (`cleave-run --output-dir`, `tools/cleave-parity`).
+    An empty pattern, or one that matches no node, adds nothing; one that
+    is not a valid regular expression is an error.
+
+    ```mlir
+    // Before (pattern=h0.fc):
+    %h = cleave.contract ... loc("h0.fc")
+    return %loss, ... : ...
+    // After:
+    return %loss, ..., %h : ...   // result named probe.0000.h0.fc
+    ```
+  }];
+  let options = [
+    Option<"pattern", "pattern", "std::string", "\"\"",
+           "Regular expression over ONNX node names">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def DropAttributePass : Pass<"cleave-drop-attribute", "::mlir::ModuleOp"> {
+  let summary = "Remove a discardable attribute from every op";
+  let description = [{
+    Removes the discardable attribute `name` from every op nested in the
+    module (not from the module itself). The phase pipelines use it to drop
+    tags whose work is done: `cleave.backward` after recompute (so that CSE
+    treats forward and backward ops alike) and `cleave.recompute` after
+    preparation (so that it does not split identical kernels).
+
+    ```mlir
+    // Before (name=cleave.backward):
+    %g = cleave.binary mul %dy, %h {cleave.backward}
+    // After:
+    %g = cleave.binary mul %dy, %h
+    ```
+  }];
+  let options = [
+    Option<"name", "name", "std::string", "\"\"", "The attribute's name">,
+  ];
+}
+
 #endif // CLEAVE_TRANSFORMS_TRAINING_PASSES_TD
