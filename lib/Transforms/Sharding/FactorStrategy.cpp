@@ -1,0 +1,189 @@
+//===- FactorStrategy.cpp - Which mesh axes split each factor -------------===//
+//
+// The partitioner's strategy: the factor axes of an op taken from its
+// results first or from its operands first, with its reductions gathered
+// instead of left partial, and the bytes each layout would send, so that
+// the cheapest one wins (PartitionOps.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Partitioner.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+using namespace mlir::cleave::partition;
+using namespace ::cleave::sharding;
+
+SmallVector<Axes> Partitioner::assignFactors(Operation *op,
+                                             const ShardingRule &rule,
+                                             bool resultsFirst) {
+  SmallVector<Axes> factorAxes(rule.getNumFactors());
+  SmallVector<bool> decided(rule.getNumFactors(), false);
+  SmallVector<int64_t> order;
+  auto take = [&](const TensorFactors &t, ArrayRef<Axes> dims, bool decides) {
+    for (auto [d, factors] : llvm::enumerate(t)) {
+      SmallVector<Axes> split = splitDimAxes(dims[d], factors, rule, axes);
+      for (auto [i, f] : llvm::enumerate(factors)) {
+        if (decided[f])
+          continue;
+        if (rule.getFactor(f).kind == FactorKind::NeedReplication) {
+          decided[f] = true;
+          continue;
+        }
+        if (decides || !split[i].empty()) {
+          factorAxes[f] = split[i];
+          decided[f] = true;
+          order.push_back(f);
+        }
+      }
+    }
+  };
+  auto takeResults = [&]() {
+    for (auto [i, r] : llvm::enumerate(op->getResults()))
+      if (auto type = dyn_cast<RankedTensorType>(r.getType()))
+        take(rule.getResult(i), axesOf(getSharding(r), type.getRank()),
+             /*decides=*/true);
+  };
+  if (resultsFirst)
+    takeResults();
+  SmallVector<unsigned> byBytes =
+      llvm::to_vector(llvm::seq<unsigned>(0, op->getNumOperands()));
+  llvm::stable_sort(byBytes, [&](unsigned a, unsigned c) {
+    return mlir::cleave::detail::getSizeInBytes(op->getOperand(a).getType()) >
+           mlir::cleave::detail::getSizeInBytes(op->getOperand(c).getType());
+  });
+  for (unsigned i : byBytes)
+    if (isa<RankedTensorType>(op->getOperand(i).getType()))
+      take(rule.getOperand(i), locals[op->getOperand(i)].dims, false);
+  if (!resultsFirst)
+    takeResults();
+  // An axis splits one factor: the factor decided first keeps it.
+  keepEachAxisOnce(factorAxes, order);
+  // A dimension made of several factors is split as blocks only if each
+  // factor before a split one is split whole; otherwise the minor factors'
+  // axes cannot be expressed there, and no tensor may use them (a reshape's
+  // two sides must agree on every factor).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int64_t t = 0; t < rule.getNumTensors(); ++t)
+      for (const auto &dim : rule.getTensor(t)) {
+        bool blocked = false;
+        for (int64_t f : dim) {
+          if (blocked && !factorAxes[f].empty()) {
+            factorAxes[f].clear();
+            changed = true;
+          }
+          if (axes.size(factorAxes[f]) != rule.getFactor(f).size)
+            blocked = true;
+        }
+      }
+  }
+  return factorAxes;
+}
+
+int64_t Partitioner::reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
+                                  ArrayRef<Axes> to) {
+  int64_t bytes = 0;
+  DimAxes current(from.begin(), from.end());
+  for (int64_t d = 0, e = current.size(); d < e; ++d) {
+    if (isPrefix(current[d], to[d]))
+      continue;
+    size_t keep = commonPrefix(current[d], to[d]);
+    int64_t g = axes.size(ArrayRef(current[d]).drop_front(keep));
+    current[d].resize(keep);
+    bytes += mlir::cleave::detail::getSizeInBytes(localType(type, current)) *
+             (g - 1) / g;
+  }
+  return bytes;
+}
+
+DimAxes Partitioner::slicedBeforeReduction(ArrayRef<Axes> produced,
+                                           ArrayRef<Axes> target,
+                                           ArrayRef<StringAttr> partial) {
+  DimAxes sliced(produced.begin(), produced.end());
+  for (int64_t d = 0, e = produced.size(); d < e; ++d) {
+    if (!isPrefix(produced[d], target[d]))
+      continue;
+    ArrayRef<StringAttr> extra =
+        ArrayRef(target[d]).drop_front(produced[d].size());
+    if (llvm::none_of(extra, [&](StringAttr a) {
+          return llvm::is_contained(partial, a);
+        }))
+      sliced[d] = target[d];
+  }
+  return sliced;
+}
+
+std::optional<int64_t>
+Partitioner::scatterDim(ArrayRef<Axes> produced, ArrayRef<Axes> target,
+                        ArrayRef<StringAttr> partial) {
+  std::optional<int64_t> dim;
+  for (int64_t d = 0, e = produced.size(); d < e; ++d) {
+    if (produced[d] == target[d])
+      continue;
+    if (dim || !isPrefix(produced[d], target[d]) ||
+        !llvm::equal(ArrayRef(target[d]).drop_front(produced[d].size()),
+                     partial))
+      return std::nullopt;
+    dim = d;
+  }
+  return dim;
+}SmallVector<Axes> Partitioner::gatherReductions(Operation *op,
+                                                const ShardingRule &rule,
+                                                ArrayRef<Axes> factorAxes) {
+  llvm::SmallDenseSet<StringAttr> resultAxes;
+  for (Value r : op->getResults())
+    if (auto type = dyn_cast<RankedTensorType>(r.getType()))
+      for (const Axes &dim : axesOf(getSharding(r), type.getRank()))
+        resultAxes.insert(dim.begin(), dim.end());
+  SmallVector<Axes> out(factorAxes.begin(), factorAxes.end());
+  for (int64_t f = 0; f < rule.getNumFactors(); ++f)
+    if (rule.getFactor(f).kind == FactorKind::Reduction)
+      while (!out[f].empty() && resultAxes.contains(out[f].back()))
+        out[f].pop_back();
+  return out;
+}
+
+int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
+                                   ArrayRef<Axes> factorAxes) {
+  int64_t bytes = 0;
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (auto type = dyn_cast<RankedTensorType>(v.getType()))
+      bytes += reshardBytes(type, locals[v].dims,
+                            projectToTensor(rule, i, factorAxes, axes));
+  Axes partial;
+  for (int64_t f = 0; f < rule.getNumFactors(); ++f)
+    if (rule.getFactor(f).kind == FactorKind::Reduction)
+      llvm::append_range(partial, factorAxes[f]);
+  int64_t g = axes.size(partial);
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto type = dyn_cast<RankedTensorType>(r.getType());
+    if (!type)
+      continue;
+    DimAxes produced = projectToTensor(
+        rule, rule.getOperandMappings().size() + i, factorAxes, axes);
+    DimAxes target = axesOf(getSharding(r), type.getRank());
+    if (g > 1)
+      produced = slicedBeforeReduction(produced, target, partial);
+    int64_t local =
+        mlir::cleave::detail::getSizeInBytes(localType(type, produced));
+    // A partial gradient rounded to bf16/f16 before its reduction (through
+    // reshapes and transposes) is reduced in the low type.
+    if (Operation *rounding = gradientRoundingOf(r))
+      local = local *
+              getElementTypeOrSelf(rounding->getResult(0))
+                  .getIntOrFloatBitWidth() /
+              type.getElementType().getIntOrFloatBitWidth();
+    if (g > 1) {
+      if (std::optional<int64_t> d = scatterDim(produced, target, partial)) {
+        bytes += local * (g - 1) / g;
+        produced[*d] = target[*d];
+      } else {
+        bytes += 2 * local * (g - 1) / g;
+      }
+    }
+    bytes += reshardBytes(type, produced, target);
+  }
+  return bytes;
+}
+

@@ -1,0 +1,242 @@
+//===- Partitioner.h - The SPMD partitioner ---------------------*- C++ -*-===//
+//
+// Private to --cleave-partition (Partition.cpp, the pass and its walk over
+// a function): the Partitioner, whose reshards and collectives are
+// ReshardCollectives.cpp, whose choice of factor axes is FactorStrategy.cpp
+// and whose rewrite of each op is PartitionOps.cpp, and the helpers they
+// share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_LIB_TRANSFORMS_SHARDING_PARTITIONER_H
+#define CLEAVE_LIB_TRANSFORMS_SHARDING_PARTITIONER_H
+
+#include "cleave/Transforms/Sharding/FactorSharding.h"
+
+#include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveOps.h"
+#include "Cleave/IR/CleaveSharding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::cleave::partition {
+
+using ::cleave::sharding::Axes;
+using ::cleave::sharding::MeshAxes;
+
+using DimAxes = SmallVector<Axes>;
+
+/// The axes each of `rank` dimensions of sharding `s` is split over (none
+/// for a null sharding).
+DimAxes axesOf(TensorShardingAttr s, int64_t rank);
+/// The length of the longest common prefix of two axis lists.
+size_t commonPrefix(ArrayRef<StringAttr> a, ArrayRef<StringAttr> b);
+/// `dims` as a sharding's dimension list, for messages:
+/// `[{"dp"}, {}]`.
+std::string dimsToString(ArrayRef<Axes> dims);
+
+/// A rounding to bf16/f16 that a partial sum is completed after, in the
+/// low type, each rank rounding its addend: a gradient's
+/// (--low-precision-gradients), or a mixed-precision contraction's f32
+/// result rounded to the activations' type (a row-parallel matmul's
+/// output, the q, k and v projections' input gradients: reduced once, in
+/// bf16, as Megatron reduces them).
+bool isGradientRounding(Operation *op);
+/// Whether `op` is an add or subtract (linear in each operand).
+bool isAddOrSub(Operation *op);
+/// The gradient rounding `v` reaches through single-use reshapes,
+/// transposes and adds (a tied weight's contributions), or null.
+Operation *gradientRoundingOf(Value v);
+/// Whether `v` reaches a gradient rounding (gradientRoundingOf).
+bool leadsToGradientRounding(Value v);
+/// True if any dimension of `dims` is split over one of `over`.
+bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over);
+
+class Partitioner {
+public:
+  Partitioner(MeshOp mesh, ArrayRef<std::string> interleaved)
+      : mesh(mesh), axes(mesh), interleaved(interleaved) {}
+
+  LogicalResult run(func::FuncOp func);
+
+private:
+  struct Local {
+    Value value;
+    DimAxes dims;
+    /// Non-empty: `value` is this rank's addend of a sum over these axes,
+    /// still to be completed (see complete()); then `target` is the
+    /// sharding to end in, and `why` names the op whose reduction it is.
+    Axes partial = {};
+    DimAxes target = {};
+    std::string why = {};
+  };
+
+  RankedTensorType localType(RankedTensorType global, ArrayRef<Axes> dims) {
+    SmallVector<int64_t> shape(global.getShape());
+    for (auto [d, a] : llvm::enumerate(dims))
+      shape[d] /= axes.size(a);
+    return RankedTensorType::get(shape, global.getElementType());
+  }
+
+  ArrayAttr axesAttr(ArrayRef<StringAttr> list) {
+    return ArrayAttr::get(mesh.getContext(),
+                          SmallVector<Attribute>(list.begin(), list.end()));
+  }
+
+  Operation *tag(Operation *op, const Twine &why) {
+    op->setAttr("cleave.phase", StringAttr::get(op->getContext(), why));
+    if (conflicts)
+      op->setAttr(kConflictsAttrName, conflicts);
+    return op;
+  }
+
+  /// The local value of `global` resharded from `from` to `to`.
+  Value reshard(OpBuilder &b, Location loc, Value local,
+                RankedTensorType globalType, ArrayRef<Axes> from,
+                ArrayRef<Axes> to, StringRef why);
+
+  LogicalResult partitionOp(OpBuilder &b, Operation *op);
+  /// The families of ops partitionOp handles apart from the generic path
+  /// (PartitionOps.cpp), each returning true when it partitioned `op`:
+  /// a reshape or transpose of a partial gradient on its way to its
+  /// rounding; the rounding itself;
+  bool partitionPartialToRounding(OpBuilder &b, Operation *op);
+  bool partitionGradientRounding(OpBuilder &b, Operation *op);
+  /// a reshape or transpose of a partial sum on its way to an add (none:
+  /// not such an op);
+  std::optional<LogicalResult> partitionPartialToAdd(OpBuilder &b,
+                                                     Operation *op);
+  /// a pipeline message scattered over its group; a splat constant; an
+  /// iota at the local shape.
+  bool partitionTransfer(OpBuilder &b, Operation *op);
+  bool partitionSplatConstant(OpBuilder &b, Operation *op);
+  bool partitionIota(OpBuilder &b, Operation *op);
+  /// Reshards the operands of `op` made once for all their users
+  /// (kReshardOnceAttr) to the layout the attribute names.
+  void reshardOnce(OpBuilder &b, Operation *op);
+  /// The steps of the generic path: 1. the factor axes of the layout that
+  /// sends the fewest bytes; 2. the operands in the layout the op computes
+  /// on; 3. the op on local shapes; 4. and 5. its results completed and
+  /// resharded to their shardings.
+  SmallVector<Axes> chooseFactorAxes(Operation *op, const ShardingRule &rule);
+  SmallVector<Value> reshardOperands(OpBuilder &b, Operation *op,
+                                     const ShardingRule &rule,
+                                     ArrayRef<Axes> factorAxes,
+                                     bool wholeOnly);
+  Operation *buildLocalOp(OpBuilder &b, Operation *op,
+                          const ShardingRule &rule, ArrayRef<Axes> factorAxes,
+                          ArrayRef<Value> operands, ArrayRef<Type> resultTypes,
+                          ArrayRef<DimAxes> produced, const Axes &partial);
+  void finishResults(OpBuilder &b, Operation *op, Operation *local,
+                     ArrayRef<DimAxes> produced, const Axes &partial,
+                     std::optional<ReduceKind> partialKind);
+
+  /// Completes the partial results of an op whose reduction is split
+  /// (`partial` axes, `kind`): a reduce_scatter where the target splits a
+  /// dimension over exactly those axes, else an all_reduce; then reshards
+  /// to `target`.
+  Value complete(OpBuilder &b, Location loc, Value local,
+                 RankedTensorType type, DimAxes produced, ArrayRef<StringAttr> partial,
+                 CollectiveReduceKind kind, ArrayRef<Axes> target,
+                 StringRef opName);
+  /// Completes `v`'s local value if it is a deferred partial sum, before
+  /// the op `b` inserts at reads it.
+  void completeDeferred(OpBuilder &b, Value v);
+  /// Runs an add or subtract of deferred partial sums (same axes, same
+  /// layout) on the addends: the result is a partial sum too. Returns
+  /// false, changing nothing, if `op` is not such an op.
+  bool partitionLinear(OpBuilder &b, Operation *op);
+  /// `v` on the first rank of the `over` axes, zero on the others: a whole
+  /// value as one addend of a sum over those axes.
+  Value keepOnFirstRank(OpBuilder &b, Location loc, Value v,
+                        ArrayRef<StringAttr> over);
+  /// True if partial sums of `r` can wait: every reader, through reshapes
+  /// and transposes, adds or subtracts (x·dW_q + x·dW_k + x·dW_v in
+  /// backward) or rounds a gradient to bf16/f16, so the sum is completed
+  /// once.
+  static bool canDefer(Value r);
+  /// A value split as `from` that is whole over `over` in `to` except for
+  /// one dimension split further over some of `over`'s axes: this rank's
+  /// addend of it in layout `to`, its block in place and zeros elsewhere
+  /// (and zero on all but the first rank of the rest of `over`), so that
+  /// the sum of the addends over `over` is the value. None when the
+  /// layouts differ otherwise.
+  std::optional<Value> spreadBlocks(OpBuilder &b, Location loc, Value v,
+                                    RankedTensorType globalType,
+                                    ArrayRef<Axes> from, ArrayRef<Axes> to,
+                                    ArrayRef<StringAttr> over);
+
+  /// Factor axes for `op`, taking the results' axes first or the
+  /// operands' first (largest operand first); need-replication factors get
+  /// none and an axis splits one factor.
+  SmallVector<Axes> assignFactors(Operation *op, const ShardingRule &rule,
+                                  bool resultsFirst);
+  /// `factorAxes` without the axes at the end of each reduction factor's
+  /// list that some result is split over (its target sharding): the
+  /// reduced operands are then gathered over them instead of the results
+  /// being partial over them.
+  SmallVector<Axes> gatherReductions(Operation *op, const ShardingRule &rule,
+                                     ArrayRef<Axes> factorAxes);
+  /// Bytes each rank sends to run `op` with `factorAxes`: gathers of its
+  /// operands, completing partial results (reduce_scatter or all_reduce),
+  /// and gathers of its results to their shardings (ring estimates).
+  int64_t estimateBytes(Operation *op, const ShardingRule &rule,
+                        ArrayRef<Axes> factorAxes);
+  /// Bytes a rank sends to reshard a tensor from `from` to `to`.
+  int64_t reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
+                       ArrayRef<Axes> to);
+  /// `produced` with the dimensions the result goes split along over
+  /// other axes than `partial` already split (a local slice): partial sums
+  /// are sliced before they are reduced, and the reduction sends only this
+  /// rank's part.
+  static DimAxes slicedBeforeReduction(ArrayRef<Axes> produced,
+                                       ArrayRef<Axes> target,
+                                       ArrayRef<StringAttr> partial);
+  /// The dimension a reduce_scatter over `partial` can split when going
+  /// from `produced` to `target`: the only dimension that changes, gaining
+  /// exactly `partial`.
+  static std::optional<int64_t> scatterDim(ArrayRef<Axes> produced,
+                                           ArrayRef<Axes> target,
+                                           ArrayRef<StringAttr> partial);
+  /// A pipeline message replicated over other mesh axes than pp (tp): each
+  /// rank of such a group sends its slice and the receivers all-gather
+  /// them (Megatron's scatter/gather of pipeline messages: 1/n of the bytes
+  /// between nodes, the gather inside one). The message's local value in
+  /// its result's layout, or none where it stays whole (small, or no
+  /// dimension divides).
+  std::optional<Value> scatterTransfer(OpBuilder &b,
+                                       PipelineTransferOp transfer);
+  /// This rank's first index along a dimension of `size` elements split
+  /// over `over`: a 0-d tensor of `elementType` (an int or float type).
+  Value rankOffset(OpBuilder &b, Location loc, Type elementType, int64_t size,
+                   ArrayRef<StringAttr> over, const Twine &why);
+  /// log_softmax split along its rows: each rank normalizes its part with
+  /// the row maximum and sum of exponentials all-reduced over `over`.
+  Value buildSplitLogSoftmax(OpBuilder &b, LogSoftmaxOp op, Value x,
+                             ArrayRef<StringAttr> over);
+  Value buildGatherWithOffsets(OpBuilder &b, GatherOp op, Value table,
+                               Value indices, ArrayRef<StringAttr> vocabAxes,
+                               Type resultType);
+
+  MeshOp mesh;
+  MeshAxes axes;
+  /// Axes whose ranks hold interleaved elements (PartitionPass option).
+  ArrayRef<std::string> interleaved;
+  DenseMap<Value, Local> locals;
+  /// Per set of mesh axes: a scalar, true on the first rank of the axes.
+  DenseMap<Attribute, Value> firstRankFlags;
+  /// The conflicts propagation settled on the op being partitioned: the
+  /// collectives it causes carry them.
+  ArrayAttr conflicts;
+};
+
+} // namespace mlir::cleave::partition
+
+#endif // CLEAVE_LIB_TRANSFORMS_SHARDING_PARTITIONER_H
