@@ -154,7 +154,7 @@ std::vector<std::string> clusterPresetNames();
 /// unknown name.
 bool clusterPreset(const std::string &name, Cluster &out, int64_t nodes = 1);
 
-/// Reads a JSON description (see README: Simulating plans). A description
+/// Reads a JSON description (see docs/guide/cleave-sim.md). A description
 /// may start from a preset ("preset": "dgx-a100-80gb") and override any
 /// field. Returns an error naming the field, or "".
 std::string parseCluster(const std::string &json, Cluster &out);
