@@ -102,7 +102,7 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
          "range in nodes) to stderr");
   add(o.printPipeline, "print-pipeline", "phase",
       "Print the pass pipeline that takes the imported program to this "
-      "phase (import, train-step) as cleave-opt --pass-pipeline takes it, "
+      "phase (import, train-step, partitioned, prepared) as cleave-opt --pass-pipeline takes it, "
       "and compile nothing: cleave-opt --pass-pipeline=\"$(cleave-compile "
       "ARGS --print-pipeline=P)\" on the --phase=import output prints what "
       "--emit=mlir --phase=P prints");

@@ -87,6 +87,30 @@ void addTrainStepFinish(OpPassManager &pm, const PhaseOptions &options) {
       DropAttributePassOptions{kBackwardAttr.str()}));
 }
 
+void addPartitioning(OpPassManager &pm, const PhaseOptions &options) {
+  if (!options.shard)
+    return;
+  ShardProgramOptions shard = *options.shard;
+  shard.verifyPasses = options.verifyPasses;
+  pm.addPass(createShardProgramPass(shard));
+}
+
+void addPreparation(OpPassManager &pm, const PhaseOptions &options) {
+  // Convolutions become GEMMs only where GEMMs go to the library. Both
+  // runtimes have the fused attention commands (the CUDA kernels up to head
+  // dimension plan::kCudaAttentionMaxHeadDim); the CUDA emulation on the CPU
+  // spells attention out.
+  bool fusedAttention = options.fusedAttention && !options.cpuEmulateCuda;
+  buildPreparePipeline(
+      pm, options.plan.useLibraryGemm && options.convolutionsAsGemm,
+      fusedAttention,
+      options.target == Target::CUDA ? plan::kCudaAttentionMaxHeadDim : 0);
+  // Recomputed clones are tagged so that CSE above leaves them apart from
+  // the forward ops they copy; the tag would only split identical kernels.
+  pm.addPass(createDropAttributePass(
+      DropAttributePassOptions{kRecomputeAttr.str()}));
+}
+
 LogicalResult printPhasePipeline(const PhaseOptions &options,
                                  CompilePhase phase, llvm::raw_ostream &os,
                                  std::string &error) {
@@ -95,20 +119,32 @@ LogicalResult printPhasePipeline(const PhaseOptions &options,
   case CompilePhase::Import:
     break;
   case CompilePhase::TrainStep:
+  case CompilePhase::Partitioned:
+  case CompilePhase::Prepared:
     if (options.train && options.train->sync != "step") {
       error = "the train-step phase of --sync=" + options.train->sync +
               " is not one pass pipeline yet: @sync is moved into a module "
               "of its own between its passes";
       return failure();
     }
+    if (phase != CompilePhase::TrainStep && options.train &&
+        options.train->pipelineRanks > 1) {
+      error = "the phases after train-step of a pp mesh axis are not one "
+              "pass pipeline yet: each pipeline rank becomes a module of its "
+              "own";
+      return failure();
+    }
     addRecognizeComposites(pm, options);
     addTrainStepBuild(pm, options);
     addTrainStepFinish(pm, options);
+    if (phase != CompilePhase::TrainStep)
+      addPartitioning(pm, options);
+    if (phase == CompilePhase::Prepared)
+      addPreparation(pm, options);
     break;
   default:
-    error = "only the import and train-step phases are pass pipelines yet; "
-            "partitioning, pipeline ranks, preparation and planning still "
-            "run between pass managers";
+    error = "the kernels and llvm phases are not pass pipelines yet: the "
+            "plan builder outlines the kernel module outside a pass";
     return failure();
   }
   pm.printAsTextualPipeline(os);
@@ -246,25 +282,14 @@ buildStagePlan(ModuleOp module, const PhaseOptions &options,
                StopHere &stopHere) {
   PassManager pm(module.getContext());
   configurePassManager(pm, options);
-  // Convolutions become GEMMs only where GEMMs go to the library. Both
-  // runtimes have the fused attention commands (the CUDA kernels up to head
-  // dimension plan::kCudaAttentionMaxHeadDim); the CUDA emulation on the CPU
-  // spells attention out.
-  bool fusedAttention = options.fusedAttention && !options.cpuEmulateCuda;
-  buildPreparePipeline(pm,
-                       options.plan.useLibraryGemm &&
-                           options.convolutionsAsGemm,
-                       fusedAttention,
-                       options.target == Target::CUDA
-                           ? plan::kCudaAttentionMaxHeadDim
-                           : 0);
+  addPreparation(pm, options);
   if (failed(pm.run(module)))
     return failure();
-  // Recomputed clones are tagged so that CSE above leaves them apart from
-  // the forward ops they copy; the tag would only split identical kernels.
-  stripAttribute(module, kRecomputeAttr);
   if (stopHere(CompilePhase::Prepared, module))
     return plan::Plan();
+  // Read by compileToPlan already; the IR of every phase up to here carries
+  // it, as cleave-opt's passes leave it.
+  module->removeAttr(kRecomputeStatsAttr);
 
   PlanBuildOptions planOptions = options.plan;
   // Device kernels cannot read host globals: only splats (which become
@@ -471,12 +496,13 @@ compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
       stopHere(CompilePhase::TrainStep, syncModule.get());
     return plan::Plan();
   }
-  module->removeAttr(kRecomputeStatsAttr);
-  std::optional<ShardProgramOptions> shard = options.shard;
-  if (shard)
-    shard->verifyPasses = options.verifyPasses;
-  if (shard && failed(shardProgram(module, *shard)))
-    return failure();
+  if (options.shard) {
+    PassManager partition(module.getContext());
+    configurePassManager(partition, options);
+    addPartitioning(partition, options);
+    if (failed(partition.run(module)))
+      return failure();
+  }
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (main && main->hasAttr(kPipelineRanksAttr)) {
     // One program per pipeline rank, each compiled on its own.

@@ -55,6 +55,11 @@ void addRecognizeComposites(mlir::OpPassManager &pm,
                             const PhaseOptions &options);
 void addTrainStepBuild(mlir::OpPassManager &pm, const PhaseOptions &options);
 void addTrainStepFinish(mlir::OpPassManager &pm, const PhaseOptions &options);
+/// The partitioned phase: --cleave-shard-program (with a mesh).
+void addPartitioning(mlir::OpPassManager &pm, const PhaseOptions &options);
+/// The prepared phase: --cleave-prepare-pipeline's passes with the target's
+/// choices, then --cleave-drop-attribute{name=cleave.recompute}.
+void addPreparation(mlir::OpPassManager &pm, const PhaseOptions &options);
 
 /// Where compileToPlan stops to show IR: after import (no passes run), after
 /// building the training step, after preparation, the kernel module in

@@ -448,10 +448,22 @@ static LogicalResult seedAndPartition(ModuleOp module,
                                         : closedLayout(base, type.getRank()));
     });
 
-  PassManager propagate(ctx);
-  propagate.enableVerifier(options.verifyPasses);
-  propagate.addPass(createPropagateShardingPass());
-  if (failed(propagate.run(module)))
+  // The passes run as the calling pass's dynamic pipeline on the program
+  // itself, on their own pass manager on the clone of a dry run.
+  auto runPasses = [&](llvm::function_ref<void(OpPassManager &)> build) {
+    if (!propagateOnly && options.runPipeline) {
+      OpPassManager pm(ModuleOp::getOperationName());
+      build(pm);
+      return options.runPipeline(pm);
+    }
+    PassManager pm(ctx);
+    pm.enableVerifier(options.verifyPasses);
+    build(pm);
+    return pm.run(module);
+  };
+  if (failed(runPasses([](OpPassManager &pm) {
+        pm.addPass(createPropagateShardingPass());
+      })))
     return failure();
   // A result that updates a state is laid out like the state.
   for (unsigned i = 0; i < main.getNumResults(); ++i)
@@ -467,16 +479,15 @@ static LogicalResult seedAndPartition(ModuleOp module,
     }
   if (propagateOnly)
     return success();
-  PassManager partition(ctx);
-  partition.enableVerifier(options.verifyPasses);
-  partition.addPass(createPartitionPass());
-  if (options.overlap) {
-    ScheduleCollectivesPassOptions schedule;
-    schedule.bucketMB = options.bucketMB;
-    partition.addNestedPass<func::FuncOp>(
-        createScheduleCollectivesPass(schedule));
-  }
-  if (failed(partition.run(module)))
+  if (failed(runPasses([&](OpPassManager &pm) {
+        pm.addPass(createPartitionPass());
+        if (options.overlap) {
+          ScheduleCollectivesPassOptions schedule;
+          schedule.bucketMB = options.bucketMB;
+          pm.addNestedPass<func::FuncOp>(
+              createScheduleCollectivesPass(schedule));
+        }
+      })))
     return failure();
   if (options.dropCollective >= 0) {
     int64_t index = 0;

@@ -22,6 +22,57 @@ def TestShardingRulesPass : Pass<"cleave-test-sharding-rules", "::mlir::func::Fu
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def ShardProgramPass : Pass<"cleave-shard-program", "::mlir::ModuleOp"> {
+  let summary = "Partition a global program over a device mesh";
+  let description = [{
+    What `cleave-compile --mesh=... --shard=... --zero=...` does to a global
+    program (a training step or a forward model): declares `cleave.mesh`
+    `@mesh`, states shardings on `@main`'s arguments, propagates them
+    (`--cleave-propagate-sharding`), lays out each result that updates a
+    state like the state, and partitions the program
+    (`--cleave-partition`, then `--cleave-schedule-collectives` with
+    `overlap`).
+
+    The stated shardings, in order: the `shard` rules (`regex=[{axes},
+    ...]`, the first rule whose regular expression matches the whole
+    parameter name wins); on a mesh with a `tp` axis and no rules,
+    Megatron's tensor-parallel regions found from the program; on a `dp`
+    axis, the batch dimension of every data input. ZeRO (`zero` 1-3) adds
+    `dp` to the optimizer states, then the gradients, then the parameters,
+    on top of each parameter's layout without ZeRO; `sequence-parallel`
+    splits the sequence dimension of every layer norm's result over `tp`.
+
+    ```mlir
+    // Before (mesh=dp=2): a global step on a batch of 8.
+    func.func @main(%w: tensor<4x4xf32> {cleave.state = "parameter"},
+                    %x: tensor<8x4xf32> {cleave.role = "data"}) ...
+    // After: each rank's half of the batch, the gradient all-reduced.
+    cleave.mesh @mesh(shape = dp=2)
+    func.func @main(%w: tensor<4x4xf32> ..., %x: tensor<4x4xf32> ...) ...
+      %g = cleave.all_reduce sum %gl over ["dp"] ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "Mesh axes in order, e.g. dp=2,tp=2 (the last varies fastest)">,
+    ListOption<"shard", "shard", "std::string",
+               "Sharding rules: regex=[{axes}, ...], first match wins">,
+    ListOption<"shardSources", "shard-sources", "std::string",
+               "Where each rule comes from, for errors (--shard, file:line)">,
+    Option<"zero", "zero", "int64_t", "0", "ZeRO stage over dp (0-3)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Megatron's sequence parallelism over tp">,
+    Option<"overlap", "overlap", "bool", "false",
+           "Bucket gradient all-reduces and run collectives asynchronously">,
+    Option<"bucketMB", "bucket-mb", "double", "25.0",
+           "MiB per all-reduce bucket with overlap">,
+    Option<"dropCollective", "drop-collective", "int64_t", "-1",
+           "Testing only: drop the N-th all_reduce after partitioning">,
+  ];
+}
+
 def PropagateShardingPass : Pass<"cleave-propagate-sharding", "::mlir::ModuleOp"> {
   let summary = "Give every tensor a sharding, from the ops' sharding rules";
   let description = [{

@@ -12,9 +12,11 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,7 +61,15 @@ struct ShardProgramOptions {
   int64_t dropCollective = -1;
   /// If set, receives the explainSharding report after partitioning.
   std::function<void(const std::string &)> explain;
+  /// If set, runs the propagation and partitioning passes on the program
+  /// (the calling pass's dynamic pipeline, Pass::runPipeline); else they
+  /// run on a pass manager of their own.
+  std::function<mlir::LogicalResult(mlir::OpPassManager &)> runPipeline;
 };
+
+/// --cleave-shard-program with `options`, its explain callback included.
+std::unique_ptr<mlir::Pass>
+createShardProgramPass(const ShardProgramOptions &options);
 
 /// Parses `dp=4,tp=2`. Returns an error message, or an empty string.
 std::string parseMeshSpec(llvm::StringRef text,

@@ -1,0 +1,32 @@
+// RUN: cleave-opt %s --cleave-shard-program="mesh=dp=2" | FileCheck %s --check-prefix=DP
+// RUN: cleave-opt %s --cleave-shard-program="mesh=dp=2,tp=2 shard={w=[{},{\"tp\"}]}" | FileCheck %s --check-prefix=TP
+// RUN: not cleave-opt %s --cleave-shard-program="mesh=dp=0" 2>&1 | FileCheck %s --check-prefix=BADMESH
+// RUN: not cleave-opt %s --cleave-shard-program="mesh=tp=2 zero=1" 2>&1 | FileCheck %s --check-prefix=NODP
+// RUN: not cleave-opt %s --cleave-shard-program="mesh=tp=2 shard={w}" 2>&1 | FileCheck %s --check-prefix=BADRULE
+
+// A training step partitioned over dp: the batch split, the loss and the
+// gradient all-reduced, the parameter whole.
+// DP: cleave.mesh @mesh axes = ["dp"] shape = [2]
+// DP: %arg1: tensor<4x4xf32> {{{.*}}cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}
+// DP: cleave.all_reduce sum %{{.*}} over @mesh ["dp"]
+// DP: %[[G:.*]] = cleave.contract {{.*}}cleave.gradient_of = "w"
+// DP: cleave.all_reduce sum %[[G]] over @mesh ["dp"]
+
+// A --shard rule splits w by columns over tp: each rank holds 4x2.
+// TP: cleave.mesh @mesh axes = ["dp", "tp"] shape = [2, 2]
+// TP: %arg0: tensor<4x2xf32> {{{.*}}cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp"}]>
+// TP: cleave.all_reduce sum %{{.*}} over @mesh ["dp", "tp"]
+
+// BADMESH: error: bad --mesh entry 'dp=0'
+// NODP: error: --zero=1 splits over the dp axis, which --mesh does not have
+// BADRULE: error: --shard: bad sharding rule 'w'
+
+func.func @main(%w: tensor<4x4xf32> {cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter"},
+                %x: tensor<8x4xf32> {cleave.name = "x", cleave.role = "data"})
+    -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<f32> {cleave.name = "loss", cleave.role = "loss"}) {
+  %y = cleave.contract %x, %w batch = [] x [] contract = [1] x [0] : tensor<8x4xf32>, tensor<4x4xf32> -> tensor<8x4xf32>
+  %l = cleave.reduce sum %y dims = [0, 1] : tensor<8x4xf32> -> tensor<f32>
+  %g = cleave.contract %x, %y batch = [] x [] contract = [0] x [0] {cleave.gradient_of = "w"} : tensor<8x4xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
+  %n = cleave.binary sub %w, %g : tensor<4x4xf32>
+  return %n, %l : tensor<4x4xf32>, tensor<f32>
+}
