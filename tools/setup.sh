@@ -15,6 +15,7 @@ packages=(
   cmake ninja-build ccache
   python3-venv python3-pip python3-dev
   libonnx-testdata
+  nlohmann-json3-dev libssl-dev libcli11-dev
 )
 
 missing=()

@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,14 +29,17 @@ static std::string errnoText() { return std::strerror(errno); }
 // File system helpers
 //===----------------------------------------------------------------------===//
 
+namespace fs = std::filesystem;
+
 static bool isDirectory(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  std::error_code ec;
+  return fs::is_directory(path, ec);
 }
 
+/// Whether `path` exists (a dangling symlink does).
 static bool exists(const std::string &path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0;
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
 }
 
 static bool fsyncPath(const std::string &path, std::string *error) {
@@ -51,17 +54,11 @@ static bool fsyncPath(const std::string &path, std::string *error) {
   return true;
 }
 
-/// Removes a flat directory (checkpoints hold no subdirectories).
+/// Removes a directory and what it holds, as far as it can (a failure
+/// leaves a temporary directory that the next save removes).
 static void removeDir(const std::string &path) {
-  if (DIR *d = ::opendir(path.c_str())) {
-    while (dirent *e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name != "." && name != "..")
-        ::unlink((path + "/" + name).c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(path.c_str());
+  std::error_code ec;
+  fs::remove_all(path, ec);
 }
 
 /// Writes chunks to a new file, fsyncs it and returns its size and SHA-256.
@@ -105,37 +102,32 @@ static bool writeSynced(const std::string &path, const std::vector<Chunk> &chunk
   return true;
 }
 
-static std::string shapeJson(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 //===----------------------------------------------------------------------===//
 // Saving
 //===----------------------------------------------------------------------===//
 
 static std::string indexJson(const Checkpoint &c) {
-  std::string s = "{\n  \"format\": \"cleave-checkpoint\",\n  \"version\": 1,\n";
-  s += "  \"step\": " + std::to_string(c.step) + ",\n";
-  s += "  \"training_step\": " + std::to_string(c.step) + ",\n";
-  s += "  \"optimizer\": " + json::quote(c.optimizer) + ",\n";
-  s += "  \"rng_seed\": " + std::to_string(c.seed) + ",\n";
-  s += "  \"data_position\": {\"step\": " + std::to_string(c.step) +
-       ", \"samples_consumed\": " + std::to_string(c.samplesConsumed) + "},\n";
-  s += "  \"files\": [\"" + std::string(kModelFile) + "\"],\n";
-  s += "  \"tensors\": [";
-  for (size_t i = 0; i < c.states.size(); ++i) {
-    const StateRecord &r = c.states[i];
-    s += std::string(i ? "," : "") + "\n    {\"name\": " + json::quote(r.name) +
-         ", \"kind\": \"" + stateKindName(r.kind) +
-         "\", \"parameter\": " + json::quote(r.parameter) +
-         ", \"slot\": " + json::quote(r.slot) + ", \"dtype\": \"" +
-         dtypeName(r.dtype) + "\", \"shape\": " + shapeJson(r.shape) +
-         ", \"file\": \"" + kModelFile + "\"}";
-  }
-  return s + "\n  ]\n}\n";
+  json::Value tensors = json::Value::array();
+  for (const StateRecord &r : c.states)
+    tensors.push_back({{"name", r.name},
+                       {"kind", stateKindName(r.kind)},
+                       {"parameter", r.parameter},
+                       {"slot", r.slot},
+                       {"dtype", dtypeName(r.dtype)},
+                       {"shape", r.shape},
+                       {"file", kModelFile}});
+  json::Value index = {
+      {"format", "cleave-checkpoint"},
+      {"version", 1},
+      {"step", c.step},
+      {"training_step", c.step},
+      {"optimizer", c.optimizer},
+      {"rng_seed", c.seed},
+      {"data_position",
+       {{"step", c.step}, {"samples_consumed", c.samplesConsumed}}},
+      {"files", {kModelFile}},
+      {"tensors", std::move(tensors)}};
+  return json::dump(index, 2) + "\n";
 }
 
 /// The safetensors header of `ckpt`'s states (their data offsets assigned
@@ -175,8 +167,10 @@ static bool makeTmpDir(const std::string &dir, const std::string &tmp,
     return false;
   if (exists(tmp))
     removeDir(tmp);
-  if (::mkdir(tmp.c_str(), 0777) != 0) {
-    *error = "cannot create directory '" + tmp + "': " + errnoText();
+  std::error_code ec;
+  if (!fs::create_directory(tmp, ec)) {
+    *error = "cannot create directory '" + tmp +
+             "': " + (ec ? ec.message() : "it exists");
     return false;
   }
   return true;
@@ -209,15 +203,15 @@ static bool completeSave(const std::string &dir, const std::string &tmp,
   files.push_back(w);
 
   // The manifest last: its presence marks the checkpoint complete.
-  std::string manifest = "{\n  \"format\": \"cleave-checkpoint-manifest\",\n"
-                         "  \"version\": 1,\n  \"step\": " +
-                         std::to_string(ckpt.step) + ",\n  \"files\": [";
-  for (size_t i = 0; i < files.size(); ++i)
-    manifest += std::string(i ? "," : "") + "\n    {\"name\": " +
-                json::quote(files[i].name) +
-                ", \"bytes\": " + std::to_string(files[i].bytes) +
-                ", \"sha256\": \"" + files[i].hash + "\"}";
-  manifest += "\n  ]\n}\n";
+  json::Value list = json::Value::array();
+  for (const Written &f : files)
+    list.push_back({{"name", f.name}, {"bytes", f.bytes}, {"sha256", f.hash}});
+  std::string manifest = json::dump({{"format", "cleave-checkpoint-manifest"},
+                                     {"version", 1},
+                                     {"step", ckpt.step},
+                                     {"files", std::move(list)}},
+                                    2) +
+                         "\n";
   uint64_t bytes;
   std::string hash;
   if (!writeSynced(tmp + "/" + kManifestFile,
@@ -407,27 +401,27 @@ bool verify(const std::string &stepDir, std::string *error, bool hashes) {
   json::Value manifest;
   const json::Value *files = nullptr;
   if (!json::parse(std::string(bytes.begin(), bytes.end()), &manifest, &err) ||
-      !(files = manifest.get("files")) || files->kind != json::Value::Array) {
+      !(files = json::get(manifest, "files")) || !files->is_array()) {
     *error = "checkpoint '" + stepDir + "': '" + manifestPath +
              "' is corrupted (" + (err.empty() ? "no file list" : err) + ")";
     return false;
   }
   bool sawModel = false, sawIndex = false;
-  for (const json::Value &f : files->items) {
-    const json::Value *name = f.get("name"), *size = f.get("bytes"),
-                      *sha = f.get("sha256");
+  for (const json::Value &f : *files) {
+    const json::Value *size = json::get(f, "bytes");
+    const std::string *name = json::asString(json::get(f, "name")),
+                      *sha = json::asString(json::get(f, "sha256"));
     int64_t expectBytes;
-    if (!name || name->kind != json::Value::String || name->text.empty() ||
-        name->text.find('/') != std::string::npos || name->text[0] == '.' ||
-        !size || !size->asInt64(&expectBytes) || !sha ||
-        sha->kind != json::Value::String) {
+    if (!name || name->empty() || name->find('/') != std::string::npos ||
+        (*name)[0] == '.' || !size || !json::asInt64(*size, &expectBytes) ||
+        !sha) {
       *error = "checkpoint '" + stepDir + "': '" + manifestPath +
                "' has a malformed file entry";
       return false;
     }
-    sawModel |= name->text == kModelFile;
-    sawIndex |= name->text == kIndexFile;
-    std::string path = stepDir + "/" + name->text;
+    sawModel |= *name == kModelFile;
+    sawIndex |= *name == kIndexFile;
+    std::string path = stepDir + "/" + *name;
     int64_t actual = -1;
     struct stat st;
     if (hashes) {
@@ -452,7 +446,7 @@ bool verify(const std::string &stepDir, std::string *error, bool hashes) {
                std::to_string(expectBytes);
       return false;
     }
-    if (hashes && Sha256::hex(bytes.data(), bytes.size()) != sha->text) {
+    if (hashes && Sha256::hex(bytes.data(), bytes.size()) != *sha) {
       *error = "checkpoint '" + stepDir + "': '" + path +
                "' is corrupted: its SHA-256 does not match the manifest";
       return false;
@@ -521,21 +515,23 @@ bool load(const std::string &stepDir, Checkpoint *out, std::string *error,
     return false;
   }
   Checkpoint c;
-  const json::Value *v = index.get("step");
-  const json::Value *tensors = index.get("tensors");
-  if (!v || !v->asInt64(&c.step) || c.step < 0 ||
-      !(v = index.get("rng_seed")) || v->kind != json::Value::Number ||
-      !tensors || tensors->kind != json::Value::Array) {
+  const json::Value *v = json::get(index, "step");
+  const json::Value *tensors = json::get(index, "tensors");
+  if (!v || !json::asInt64(*v, &c.step) || c.step < 0 ||
+      !(v = json::get(index, "rng_seed")) || !v->is_number_integer() ||
+      !tensors || !tensors->is_array()) {
     *error = "checkpoint '" + indexPath +
              "': missing or bad step, rng_seed or tensors";
     return false;
   }
-  // The seed is a u64; parse its literal.
-  c.seed = std::strtoull(v->text.c_str(), nullptr, 10);
-  if ((v = index.get("optimizer")) && v->kind == json::Value::String)
-    c.optimizer = v->text;
-  if ((v = index.get("data_position")) && (v = v->get("samples_consumed")))
-    v->asInt64(&c.samplesConsumed);
+  // The seed is a u64 (a negative one wraps, as strtoull does).
+  c.seed = v->is_number_unsigned() ? v->get<uint64_t>()
+                                   : static_cast<uint64_t>(v->get<int64_t>());
+  if (const std::string *o = json::asString(json::get(index, "optimizer")))
+    c.optimizer = *o;
+  if ((v = json::get(index, "data_position")) &&
+      (v = json::get(*v, "samples_consumed")))
+    json::asInt64(*v, &c.samplesConsumed);
 
   safetensors::Header header;
   if (options.readData) {
@@ -563,20 +559,22 @@ bool load(const std::string &stepDir, Checkpoint *out, std::string *error,
     }
   }
   c.tensorFile = modelPath;
-  for (const json::Value &t : tensors->items) {
+  for (const json::Value &t : *tensors) {
     StateRecord r;
-    const json::Value *name = t.get("name"), *kind = t.get("kind"),
-                      *param = t.get("parameter"), *slot = t.get("slot");
-    if (!name || name->kind != json::Value::String) {
+    const std::string *name = json::asString(json::get(t, "name")),
+                      *kind = json::asString(json::get(t, "kind")),
+                      *param = json::asString(json::get(t, "parameter")),
+                      *slot = json::asString(json::get(t, "slot"));
+    if (!name) {
       *error = "checkpoint '" + indexPath + "': a tensor entry has no name";
       return false;
     }
-    r.name = name->text;
-    r.kind = kind && kind->text == "optimizer_state" ? StateKind::OptimizerState
-             : kind && kind->text == "buffer"        ? StateKind::Buffer
-                                                     : StateKind::Parameter;
-    r.parameter = param ? param->text : r.name;
-    r.slot = slot ? slot->text : "";
+    r.name = *name;
+    r.kind = kind && *kind == "optimizer_state" ? StateKind::OptimizerState
+             : kind && *kind == "buffer"        ? StateKind::Buffer
+                                                : StateKind::Parameter;
+    r.parameter = param ? *param : r.name;
+    r.slot = slot ? *slot : "";
     auto it = std::find_if(header.tensors.begin(), header.tensors.end(),
                            [&](const safetensors::TensorEntry &e) {
                              return e.name == r.name;
@@ -627,13 +625,13 @@ bool findResumePoint(const std::string &path, std::string *stepDir,
     return true;
   }
   std::vector<std::pair<int64_t, std::string>> found;
-  if (DIR *d = ::opendir(path.c_str())) {
-    while (dirent *e = ::readdir(d)) {
-      int64_t n = stepOf(e->d_name);
-      if (n >= 0 && isDirectory(path + "/" + e->d_name))
-        found.emplace_back(n, path + "/" + e->d_name);
-    }
-    ::closedir(d);
+  std::error_code ec;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    int64_t n = stepOf(name);
+    if (n >= 0 && isDirectory(path + "/" + name))
+      found.emplace_back(n, path + "/" + name);
   }
   std::sort(found.rbegin(), found.rend());
   std::string reasons;

@@ -95,19 +95,16 @@ int writeProfileJson(cleave_rt_executor executor, const std::string &what,
   const cleave_rt_command_profile_t *records = profile.records;
   const size_t count = profile.count;
   const int64_t runs = profile.runs;
-  std::string out =
-      "{\"" + what + "s\": " + std::to_string(runs) + ", \"commands\": [";
-  for (size_t i = 0; i < count; ++i) {
-    char ms[32];
-    std::snprintf(ms, sizeof ms, "%.6g",
-                  1e3 * records[i].seconds / static_cast<double>(runs));
-    out += std::string(i ? ",\n  " : "\n  ") +
-           "{\"index\": " + std::to_string(i) +
-           ", \"kind\": " + json::quote(records[i].kind) +
-           ", \"label\": " + json::quote(records[i].label) + ", \"ms\": " + ms +
-           "}";
-  }
-  out += "\n]}\n";
+  json::Value commands = json::Value::array();
+  for (size_t i = 0; i < count; ++i)
+    commands.push_back({{"index", i},
+                        {"kind", records[i].kind},
+                        {"label", records[i].label},
+                        {"ms", json::number(1e3 * records[i].seconds /
+                                                static_cast<double>(runs),
+                                            "%.6g")}});
+  json::Value doc = {{what + "s", runs}, {"commands", std::move(commands)}};
+  std::string out = json::dump(doc) + "\n";
   std::string error;
   if (!writeFileAtomically(path, out.data(), out.size(), &error))
     return fail("--profile-json: " + error);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,15 +114,12 @@ bool writeFileAtomically(const std::string &path, const void *data,
 }
 
 bool makeDirectories(const std::string &path, std::string *error) {
-  struct stat st;
-  if (path.empty() || (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+  if (path.empty())
     return true;
-  size_t slash = path.find_last_of('/');
-  if (slash != std::string::npos && slash > 0 &&
-      !makeDirectories(path.substr(0, slash), error))
-    return false;
-  if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) {
-    *error = "cannot create directory '" + path + "': " + errnoText();
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) {
+    *error = "cannot create directory '" + path + "': " + ec.message();
     return false;
   }
   return true;

@@ -1,4 +1,10 @@
 //===- Half.h - IEEE half and bfloat16 conversions --------------*- C++ -*-===//
+//
+// Hand-written: the runtime is C++17 (std::float16_t and std::bfloat16_t
+// are C++23), and these few exact or round-to-nearest-even conversions need
+// no library.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_RUNTIME_HALF_H
 #define CLEAVE_RUNTIME_HALF_H

@@ -4,6 +4,10 @@
 // u32 for 2 and 3), a Python dict literal
 // {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } and the data.
 //
+// Hand-written: Debian packages no C++ .npy library, and the format is a
+// fixed preamble and one dict literal, read here with bounds checks so that
+// a hostile file gives an error.
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/FileUtil.h"

@@ -1,4 +1,5 @@
-//===- OnnxExport.cpp - Write trained weights back into an ONNX model ------===//
+//===- OnnxExport.cpp - Write trained weights back into an ONNX model
+//------===//
 //
 // Protobuf wire format: a message is a sequence of (key, value) fields, the
 // key a varint (field number << 3 | wire type). ModelProto.graph is field 7,
@@ -6,6 +7,11 @@
 // name = 8, raw_data = 9; float_data 4, int32_data 5, string_data 6,
 // int64_data 7, double_data 10, uint64_data 11, external_data 13 and
 // data_location 14 hold the values in other forms and are dropped.
+//
+// Hand-written rather than protobuf: the runtime ships without libprotobuf
+// and libonnx (Debian's libonnx_proto is generated for the full protobuf
+// runtime, not protobuf-lite), and only the initializers are rewritten:
+// every other field of the model is copied through byte for byte, unparsed.
 //
 //===----------------------------------------------------------------------===//
 

@@ -56,22 +56,23 @@ std::string bubbleLine(const MeasuredBubble &m) {
 }
 
 std::string chromeTraceJson(const std::vector<StepSpan> &spans) {
-  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
-  for (size_t i = 0; i < spans.size(); ++i) {
-    const StepSpan &s = spans[i];
+  json::Value events = json::Value::array();
+  for (const StepSpan &s : spans) {
     char first = s.name.empty() ? '\0' : s.name[0];
     const char *category = first == 'F'                   ? "forward"
                            : first == 'B' || first == 'W' ? "backward"
                                                           : "step";
-    char times[128];
-    std::snprintf(times, sizeof times,
-                  "\"ts\": %.3f, \"dur\": %.3f, \"pid\": 0, \"tid\": %lld}",
-                  s.startUs, s.endUs - s.startUs,
-                  static_cast<long long>(s.rank));
-    out += std::string(i ? "," : "") + "\n  {\"name\": " + json::quote(s.name) +
-           ", \"cat\": \"" + category + "\", \"ph\": \"X\", " + times;
+    events.push_back({{"name", s.name},
+                      {"cat", category},
+                      {"ph", "X"},
+                      {"ts", json::number(s.startUs, "%.3f")},
+                      {"dur", json::number(s.endUs - s.startUs, "%.3f")},
+                      {"pid", 0},
+                      {"tid", s.rank}});
   }
-  return out + "\n]}\n";
+  json::Value trace = {{"displayTimeUnit", "ms"},
+                       {"traceEvents", std::move(events)}};
+  return json::dump(trace) + "\n";
 }
 
 namespace {

@@ -18,6 +18,12 @@
 // then per kernel a u32 count of arguments and per argument a u64 byte
 // size and a u8 written flag).
 //
+// Hand-written rather than a schema'd container (FlatBuffers, Debian's
+// libflatbuffers-dev): the runtime reads every earlier version of this
+// layout and the compiler writes it byte for byte reproducibly, so moving
+// to another container is a new plan format, not a refactor. The checksum
+// (FNV-1a-64, a few lines) only detects damage, not tampering.
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/PlanFormat.h"

@@ -1,4 +1,11 @@
 //===- RandomInit.cpp - Initial values of RandomNormal commands -----------===//
+//
+// Hand-written (Box-Muller over SplitMix64 of the element's index) rather
+// than <random>: the standard distributions' output differs between
+// standard libraries, and each element must be computable alone, so that a
+// rank fills only its shard and gets the same bits everywhere.
+//
+//===----------------------------------------------------------------------===//
 
 #include "RandomInit.h"
 

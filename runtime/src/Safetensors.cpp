@@ -36,13 +36,11 @@ bool dtypeFromCode(const std::string &code, DType *out) {
 
 bool encodeHeader(std::vector<TensorEntry> *tensors, const Metadata &metadata,
                   std::vector<uint8_t> *out, std::string *error) {
-  std::string json = "{";
+  json::Value header = json::Value::object();
   if (!metadata.empty()) {
-    json += "\"__metadata__\":{";
-    for (size_t i = 0; i < metadata.size(); ++i)
-      json += (i ? "," : "") + json::quote(metadata[i].first) + ":" +
-              json::quote(metadata[i].second);
-    json += "}";
+    json::Value &meta = header["__metadata__"] = json::Value::object();
+    for (const auto &[key, value] : metadata)
+      meta[key] = value;
   }
   uint64_t offset = 0;
   std::set<std::string> names;
@@ -63,15 +61,11 @@ bool encodeHeader(std::vector<TensorEntry> *tensors, const Metadata &metadata,
     t.begin = offset;
     t.end = offset + info.byteSize();
     offset = t.end;
-    if (json.size() > 1)
-      json += ",";
-    json += json::quote(t.name) + ":{\"dtype\":\"" + code + "\",\"shape\":[";
-    for (size_t i = 0; i < t.shape.size(); ++i)
-      json += (i ? "," : "") + std::to_string(t.shape[i]);
-    json += "],\"data_offsets\":[" + std::to_string(t.begin) + "," +
-            std::to_string(t.end) + "]}";
+    header[t.name] = {{"dtype", code},
+                      {"shape", t.shape},
+                      {"data_offsets", {t.begin, t.end}}};
   }
-  json += "}";
+  std::string json = json::dump(header);
   while ((8 + json.size()) % 8 != 0)
     json += ' ';
   out->clear();
@@ -100,56 +94,54 @@ bool decodeHeader(const uint8_t *data, size_t size, uint64_t fileSize,
   std::string text(reinterpret_cast<const char *>(data + 8), n);
   json::Value root;
   std::string jsonError;
-  if (!json::parse(text, &root, &jsonError) ||
-      root.kind != json::Value::Object) {
+  if (!json::parse(text, &root, &jsonError) || !root.is_object()) {
     *error = "malformed JSON header: " +
              (jsonError.empty() ? "not an object" : jsonError);
     return false;
   }
   Header h;
   h.dataStart = 8 + n;
-  for (const auto &m : root.members) {
-    const json::Value &v = m.second;
-    if (m.first == "__metadata__") {
-      if (v.kind != json::Value::Object) {
+  for (const auto &[name, v] : root.items()) {
+    if (name == "__metadata__") {
+      if (!v.is_object()) {
         *error = "__metadata__ is not an object";
         return false;
       }
-      for (const auto &kv : v.members) {
-        if (kv.second.kind != json::Value::String) {
-          *error = "__metadata__ value '" + kv.first + "' is not a string";
+      for (const auto &[key, value] : v.items()) {
+        if (!value.is_string()) {
+          *error = "__metadata__ value '" + key + "' is not a string";
           return false;
         }
-        h.metadata.emplace_back(kv.first, kv.second.text);
+        h.metadata.emplace_back(key, value.get<std::string>());
       }
       continue;
     }
-    std::string what = "tensor '" + m.first + "'";
-    const json::Value *dtype = v.get("dtype"), *shape = v.get("shape"),
-                      *offsets = v.get("data_offsets");
+    std::string what = "tensor '" + name + "'";
+    const json::Value *shape = json::get(v, "shape"),
+                      *offsets = json::get(v, "data_offsets");
+    const std::string *dtype = json::asString(json::get(v, "dtype"));
     TensorEntry t;
-    t.name = m.first;
-    if (!dtype || dtype->kind != json::Value::String ||
-        !dtypeFromCode(dtype->text, &t.dtype)) {
+    t.name = name;
+    if (!dtype || !dtypeFromCode(*dtype, &t.dtype)) {
       *error = what + ": missing or unsupported dtype";
       return false;
     }
-    if (!shape || shape->kind != json::Value::Array) {
+    if (!shape || !shape->is_array()) {
       *error = what + ": missing shape";
       return false;
     }
-    for (const json::Value &d : shape->items) {
+    for (const json::Value &d : *shape) {
       int64_t dim;
-      if (!d.asInt64(&dim) || dim < 0) {
+      if (!json::asInt64(d, &dim) || dim < 0) {
         *error = what + ": bad dimension in shape";
         return false;
       }
       t.shape.push_back(dim);
     }
     int64_t b, e;
-    if (!offsets || offsets->kind != json::Value::Array ||
-        offsets->items.size() != 2 || !offsets->items[0].asInt64(&b) ||
-        !offsets->items[1].asInt64(&e) || b < 0 || e < b) {
+    if (!offsets || !offsets->is_array() || offsets->size() != 2 ||
+        !json::asInt64((*offsets)[0], &b) ||
+        !json::asInt64((*offsets)[1], &e) || b < 0 || e < b) {
       *error = what + ": missing or bad data_offsets";
       return false;
     }

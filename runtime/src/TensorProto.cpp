@@ -5,6 +5,12 @@
 // raw_data=9, double_data=10, uint64_data=11, data_location=14; every other
 // field is skipped. Repeated numeric fields may be packed or not.
 //
+// Hand-written rather than protobuf: the runtime ships without libprotobuf
+// and libonnx, and Debian's libonnx_proto is generated for the full
+// protobuf runtime (its messages derive from Message), so protobuf-lite
+// would mean compiling the ONNX schema with protoc for the lite runtime and
+// shipping libprotobuf-lite, for one message read field by field.
+//
 //===----------------------------------------------------------------------===//
 
 #include "cleave/TensorFile.h"

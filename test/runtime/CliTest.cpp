@@ -2,6 +2,7 @@
 
 #include "TestUtil.h"
 #include "cleave/TensorFile.h"
+#include "cleave/TrainingLoop.h"
 
 #include <fstream>
 #include <gtest/gtest.h>
@@ -139,6 +140,9 @@ TEST(CleaveRun, InputErrors) {
   r = runTool(dir, "--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("--output-dir DIR"), std::string::npos);
+  // Every training option of the runtime's table is listed with its help.
+  for (const std::string &name : training::trainOptionNames())
+    EXPECT_NE(r.out.find("  --" + name + " "), std::string::npos) << name;
   r = runTool(dir, model + "--backend cuda '" + dir.file("x23.npy") + "'");
   EXPECT_EQ(r.code, 1);
   // A CPU plan on the CUDA backend (the no-GPU error: CudaTest.cpp).

@@ -501,31 +501,6 @@ TEST(PipelineApi, TwoStagesRunOnLocalRanks) {
   EXPECT_EQ(markers, (std::vector<size_t>{4, 4}));
 }
 
-TEST(PipelineTrace, BubbleAndJson) {
-  // Two ranks over 10 ms: rank 0 busy 6 ms, rank 1 busy 4 ms.
-  std::vector<training::StepSpan> spans = {{0, "F0", 0, 3000},
-                                           {0, "B0", 7000, 10000},
-                                           {1, "F0", 3000, 5000},
-                                           {1, "B\"0", 5000, 7000}};
-  training::MeasuredBubble m = training::measureBubble(spans, 2);
-  EXPECT_DOUBLE_EQ(m.makespanMs, 10.0);
-  EXPECT_DOUBLE_EQ(m.busyMsPerRank, 5.0);
-  EXPECT_DOUBLE_EQ(m.bubble, 0.5);
-  EXPECT_EQ(training::bubbleLine(m), "pipeline: measured bubble 50.0% over 2 "
-                                     "ranks (busy 5.0 ms of 10.0 ms per rank)");
-  json::Value doc;
-  std::string err;
-  ASSERT_TRUE(json::parse(training::chromeTraceJson(spans), &doc, &err)) << err;
-  const json::Value *events = doc.get("traceEvents");
-  ASSERT_NE(events, nullptr);
-  ASSERT_EQ(events->items.size(), 4u);
-  EXPECT_EQ(events->items[3].get("name")->text, "B\"0");
-  EXPECT_EQ(events->items[3].get("cat")->text, "backward");
-  EXPECT_EQ(events->items[0].get("ph")->text, "X");
-  EXPECT_EQ(events->items[1].get("ts")->number, 7000);
-  EXPECT_EQ(events->items[1].get("dur")->number, 3000);
-}
-
 //===----------------------------------------------------------------------===//
 // cleave-run
 //===----------------------------------------------------------------------===//
@@ -537,21 +512,24 @@ traceEvents(const std::string &path, std::string *error) {
   json::Value doc;
   if (!json::parse(slurp(path), &doc, error))
     return out;
-  const json::Value *events = doc.get("traceEvents");
-  if (!events || events->kind != json::Value::Array) {
+  const json::Value *events = json::get(doc, "traceEvents");
+  if (!events || !events->is_array()) {
     *error = "no traceEvents array";
     return out;
   }
-  for (const json::Value &e : events->items) {
+  for (const json::Value &e : *events) {
     int64_t tid = -1;
-    const json::Value *ph = e.get("ph"), *name = e.get("name"),
-                      *t = e.get("tid"), *ts = e.get("ts"), *dur = e.get("dur");
-    if (!ph || ph->text != "X" || !name || !t || !t->asInt64(&tid) || !ts ||
-        ts->number < 0 || !dur || dur->number < 0 || !e.get("pid")) {
+    const json::Value *t = json::get(e, "tid"), *ts = json::get(e, "ts"),
+                      *dur = json::get(e, "dur");
+    const std::string *ph = json::asString(json::get(e, "ph")),
+                      *name = json::asString(json::get(e, "name"));
+    if (!ph || *ph != "X" || !name || !t || !json::asInt64(*t, &tid) || !ts ||
+        !ts->is_number() || ts->get<double>() < 0 || !dur ||
+        !dur->is_number() || dur->get<double>() < 0 || !json::get(e, "pid")) {
       *error = "a malformed event";
       return out;
     }
-    out.insert({tid, name->text});
+    out.insert({tid, *name});
   }
   return out;
 }
@@ -887,13 +865,19 @@ std::string onnxModel(const std::vector<std::string> &names) {
   return model;
 }
 
-std::vector<std::string> logLosses(const std::string &log) {
-  std::vector<std::string> out;
+/// The (step, loss) of each --log-json line that has both.
+std::vector<std::pair<int64_t, double>> logLosses(const std::string &log) {
+  std::vector<std::pair<int64_t, double>> out;
   std::istringstream in(log);
   for (std::string line; std::getline(in, line);) {
-    size_t a = line.find("\"loss\""), b = line.find(", \"lr\"");
-    if (a != std::string::npos && b != std::string::npos)
-      out.push_back(line.substr(0, 12) + line.substr(a, b - a));
+    json::Value record;
+    std::string err;
+    const json::Value *step, *loss;
+    int64_t n;
+    if (json::parse(line, &record, &err) &&
+        (step = json::get(record, "step")) && json::asInt64(*step, &n) &&
+        (loss = json::get(record, "loss")) && loss->is_number())
+      out.push_back({n, loss->get<double>()});
   }
   return out;
 }
@@ -925,10 +909,11 @@ TEST(PipelineTrain, CheckpointsResumeAndExportAcrossStages) {
             std::string::npos)
       << full.err;
   // loss_k = sum(a0) + k * lr * sum(x) = 6 + 5k.
-  std::vector<std::string> losses = logLosses(slurp(dir.file("full.jsonl")));
+  std::vector<std::pair<int64_t, double>> losses =
+      logLosses(slurp(dir.file("full.jsonl")));
   ASSERT_EQ(losses.size(), 4u);
-  EXPECT_EQ(losses[0], "{\"step\": 1, \"loss\": 11");
-  EXPECT_EQ(losses[3], "{\"step\": 4, \"loss\": 26");
+  EXPECT_EQ(losses[0], (std::pair<int64_t, double>{1, 11}));
+  EXPECT_EQ(losses[3], (std::pair<int64_t, double>{4, 26}));
   auto events = traceEvents(dir.file("t.json"), &err);
   EXPECT_EQ(err, "");
   EXPECT_EQ(events.size(), 4u);
@@ -963,7 +948,8 @@ TEST(PipelineTrain, CheckpointsResumeAndExportAcrossStages) {
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_EQ(resumed.err.find("warning"), std::string::npos) << resumed.err;
   EXPECT_EQ(logLosses(slurp(dir.file("resumed.jsonl"))),
-            std::vector<std::string>(losses.begin() + 2, losses.end()));
+            (std::vector<std::pair<int64_t, double>>(losses.begin() + 2,
+                                                     losses.end())));
   EXPECT_EQ(slurp(dir.file("w2.safetensors")), weights);
 
   // The checkpoint holds global tensors by name: one rank running the same
@@ -978,7 +964,8 @@ TEST(PipelineTrain, CheckpointsResumeAndExportAcrossStages) {
                dir.file("w3.safetensors") + "'");
   ASSERT_EQ(one.code, 0) << one.err;
   EXPECT_EQ(logLosses(slurp(dir.file("one.jsonl"))),
-            std::vector<std::string>(losses.begin() + 2, losses.end()));
+            (std::vector<std::pair<int64_t, double>>(losses.begin() + 2,
+                                                     losses.end())));
   std::string w3 = slurp(dir.file("w3.safetensors"));
   for (const char *name : {"a", "tied", "b"})
     EXPECT_EQ(safetensor(w3, name), safetensor(weights, name)) << name;

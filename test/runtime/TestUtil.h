@@ -4,7 +4,7 @@
 #define CLEAVE_TEST_RUNTIME_TESTUTIL_H
 
 #include "cleave/PlanFormat.h"
-#include "cleave_rt.h"
+#include "cleave/cleave_rt.hpp"
 
 #include <cstdlib>
 #include <fstream>
@@ -87,20 +87,16 @@ inline bool fileExists(const std::string &path) {
 /// Owns a program and an executor made from a plan; records the first
 /// error's code and message.
 struct Loaded {
-  cleave_rt_program program = nullptr;
-  cleave_rt_executor executor = nullptr;
+  cleave_rt::Program program;
+  cleave_rt::Executor executor;
   cleave_rt_status_code_t code = CLEAVE_RT_OK;
   std::string error;
   explicit Loaded(const plan::Plan &p, const char *backend = "cpu") {
     std::vector<uint8_t> bytes = plan::serialize(p);
     if (!take(cleave_rt_program_load_memory(bytes.data(), bytes.size(),
-                                            &program)))
+                                            program.out())))
       return;
-    take(cleave_rt_executor_create(program, backend, &executor));
-  }
-  ~Loaded() {
-    cleave_rt_executor_destroy(executor);
-    cleave_rt_program_destroy(program);
+    take(cleave_rt_executor_create(program, backend, executor.out()));
   }
   bool take(cleave_rt_status s) {
     if (!s)

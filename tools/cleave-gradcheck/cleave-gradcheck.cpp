@@ -46,7 +46,7 @@
 #include "cleave/Pipelines/Pipelines.h"
 #include "cleave/PlanFormat.h"
 #include "cleave/Transforms/Autodiff.h"
-#include "cleave_rt.h"
+#include "cleave/cleave_rt.hpp"
 
 #include "Cleave/IR/CleaveOps.h"
 
@@ -112,12 +112,8 @@ static cl::opt<bool>
 namespace {
 /// A loaded plan and one executor over it.
 struct Runner {
-  cleave_rt_program program = nullptr;
-  cleave_rt_executor executor = nullptr;
-  ~Runner() {
-    cleave_rt_executor_destroy(executor);
-    cleave_rt_program_destroy(program);
-  }
+  cleave_rt::Program program;
+  cleave_rt::Executor executor;
 };
 
 /// A host tensor: raw bytes of an input or output with its element type.
@@ -161,11 +157,11 @@ static std::string check(cleave_rt_status status) {
 static std::string load(const ::cleave::plan::Plan &p, Runner &runner) {
   std::vector<uint8_t> bytes = ::cleave::plan::serialize(p);
   if (std::string err = check(cleave_rt_program_load_memory(
-          bytes.data(), bytes.size(), &runner.program));
+          bytes.data(), bytes.size(), runner.program.out()));
       !err.empty())
     return err;
   return check(
-      cleave_rt_executor_create(runner.program, "cpu", &runner.executor));
+      cleave_rt_executor_create(runner.program, "cpu", runner.executor.out()));
 }
 
 static std::string run(Runner &runner, ArrayRef<HostTensor> inputs,

@@ -1,8 +1,8 @@
 //===- RunOptions.h - cleave-run's command line -----------------*- C++ -*-===//
 //
-// cleave-run's options and the parser of its command line, apart from the
-// tool's main so that they can be tested and fuzzed without running a plan
-// or leaving the process.
+// cleave-run's options and the parser of its command line (CLI11), apart
+// from the tool's main so that they can be tested and fuzzed without
+// running a plan or leaving the process.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +48,12 @@ enum class RunArgs {
 /// is inside and every positional argument is an input.
 RunArgs parseRunArgs(int argc, const char *const *argv, bool embedded,
                      RunOptions *o, std::string *error);
+
+/// cleave-run's usage lines ("usage: cleave-run MODEL.cleave ...").
+const char *runUsage();
+
+/// cleave-run --help: the usage, then every option with its help, by group.
+std::string runHelp();
 
 } // namespace cleave
 

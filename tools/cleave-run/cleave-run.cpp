@@ -13,7 +13,7 @@
 #include "cleave/PipelineTrace.h"
 #include "cleave/TensorFile.h"
 #include "cleave/TrainingLoop.h"
-#include "cleave_rt.h"
+#include "cleave/cleave_rt.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -39,184 +39,6 @@ using namespace cleave;
 namespace run = cleave::training;
 using tensorfile::HostTensor;
 
-static const char kUsage[] =
-    "usage: cleave-run MODEL.cleave [INPUT...] [options]\n"
-    "       TRAIN [INPUT...] [options]   (a binary from cleave-compile "
-    "--emit=exe, plan inside)\n";
-
-// clang-format off
-static const char kHelp[] =
-    "Runs a compiled Cleave plan on the CPU.\n"
-    "\n"
-    "Inputs:\n"
-    "  INPUT...                 tensor files for the plan's inputs, in input\n"
-    "                           order\n"
-    "  --input NAME=FILE        the file for the input named NAME\n"
-    "                           (repeatable; mixes with positional inputs,\n"
-    "                           which fill the inputs not named, in order)\n"
-    "  Every input must be given. Formats, by extension:\n"
-    "    .npy  numpy format 1.0/2.0/3.0, little-endian, C order; dtypes\n"
-    "          f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1\n"
-    "    .pb   a serialized onnx.TensorProto (raw_data or typed fields)\n"
-    "  The shape and dtype must equal the plan's exactly; a bfloat16 input\n"
-    "  may be given as uint16 data holding its bit patterns.\n"
-    "\n"
-    "Outputs:\n"
-    "  --output-dir DIR         write each output as DIR/<name>.npy (default:\n"
-    "                           the current directory); characters of the name\n"
-    "                           outside [A-Za-z0-9_.-] become '_'. Files are\n"
-    "                           written atomically. bfloat16 outputs are written\n"
-    "                           as float32 (numpy has no bfloat16), float16 as\n"
-    "                           '<f2', bool as '|b1'. The directory is\n"
-    "                           created if missing. For a training plan, only\n"
-    "                           given explicitly: the outputs of the last step\n"
-    "                           (loss, grad_norm, grad.<name> with\n"
-    "                           --return-gradients).\n"
-    "  --no-output              do not write output files\n"
-    "  --print-outputs          print each output's name, shape, dtype and\n"
-    "                           first values\n"
-    "\n"
-    "Execution and statistics:\n"
-    "  --backend NAME           backend to run on: cpu (default) or cuda (plans\n"
-    "                           compiled with --target=cuda; needs the NVIDIA\n"
-    "                           driver and a GPU)\n"
-    "  --threads N              threads per rank for the generated kernels'\n"
-    "                           loop nests and the library GEMMs (default:\n"
-    "                           OMP_NUM_THREADS, else the cores divided among\n"
-    "                           the ranks on this machine); results are the\n"
-    "                           same for every count\n"
-    "  --weights-dir DIR        look in DIR for the files the plan references\n"
-    "                           (the model's external data, by file name)\n"
-    "                           instead of the folder it was compiled from\n"
-    "  --warmup N               untimed runs before the timed ones (default 0)\n"
-    "  --repeat N               timed runs (default 1); outputs come from the\n"
-    "                           last run\n"
-    "  --print-stats            print the device (for cuda: GPU, driver and\n"
-    "                           NCCL versions), the plan's peak memory (arena\n"
-    "                           bytes and constant bytes), the load time and\n"
-    "                           the run time (min and mean over the timed\n"
-    "                           runs); for a pipelined plan, each stage's\n"
-    "                           commands, arena, state bytes and markers\n"
-    "  --profile                time every command of the timed runs (of a\n"
-    "                           training plan: of every step after the first)\n"
-    "                           and print the time per run by command kind and\n"
-    "                           the 20 costliest commands (cpu backend)\n"
-    "  --profile-json FILE      --profile, and every command's mean time per\n"
-    "                           run written to FILE as JSON (index, kind,\n"
-    "                           label, ms), to set beside cleave-sim's; rank\n"
-    "                           r > 0 of a multi-rank run writes FILE with\n"
-    "                           .rank<r> before its extension\n"
-    "  --trace FILE             for a pipelined plan or one with step markers:\n"
-    "                           the last run's (or training step's) measured\n"
-    "                           timeline of every rank's steps as Chrome trace\n"
-    "                           JSON (chrome://tracing, Perfetto), written by\n"
-    "                           rank 0 atomically, and a line with the\n"
-    "                           measured pipeline bubble\n"
-    "  --measure-memory         measure what the last run (or training step)\n"
-    "                           writes of the arena: every byte that holds no\n"
-    "                           constant, state or input is filled with a\n"
-    "                           poison pattern first, and rank 0 prints per\n"
-    "                           rank the highest arena offset the run wrote\n"
-    "                           (the high-water mark) beside the compiler's\n"
-    "                           arena and the bytes written (cpu backend only;\n"
-    "                           the fill adds to that run's time)\n"
-    "\n"
-    "Training (plans compiled for training; each run is one step):\n"
-    "  --steps N                train until step N (counted from the start,\n"
-    "                           also when resuming); required for training\n"
-    "  --data NAME=FILE.npy     the dataset of data input NAME, samples along\n"
-    "                           the first dimension (one per data input);\n"
-    "                           batch rows follow a permutation seeded by\n"
-    "                           --seed, redrawn each epoch\n"
-    "  --tokens FILE.bin        a token stream for a language model: each\n"
-    "                           batch row takes T+1 tokens at a seeded offset,\n"
-    "                           inputs = window[:T], labels = window[1:]\n"
-    "  --token-dtype uint16|uint32  the token file's element type (default\n"
-    "                           uint16)\n"
-    "  --synthetic              random data (integers below --synthetic-vocab,\n"
-    "                           default the plan's vocab_size metadata, else\n"
-    "                           the fewest values a data input takes (its\n"
-    "                           valid range: an embedding's rows, the classes),\n"
-    "                           else 256; floats in [-1, 1))\n"
-    "  --synthetic-vocab N      vocabulary size of synthetic integer data\n"
-    "  --seed S                 data-order seed (default 0; a resumed run\n"
-    "                           takes the checkpoint's)\n"
-    "  --log-every K            log every K steps and the last (default 1)\n"
-    "  --log-json FILE          also write each logged step as one JSON object\n"
-    "                           per line (step, loss, lr, grad_norm,\n"
-    "                           tokens_per_s or samples_per_s, step_ms,\n"
-    "                           peak_bytes)\n"
-    "  --save-every K           save a checkpoint every K steps into\n"
-    "  --checkpoint-dir DIR     DIR/step-<N>/ (model.safetensors, index.json,\n"
-    "                           manifest.json with SHA-256s), written\n"
-    "                           atomically; DIR/latest names the newest\n"
-    "  --resume PATH            continue from a checkpoint: PATH/step-<N>, or\n"
-    "                           the newest complete one in PATH (incomplete or\n"
-    "                           damaged ones are skipped with a warning)\n"
-    "  --export-safetensors FILE  write the trained parameters at the end\n"
-    "  --export-onnx FILE       write the source ONNX model with the trained\n"
-    "                           parameters at the end\n"
-    "  --onnx-model FILE        the source model for --export-onnx (default:\n"
-    "                           the path recorded in the plan)\n"
-    "  A line per logged step goes to stdout; a progress bar to stderr when it\n"
-    "  is a terminal. A local-SGD plan (cleave-compile --sync=local:H) runs its\n"
-    "  'sync' entry after every H-th step and logs rank 0's own loss.\n"
-    "\n"
-    "Ranks (plans compiled for a mesh, e.g. a program with cleave.mesh):\n"
-    "  A pipelined plan holds one program per stage of its 'pp' mesh axis;\n"
-    "  each rank runs its stage's, with the same inputs and outputs.\n"
-    "  --ranks N                run the plan's N ranks as threads of this\n"
-    "                           process (local communicator); N must equal the\n"
-    "                           mesh's size. Input files hold global tensors;\n"
-    "                           each rank reads its shard of sharded inputs,\n"
-    "                           and sharded outputs are assembled into global\n"
-    "                           files. In training each data-parallel rank\n"
-    "                           feeds its shard of the global batch that one\n"
-    "                           rank would see. Only rank 0 prints logs; error\n"
-    "                           lines name their rank.\n"
-    "  --bind core|none         with --ranks: rank r's thread (and its\n"
-    "                           kernels' threads) runs on cores rT to\n"
-    "                           rT + T - 1 of this process's CPU set, modulo\n"
-    "                           its size, T the threads per rank (default\n"
-    "                           core, as mpirun --bind-to core); with more\n"
-    "                           ranks than cores, consecutive ranks (tp\n"
-    "                           fastest) land on different cores. none\n"
-    "                           leaves the placement to the OS\n"
-    "  --comm-timeout S         a collective waits at most S seconds for a\n"
-    "                           peer (default 300), then every rank stops with\n"
-    "                           a message naming the rank that never came and\n"
-    "                           the collective\n"
-    "  Under mpirun or srun (OpenMPI), each process is one rank: run\n"
-    "  'mpirun -np N cleave-run MODEL.cleave ...' without --ranks. Rank 0\n"
-    "  writes the outputs; an error on any rank ends the job (MPI_Abort).\n"
-    "  --slow-rank R:F          a straggler: after each training step (and\n"
-    "                           each run of a local-SGD plan's sync entry)\n"
-    "                           rank R sleeps F - 1 times the wall time that\n"
-    "                           run took on it, so its steps take F times as\n"
-    "                           long (F >= 1; for measurements)\n"
-    "  --debug-fault R:STEP:MODE  testing aid: rank R fails at the start of\n"
-    "                           training step STEP; MODE exit (leaves\n"
-    "                           silently), hang (stops answering), stop\n"
-    "                           (SIGSTOP: the whole process) or crash\n"
-    "                           (SIGKILL)\n"
-    "\n"
-    "  --help                   print this help\n"
-    "\n"
-    "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
-// clang-format on
-
-namespace {
-/// Owns the runtime objects so every exit path releases them.
-struct Session {
-  cleave_rt_program program = nullptr;
-  cleave_rt_executor executor = nullptr;
-  ~Session() {
-    cleave_rt_executor_destroy(executor);
-    cleave_rt_program_destroy(program);
-  }
-};
-} // namespace
-
 static int error(const std::string &message) {
   std::fprintf(stderr, "cleave-run: %serror: %s\n",
                run::rankPrefix().c_str(), message.c_str());
@@ -226,9 +48,10 @@ static int error(const std::string &message) {
 
 
 static int usageError(const std::string &message) {
-  std::fprintf(stderr, "cleave-run: error: %s\n%sRun 'cleave-run --help' for "
+  std::fprintf(stderr,
+               "cleave-run: error: %s\n%sRun 'cleave-run --help' for "
                "the options.\n",
-               message.c_str(), kUsage);
+               message.c_str(), runUsage());
   return 2;
 }
 
@@ -354,13 +177,13 @@ static int runRank(const RunOptions &o, cleave_rt_program file,
     return statusError(s);
   if (training.enabled || run::anyTrainingOption(o.train))
     return run::runTraining(o.train, file, o.backend, ctx);
-  // The plan this rank runs (its stage of a pipelined plan); the session
-  // owns it and the executor.
-  Session session;
+  // The plan this rank runs (its stage of a pipelined plan) and its
+  // executor.
+  cleave_rt::Program program;
+  cleave_rt::Executor executor;
   if (cleave_rt_status s = cleave_rt_program_stage(
-          file, static_cast<size_t>(ctx.rank), &session.program))
+          file, static_cast<size_t>(ctx.rank), program.out()))
     return statusError(s);
-  cleave_rt_program program = session.program;
 
   std::vector<HostTensor> inputs;
   int rc = loadInputs(o, program, ctx.rank, &inputs);
@@ -369,35 +192,32 @@ static int runRank(const RunOptions &o, cleave_rt_program file,
 
   auto t0 = std::chrono::steady_clock::now();
   if (cleave_rt_status s = cleave_rt_executor_create_ranked(
-          program, o.backend.c_str(), ctx.comm, &session.executor))
+          program, o.backend.c_str(), ctx.comm, executor.out()))
     return statusError(s);
   double createMs = msSince(t0);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (cleave_rt_status s = cleave_rt_executor_set_input(
-            session.executor, i, inputs[i].data.data(), inputs[i].data.size()))
+            executor, i, inputs[i].data.data(), inputs[i].data.size()))
       return statusError(s);
 
   for (long i = 0; i < o.warmup; ++i)
-    if (cleave_rt_status s = cleave_rt_executor_run(session.executor))
+    if (cleave_rt_status s = cleave_rt_executor_run(executor))
       return statusError(s);
   if (o.train.profile)
-    if (cleave_rt_status s =
-            cleave_rt_executor_set_profiling(session.executor, 1))
+    if (cleave_rt_status s = cleave_rt_executor_set_profiling(executor, 1))
       return statusError(s);
   double minMs = 0, totalMs = 0;
   for (long i = 0; i < o.repeat; ++i) {
     // --trace: the markers of the last run.
     if (!o.train.tracePath.empty() && i + 1 == o.repeat)
-      if (cleave_rt_status s =
-              cleave_rt_executor_set_tracing(session.executor, 1))
+      if (cleave_rt_status s = cleave_rt_executor_set_tracing(executor, 1))
         return statusError(s);
     // --measure-memory: what the last run writes of the arena.
     if (o.train.measureMemory && i + 1 == o.repeat)
-      if (cleave_rt_status s =
-              cleave_rt_executor_measure_memory(session.executor, 1))
+      if (cleave_rt_status s = cleave_rt_executor_measure_memory(executor, 1))
         return statusError(s);
     t0 = std::chrono::steady_clock::now();
-    if (cleave_rt_status s = cleave_rt_executor_run(session.executor))
+    if (cleave_rt_status s = cleave_rt_executor_run(executor))
       return statusError(s);
     double ms = msSince(t0);
     minMs = i == 0 ? ms : std::min(minMs, ms);
@@ -414,32 +234,30 @@ static int runRank(const RunOptions &o, cleave_rt_program file,
     if (cleave_rt_status s = cleave_rt_program_output_desc(program, i, &desc))
       return statusError(s);
     if (cleave_rt_status s =
-            cleave_rt_executor_output(session.executor, i, &data, &bytes))
+            cleave_rt_executor_output(executor, i, &data, &bytes))
       return statusError(s);
     std::vector<int64_t> shape(desc.dims, desc.dims + desc.rank);
     std::printf("%s: %s ", desc.name, describe(desc.dtype, shape).c_str());
     printValues(desc.dtype, static_cast<const uint8_t *>(data), bytes);
   }
   if (!o.noOutput) {
-    rc = run::writeOutputs(program, session.executor, o.outputDir, ctx);
+    rc = run::writeOutputs(program, executor, o.outputDir, ctx);
     if (rc >= 0)
       return rc;
   }
   if (!o.train.tracePath.empty()) {
-    rc =
-        run::writePipelineTrace(file, session.executor, o.train.tracePath, ctx);
+    rc = run::writePipelineTrace(file, executor, o.train.tracePath, ctx);
     if (rc >= 0)
       return rc;
   }
   if (o.train.measureMemory) {
-    rc = run::reportMemory(file, session.executor, "run", ctx);
+    rc = run::reportMemory(file, executor, "run", ctx);
     if (rc >= 0)
       return rc;
   }
 
   if (o.printStats && leader) {
-    std::printf("device: %s\n",
-                cleave_rt_executor_device_info(session.executor));
+    std::printf("device: %s\n", cleave_rt_executor_device_info(executor));
     if (ctx.worldSize > 1)
       std::printf("ranks: %" PRId64 " (mesh %s, %s communicator), "
                   "%zu collectives\n",
@@ -460,13 +278,13 @@ static int runRank(const RunOptions &o, cleave_rt_program file,
                 o.warmup);
   }
   if (o.train.profile && leader) {
-    rc = run::printProfile(session.executor, "run");
+    rc = run::printProfile(executor, "run");
     if (rc >= 0)
       return rc;
   }
   if (!o.train.profileJson.empty() &&
       (rc = run::writeProfileJson(
-           session.executor, "run",
+           executor, "run",
            run::profileJsonPath(o.train.profileJson, ctx.rank))) >= 0)
     return rc;
   return 0;
@@ -512,9 +330,9 @@ static std::vector<int> allowedCpus() {
 /// r bound to rankCpus(..., r, threadsPerRank) unless --bind none.
 static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
                          int64_t world, double loadMs, long threadsPerRank) {
-  cleave_rt_local_world localWorld = nullptr;
+  cleave_rt::LocalWorld localWorld;
   if (cleave_rt_status s = cleave_rt_local_world_create(
-          static_cast<size_t>(world), o.commTimeout, &localWorld))
+          static_cast<size_t>(world), o.commTimeout, localWorld.out()))
     return statusError(s);
   // Shared with the rank threads, which may outlive this function when one
   // of them hangs (see below).
@@ -542,18 +360,19 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
     std::printf("ranks bound to CPUs (--bind core): %s\n", where.c_str());
   }
   for (int64_t r = 0; r < world; ++r)
-    threads.emplace_back([&o, &cpus, program, loadMs, world, localWorld, shared,
-                          r, threadsPerRank] {
+    threads.emplace_back([&o, &cpus, program, loadMs, world,
+                          localWorld = localWorld.get(), shared, r,
+                          threadsPerRank] {
       if (o.bindRanks && !bindThread(rankCpus(cpus, r, threadsPerRank)) &&
           r == 0)
         std::fprintf(stderr, "cleave-run: warning: --bind core: the rank "
                              "threads could not be bound to cores; the OS "
                              "places them\n");
       run::setRank(r, world);
-      cleave_rt_communicator comm = nullptr;
       int code = 0;
-      if (cleave_rt_status s = cleave_rt_communicator_create_local(
-              localWorld, static_cast<size_t>(r), &comm)) {
+      if (cleave_rt::Communicator comm;
+          cleave_rt_status s = cleave_rt_communicator_create_local(
+              localWorld, static_cast<size_t>(r), comm.out())) {
         code = statusError(s);
       } else {
         run::RankContext ctx{comm, r, world};
@@ -561,7 +380,6 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
         code = rc < 0 ? 0 : rc;
         if (code != 0 && !run::leftByFault())
           cleave_rt_communicator_abort(comm, "it stopped with an error");
-        cleave_rt_communicator_destroy(comm);
       }
       std::lock_guard<std::mutex> lock(shared->mu);
       shared->codes[r] = code;
@@ -591,7 +409,6 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
   }
   for (std::thread &t : threads)
     t.join();
-  cleave_rt_local_world_destroy(localWorld);
   for (int code : shared->codes)
     if (code != 0)
       return code;
@@ -672,14 +489,10 @@ static long mpiWorldSize() {
 /// This process is one rank of an MPI job.
 static int runMpiRank(const RunOptions &o, cleave_rt_program program,
                       int64_t world, double loadMs) {
-  cleave_rt_communicator comm = nullptr;
+  cleave_rt::Communicator comm;
   if (cleave_rt_status s =
-          cleave_rt_communicator_create_mpi(o.commTimeout, &comm))
+          cleave_rt_communicator_create_mpi(o.commTimeout, comm.out()))
     return statusError(s);
-  struct Closer {
-    cleave_rt_communicator c;
-    ~Closer() { cleave_rt_communicator_destroy(c); }
-  } closer{comm};
   int64_t rank = static_cast<int64_t>(cleave_rt_communicator_rank(comm));
   run::setRank(rank, world);
   if (static_cast<int64_t>(cleave_rt_communicator_size(comm)) != world)
@@ -708,7 +521,7 @@ int main(int argc, char **argv) {
   std::string problem;
   switch (parseRunArgs(argc, argv, embedded, &o, &problem)) {
   case RunArgs::Help:
-    std::printf("%s\n%s", kUsage, kHelp);
+    std::fputs(runHelp().c_str(), stdout);
     return 0;
   case RunArgs::Usage:
     return usageError(problem);
@@ -716,20 +529,19 @@ int main(int argc, char **argv) {
     break;
   }
 
-  Session session;
+  cleave_rt::Program program;
   auto t0 = std::chrono::steady_clock::now();
   if (embedded) {
     if (cleave_rt_status s = cleave_rt_program_load_memory(
-            embeddedPlan.data(), embeddedPlan.size(), &session.program))
+            embeddedPlan.data(), embeddedPlan.size(), program.out()))
       return statusError(s);
     embeddedPlan.clear();
     embeddedPlan.shrink_to_fit();
-  } else if (cleave_rt_status s = cleave_rt_program_load_file(
-                 o.model.c_str(), &session.program)) {
+  } else if (cleave_rt_status s =
+                 cleave_rt_program_load_file(o.model.c_str(), program.out())) {
     return statusError(s);
   }
   double loadMs = msSince(t0);
-  cleave_rt_program program = session.program;
   if (!o.weightsDir.empty())
     if (cleave_rt_status s = cleave_rt_program_set_weights_dir(
             program, o.weightsDir.c_str()))

@@ -1,18 +1,32 @@
-//===- Sha256.h - SHA-256 (FIPS 180-4) for checkpoint manifests -*- C++ -*-===//
+//===- Sha256.h - SHA-256 for checkpoint manifests --------------*- C++ -*-===//
+//
+// SHA-256 digests of checkpoint files, computed by OpenSSL's libcrypto (the
+// EVP digest API); this header keeps OpenSSL's types out of its users.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_SHA256_H
 #define CLEAVE_SHA256_H
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+struct evp_md_ctx_st; // OpenSSL's EVP_MD_CTX.
 
 namespace cleave {
 
-/// Incremental SHA-256.
+/// Incremental SHA-256. Should libcrypto fail (it cannot allocate its
+/// context), the digest is all zero and its hex the empty string, which
+/// matches no file's hash.
 class Sha256 {
 public:
   Sha256();
+  ~Sha256();
+  Sha256(Sha256 &&) noexcept;
+  Sha256 &operator=(Sha256 &&) noexcept;
+
   void update(const void *data, size_t size);
   /// The 32-byte digest; the object must not be updated afterwards.
   void finish(uint8_t out[32]);
@@ -23,11 +37,13 @@ public:
   static std::string hex(const void *data, size_t size);
 
 private:
-  void block(const uint8_t *p);
-  uint32_t h[8];
-  uint8_t buffer[64];
-  size_t buffered = 0;
-  uint64_t totalBytes = 0;
+  /// finish(), and whether libcrypto computed the digest.
+  bool finishChecked(uint8_t out[32]);
+  struct FreeContext {
+    void operator()(evp_md_ctx_st *ctx) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, FreeContext> ctx;
+  bool ok = false;
 };
 
 } // namespace cleave

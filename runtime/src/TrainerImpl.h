@@ -1,0 +1,121 @@
+//===- TrainerImpl.h - The state of a Trainer -------------------*- C++ -*-===//
+//
+// Internal to cleave_train: Trainer::Impl, shared by the files of the
+// training loop: TrainingOpen.cpp (opening a trainer: its stage, data,
+// executor, log, and resuming from a checkpoint) and TrainingLoop.cpp (the
+// steps, their logs, checkpoints and the exports at the end).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_TRAINERIMPL_H
+#define CLEAVE_RUNTIME_TRAINERIMPL_H
+
+#include "TrainingSupport.h"
+
+#include "cleave/Data.h"
+#include "cleave/TrainingLoop.h"
+#include "cleave/cleave_rt.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cleave::training {
+
+/// A parameter cleave-compile --untie made: the initializer it was copied
+/// from and the ONNX node that reads it.
+struct UntiedParameter {
+  std::string from, node;
+};
+using UntiedParameters = std::map<std::string, UntiedParameter>;
+
+/// Reads the plan's `untied` metadata (a JSON array of {"name", "from",
+/// "node"} objects).
+bool readUntiedParameters(cleave_rt_program program, UntiedParameters *out,
+                          std::string *error);
+
+/// Parameters that --untie made go back into the ONNX model as new
+/// initializers read by their node; one whose node is unknown cannot.
+/// Returns an exit code on failure, -1 on success.
+int checkOnnxExportable(const UntiedParameters &untied);
+
+/// Records that this rank left on purpose (--debug-fault), for leftByFault.
+void setLeftByFault();
+
+struct Trainer::Impl {
+  TrainOptions o;
+  cleave_rt_program file = nullptr;
+  std::string backend;
+  RankContext ctx;
+
+  // This rank's program: its stage of a pipelined plan. The file's other
+  // stages matter only to checkpoints.
+  cleave_rt::Program stage;
+  cleave_rt_program program = nullptr;
+  cleave_rt_training_info_t info;
+
+  /// A data input: the global tensor the dataset makes, and the shard this
+  /// rank feeds when it is sharded (over dp).
+  struct Shard {
+    bool sharded = false;
+    std::vector<int64_t> local, offsets;
+    size_t bytes = 0;
+  };
+  std::vector<data::InputSpec> specs;
+  std::vector<Shard> shards;
+
+  CheckpointLayout states;
+  UntiedParameters untied;
+  cleave_rt::Executor exec;
+  // Local SGD / DiLoCo: the plan's sync entry runs after every
+  // info.sync_every-th step on the states it borrows from the step.
+  cleave_rt::Program syncProgram;
+  cleave_rt::Executor syncExec;
+  std::vector<std::pair<size_t, size_t>> syncStates; // (step's, entry's)
+  std::vector<uint8_t> syncBytes;
+
+  uint64_t seed = 0;
+  int64_t firstStep = 0, stepsDone = 0;
+  std::unique_ptr<data::Dataset> dataset;
+  std::unique_ptr<FILE, int (*)(FILE *)> jsonLog{
+      nullptr, [](FILE *f) { return f ? std::fclose(f) : 0; }};
+  int64_t batch = 1, perStep = 1;
+  bool tokenModel = false, progress = false;
+  uint64_t peak = 0;
+  size_t foundInfOutput = SIZE_MAX, lossScaleOutput = SIZE_MAX;
+  std::vector<std::vector<uint8_t>> batchData;
+  std::vector<uint8_t> shardData;
+  /// Per data input: the values it may hold (plan metadata
+  /// kValidRangePrefix + name: lo, hi and an extra allowed value), if the
+  /// plan says.
+  struct ValidRange {
+    bool known = false, hasExtra = false;
+    int64_t lo = 0, hi = 0, extra = 0;
+  };
+  std::vector<ValidRange> validRanges;
+  int checkRanges(const std::vector<const void *> &batch);
+  long nonFinite = 0;
+
+  int open();
+  int openData();
+  int resume();
+  int runSync();
+  int copySyncStates(bool toSync);
+  void straggle(std::chrono::steady_clock::time_point start);
+  int setBatch(const std::vector<const void *> *given);
+  void log(const StepMetrics &m);
+  int step(const std::vector<const void *> *given, StepMetrics *m);
+  int finish();
+  int exportParameters(const std::string &safetensorsPath,
+                       const std::string &onnxPath,
+                       const std::string &sourceModel);
+};
+
+} // namespace cleave::training
+
+#endif // CLEAVE_RUNTIME_TRAINERIMPL_H
