@@ -26,7 +26,8 @@
 // bucket size: its gradient all-reduces, packed into buckets as the last
 // backward makes them ready, run while that backward goes on.
 //
-// Plain C++: the driver supplies the compiler as a callback.
+// The driver supplies the compiler as a callback (compileProfile), which
+// the search calls on several threads at once.
 //
 //===----------------------------------------------------------------------===//
 
