@@ -313,7 +313,10 @@ int Driver::configurePartitioning() {
                       "w1=[{}, {\"tp\"}])");
       }
     }
-    shardOptions.zero = opts.zero;
+    // Checked here, before it narrows to the partitioner's int.
+    if (opts.zero < 0 || opts.zero > 3)
+      return fail("--zero must be 0, 1, 2 or 3");
+    shardOptions.zero = static_cast<int>(opts.zero);
     shardOptions.dropCollective = opts.debugDropCollective;
     shardOptions.overlap = opts.overlapCollectives;
     shardOptions.sequenceParallel = opts.sequenceParallel;
@@ -407,8 +410,8 @@ int Driver::configureCodegen() {
     return fail("bad --kernel-opt-level " +
                 std::to_string(opts.kernelOptLevel) + " (expected 0 to 3)");
   phaseOptions.kernelOptLevel = opts.kernelOptLevel;
-  if (opts.jobs < 0)
-    return fail("--jobs must not be negative");
+  if (opts.jobs < 0 || opts.jobs > 4096)
+    return fail("--jobs must be from 0 to 4096");
   phaseOptions.codegenThreads = static_cast<unsigned>(opts.jobs);
   if (opts.kernelParallelMinWork < 0)
     return fail("--kernel-parallel-min-work must not be negative");

@@ -52,6 +52,10 @@ struct ShardProgramPass : impl::ShardProgramPassBase<ShardProgramPass> {
       options.shardings.push_back({text.take_front(eq).str(),
                                    text.drop_front(eq + 1).str(), source});
     }
+    if (zero < 0 || zero > 3) {
+      module.emitError("--zero must be 0, 1, 2 or 3");
+      return signalPassFailure();
+    }
     options.zero = static_cast<int>(zero);
     options.sequenceParallel = sequenceParallel;
     options.overlap = overlap;

@@ -3,6 +3,7 @@
 // RUN: not cleave-opt %s --cleave-shard-program="mesh=dp=0" 2>&1 | FileCheck %s --check-prefix=BADMESH
 // RUN: not cleave-opt %s --cleave-shard-program="mesh=tp=2 zero=1" 2>&1 | FileCheck %s --check-prefix=NODP
 // RUN: not cleave-opt %s --cleave-shard-program="mesh=tp=2 shard={w}" 2>&1 | FileCheck %s --check-prefix=BADRULE
+// RUN: not cleave-opt %s --cleave-shard-program="mesh=dp=2 zero=4294967297" 2>&1 | FileCheck %s --check-prefix=BIGZERO
 
 // A training step partitioned over dp: the batch split, the loss and the
 // gradient all-reduced, the parameter whole.
@@ -19,6 +20,7 @@
 
 // BADMESH: error: bad --mesh entry 'dp=0'
 // NODP: error: --zero=1 splits over the dp axis, which --mesh does not have
+// BIGZERO: error: --zero must be 0, 1, 2 or 3
 // BADRULE: error: --shard: bad sharding rule 'w'
 
 func.func @main(%w: tensor<4x4xf32> {cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter"},
