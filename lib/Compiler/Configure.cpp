@@ -207,11 +207,16 @@ int Driver::configureTraining(int64_t pipelineRanks) {
         return fail("--outer-optimizer with --init-parameters: DiLoCo's "
                     "global copy starts from the model's initializers, not "
                     "from generated values");
+      if (mode.kind == SyncMode::Local) {
+        BuildLocalSGDPassOptions localSGD;
+        localSGD.every = mode.every;
+        localSGD.outerOptimizer = opts.outerOptimizer;
+        localSGD.outerLr = opts.outerLr;
+        localSGD.outerMomentum = opts.outerMomentum;
+        phaseOptions.localSGD = localSGD;
+      }
     }
     train.sync = opts.sync;
-    train.outerOptimizer = opts.outerOptimizer;
-    train.outerLr = opts.outerLr;
-    train.outerMomentum = opts.outerMomentum;
     train.pipelineRanks = pipelineRanks;
     train.schedule = opts.scheduleOrDefault();
     train.stageBoundaries = opts.stageBoundaries;

@@ -58,6 +58,10 @@ void addTrainStepBuild(OpPassManager &pm, const PhaseOptions &options) {
     // plan builder removes them.
     trainOptions.markGradients = true;
     pm.addPass(createBuildTrainStepPass(trainOptions));
+    if (options.localSGD) {
+      pm.addPass(createBuildLocalSGDPass(*options.localSGD));
+      pm.addPass(createSplitSyncEntryPass());
+    }
   } else if (options.precision != "fp32") {
     // A forward model: contractions and activations in the low type.
     ApplyMixedPrecisionPassOptions mixed;
@@ -87,15 +91,26 @@ void addTrainStepFinish(OpPassManager &pm, const PhaseOptions &options) {
       DropAttributePassOptions{kBackwardAttr.str()}));
 }
 
-void addPartitioning(OpPassManager &pm, const PhaseOptions &options) {
-  if (!options.shard)
-    return;
-  ShardProgramOptions shard = *options.shard;
-  shard.verifyPasses = options.verifyPasses;
-  pm.addPass(createShardProgramPass(shard));
+/// Whether the step is pipelined: after partitioning, the module holds one
+/// nested module per pipeline rank.
+static bool isPipelined(const PhaseOptions &options) {
+  return options.train && options.train->pipelineRanks > 1;
 }
 
-void addPreparation(OpPassManager &pm, const PhaseOptions &options) {
+void addPartitioning(OpPassManager &pm, const PhaseOptions &options) {
+  if (options.shard) {
+    ShardProgramOptions shard = *options.shard;
+    shard.verifyPasses = options.verifyPasses;
+    pm.addPass(createShardProgramPass(shard));
+  }
+  if (isPipelined(options))
+    pm.addPass(createSplitPipelineRanksPass());
+}
+
+/// The prepared phase of one program (the passes of the module's own
+/// functions).
+static void addProgramPreparation(OpPassManager &pm,
+                                  const PhaseOptions &options) {
   // Convolutions become GEMMs only where GEMMs go to the library. Both
   // runtimes have the fused attention commands (the CUDA kernels up to head
   // dimension plan::kCudaAttentionMaxHeadDim); the CUDA emulation on the CPU
@@ -111,6 +126,15 @@ void addPreparation(OpPassManager &pm, const PhaseOptions &options) {
       DropAttributePassOptions{kRecomputeAttr.str()}));
 }
 
+void addPreparation(OpPassManager &pm, const PhaseOptions &options) {
+  // A pipelined step's module holds only its ranks' modules; a local-SGD
+  // step's holds the step and `module @sync`.
+  if (!isPipelined(options))
+    addProgramPreparation(pm, options);
+  if (isPipelined(options) || options.localSGD)
+    addProgramPreparation(pm.nest<ModuleOp>(), options);
+}
+
 LogicalResult printPhasePipeline(const PhaseOptions &options,
                                  CompilePhase phase, llvm::raw_ostream &os,
                                  std::string &error) {
@@ -121,19 +145,6 @@ LogicalResult printPhasePipeline(const PhaseOptions &options,
   case CompilePhase::TrainStep:
   case CompilePhase::Partitioned:
   case CompilePhase::Prepared:
-    if (options.train && options.train->sync != "step") {
-      error = "the train-step phase of --sync=" + options.train->sync +
-              " is not one pass pipeline yet: @sync is moved into a module "
-              "of its own between its passes";
-      return failure();
-    }
-    if (phase != CompilePhase::TrainStep && options.train &&
-        options.train->pipelineRanks > 1) {
-      error = "the phases after train-step of a pp mesh axis are not one "
-              "pass pipeline yet: each pipeline rank becomes a module of its "
-              "own";
-      return failure();
-    }
     addRecognizeComposites(pm, options);
     addTrainStepBuild(pm, options);
     addTrainStepFinish(pm, options);
@@ -273,20 +284,13 @@ static void placeCPUScratch(plan::Plan &p,
   p.metadata.push_back({"cpu_scratch_bytes", std::to_string(bytes)});
 }
 
-/// The phases after partitioning: preparation, planning and code
-/// generation of one program (the whole step, or one pipeline rank's).
+/// The phases after preparation: planning and code generation of one
+/// program (the whole step, one pipeline rank's, or local SGD's @sync).
 template <typename StopHere>
 static FailureOr<plan::Plan>
 buildStagePlan(ModuleOp module, const PhaseOptions &options,
                const std::optional<RecomputeStats> &recomputeStats,
                StopHere &stopHere) {
-  PassManager pm(module.getContext());
-  configurePassManager(pm, options);
-  addPreparation(pm, options);
-  if (failed(pm.run(module)))
-    return failure();
-  if (stopHere(CompilePhase::Prepared, module))
-    return plan::Plan();
   // Read by compileToPlan already; the IR of every phase up to here carries
   // it, as cleave-opt's passes leave it.
   module->removeAttr(kRecomputeStatsAttr);
@@ -467,56 +471,48 @@ compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
       options.dump(op);
     return true;
   };
+  auto runPhase = [&](auto add) {
+    PassManager pm(module.getContext());
+    configurePassManager(pm, options);
+    add(pm);
+    return pm.run(module);
+  };
   if (stopHere(CompilePhase::Import, module))
     return plan::Plan();
+  if (failed(runPhase([&](OpPassManager &pm) {
+        addTrainStepBuild(pm, options);
+        addTrainStepFinish(pm, options);
+      })))
+    return failure();
   std::optional<RecomputeStats> recomputeStats;
-  // Local SGD: @sync, which the train-step pass builds beside @main, is
-  // compiled on its own into the plan's entry "sync" (mixed precision and
-  // recompute are the step's business).
-  OwningOpRef<ModuleOp> syncModule;
-  PassManager build(module.getContext());
-  configurePassManager(build, options);
-  addTrainStepBuild(build, options);
-  if (failed(build.run(module)))
-    return failure();
-  if (auto sync = module.lookupSymbol<func::FuncOp>(kSyncFunctionName)) {
-    syncModule = cast<ModuleOp>(module->clone());
-    syncModule->lookupSymbol<func::FuncOp>("main").erase();
-    sync.erase();
-  }
-  PassManager finish(module.getContext());
-  configurePassManager(finish, options);
-  addTrainStepFinish(finish, options);
-  if (failed(finish.run(module)))
-    return failure();
   if (options.train)
     recomputeStats = takeRecomputeStats(module, /*remove=*/false);
-  if (stopHere(CompilePhase::TrainStep, module)) {
-    if (syncModule)
-      stopHere(CompilePhase::TrainStep, syncModule.get());
+  if (stopHere(CompilePhase::TrainStep, module))
     return plan::Plan();
-  }
-  if (options.shard) {
-    PassManager partition(module.getContext());
-    configurePassManager(partition, options);
-    addPartitioning(partition, options);
-    if (failed(partition.run(module)))
-      return failure();
-  }
-  auto main = module.lookupSymbol<func::FuncOp>("main");
-  if (main && main->hasAttr(kPipelineRanksAttr)) {
+  if (failed(runPhase(
+          [&](OpPassManager &pm) { addPartitioning(pm, options); })))
+    return failure();
+  if (stopHere(CompilePhase::Partitioned, module))
+    return plan::Plan();
+  if (failed(runPhase(
+          [&](OpPassManager &pm) { addPreparation(pm, options); })))
+    return failure();
+  if (stopHere(CompilePhase::Prepared, module))
+    return plan::Plan();
+
+  // From here on each program (a nested module) is planned on its own.
+  auto takeNested = [](ModuleOp nested) {
+    nested->remove();
+    nested->removeAttr(SymbolTable::getSymbolAttrName());
+    return OwningOpRef<ModuleOp>(nested);
+  };
+  if (isPipelined(options)) {
     // One program per pipeline rank, each compiled on its own.
-    FailureOr<SmallVector<OwningOpRef<ModuleOp>>> ranks =
-        splitPipelineRanks(module);
-    if (failed(ranks))
-      return failure();
-    if (options.stopAfter == CompilePhase::Partitioned) {
-      for (OwningOpRef<ModuleOp> &rank : *ranks)
-        stopHere(CompilePhase::Partitioned, rank.get());
-      return plan::Plan();
-    }
+    SmallVector<OwningOpRef<ModuleOp>> ranks;
+    for (ModuleOp rank : llvm::to_vector(module.getOps<ModuleOp>()))
+      ranks.push_back(takeNested(rank));
     plan::Plan pipelined;
-    for (auto [r, rank] : llvm::enumerate(*ranks)) {
+    for (auto [r, rank] : llvm::enumerate(ranks)) {
       FailureOr<plan::Plan> stage =
           buildStagePlan(rank.get(), options, recomputeStats, stopHere);
       if (failed(stage))
@@ -555,10 +551,12 @@ compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
     }
     return pipelined;
   }
-  if (stopHere(CompilePhase::Partitioned, module))
-    return plan::Plan();
+  // Local SGD: `module @sync` becomes the plan's entry "sync".
+  OwningOpRef<ModuleOp> syncModule;
+  if (auto nested = module.lookupSymbol<ModuleOp>(kSyncFunctionName))
+    syncModule = takeNested(nested);
   int64_t syncEvery = 0;
-  if (main)
+  if (auto main = module.lookupSymbol<func::FuncOp>("main"))
     if (auto every = main->getAttrOfType<IntegerAttr>(kSyncEveryAttrName))
       syncEvery = every.getInt();
   FailureOr<plan::Plan> step =
@@ -589,6 +587,5 @@ compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
   step->entries.push_back(std::move(*entry));
   return step;
 }
-
 
 } // namespace cleave

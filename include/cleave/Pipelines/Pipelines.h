@@ -44,21 +44,27 @@ struct PhaseOptions;
 /// PhaseOptions::verifyPasses says, then PhaseOptions::configurePassManager.
 void configurePassManager(mlir::PassManager &pm, const PhaseOptions &options);
 
-/// The train-step phase, in three parts (local SGD's @sync leaves the module
-/// between the second and the third):
+/// The train-step phase, in three parts:
 /// --cleave-recognize-composites (unless PhaseOptions::recognizeComposites
 /// is off), then --cleave-mark-index-ranges and --cleave-build-train-step
-/// (or, for a forward model in bf16/fp16, --cleave-apply-mixed-precision),
-/// then mixed precision, --cleave-insert-recompute, --cleave-add-activation-
-/// probes and --cleave-drop-attribute{name=cleave.backward}.
+/// (or, for a forward model in bf16/fp16, --cleave-apply-mixed-precision;
+/// with local SGD, --cleave-build-local-sgd and --cleave-split-sync-entry,
+/// which moves @sync into the nested `module @sync`), then mixed
+/// precision, --cleave-insert-recompute, --cleave-add-activation-probes and
+/// --cleave-drop-attribute{name=cleave.backward}, which work on the step
+/// alone.
 void addRecognizeComposites(mlir::OpPassManager &pm,
                             const PhaseOptions &options);
 void addTrainStepBuild(mlir::OpPassManager &pm, const PhaseOptions &options);
 void addTrainStepFinish(mlir::OpPassManager &pm, const PhaseOptions &options);
-/// The partitioned phase: --cleave-shard-program (with a mesh).
+/// The partitioned phase: --cleave-shard-program (with a mesh), then for a
+/// pipelined step --cleave-split-pipeline-ranks (one nested `module
+/// @rank<r>` per pipeline rank).
 void addPartitioning(mlir::OpPassManager &pm, const PhaseOptions &options);
 /// The prepared phase: --cleave-prepare-pipeline's passes with the target's
-/// choices, then --cleave-drop-attribute{name=cleave.recompute}.
+/// choices, then --cleave-drop-attribute{name=cleave.recompute}, on every
+/// program: the module's own functions, and each nested module (a pipeline
+/// rank's, local SGD's @sync) in a nested pipeline.
 void addPreparation(mlir::OpPassManager &pm, const PhaseOptions &options);
 
 /// Where compileToPlan stops to show IR: after import (no passes run), after
@@ -136,6 +142,10 @@ struct PhaseOptions {
   /// Set: compile a training step (--cleave-build-train-step) instead of
   /// the forward model.
   std::optional<BuildTrainStepPassOptions> train;
+  /// With a training step built with sync=local:<H>: local SGD's or
+  /// DiLoCo's averaging function (--cleave-build-local-sgd), compiled into
+  /// the plan's entry "sync".
+  std::optional<BuildLocalSGDPassOptions> localSGD;
   /// With a training step: return the forward output of every ONNX node
   /// whose name matches this regular expression (cleave::addActivationProbes).
   std::string probe;

@@ -180,8 +180,11 @@ void BuildTrainStepPass::runOnOperation() {
   }
 
   ::cleave::SyncMode syncMode;
+  // The outer optimizer is --cleave-build-local-sgd's; only the mode
+  // matters here.
   if (std::string error = ::cleave::parseSyncMode(
-          sync, outerOptimizer, outerLr, outerMomentum, syncMode);
+          sync, /*outerOptimizer=*/"", /*outerLr=*/0.7,
+          /*outerMomentum=*/0.9, syncMode);
       !error.empty()) {
     mlir::emitError(module.getLoc()) << error;
     return signalPassFailure();
@@ -844,9 +847,6 @@ void BuildTrainStepPass::runOnOperation() {
   oldMain.erase();
   module.push_back(newMain);
   newMain.setSymName("main");
-  if (localSGD &&
-      failed(::cleave::buildLocalSGD(module, newMain, syncMode, dataParallel)))
-    return signalPassFailure();
   if (m > 1)
     newMain->setAttr("cleave.microbatches", b.getI64IntegerAttr(m));
   if (pipeline)

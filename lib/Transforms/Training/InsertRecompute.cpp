@@ -43,9 +43,15 @@ using namespace mlir::cleave;
 
 namespace cleave {
 void stripAttribute(ModuleOp module, StringRef name) {
-  module.walk([&](Operation *op) {
-    if (op != module.getOperation())
-      op->removeDiscardableAttr(name);
+  // A nested module is a program of its own (local SGD's @sync, a
+  // pipeline rank): a pipeline nests the pass to reach it.
+  module.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (op == module.getOperation())
+      return WalkResult::advance();
+    if (isa<ModuleOp>(op))
+      return WalkResult::skip();
+    op->removeDiscardableAttr(name);
+    return WalkResult::advance();
   });
 }
 

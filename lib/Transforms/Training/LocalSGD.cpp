@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Training/LocalSGD.h"
+#include "cleave/Transforms/Training/Passes.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
@@ -18,6 +19,14 @@
 #include "cleave/Transforms/Sharding/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/Twine.h"
+
+#define DEBUG_TYPE "cleave-build-local-sgd"
+
+namespace cleave {
+#define GEN_PASS_DEF_BUILDLOCALSGDPASS
+#include "cleave/Transforms/Training/Passes.h.inc"
+} // namespace cleave
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -255,5 +264,48 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
   step->setAttr(kSyncEveryAttrName, b.getI64IntegerAttr(mode.every));
   return success();
 }
+
+namespace {
+struct BuildLocalSGDPass : impl::BuildLocalSGDPassBase<BuildLocalSGDPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SyncMode mode;
+    if (std::string error = parseSyncMode(
+            ("local:" + llvm::Twine(every)).str(), outerOptimizer, outerLr,
+            outerMomentum, mode);
+        !error.empty()) {
+      module.emitError() << "--cleave-build-local-sgd: " << error;
+      return signalPassFailure();
+    }
+    auto step = module.lookupSymbol<func::FuncOp>("main");
+    if (!step || step.isExternal()) {
+      module.emitError("--cleave-build-local-sgd needs a training step @main");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol(kSyncFunctionName)) {
+      module.emitError() << "--cleave-build-local-sgd: the module already "
+                            "holds a symbol @"
+                         << kSyncFunctionName;
+      return signalPassFailure();
+    }
+    // The replicas are the mesh axis dp that --cleave-build-train-step's
+    // data-parallel option made.
+    int64_t dp = 0;
+    for (MeshOp mesh : module.getOps<MeshOp>())
+      for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape()))
+        if (cast<StringAttr>(name).getValue() == "dp")
+          dp = size;
+    if (dp < 2) {
+      module.emitError("--cleave-build-local-sgd needs data-parallel "
+                       "replicas: a cleave.mesh with an axis dp > 1 (build "
+                       "the step with data-parallel=N sync=local:<H>)");
+      return signalPassFailure();
+    }
+    if (failed(buildLocalSGD(module, step, mode, dp)))
+      return signalPassFailure();
+  }
+};
+} // namespace
 
 } // namespace cleave

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cleave/Transforms/Training/Pipeline.h"
+#include "cleave/Transforms/Training/Passes.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
@@ -21,6 +22,13 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <map>
+
+#define DEBUG_TYPE "cleave-split-pipeline-ranks"
+
+namespace cleave {
+#define GEN_PASS_DEF_SPLITPIPELINERANKSPASS
+#include "cleave/Transforms/Training/Passes.h.inc"
+} // namespace cleave
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -451,5 +459,27 @@ splitPipelineRanks(ModuleOp module) {
   }
   return result;
 }
+
+namespace {
+struct SplitPipelineRanksPass
+    : impl::SplitPipelineRanksPassBase<SplitPipelineRanksPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<SmallVector<OwningOpRef<ModuleOp>>> ranks =
+        splitPipelineRanks(module);
+    if (failed(ranks))
+      return signalPassFailure();
+    // The module keeps its attributes; its body becomes the ranks' modules.
+    Block *body = module.getBody();
+    while (!body->empty())
+      body->back().erase();
+    for (auto [r, rank] : llvm::enumerate(*ranks)) {
+      ModuleOp op = rank.release();
+      op.setSymName(("rank" + llvm::Twine(r)).str());
+      body->push_back(op);
+    }
+  }
+};
+} // namespace
 
 } // namespace cleave

@@ -1,9 +1,8 @@
 // RUN: cleave-opt %s --cleave-build-train-step="loss=mse:y,target optimizer=sgd data-parallel=2 sync=delayed" | FileCheck %s --check-prefix=DELAYED
-// RUN: cleave-opt %s --cleave-build-train-step="loss=mse:y,target optimizer=sgd data-parallel=2 sync=local:4" | FileCheck %s --check-prefix=LOCAL
-// RUN: cleave-opt %s --cleave-build-train-step="loss=mse:y,target optimizer=momentum data-parallel=2 sync=local:4 outer-optimizer=nesterov outer-lr=0.5 outer-momentum=0.8" | FileCheck %s --check-prefix=DILOCO
 // RUN: not cleave-opt %s --cleave-build-train-step="loss=mse:y,target optimizer=sgd sync=delayed" 2>&1 | FileCheck %s --check-prefix=NODP
 // RUN: not cleave-opt %s --cleave-build-train-step="loss=mse:y,target optimizer=sgd data-parallel=2 sync=often" 2>&1 | FileCheck %s --check-prefix=BAD
 
+// RUN: cleave-opt %s --cleave-build-train-step="loss=mse:y,target optimizer=sgd data-parallel=2 sync=local:4" | FileCheck %s --check-prefix=LOCAL-STEP
 // delayed: the pending gradients are zeroed optimizer state that varies
 // over dp; their all-reduces start before the forward pass (the first
 // contraction) and are waited for after the backward pass (the last), the
@@ -30,41 +29,12 @@
 // DELAYED: %[[L:.*]] = cleave.done %[[LOSS]]
 // DELAYED-NEXT: return %{{.*}}, %{{.*}}, %[[L]], %{{.*}}, %[[GW]], %[[GB]] :
 
-// local:4: the step reduces nothing and reports its own loss; its states
-// vary over dp; @sync averages the parameters, every 4 steps.
-// LOCAL: func.func @main(%arg0: tensor<4x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter", cleave.varying = ["dp"]}
-// LOCAL-SAME: cleave.sync_every = 4 : i64
-// LOCAL-NOT: cleave.all_reduce
-// LOCAL-LABEL: func.func @sync(
-// LOCAL-SAME: %arg0: tensor<4x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter", cleave.varying = ["dp"]}
-// LOCAL-SAME: -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<4xf32> {cleave.name = "b", cleave.updates = 1 : i64})
-// LOCAL-NEXT: cleave.all_reduce avg %arg0 over @mesh ["dp"] {cleave.phase = "local SGD averaging"} : tensor<4x4xf32>
-// LOCAL-NEXT: cleave.all_reduce avg %arg1 over @mesh ["dp"] {cleave.phase = "local SGD averaging"} : tensor<4xf32>
-
-// DiLoCo: the step holds the outer states (the global copy starts from the
-// parameter's initial value), split over dp on dimension 0 and the same on
-// every rank of a shard; @sync reduce-scatters the average, takes the
-// Nesterov step (mu = 0.8, lr = 0.5) on its block of the global copy and
-// all-gathers it into the parameter.
-// DILOCO-LABEL: func.func @main(
-// DILOCO-SAME: %arg8: tensor<2x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w.outer_params", cleave.parameter = "w", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>, cleave.slot = "outer_params", cleave.state = "optimizer_state"}
-// DILOCO-SAME: %arg9: tensor<2x4xf32> {cleave.name = "w.outer_momentum", cleave.parameter = "w", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>, cleave.slot = "outer_momentum", cleave.state = "optimizer_state"}
-// DILOCO-LABEL: func.func @sync(
-// DILOCO-SAME: %arg0: tensor<4x4xf32>
-// DILOCO-SAME: %arg2: tensor<2x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w.outer_params"
-// DILOCO-SAME: %arg3: tensor<2x4xf32> {cleave.name = "w.outer_momentum"
-// DILOCO-SAME: -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<2x4xf32> {cleave.name = "w.outer_params", cleave.updates = 2 : i64}, tensor<2x4xf32> {cleave.name = "w.outer_momentum", cleave.updates = 3 : i64}
-// DILOCO-NEXT: %[[AVG:.*]] = cleave.reduce_scatter avg %arg0 over @mesh ["dp"] dim = 0 {cleave.phase = "DiLoCo outer step"} : tensor<4x4xf32> -> tensor<2x4xf32>
-// DILOCO-NEXT: %[[DELTA:.*]] = cleave.binary sub %arg2, %[[AVG]]
-// DILOCO-NEXT: %[[MU:.*]] = cleave.constant dense<8.000000e-01> : tensor<2x4xf32>
-// DILOCO-NEXT: %[[MM:.*]] = cleave.binary mul %[[MU]], %arg3
-// DILOCO-NEXT: %[[M:.*]] = cleave.binary add %[[MM]], %[[DELTA]]
-// DILOCO-NEXT: %[[NM:.*]] = cleave.binary mul %[[MU]], %[[M]]
-// DILOCO-NEXT: %[[DIR:.*]] = cleave.binary add %[[DELTA]], %[[NM]]
-// DILOCO-NEXT: %[[LR:.*]] = cleave.constant dense<5.000000e-01> : tensor<2x4xf32>
-// DILOCO-NEXT: %[[STEP:.*]] = cleave.binary mul %[[LR]], %[[DIR]]
-// DILOCO-NEXT: %[[G:.*]] = cleave.binary sub %arg2, %[[STEP]]
-// DILOCO-NEXT: %[[P:.*]] = cleave.all_gather %[[G]] over @mesh ["dp"] dim = 0 {cleave.phase = "DiLoCo outer step"} : tensor<2x4xf32> -> tensor<4x4xf32>
+// local:4 alone: the step reduces nothing (--cleave-build-local-sgd adds
+// @sync; see build-local-sgd.mlir).
+// LOCAL-STEP-LABEL: func.func @main(
+// LOCAL-STEP-NOT: cleave.all_reduce
+// LOCAL-STEP-NOT: cleave.sync_every
+// LOCAL-STEP-NOT: func.func @sync
 
 // NODP: error: --sync=delayed: it needs data-parallel replicas (--data-parallel=N, N > 1)
 // BAD: error: unknown --sync 'often' (expected step, local:<H> or delayed)

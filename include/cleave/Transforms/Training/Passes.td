@@ -94,19 +94,10 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
     Option<"sync", "sync", "std::string", "\"step\"",
            "How data-parallel replicas (data-parallel > 1) agree: step "
            "(every gradient all-reduced each step), local:<H> (local SGD: "
-           "no reduction in the step; a function @sync, run after every "
-           "H-th step, averages the parameters, or with outer-optimizer "
-           "takes DiLoCo's outer step), delayed (each step applies the "
+           "no reduction in the step; --cleave-build-local-sgd then adds "
+           "the function @sync, run after every H-th step), delayed (each step applies the "
            "previous step's averaged gradients, whose all-reduce overlaps "
            "this step's forward and backward; step 0 applies zeros)">,
-    Option<"outerOptimizer", "outer-optimizer", "std::string", "\"\"",
-           "With sync=local:<H>: empty (plain averaging) or nesterov "
-           "(DiLoCo: outer gradient = global copy - average, Nesterov "
-           "momentum on the global copy, sharded over dp)">,
-    Option<"outerLr", "outer-lr", "double", "0.7",
-           "DiLoCo's outer learning rate">,
-    Option<"outerMomentum", "outer-momentum", "double", "0.9",
-           "DiLoCo's outer Nesterov momentum">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Split the batch into this many microbatches (rows k, k + m, "
            "...): each runs forward and backward in turn and its gradients "
@@ -381,8 +372,9 @@ def AddActivationProbesPass
 def DropAttributePass : Pass<"cleave-drop-attribute", "::mlir::ModuleOp"> {
   let summary = "Remove a discardable attribute from every op";
   let description = [{
-    Removes the discardable attribute `name` from every op nested in the
-    module (not from the module itself). The phase pipelines use it to drop
+    Removes the discardable attribute `name` from every op of the module
+    (not from the module itself, nor from the ops of nested modules, which
+    are programs of their own: nest the pass to reach them). The phase pipelines use it to drop
     tags whose work is done: `cleave.backward` after recompute (so that CSE
     treats forward and backward ops alike) and `cleave.recompute` after
     preparation (so that it does not split identical kernels).
@@ -397,6 +389,125 @@ def DropAttributePass : Pass<"cleave-drop-attribute", "::mlir::ModuleOp"> {
   let options = [
     Option<"name", "name", "std::string", "\"\"", "The attribute's name">,
   ];
+}
+
+def BuildLocalSGDPass : Pass<"cleave-build-local-sgd", "::mlir::ModuleOp"> {
+  let summary = "Add local SGD's or DiLoCo's averaging function @sync";
+  let description = [{
+    For a data-parallel training step built with `sync=local:<H>` (whose
+    `@main` reduces nothing over the mesh axis `dp`), marks every state of
+    `@main` as varying over dp (`cleave.varying = ["dp"]`: each replica
+    trains its own copy) and adds the function `@sync`, which the plan runs
+    after every `every`-th step. Plain local SGD averages each parameter
+    over dp (all_reduce avg). With `outer-optimizer=nesterov` it takes
+    DiLoCo's outer step instead: the step gains two states per parameter,
+    the global copy and the outer momentum, split over dp along the first
+    dimension dp divides (ZeRO-1 style); `@sync` reduce-scatters the
+    average, takes outer gradient = global copy - average, applies Nesterov
+    momentum to the global copy and all-gathers it into the parameter.
+    `@main` gets `cleave.sync_every = every`.
+
+    ```mlir
+    // Before (every=4):
+    func.func @main(%w: tensor<4x2xf32> {cleave.state = "parameter"}, ...)
+    // After:
+    func.func @main(%w: tensor<4x2xf32> {cleave.state = "parameter",
+                                         cleave.varying = ["dp"]}, ...)
+        attributes {cleave.sync_every = 4 : i64}
+    func.func @sync(%w: tensor<4x2xf32> ...) -> tensor<4x2xf32> {
+      %a = cleave.all_reduce avg %w over @mesh ["dp"] ...
+      return %a
+    }
+    ```
+  }];
+  let options = [
+    Option<"every", "every", "int64_t", "0",
+           "The steps between averagings (H of local:<H>, 1 to 1000000)">,
+    Option<"outerOptimizer", "outer-optimizer", "std::string", "\"\"",
+           "Empty (plain averaging) or nesterov (DiLoCo: outer gradient = "
+           "global copy - average, Nesterov momentum on the global copy, "
+           "sharded over dp)">,
+    Option<"outerLr", "outer-lr", "double", "0.7",
+           "DiLoCo's outer learning rate">,
+    Option<"outerMomentum", "outer-momentum", "double", "0.9",
+           "DiLoCo's outer Nesterov momentum">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def SplitSyncEntryPass : Pass<"cleave-split-sync-entry", "::mlir::ModuleOp"> {
+  let summary = "Move local SGD's @sync into a module of its own";
+  let description = [{
+    Local SGD's `@sync` (--cleave-build-local-sgd) is compiled into the
+    plan's entry "sync", apart from the step: mixed precision, recompute
+    and probes are the step's business. This pass moves it into a nested
+    `module @sync` that holds a copy of every other top-level op of the
+    module except `@main` (the mesh, and helpers `@sync` may call) and the
+    module's attributes. The passes after it work on the module's own
+    functions, not on nested modules; a pipeline reaches `@sync` with a
+    nested `builtin.module(...)`. A module without `@sync` is left as it
+    is.
+
+    ```mlir
+    // Before:
+    module {
+      cleave.mesh @mesh ["dp" = 2]
+      func.func @main(...) { ... }
+      func.func @sync(...) { ... }
+    }
+    // After:
+    module {
+      cleave.mesh @mesh ["dp" = 2]
+      func.func @main(...) { ... }
+      module @sync {
+        cleave.mesh @mesh ["dp" = 2]
+        func.func @sync(...) { ... }
+      }
+    }
+    ```
+  }];
+}
+
+def SplitPipelineRanksPass
+    : Pass<"cleave-split-pipeline-ranks", "::mlir::ModuleOp"> {
+  let summary = "One nested module per pipeline rank of a pipelined step";
+  let description = [{
+    A pipelined training step (--cleave-build-train-step with
+    `pipeline-ranks`, partitioned or not) is one program whose ops carry
+    the pipeline rank that runs them. This pass replaces the module's body
+    with one nested `module @rank<r>` per pipeline rank r (MPMD over the
+    mesh axis "pp"; each program SPMD over the others), whose `@main`
+    keeps, in order, the ops tagged r and the untagged ops they need, with
+    `cleave.pipeline_rank = r`. A `cleave.pipeline_transfer` becomes a
+    `cleave.send` on its source rank and a `cleave.recv` on its target
+    (placed where the step that first reads it begins); a
+    `cleave.pipeline_sum` becomes an exchange of each rank's operand, added
+    in rank order. States a rank does not read are removed from its
+    `@main`. An op of one rank that reads another's value without a
+    transfer is an error naming the op.
+
+    ```mlir
+    // Before:
+    func.func @main(...) attributes {cleave.pipeline_ranks = 2 : i64} {
+      %h = cleave.contract ... {cleave.pipeline_rank = 0 : i64}
+      %t = cleave.pipeline_transfer %h from 0 to 1
+      %y = cleave.contract %t, ... {cleave.pipeline_rank = 1 : i64}
+    // After:
+    module @rank0 {
+      func.func @main(...) attributes {cleave.pipeline_rank = 0 : i64} {
+        %h = cleave.contract ...
+        cleave.send %h over @mesh ["pp"] from = 0 to = 1 ...
+    }
+    module @rank1 {
+      func.func @main(...) attributes {cleave.pipeline_rank = 1 : i64} {
+        %t = cleave.recv over @mesh ["pp"] from = 0 to = 1 ...
+        %y = cleave.contract %t, ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect",
+                           "::mlir::func::FuncDialect"];
 }
 
 #endif // CLEAVE_TRANSFORMS_TRAINING_PASSES_TD

@@ -35,7 +35,8 @@ struct RecomputeStats {
   int64_t recomputeFlops = 0, extraFlops = 0, recomputedOps = 0;
 };
 
-/// Removes the discardable attribute `name` from every op in `module`.
+/// Removes the discardable attribute `name` from every op of `module`, not
+/// from the module itself nor from nested modules (programs of their own).
 void stripAttribute(mlir::ModuleOp module, llvm::StringRef name);
 
 /// Reads (and, with `remove`, deletes) the statistics left on `module`.
