@@ -187,6 +187,18 @@ int Driver::printPipeline() {
   return 0;
 }
 
+LogicalResult Driver::addPhasePipeline(OpPassManager &pm,
+                                      CompilePhase phase) {
+  if (configure())
+    return failure();
+  std::string error;
+  if (failed(addPhasePasses(pm, phaseOptions, phase, error))) {
+    fail(error);
+    return failure();
+  }
+  return success();
+}
+
 int Driver::run() {
   auto start = std::chrono::steady_clock::now();
   if (int rc = configure())
@@ -307,6 +319,13 @@ int Driver::run() {
 } // namespace cleave::compiler
 
 namespace cleave {
+LogicalResult addPhasePipeline(OpPassManager &pm,
+                               const CompileOptions &options,
+                               CompilePhase phase, const CompileIO &io) {
+  compiler::Driver driver(options, io);
+  return driver.addPhasePipeline(pm, phase);
+}
+
 int compile(const CompileOptions &options, const CompileIO &io) {
   compiler::Driver driver(options, io);
   return driver.run();

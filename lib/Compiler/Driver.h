@@ -61,6 +61,10 @@ public:
 
   /// The whole compile; returns its exit code.
   int run();
+  /// Checks the options, then adds the passes that take the imported
+  /// program to `phase` (cleave::addPhasePipeline).
+  mlir::LogicalResult addPhasePipeline(mlir::OpPassManager &pm,
+                                       CompilePhase phase);
 
   llvm::raw_ostream &errs();
   llvm::raw_ostream &outs();

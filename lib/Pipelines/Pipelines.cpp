@@ -135,13 +135,11 @@ void addPreparation(OpPassManager &pm, const PhaseOptions &options) {
     addProgramPreparation(pm.nest<ModuleOp>(), options);
 }
 
-LogicalResult printPhasePipeline(const PhaseOptions &options,
-                                 CompilePhase phase, llvm::raw_ostream &os,
-                                 std::string &error) {
-  OpPassManager pm("builtin.module");
+LogicalResult addPhasePasses(OpPassManager &pm, const PhaseOptions &options,
+                             CompilePhase phase, std::string &error) {
   switch (phase) {
   case CompilePhase::Import:
-    break;
+    return success();
   case CompilePhase::TrainStep:
   case CompilePhase::Partitioned:
   case CompilePhase::Prepared:
@@ -152,12 +150,20 @@ LogicalResult printPhasePipeline(const PhaseOptions &options,
       addPartitioning(pm, options);
     if (phase == CompilePhase::Prepared)
       addPreparation(pm, options);
-    break;
+    return success();
   default:
     error = "the kernels and llvm phases are not pass pipelines yet: the "
             "plan builder outlines the kernel module outside a pass";
     return failure();
   }
+}
+
+LogicalResult printPhasePipeline(const PhaseOptions &options,
+                                 CompilePhase phase, llvm::raw_ostream &os,
+                                 std::string &error) {
+  OpPassManager pm("builtin.module");
+  if (failed(addPhasePasses(pm, options, phase, error)))
+    return failure();
   pm.printAsTextualPipeline(os);
   os << "\n";
   return success();

@@ -1,5 +1,6 @@
 //===- cleave-opt.cpp - Cleave's mlir-opt: every dialect, pass and pipeline -===//
 
+#include "cleave/Compiler/Compile.h"
 #include "cleave/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -11,6 +12,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   cleave::registerAllPasses();
+  cleave::registerPhasePipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -57,6 +57,21 @@ struct CompileIO {
 /// unless the compile succeeded.
 int compile(const CompileOptions &options, const CompileIO &io = {});
 
+/// Adds to `pm` (on builtin.module) the passes that take a program imported
+/// under `options` to `phase` (train-step, partitioned or prepared): what
+/// `cleave-compile` with these options and `--print-pipeline=PHASE` prints.
+/// Checks the options as a compile does; fails after printing the errors to
+/// `io.messages`.
+mlir::LogicalResult addPhasePipeline(mlir::OpPassManager &pm,
+                                     const CompileOptions &options,
+                                     CompilePhase phase,
+                                     const CompileIO &io = {});
+
+/// Registers --cleave-train-step-pipeline, --cleave-partitioned-pipeline and
+/// --cleave-prepared-pipeline, whose options are cleave-compile's
+/// (PhasePipelines.cpp).
+void registerPhasePipelines();
+
 } // namespace cleave
 
 #endif // CLEAVE_COMPILER_COMPILE_H

@@ -196,6 +196,13 @@ struct PhaseOptions {
   std::function<void(const StepReport &)> stepReport;
 };
 
+/// Adds to `pm` (on builtin.module) the passes that take the imported
+/// program to `phase`: the import phase has none. Fails with `error` for a
+/// phase that is not one pass pipeline yet (kernels, llvm).
+mlir::LogicalResult addPhasePasses(mlir::OpPassManager &pm,
+                                   const PhaseOptions &options,
+                                   CompilePhase phase, std::string &error);
+
 /// Prints the textual pass pipeline that takes the imported program to
 /// `phase` (what cleave-opt --pass-pipeline runs to reproduce
 /// cleave-compile --emit=mlir --phase=PHASE). Fails with `error` for a phase
