@@ -51,7 +51,7 @@ private:
   std::vector<std::function<void()>> stores;
   std::deque<std::string> strings;
 
-  struct Binder : CompileOptionVisitor {
+  struct Binder : ScalarCompileOptionVisitor<Binder> {
     PhasePipelineOptions &self;
     explicit Binder(PhasePipelineOptions &self) : self(self) {}
 
@@ -74,7 +74,7 @@ private:
       return raw;
     }
     template <typename T>
-    void bind(const CompileOptionInfo &info, T &field) {
+    void bindScalar(const CompileOptionInfo &info, T &field) {
       if (skipped(info))
         return;
       Option<T> *option = make<T>(info, llvm::cl::init(field));
@@ -82,18 +82,6 @@ private:
           [option, &field] { field = option->getValue(); });
     }
 
-    void visit(const CompileOptionInfo &info, bool &field) override {
-      bind(info, field);
-    }
-    void visit(const CompileOptionInfo &info, int64_t &field) override {
-      bind(info, field);
-    }
-    void visit(const CompileOptionInfo &info, double &field) override {
-      bind(info, field);
-    }
-    void visit(const CompileOptionInfo &info, std::string &field) override {
-      bind(info, field);
-    }
     void visit(const CompileOptionInfo &info,
                std::optional<std::string> &field) override {
       if (skipped(info))
@@ -128,16 +116,6 @@ private:
         option->getParser().addLiteralOption(v.name, v.value, v.help);
       self.stores.push_back(
           [option, &field] { field = option->getValue(); });
-    }
-    void visit(const CompileOptionInfo &info, EmitKind &field,
-               const std::vector<CompileOptionValue<EmitKind>> &values)
-        override {
-      bindEnum(info, field, values);
-    }
-    void visit(const CompileOptionInfo &info, CompilePhase &field,
-               const std::vector<CompileOptionValue<CompilePhase>> &values)
-        override {
-      bindEnum(info, field, values);
     }
   };
 };

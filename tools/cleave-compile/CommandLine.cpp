@@ -11,7 +11,7 @@ namespace cl = llvm::cl;
 namespace cleave {
 namespace {
 /// Makes one llvm::cl option per table entry, storing into the field.
-struct Binder : CompileOptionVisitor {
+struct Binder : ScalarCompileOptionVisitor<Binder> {
   cl::OptionCategory &general, &training;
   std::vector<std::unique_ptr<cl::Option>> &owned;
   /// The names and help texts the options point to.
@@ -41,24 +41,12 @@ struct Binder : CompileOptionVisitor {
     owned.push_back(std::move(option));
   }
   template <typename T>
-  void bind(const CompileOptionInfo &info, T &field) {
+  void bindScalar(const CompileOptionInfo &info, T &field) {
     finish(info, std::make_unique<cl::opt<T, true>>(
                      name(info), help(info), cl::location(field),
                      cl::cat(category(info))));
   }
 
-  void visit(const CompileOptionInfo &info, bool &field) override {
-    bind(info, field);
-  }
-  void visit(const CompileOptionInfo &info, int64_t &field) override {
-    bind(info, field);
-  }
-  void visit(const CompileOptionInfo &info, double &field) override {
-    bind(info, field);
-  }
-  void visit(const CompileOptionInfo &info, std::string &field) override {
-    bind(info, field);
-  }
   void visit(const CompileOptionInfo &info,
              std::optional<std::string> &field) override {
     // Given or not matters: the value arrives through a callback.
@@ -83,15 +71,6 @@ struct Binder : CompileOptionVisitor {
     for (const CompileOptionValue<E> &v : values)
       option->getParser().addLiteralOption(v.name, v.value, v.help);
     finish(info, std::move(option));
-  }
-  void visit(const CompileOptionInfo &info, EmitKind &field,
-             const std::vector<CompileOptionValue<EmitKind>> &values) override {
-    bindEnum(info, field, values);
-  }
-  void visit(const CompileOptionInfo &info, CompilePhase &field,
-             const std::vector<CompileOptionValue<CompilePhase>> &values)
-      override {
-    bindEnum(info, field, values);
   }
 };
 } // namespace

@@ -165,6 +165,42 @@ public:
         const std::vector<CompileOptionValue<CompilePhase>> &values) = 0;
 };
 
+/// A visitor whose scalar options (bool, int64_t, double, std::string) all
+/// go to `Derived::bindScalar(info, field)` and whose enumerated ones go to
+/// `Derived::bindEnum(info, field, values)`: binders that treat every
+/// scalar type alike (cleave-compile's llvm::cl options, the phase
+/// pipelines' pass options) write the rest only.
+template <typename Derived>
+class ScalarCompileOptionVisitor : public CompileOptionVisitor {
+public:
+  void visit(const CompileOptionInfo &info, bool &field) override {
+    self().bindScalar(info, field);
+  }
+  void visit(const CompileOptionInfo &info, int64_t &field) override {
+    self().bindScalar(info, field);
+  }
+  void visit(const CompileOptionInfo &info, double &field) override {
+    self().bindScalar(info, field);
+  }
+  void visit(const CompileOptionInfo &info, std::string &field) override {
+    self().bindScalar(info, field);
+  }
+  void visit(const CompileOptionInfo &info, EmitKind &field,
+             const std::vector<CompileOptionValue<EmitKind>> &values)
+      override {
+    self().bindEnum(info, field, values);
+  }
+  void visit(const CompileOptionInfo &info, CompilePhase &field,
+             const std::vector<CompileOptionValue<CompilePhase>> &values)
+      override {
+    self().bindEnum(info, field, values);
+  }
+  using CompileOptionVisitor::visit;
+
+private:
+  Derived &self() { return static_cast<Derived &>(*this); }
+};
+
 /// Calls `visitor` once per option of `options` (not the input model), in
 /// the table's order.
 void visitCompileOptions(CompileOptions &options, CompileOptionVisitor &visitor);
