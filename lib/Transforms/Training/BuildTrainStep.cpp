@@ -644,7 +644,7 @@ void BuildTrainStepPass::runOnOperation() {
     StringRef name =
         params[i]->getAttrOfType<StringAttr>("cleave.initializer").getValue();
     double decay =
-        !noDecay.empty() && noDecayRe.match(name) ? 0.0 : weightDecay.getValue();
+        !noDecay.empty() && noDecayRe.match(name) ? 0.0 : double(weightDecay);
     SmallVector<Value> updated = buildOptimizerUpdate(
         e, optimizerOptions, p, clipped[i], pSlots, lr, step, decay);
     if (finite) {

@@ -7,6 +7,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "cleave/Transforms/PassOptionTypes.h"
+
 #include "mlir/Pass/Pass.h"
 
 namespace cleave {

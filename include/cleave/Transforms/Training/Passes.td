@@ -127,20 +127,20 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "mse:<output>,<target> | empty: the model's scalar output">,
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
            "sgd | momentum | nesterov | adam | adamw">,
-    Option<"momentum", "momentum", "double", "0.9", "Momentum factor">,
-    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
-    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
-    Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
-    Option<"weightDecay", "weight-decay", "double", "0.0",
+    Option<"momentum", "momentum", "::cleave::ExactDouble", "0.9", "Momentum factor">,
+    Option<"beta1", "beta1", "::cleave::ExactDouble", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "::cleave::ExactDouble", "0.999", "Adam beta2">,
+    Option<"epsilon", "epsilon", "::cleave::ExactDouble", "1e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "::cleave::ExactDouble", "0.0",
            "L2 penalty (sgd, momentum, nesterov, adam) or decoupled weight "
            "decay (adamw)">,
-    Option<"clipGradNorm", "clip-grad-norm", "double", "0.0",
+    Option<"clipGradNorm", "clip-grad-norm", "::cleave::ExactDouble", "0.0",
            "Clip gradients to this global norm (0: no clipping)">,
     Option<"lossScale", "loss-scale", "std::string", "\"none\"",
            "none | dynamic | <number> (a static scale): the backward pass "
            "is seeded with the scaled loss and gradients are unscaled in f32 "
            "(for fp16 mixed precision)">,
-    Option<"lossScaleInit", "loss-scale-init", "double", "65536.0",
+    Option<"lossScaleInit", "loss-scale-init", "::cleave::ExactDouble", "65536.0",
            "Initial scale of dynamic loss scaling">,
     Option<"lossScaleWindow", "loss-scale-window", "int64_t", "2000",
            "Dynamic loss scaling doubles the scale after this many steps "
@@ -427,9 +427,9 @@ def BuildLocalSGDPass : Pass<"cleave-build-local-sgd", "::mlir::ModuleOp"> {
            "Empty (plain averaging) or nesterov (DiLoCo: outer gradient = "
            "global copy - average, Nesterov momentum on the global copy, "
            "sharded over dp)">,
-    Option<"outerLr", "outer-lr", "double", "0.7",
+    Option<"outerLr", "outer-lr", "::cleave::ExactDouble", "0.7",
            "DiLoCo's outer learning rate">,
-    Option<"outerMomentum", "outer-momentum", "double", "0.9",
+    Option<"outerMomentum", "outer-momentum", "::cleave::ExactDouble", "0.9",
            "DiLoCo's outer Nesterov momentum">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect",
