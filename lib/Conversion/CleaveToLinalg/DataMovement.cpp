@@ -52,15 +52,17 @@ static Value indexConst(OpBuilder &b, Location loc, int64_t v) {
 // broadcast_in_dim, transpose, reshape
 //===----------------------------------------------------------------------===//
 
-struct BroadcastInDimLowering : OpConversionPattern<BroadcastInDimOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// broadcast_in_dim and transpose copy their operand through their sharding
+/// rule's maps: a loop per result dimension, the operand indexed through
+/// the permutation, or at index 0 along a repeated dimension of size 1.
+template <typename OpT>
+struct CopyThroughRuleLowering : OpConversionPattern<OpT> {
+  using OpConversionPattern<OpT>::OpConversionPattern;
   LogicalResult
-  matchAndRewrite(BroadcastInDimOp op, OpAdaptor adaptor,
+  matchAndRewrite(OpT op, typename OpT::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
-    // The sharding rule's maps: a loop per result dimension; an operand
-    // dimension of size 1 that is repeated reads index 0.
+        this->getTypeConverter()->convertType(op.getType()));
     ShardingRule rule = op.getShardingRule();
     Location loc = op.getLoc();
     Value init = createEmpty(rewriter, loc, outType.getShape(),
@@ -76,31 +78,8 @@ struct BroadcastInDimLowering : OpConversionPattern<BroadcastInDimOp> {
     return success();
   }
 };
-
-struct TransposeLowering : OpConversionPattern<TransposeOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(TransposeOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
-    // The sharding rule's maps: a loop per result dimension, the operand
-    // indexed through the permutation.
-    ShardingRule rule = op.getShardingRule();
-    Location loc = op.getLoc();
-    Value init = createEmpty(rewriter, loc, outType.getShape(),
-                             outType.getElementType());
-    SmallVector<AffineMap> maps = rule.getIndexingMaps(rewriter.getContext());
-    auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{outType}, adaptor.getOperand(),
-        ValueRange{init}, maps, rule.getIteratorTypes(),
-        [](OpBuilder &b, Location l, ValueRange args) {
-          linalg::YieldOp::create(b, l, args[0]);
-        });
-    rewriter.replaceOp(op, generic.getResult(0));
-    return success();
-  }
-};
+using BroadcastInDimLowering = CopyThroughRuleLowering<BroadcastInDimOp>;
+using TransposeLowering = CopyThroughRuleLowering<TransposeOp>;
 
 /// Reshapes `value` to `type` with collapse/expand; through 1-D when the
 /// shapes share no reassociation.

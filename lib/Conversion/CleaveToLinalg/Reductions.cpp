@@ -65,6 +65,18 @@ struct ContractLowering : OpConversionPattern<ContractOp> {
   }
 };
 
+/// A reduction's operand in its compute type (f32 for narrow floats), with
+/// the element type its result returns to.
+struct ComputeOperand {
+  Value value;
+  Type elementType, accType;
+};
+static ComputeOperand inComputeType(OpBuilder &b, Location loc, Value input) {
+  Type elementType = getElementType(input.getType());
+  Type accType = getComputeType(elementType);
+  return {convertTensor(b, loc, input, accType), elementType, accType};
+}
+
 //===----------------------------------------------------------------------===//
 // reduce, arg_reduce
 //===----------------------------------------------------------------------===//
@@ -75,14 +87,12 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
   matchAndRewrite(ReduceOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Value input = adaptor.getOperand();
-    Type elementType = getElementType(input.getType());
-    Type accType = getComputeType(elementType);
-    input = convertTensor(rewriter, loc, input, accType);
-    Value result =
-        createReduction(rewriter, loc, input, op.getDimensions(), op.getKind(),
-                        isUnsignedElement(op.getOperand().getType()));
-    rewriter.replaceOp(op, convertTensor(rewriter, loc, result, elementType));
+    ComputeOperand in = inComputeType(rewriter, loc, adaptor.getOperand());
+    Value result = createReduction(
+        rewriter, loc, in.value, op.getDimensions(), op.getKind(),
+        isUnsignedElement(op.getOperand().getType()));
+    rewriter.replaceOp(op,
+                       convertTensor(rewriter, loc, result, in.elementType));
     return success();
   }
 };
@@ -95,10 +105,9 @@ struct ArgReduceLowering : OpConversionPattern<ArgReduceOp> {
     if (op.getKind() != ReduceKind::max && op.getKind() != ReduceKind::min)
       return rewriter.notifyMatchFailure(op, "arg_reduce needs max or min");
     Location loc = op.getLoc();
-    Value input = adaptor.getOperand();
-    Type elementType = getElementType(input.getType());
-    Type accType = getComputeType(elementType);
-    input = convertTensor(rewriter, loc, input, accType);
+    ComputeOperand in = inComputeType(rewriter, loc, adaptor.getOperand());
+    Value input = in.value;
+    Type accType = in.accType;
     auto inType = cast<RankedTensorType>(input.getType());
     auto outType = cast<RankedTensorType>(op.getType());
     bool isUnsigned = isUnsignedElement(op.getOperand().getType());
@@ -175,10 +184,9 @@ struct CumSumLowering : OpConversionPattern<CumSumOp> {
   matchAndRewrite(CumSumOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Value input = adaptor.getOperand();
-    Type elementType = getElementType(input.getType());
-    Type accType = getComputeType(elementType);
-    input = convertTensor(rewriter, loc, input, accType);
+    ComputeOperand operand = inComputeType(rewriter, loc, adaptor.getOperand());
+    Value input = operand.value;
+    Type elementType = operand.elementType, accType = operand.accType;
     auto type = cast<RankedTensorType>(input.getType());
     int64_t dim = op.getDimension();
     int64_t n = type.getDimSize(dim);
