@@ -202,32 +202,41 @@ size_t cleave_rt_program_output_count(cleave_rt_program program) {
   return program ? program->plan->outputs.size() : 0;
 }
 
+/// Null, or CLEAVE_RT_OUT_OF_RANGE when `index` is not below the plan's
+/// `count` things called `what` ("input index 3 is out of range (the plan
+/// has 2 inputs)").
+static cleave_rt_status checkPlanIndex(const char *what, size_t index,
+                                       size_t count) {
+  if (index < count)
+    return nullptr;
+  return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
+                    std::string(what) + " index " + std::to_string(index) +
+                        " is out of range (the plan has " +
+                        std::to_string(count) + " " + what + "s)");
+}
+
+/// The description of the plan's input or output (`list`) `index`.
+static cleave_rt_status
+describeAt(cleave_rt_program program, const char *what,
+           std::vector<plan::TensorInfo> plan::Plan::*list, size_t index,
+           cleave_rt_tensor_desc_t *out_desc) {
+  if (!program || !out_desc)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
+  const std::vector<plan::TensorInfo> &tensors = (*program->plan).*list;
+  CLEAVE_RT_RETURN_IF_ERROR(checkPlanIndex(what, index, tensors.size()));
+  return describe(tensors[index], out_desc);
+}
+
 cleave_rt_status cleave_rt_program_input_desc(cleave_rt_program program,
                                               size_t index,
                                               cleave_rt_tensor_desc_t *out_desc) {
-  if (!program || !out_desc)
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
-  if (index >= program->plan->inputs.size())
-    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
-                      "input index " + std::to_string(index) +
-                          " is out of range (the plan has " +
-                          std::to_string(program->plan->inputs.size()) +
-                          " inputs)");
-  return describe(program->plan->inputs[index], out_desc);
+  return describeAt(program, "input", &plan::Plan::inputs, index, out_desc);
 }
 
 cleave_rt_status
 cleave_rt_program_output_desc(cleave_rt_program program, size_t index,
                               cleave_rt_tensor_desc_t *out_desc) {
-  if (!program || !out_desc)
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
-  if (index >= program->plan->outputs.size())
-    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
-                      "output index " + std::to_string(index) +
-                          " is out of range (the plan has " +
-                          std::to_string(program->plan->outputs.size()) +
-                          " outputs)");
-  return describe(program->plan->outputs[index], out_desc);
+  return describeAt(program, "output", &plan::Plan::outputs, index, out_desc);
 }
 
 cleave_rt_status cleave_rt_program_find_input(cleave_rt_program program,
@@ -522,11 +531,7 @@ cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
   CLEAVE_RT_RETURN_IF_ERROR(statesPerStage(program));
   const auto &states = program->plan->states;
-  if (index >= states.size())
-    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
-                      "state index " + std::to_string(index) +
-                          " is out of range (the plan has " +
-                          std::to_string(states.size()) + " states)");
+  CLEAVE_RT_RETURN_IF_ERROR(checkPlanIndex("state", index, states.size()));
   const plan::StateTensor &st = states[index];
   describe(st.info, &out_desc->tensor);
   out_desc->kind = static_cast<cleave_rt_state_kind_t>(st.kind);
@@ -545,11 +550,7 @@ cleave_rt_status cleave_rt_program_state_replica(cleave_rt_program program,
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
   CLEAVE_RT_RETURN_IF_ERROR(statesPerStage(program));
   const auto &states = program->plan->states;
-  if (index >= states.size())
-    return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
-                      "state index " + std::to_string(index) +
-                          " is out of range (the plan has " +
-                          std::to_string(states.size()) + " states)");
+  CLEAVE_RT_RETURN_IF_ERROR(checkPlanIndex("state", index, states.size()));
   const plan::Mesh &mesh = program->file->mesh;
   if (static_cast<int64_t>(mesh_rank) >= mesh.worldSize())
     return makeStatus(CLEAVE_RT_OUT_OF_RANGE,
