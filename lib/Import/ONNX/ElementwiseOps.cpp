@@ -22,13 +22,6 @@ LogicalResult requireFloat(NodeContext &ctx, Value v) {
   return failure();
 }
 
-LogicalResult done(NodeContext &ctx, Value v, int output = 0) {
-  if (!v)
-    return failure();
-  ctx.setOutput(output, v);
-  return success();
-}
-
 //===----------------------------------------------------------------------===//
 // Direct unary and binary ops
 //===----------------------------------------------------------------------===//
@@ -80,8 +73,8 @@ LogicalResult convertUnary(NodeContext &ctx) {
   if ((kind == UnaryKind::floor || kind == UnaryKind::ceil ||
        kind == UnaryKind::round) &&
       !isFloatValue(x))
-    return done(ctx, x);
-  return done(ctx, ctx.unary(kind, x));
+    return ctx.finish(x);
+  return ctx.finish(ctx.unary(kind, x));
 }
 
 LogicalResult convertBinary(NodeContext &ctx) {
@@ -144,9 +137,9 @@ LogicalResult convertBinary(NodeContext &ctx) {
                     ? ctx.binary(BinaryKind::shr, ab[0],
                                  ctx.splatLike(ab[1], width - 1))
                     : ctx.splatLike(ab[0], 0);
-    return done(ctx, ctx.select(tooFar, far, shifted));
+    return ctx.finish(ctx.select(tooFar, far, shifted));
   }
-  return done(ctx, ctx.binary(kind, a, b));
+  return ctx.finish(ctx.binary(kind, a, b));
 }
 
 LogicalResult convertCompare(NodeContext &ctx) {
@@ -159,7 +152,7 @@ LogicalResult convertCompare(NodeContext &ctx) {
                          .Case("LessOrEqual", CompareKind::le)
                          .Case("Greater", CompareKind::gt)
                          .Default(CompareKind::ge);
-  return done(ctx, ctx.compare(kind, a, b));
+  return ctx.finish(ctx.compare(kind, a, b));
 }
 
 /// Max, Min, Sum, Mean: variadic with multidirectional broadcasting.
@@ -180,7 +173,7 @@ LogicalResult convertVariadic(NodeContext &ctx) {
   if (acc && op == "Mean" && ctx.numInputs() > 1)
     acc = ctx.binary(BinaryKind::div, acc,
                      ctx.splat(elemOf(acc), {}, ctx.numInputs()));
-  return done(ctx, acc);
+  return ctx.finish(acc);
 }
 
 //===----------------------------------------------------------------------===//
@@ -207,7 +200,7 @@ LogicalResult convertSwiGLU(NodeContext &ctx) {
                 << a.getType() << " and " << b.getType();
     return failure();
   }
-  return done(ctx, ctx.binary(BinaryKind::mul,
+  return ctx.finish(ctx.binary(BinaryKind::mul,
                               swish(ctx, a, ctx.attrFloat("alpha", 1.0)), b));
 }
 
@@ -223,25 +216,25 @@ LogicalResult convertActivation(NodeContext &ctx) {
     // x <= 0 ? 0 : x rather than max(x, 0): NaN passes through, and the
     // gradient at 0 is 0, as in PyTorch's relu.
     if (isa<FloatType>(elemOf(x)))
-      return done(ctx, ctx.select(ctx.compare(CompareKind::le, x, c(0)), c(0),
+      return ctx.finish(ctx.select(ctx.compare(CompareKind::le, x, c(0)), c(0),
                                   x));
-    return done(ctx, bin(BinaryKind::max, x, c(0)));
+    return ctx.finish(bin(BinaryKind::max, x, c(0)));
   }
   if (failed(requireFloat(ctx, x)))
     return failure();
   if (op == "Swish") // opset 24
-    return done(ctx, swish(ctx, x, ctx.attrFloat("alpha", 1.0)));
+    return ctx.finish(swish(ctx, x, ctx.attrFloat("alpha", 1.0)));
   if (op == "LeakyRelu") {
     double alpha = ctx.attrFloat("alpha", 0.01);
     Value neg = ctx.compare(CompareKind::lt, x, c(0));
-    return done(ctx, ctx.select(neg, bin(BinaryKind::mul, x, c(alpha)), x));
+    return ctx.finish(ctx.select(neg, bin(BinaryKind::mul, x, c(alpha)), x));
   }
   if (op == "Elu") {
     double alpha = ctx.attrFloat("alpha", 1.0);
     Value neg = ctx.compare(CompareKind::lt, x, c(0));
     Value e = bin(BinaryKind::mul,
                   bin(BinaryKind::sub, un(UnaryKind::exp, x), c(1)), c(alpha));
-    return done(ctx, ctx.select(neg, e, x));
+    return ctx.finish(ctx.select(neg, e, x));
   }
   if (op == "Selu") {
     double alpha = ctx.attrFloat("alpha", 1.67326319217681884765625);
@@ -250,7 +243,7 @@ LogicalResult convertActivation(NodeContext &ctx) {
     Value e = bin(BinaryKind::sub,
                   bin(BinaryKind::mul, un(UnaryKind::exp, x), c(alpha)),
                   c(alpha));
-    return done(ctx, bin(BinaryKind::mul, ctx.select(neg, e, x), c(gamma)));
+    return ctx.finish(bin(BinaryKind::mul, ctx.select(neg, e, x), c(gamma)));
   }
   if (op == "Celu") {
     double alpha = ctx.attrFloat("alpha", 1.0);
@@ -263,7 +256,7 @@ LogicalResult convertActivation(NodeContext &ctx) {
                       un(UnaryKind::exp, bin(BinaryKind::div, x, c(alpha))),
                       c(1)),
                   c(alpha));
-    return done(ctx, bin(BinaryKind::add, bin(BinaryKind::max, x, c(0)),
+    return ctx.finish(bin(BinaryKind::add, bin(BinaryKind::max, x, c(0)),
                          bin(BinaryKind::min, e, c(0))));
   }
   if (op == "HardSigmoid" || op == "HardSwish") {
@@ -271,7 +264,7 @@ LogicalResult convertActivation(NodeContext &ctx) {
     double beta = op == "HardSwish" ? 0.5 : ctx.attrFloat("beta", 0.5);
     Value h = bin(BinaryKind::add, bin(BinaryKind::mul, x, c(alpha)), c(beta));
     h = bin(BinaryKind::max, bin(BinaryKind::min, h, c(1)), c(0));
-    return done(ctx, op == "HardSwish" ? bin(BinaryKind::mul, x, h) : h);
+    return ctx.finish(op == "HardSwish" ? bin(BinaryKind::mul, x, h) : h);
   }
   if (op == "Softplus" || op == "Mish") {
     // max(x, 0) + log(1 + exp(-|x|)), stable for large |x|.
@@ -281,11 +274,11 @@ LogicalResult convertActivation(NodeContext &ctx) {
            bin(BinaryKind::add, c(1),
                un(UnaryKind::exp, un(UnaryKind::neg, un(UnaryKind::abs, x))))));
     if (op == "Mish")
-      return done(ctx, bin(BinaryKind::mul, x, un(UnaryKind::tanh, sp)));
-    return done(ctx, sp);
+      return ctx.finish(bin(BinaryKind::mul, x, un(UnaryKind::tanh, sp)));
+    return ctx.finish(sp);
   }
   if (op == "Softsign")
-    return done(ctx, bin(BinaryKind::div, x,
+    return ctx.finish(bin(BinaryKind::div, x,
                          bin(BinaryKind::add, c(1), un(UnaryKind::abs, x))));
   if (op == "Gelu") {
     std::string approx = ctx.attrString("approximate", "none");
@@ -297,7 +290,7 @@ LogicalResult convertActivation(NodeContext &ctx) {
                             bin(BinaryKind::mul, x3, c(0.044715))),
                         c(std::sqrt(2.0 / M_PI)));
       Value t = bin(BinaryKind::add, c(1), un(UnaryKind::tanh, inner));
-      return done(ctx, bin(BinaryKind::mul, bin(BinaryKind::mul, x, t), c(0.5)));
+      return ctx.finish(bin(BinaryKind::mul, bin(BinaryKind::mul, x, t), c(0.5)));
     }
     if (approx != "none") {
       ctx.error() << "approximate must be 'none' or 'tanh', got '" << approx
@@ -305,12 +298,12 @@ LogicalResult convertActivation(NodeContext &ctx) {
       return failure();
     }
     Value e = un(UnaryKind::erf, bin(BinaryKind::mul, x, c(M_SQRT1_2)));
-    return done(ctx, bin(BinaryKind::mul, bin(BinaryKind::mul, x, c(0.5)),
+    return ctx.finish(bin(BinaryKind::mul, bin(BinaryKind::mul, x, c(0.5)),
                          bin(BinaryKind::add, c(1), e)));
   }
   if (op == "ThresholdedRelu") {
     double alpha = ctx.attrFloat("alpha", 1.0);
-    return done(ctx, ctx.select(ctx.compare(CompareKind::gt, x, c(alpha)), x,
+    return ctx.finish(ctx.select(ctx.compare(CompareKind::gt, x, c(alpha)), x,
                                 c(0)));
   }
   if (op == "Shrink") {
@@ -318,7 +311,7 @@ LogicalResult convertActivation(NodeContext &ctx) {
     Value lo = ctx.compare(CompareKind::lt, x, c(-lambd));
     Value hi = ctx.compare(CompareKind::gt, x, c(lambd));
     Value r = ctx.select(lo, bin(BinaryKind::add, x, c(bias)), c(0));
-    return done(ctx, ctx.select(hi, bin(BinaryKind::sub, x, c(bias)), r));
+    return ctx.finish(ctx.select(hi, bin(BinaryKind::sub, x, c(bias)), r));
   }
   ctx.error() << "internal: no activation rule";
   return failure();
@@ -344,7 +337,7 @@ LogicalResult convertPRelu(NodeContext &ctx) {
     ctx.error() << "slope must broadcast to the input's shape";
     return failure();
   }
-  return done(ctx, ctx.select(neg, scaled, x));
+  return ctx.finish(ctx.select(neg, scaled, x));
 }
 
 LogicalResult convertClip(NodeContext &ctx) {
@@ -371,7 +364,7 @@ LogicalResult convertClip(NodeContext &ctx) {
     x = ctx.select(ctx.compare(CompareKind::gt, x, hi), hi, x);
   else if (x && hi)
     x = ctx.binary(BinaryKind::min, x, hi);
-  return done(ctx, x);
+  return ctx.finish(x);
 }
 
 LogicalResult convertIsNaNInf(NodeContext &ctx) {
@@ -379,7 +372,7 @@ LogicalResult convertIsNaNInf(NodeContext &ctx) {
   if (!x || failed(requireFloat(ctx, x)))
     return failure();
   if (ctx.opType() == "IsNaN")
-    return done(ctx, ctx.compare(CompareKind::ne, x, x));
+    return ctx.finish(ctx.compare(CompareKind::ne, x, x));
   bool pos = ctx.attrInt("detect_positive", 1) != 0;
   bool neg = ctx.attrInt("detect_negative", 1) != 0;
   Value r = ctx.splat(ctx.b.getI1Type(), shapeOf(x), 0);
@@ -391,7 +384,7 @@ LogicalResult convertIsNaNInf(NodeContext &ctx) {
     r = ctx.binary(BinaryKind::lor, r,
                    ctx.compare(CompareKind::eq, x,
                                ctx.splat(elemOf(x), {}, -inf)));
-  return done(ctx, r);
+  return ctx.finish(r);
 }
 
 //===----------------------------------------------------------------------===//
@@ -555,9 +548,9 @@ LogicalResult convertCast(NodeContext &ctx) {
     }
   }
   if (elemOf(x) == to)
-    return done(ctx, x);
+    return ctx.finish(x);
   if (isa<Float8E8M0FNUType>(to))
-    return done(ctx, castToE8M0(ctx, x, to));
+    return ctx.finish(castToE8M0(ctx, x, to));
   // saturate (1 by default) clamps to the float8 type's finite range before
   // rounding, NaN kept (the reference clips, then converts); without it an
   // overflow is infinity (e5m2) or NaN (the others), as cleave.convert
@@ -566,7 +559,7 @@ LogicalResult convertCast(NodeContext &ctx) {
           Float8E5M2FNUZType>(to) &&
       ctx.attrInt("saturate", 1) != 0)
     x = clampToFinite(ctx, x, to);
-  return done(ctx, ctx.convert(x, to));
+  return ctx.finish(ctx.convert(x, to));
 }
 
 /// BitCast (opset 26): the same bits as another type of the same width.
@@ -589,14 +582,14 @@ LogicalResult convertBitCast(NodeContext &ctx) {
                 << ": the widths must be equal";
     return failure();
   }
-  return done(ctx, bitcast(ctx, x, to));
+  return ctx.finish(bitcast(ctx, x, to));
 }
 
 LogicalResult convertWhere(NodeContext &ctx) {
   Value c = ctx.input(0), a = ctx.input(1), b = ctx.input(2);
   if (!c || !a || !b)
     return failure();
-  return done(ctx, ctx.select(ctx.convert(c, ctx.b.getI1Type()), a, b));
+  return ctx.finish(ctx.select(ctx.convert(c, ctx.b.getI1Type()), a, b));
 }
 
 } // namespace

@@ -15,13 +15,6 @@ using namespace mlir::cleave;
 namespace cleave::onnximport {
 namespace {
 
-LogicalResult done(NodeContext &ctx, Value v, int output = 0) {
-  if (!v)
-    return failure();
-  ctx.setOutput(output, v);
-  return success();
-}
-
 /// Pads (positive amounts) and crops (negative amounts) every dimension.
 Value padOrCrop(NodeContext &ctx, Value v, ArrayRef<int64_t> lo,
                 ArrayRef<int64_t> hi) {
@@ -206,7 +199,7 @@ LogicalResult convertConvTranspose(NodeContext &ctx) {
     }
     y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, bias, shape));
   }
-  return done(ctx, y);
+  return ctx.finish(y);
 }
 
 //===----------------------------------------------------------------------===//
@@ -246,7 +239,7 @@ LogicalResult convertLRN(NodeContext &ctx) {
                                   ctx.splat(et, {}, alpha / size)),
                        ctx.splat(et, {}, bias));
   d = ctx.binary(BinaryKind::pow, d, ctx.splat(et, {}, beta));
-  return done(ctx, ctx.binary(BinaryKind::div, x, d));
+  return ctx.finish(ctx.binary(BinaryKind::div, x, d));
 }
 
 LogicalResult convertMVN(NodeContext &ctx) {
@@ -279,7 +272,7 @@ LogicalResult convertMVN(NodeContext &ctx) {
                          ctx.binary(BinaryKind::mul, mean, mean));
   Value sd = ctx.binary(BinaryKind::add, ctx.unary(UnaryKind::sqrt, var),
                         ctx.splat(et, {}, 1e-9));
-  return done(ctx, ctx.binary(BinaryKind::div,
+  return ctx.finish(ctx.binary(BinaryKind::div,
                               ctx.binary(BinaryKind::sub, x, mean), sd));
 }
 
@@ -424,7 +417,7 @@ LogicalResult convertReverseSequence(NodeContext &ctx) {
                          ctx.binary(BinaryKind::sub, l, ctx.splat(i64, {}, 1)),
                          t);
   Value idx = ctx.select(ctx.compare(CompareKind::lt, t, l), rev, t);
-  return done(ctx, GatherElementsOp::create(ctx.b, ctx.loc, x.getType(), x, idx,
+  return ctx.finish(GatherElementsOp::create(ctx.b, ctx.loc, x.getType(), x, idx,
                                             static_cast<uint64_t>(*ta))
                        .getResult());
 }
@@ -457,7 +450,7 @@ LogicalResult convertLpNormalization(NodeContext &ctx) {
     norm = ctx.unary(UnaryKind::sqrt, norm);
   norm = ctx.broadcastTo(norm, shapeOf(x));
   Value zero = ctx.splatLike(x, 0.0);
-  return done(ctx, ctx.select(ctx.compare(CompareKind::eq, norm, zero), zero,
+  return ctx.finish(ctx.select(ctx.compare(CompareKind::eq, norm, zero), zero,
                               ctx.binary(BinaryKind::div, x, norm)));
 }
 

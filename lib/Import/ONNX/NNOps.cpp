@@ -10,13 +10,6 @@ using namespace mlir::cleave;
 namespace cleave::onnximport {
 namespace {
 
-LogicalResult done(NodeContext &ctx, Value v, int output = 0) {
-  if (!v)
-    return failure();
-  ctx.setOutput(output, v);
-  return success();
-}
-
 LogicalResult requireFloat(NodeContext &ctx, Value v) {
   if (isa<FloatType>(elemOf(v)))
     return success();
@@ -61,7 +54,7 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
   else { // Hardmax: one-hot of the first maximum
     auto is = shapeOf(in);
     if (is[dim] == 0)
-      return done(ctx, x);
+      return ctx.finish(x);
     SmallVector<int64_t> red;
     for (int64_t d = 0; d < (int64_t)is.size(); ++d)
       if (d != dim)
@@ -80,7 +73,7 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
     Value iota = IotaOp::create(ctx.b, ctx.loc, it, static_cast<uint64_t>(dim));
     r = ctx.convert(ctx.compare(CompareKind::eq, argB, iota), elemOf(x));
   }
-  return done(ctx, ctx.reshape(r, shape));
+  return ctx.finish(ctx.reshape(r, shape));
 }
 
 //===----------------------------------------------------------------------===//
@@ -169,7 +162,7 @@ LogicalResult convertRmsNorm(NodeContext &ctx) {
   auto in = normalizationInputs(ctx);
   if (failed(in))
     return failure();
-  return done(ctx, RmsNormOp::create(ctx.b, ctx.loc, in->x.getType(), in->x,
+  return ctx.finish(RmsNormOp::create(ctx.b, ctx.loc, in->x.getType(), in->x,
                                      in->scale,
                                      static_cast<uint64_t>(in->axis),
                                      APFloat(in->epsilon))
@@ -206,7 +199,7 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
   Value y = ctx.binary(BinaryKind::sub, x, channelBroadcast(ctx, mean, shape));
   y = ctx.binary(BinaryKind::mul, y, channelBroadcast(ctx, mul, shape));
   y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, b, shape));
-  return done(ctx, y);
+  return ctx.finish(y);
 }
 
 LogicalResult convertInstanceNorm(NodeContext &ctx) {
@@ -232,7 +225,7 @@ LogicalResult convertInstanceNorm(NodeContext &ctx) {
   auto shape = shapeOf(x);
   y = ctx.binary(BinaryKind::mul, y, channelBroadcast(ctx, scale, shape));
   y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, b, shape));
-  return done(ctx, y);
+  return ctx.finish(y);
 }
 
 /// GroupNormalization (opset 21; opset 18's per-group scale and bias too):
@@ -280,7 +273,7 @@ LogicalResult convertGroupNorm(NodeContext &ctx) {
   y = ctx.binary(BinaryKind::mul, y,
                  channelBroadcast(ctx, perChannel(scale), shape));
   y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, perChannel(b), shape));
-  return done(ctx, y);
+  return ctx.finish(y);
 }
 
 //===----------------------------------------------------------------------===//
@@ -410,7 +403,7 @@ LogicalResult convertConv(NodeContext &ctx) {
     }
     y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, bias, shape));
   }
-  return done(ctx, y);
+  return ctx.finish(y);
 }
 
 /// `v - zero_point` in f64 for ConvInteger/QLinearConv: the zero point is
@@ -457,7 +450,7 @@ LogicalResult convertConvInteger(NodeContext &ctx) {
   Value y = buildConv(ctx, cx, cw);
   if (!y)
     return failure();
-  return done(ctx, ctx.convert(y, ctx.b.getIntegerType(32)));
+  return ctx.finish(ctx.convert(y, ctx.b.getIntegerType(32)));
 }
 
 /// QLinearConv as the reference computes it: the integer convolution of
@@ -528,7 +521,7 @@ LogicalResult convertQLinearConv(NodeContext &ctx) {
   bool isUnsigned = cast<IntegerType>(out).isUnsigned();
   r = ctx.binary(BinaryKind::max, r, ctx.splatLike(r, isUnsigned ? 0 : -128));
   r = ctx.binary(BinaryKind::min, r, ctx.splatLike(r, isUnsigned ? 255 : 127));
-  return done(ctx, ctx.convert(ctx.unary(UnaryKind::round, r), out));
+  return ctx.finish(ctx.convert(ctx.unary(UnaryKind::round, r), out));
 }
 
 LogicalResult convertPool(NodeContext &ctx) {
@@ -577,10 +570,10 @@ LogicalResult convertPool(NodeContext &ctx) {
       in, full(win->kernel, 1), full(win->strides, 1), full(win->low, 0),
       full(win->high, 0), full(win->dilations, 1));
   if (op == "LpPool")
-    return done(ctx, ctx.binary(BinaryKind::pow, y,
+    return ctx.finish(ctx.binary(BinaryKind::pow, y,
                                 ctx.splat(elemOf(x), {}, 1.0 / p)));
   if (op == "MaxPool")
-    return done(ctx, y);
+    return ctx.finish(y);
   // AveragePool: divide by the number of counted elements per window, a
   // constant since shapes are static. Padding counts only with
   // count_include_pad, and ceil_mode's extra padding never does.
@@ -615,7 +608,7 @@ LogicalResult convertPool(NodeContext &ctx) {
   ct.elemType = elemOf(x);
   ct.shape = win->out;
   ct.floats.assign(counts.begin(), counts.end());
-  return done(ctx, ctx.binary(BinaryKind::div, y, ctx.constant(ct)));
+  return ctx.finish(ctx.binary(BinaryKind::div, y, ctx.constant(ct)));
 }
 
 LogicalResult convertGlobalPool(NodeContext &ctx) {
@@ -628,11 +621,11 @@ LogicalResult convertGlobalPool(NodeContext &ctx) {
   }
   SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(2, rankOf(x)));
   if (ctx.opType() == "GlobalMaxPool")
-    return done(ctx, ctx.reduce(ReduceKind::max, x, dims, true));
+    return ctx.finish(ctx.reduce(ReduceKind::max, x, dims, true));
   if (failed(requireFloat(ctx, x)))
     return failure();
   Value s = ctx.reduce(ReduceKind::sum, x, dims, true);
-  return done(ctx, ctx.binary(BinaryKind::div, s,
+  return ctx.finish(ctx.binary(BinaryKind::div, s,
                               ctx.splat(elemOf(x), {},
                                         product(shapeOf(x).drop_front(2)))));
 }

@@ -254,6 +254,15 @@ public:
     return i < node.output_size() && !node.output(i).empty();
   }
   void setOutput(int i, Value v);
+  /// Sets output `i` to `v` and succeeds; fails when `v` is null (its
+  /// converter has reported why). A converter ends with
+  /// `return ctx.finish(result);`.
+  mlir::LogicalResult finish(Value v, int i = 0) {
+    if (!v)
+      return mlir::failure();
+    setOutput(i, v);
+    return mlir::success();
+  }
   void setConstOutput(int i, ConstTensor c);
 
   // Helpers ---------------------------------------------------------------

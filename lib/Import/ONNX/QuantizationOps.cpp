@@ -28,13 +28,6 @@ using namespace mlir::cleave;
 namespace cleave::onnximport {
 namespace {
 
-LogicalResult done(NodeContext &ctx, Value v) {
-  if (!v)
-    return failure();
-  ctx.setOutput(0, v);
-  return success();
-}
-
 /// Broadcasts a scale or zero point to `shape`: a scalar as it is, a 1-D
 /// tensor along `axis` (per axis), a tensor of the input's rank by repeating
 /// each element block_size times along `axis` (blocked).
@@ -132,7 +125,7 @@ LogicalResult convertQuantizeLinear(NodeContext &ctx) {
     }
     if (!isa<Float4E2M1FNType>(out) && ctx.attrInt("saturate", 1) != 0)
       q = clampToFinite(ctx, q, out);
-    return done(ctx, ctx.convert(q, out));
+    return ctx.finish(ctx.convert(q, out));
   }
   Value q = ctx.unary(UnaryKind::round, ctx.binary(BinaryKind::div, x, s));
   if (zp) {
@@ -152,7 +145,7 @@ LogicalResult convertQuantizeLinear(NodeContext &ctx) {
   q = ctx.convert(q, wide);
   q = ctx.binary(BinaryKind::max, q, ctx.splatLike(q, lo));
   q = ctx.binary(BinaryKind::min, q, ctx.splatLike(q, hi));
-  return done(ctx, ctx.convert(q, out));
+  return ctx.finish(ctx.convert(q, out));
 }
 
 LogicalResult convertDequantizeLinear(NodeContext &ctx) {
@@ -174,7 +167,7 @@ LogicalResult convertDequantizeLinear(NodeContext &ctx) {
     if (!s)
       return failure();
     Value v = ctx.convert(ctx.convert(x, ctx.b.getF32Type()), ft);
-    return done(ctx, ctx.binary(BinaryKind::mul, v, s));
+    return ctx.finish(ctx.binary(BinaryKind::mul, v, s));
   }
   // int32 values exceed f32's exact range: subtract in f64.
   Type wide = cast<IntegerType>(elemOf(x)).getWidth() > 16
@@ -198,7 +191,7 @@ LogicalResult convertDequantizeLinear(NodeContext &ctx) {
   Value s = expandQuantParam(ctx, scale, shape, "x_scale");
   if (!s)
     return failure();
-  return done(ctx, ctx.binary(BinaryKind::mul, ctx.convert(v, ft), s));
+  return ctx.finish(ctx.binary(BinaryKind::mul, ctx.convert(v, ft), s));
 }
 
 /// DynamicQuantizeLinear: uint8 quantization with the scale and zero point
@@ -297,7 +290,7 @@ LogicalResult convertMatMulInteger(NodeContext &ctx) {
   Value r = buildMatMul(ctx, ca, cb);
   if (!r)
     return failure();
-  return done(ctx, ctx.convert(r, ctx.b.getIntegerType(32)));
+  return ctx.finish(ctx.convert(r, ctx.b.getIntegerType(32)));
 }
 
 /// QLinearMatMul as the reference computes it: the integer product of the
@@ -356,7 +349,7 @@ LogicalResult convertQLinearMatMul(NodeContext &ctx) {
   d = ctx.unary(UnaryKind::round, d);
   d = ctx.binary(BinaryKind::max, d, ctx.splatLike(d, lo));
   d = ctx.binary(BinaryKind::min, d, ctx.splatLike(d, hi));
-  return done(ctx, ctx.convert(d, out));
+  return ctx.finish(ctx.convert(d, out));
 }
 
 } // namespace

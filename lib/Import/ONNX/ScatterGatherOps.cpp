@@ -18,13 +18,6 @@ using namespace mlir::cleave;
 namespace cleave::onnximport {
 namespace {
 
-LogicalResult done(NodeContext &ctx, Value v, int output = 0) {
-  if (!v)
-    return failure();
-  ctx.setOutput(output, v);
-  return success();
-}
-
 std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s = "[";
   for (auto [i, d] : llvm::enumerate(shape))
@@ -141,7 +134,7 @@ LogicalResult convertScatterElements(NodeContext &ctx) {
         return failure();
       }
   }
-  return done(ctx, ScatterOp::create(ctx.b, ctx.loc, x.getType(), *kind, x, idx,
+  return ctx.finish(ScatterOp::create(ctx.b, ctx.loc, x.getType(), *kind, x, idx,
                                      upd, static_cast<uint64_t>(*axis))
                        .getResult());
 }
@@ -230,7 +223,7 @@ LogicalResult convertScatterND(NodeContext &ctx) {
   Value scattered = ScatterOp::create(ctx.b, ctx.loc, flat.getType(), *kind,
                                       flat, rows, flatUpd, uint64_t{0})
                         .getResult();
-  return done(ctx, ctx.reshape(scattered, xs));
+  return ctx.finish(ctx.reshape(scattered, xs));
 }
 
 LogicalResult convertGatherND(NodeContext &ctx) {
@@ -290,7 +283,7 @@ LogicalResult convertGatherND(NodeContext &ctx) {
     return failure();
   SmallVector<int64_t> outShape(shapeOf(lin));
   outShape.append(xs.begin() + batch + *m, xs.end());
-  return done(ctx, GatherOp::create(ctx.b, ctx.loc,
+  return ctx.finish(GatherOp::create(ctx.b, ctx.loc,
                                     RankedTensorType::get(outShape, elemOf(x)),
                                     flat, lin, uint64_t{0})
                        .getResult());

@@ -8,13 +8,6 @@ using namespace mlir::cleave;
 namespace cleave::onnximport {
 namespace {
 
-LogicalResult done(NodeContext &ctx, Value v, int output = 0) {
-  if (!v)
-    return failure();
-  ctx.setOutput(output, v);
-  return success();
-}
-
 LogicalResult convertGather(NodeContext &ctx) {
   Value x = ctx.input(0), idx = ctx.input(1);
   if (!x || !idx)
@@ -46,12 +39,12 @@ LogicalResult convertGather(NodeContext &ctx) {
       return failure();
     }
     shape.assign(shapeOf(idx).begin(), shapeOf(idx).end());
-    return done(ctx, GatherElementsOp::create(
+    return ctx.finish(GatherElementsOp::create(
                          ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(x)),
                          x, idx, static_cast<uint64_t>(*axis))
                          .getResult());
   }
-  return done(ctx, GatherOp::create(ctx.b, ctx.loc,
+  return ctx.finish(GatherOp::create(ctx.b, ctx.loc,
                                     RankedTensorType::get(shape, elemOf(x)), x,
                                     idx, static_cast<uint64_t>(*axis))
                        .getResult());
@@ -96,7 +89,7 @@ LogicalResult convertCompress(NodeContext &ctx) {
   idx.shape = {static_cast<int64_t>(idx.ints.size())};
   SmallVector<int64_t> shape(shapeOf(x));
   shape[axis] = idx.shape[0];
-  return done(ctx, GatherOp::create(ctx.b, ctx.loc,
+  return ctx.finish(GatherOp::create(ctx.b, ctx.loc,
                                     RankedTensorType::get(shape, elemOf(x)), x,
                                     ctx.constant(idx),
                                     static_cast<uint64_t>(axis))
@@ -181,8 +174,8 @@ LogicalResult convertTensorScatter(NodeContext &ctx) {
                   .getResult());
   }
   if (entries.size() == 1)
-    return done(ctx, entries[0]);
-  return done(ctx, ConcatOp::create(ctx.b, ctx.loc, cache.getType(), entries,
+    return ctx.finish(entries[0]);
+  return ctx.finish(ConcatOp::create(ctx.b, ctx.loc, cache.getType(), entries,
                                     static_cast<uint64_t>(0))
                        .getResult());
 }
@@ -207,7 +200,7 @@ LogicalResult convertReshape(NodeContext &ctx) {
     ctx.error() << "cannot reshape " << x.getType() << ": " << why;
     return failure();
   }
-  return done(ctx, ctx.reshape(x, *shape));
+  return ctx.finish(ctx.reshape(x, *shape));
 }
 
 LogicalResult convertFlatten(NodeContext &ctx) {
@@ -222,7 +215,7 @@ LogicalResult convertFlatten(NodeContext &ctx) {
   if (axis < 0)
     axis += rank;
   auto s = shapeOf(x);
-  return done(ctx, ctx.reshape(x, {product(s.take_front(axis)),
+  return ctx.finish(ctx.reshape(x, {product(s.take_front(axis)),
                                    product(s.drop_front(axis))}));
 }
 
@@ -249,7 +242,7 @@ LogicalResult convertTranspose(NodeContext &ctx) {
       p += rank;
     seen[p] = true;
   }
-  return done(ctx, ctx.transpose(x, perm));
+  return ctx.finish(ctx.transpose(x, perm));
 }
 
 /// Applies computed slice dims: reverse where steps are negative, then slice.
@@ -309,7 +302,7 @@ LogicalResult convertSlice(NodeContext &ctx) {
     ctx.error() << why;
     return failure();
   }
-  return done(ctx, applySlice(ctx, x, *dims));
+  return ctx.finish(applySlice(ctx, x, *dims));
 }
 
 LogicalResult convertConcat(NodeContext &ctx) {
@@ -351,8 +344,8 @@ LogicalResult convertConcat(NodeContext &ctx) {
   if (shape[*axis] > 0)
     llvm::erase_if(ins, [&](Value v) { return shapeOf(v)[*axis] == 0; });
   if (ins.size() == 1)
-    return done(ctx, ins[0]);
-  return done(ctx, ConcatOp::create(ctx.b, ctx.loc,
+    return ctx.finish(ins[0]);
+  return ctx.finish(ConcatOp::create(ctx.b, ctx.loc,
                                     RankedTensorType::get(shape, elemOf(ins[0])),
                                     ins, static_cast<uint64_t>(*axis))
                        .getResult());
@@ -455,7 +448,7 @@ LogicalResult convertSqueeze(NodeContext &ctx) {
     for (int64_t d = 0; d < outRank; ++d)
       shape.push_back(llvm::is_contained(*norm, d) ? 1 : shapeOf(x)[k++]);
   }
-  return done(ctx, ctx.reshape(x, shape));
+  return ctx.finish(ctx.reshape(x, shape));
 }
 
 LogicalResult convertExpand(NodeContext &ctx) {
@@ -468,7 +461,7 @@ LogicalResult convertExpand(NodeContext &ctx) {
     ctx.error() << "cannot expand " << x.getType() << " to the given shape";
     return failure();
   }
-  return done(ctx, ctx.broadcastTo(x, *shape));
+  return ctx.finish(ctx.broadcastTo(x, *shape));
 }
 
 LogicalResult convertTile(NodeContext &ctx) {
@@ -494,7 +487,7 @@ LogicalResult convertTile(NodeContext &ctx) {
                                      RankedTensorType::get(wide, elemOf(x)), x,
                                      dims)
                 .getResult();
-  return done(ctx, ctx.reshape(b, out));
+  return ctx.finish(ctx.reshape(b, out));
 }
 
 LogicalResult convertTrilu(NodeContext &ctx) {
@@ -526,7 +519,7 @@ LogicalResult convertTrilu(NodeContext &ctx) {
   bool upper = ctx.attrInt("upper", 1) != 0;
   Value keep = ctx.compare(upper ? CompareKind::ge : CompareKind::le, diff,
                            ctx.splat(ctx.b.getI64Type(), {}, k));
-  return done(ctx, ctx.select(keep, x, ctx.splat(elemOf(x), {}, 0)));
+  return ctx.finish(ctx.select(keep, x, ctx.splat(elemOf(x), {}, 0)));
 }
 
 LogicalResult convertPad(NodeContext &ctx) {
@@ -620,7 +613,7 @@ LogicalResult convertPad(NodeContext &ctx) {
   }
   if (llvm::all_of(low, [](int64_t v) { return v == 0; }) &&
       llvm::all_of(high, [](int64_t v) { return v == 0; }))
-    return done(ctx, x);
+    return ctx.finish(x);
   if (wrap) {
     for (int64_t d = 0; d < rank; ++d) {
       if (low[d] == 0 && high[d] == 0)
@@ -650,12 +643,12 @@ LogicalResult convertPad(NodeContext &ctx) {
                            static_cast<uint64_t>(d))
               .getResult();
     }
-    return done(ctx, x);
+    return ctx.finish(x);
   }
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d)
     shape.push_back(shapeOf(x)[d] + low[d] + high[d]);
-  return done(ctx, PadOp::create(ctx.b, ctx.loc,
+  return ctx.finish(PadOp::create(ctx.b, ctx.loc,
                                  RankedTensorType::get(shape, elemOf(x)), x,
                                  value, low, high, mode)
                        .getResult());
@@ -708,7 +701,7 @@ LogicalResult convertCenterCropPad(NodeContext &ctx) {
                       PadMode::constant)
             .getResult();
   }
-  return done(ctx, r);
+  return ctx.finish(r);
 }
 
 LogicalResult convertDepthSpace(NodeContext &ctx) {
@@ -733,7 +726,7 @@ LogicalResult convertDepthSpace(NodeContext &ctx) {
                   : ctx.reshape(x, {n, bs, bs, oc, h, w});
     r = crd ? ctx.transpose(r, {0, 1, 4, 2, 5, 3})
             : ctx.transpose(r, {0, 3, 4, 1, 5, 2});
-    return done(ctx, ctx.reshape(r, {n, oc, h * bs, w * bs}));
+    return ctx.finish(ctx.reshape(r, {n, oc, h * bs, w * bs}));
   }
   if (h % bs != 0 || w % bs != 0) {
     ctx.error() << "spatial dims not divisible by blocksize";
@@ -749,7 +742,7 @@ LogicalResult convertDepthSpace(NodeContext &ctx) {
   Value r = ctx.reshape(x, {n, c, h / bs, bs, w / bs, bs});
   r = mode == "CRD" ? ctx.transpose(r, {0, 1, 3, 5, 2, 4})
                     : ctx.transpose(r, {0, 3, 5, 1, 2, 4});
-  return done(ctx, ctx.reshape(r, {n, c * bs * bs, h / bs, w / bs}));
+  return ctx.finish(ctx.reshape(r, {n, c * bs * bs, h / bs, w / bs}));
 }
 
 LogicalResult convertOneHot(NodeContext &ctx) {
@@ -789,7 +782,7 @@ LogicalResult convertOneHot(NodeContext &ctx) {
   Value flat = ctx.reshape(values, {2});
   Value off = ctx.reshape(ctx.slice(flat, {0}, {1}, {1}), {});
   Value on = ctx.reshape(ctx.slice(flat, {1}, {2}, {1}), {});
-  return done(ctx, ctx.select(hot, on, off));
+  return ctx.finish(ctx.select(hot, on, off));
 }
 
 } // namespace
