@@ -46,11 +46,12 @@ void configurePassManager(mlir::PassManager &pm, const PhaseOptions &options);
 
 /// The train-step phase, in three parts (local SGD's @sync leaves the module
 /// between the second and the third):
-/// --cleave-recognize-composites (unless PhaseOptions::recognizeComposites
-/// is off), then --cleave-mark-index-ranges and --cleave-build-train-step
-/// (or, for a forward model in bf16/fp16, --cleave-apply-mixed-precision),
-/// then mixed precision, --cleave-insert-recompute, --cleave-add-activation-
-/// probes and --cleave-drop-attribute{name=cleave.backward}.
+/// --cleave-expand-gradients and --cleave-recognize-composites (unless
+/// PhaseOptions::recognizeComposites is off), then --cleave-mark-index-ranges
+/// and --cleave-build-train-step (or, for a forward model in bf16/fp16,
+/// --cleave-apply-mixed-precision), then mixed precision,
+/// --cleave-insert-recompute, --cleave-add-activation-probes and
+/// --cleave-drop-attribute{name=cleave.backward}.
 void addRecognizeComposites(mlir::OpPassManager &pm,
                             const PhaseOptions &options);
 void addTrainStepBuild(mlir::OpPassManager &pm, const PhaseOptions &options);
