@@ -103,9 +103,9 @@ int Driver::configure() {
   output = opts.output.empty() ? defaultOutput(opts.input, opts.emit)
                                : opts.output;
   if (opts.emit == EmitKind::Schedule) {
-    pipeline::ScheduleOptions schedule;
+    schedule::ScheduleOptions schedule;
     if (std::string error =
-            pipeline::parseScheduleKind(opts.scheduleOrDefault(), schedule);
+            schedule::parseScheduleKind(opts.scheduleOrDefault(), schedule);
         !error.empty())
       return fail("--schedule: " + error);
     if (opts.pipelineStages < 1)

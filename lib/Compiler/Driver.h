@@ -15,8 +15,8 @@
 
 #include "cleave/Compiler/Compile.h"
 #include "cleave/Import/ONNXImporter.h"
-#include "cleave/Pipeline/Schedule.h"
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Schedule/Schedule.h"
 #include "cleave/Simulate/Cluster.h"
 #include "cleave/Simulate/Planner.h"
 #include "cleave/Simulate/Simulator.h"
@@ -124,7 +124,7 @@ private:
   std::optional<uint64_t> budget;
   sim::Cluster cluster;
   sim::ReplaySchedule replay;
-  pipeline::ScheduleOptions scheduleEmit;
+  schedule::ScheduleOptions scheduleEmit;
   double initStddev = 0;
   unsigned long long initSeed = 0;
 

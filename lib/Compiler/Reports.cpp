@@ -169,7 +169,7 @@ static void printPlanStats(llvm::raw_ostream &os, const plan::Plan &program,
 static void printPipelineSummary(const plan::Plan &plan,
                                  const std::string &schedule,
                                  int64_t microbatches, llvm::raw_ostream &os) {
-  namespace pl = pipeline;
+  namespace pl = schedule;
   pl::ScheduleOptions options;
   if (!pl::parseScheduleKind(schedule, options).empty())
     return;
@@ -203,7 +203,7 @@ static void printPipelineSummary(const plan::Plan &plan,
 /// with each stage's steps as long as its share of the flops, and writes
 /// the timeline as Chrome trace JSON.
 int Driver::emitSchedule(ModuleOp module) {
-  namespace pl = pipeline;
+  namespace pl = schedule;
   const pl::ScheduleOptions &options = scheduleEmit;
   int64_t stages = options.ranks * options.chunks;
   PassManager pm(module.getContext());

@@ -1,14 +1,15 @@
 //===- Pipelines.cpp - Cleave's compiler phases as pass pipelines ----------===//
 
 #include "cleave/Pipelines/Pipelines.h"
-#include "cleave/Pipeline/Schedule.h"
+#include "cleave/Schedule/Schedule.h"
 
+#include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
+#include "cleave/Transforms/Autodiff/Passes.h"
 #include "cleave/Transforms/Passes.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Pipeline.h"
-#include "cleave/Transforms/Training/Recompute.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -44,8 +45,10 @@ void configurePassManager(PassManager &pm, const PhaseOptions &options) {
 }
 
 void addRecognizeComposites(OpPassManager &pm, const PhaseOptions &options) {
+  OpPassManager &fn = pm.nest<func::FuncOp>();
+  fn.addPass(createExpandGradientsPass());
   if (options.recognizeComposites)
-    pm.addNestedPass<func::FuncOp>(createRecognizeCompositesPass());
+    fn.addPass(createRecognizeCompositesPass());
 }
 
 void addTrainStepBuild(OpPassManager &pm, const PhaseOptions &options) {
@@ -410,8 +413,9 @@ struct RecognizedCounts {
   int64_t attention = 0, rmsNorm = 0, silu = 0;
 };
 
-/// Runs --cleave-recognize-composites on an imported program; returns how
-/// many attentions, RMS normalizations and SiLUs it recognized.
+/// Runs --cleave-expand-gradients and --cleave-recognize-composites on an
+/// imported program; returns how many attentions, RMS normalizations and
+/// SiLUs it recognized.
 static FailureOr<RecognizedCounts>
 recognizeComposites(ModuleOp module, const PhaseOptions &options) {
   auto count = [&] {
@@ -444,12 +448,12 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   // imported; before the training step, so that training and inference
   // both see the ops.
   std::optional<RecognizedCounts> recognized;
-  if (options.recognizeComposites &&
-      options.stopAfter != CompilePhase::Import) {
+  if (options.stopAfter != CompilePhase::Import) {
     FailureOr<RecognizedCounts> n = recognizeComposites(module, options);
     if (failed(n))
       return failure();
-    recognized = *n;
+    if (options.recognizeComposites)
+      recognized = *n;
   }
   FailureOr<plan::Plan> plan = compileToPlanImpl(module, options);
   if (succeeded(plan) && recognized &&
@@ -534,7 +538,7 @@ compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
       return plan::Plan();
     // What the schedule should give, for cleave-run --trace to print beside
     // the measured bubble.
-    namespace pl = ::cleave::pipeline;
+    namespace pl = ::cleave::schedule;
     pl::ScheduleOptions schedule;
     if (options.train &&
         pl::parseScheduleKind(options.train->schedule, schedule).empty()) {

@@ -11,8 +11,8 @@
 #define CLEAVE_LIB_PLAN_GEMMEPILOGUE_H
 
 #include "Cleave/IR/CleaveOps.h"
+#include "cleave/Analysis/GemmShape.h"
 #include "cleave/PlanFormat.h"
-#include "cleave/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/SmallVector.h"

@@ -9,7 +9,7 @@
 
 #include "PlanBuilderInternal.h"
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Analysis/GemmShape.h"
 
 #include <functional>
 

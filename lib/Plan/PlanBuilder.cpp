@@ -14,7 +14,7 @@
 
 #include "PlanBuilderInternal.h"
 
-#include "cleave/Transforms/Passes.h"
+#include "cleave/Analysis/FusedAttention.h"
 
 #define DEBUG_TYPE "cleave-plan-builder"
 

@@ -9,7 +9,7 @@
 
 #include "PlanBuilderInternal.h"
 
-#include "cleave/Transforms/Training/Recompute.h"
+#include "cleave/Analysis/TrainingTags.h"
 
 #include "llvm/ADT/DenseSet.h"
 

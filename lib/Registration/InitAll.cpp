@@ -8,6 +8,7 @@
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Autodiff.h"
+#include "cleave/Transforms/Autodiff/Passes.h"
 #include "cleave/Transforms/Passes.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 #include "cleave/Transforms/Training/Passes.h"
@@ -21,6 +22,7 @@ void cleave::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void cleave::registerAllPasses() {
   registerCleaveTransformsPasses();
+  registerCleaveAutodiffPasses();
   mlir::cleave::registerCleaveConversionPasses();
   registerCleaveTrainingPasses();
   registerCleaveShardingPasses();

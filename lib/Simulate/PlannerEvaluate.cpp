@@ -10,7 +10,7 @@
 
 #include "PlannerInternal.h"
 
-#include "cleave/Pipeline/Schedule.h"
+#include "cleave/Schedule/Schedule.h"
 #include "cleave/Simulate/CostModel.h"
 
 #include <algorithm>
@@ -21,7 +21,7 @@
 
 namespace cleave::sim::detail {
 
-namespace pl = pipeline;
+namespace pl = schedule;
 
 namespace {
 

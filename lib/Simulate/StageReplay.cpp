@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "SimulatorInternal.h"
-#include "cleave/Pipeline/Schedule.h"
+#include "cleave/Schedule/Schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,10 +30,10 @@ std::string parseReplaySchedule(const std::string &text, ReplaySchedule &out) {
         start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (first) {
-      pipeline::ScheduleOptions o;
-      if (std::string e = pipeline::parseScheduleKind(part, o); !e.empty())
+      schedule::ScheduleOptions o;
+      if (std::string e = schedule::parseScheduleKind(part, o); !e.empty())
         return e;
-      if (o.kind == pipeline::ScheduleKind::ZeroBubble)
+      if (o.kind == schedule::ScheduleKind::ZeroBubble)
         return "replaying the zero-bubble schedule is not supported (its "
                "stage programs split the backward pass)";
       out.kind = part;
@@ -183,7 +183,7 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
 std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
                            const SimulateOptions &options,
                            const ReplaySchedule &replay, SimResult &out) {
-  namespace pl = pipeline;
+  namespace pl = schedule;
   out = SimResult();
   int64_t ppAxis = plan::pipelineAxis(plan.mesh);
   if (!plan.isPipelined() || ppAxis < 0)

@@ -2,6 +2,8 @@
 
 #include "cleave/Transforms/Passes.h"
 
+#include "cleave/Analysis/GemmShape.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -16,67 +18,8 @@ namespace cleave {
 
 using namespace mlir;
 using namespace mlir::cleave;
-
-//===----------------------------------------------------------------------===//
-// GEMM shape of a canonical contraction
-//===----------------------------------------------------------------------===//
-
-/// True if `v` is `start, start + 1, ...`.
-static bool isRange(ArrayRef<int64_t> v, int64_t start) {
-  for (auto [i, d] : llvm::enumerate(v))
-    if (d != start + static_cast<int64_t>(i))
-      return false;
-  return true;
-}
-
-static int64_t product(ArrayRef<int64_t> shape, ArrayRef<int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims)
-    p *= shape[d];
-  return p;
-}
-
-static SmallVector<int64_t> freeDims(int64_t rank, ArrayRef<int64_t> batch,
-                                     ArrayRef<int64_t> contract) {
-  SmallVector<int64_t> dims;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!llvm::is_contained(batch, d) && !llvm::is_contained(contract, d))
-      dims.push_back(d);
-  return dims;
-}
-
-namespace cleave {
-FailureOr<GemmShape> getGemmShape(ContractOp op) {
-  auto lhsShape = cast<RankedTensorType>(op.getLhs().getType()).getShape();
-  auto rhsShape = cast<RankedTensorType>(op.getRhs().getType()).getShape();
-  int64_t rl = lhsShape.size(), rr = rhsShape.size();
-  ArrayRef<int64_t> lb = op.getLhsBatchingDimensions(),
-                    rb = op.getRhsBatchingDimensions(),
-                    lc = op.getLhsContractingDimensions(),
-                    rc = op.getRhsContractingDimensions();
-  int64_t nb = lb.size(), nk = lc.size();
-  if (!isRange(lb, 0) || !isRange(rb, 0))
-    return failure();
-  GemmShape shape;
-  if (isRange(lc, rl - nk))
-    shape.transA = false;
-  else if (isRange(lc, nb))
-    shape.transA = true;
-  else
-    return failure();
-  if (isRange(rc, nb))
-    shape.transB = false;
-  else if (isRange(rc, rr - nk))
-    shape.transB = true;
-  else
-    return failure();
-  shape.batch = product(lhsShape, lb);
-  shape.k = product(lhsShape, lc);
-  shape.m = product(lhsShape, freeDims(rl, lb, lc));
-  shape.n = product(rhsShape, freeDims(rr, rb, rc));
-  return shape;
-}
-} // namespace cleave
+using ::cleave::freeDims;
+using ::cleave::isDimRange;
 
 //===----------------------------------------------------------------------===//
 // Rewrites
@@ -94,8 +37,8 @@ static ContractOp foldBroadcastBatch(ContractOp op) {
   int64_t nb = lb.size();
   auto rhsType = cast<RankedTensorType>(op.getRhs().getType());
   auto wType = cast<RankedTensorType>(bcast.getOperand().getType());
-  if (nb == 0 || !isRange(lb, 0) || !isRange(rb, 0) ||
-      !isRange(bcast.getBroadcastDimensions(), nb) ||
+  if (nb == 0 || !isDimRange(lb, 0) || !isDimRange(rb, 0) ||
+      !isDimRange(bcast.getBroadcastDimensions(), nb) ||
       wType.getShape() != rhsType.getShape().drop_front(nb))
     return {};
   SmallVector<int64_t> rc;
@@ -131,8 +74,8 @@ struct OperandDims {
 static bool isGemmOperand(ArrayRef<int64_t> batch, ArrayRef<int64_t> contract,
                           int64_t rank) {
   int64_t nb = batch.size(), nk = contract.size();
-  return isRange(batch, 0) &&
-         (isRange(contract, rank - nk) || isRange(contract, nb));
+  return isDimRange(batch, 0) &&
+         (isDimRange(contract, rank - nk) || isDimRange(contract, nb));
 }
 
 /// The permutation that brings one operand into a GEMM layout: batch

@@ -7,7 +7,7 @@
 
 #include "Recognize.h"
 
-#include "Autodiff/VJPHelpers.h"
+#include "Cleave/Utils/Emitter.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -16,7 +16,7 @@
 #include <map>
 #include <mutex>
 
-using ::cleave::autodiff::Emitter;
+using ::cleave::Emitter;
 
 namespace cleave::recognize {
 

@@ -7,13 +7,13 @@
 
 #include "Recognize.h"
 
-#include "Autodiff/VJPHelpers.h"
+#include "Cleave/Utils/Emitter.h"
 
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
 
-using ::cleave::autodiff::Emitter;
+using ::cleave::Emitter;
 
 namespace cleave::recognize {
 

@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Pipeline/Schedule.h"
+#include "cleave/Schedule/Schedule.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -27,7 +27,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
-using namespace cleave::pipeline;
+using namespace cleave::schedule;
 
 static cl::opt<std::string>
     scheduleOpt("schedule",

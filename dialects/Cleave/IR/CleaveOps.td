@@ -921,4 +921,6 @@ def Cleave_PipelineSumOp : Cleave_Op<"pipeline_sum",
   let hasVerifier = 1;
 }
 
+include "Cleave/IR/CleaveGradient.td"
+
 #endif // CLEAVE_IR_CLEAVEOPS_TD

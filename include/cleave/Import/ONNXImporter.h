@@ -45,7 +45,7 @@ struct ImportOptions {
   /// refuses any other use of such a tensor.
   bool absentWeights = false;
   /// When positive: imports only the first `keepLayers` of the model's
-  /// repeated layers (nodes named by layer, cleave/Import/LayerNames.h),
+  /// repeated layers (nodes named by layer, cleave/Analysis/LayerNames.h),
   /// what read the last layer's outputs reading the last kept layer's. The
   /// planner compiles such a cut-down model to cost one layer.
   int64_t keepLayers = 0;

@@ -45,12 +45,13 @@ struct PhaseOptions;
 void configurePassManager(mlir::PassManager &pm, const PhaseOptions &options);
 
 /// The train-step phase, in three parts:
-/// --cleave-recognize-composites (unless PhaseOptions::recognizeComposites
-/// is off), then --cleave-mark-index-ranges and --cleave-build-train-step
-/// (or, for a forward model in bf16/fp16, --cleave-apply-mixed-precision;
-/// with local SGD, --cleave-build-local-sgd and --cleave-split-sync-entry,
-/// which moves @sync into the nested `module @sync`), then mixed
-/// precision, --cleave-insert-recompute, --cleave-add-activation-probes and
+/// --cleave-expand-gradients and --cleave-recognize-composites (unless
+/// PhaseOptions::recognizeComposites is off), then --cleave-mark-index-ranges
+/// and --cleave-build-train-step (or, for a forward model in bf16/fp16,
+/// --cleave-apply-mixed-precision; with local SGD, --cleave-build-local-sgd
+/// and --cleave-split-sync-entry, which moves @sync into the nested
+/// `module @sync`), then mixed precision, --cleave-insert-recompute,
+/// --cleave-add-activation-probes and
 /// --cleave-drop-attribute{name=cleave.backward}, which work on the step
 /// alone.
 void addRecognizeComposites(mlir::OpPassManager &pm,

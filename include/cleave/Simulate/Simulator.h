@@ -158,7 +158,7 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
 /// collectives, synchronous or not, at their full cost, messages sent at
 /// the sender's), and what runs before and after the steps (gradient
 /// reductions, the optimizer). The schedule is then replayed with those
-/// durations (pipeline::simulate), each message between ranks adding its
+/// durations (schedule::simulate), each message between ranks adding its
 /// transfer. Ranks of one tensor- or data-parallel group run alike, so one
 /// per pipeline rank is replayed: large meshes (thousands of ranks, hundreds
 /// of microbatches) take milliseconds. The memory reported is the stage

@@ -14,7 +14,7 @@
 
 #include "NodeContext.h"
 
-#include "../../Transforms/Autodiff/VJPHelpers.h"
+#include "Cleave/Utils/AttentionExpansion.h"
 
 #include <cmath>
 #include <limits>
@@ -284,9 +284,9 @@ LogicalResult convertAttention(NodeContext &ctx) {
       ctx.error() << "qk_matmul_output_mode must be 0 to 3, got " << mode;
       return failure();
     }
-    autodiff::Emitter e{ctx.b, ctx.loc};
-    autodiff::AttentionProbabilities parts =
-        autodiff::attentionProbabilities(e, autodiff::AttentionOperands::of(op));
+    Emitter e{ctx.b, ctx.loc};
+    AttentionProbabilities parts =
+        attentionProbabilities(e, AttentionOperands::of(op));
     // Modes 0 and 1: the scaled (softcapped) product; 2: with the masks;
     // 3: the probabilities.
     Value out = mode == 3   ? parts.probs

@@ -1,7 +1,7 @@
 //===- ModelLayers.cpp - The repeated layers of an ONNX graph ------------===//
 //
 // A layer is the run of nodes whose names share a layer prefix
-// (cleave/Import/LayerNames.h). A model whose layers repeat the first one
+// (cleave/Analysis/LayerNames.h). A model whose layers repeat the first one
 // (the same ops, attributes, initializer shapes and wiring inside the
 // layer) can be cut down to its first K layers: what the planner compiles
 // to cost one layer (cleave-compile --auto).
@@ -10,7 +10,7 @@
 
 #include "ONNXLoader.h"
 
-#include "cleave/Import/LayerNames.h"
+#include "cleave/Analysis/LayerNames.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"

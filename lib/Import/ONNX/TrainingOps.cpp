@@ -7,16 +7,12 @@
 // state tensors; the update is a pure elementwise formula. T enters through
 // `T > 0` selects and powers `alpha^T`, so R and T may be runtime values.
 // (The Gradient op of the same domain is imported by ONNXImporter.cpp,
-// which needs the graph: see importGradientNode below.)
+// which needs the graph: see importGradientNode below. It becomes a
+// cleave.gradient marker, which --cleave-expand-gradients expands.)
 //
 //===----------------------------------------------------------------------===//
 
 #include "TrainingOps.h"
-
-#include "cleave/Transforms/Autodiff.h"
-
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -381,26 +377,14 @@ LogicalResult importGradientNode(NodeContext &ctx,
     loss = ctx.reduce(ReduceKind::sum, loss,
                       llvm::to_vector(llvm::seq<int64_t>(0, rankOf(loss))),
                       false);
-  // Tools that do not register every dialect extension (cleave-translate)
-  // still get the VJP rules.
-  MLIRContext *mctx = ctx.b.getContext();
-  std::optional<RegisteredOperationName> binary =
-      RegisteredOperationName::lookup(BinaryOp::getOperationName(), mctx);
-  if (binary && !binary->hasInterface<VJPOpInterface>()) {
-    DialectRegistry registry;
-    registerVJPExternalModels(registry);
-    mctx->appendDialectRegistry(registry);
-  }
+  // The gradients are built by --cleave-expand-gradients, after import.
   SmallVector<Value> wrt(boundValues.begin(),
                          boundValues.begin() + xs.size());
-  FailureOr<SmallVector<Value>> grads = buildGradients(ctx.b, loss, wrt);
-  if (failed(grads)) {
-    ctx.error() << "cannot differentiate '" << y << "'";
-    return failure();
-  }
+  auto marker =
+      GradientOp::create(ctx.b, ctx.loc, ValueRange(wrt).getTypes(), loss, wrt);
   for (int i = 0; i < ctx.numOutputs(); ++i)
     if (ctx.hasOutput(i))
-      ctx.setOutput(i, (*grads)[i]);
+      ctx.setOutput(i, marker.getGradients()[i]);
   return success();
 }
 

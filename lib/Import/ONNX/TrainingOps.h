@@ -30,8 +30,9 @@ bool isGradientNode(const onnx::NodeProto &node);
 
 /// Imports the Gradient node `graph.node(nodeIndex)`: the gradients of its
 /// `y` attribute with respect to its inputs bound to `xs` (`zs` bound but
-/// not differentiated), built with cleave::buildGradients over the nodes
-/// before it. A non-scalar y is differentiated as sum(y).
+/// not differentiated) over the nodes before it, as a cleave.gradient marker
+/// that --cleave-expand-gradients expands. A non-scalar y is differentiated
+/// as sum(y).
 mlir::LogicalResult importGradientNode(NodeContext &ctx,
                                        const onnx::GraphProto &graph,
                                        int nodeIndex,

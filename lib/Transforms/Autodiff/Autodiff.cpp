@@ -18,7 +18,7 @@
 
 using namespace mlir;
 using namespace mlir::cleave;
-using ::cleave::autodiff::Emitter;
+using ::cleave::Emitter;
 using ::cleave::autodiff::isFloatTensor;
 
 /// Checks the loss and seed of the scalar form of buildGradients (the

@@ -1,9 +1,9 @@
 //===- VJPHelpers.h - Building blocks of the VJP rules ----------*- C++ -*-===//
 //
-// A small emitter of cleave ops shared by the VJP rules (VJPRules*.cpp):
-// constants, elementwise arithmetic, "sum to shape" (unbroadcast) and
-// "broadcast back" (keep-dims) helpers, and the rule declarations that
-// VJPRules.cpp attaches to the ops.
+// What the VJP rules (VJPRules*.cpp) share: the rule declarations that
+// VJPRules.cpp attaches to the ops, over the cleave op emitter
+// (Cleave/Utils/Emitter.h) and attention spelled out
+// (Cleave/Utils/AttentionExpansion.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,8 @@
 #define CLEAVE_LIB_TRANSFORMS_AUTODIFF_VJPHELPERS_H
 
 #include "Cleave/IR/CleaveOps.h"
+#include "Cleave/Utils/AttentionExpansion.h"
+#include "Cleave/Utils/Emitter.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
@@ -21,67 +23,6 @@ using VJPResult = mlir::FailureOr<llvm::SmallVector<mlir::Value>>;
 
 /// True for tensors of a float element type (the differentiable values).
 bool isFloatTensor(mlir::Value v);
-
-/// Emits cleave ops at `b`'s insertion point with location `loc`.
-struct Emitter {
-  mlir::OpBuilder &b;
-  mlir::Location loc;
-
-  static mlir::RankedTensorType typeOf(mlir::Value v) {
-    return mlir::cast<mlir::RankedTensorType>(v.getType());
-  }
-
-  /// A splat constant of `type` (a float, integer or i1 tensor type).
-  mlir::Value splat(mlir::Type type, double value);
-  mlir::Value zerosLike(mlir::Value v) { return splat(v.getType(), 0.0); }
-  /// `value` as a constant of `like`'s type.
-  mlir::Value splatLike(mlir::Value like, double value) {
-    return splat(like.getType(), value);
-  }
-
-  mlir::Value unary(mlir::cleave::UnaryKind kind, mlir::Value x);
-  mlir::Value binary(mlir::cleave::BinaryKind kind, mlir::Value x,
-                     mlir::Value y);
-  mlir::Value add(mlir::Value x, mlir::Value y);
-  mlir::Value sub(mlir::Value x, mlir::Value y);
-  mlir::Value mul(mlir::Value x, mlir::Value y);
-  mlir::Value div(mlir::Value x, mlir::Value y);
-  mlir::Value neg(mlir::Value x);
-  /// `x * c` for a scalar constant `c`.
-  mlir::Value scale(mlir::Value x, double c) { return mul(x, splatLike(x, c)); }
-
-  mlir::Value compare(mlir::cleave::CompareKind kind, mlir::Value x,
-                      mlir::Value y);
-  mlir::Value select(mlir::Value cond, mlir::Value onTrue, mlir::Value onFalse);
-  mlir::Value convert(mlir::Value x, mlir::Type elementType);
-
-  mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
-  /// `result.shape[i] = x.shape[perm[i]]`; no op for the identity.
-  mlir::Value transpose(mlir::Value x, llvm::ArrayRef<int64_t> perm);
-  mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> start,
-                    llvm::ArrayRef<int64_t> limit,
-                    llvm::ArrayRef<int64_t> strides);
-  /// Constant-mode padding with zeros.
-  mlir::Value padZeros(mlir::Value x, llvm::ArrayRef<int64_t> low,
-                       llvm::ArrayRef<int64_t> high);
-  mlir::Value concat(mlir::ValueRange xs, int64_t dim);
-
-  /// Sum over `dims` (removed from the result).
-  mlir::Value reduceSum(mlir::Value x, llvm::ArrayRef<int64_t> dims);
-  /// Sum over every dimension, giving a 0-d tensor.
-  mlir::Value sumAll(mlir::Value x);
-  mlir::Value broadcastInDim(mlir::Value x, mlir::RankedTensorType to,
-                             llvm::ArrayRef<int64_t> dims);
-  /// Broadcasts `reduced`, the result of a reduction of a `full`-typed
-  /// tensor over `reducedDims`, back to `full` (keep-dims broadcast).
-  mlir::Value broadcastBack(mlir::Value reduced, mlir::RankedTensorType full,
-                            llvm::ArrayRef<int64_t> reducedDims);
-  /// The inverse of a broadcast_in_dim of an `operandType` tensor with
-  /// `dims`: sums `g` over the new and the repeated dimensions ("sum to
-  /// shape").
-  mlir::Value unbroadcast(mlir::Value g, mlir::RankedTensorType operandType,
-                          llvm::ArrayRef<int64_t> dims);
-};
 
 //===----------------------------------------------------------------------===//
 // Rules (one per op; see VJPRules*.cpp)
@@ -128,53 +69,6 @@ CLEAVE_VJP_RULE(RotaryOp)
 CLEAVE_VJP_RULE(ConvOp)
 CLEAVE_VJP_RULE(ReduceWindowOp)
 #undef CLEAVE_VJP_RULE
-
-/// What attention and attention_grad share: the operands and attributes
-/// of one attention (VJPRulesAttention.cpp).
-struct AttentionOperands {
-  mlir::Value q, k, v, bias;
-  double scale = 1.0, softcap = 0.0;
-  bool causal = false;
-  int64_t causalOffset = 0;
-  /// The attention's result shape, B x Hq x Sq x Dv.
-  llvm::SmallVector<int64_t, 4> resultShape;
-  static AttentionOperands of(mlir::cleave::AttentionOp op);
-  static AttentionOperands of(mlir::cleave::AttentionGradOp op);
-  int64_t groupSize() const;
-};
-
-/// An attention op's probabilities, spelled out (VJPRulesAttention.cpp).
-struct AttentionProbabilities {
-  /// q viewed as B x Hkv x G x Sq x D.
-  mlir::Value q;
-  /// B x Hkv x G x Sq x Skv, in f32 for bf16/f16 operands; masked keys and
-  /// rows with every key masked are 0.
-  mlir::Value probs;
-  /// tanh(scores / softcap) when the op has a softcap, else null.
-  mlir::Value tanh;
-  /// The scaled (and softcapped) scores, before the bias and the mask; and
-  /// after them (the softmax's input). Same shape and type as `probs`.
-  mlir::Value scores, masked;
-};
-AttentionProbabilities attentionProbabilities(Emitter &e,
-                                              const AttentionOperands &op);
-/// The attention's result from its probabilities.
-mlir::Value attentionOutput(Emitter &e, const AttentionOperands &op,
-                            const AttentionProbabilities &parts);
-
-/// The gradients of an attention given its result's cotangent, spelled out
-/// from recomputed probabilities: dq, dk, dv in the scores' type (f32 for
-/// bf16 and f16 operands, else theirs), and dbias (null without a bias) in
-/// the bias's.
-struct AttentionGradients {
-  mlir::Value dq, dk, dv, dbias;
-};
-AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
-                                      mlir::Value cotangent);
-
-/// cleave.rotary spelled out as slices, products and a concatenation
-/// (VJPRulesAttention.cpp).
-mlir::Value rotaryOutput(Emitter &e, mlir::cleave::RotaryOp op);
 
 /// The pad rule's reflect and edge modes and the scatter rule's mul, max and
 /// min kinds (VJPRulesNN.cpp).

@@ -27,8 +27,8 @@
 
 #include "Partitioner.h"
 
+#include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Sharding/Passes.h"
-#include "cleave/Transforms/Training/Recompute.h"
 namespace cleave {
 #define GEN_PASS_DEF_PARTITIONPASS
 #include "cleave/Transforms/Sharding/Passes.h.inc"

@@ -11,7 +11,7 @@
 
 #include "Partitioner.h"
 
-#include "cleave/Transforms/Training/Recompute.h"
+#include "cleave/Analysis/TrainingTags.h"
 
 using namespace mlir;
 using namespace mlir::cleave;

@@ -1,8 +1,8 @@
 //===- ShardProgram.cpp - Mesh, shardings, propagation, partition ----------===//
 
 #include "cleave/Transforms/Sharding/ShardProgram.h"
+#include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Sharding/Passes.h"
-#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"

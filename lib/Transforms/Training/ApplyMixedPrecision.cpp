@@ -47,8 +47,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Training/Passes.h"
-#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveOps.h"
 

@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
 #include "cleave/Transforms/Training/Passes.h"
 #include "cleave/Transforms/Training/Pipeline.h"
-#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Optimizers.h"
 #include "TrainStep.h"
@@ -23,8 +23,8 @@
 
 #include "TrainableParameters.h"
 
+#include "cleave/Schedule/Schedule.h"
 #include "cleave/Transforms/Sharding/Passes.h"
-#include "cleave/Pipeline/Schedule.h"
 #include "Layers.h"
 
 #include "mlir/IR/Builders.h"

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Training/Passes.h"
-#include "cleave/Transforms/Training/Recompute.h"
 
 #define DEBUG_TYPE "cleave-drop-attribute"
 

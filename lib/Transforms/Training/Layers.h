@@ -8,7 +8,7 @@
 #ifndef CLEAVE_LIB_TRANSFORMS_TRAINING_LAYERS_H
 #define CLEAVE_LIB_TRANSFORMS_TRAINING_LAYERS_H
 
-#include "cleave/Import/LayerNames.h"
+#include "cleave/Analysis/LayerNames.h"
 
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"
@@ -25,7 +25,7 @@ class FuncOp;
 
 namespace cleave::training {
 
-/// The layer prefix of an ONNX node name (cleave/Import/LayerNames.h).
+/// The layer prefix of an ONNX node name (cleave/Analysis/LayerNames.h).
 using ::cleave::layerPrefix;
 
 /// The first NameLoc name in `loc`, if any.

@@ -11,11 +11,11 @@
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveSharding.h"
-#include "cleave/Pipeline/Schedule.h"
+#include "cleave/Analysis/TrainingTags.h"
+#include "cleave/Schedule/Schedule.h"
 #include "cleave/Transforms/Autodiff.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 #include "cleave/Transforms/Training/Pipeline.h"
-#include "cleave/Transforms/Training/Recompute.h"
 #include "Layers.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -136,7 +136,7 @@ FailureOr<PipelineResult>
 train_step::emitPipeline(PipelineStep &ps, int64_t pipelineRanks,
                          const std::string &schedule,
                          StringRef stageBoundaries) {
-  namespace pl = ::cleave::pipeline;
+  namespace pl = ::cleave::schedule;
   OpBuilder &b = ps.b;
   Location loc = ps.forward.getLoc();
   Emitter e{b, loc};

@@ -1,8 +1,8 @@
 //===- Probes.cpp - Forward activations as extra outputs -------------------===//
 
 #include "cleave/Transforms/Training/Probes.h"
+#include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Training/Passes.h"
-#include "cleave/Transforms/Training/Recompute.h"
 
 #include "Cleave/IR/CleaveDialect.h"
 

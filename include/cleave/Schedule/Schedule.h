@@ -10,14 +10,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CLEAVE_PIPELINE_SCHEDULE_H
-#define CLEAVE_PIPELINE_SCHEDULE_H
+#ifndef CLEAVE_SCHEDULE_SCHEDULE_H
+#define CLEAVE_SCHEDULE_SCHEDULE_H
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace cleave::pipeline {
+namespace cleave::schedule {
 
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubble };
 
@@ -110,6 +110,6 @@ std::string chromeTrace(const Simulation &simulation,
 /// a rank has several chunks.
 std::string stepName(const Step &step, const ScheduleOptions &options);
 
-} // namespace cleave::pipeline
+} // namespace cleave::schedule
 
-#endif // CLEAVE_PIPELINE_SCHEDULE_H
+#endif // CLEAVE_SCHEDULE_SCHEDULE_H

@@ -1,13 +1,14 @@
-//===- Recompute.h - Activation recomputation helpers -----------*- C++ -*-===//
+//===- TrainingTags.h - Backward, gradient and recompute tags ---*- C++ -*-===//
 //
-// Names of the attributes --cleave-build-train-step (mark-backward) and
-// --cleave-insert-recompute put on ops, and the statistics the latter
-// leaves on the module for the driver.
+// Names of the attributes --cleave-build-train-step (mark-backward,
+// mark-gradients) and --cleave-insert-recompute put on ops, and the
+// statistics the latter leaves on the module for the driver. Sharding, the
+// plan builder and the pipelines read them.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CLEAVE_TRANSFORMS_TRAINING_RECOMPUTE_H
-#define CLEAVE_TRANSFORMS_TRAINING_RECOMPUTE_H
+#ifndef CLEAVE_ANALYSIS_TRAININGTAGS_H
+#define CLEAVE_ANALYSIS_TRAININGTAGS_H
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -45,4 +46,4 @@ std::optional<RecomputeStats> takeRecomputeStats(mlir::ModuleOp module,
 
 } // namespace cleave
 
-#endif // CLEAVE_TRANSFORMS_TRAINING_RECOMPUTE_H
+#endif // CLEAVE_ANALYSIS_TRAININGTAGS_H

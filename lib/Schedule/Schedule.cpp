@@ -1,6 +1,6 @@
 //===- Schedule.cpp - Pipeline schedules and their simulation ------------===//
 
-#include "cleave/Pipeline/Schedule.h"
+#include "cleave/Schedule/Schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include <set>
 #include <tuple>
 
-namespace cleave::pipeline {
+namespace cleave::schedule {
 namespace {
 
 using Key = std::tuple<StepKind, int64_t, int64_t>; // kind, stage, microbatch
@@ -439,4 +439,4 @@ std::string stepName(const Step &s, const ScheduleOptions &o) {
   return name;
 }
 
-} // namespace cleave::pipeline
+} // namespace cleave::schedule

@@ -1,4 +1,4 @@
-//===- LayerNames.h - Layers of a model from its ONNX node names -*- C++ -*-===//
+//===- LayerNames.h - Layers of a model from ONNX node names ----*- C++ -*-===//
 //
 // The layer rule shared by the importer (ImportOptions::keepLayers,
 // outlineONNXModel), recomputation and pipeline stage assignment: a node
@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CLEAVE_IMPORT_LAYERNAMES_H
-#define CLEAVE_IMPORT_LAYERNAMES_H
+#ifndef CLEAVE_ANALYSIS_LAYERNAMES_H
+#define CLEAVE_ANALYSIS_LAYERNAMES_H
 
 #include "llvm/ADT/StringRef.h"
 
@@ -38,4 +38,4 @@ inline llvm::StringRef layerPrefix(llvm::StringRef name) {
 
 } // namespace cleave
 
-#endif // CLEAVE_IMPORT_LAYERNAMES_H
+#endif // CLEAVE_ANALYSIS_LAYERNAMES_H
