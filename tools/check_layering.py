@@ -29,7 +29,7 @@ LAYERS = [
     "sharding",     # lib/Transforms/Sharding
     "training",     # lib/Transforms/Training
     "plan",         # lib/Plan
-    "target",       # lib/Target/CPU, lib/Target/CUDA
+    "target",       # lib/Target/Common, lib/Target/CPU, lib/Target/CUDA
     "simulate",     # lib/Simulate
     "pipelines",    # lib/Pipelines: the phase pass pipelines
     "compiler",     # lib/Compiler, lib/Registration
@@ -54,11 +54,6 @@ KNOWN = {
         "recompute tags (Training/Recompute.h) belong in a lib/Analysis",
     ("lib/Transforms/Sharding/ReshardCollectives.cpp", "training"):
         "recompute tags (Training/Recompute.h) belong in a lib/Analysis",
-    ("lib/Transforms/Autodiff/TestGradients.cpp", "transforms"):
-        "a test pass among the production ones; it moves to test/lib",
-    ("lib/Target/CUDA/CUDAPipeline.cpp", "target"):
-        "the CUDA target reuses CPU target passes; a Target/Common would "
-        "hold them",
 }
 
 
