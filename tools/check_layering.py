@@ -30,7 +30,7 @@ LAYERS = [
     "sharding",     # lib/Transforms/Sharding
     "training",     # lib/Transforms/Training
     "plan",         # lib/Plan
-    "target",       # lib/Target/CPU, lib/Target/CUDA
+    "target",       # lib/Target/Common, lib/Target/CPU, lib/Target/CUDA
     "simulate",     # lib/Simulate
     "pipelines",    # lib/Pipelines: the phase pass pipelines
     "compiler",     # lib/Compiler, lib/Registration
@@ -41,11 +41,6 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 # Arrows against the flow that are still there, each with why; the check
 # fails when one disappears, so that it is taken off this list.
 KNOWN = {
-    ("lib/Transforms/Autodiff/TestGradients.cpp", "transforms"):
-        "a test pass among the production ones; it moves to test/lib",
-    ("lib/Target/CUDA/CUDAPipeline.cpp", "target"):
-        "the CUDA target reuses CPU target passes; a Target/Common would "
-        "hold them",
 }
 
 

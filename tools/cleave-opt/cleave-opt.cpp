@@ -9,10 +9,16 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+namespace cleave::test {
+/// The test-only passes of test/lib (--cleave-test-*).
+void registerTestPasses();
+} // namespace cleave::test
+
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   cleave::registerAllPasses();
   cleave::registerPhasePipelines();
+  cleave::test::registerTestPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -178,31 +178,4 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
-def TestGradientsPass : Pass<"cleave-test-gradients", "::mlir::func::FuncOp"> {
-  let summary = "Append the gradients of a scalar function to its results";
-  let description = [{
-    For each function whose single result is a 0-d float tensor, emits the
-    reverse-mode gradients of that result with respect to every float
-    argument (`cleave::buildGradients`, from the ops' VJP rules) and returns
-    them after the result. Other functions are left alone. For testing the
-    VJP rules.
-
-    ```mlir
-    // Before:
-    func.func @f(%x: tensor<f64>) -> tensor<f64> {
-      %0 = cleave.unary exp %x : tensor<f64>
-      return %0 : tensor<f64>
-    }
-    // After: d exp(x) / dx = exp(x) * 1.
-    func.func @f(%x: tensor<f64>) -> (tensor<f64>, tensor<f64>) {
-      %0 = cleave.unary exp %x : tensor<f64>
-      %1 = cleave.constant dense<1.0> : tensor<f64>
-      %2 = cleave.binary mul %1, %0 : tensor<f64>
-      return %0, %2 : tensor<f64>, tensor<f64>
-    }
-    ```
-  }];
-  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
-}
-
 #endif // CLEAVE_TRANSFORMS_PASSES_TD

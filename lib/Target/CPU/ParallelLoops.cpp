@@ -30,13 +30,6 @@
 // else, or that yields reductions (`scf.reduce` with operands), stays as it
 // is.
 //
-// `--cleave-cpu-split-outer-reductions` runs before linalg becomes loops: a
-// linalg op whose outermost loop is a reduction (a bias gradient summing
-// rows into one value per column) would give an scf.parallel inside the
-// reduction loop, once per row; its outermost parallel dimension is tiled
-// into an scf.parallel over 8 to 64 blocks instead, each block summing its
-// columns over the rows in the original order.
-//
 // compileCPUKernels defines each `$launch` declaration in LLVM IR (see
 // emitWrappers in CPUCodegen.cpp): it packs the arguments into a frame and
 // calls the runtime's parallel-for through the kernel object's
@@ -48,13 +41,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Target/CPU/CPUCodegen.h"
+#include "LoopWork.h"
+#include "cleave/Target/CPU/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
@@ -62,7 +54,15 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#define DEBUG_TYPE "cleave-cpu-parallel-loops"
+
+namespace cleave {
+#define GEN_PASS_DEF_PARALLELLOOPSPASS
+#include "cleave/Target/CPU/Passes.h.inc"
+} // namespace cleave
+
 using namespace mlir;
+using ::cleave::mulSat;
 
 namespace {
 
@@ -86,14 +86,6 @@ std::optional<SmallVector<int64_t>> staticTrips(scf::ParallelOp loop) {
   return trips;
 }
 
-constexpr int64_t kMaxWork = int64_t(1) << 60;
-
-int64_t mulSat(int64_t a, int64_t b) {
-  a = std::max<int64_t>(a, 1);
-  b = std::max<int64_t>(b, 1);
-  return a > kMaxWork / b ? kMaxWork : a * b;
-}
-
 /// Scalar iterations of the ops in `region`, counting each loop as its trip
 /// count times its body (a loop with unknown bounds counts once), saturated.
 int64_t workOf(Region &region) {
@@ -114,8 +106,8 @@ int64_t workOf(Region &region) {
       }
       int64_t inner = 1;
       for (Region &r : op.getRegions())
-        inner = std::min(kMaxWork, inner + workOf(r));
-      work = std::min(kMaxWork, work + mulSat(trips, inner));
+        inner = std::min(::cleave::kMaxWork, inner + workOf(r));
+      work = std::min(::cleave::kMaxWork, work + mulSat(trips, inner));
     }
   return work;
 }
@@ -149,31 +141,10 @@ bool hasLoops(Region &region) {
 }
 
 struct ParallelLoopsPass
-    : PassWrapper<ParallelLoopsPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ParallelLoopsPass)
-  ParallelLoopsPass() = default;
-  ParallelLoopsPass(const ParallelLoopsPass &other) : PassWrapper(other) {}
-  explicit ParallelLoopsPass(int64_t minWork) { this->minWork = minWork; }
+    : ::cleave::impl::ParallelLoopsPassBase<ParallelLoopsPass> {
+  using ParallelLoopsPassBase::ParallelLoopsPassBase;
 
-  StringRef getArgument() const override {
-    return "cleave-cpu-parallel-loops";
-  }
-  StringRef getDescription() const override {
-    return "Outline each outermost scf.parallel with enough work into a "
-           "function the runtime's threads run over ranges of its outer "
-           "iterations";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<arith::ArithDialect, func::FuncDialect,
-                    scf::SCFDialect>();
-  }
   void runOnOperation() override;
-
-  Option<int64_t> minWork{
-      *this, "min-work",
-      llvm::cl::desc("Scalar iterations below which a loop nest stays on the "
-                     "calling thread (0: none is split)"),
-      llvm::cl::init(cleave::kDefaultParallelMinWork)};
 
 private:
   /// Outlines `loop` of `func` as `name`; false when it cannot be.
@@ -338,111 +309,4 @@ bool ParallelLoopsPass::outline(func::FuncOp func, scf::ParallelOp loop,
   return true;
 }
 
-//===----------------------------------------------------------------------===//
-// Reductions over the outer dimensions
-//===----------------------------------------------------------------------===//
-
-/// Blocks the parallel dimension of an outer reduction is cut into: the
-/// first divisor of its extent from 8 up to 64 (a bias gradient's columns
-/// into 8 blocks, so a thread has a few).
-std::optional<int64_t> blockCount(int64_t extent) {
-  for (int64_t k = 8; k <= 64; ++k)
-    if (extent % k == 0 && extent / k >= 1)
-      return k;
-  return std::nullopt;
-}
-
-struct SplitOuterReductionsPass
-    : PassWrapper<SplitOuterReductionsPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SplitOuterReductionsPass)
-  SplitOuterReductionsPass() = default;
-  SplitOuterReductionsPass(const SplitOuterReductionsPass &other)
-      : PassWrapper(other) {}
-  explicit SplitOuterReductionsPass(int64_t minWork) {
-    this->minWork = minWork;
-  }
-
-  StringRef getArgument() const override {
-    return "cleave-cpu-split-outer-reductions";
-  }
-  StringRef getDescription() const override {
-    return "Tile the parallel dimensions of linalg ops whose outermost loop "
-           "is a reduction into an scf.parallel over blocks";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<affine::AffineDialect, arith::ArithDialect,
-                    linalg::LinalgDialect, memref::MemRefDialect,
-                    scf::SCFDialect>();
-  }
-  void runOnOperation() override;
-
-  Option<int64_t> minWork{
-      *this, "min-work",
-      llvm::cl::desc("Scalar iterations below which an op is left as it is"),
-      llvm::cl::init(cleave::kDefaultParallelMinWork)};
-};
-
-void SplitOuterReductionsPass::runOnOperation() {
-  if (minWork <= 0)
-    return;
-  SmallVector<linalg::LinalgOp> ops;
-  getOperation().walk([&](linalg::LinalgOp op) {
-    if (!op.hasPureBufferSemantics() || op->getParentOfType<scf::ParallelOp>())
-      return;
-    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-    if (!iterators.empty() && linalg::isReductionIterator(iterators[0]) &&
-        llvm::any_of(iterators, linalg::isParallelIterator))
-      ops.push_back(op);
-  });
-  IRRewriter rewriter(&getContext());
-  for (linalg::LinalgOp op : ops) {
-    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-    if (llvm::any_of(ranges, ShapedType::isDynamic))
-      continue;
-    int64_t work = 1;
-    for (int64_t n : ranges)
-      work = mulSat(work, n);
-    if (work < minWork)
-      continue;
-    // Tile the outermost parallel dimension that divides into blocks; the
-    // others stay whole, and every element still sums its reduction in the
-    // original order.
-    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-    SmallVector<int64_t> tiles(ranges.size(), 0);
-    for (auto [d, it] : llvm::enumerate(iterators)) {
-      if (!linalg::isParallelIterator(it))
-        continue;
-      if (std::optional<int64_t> k = blockCount(ranges[d])) {
-        tiles[d] = ranges[d] / *k;
-        break;
-      }
-    }
-    if (llvm::all_of(tiles, [](int64_t t) { return t == 0; }))
-      continue;
-    linalg::LinalgTilingOptions options;
-    options.setTileSizes(tiles).setLoopType(
-        linalg::LinalgTilingLoopType::ParallelLoops);
-    rewriter.setInsertionPoint(op);
-    if (failed(linalg::tileLinalgOp(rewriter, op, options)))
-      continue;
-    rewriter.eraseOp(op);
-  }
-}
-
 } // namespace
-
-std::unique_ptr<Pass> cleave::createSplitOuterReductionsPass(int64_t minWork) {
-  return std::make_unique<SplitOuterReductionsPass>(minWork);
-}
-
-void cleave::registerSplitOuterReductionsPass() {
-  PassRegistration<SplitOuterReductionsPass>();
-}
-
-std::unique_ptr<Pass> cleave::createParallelLoopsPass(int64_t minWork) {
-  return std::make_unique<ParallelLoopsPass>(minWork);
-}
-
-void cleave::registerParallelLoopsPass() {
-  PassRegistration<ParallelLoopsPass>();
-}

@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CUDAPasses.h"
+#include "cleave/Target/CUDA/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,6 +33,13 @@
 
 #include "llvm/ADT/MapVector.h"
 
+#define DEBUG_TYPE "cleave-cuda-emulate-launches"
+
+namespace cleave {
+#define GEN_PASS_DEF_EMULATELAUNCHESPASS
+#include "cleave/Target/CUDA/Passes.h.inc"
+} // namespace cleave
+
 using namespace mlir;
 
 namespace {
@@ -43,19 +50,7 @@ bool isPhaseBoundary(Operation *op) {
 }
 
 struct EmulateLaunchesPass
-    : PassWrapper<EmulateLaunchesPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(EmulateLaunchesPass)
-  StringRef getArgument() const override {
-    return "cleave-cuda-emulate-launches";
-  }
-  StringRef getDescription() const override {
-    return "Run gpu.launch bodies as host loops over blocks, phases and "
-           "threads (tests the CUDA mapping on the CPU)";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<scf::SCFDialect, memref::MemRefDialect,
-                    arith::ArithDialect>();
-  }
+    : ::cleave::impl::EmulateLaunchesPassBase<EmulateLaunchesPass> {
 
   LogicalResult emulate(gpu::LaunchOp launch);
 
@@ -225,11 +220,3 @@ LogicalResult EmulateLaunchesPass::emulate(gpu::LaunchOp launch) {
 }
 
 } // namespace
-
-std::unique_ptr<Pass> cleave::createEmulateLaunchesPass() {
-  return std::make_unique<EmulateLaunchesPass>();
-}
-
-void cleave::registerEmulateLaunchesPass() {
-  PassRegistration<EmulateLaunchesPass>();
-}

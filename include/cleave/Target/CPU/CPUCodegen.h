@@ -3,6 +3,9 @@
 #ifndef CLEAVE_TARGET_CPU_CPUCODEGEN_H
 #define CLEAVE_TARGET_CPU_CPUCODEGEN_H
 
+#include "cleave/Target/CPU/Passes.h"
+#include "cleave/Target/Common/KernelPipeline.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/LLVM.h"
@@ -14,10 +17,6 @@
 #include <vector>
 
 namespace cleave {
-
-/// Scalar iterations (counted through a loop nest) from which a kernel's
-/// loop nest is split over the runtime's threads.
-constexpr int64_t kDefaultParallelMinWork = 16384;
 
 struct CPUCodegenOptions {
   /// The linker that turns the object file into a shared object. Empty:
@@ -121,13 +120,6 @@ struct CPUKernelObject {
 mlir::FailureOr<CPUKernelObject>
 compileCPUKernels(mlir::ModuleOp kernels, const CPUCodegenOptions &options);
 
-/// Adds the target-independent front half shared by the CPU and CUDA
-/// pipelines: cleave -> linalg, elementwise fusion, one-shot bufferization
-/// with results as out-parameters (identity layouts, static result buffers
-/// hoisted to the caller), deallocation of temporaries, memref.copy ->
-/// linalg.copy. Leaves linalg on memrefs.
-void buildKernelBufferizationPipeline(mlir::OpPassManager &pm);
-
 /// Adds the passes that lower a module of cleave kernels to the LLVM
 /// dialect (`--cleave-cpu-kernel-pipeline`): buildCPUKernelFrontHalf, then
 /// buildCPULoweringPasses.
@@ -138,48 +130,22 @@ void buildCPUKernelPipeline(mlir::OpPassManager &pm, bool rowKernels = false);
 /// that rewrite on the CPU), then `--cleave-cpu-temporaries-to-scratch`.
 void buildCPUKernelFrontHalf(mlir::OpPassManager &pm, bool rowKernels = false);
 
-/// `--cleave-cpu-temporaries-to-scratch`: each kernel's temporary buffers
-/// become views of one scratch buffer, its new last argument, whose bytes
-/// are recorded in kCPUScratchBytesAttr (see KernelScratch.cpp).
-std::unique_ptr<mlir::Pass> createTemporariesToScratchPass();
-void registerTemporariesToScratchPass();
-
 /// The back half of buildCPUKernelPipeline: memrefs, loops (scf, and 1-D
 /// vector loads and stores) and math to the LLVM dialect. Loop nests of at
 /// least `parallelMinWork` scalar iterations are outlined for the runtime's
-/// threads (createParallelLoopsPass; 0: none).
+/// threads (`--cleave-cpu-parallel-loops`; 0: none).
 void buildCPULoweringPasses(
     mlir::OpPassManager &pm,
     int64_t parallelMinWork = kDefaultParallelMinWork);
 
-/// `--cleave-cpu-parallel-loops`: outlines each outermost scf.parallel with
-/// at least `minWork` scalar iterations into a function over a range of its
-/// outer iterations, launched through a `$launch` declaration that
-/// compileCPUKernels defines (see ParallelLoops.cpp).
-std::unique_ptr<mlir::Pass>
-createParallelLoopsPass(int64_t minWork = kDefaultParallelMinWork);
-void registerParallelLoopsPass();
-
-/// `--cleave-cpu-split-outer-reductions`: tiles the outermost parallel
-/// dimension of each linalg op (on memrefs, of at least `minWork` scalar
-/// iterations) whose outermost loop is a reduction into an scf.parallel
-/// over blocks, for createParallelLoopsPass (see ParallelLoops.cpp).
-std::unique_ptr<mlir::Pass>
-createSplitOuterReductionsPass(int64_t minWork = kDefaultParallelMinWork);
-void registerSplitOuterReductionsPass();
-
-/// `--cleave-row-kernels`: rewrites kernel functions (linalg on memrefs)
-/// whose ops share the row space of a reduction into one scf.parallel over
-/// rows tagged `cleave.row_kernel` (see RowKernels.cpp).
-std::unique_ptr<mlir::Pass> createRowKernelsPass();
-void registerRowKernelsPass();
-
 /// Adds the dialects and interface models (bufferization, deallocation,
-/// LLVM translation) the pipeline needs; compileCPUKernels adds them to the
-/// kernels' context itself.
+/// LLVM translation) the pipeline needs (registerKernelCodegenDialects);
+/// compileCPUKernels adds them to the kernels' context itself.
 void registerCPUCodegenDialects(mlir::DialectRegistry &registry);
 
-/// Registers `--cleave-cpu-kernel-pipeline` (cleave -> LLVM dialect) for cleave-opt.
+/// Registers `--cleave-cpu-kernel-pipeline` (cleave -> LLVM dialect) and the
+/// passes of the CPU pipeline (include/cleave/Target/CPU/Passes.td and the
+/// shared ones of include/cleave/Target/Common/Passes.td) for cleave-opt.
 void registerCPUPipelines();
 
 } // namespace cleave

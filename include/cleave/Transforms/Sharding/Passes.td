@@ -5,23 +5,6 @@
 
 include "mlir/Pass/PassBase.td"
 
-def TestShardingRulesPass : Pass<"cleave-test-sharding-rules", "::mlir::func::FuncOp"> {
-  let summary = "Print the sharding rule of every op as a remark";
-  let description = [{
-    For each op, emits a remark with its factor-based sharding rule
-    (`cleave::ShardingRule`), and an error when the rule does not match the
-    op's types (a dimension whose size differs from its factors' product).
-    For testing the rules.
-
-    ```mlir
-    %0 = cleave.contract %a, %b batch = [] x [] contract = [1] x [0]
-        : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
-    // remark: ([i, k], [k, j]) -> ([i, j]) {i=8, j=32, k=16} reduction={k}
-    ```
-  }];
-  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
-}
-
 def ShardProgramPass : Pass<"cleave-shard-program", "::mlir::ModuleOp"> {
   let summary = "Partition a global program over a device mesh";
   let description = [{

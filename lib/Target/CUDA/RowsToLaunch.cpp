@@ -1,4 +1,4 @@
-//===- RowReductions.cpp - Row kernels as one thread block per row --------===//
+//===- RowsToLaunch.cpp - Row kernels as one thread block per row --------===//
 //
 // `cleave-cuda-rows-to-launch` maps the `cleave.row_kernel` loops that
 // --cleave-row-kernels builds to gpu.launch, one block per row:
@@ -19,74 +19,27 @@
 // rows never touch each other's elements (checked by --cleave-row-kernels),
 // so blocks need no synchronization between them.
 //
-// `cleave-cuda-lower-all-reduce` applies MLIR's gpu.all_reduce rewrite (warp
-// shuffles, one shared-memory word per warp) inside the outlined kernels.
-//
 //===----------------------------------------------------------------------===//
 
-#include "CUDAPasses.h"
+#include "LaunchUtils.h"
+#include "cleave/Target/CUDA/Passes.h"
+#include "cleave/Target/Common/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/Pass/Pass.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#define DEBUG_TYPE "cleave-cuda-rows-to-launch"
+
+namespace cleave {
+#define GEN_PASS_DEF_ROWSTOLAUNCHPASS
+#include "cleave/Target/CUDA/Passes.h.inc"
+} // namespace cleave
 
 using namespace mlir;
-
-namespace {
-
-constexpr StringLiteral kRowKernelAttr = "cleave.row_kernel";
-
-} // namespace
-
-LogicalResult cleave::getStaticLoopSpace(scf::ParallelOp loop,
-                                         SmallVectorImpl<int64_t> &lbs,
-                                         SmallVectorImpl<int64_t> &extents,
-                                         SmallVectorImpl<int64_t> &steps) {
-  for (auto [lb, ub, step] :
-       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    std::optional<int64_t> l = getConstantIntValue(lb),
-                           u = getConstantIntValue(ub),
-                           s = getConstantIntValue(step);
-    if (!l || !u || !s || *s <= 0)
-      return failure();
-    lbs.push_back(*l);
-    extents.push_back(*u > *l ? (*u - *l + *s - 1) / *s : 0);
-    steps.push_back(*s);
-  }
-  return success();
-}
-
-SmallVector<Value> cleave::delinearizeIndex(OpBuilder &b, Location loc,
-                                            Value linear,
-                                            ArrayRef<int64_t> lbs,
-                                            ArrayRef<int64_t> extents,
-                                            ArrayRef<int64_t> steps) {
-  SmallVector<Value> ivs(extents.size());
-  Value rem = linear;
-  for (int64_t d = extents.size() - 1; d >= 0; --d) {
-    Value idx = rem;
-    if (d > 0) {
-      Value ext = arith::ConstantIndexOp::create(b, loc, extents[d]);
-      idx = arith::RemUIOp::create(b, loc, rem, ext);
-      rem = arith::DivUIOp::create(b, loc, rem, ext);
-    }
-    if (steps[d] != 1)
-      idx = arith::MulIOp::create(
-          b, loc, idx, arith::ConstantIndexOp::create(b, loc, steps[d]));
-    if (lbs[d] != 0)
-      idx = arith::AddIOp::create(
-          b, loc, idx, arith::ConstantIndexOp::create(b, loc, lbs[d]));
-    ivs[d] = idx;
-  }
-  return ivs;
-}
+using ::cleave::kRowKernelAttr;
 
 namespace {
 
@@ -158,21 +111,8 @@ FailureOr<Value> blockAllReduce(OpBuilder &b, Location loc, Value partial,
 }
 
 struct RowsToLaunchPass
-    : PassWrapper<RowsToLaunchPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RowsToLaunchPass)
-  RowsToLaunchPass(int64_t maxBlockSize = 512) : maxBlockSize(maxBlockSize) {}
-  RowsToLaunchPass(const RowsToLaunchPass &other)
-      : PassWrapper(other), maxBlockSize(other.maxBlockSize) {}
-  StringRef getArgument() const override {
-    return "cleave-cuda-rows-to-launch";
-  }
-  StringRef getDescription() const override {
-    return "Map cleave.row_kernel loops to gpu.launch, one block per row";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<gpu::GPUDialect, arith::ArithDialect, scf::SCFDialect,
-                    memref::MemRefDialect>();
-  }
+    : ::cleave::impl::RowsToLaunchPassBase<RowsToLaunchPass> {
+  using RowsToLaunchPassBase::RowsToLaunchPassBase;
 
   LogicalResult convert(scf::ParallelOp rows);
 
@@ -186,8 +126,6 @@ struct RowsToLaunchPass
       if (failed(convert(loop)))
         return signalPassFailure();
   }
-
-  int64_t maxBlockSize;
 };
 
 LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
@@ -235,7 +173,7 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
     phase.steps[last] *= phase.width;
     widest = std::max(widest, product(phase.extents));
   }
-  int64_t block = std::min(maxBlockSize, (widest + 31) / 32 * 32);
+  int64_t block = std::min<int64_t>(maxBlockSize, (widest + 31) / 32 * 32);
 
   OpBuilder b(rows);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
@@ -317,66 +255,4 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
   return success();
 }
 
-struct LowerAllReducePass
-    : PassWrapper<LowerAllReducePass, OperationPass<gpu::GPUModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerAllReducePass)
-  StringRef getArgument() const override {
-    return "cleave-cuda-lower-all-reduce";
-  }
-  StringRef getDescription() const override {
-    return "Lower gpu.all_reduce to shuffles and shared memory";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<cf::ControlFlowDialect, memref::MemRefDialect,
-                    arith::ArithDialect, gpu::GPUDialect>();
-  }
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    populateGpuAllReducePatterns(patterns);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      return signalPassFailure();
-    WalkResult left = getOperation().walk([](gpu::AllReduceOp op) {
-      op.emitError("cuda: gpu.all_reduce was not lowered");
-      return WalkResult::interrupt();
-    });
-    if (left.wasInterrupted())
-      signalPassFailure();
-  }
-};
-
-/// Canonicalization and CSE hoist constants out of launches made earlier;
-/// puts them (and views) back so kernels take only buffers.
-struct SinkIntoLaunchesPass
-    : PassWrapper<SinkIntoLaunchesPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SinkIntoLaunchesPass)
-  StringRef getArgument() const override {
-    return "cleave-cuda-sink-into-launches";
-  }
-  StringRef getDescription() const override {
-    return "Clone the constants and views launches use into their bodies";
-  }
-  void runOnOperation() override {
-    getOperation().walk(
-        [](gpu::LaunchOp launch) { ::cleave::sinkViewsIntoLaunch(launch); });
-  }
-};
-
 } // namespace
-
-std::unique_ptr<Pass> cleave::createSinkIntoLaunchesPass() {
-  return std::make_unique<SinkIntoLaunchesPass>();
-}
-
-std::unique_ptr<Pass> cleave::createRowsToLaunchPass(int64_t maxBlockSize) {
-  return std::make_unique<RowsToLaunchPass>(maxBlockSize);
-}
-
-std::unique_ptr<Pass> cleave::createLowerAllReducePass() {
-  return std::make_unique<LowerAllReducePass>();
-}
-
-void cleave::registerRowReductionPasses() {
-  PassRegistration<RowsToLaunchPass>();
-  PassRegistration<LowerAllReducePass>();
-  PassRegistration<SinkIntoLaunchesPass>();
-}

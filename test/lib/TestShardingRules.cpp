@@ -1,20 +1,29 @@
-//===- TestShardingRules.cpp - Print every op's sharding rule --------------===//
+//===- TestShardingRules.cpp - Print every op's sharding rule -------------===//
+//
+// --cleave-test-sharding-rules: a remark with each op's factor-based sharding
+// rule, an error where the rule does not match the op. For tests of the
+// rules (test/Dialect/Cleave/sharding-rules.mlir).
+//
+//===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Sharding/Passes.h"
+#include "TestPasses.h"
 
 #include "Cleave/IR/CleaveOps.h"
 
-namespace cleave {
+#define DEBUG_TYPE "cleave-test-sharding-rules"
+
+namespace cleave::test {
 #define GEN_PASS_DEF_TESTSHARDINGRULESPASS
-#include "cleave/Transforms/Sharding/Passes.h.inc"
-} // namespace cleave
+#include "TestPasses.h.inc"
+} // namespace cleave::test
 
 using namespace mlir;
 using namespace mlir::cleave;
 
 namespace {
+
 struct TestShardingRulesPass
-    : ::cleave::impl::TestShardingRulesPassBase<TestShardingRulesPass> {
+    : ::cleave::test::impl::TestShardingRulesPassBase<TestShardingRulesPass> {
   void runOnOperation() override {
     bool failedCheck = false;
     getOperation().walk([&](ShardingRuleOpInterface op) {
@@ -31,4 +40,5 @@ struct TestShardingRulesPass
       signalPassFailure();
   }
 };
+
 } // namespace

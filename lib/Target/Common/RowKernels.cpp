@@ -31,7 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Target/CPU/CPUCodegen.h"
+#include "cleave/Target/Common/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -46,11 +46,17 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/Pass.h"
 
+#define DEBUG_TYPE "cleave-row-kernels"
+
+namespace cleave {
+#define GEN_PASS_DEF_ROWKERNELSPASS
+#include "cleave/Target/Common/Passes.h.inc"
+} // namespace cleave
+
 using namespace mlir;
+using ::cleave::kRowKernelAttr;
 
 namespace {
-
-constexpr StringLiteral kRowKernelAttr = "cleave.row_kernel";
 
 /// The buffer a memref value views (a function argument or an allocation).
 Value rootBuffer(Value v) {
@@ -869,18 +875,7 @@ bool RowKernelBuilder::run() {
   return changed;
 }
 
-struct RowKernelsPass
-    : PassWrapper<RowKernelsPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RowKernelsPass)
-  StringRef getArgument() const override { return "cleave-row-kernels"; }
-  StringRef getDescription() const override {
-    return "Rewrite reduction kernels (linalg on memrefs) as one "
-           "scf.parallel over rows running each op on the row";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<scf::SCFDialect, memref::MemRefDialect,
-                    arith::ArithDialect, affine::AffineDialect>();
-  }
+struct RowKernelsPass : ::cleave::impl::RowKernelsPassBase<RowKernelsPass> {
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isDeclaration())
@@ -889,9 +884,3 @@ struct RowKernelsPass
 };
 
 } // namespace
-
-std::unique_ptr<Pass> cleave::createRowKernelsPass() {
-  return std::make_unique<RowKernelsPass>();
-}
-
-void cleave::registerRowKernelsPass() { PassRegistration<RowKernelsPass>(); }

@@ -1,4 +1,4 @@
-//===- KernelScratch.cpp - CPU kernel temporaries in the plan's arena -----===//
+//===- TemporariesToScratch.cpp - CPU kernel temporaries in the arena ---===//
 //
 // `--cleave-cpu-temporaries-to-scratch`. After bufferization a kernel still
 // allocates the buffers that are neither its inputs nor its results (a
@@ -37,6 +37,11 @@
 #include "mlir/Pass/Pass.h"
 
 #define DEBUG_TYPE "cleave-cpu-temporaries-to-scratch"
+
+namespace cleave {
+#define GEN_PASS_DEF_TEMPORARIESTOSCRATCHPASS
+#include "cleave/Target/CPU/Passes.h.inc"
+} // namespace cleave
 
 using namespace mlir;
 using cleave::kCPUScratchAlignment;
@@ -121,18 +126,7 @@ static FailureOr<uint64_t> moveTemporariesToScratch(func::FuncOp func) {
 }
 
 struct TemporariesToScratchPass
-    : PassWrapper<TemporariesToScratchPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TemporariesToScratchPass)
-  StringRef getArgument() const override {
-    return "cleave-cpu-temporaries-to-scratch";
-  }
-  StringRef getDescription() const override {
-    return "Place each kernel's temporary buffers in a scratch buffer passed "
-           "as its last argument (the plan's arena) instead of the heap";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<arith::ArithDialect, memref::MemRefDialect>();
-  }
+    : ::cleave::impl::TemporariesToScratchPassBase<TemporariesToScratchPass> {
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isDeclaration() || func->hasAttr(kCPUScratchBytesAttr))
@@ -171,11 +165,3 @@ struct TemporariesToScratchPass
 };
 
 } // namespace
-
-std::unique_ptr<Pass> cleave::createTemporariesToScratchPass() {
-  return std::make_unique<TemporariesToScratchPass>();
-}
-
-void cleave::registerTemporariesToScratchPass() {
-  PassRegistration<TemporariesToScratchPass>();
-}

@@ -53,3 +53,14 @@ func.func @constant() -> f8E4M3FN {
   %c = arith.constant -448.0 : f8E4M3FN
   return %c : f8E4M3FN
 }
+
+// Scalars only: arithmetic on vectors of a narrow type moves to f32, but the
+// vector conversions to and from it stay (the kernel pipelines produce none).
+// CHECK-LABEL: func.func @vector
+// CHECK: arith.extf %{{.*}} : vector<4xf8E4M3FN> to vector<4xf32>
+// CHECK: arith.addf %{{.*}}, %{{.*}} : vector<4xf32>
+// CHECK: arith.truncf %{{.*}} : vector<4xf32> to vector<4xf8E4M3FN>
+func.func @vector(%x: vector<4xf8E4M3FN>, %y: vector<4xf8E4M3FN>) -> vector<4xf8E4M3FN> {
+  %0 = arith.addf %x, %y : vector<4xf8E4M3FN>
+  return %0 : vector<4xf8E4M3FN>
+}

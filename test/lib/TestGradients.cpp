@@ -1,5 +1,4 @@
-//===- TestGradients.cpp - Append gradients to scalar functions
-//------------===//
+//===- TestGradients.cpp - Append gradients to scalar functions -----------===//
 //
 // --cleave-test-gradients: for each function whose single result is a 0-d
 // float tensor, returns in addition the gradients of that result with respect
@@ -7,23 +6,28 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestPasses.h"
 #include "cleave/Transforms/Autodiff.h"
-#include "cleave/Transforms/Passes.h"
-
-#include "VJPHelpers.h"
 
 #define DEBUG_TYPE "cleave-test-gradients"
 
-namespace cleave {
+namespace cleave::test {
 #define GEN_PASS_DEF_TESTGRADIENTSPASS
-#include "cleave/Transforms/Passes.h.inc"
-} // namespace cleave
+#include "TestPasses.h.inc"
+} // namespace cleave::test
 
 using namespace mlir;
 
 namespace {
+
+/// Whether `v` is a ranked tensor of floats (what gradients are taken for).
+bool isFloatTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
 struct TestGradientsPass
-    : public ::cleave::impl::TestGradientsPassBase<TestGradientsPass> {
+    : ::cleave::test::impl::TestGradientsPassBase<TestGradientsPass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (fn.isExternal() || fn.getNumResults() != 1 ||
@@ -36,7 +40,7 @@ struct TestGradientsPass
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
     SmallVector<Value> wrt;
     for (BlockArgument arg : fn.getArguments())
-      if (::cleave::autodiff::isFloatTensor(arg))
+      if (isFloatTensor(arg))
         wrt.push_back(arg);
     OpBuilder b(ret);
     FailureOr<SmallVector<Value>> grads =
@@ -48,4 +52,5 @@ struct TestGradientsPass
                                  ret.getOperandTypes()));
   }
 };
+
 } // namespace
