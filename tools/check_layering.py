@@ -50,7 +50,7 @@ KNOWN = {
     ("lib/Transforms/Sharding/ShardProgram.cpp", "training"):
         "recompute and gradient tags (Training/Recompute.h) belong in a "
         "lib/Analysis",
-    ("lib/Transforms/Sharding/PartitionOps.cpp", "training"):
+    ("lib/Transforms/Sharding/PartitionByRule.cpp", "training"):
         "recompute tags (Training/Recompute.h) belong in a lib/Analysis",
     ("lib/Transforms/Sharding/ReshardCollectives.cpp", "training"):
         "recompute tags (Training/Recompute.h) belong in a lib/Analysis",

@@ -9,6 +9,7 @@
 #include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Autodiff.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Sharding/PartitionOpInterface.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 #include "cleave/Transforms/Training/Passes.h"
 
@@ -17,6 +18,7 @@
 void cleave::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::cleave::CleaveDialect>();
   registerVJPExternalModels(registry);
+  mlir::cleave::partition::registerPartitionExternalModels(registry);
 }
 
 void cleave::registerAllPasses() {

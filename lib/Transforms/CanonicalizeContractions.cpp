@@ -36,15 +36,6 @@ static int64_t product(ArrayRef<int64_t> shape, ArrayRef<int64_t> dims) {
   return p;
 }
 
-static SmallVector<int64_t> freeDims(int64_t rank, ArrayRef<int64_t> batch,
-                                     ArrayRef<int64_t> contract) {
-  SmallVector<int64_t> dims;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!llvm::is_contained(batch, d) && !llvm::is_contained(contract, d))
-      dims.push_back(d);
-  return dims;
-}
-
 namespace cleave {
 FailureOr<GemmShape> getGemmShape(ContractOp op) {
   auto lhsShape = cast<RankedTensorType>(op.getLhs().getType()).getShape();
@@ -72,8 +63,8 @@ FailureOr<GemmShape> getGemmShape(ContractOp op) {
     return failure();
   shape.batch = product(lhsShape, lb);
   shape.k = product(lhsShape, lc);
-  shape.m = product(lhsShape, freeDims(rl, lb, lc));
-  shape.n = product(rhsShape, freeDims(rr, rb, rc));
+  shape.m = product(lhsShape, ContractOp::getFreeDimensions(rl, lb, lc));
+  shape.n = product(rhsShape, ContractOp::getFreeDimensions(rr, rb, rc));
   return shape;
 }
 } // namespace cleave
@@ -145,7 +136,8 @@ static SmallVector<int64_t> gemmLayoutPermutation(ArrayRef<int64_t> batch,
                                                   ArrayRef<int64_t> contract,
                                                   int64_t rank,
                                                   bool contractFirst) {
-  SmallVector<int64_t> free = freeDims(rank, batch, contract);
+  SmallVector<int64_t> free =
+      ContractOp::getFreeDimensions(rank, batch, contract);
   bool innerIsContract = !contract.empty() && contract.back() == rank - 1;
   bool innerIsFree = !free.empty() && free.back() == rank - 1;
   if (innerIsContract)
@@ -240,7 +232,8 @@ static ContractOp foldOperandTransposes(ContractOp op) {
       newBatch.push_back(perm[d]);
     for (int64_t d : contract)
       newContract.push_back(perm[d]);
-    SmallVector<int64_t> free = freeDims(rank, batch, contract);
+    SmallVector<int64_t> free =
+        ContractOp::getFreeDimensions(rank, batch, contract);
     for (size_t i = 1; i < free.size(); ++i)
       if (perm[free[i - 1]] > perm[free[i]])
         return; // the result layout would change
