@@ -26,15 +26,6 @@ bool isDimRange(ArrayRef<int64_t> dims, int64_t start) {
   return true;
 }
 
-SmallVector<int64_t> freeDims(int64_t rank, ArrayRef<int64_t> batch,
-                              ArrayRef<int64_t> contract) {
-  SmallVector<int64_t> dims;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!llvm::is_contained(batch, d) && !llvm::is_contained(contract, d))
-      dims.push_back(d);
-  return dims;
-}
-
 FailureOr<GemmShape> getGemmShape(ContractOp op) {
   auto lhsShape = cast<RankedTensorType>(op.getLhs().getType()).getShape();
   auto rhsShape = cast<RankedTensorType>(op.getRhs().getType()).getShape();
@@ -61,8 +52,8 @@ FailureOr<GemmShape> getGemmShape(ContractOp op) {
     return failure();
   shape.batch = product(lhsShape, lb);
   shape.k = product(lhsShape, lc);
-  shape.m = product(lhsShape, freeDims(rl, lb, lc));
-  shape.n = product(rhsShape, freeDims(rr, rb, rc));
+  shape.m = product(lhsShape, ContractOp::getFreeDimensions(rl, lb, lc));
+  shape.n = product(rhsShape, ContractOp::getFreeDimensions(rr, rb, rc));
   return shape;
 }
 } // namespace cleave

@@ -10,6 +10,7 @@
 #include "cleave/Transforms/Autodiff.h"
 #include "cleave/Transforms/Autodiff/Passes.h"
 #include "cleave/Transforms/Passes.h"
+#include "cleave/Transforms/Sharding/PartitionOpInterface.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 #include "cleave/Transforms/Training/Passes.h"
 
@@ -18,6 +19,7 @@
 void cleave::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::cleave::CleaveDialect>();
   registerVJPExternalModels(registry);
+  mlir::cleave::partition::registerPartitionExternalModels(registry);
 }
 
 void cleave::registerAllPasses() {

@@ -18,7 +18,6 @@ namespace cleave {
 
 using namespace mlir;
 using namespace mlir::cleave;
-using ::cleave::freeDims;
 using ::cleave::isDimRange;
 
 //===----------------------------------------------------------------------===//
@@ -88,7 +87,7 @@ static SmallVector<int64_t> gemmLayoutPermutation(ArrayRef<int64_t> batch,
                                                   ArrayRef<int64_t> contract,
                                                   int64_t rank,
                                                   bool contractFirst) {
-  SmallVector<int64_t> free = freeDims(rank, batch, contract);
+  SmallVector<int64_t> free = ContractOp::getFreeDimensions(rank, batch, contract);
   bool innerIsContract = !contract.empty() && contract.back() == rank - 1;
   bool innerIsFree = !free.empty() && free.back() == rank - 1;
   if (innerIsContract)
@@ -183,7 +182,7 @@ static ContractOp foldOperandTransposes(ContractOp op) {
       newBatch.push_back(perm[d]);
     for (int64_t d : contract)
       newContract.push_back(perm[d]);
-    SmallVector<int64_t> free = freeDims(rank, batch, contract);
+    SmallVector<int64_t> free = ContractOp::getFreeDimensions(rank, batch, contract);
     for (size_t i = 1; i < free.size(); ++i)
       if (perm[free[i - 1]] > perm[free[i]])
         return; // the result layout would change

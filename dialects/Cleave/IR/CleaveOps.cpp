@@ -424,6 +424,16 @@ LogicalResult ContractOp::checkContractResultType() {
                        << (in.isBF16() || in.isF16() ? " or f32" : "");
 }
 
+SmallVector<int64_t> ContractOp::getFreeDimensions(int64_t rank,
+                                                   ArrayRef<int64_t> batch,
+                                                   ArrayRef<int64_t> contract) {
+  SmallVector<int64_t> free;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!llvm::is_contained(batch, d) && !llvm::is_contained(contract, d))
+      free.push_back(d);
+  return free;
+}
+
 LogicalResult ContractOp::verify() {
   if (failed(checkStaticShapes(*this)) ||
       failed(checkSameElementType(*this, getLhs().getType(),

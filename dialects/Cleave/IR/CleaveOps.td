@@ -477,6 +477,11 @@ def Cleave_ContractOp : Cleave_Op<"contract", [], ["getFlops"]> {
   }];
   let extraClassDeclaration = [{
     ::mlir::LogicalResult checkContractResultType();
+    /// The free dimensions of a rank-`rank` operand with these batch and
+    /// contracting dimensions (neither batch nor contracting), in order.
+    static ::llvm::SmallVector<int64_t>
+    getFreeDimensions(int64_t rank, ::llvm::ArrayRef<int64_t> batch,
+                      ::llvm::ArrayRef<int64_t> contract);
   }];
   let arguments = (ins Cleave_Tensor:$lhs, Cleave_Tensor:$rhs,
                        DenseI64ArrayAttr:$lhs_batching_dimensions,

@@ -564,9 +564,7 @@ ShardingRule ContractOp::getShardingRule() {
   }
   auto addFree = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> batch,
                      ArrayRef<int64_t> contract, unsigned operand) {
-    for (int64_t d = 0, e = shape.size(); d < e; ++d) {
-      if (llvm::is_contained(batch, d) || llvm::is_contained(contract, d))
-        continue;
+    for (int64_t d : getFreeDimensions(shape.size(), batch, contract)) {
       int64_t f = rule.addFactor(shape[d]);
       rule.mapOperand(operand, d, f);
       rule.mapResult(0, out++, f);

@@ -31,10 +31,6 @@ mlir::FailureOr<GemmShape> getGemmShape(mlir::cleave::ContractOp op);
 /// True if `dims` is `start, start + 1, ...` (or empty).
 bool isDimRange(llvm::ArrayRef<int64_t> dims, int64_t start);
 
-/// The dimensions of a rank-`rank` contraction operand that are neither
-/// batching nor contracting, in order.
-llvm::SmallVector<int64_t> freeDims(int64_t rank, llvm::ArrayRef<int64_t> batch,
-                                    llvm::ArrayRef<int64_t> contract);
 
 } // namespace cleave
 

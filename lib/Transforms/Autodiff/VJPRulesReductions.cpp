@@ -17,17 +17,6 @@ namespace cleave::autodiff {
 // Contract
 //===----------------------------------------------------------------------===//
 
-/// Dimensions of a rank-`rank` operand that are neither batch nor
-/// contracting, in order.
-static SmallVector<int64_t> freeDims(int64_t rank, ArrayRef<int64_t> batch,
-                                     ArrayRef<int64_t> contract) {
-  SmallVector<int64_t> free;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!llvm::is_contained(batch, d) && !llvm::is_contained(contract, d))
-      free.push_back(d);
-  return free;
-}
-
 /// Position of `d` among the sorted `dims`.
 static int64_t rankIn(ArrayRef<int64_t> dims, int64_t d) {
   return llvm::count_if(dims, [&](int64_t other) { return other < d; });
@@ -44,10 +33,10 @@ static Value contractVJP(Emitter &e, Value g, Value self, Value other,
                          ArrayRef<int64_t> otherContract, bool selfFirst) {
   RankedTensorType selfType = Emitter::typeOf(self);
   int64_t nb = selfBatch.size();
-  SmallVector<int64_t> selfFree =
-      freeDims(selfType.getRank(), selfBatch, selfContract);
-  SmallVector<int64_t> otherFree =
-      freeDims(Emitter::typeOf(other).getRank(), otherBatch, otherContract);
+  SmallVector<int64_t> selfFree = ContractOp::getFreeDimensions(
+      selfType.getRank(), selfBatch, selfContract);
+  SmallVector<int64_t> otherFree = ContractOp::getFreeDimensions(
+      Emitter::typeOf(other).getRank(), otherBatch, otherContract);
   // Position of the other operand's free dimensions in the result.
   int64_t otherFreeStart = selfFirst ? nb + selfFree.size() : nb;
   SmallVector<int64_t> gBatch, gContract;

@@ -2,8 +2,9 @@
 //
 // The partitioner's strategy: the factor axes of an op taken from its
 // results first or from its operands first, with its reductions gathered
-// instead of left partial, and the bytes each layout would send, so that
-// the cheapest one wins (PartitionOps.cpp).
+// instead of left partial, and the bytes each layout would send (the
+// planned reshards of ReshardPlan.h, priced), so that the cheapest one wins
+// (PartitionByRule.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,52 +84,23 @@ SmallVector<Axes> Partitioner::assignFactors(Operation *op,
 
 int64_t Partitioner::reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
                                   ArrayRef<Axes> to) {
+  return gatherBytes(type, planReshard(from, to));
+}
+
+int64_t Partitioner::gatherBytes(RankedTensorType type,
+                                 ArrayRef<ReshardStep> steps) {
   int64_t bytes = 0;
-  DimAxes current(from.begin(), from.end());
-  for (int64_t d = 0, e = current.size(); d < e; ++d) {
-    if (isPrefix(current[d], to[d]))
+  for (const ReshardStep &step : steps) {
+    if (step.kind != ReshardStep::Kind::AllGather)
       continue;
-    size_t keep = commonPrefix(current[d], to[d]);
-    int64_t g = axes.size(ArrayRef(current[d]).drop_front(keep));
-    current[d].resize(keep);
-    bytes += mlir::cleave::detail::getSizeInBytes(localType(type, current)) *
+    int64_t g = axes.size(step.axes);
+    bytes += mlir::cleave::detail::getSizeInBytes(localType(type, step.after)) *
              (g - 1) / g;
   }
   return bytes;
 }
 
-DimAxes Partitioner::slicedBeforeReduction(ArrayRef<Axes> produced,
-                                           ArrayRef<Axes> target,
-                                           ArrayRef<StringAttr> partial) {
-  DimAxes sliced(produced.begin(), produced.end());
-  for (int64_t d = 0, e = produced.size(); d < e; ++d) {
-    if (!isPrefix(produced[d], target[d]))
-      continue;
-    ArrayRef<StringAttr> extra =
-        ArrayRef(target[d]).drop_front(produced[d].size());
-    if (llvm::none_of(extra, [&](StringAttr a) {
-          return llvm::is_contained(partial, a);
-        }))
-      sliced[d] = target[d];
-  }
-  return sliced;
-}
-
-std::optional<int64_t>
-Partitioner::scatterDim(ArrayRef<Axes> produced, ArrayRef<Axes> target,
-                        ArrayRef<StringAttr> partial) {
-  std::optional<int64_t> dim;
-  for (int64_t d = 0, e = produced.size(); d < e; ++d) {
-    if (produced[d] == target[d])
-      continue;
-    if (dim || !isPrefix(produced[d], target[d]) ||
-        !llvm::equal(ArrayRef(target[d]).drop_front(produced[d].size()),
-                     partial))
-      return std::nullopt;
-    dim = d;
-  }
-  return dim;
-}SmallVector<Axes> Partitioner::gatherReductions(Operation *op,
+SmallVector<Axes> Partitioner::gatherReductions(Operation *op,
                                                 const ShardingRule &rule,
                                                 ArrayRef<Axes> factorAxes) {
   llvm::SmallDenseSet<StringAttr> resultAxes;
@@ -163,10 +135,15 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
     DimAxes produced = projectToTensor(
         rule, rule.getOperandMappings().size() + i, factorAxes, axes);
     DimAxes target = axesOf(getSharding(r), type.getRank());
-    if (g > 1)
-      produced = slicedBeforeReduction(produced, target, partial);
-    int64_t local =
-        mlir::cleave::detail::getSizeInBytes(localType(type, produced));
+    if (g <= 1) {
+      bytes += reshardBytes(type, produced, target);
+      continue;
+    }
+    // What completing the partial results sends: the slices before the
+    // reduction are local, the reduction sends its input's bytes.
+    CompletionPlan plan = planCompletion(produced, target, partial);
+    int64_t local = mlir::cleave::detail::getSizeInBytes(
+        localType(type, plan.reduction.before));
     // A partial gradient rounded to bf16/f16 before its reduction (through
     // reshapes and transposes) is reduced in the low type.
     if (Operation *rounding = gradientRoundingOf(r))
@@ -174,15 +151,11 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
               getElementTypeOrSelf(rounding->getResult(0))
                   .getIntOrFloatBitWidth() /
               type.getElementType().getIntOrFloatBitWidth();
-    if (g > 1) {
-      if (std::optional<int64_t> d = scatterDim(produced, target, partial)) {
-        bytes += local * (g - 1) / g;
-        produced[*d] = target[*d];
-      } else {
-        bytes += 2 * local * (g - 1) / g;
-      }
-    }
-    bytes += reshardBytes(type, produced, target);
+    if (plan.reduction.kind == ReshardStep::Kind::ReduceScatter)
+      bytes += local * (g - 1) / g;
+    else
+      bytes += 2 * local * (g - 1) / g;
+    bytes += gatherBytes(type, plan.after);
   }
   return bytes;
 }

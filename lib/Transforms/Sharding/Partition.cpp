@@ -23,12 +23,23 @@
 // and the function's results expect. Each collective records why it exists
 // in `cleave.phase` (the plan's command source and --explain-sharding).
 //
+// Steps 1-5 are the generic path (PartitionByRule.cpp); an op whose
+// per-rank form differs says so through PartitionOpInterface, whose models
+// for the cleave ops are PartitionOpModels.cpp. This file holds the helpers
+// they share, the walk over a function and the pass, which first checks
+// every sharding against the mesh.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Partitioner.h"
 
 #include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Sharding/Passes.h"
+
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "cleave-partition"
+
 namespace cleave {
 #define GEN_PASS_DEF_PARTITIONPASS
 #include "cleave/Transforms/Sharding/Passes.h.inc"
@@ -50,14 +61,6 @@ DimAxes partition::axesOf(TensorShardingAttr s, int64_t rank) {
       if (d < (size_t)rank)
         dims[d].assign(dim.getAxes().begin(), dim.getAxes().end());
   return dims;
-}
-
-/// The length of the longest common prefix of two axis lists.
-size_t partition::commonPrefix(ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n])
-    ++n;
-  return n;
 }
 
 std::string partition::dimsToString(ArrayRef<Axes> dims) {
@@ -182,13 +185,57 @@ LogicalResult Partitioner::run(func::FuncOp func) {
 
 namespace {
 
+/// Checks every sharding of `func` against `mesh` and the value's type
+/// (the axes exist, each splits one dimension, every split dimension
+/// divides): the partitioner computes local shapes from them.
+static LogicalResult verifyShardings(func::FuncOp func, MeshOp mesh) {
+  FlatSymbolRefAttr meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  auto check = [&](TensorShardingAttr s, Type type, Operation *where,
+                   const Twine &what) -> LogicalResult {
+    if (!s)
+      return success();
+    auto emit = [&] { return where->emitError(); };
+    if (s.getMesh() != meshRef)
+      return emit() << what << ": sharding names mesh " << s.getMesh()
+                    << ", but the program is partitioned over " << meshRef;
+    return verifySharding(s, type, mesh, emit, what.str());
+  };
+  for (BlockArgument arg : func.getArguments())
+    if (failed(check(getSharding(arg), arg.getType(), func,
+                     "argument " + Twine(arg.getArgNumber()))))
+      return failure();
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (failed(check(getResultSharding(func, i), func.getResultTypes()[i], func,
+                     "function result " + Twine(i))))
+      return failure();
+  for (Operation &op : func.getBody().front())
+    for (OpResult r : op.getResults())
+      if (failed(check(getSharding(r), r.getType(), &op,
+                       "result " + Twine(r.getResultNumber()))))
+        return failure();
+  return success();
+}
+
 struct PartitionPass : ::cleave::impl::PartitionPassBase<PartitionPass> {
   using Base::Base;
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registerPartitionExternalModels(registry);
+  }
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto meshes = llvm::to_vector(module.getOps<MeshOp>());
     if (meshes.empty())
       return;
+    // The ops' partitioning differs from their rules' without their models.
+    std::optional<RegisteredOperationName> binary =
+        RegisteredOperationName::lookup(BinaryOp::getOperationName(),
+                                        &getContext());
+    if (!binary || !binary->hasInterface<PartitionOpInterface>()) {
+      module.emitError() << "the cleave ops' PartitionOpInterface models are "
+                            "not registered (registerPartitionExternalModels)";
+      return signalPassFailure();
+    }
     if (meshes.size() != 1) {
       meshes[1].emitError() << "the SPMD partitioner works over one mesh";
       return signalPassFailure();
@@ -196,6 +243,11 @@ struct PartitionPass : ::cleave::impl::PartitionPassBase<PartitionPass> {
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (func.isExternal())
         continue;
+      if (failed(verifyShardings(func, meshes.front())))
+        return signalPassFailure();
+      LLVM_DEBUG(llvm::dbgs()
+                 << "partitioning @" << func.getSymName() << " over @"
+                 << meshes.front().getSymName() << "\n");
       Partitioner p(meshes.front(), interleavedAxes);
       if (failed(p.run(func)))
         return signalPassFailure();

@@ -2,9 +2,10 @@
 //
 // Private to --cleave-partition (Partition.cpp, the pass and its walk over
 // a function): the Partitioner, whose reshards and collectives are
-// ReshardCollectives.cpp, whose choice of factor axes is FactorStrategy.cpp
-// and whose rewrite of each op is PartitionOps.cpp, and the helpers they
-// share.
+// ReshardCollectives.cpp, whose choice of factor axes is FactorStrategy.cpp,
+// whose generic rewrite of an op through its sharding rule is
+// PartitionByRule.cpp, and which hands each op to its PartitionOpInterface
+// model (PartitionOpModels.cpp); and the helpers they share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,9 @@
 #define CLEAVE_LIB_TRANSFORMS_SHARDING_PARTITIONER_H
 
 #include "cleave/Transforms/Sharding/FactorSharding.h"
+#include "cleave/Transforms/Sharding/PartitionOpInterface.h"
+
+#include "ReshardPlan.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
@@ -31,13 +35,9 @@ namespace mlir::cleave::partition {
 using ::cleave::sharding::Axes;
 using ::cleave::sharding::MeshAxes;
 
-using DimAxes = SmallVector<Axes>;
-
 /// The axes each of `rank` dimensions of sharding `s` is split over (none
 /// for a null sharding).
 DimAxes axesOf(TensorShardingAttr s, int64_t rank);
-/// The length of the longest common prefix of two axis lists.
-size_t commonPrefix(ArrayRef<StringAttr> a, ArrayRef<StringAttr> b);
 /// `dims` as a sharding's dimension list, for messages:
 /// `[{"dp"}, {}]`.
 std::string dimsToString(ArrayRef<Axes> dims);
@@ -66,7 +66,11 @@ public:
 
   LogicalResult run(func::FuncOp func);
 
-private:
+  //===--------------------------------------------------------------------===//
+  // The state and services the ops' PartitionOpInterface models use
+  //===--------------------------------------------------------------------===//
+
+  /// What one global value is on this rank.
   struct Local {
     Value value;
     DimAxes dims;
@@ -77,6 +81,21 @@ private:
     DimAxes target = {};
     std::string why = {};
   };
+
+  /// The local value of `global` (an operand of the op being partitioned,
+  /// or a result already partitioned).
+  Local &getLocal(Value global) { return locals[global]; }
+  void setLocal(Value global, Local local) {
+    locals[global] = std::move(local);
+  }
+
+  MeshOp getMesh() const { return mesh; }
+  const MeshAxes &getMeshAxes() const { return axes; }
+  /// Whether ranks along `axis` hold interleaved elements of a split
+  /// dimension instead of blocks (PartitionPass's interleaved-axes).
+  bool isInterleaved(StringAttr axis) const {
+    return llvm::is_contained(interleaved, axis.getValue());
+  }
 
   RankedTensorType localType(RankedTensorType global, ArrayRef<Axes> dims) {
     SmallVector<int64_t> shape(global.getShape());
@@ -90,6 +109,8 @@ private:
                           SmallVector<Attribute>(list.begin(), list.end()));
   }
 
+  /// Records why a collective exists (`cleave.phase`), with the conflicts
+  /// settled on the op being partitioned.
   Operation *tag(Operation *op, const Twine &why) {
     op->setAttr("cleave.phase", StringAttr::get(op->getContext(), why));
     if (conflicts)
@@ -97,43 +118,61 @@ private:
     return op;
   }
 
+  /// Partitions one op: through its PartitionOpInterface, or by its rule.
+  LogicalResult partitionOp(OpBuilder &b, Operation *op);
+  /// Completes the deferred partial sums among `op`'s operands.
+  void completeOperands(OpBuilder &b, Operation *op);
+  /// The generic path, once the operands are complete (partitionByRule):
+  /// operands made once for all users resharded, then 1. the factor axes
+  /// of the layout that sends the fewest bytes; 2. the operands in the
+  /// layout the op computes on; 3. the op on local shapes
+  /// (PartitionOpInterface::buildLocalOp); 4. and 5. its results completed
+  /// and resharded to their shardings.
+  LogicalResult partitionWithRule(OpBuilder &b, Operation *op);
+
   /// The local value of `global` resharded from `from` to `to`.
   Value reshard(OpBuilder &b, Location loc, Value local,
                 RankedTensorType globalType, ArrayRef<Axes> from,
                 ArrayRef<Axes> to, StringRef why);
+  /// This rank's first index along a dimension of `size` elements split
+  /// over `over`: a 0-d tensor of `elementType` (an int or float type).
+  Value rankOffset(OpBuilder &b, Location loc, Type elementType, int64_t size,
+                   ArrayRef<StringAttr> over, const Twine &why);
+  /// Completes `v`'s local value if it is a deferred partial sum, before
+  /// the op `b` inserts at reads it.
+  void completeDeferred(OpBuilder &b, Value v);
+  /// True if partial sums of `r` can wait: every reader, through reshapes
+  /// and transposes, adds or subtracts (x·dW_q + x·dW_k + x·dW_v in
+  /// backward) or rounds a gradient to bf16/f16, so the sum is completed
+  /// once.
+  static bool canDefer(Value r);
+  /// Runs an add or subtract of deferred partial sums (same axes, same
+  /// layout) on the addends: the result is a partial sum too. Returns
+  /// false, changing nothing, if `op` is not such an op.
+  bool partitionLinear(OpBuilder &b, Operation *op);
+  /// A pipeline message replicated over other mesh axes than pp (tp): each
+  /// rank of such a group sends its slice and the receivers all-gather
+  /// them (Megatron's scatter/gather of pipeline messages: 1/n of the bytes
+  /// between nodes, the gather inside one). The message's local value in
+  /// its result's layout, or none where it stays whole (small, or no
+  /// dimension divides).
+  std::optional<Value> scatterTransfer(OpBuilder &b,
+                                       PipelineTransferOp transfer);
 
-  LogicalResult partitionOp(OpBuilder &b, Operation *op);
-  /// The families of ops partitionOp handles apart from the generic path
-  /// (PartitionOps.cpp), each returning true when it partitioned `op`:
-  /// a reshape or transpose of a partial gradient on its way to its
-  /// rounding; the rounding itself;
-  bool partitionPartialToRounding(OpBuilder &b, Operation *op);
-  bool partitionGradientRounding(OpBuilder &b, Operation *op);
-  /// a reshape or transpose of a partial sum on its way to an add (none:
-  /// not such an op);
-  std::optional<LogicalResult> partitionPartialToAdd(OpBuilder &b,
-                                                     Operation *op);
-  /// a pipeline message scattered over its group; a splat constant; an
-  /// iota at the local shape.
-  bool partitionTransfer(OpBuilder &b, Operation *op);
-  bool partitionSplatConstant(OpBuilder &b, Operation *op);
-  bool partitionIota(OpBuilder &b, Operation *op);
+private:
+  /// Emits the gathers and slices of a planned reshard (planReshard) of a
+  /// local value of `globalType`, each tagged with `why`.
+  Value emitReshard(OpBuilder &b, Location loc, Value local,
+                    RankedTensorType globalType, ArrayRef<ReshardStep> steps,
+                    StringRef why);
   /// Reshards the operands of `op` made once for all their users
   /// (kReshardOnceAttr) to the layout the attribute names.
   void reshardOnce(OpBuilder &b, Operation *op);
-  /// The steps of the generic path: 1. the factor axes of the layout that
-  /// sends the fewest bytes; 2. the operands in the layout the op computes
-  /// on; 3. the op on local shapes; 4. and 5. its results completed and
-  /// resharded to their shardings.
+  /// The steps of the generic path.
   SmallVector<Axes> chooseFactorAxes(Operation *op, const ShardingRule &rule);
   SmallVector<Value> reshardOperands(OpBuilder &b, Operation *op,
                                      const ShardingRule &rule,
-                                     ArrayRef<Axes> factorAxes,
-                                     bool wholeOnly);
-  Operation *buildLocalOp(OpBuilder &b, Operation *op,
-                          const ShardingRule &rule, ArrayRef<Axes> factorAxes,
-                          ArrayRef<Value> operands, ArrayRef<Type> resultTypes,
-                          ArrayRef<DimAxes> produced, const Axes &partial);
+                                     ArrayRef<Axes> factorAxes, bool wholeOnly);
   void finishResults(OpBuilder &b, Operation *op, Operation *local,
                      ArrayRef<DimAxes> produced, const Axes &partial,
                      std::optional<ReduceKind> partialKind);
@@ -142,26 +181,14 @@ private:
   /// (`partial` axes, `kind`): a reduce_scatter where the target splits a
   /// dimension over exactly those axes, else an all_reduce; then reshards
   /// to `target`.
-  Value complete(OpBuilder &b, Location loc, Value local,
-                 RankedTensorType type, DimAxes produced, ArrayRef<StringAttr> partial,
+  Value complete(OpBuilder &b, Location loc, Value local, RankedTensorType type,
+                 DimAxes produced, ArrayRef<StringAttr> partial,
                  CollectiveReduceKind kind, ArrayRef<Axes> target,
                  StringRef opName);
-  /// Completes `v`'s local value if it is a deferred partial sum, before
-  /// the op `b` inserts at reads it.
-  void completeDeferred(OpBuilder &b, Value v);
-  /// Runs an add or subtract of deferred partial sums (same axes, same
-  /// layout) on the addends: the result is a partial sum too. Returns
-  /// false, changing nothing, if `op` is not such an op.
-  bool partitionLinear(OpBuilder &b, Operation *op);
   /// `v` on the first rank of the `over` axes, zero on the others: a whole
   /// value as one addend of a sum over those axes.
   Value keepOnFirstRank(OpBuilder &b, Location loc, Value v,
                         ArrayRef<StringAttr> over);
-  /// True if partial sums of `r` can wait: every reader, through reshapes
-  /// and transposes, adds or subtracts (x·dW_q + x·dW_k + x·dW_v in
-  /// backward) or rounds a gradient to bf16/f16, so the sum is completed
-  /// once.
-  static bool canDefer(Value r);
   /// A value split as `from` that is whole over `over` in `to` except for
   /// one dimension split further over some of `over`'s axes: this rank's
   /// addend of it in layout `to`, its block in place and zeros elsewhere
@@ -192,38 +219,8 @@ private:
   /// Bytes a rank sends to reshard a tensor from `from` to `to`.
   int64_t reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
                        ArrayRef<Axes> to);
-  /// `produced` with the dimensions the result goes split along over
-  /// other axes than `partial` already split (a local slice): partial sums
-  /// are sliced before they are reduced, and the reduction sends only this
-  /// rank's part.
-  static DimAxes slicedBeforeReduction(ArrayRef<Axes> produced,
-                                       ArrayRef<Axes> target,
-                                       ArrayRef<StringAttr> partial);
-  /// The dimension a reduce_scatter over `partial` can split when going
-  /// from `produced` to `target`: the only dimension that changes, gaining
-  /// exactly `partial`.
-  static std::optional<int64_t> scatterDim(ArrayRef<Axes> produced,
-                                           ArrayRef<Axes> target,
-                                           ArrayRef<StringAttr> partial);
-  /// A pipeline message replicated over other mesh axes than pp (tp): each
-  /// rank of such a group sends its slice and the receivers all-gather
-  /// them (Megatron's scatter/gather of pipeline messages: 1/n of the bytes
-  /// between nodes, the gather inside one). The message's local value in
-  /// its result's layout, or none where it stays whole (small, or no
-  /// dimension divides).
-  std::optional<Value> scatterTransfer(OpBuilder &b,
-                                       PipelineTransferOp transfer);
-  /// This rank's first index along a dimension of `size` elements split
-  /// over `over`: a 0-d tensor of `elementType` (an int or float type).
-  Value rankOffset(OpBuilder &b, Location loc, Type elementType, int64_t size,
-                   ArrayRef<StringAttr> over, const Twine &why);
-  /// log_softmax split along its rows: each rank normalizes its part with
-  /// the row maximum and sum of exponentials all-reduced over `over`.
-  Value buildSplitLogSoftmax(OpBuilder &b, LogSoftmaxOp op, Value x,
-                             ArrayRef<StringAttr> over);
-  Value buildGatherWithOffsets(OpBuilder &b, GatherOp op, Value table,
-                               Value indices, ArrayRef<StringAttr> vocabAxes,
-                               Type resultType);
+  /// Bytes a rank sends for the gathers among `steps` (slices are local).
+  int64_t gatherBytes(RankedTensorType type, ArrayRef<ReshardStep> steps);
 
   MeshOp mesh;
   MeshAxes axes;

@@ -27,11 +27,14 @@
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
 
 #include <limits>
 #include <numeric>
 #include <set>
 #include <vector>
+
+#define DEBUG_TYPE "cleave-propagate-sharding"
 
 namespace cleave {
 #define GEN_PASS_DEF_PROPAGATESHARDINGPASS
@@ -169,9 +172,16 @@ public:
       std::vector<unsigned> all(ops.size());
       std::iota(all.begin(), all.end(), 0u);
       llvm::SetVector<Value> changed;
-      for (bool first = true; first || !changed.empty(); first = false)
+      [[maybe_unused]] int64_t sweeps = 0;
+      for (bool first = true; first || !changed.empty(); first = false) {
         changed = sweep(p, first ? all : opsTouching(changed), first,
                         changed);
+        LLVM_DEBUG(llvm::dbgs() << "round "
+                                << (p == kNoPriority ? std::string("rest")
+                                                     : "p" + std::to_string(p))
+                                << ", sweep " << ++sweeps << ": "
+                                << changed.size() << " values changed\n");
+      }
     }
   }
 
@@ -392,8 +402,11 @@ private:
                          std::to_string(bestCost) + " bytes; " +
                          axesToString(o) + " rejected, it would reshard " +
                          std::to_string(cost) + " bytes";
-      if (!llvm::is_contained(r.conflicts, note))
+      if (!llvm::is_contained(r.conflicts, note)) {
+        LLVM_DEBUG(llvm::dbgs() << r.op->getName() << " at " << r.op->getLoc()
+                                << ": " << note << "\n");
         r.conflicts.push_back(note);
+      }
     }
     return {*best, bestPriority};
   }

@@ -1,16 +1,21 @@
 //===- ReshardCollectives.cpp - Reshards and collectives ------------------===//
 //
-// The partitioner's communication: a local value resharded from one layout
-// to another (all_gather, all_slice, all_to_all), a pipeline message
-// scattered over its group, this rank's offset along a split dimension,
-// and partial sums completed (all_reduce or reduce_scatter), deferred
-// through adds, spread into blocks or kept on the first rank.
+// The partitioner's communication, emitted from the plans of ReshardPlan.h:
+// a local value resharded from one layout to another (all_gather,
+// all_slice), a pipeline message scattered over its group, this rank's
+// offset along a split dimension, and partial sums completed (all_reduce or
+// reduce_scatter), deferred through adds, spread into blocks or kept on the
+// first rank.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Partitioner.h"
 
 #include "cleave/Analysis/TrainingTags.h"
+
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "cleave-partition"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -24,35 +29,34 @@ using namespace ::cleave::sharding;
 Value Partitioner::reshard(OpBuilder &b, Location loc, Value local,
                            RankedTensorType globalType, ArrayRef<Axes> from,
                            ArrayRef<Axes> to, StringRef why) {
+  return emitReshard(b, loc, local, globalType, planReshard(from, to), why);
+}
+
+Value Partitioner::emitReshard(OpBuilder &b, Location loc, Value local,
+                               RankedTensorType globalType,
+                               ArrayRef<ReshardStep> steps, StringRef why) {
   StringRef meshName = mesh.getSymName();
-  DimAxes current(from.begin(), from.end());
-  // Gathers first, so that an axis moving between dimensions is free before
-  // a slice takes it.
-  for (int64_t d = 0, e = current.size(); d < e; ++d) {
-    if (isPrefix(current[d], to[d]))
-      continue;
-    // Keep the common prefix, gather the rest.
-    size_t keep = commonPrefix(current[d], to[d]);
-    ArrayRef<StringAttr> gathered = ArrayRef(current[d]).drop_front(keep);
-    current[d].resize(keep);
-    auto type = localType(globalType, current);
-    local = tag(AllGatherOp::create(b, loc, type, local, meshName,
-                                    axesAttr(gathered), d),
-                "all_gather " + axesToString(gathered) + " on dimension " +
-                    Twine(d) + ": " + why)
-                ->getResult(0);
-  }
-  for (int64_t d = 0, e = current.size(); d < e; ++d) {
-    if (current[d].size() == to[d].size())
-      continue;
-    ArrayRef<StringAttr> sliced = ArrayRef(to[d]).drop_front(current[d].size());
-    current[d] = to[d];
-    auto type = localType(globalType, current);
-    local = tag(AllSliceOp::create(b, loc, type, local, meshName,
-                                   axesAttr(sliced), d),
-                "all_slice " + axesToString(sliced) + " on dimension " +
-                    Twine(d) + ": " + why)
-                ->getResult(0);
+  for (const ReshardStep &step : steps) {
+    auto type = localType(globalType, step.after);
+    switch (step.kind) {
+    case ReshardStep::Kind::AllGather:
+      local = tag(AllGatherOp::create(b, loc, type, local, meshName,
+                                      axesAttr(step.axes), step.dim),
+                  "all_gather " + axesToString(step.axes) + " on dimension " +
+                      Twine(step.dim) + ": " + why)
+                  ->getResult(0);
+      break;
+    case ReshardStep::Kind::AllSlice:
+      local = tag(AllSliceOp::create(b, loc, type, local, meshName,
+                                     axesAttr(step.axes), step.dim),
+                  "all_slice " + axesToString(step.axes) + " on dimension " +
+                      Twine(step.dim) + ": " + why)
+                  ->getResult(0);
+      break;
+    case ReshardStep::Kind::ReduceScatter:
+    case ReshardStep::Kind::AllReduce:
+      llvm_unreachable("planReshard plans gathers and slices only");
+    }
   }
   return local;
 }
@@ -140,23 +144,27 @@ Value Partitioner::complete(OpBuilder &b, Location loc, Value v,
                             ArrayRef<StringAttr> partial,
                             CollectiveReduceKind kind, ArrayRef<Axes> target,
                             StringRef opName) {
-  if (DimAxes sliced = slicedBeforeReduction(produced, target, partial);
-      sliced != produced) {
-    v = reshard(b, loc, v, type, produced, sliced,
-                ("the result of " + opName + " is " + dimsToString(target) +
-                 ", sliced before its reduction")
-                    .str());
-    produced = sliced;
-  }
-  if (std::optional<int64_t> d = scatterDim(produced, target, partial)) {
-    // Partial sums the result wants split over the same axes: one
-    // reduce_scatter instead of an all_reduce and a slice.
-    produced[*d] = target[*d];
-    v = tag(ReduceScatterOp::create(b, loc, localType(type, produced), kind,
-                                    v, mesh.getSymName(), axesAttr(partial),
-                                    *d),
+  CompletionPlan plan = planCompletion(produced, target, partial);
+  LLVM_DEBUG(
+      llvm::dbgs() << "partial results of " << opName << " over "
+                   << axesToString(partial) << ": " << plan.before.size()
+                   << " slices, "
+                   << (plan.reduction.kind == ReshardStep::Kind::ReduceScatter
+                           ? "reduce_scatter"
+                           : "all_reduce")
+                   << ", " << plan.after.size() << " reshard steps to "
+                   << dimsToString(target) << "\n");
+  v = emitReshard(b, loc, v, type, plan.before,
+                  ("the result of " + opName + " is " + dimsToString(target) +
+                   ", sliced before its reduction")
+                      .str());
+  const ReshardStep &reduction = plan.reduction;
+  if (reduction.kind == ReshardStep::Kind::ReduceScatter) {
+    v = tag(ReduceScatterOp::create(b, loc, localType(type, reduction.after),
+                                    kind, v, mesh.getSymName(),
+                                    axesAttr(partial), reduction.dim),
             "reduce_scatter " + axesToString(partial) + " on dimension " +
-                Twine(*d) + ": partial results of " + opName +
+                Twine(reduction.dim) + ": partial results of " + opName +
                 " (its reduction is split), kept split")
             ->getResult(0);
   } else {
@@ -166,9 +174,9 @@ Value Partitioner::complete(OpBuilder &b, Location loc, Value v,
                 opName + " (its reduction is split)")
             ->getResult(0);
   }
-  return reshard(b, loc, v, type, produced, target,
-                 ("the result of " + opName + " is " + dimsToString(target))
-                     .str());
+  return emitReshard(
+      b, loc, v, type, plan.after,
+      ("the result of " + opName + " is " + dimsToString(target)).str());
 }
 
 bool Partitioner::canDefer(Value r) {

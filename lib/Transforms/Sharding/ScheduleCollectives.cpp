@@ -30,6 +30,9 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "cleave-schedule-collectives"
 
 namespace cleave {
 #define GEN_PASS_DEF_SCHEDULECOLLECTIVESPASS
@@ -187,6 +190,9 @@ struct ScheduleCollectivesPass
           for (Operation *op : deferred)
             if (op->isBeforeInBlock(bucket.back()))
               toMove.push_back(op);
+        LLVM_DEBUG(if (bucket.size() > 1) llvm::dbgs()
+                   << "bucket of " << bucket.size() << " all-reduces, " << bytes
+                   << " bytes\n");
         SmallVector<Operation *> ops = packBucket(bucket);
         if (!ops.empty()) {
           // The unpacking and the deferred readers go right before the
@@ -246,6 +252,8 @@ struct ScheduleCollectivesPass
       if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op) &&
           !op.hasAttr("async"))
         collectives.push_back(&op);
+    LLVM_DEBUG(llvm::dbgs()
+               << collectives.size() << " collectives made asynchronous\n");
     for (Operation *op : collectives)
       overlap(op);
     if (lateWaits)

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Transforms/Sharding/PartitionOpInterface.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 #include "cleave/Transforms/Sharding/ShardProgram.h"
 
@@ -24,6 +25,13 @@ namespace {
 struct ShardProgramPass : impl::ShardProgramPassBase<ShardProgramPass> {
   using Base::Base;
   std::function<void(const std::string &)> explain;
+
+  /// The partitioner runs as a dynamic pipeline of this pass, so the
+  /// cleave ops' partitioning models are registered here.
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    mlir::cleave::partition::registerPartitionExternalModels(registry);
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

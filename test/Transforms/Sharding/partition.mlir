@@ -130,3 +130,49 @@ func.func @vocab_parallel_loss(%logits: tensor<4x8x96xf32> {cleave.sharding = #c
   %shifted = cleave.binary add %pos, %labels : tensor<4x8xi64>
   return %nll, %shifted : tensor<4x8xf32>, tensor<4x8xi64>
 }
+
+// Partial sums wait for their add: two row-split contractions, transposed
+// on the way (each rank transposes its addend), are summed on each rank and
+// completed by one all-reduce after the add.
+// CHECK-LABEL: func.func @deferred_sum(
+// CHECK-NOT: cleave.all_reduce
+// CHECK: %[[AT:.*]] = cleave.transpose {{.*}} : tensor<8x16xf32> -> tensor<16x8xf32>
+// CHECK-NOT: cleave.all_reduce
+// CHECK: %[[BT:.*]] = cleave.transpose {{.*}} : tensor<8x16xf32> -> tensor<16x8xf32>
+// CHECK-NEXT: %[[S:.*]] = cleave.binary add %[[AT]], %[[BT]] : tensor<16x8xf32>
+// CHECK-NEXT: %[[R:.*]] = cleave.all_reduce sum %[[S]] over @mesh ["tp"] {cleave.phase = "all_reduce [\22tp\22]: partial results of cleave.contract (its reduction is split)"} : tensor<16x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @deferred_sum(%x: tensor<8x32xf32>,
+                        %w1: tensor<32x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>},
+                        %w2: tensor<32x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<16x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {}]>}) {
+  %a = cleave.contract %x, %w1 batch = [] x [] contract = [1] x [0] : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
+  %b = cleave.contract %x, %w2 batch = [] x [] contract = [1] x [0] : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
+  %at = cleave.transpose %a perm = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+  %bt = cleave.transpose %b perm = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+  %s = cleave.binary add %at, %bt : tensor<16x8xf32>
+  return %s : tensor<16x8xf32>
+}
+
+// A partial f32 sum rounded to bf16: each rank rounds its addend and the
+// sum is all-reduced in bf16, after the rounding.
+// CHECK-LABEL: func.func @rounded_sum(
+// CHECK: %[[C:.*]] = cleave.contract {{.*}} -> tensor<8x16xf32>
+// CHECK-NEXT: %[[B:.*]] = cleave.convert %[[C]] : tensor<8x16xf32> -> tensor<8x16xbf16>
+// CHECK-NEXT: cleave.all_reduce sum %[[B]] over @mesh ["tp"] {{.*}} : tensor<8x16xbf16>
+func.func @rounded_sum(%x: tensor<8x32xf32>,
+                       %w: tensor<32x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>})
+    -> tensor<8x16xbf16> {
+  %a = cleave.contract %x, %w batch = [] x [] contract = [1] x [0] : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
+  %r = cleave.convert %a : tensor<8x16xf32> -> tensor<8x16xbf16>
+  return %r : tensor<8x16xbf16>
+}
+
+// A slice split along a dimension it keeps whole: the limit there is the
+// local size.
+// CHECK-LABEL: func.func @slice(
+// CHECK: cleave.slice %arg0 start = [0, 2] limit = [4, 6] strides = [1, 1] : tensor<4x16xf32> -> tensor<4x4xf32>
+func.func @slice(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}) -> tensor<8x4xf32> {
+  %0 = cleave.slice %x start = [0, 2] limit = [8, 6] strides = [1, 1] : tensor<8x16xf32> -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}

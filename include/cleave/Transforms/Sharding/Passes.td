@@ -106,6 +106,19 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
     `cleave.sharding`, which now says which part of the global tensor each
     rank holds. Every collective says why it exists in `cleave.phase`.
 
+    Each op is rewritten through its `PartitionOpInterface`
+    (`include/cleave/Transforms/Sharding/PartitionOpInterface.td`): the
+    cleave ops whose per-rank form is not the rule's generic path (partial
+    sums through adds, reshapes, transposes and gradient roundings, pipeline
+    messages, splat constants, iotas, split log-softmax rows, gathers from a
+    split table, slices, grouped convolutions) get external models, the
+    other ops the generic path. Reshards are planned (gathers, slices,
+    reductions, as layouts) before they are priced or emitted, so the layout
+    chosen for each op is priced on exactly the collectives it emits.
+    Shardings the partitioner cannot apply (an axis the mesh lacks, an axis
+    on two dimensions, a dimension the axes do not divide, another mesh) are
+    errors.
+
     ```mlir
     // Before: rows of %w over tp, the contraction over them.
     %0 = cleave.contract %x, %w batch = [] x [] contract = [1] x [0]
