@@ -23,14 +23,6 @@ using namespace mlir::cleave;
 using namespace mlir::cleave::partition;
 using namespace ::cleave::sharding;
 
-/// The tensor type of `v`, or null.
-static RankedTensorType tensorType(Value v) {
-  return dyn_cast<RankedTensorType>(v.getType());
-}
-/// The axes `r`'s propagated sharding splits each dimension over.
-static DimAxes targetOf(Value r) {
-  return axesOf(getSharding(r), tensorType(r) ? tensorType(r).getRank() : 0);
-}
 
 //===----------------------------------------------------------------------===//
 // Partial sums

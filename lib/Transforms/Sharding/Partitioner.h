@@ -56,6 +56,14 @@ bool isAddOrSub(Operation *op);
 Operation *gradientRoundingOf(Value v);
 /// Whether `v` reaches a gradient rounding (gradientRoundingOf).
 bool leadsToGradientRounding(Value v);
+/// The tensor type of `v`, or null.
+inline RankedTensorType tensorType(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+/// The axes `r`'s propagated sharding splits each dimension over.
+inline DimAxes targetOf(Value r) {
+  return axesOf(getSharding(r), tensorType(r) ? tensorType(r).getRank() : 0);
+}
 /// True if any dimension of `dims` is split over one of `over`.
 bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over);
 
