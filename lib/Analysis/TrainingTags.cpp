@@ -25,7 +25,7 @@ void stripAttribute(ModuleOp module, StringRef name) {
 }
 
 std::optional<RecomputeStats> takeRecomputeStats(ModuleOp module, bool remove) {
-  auto dict = module->getAttrOfType<DictionaryAttr>(kRecomputeStatsAttr);
+  auto dict = module->getAttrOfType<DictionaryAttr>(mlir::cleave::attr::kRecomputeStats);
   if (!dict)
     return std::nullopt;
   RecomputeStats stats;
@@ -41,7 +41,7 @@ std::optional<RecomputeStats> takeRecomputeStats(ModuleOp module, bool remove) {
   stats.extraFlops = get("extra_flops");
   stats.recomputedOps = get("recomputed_ops");
   if (remove)
-    module->removeAttr(kRecomputeStatsAttr);
+    module->removeAttr(mlir::cleave::attr::kRecomputeStats);
   return stats;
 }
 } // namespace cleave

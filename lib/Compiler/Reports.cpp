@@ -216,9 +216,9 @@ int Driver::emitSchedule(ModuleOp module) {
   std::vector<double> flops(stages, 0.0);
   auto main = module.lookupSymbol<func::FuncOp>("main");
   main.walk([&](mlir::cleave::CostOpInterface op) {
-    if (auto stage = op->getAttrOfType<IntegerAttr>("cleave.stage"))
+    if (std::optional<int64_t> stage = mlir::cleave::getStage(op))
       if (!isa<mlir::cleave::ConstantOp>(op))
-        flops[stage.getInt()] += static_cast<double>(op.getFlops());
+        flops[*stage] += static_cast<double>(op.getFlops());
   });
   double total = 0;
   for (double f : flops)

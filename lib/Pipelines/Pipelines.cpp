@@ -91,7 +91,7 @@ void addTrainStepFinish(OpPassManager &pm, const PhaseOptions &options) {
   // The backward tags have done their job; without them CSE treats forward
   // and backward ops alike, as it did before recompute existed.
   pm.addPass(createDropAttributePass(
-      DropAttributePassOptions{kBackwardAttr.str()}));
+      DropAttributePassOptions{mlir::cleave::attr::kBackward.str()}));
 }
 
 /// Whether the step is pipelined: after partitioning, the module holds one
@@ -126,7 +126,7 @@ static void addProgramPreparation(OpPassManager &pm,
   // Recomputed clones are tagged so that CSE above leaves them apart from
   // the forward ops they copy; the tag would only split identical kernels.
   pm.addPass(createDropAttributePass(
-      DropAttributePassOptions{kRecomputeAttr.str()}));
+      DropAttributePassOptions{mlir::cleave::attr::kRecompute.str()}));
 }
 
 void addPreparation(OpPassManager &pm, const PhaseOptions &options) {
@@ -302,7 +302,7 @@ buildStagePlan(ModuleOp module, const PhaseOptions &options,
                StopHere &stopHere) {
   // Read by compileToPlan already; the IR of every phase up to here carries
   // it, as cleave-opt's passes leave it.
-  module->removeAttr(kRecomputeStatsAttr);
+  module->removeAttr(mlir::cleave::attr::kRecomputeStats);
 
   PlanBuildOptions planOptions = options.plan;
   // Device kernels cannot read host globals: only splats (which become

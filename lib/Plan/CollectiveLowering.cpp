@@ -18,7 +18,7 @@ namespace plan = ::cleave::plan;
 /// or file:line.
 std::string plan_builder::sourceOf(Operation *op) {
   std::string s = describeLocation(op->getLoc());
-  if (auto phase = op->getAttrOfType<StringAttr>("cleave.phase"))
+  if (auto phase = getPhase(op))
     s += (s.empty() ? "" : ", ") + phase.getValue().str();
   return s;
 }
@@ -111,8 +111,8 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
       });
   // A pipeline message's tag (cleave::splitPipelineRanks), which the
   // receiving rank checks.
-  if (auto tag = node.comm->getAttrOfType<IntegerAttr>("cleave.message"))
-    info.pairs = {tag.getInt()};
+  if (std::optional<int64_t> tag = getMessageTag(node.comm))
+    info.pairs = {*tag};
   info.source = sourceOf(node.comm);
   if (op.getAsync()) {
     cmd.stream = plan::kCommStream;

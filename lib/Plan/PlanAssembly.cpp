@@ -306,13 +306,13 @@ void PlanBuilder::collectBuffers(Assembly &a) {
   }
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     bool isConstant = root(v).getDefiningOp<ConstantOp>() != nullptr;
-    auto updates = main.getResultAttrOfType<IntegerAttr>(i, "cleave.updates");
-    if (!updates || isConstant || updates.getInt() < 0 ||
-        updates.getInt() >= main.getNumArguments()) {
+    std::optional<int64_t> updates = getResultUpdates(main, i);
+    if (!updates || isConstant || *updates < 0 ||
+        *updates >= main.getNumArguments()) {
       bufferFor(a, v, isConstant ? 0 : end, end);
       continue;
     }
-    Value old = main.getArgument(updates.getInt());
+    Value old = main.getArgument(*updates);
     int64_t t = std::max<int64_t>({nodeOf(v), lastRead.lookup(root(old)),
                                    lastRead.lookup(root(v)), 0});
     a.copyTime[i] = t;

@@ -49,8 +49,8 @@ void PlanBuilder::takeGradientTags() {
       op.removeAttr(kReshardOnceAttr);
       keptCopies.insert(&op);
     }
-    if (auto of = op.getAttrOfType<StringAttr>(::cleave::kGradientOfAttr)) {
-      op.removeAttr(::cleave::kGradientOfAttr);
+    if (auto of = op.getAttrOfType<StringAttr>(attr::kGradientOf)) {
+      op.removeAttr(attr::kGradientOf);
       for (Value r : op.getResults())
         gradientOf[r].push_back(of);
       // The tag sits on the last op autodiff built. The reductions and
@@ -99,8 +99,7 @@ void PlanBuilder::takeGradientTags() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<Operation *> work;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto role = main.getResultAttrOfType<StringAttr>(i, "cleave.role");
-    if (role && role.getValue() == "loss")
+    if (getResultRole(main, i) == Role::loss)
       if (Operation *def = v.getDefiningOp())
         work.push_back(def);
   }
@@ -141,15 +140,14 @@ static SmallVector<Value> aliasesOf(Value root) {
   using ::cleave::MemoryClass;
   finalGradient = false;
   if (auto arg = dyn_cast<BlockArgument>(root)) {
-    auto state =
-        main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.state");
+    std::optional<StateKind> state = getArgState(main, arg.getArgNumber());
     if (!state)
       return MemoryClass::Inputs;
-    if (state.getValue() == "parameter")
+    if (state == StateKind::parameter)
       return llvm::any_of(arg.getUsers(), isLoweringConvert)
                  ? MemoryClass::MasterParameters
                  : MemoryClass::Parameters;
-    if (state.getValue() == "optimizer_state")
+    if (state == StateKind::optimizer_state)
       return MemoryClass::OptimizerStates;
     return MemoryClass::StateBuffers;
   }
@@ -161,10 +159,8 @@ static SmallVector<Value> aliasesOf(Value root) {
   auto isCopy = [&](Operation *op) {
     return op && isLoweringConvert(op) &&
            isa<BlockArgument>(op->getOperand(0)) &&
-           main.getArgAttrOfType<StringAttr>(
-                   cast<BlockArgument>(op->getOperand(0)).getArgNumber(),
-                   "cleave.state") == StringAttr::get(main.getContext(),
-                                                      "parameter");
+           isParameterArg(
+               main, cast<BlockArgument>(op->getOperand(0)).getArgNumber());
   };
   if (isCopy(def))
     return keptCopies.contains(def) ? MemoryClass::Temporaries
@@ -259,9 +255,7 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
     report.peakWhere = "the state copies after the last command";
   }
   for (BlockArgument arg : main.getArguments()) {
-    auto state =
-        main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.state");
-    if (!state || state.getValue() != "parameter")
+    if (!isParameterArg(main, arg.getArgNumber()))
       continue;
     ++report.parameterTensors;
     auto type = cast<RankedTensorType>(arg.getType());

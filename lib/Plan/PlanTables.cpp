@@ -128,17 +128,17 @@ LogicalResult PlanBuilder::readSharding(Attribute attr, plan::TensorInfo &info,
 /// as a constant at the same offset, or zeroed by an init command.
 LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
                                     plan::TensorInfo info) {
-  StringRef kind = main.getArgAttrOfType<StringAttr>(i, "cleave.state").getValue();
-  auto parameter = main.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
-  auto slot = main.getArgAttrOfType<StringAttr>(i, "cleave.slot");
+  StateKind kind = *getArgState(main, i);
+  auto parameter = getArgParameter(main, i);
+  auto slot = getArgSlot(main, i);
   plan::StateTensor state;
   state.info = info;
   state.parameter = parameter ? parameter.getValue().str() : info.name;
   state.slot = slot ? slot.getValue().str() : "";
   // A parameter --untie made, in the `untied` metadata for --export-onnx:
   // [{"name": copy, "from": source initializer, "node": ONNX node}, ...].
-  if (auto from = main.getArgAttrOfType<StringAttr>(i, "cleave.untied_from")) {
-    auto node = main.getArgAttrOfType<StringAttr>(i, "cleave.untied_node");
+  if (auto from = main.getArgAttrOfType<StringAttr>(i, attr::kUntiedFrom)) {
+    auto node = main.getArgAttrOfType<StringAttr>(i, attr::kUntiedNode);
     a.untied.push_back(llvm::json::Object{
         {"name", info.name},
         {"from", from.getValue()},
@@ -147,7 +147,7 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
   // `cleave.varying = ["dp"]`: the state differs from rank to rank over
   // those axes although its sharding does not split it (local SGD's
   // replicas, a delayed reduction's local gradients).
-  if (auto varying = main.getArgAttrOfType<ArrayAttr>(i, "cleave.varying")) {
+  if (auto varying = getArgVarying(main, i)) {
     for (Attribute a : varying) {
       auto name = dyn_cast<StringAttr>(a);
       auto it = name ? llvm::find(p.mesh.axisNames, name.getValue().str())
@@ -160,13 +160,11 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
           static_cast<uint32_t>(it - p.mesh.axisNames.begin()));
     }
   }
-  auto initial =
-      main.getArgAttrOfType<ElementsAttr>(i, "cleave.initial_value");
-  if (kind == "parameter" || kind == "buffer" ||
-      (kind == "optimizer_state" && initial)) {
-    state.kind = kind == "parameter" ? plan::StateKind::Parameter
-                 : kind == "buffer"  ? plan::StateKind::Buffer
-                                     : plan::StateKind::OptimizerState;
+  auto initial = getArgInitialValue(main, i);
+  if (kind != StateKind::optimizer_state || initial) {
+    state.kind = kind == StateKind::parameter ? plan::StateKind::Parameter
+                 : kind == StateKind::buffer  ? plan::StateKind::Buffer
+                                              : plan::StateKind::OptimizerState;
     auto init = initial;
     if (!init)
       return main.emitError() << "parameter '" << info.name
@@ -175,7 +173,7 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
     // rank copies its shard when its executor starts.
     plan::TensorInfo global = info;
     global.shape = plan::globalShape(info, p.mesh);
-    auto ref = main.getArgAttrOfType<DictionaryAttr>(i, kExternalDataAttrName);
+    auto ref = main.getArgAttrOfType<DictionaryAttr>(i, attr::kExternalData);
     // Drawn by the runtime (initParametersRandomly): no bytes.
     if (options.drawWeightMatrices &&
         state.kind == plan::StateKind::Parameter &&
@@ -221,14 +219,11 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
     c.info = info;
     c.data = std::move(*bytes);
     p.constants.push_back(std::move(c));
-  } else if (kind == "optimizer_state") {
+  } else {
     state.kind = plan::StateKind::OptimizerState;
     p.initCommands.push_back(plan::makeCommand(
         plan::CommandKind::Fill, {static_cast<int64_t>(info.byteSize()), 0},
         {info.offset}));
-  } else {
-    return main.emitError() << "argument " << i << " has unknown state kind '"
-                            << kind << "'";
   }
   p.states.push_back(std::move(state));
   return success();
@@ -243,7 +238,7 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
   training = options.training;
   for (BlockArgument arg : main.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto name = main.getArgAttrOfType<StringAttr>(i, "cleave.name");
+    auto name = getArgName(main, i);
     std::string fallback = "input" + std::to_string(i);
     plan::TensorInfo info;
     if (failed(tensorInfo(a, arg, name ? name.getValue() : StringRef(fallback),
@@ -251,35 +246,34 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
         failed(readSharding(main.getArgAttr(i, kShardingAttrName),
                         info, arg.getLoc())))
       return failure();
-    if (auto state = main.getArgAttrOfType<StringAttr>(i, "cleave.state")) {
+    if (getArgState(main, i)) {
       if (failed(addState(a, p, i, std::move(info))))
         return failure();
       continue;
     }
     // The values an integer input may hold (cleave.valid_range: [lo, hi)
     // and an extra allowed value), for the runtime to check its data.
-    if (auto range = main.getArgAttrOfType<DenseI64ArrayAttr>(
-            i, "cleave.valid_range"))
+    if (auto range = getArgValidRange(main, i))
       p.metadata.push_back(
           {std::string(plan::kValidRangePrefix) + info.name,
            llvm::join(llvm::map_range(range.asArrayRef(),
                                       [](int64_t v) { return std::to_string(v); }),
                       ",")});
-    auto role = main.getArgAttrOfType<StringAttr>(i, "cleave.role");
+    std::optional<Role> role = getArgRole(main, i);
     int64_t index = p.inputs.size();
-    if (role && role.getValue() == "lr")
+    if (role == Role::lr)
       training.lrInput = index;
-    else if (role && role.getValue() == "step")
+    else if (role == Role::step)
       training.stepInput = index;
-    else if (role && role.getValue() == "data")
+    else if (role == Role::data)
       training.dataInputs.push_back(index);
     p.inputs.push_back(std::move(info));
   }
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    if (auto updates = main.getResultAttrOfType<IntegerAttr>(i, "cleave.updates")) {
-      int64_t target = updates.getInt();
+    if (std::optional<int64_t> updates = getResultUpdates(main, i)) {
+      int64_t target = *updates;
       if (target < 0 || target >= main.getNumArguments() ||
-          !main.getArgAttr(target, "cleave.state"))
+          !hasArgState(main, target))
         return main.emitError() << "result " << i
                                 << " updates argument " << target
                                 << ", which is not a state argument";
@@ -293,17 +287,17 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
                                {src, dst})});
       continue;
     }
-    auto name = main.getResultAttrOfType<StringAttr>(i, "cleave.name");
+    auto name = getResultName(main, i);
     std::string fallback = "output" + std::to_string(i);
     plan::TensorInfo info;
     if (failed(tensorInfo(a, v, name ? name.getValue() : StringRef(fallback), info)) ||
         failed(readSharding(main.getResultAttr(i, kShardingAttrName),
                         info, main.getLoc())))
       return failure();
-    auto role = main.getResultAttrOfType<StringAttr>(i, "cleave.role");
-    if (role && role.getValue() == "loss")
+    std::optional<Role> role = getResultRole(main, i);
+    if (role == Role::loss)
       training.lossOutput = p.outputs.size();
-    else if (role && role.getValue() == "grad_norm")
+    else if (role == Role::grad_norm)
       training.gradNormOutput = p.outputs.size();
     p.outputs.push_back(std::move(info));
   }
@@ -322,8 +316,8 @@ LogicalResult PlanBuilder::addConstants(const Assembly &a, plan::Plan &p) {
     auto cst = b.value.getDefiningOp<ConstantOp>();
     if (!cst)
       continue;
-    auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
-    if (auto ref = cst->getAttrOfType<DictionaryAttr>(kExternalDataAttrName))
+    auto name = getInitializerName(cst);
+    if (auto ref = cst->getAttrOfType<DictionaryAttr>(attr::kExternalData))
       if (auto size = ref.getAs<IntegerAttr>("file_size");
           size && size.getInt() < 0)
         return cst.emitError()

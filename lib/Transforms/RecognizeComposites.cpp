@@ -73,7 +73,7 @@ void eraseDead(ArrayRef<Operation *> ops) {
         continue;
       for (Value operand : op->getOperands())
         if (Operation *def = operand.getDefiningOp())
-          if (!def->hasAttr("cleave.initializer"))
+          if (!def->hasAttr(attr::kInitializer))
             work.insert(def);
       op->dropAllReferences();
       erased.insert(op);

@@ -26,6 +26,10 @@ def Cleave_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   let useDefaultAttributePrinterParser = 1;
+  // The discardable `cleave.*` metadata attributes (CleaveMetadata.cpp).
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Sharding attributes (CleaveSharding.td), registered from
     /// CleaveSharding.cpp.

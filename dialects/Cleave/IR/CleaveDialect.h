@@ -6,6 +6,7 @@
 #include "mlir/IR/Dialect.h"
 
 #include "Cleave/IR/CleaveDialect.h.inc"
+#include "Cleave/IR/CleaveMetadata.h"
 
 #include <string>
 
@@ -23,7 +24,7 @@ std::string describeLocation(Location loc);
 /// initial value that differs from it (a pass transformed it) is not the
 /// file's, and a plan holds a copy instead of a reference.
 inline constexpr llvm::StringLiteral kExternalDataAttrName =
-    "cleave.external_data";
+    attr::kExternalData;
 } // namespace mlir::cleave
 
 #endif // CLEAVE_IR_CLEAVEDIALECT_H

@@ -21,16 +21,16 @@ class MeshOp;
 
 /// The attribute name of shardings: a TensorShardingAttr on a function
 /// argument or result, an ArrayAttr with one per result on an op.
-inline constexpr llvm::StringLiteral kShardingAttrName = "cleave.sharding";
+inline constexpr llvm::StringLiteral kShardingAttrName = attr::kSharding;
 /// On an op whose result the partitioner reshards once for all its users,
 /// to the layout this attribute names (a TensorShardingAttr), before the
 /// first user: ZeRO-1/2's low-precision parameter copies, gathered once
 /// per step and kept, where ZeRO-3 gathers at each use.
-inline constexpr llvm::StringLiteral kReshardOnceAttr = "cleave.reshard_once";
+inline constexpr llvm::StringLiteral kReshardOnceAttr = attr::kReshardOnce;
 /// The conflicts propagation settled on an op's factors (an array of
 /// strings), which the partitioner cites in the collectives they cause.
 inline constexpr llvm::StringLiteral kConflictsAttrName =
-    "cleave.sharding_conflicts";
+    attr::kShardingConflicts;
 
 /// The sharding of `value` (a function argument or an op result), or null.
 TensorShardingAttr getSharding(Value value);

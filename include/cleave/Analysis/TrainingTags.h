@@ -1,15 +1,15 @@
 //===- TrainingTags.h - Backward, gradient and recompute tags ---*- C++ -*-===//
 //
-// Names of the attributes --cleave-build-train-step (mark-backward,
-// mark-gradients) and --cleave-insert-recompute put on ops, and the
-// statistics the latter leaves on the module for the driver. Sharding, the
-// plan builder and the pipelines read them.
+// The statistics --cleave-insert-recompute leaves on the module for the
+// driver, and attribute stripping. The tags themselves (cleave.backward,
+// cleave.gradient_of, cleave.recompute) are named in Cleave/IR/CleaveMetadata.h.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_ANALYSIS_TRAININGTAGS_H
 #define CLEAVE_ANALYSIS_TRAININGTAGS_H
 
+#include "Cleave/IR/CleaveMetadata.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -19,16 +19,6 @@
 #include <string>
 
 namespace cleave {
-
-/// Unit attribute on the ops autodiff built (the backward pass).
-inline constexpr llvm::StringLiteral kBackwardAttr = "cleave.backward";
-/// On the op that computes a parameter's gradient: the parameter's name.
-inline constexpr llvm::StringLiteral kGradientOfAttr = "cleave.gradient_of";
-/// Unit attribute on the forward ops --cleave-insert-recompute cloned.
-inline constexpr llvm::StringLiteral kRecomputeAttr = "cleave.recompute";
-/// Dictionary attribute on the module with the pass's statistics.
-inline constexpr llvm::StringLiteral kRecomputeStatsAttr =
-    "cleave.recompute_stats";
 
 struct RecomputeStats {
   std::string policy;

@@ -516,7 +516,7 @@ static bool isParameterLike(NodeContext &ctx, int i) {
   if (!e || !e->value)
     return false;
   auto cst = e->value.getDefiningOp<mlir::cleave::ConstantOp>();
-  return cst && cst->hasAttr("cleave.initializer") &&
+  return cst && mlir::cleave::getInitializerName(cst) &&
          isa<FloatType>(cst.getType().getElementType()) &&
          cst.getType().getNumElements() > 1;
 }

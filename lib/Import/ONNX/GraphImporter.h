@@ -14,6 +14,7 @@
 #include "NodeContext.h"
 #include "ONNXLoader.h"
 
+#include "Cleave/IR/CleaveMetadata.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -66,9 +67,9 @@ public:
 private:
   /// The kinds PyTorch's exporter records for the state it lifts into
   /// initializers (the graph's `pkg.torch.export.ExportedProgram.
-  /// graph_signature` metadata): "parameter" or "buffer" by initializer
+  /// graph_signature` metadata): a parameter or a buffer by initializer
   /// name; empty when the model has no such signature.
-  llvm::StringMap<StringRef> readTorchStateKinds() const;
+  llvm::StringMap<mlir::cleave::InitializerKind> readTorchStateKinds() const;
 
   LogicalResult checkSupported();
   FailureOr<RankedTensorType> convertValueInfo(const onnx::ValueInfoProto &vi,

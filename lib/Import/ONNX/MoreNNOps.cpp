@@ -289,12 +289,10 @@ static std::pair<std::string, std::string> markStatistics(NodeContext &ctx) {
   std::string names[2];
   for (int i = 0; i < 2; ++i) {
     auto cst = ctx.input(3 + i).getDefiningOp<ConstantOp>();
-    auto name =
-        cst ? cst->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
+    auto name = cst ? mlir::cleave::getInitializerName(cst) : nullptr;
     if (!name)
       continue;
-    cst->setDiscardableAttr("cleave.batch_norm_statistic",
-                            ctx.b.getUnitAttr());
+    cst->setAttr(mlir::cleave::attr::kBatchNormStatistic, ctx.b.getUnitAttr());
     names[i] = name.getValue().str();
   }
   return {names[0], names[1]};

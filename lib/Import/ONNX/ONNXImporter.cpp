@@ -181,12 +181,13 @@ LogicalResult GraphImporter::crossCheck(NodeContext &node) {
   return success();
 }
 
-llvm::StringMap<StringRef> GraphImporter::readTorchStateKinds() const {
+llvm::StringMap<mlir::cleave::InitializerKind>
+GraphImporter::readTorchStateKinds() const {
   // GraphProto.metadata_props (field 16, ONNX IR version 10) is newer than
   // libonnx's schema, so it arrives as an unknown field of
   // StringStringEntryProto messages.
   constexpr int kGraphMetadataProps = 16;
-  llvm::StringMap<StringRef> kinds;
+  llvm::StringMap<mlir::cleave::InitializerKind> kinds;
   const auto &unknown = graph.GetReflection()->GetUnknownFields(graph);
   for (int i = 0; i < unknown.field_count(); ++i) {
     const auto &field = unknown.field(i);
@@ -201,15 +202,17 @@ llvm::StringMap<StringRef> GraphImporter::readTorchStateKinds() const {
     SmallVector<StringRef> lines;
     StringRef(entry.value()).split(lines, '\n');
     for (StringRef line : lines) {
-      StringRef kind = line.contains(": PARAMETER ") ? "parameter"
-                       : line.contains(": BUFFER ")  ? "buffer"
-                                                     : "";
+      std::optional<mlir::cleave::InitializerKind> kind;
+      if (line.contains(": PARAMETER "))
+        kind = mlir::cleave::InitializerKind::parameter;
+      else if (line.contains(": BUFFER "))
+        kind = mlir::cleave::InitializerKind::buffer;
       size_t at = line.find("target='");
-      if (kind.empty() || at == StringRef::npos)
+      if (!kind || at == StringRef::npos)
         continue;
       StringRef target = line.substr(at + 8);
       target = target.take_until([](char c) { return c == '\''; });
-      kinds[target] = kind;
+      kinds[target] = *kind;
     }
   }
   return kinds;
@@ -252,11 +255,12 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   Block *body = func.addEntryBlock();
   b.setInsertionPointToEnd(body);
   for (size_t i = 0; i < argNames.size(); ++i) {
-    func.setArgAttr(i, "cleave.name", b.getStringAttr(argNames[i]));
+    mlir::cleave::setArgName(func, i, argNames[i]);
     tensors[argNames[i]].value = body->getArgument(i);
   }
 
-  llvm::StringMap<StringRef> stateKinds = readTorchStateKinds();
+  llvm::StringMap<mlir::cleave::InitializerKind> stateKinds =
+      readTorchStateKinds();
   // An export whose optimizer folded parameters into new constants (a
   // Linear weight stored as a transposed copy "val_0" that a MatMul reads)
   // names parameters the file does not hold, and its signature cannot say
@@ -268,7 +272,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     for (const auto &t : graph.initializer())
       initializers[t.name()] = &t;
     size_t missing = llvm::count_if(stateKinds, [&](const auto &entry) {
-      return entry.getValue() == "parameter" &&
+      return entry.getValue() == mlir::cleave::InitializerKind::parameter &&
              !initializers.contains(entry.getKey());
     });
     std::string foldedWeight;
@@ -308,13 +312,13 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (failed(attr))
       return failure();
     auto cst = mlir::cleave::ConstantOp::create(b, loc, *attr);
-    cst->setDiscardableAttr("cleave.initializer", b.getStringAttr(t.name()));
+    mlir::cleave::setInitializerName(cst, t.name());
     // Where the bytes lie, so that a training plan can reference them
     // instead of holding a copy (value: the attribute they back, which a
     // transformed initial value no longer is).
     if (external)
       cst->setDiscardableAttr(
-          mlir::cleave::kExternalDataAttrName,
+          mlir::cleave::attr::kExternalData,
           b.getDictionaryAttr({
               b.getNamedAttr("file", b.getStringAttr(external->file)),
               b.getNamedAttr("offset", b.getI64IntegerAttr(external->offset)),
@@ -326,9 +330,9 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     // buffer, or (absent from it) a constant the exporter made.
     if (!stateKinds.empty()) {
       auto it = stateKinds.find(t.name());
-      cst->setDiscardableAttr(
-          "cleave.initializer_kind",
-          b.getStringAttr(it == stateKinds.end() ? "constant" : it->second));
+      mlir::cleave::setInitializerKind(
+          cst, it == stateKinds.end() ? mlir::cleave::InitializerKind::constant
+                                      : it->second);
     }
     TensorEntry &e = tensors[t.name()];
     e.value = cst.getResult();
@@ -357,13 +361,11 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   func::ReturnOp::create(b, fileLoc, results);
   func.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (int i = 0; i < graph.output_size(); ++i)
-    func.setResultAttr(i, "cleave.name",
-                       b.getStringAttr(graph.output(i).name()));
+    mlir::cleave::setResultName(func, i, graph.output(i).name());
   for (auto [k, update] : llvm::enumerate(stateUpdates)) {
     unsigned i = graph.output_size() + k;
-    func.setResultAttr(i, "cleave.name", b.getStringAttr(update.first));
-    func.setResultAttr(i, "cleave.updates_initializer",
-                       b.getStringAttr(update.first));
+    mlir::cleave::setResultName(func, i, update.first);
+    mlir::cleave::setResultUpdatesInitializer(func, i, update.first);
   }
 
   if (failed(mlir::verify(*module))) {

@@ -85,7 +85,7 @@ bool partition::isGradientRounding(Operation *op) {
   auto convert = dyn_cast<ConvertOp>(op);
   if (!convert)
     return false;
-  if (op->hasAttr(::cleave::kGradientOfAttr))
+  if (op->hasAttr(mlir::cleave::attr::kGradientOf))
     return true;
   Type from = getElementTypeOrSelf(convert.getOperand().getType());
   Type to = getElementTypeOrSelf(convert.getResult().getType());

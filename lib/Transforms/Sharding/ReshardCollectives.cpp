@@ -353,8 +353,8 @@ bool Partitioner::partitionLinear(OpBuilder &b, Operation *op) {
   Value v = BinaryOp::create(b, op->getLoc(), binary.getKind(), lhs.value,
                              rhs.value);
   // The sum of a tied weight's contributions is its gradient.
-  if (Attribute of = op->getAttr(::cleave::kGradientOfAttr))
-    v.getDefiningOp()->setAttr(::cleave::kGradientOfAttr, of);
+  if (Attribute of = op->getAttr(mlir::cleave::attr::kGradientOf))
+    v.getDefiningOp()->setAttr(mlir::cleave::attr::kGradientOf, of);
   DimAxes target = axesOf(getSharding(r), type.getRank());
   // The ops whose reductions the sum completes, each named once.
   SmallVector<StringRef> names;

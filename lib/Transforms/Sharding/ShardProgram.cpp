@@ -91,12 +91,10 @@ LogicalResult shardProgram(ModuleOp module,
   MLIRContext *ctx = module.getContext();
   auto dryMain = dry->lookupSymbol<func::FuncOp>("main");
   for (unsigned i = 0; i < dryMain.getNumArguments(); ++i) {
-    auto state = dryMain.getArgAttrOfType<StringAttr>(i, "cleave.state");
     auto param = dryMain.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
     auto sharding = getSharding(dryMain.getArgument(i));
     auto type = dyn_cast<RankedTensorType>(dryMain.getArgument(i).getType());
-    if (!state || state.getValue() != "parameter" || !param || !sharding ||
-        !type)
+    if (!isParameterArg(dryMain, i) || !param || !sharding || !type)
       continue;
     // Its axes, stated as a rule states them.
     SmallVector<DimShardingAttr> dims;
@@ -254,10 +252,10 @@ static LogicalResult seedAndPartition(ModuleOp module,
       }
     if (auto it = tpSeeds.find(i); it != tpSeeds.end())
       chosen = it->second;
-    // Data inputs: cleave.role = "data" in a training step; in a forward
+    // Data inputs: #cleave.role<data> in a training step; in a forward
     // program, every input that is not a parameter or state.
-    auto role = main.getArgAttrOfType<StringAttr>(i, "cleave.role");
-    bool isData = role ? role.getValue() == "data"
+    std::optional<Role> role = getArgRole(main, i);
+    bool isData = role ? role == Role::data
                        : !main.getArgAttr(i, "cleave.state") &&
                              !main.getArgAttr(i, "cleave.initial_value");
     // With microbatches (rows k, k + m, ... of the batch), each
@@ -281,10 +279,10 @@ static LogicalResult seedAndPartition(ModuleOp module,
                                      kBatchPriority);
       chosen = TensorShardingAttr::get(ctx, meshRef, dims);
     }
-    auto state = main.getArgAttrOfType<StringAttr>(i, "cleave.state");
-    bool isParam = state && state.getValue() == "parameter";
-    bool isOptState = state && state.getValue() == "optimizer_state" &&
-                      key != "__trainer__";
+    std::optional<StateKind> state = getArgState(main, i);
+    bool isParam = state == StateKind::parameter;
+    bool isOptState =
+        state == StateKind::optimizer_state && key != "__trainer__";
     // Under ZeRO, a parameter's layout without it, where the dry run gave
     // one; an optimizer state is laid out like its parameter when it has
     // its shape.
@@ -432,7 +430,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
   // ZeRO lays gradients out too: whole over dp at stage 1, split at 2 and 3.
   if (options.zero > 0)
     main.walk([&](Operation *op) {
-      auto of = op->getAttrOfType<StringAttr>(kGradientOfAttr);
+      auto of = op->getAttrOfType<StringAttr>(mlir::cleave::attr::kGradientOf);
       if (!of || op->getNumResults() != 1)
         return;
       auto it = paramBase.find(of.getValue());

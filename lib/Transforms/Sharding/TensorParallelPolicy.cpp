@@ -47,8 +47,7 @@ DenseSet<Operation *> forwardOps(func::FuncOp main) {
   auto ret = cast<func::ReturnOp>(main.getBody().back().getTerminator());
   SmallVector<Value> worklist;
   for (unsigned i = 0; i < main.getNumResults(); ++i)
-    if (auto role = main.getResultAttrOfType<StringAttr>(i, "cleave.role");
-        role && role.getValue() == "loss")
+    if (getResultRole(main, i) == Role::loss)
       worklist.push_back(ret.getOperand(i));
   if (worklist.empty()) {
     main.walk([&](Operation *op) { forward.insert(op); });
@@ -72,8 +71,7 @@ StringRef parameterName(func::FuncOp main, unsigned i) {
 }
 
 bool isParameter(func::FuncOp main, unsigned i) {
-  auto state = main.getArgAttrOfType<StringAttr>(i, "cleave.state");
-  return state && state.getValue() == "parameter";
+  return isParameterArg(main, i);
 }
 
 /// The region one split reaches: which value is split on which dimension,
@@ -224,9 +222,8 @@ private:
         continue;
       if (auto arg = dyn_cast<BlockArgument>(x)) {
         unsigned i = arg.getArgNumber();
-        auto role = main.getArgAttrOfType<StringAttr>(i, "cleave.role");
-        if (role ? role.getValue() == "data"
-                 : !main.getArgAttr(i, "cleave.state"))
+        std::optional<Role> role = getArgRole(main, i);
+        if (role ? role == Role::data : !main.getArgAttr(i, "cleave.state"))
           return true;
         continue;
       }

@@ -69,8 +69,6 @@ using namespace mlir::cleave;
 
 namespace {
 
-constexpr StringLiteral kFp32Attr = "cleave.fp32";
-
 bool isElementwise(Operation *op) {
   return isa<UnaryOp, BinaryOp, CompareOp, SelectOp>(op);
 }
@@ -86,10 +84,7 @@ public:
     if (!allParameters)
       return;
     for (BlockArgument arg : fn.getArguments())
-      if (auto state = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                       "cleave.state");
-          state && state.getValue() == "parameter" &&
-          elementTypeOf(arg).isF32())
+      if (isParameterArg(fn, arg.getArgNumber()) && elementTypeOf(arg).isF32())
         lowParameters.insert(arg);
   }
   LogicalResult run();
@@ -156,7 +151,7 @@ LogicalResult Rewriter::run() {
   // force a data-parallel reduction per microbatch).
   DenseSet<Operation *> keepF32;
   for (Operation *op : llvm::reverse(ops)) {
-    if (op->hasAttr(kFp32Attr)) {
+    if (op->hasAttr(attr::kFp32)) {
       keepF32.insert(op);
       continue;
     }
@@ -267,11 +262,11 @@ LogicalResult Rewriter::run() {
     for (OpOperand &use : op->getOpOperands())
       if (lowered.contains(use.get()))
         use.set(up(use.get()));
-      else if (!op->hasAttr(kFp32Attr) && isLowParameter(use.get()))
+      else if (!op->hasAttr(attr::kFp32) && isLowParameter(use.get()))
         use.set(up(down(use.get())));
   }
   for (Operation *op : ops)
-    op->removeAttr(kFp32Attr);
+    op->removeAttr(attr::kFp32);
   return success();
 }
 
@@ -279,11 +274,8 @@ void Rewriter::roundGradients() {
   // The parameters the step reads in low precision, by name.
   llvm::StringSet<> lowNames;
   for (BlockArgument arg : fn.getArguments()) {
-    auto state = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                 "cleave.state");
-    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                "cleave.parameter");
-    if (!state || state.getValue() != "parameter" || !name)
+    auto name = getArgParameter(fn, arg.getArgNumber());
+    if (!isParameterArg(fn, arg.getArgNumber()) || !name)
       continue;
     if (llvm::any_of(arg.getUsers(), [&](Operation *user) {
           auto convert = dyn_cast<ConvertOp>(user);
@@ -293,7 +285,7 @@ void Rewriter::roundGradients() {
   }
   SmallVector<Operation *> tagged;
   fn.walk([&](Operation *op) {
-    auto of = op->getAttrOfType<StringAttr>(::cleave::kGradientOfAttr);
+    auto of = op->getAttrOfType<StringAttr>(attr::kGradientOf);
     if (of && lowNames.contains(of.getValue()) &&
         op->getNumResults() == 1 && elementTypeOf(op->getResult(0)).isF32())
       tagged.push_back(op);
@@ -306,9 +298,8 @@ void Rewriter::roundGradients() {
     auto rounded = ConvertOp::create(b, op->getLoc(), type.clone(low), g);
     auto back = ConvertOp::create(b, op->getLoc(), type, rounded.getResult());
     g.replaceAllUsesExcept(back.getResult(), rounded);
-    rounded->setAttr(::cleave::kGradientOfAttr,
-                     op->getAttr(::cleave::kGradientOfAttr));
-    op->removeAttr(::cleave::kGradientOfAttr);
+    rounded->setAttr(attr::kGradientOf, op->getAttr(attr::kGradientOf));
+    op->removeAttr(attr::kGradientOf);
   }
 }
 
@@ -333,7 +324,7 @@ struct ApplyMixedPrecisionPass
       if (fn.isExternal())
         continue;
       if (!low) {
-        fn.walk([](Operation *op) { op->removeAttr(kFp32Attr); });
+        fn.walk([](Operation *op) { op->removeAttr(attr::kFp32); });
         continue;
       }
       if (!fn.getBody().hasOneBlock()) {
@@ -343,8 +334,8 @@ struct ApplyMixedPrecisionPass
       // A training step must say which ops are its loss and optimizer.
       bool hasState = false, hasTags = false;
       for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-        hasState |= static_cast<bool>(fn.getArgAttr(i, "cleave.state"));
-      fn.walk([&](Operation *op) { hasTags |= op->hasAttr(kFp32Attr); });
+        hasState |= hasArgState(fn, i);
+      fn.walk([&](Operation *op) { hasTags |= op->hasAttr(attr::kFp32); });
       if (hasState && !hasTags) {
         fn.emitError() << "training step without `cleave.fp32` tags: build "
                           "it with --cleave-build-train-step=\"mark-fp32-ops="

@@ -66,9 +66,8 @@ struct AssignPipelineStagesPass
         ::cleave::training::assignPipelineStages(main, stages, boundaries);
     if (failed(assignment))
       return signalPassFailure();
-    OpBuilder b(module.getContext());
     for (auto [op, stage] : assignment->stageOf)
-      op->setAttr("cleave.stage", b.getI64IntegerAttr(stage));
+      setStage(op, stage);
     for (const std::string &remark : assignment->remarks)
       mlir::emitRemark(main.getLoc()) << remark;
     for (const auto &[name, readers] : assignment->shared) {
@@ -189,7 +188,7 @@ assignPipelineStages(func::FuncOp main, int64_t stages, StringRef boundaries) {
     bool named = false;
     std::string previous;
     for (int64_t i = 0; i < n; ++i) {
-      if (auto attr = ops[i]->getAttrOfType<StringAttr>("cleave.layer"))
+      if (auto attr = getLayer(ops[i]))
         previous = attr.getValue().str();
       else if (auto name = ::cleave::training::locName(ops[i]->getLoc()))
         previous = ::cleave::training::layerPrefix(*name).str();
@@ -257,7 +256,7 @@ assignPipelineStages(func::FuncOp main, int64_t stages, StringRef boundaries) {
     readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
     int64_t stage = readers.empty() ? 0 : readers.front();
     result.stageOf[constant] = stage;
-    if (auto name = constant->getAttrOfType<StringAttr>("cleave.initializer")) {
+    if (auto name = getInitializerName(constant)) {
       paramBytes[stage] += bytesOf(constant.getResult());
       if (readers.size() > 1)
         result.shared.push_back(

@@ -261,7 +261,7 @@ void BuildTrainStepPass::runOnOperation() {
     for (auto [i, arg] : llvm::enumerate(dataArgs))
       if (auto t = cast<RankedTensorType>(arg.getType()); t.getRank() > 0) {
         rows = t.getDimSize(0);
-        auto name = oldMain.getArgAttrOfType<StringAttr>(i, "cleave.name");
+        auto name = getArgName(oldMain, i);
         rowsOf = name ? name.getValue().str() : "input " + std::to_string(i);
         break;
       }
@@ -338,7 +338,7 @@ void BuildTrainStepPass::runOnOperation() {
   // Parameters and buffers by name: the forward reads them as constants.
   auto initializerName = [](Operation *op) -> StringRef {
     auto c = dyn_cast<ConstantOp>(op);
-    auto name = c ? c->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
+    auto name = c ? getInitializerName(c) : nullptr;
     return name ? name.getValue() : StringRef();
   };
   llvm::StringMap<Value> stateValues;
@@ -393,7 +393,7 @@ void BuildTrainStepPass::runOnOperation() {
                       *spec,   dataArgs,       target,
                       denominator, seed,        stateValues,
                       paramArgs, m,            isBatch,
-                      markBackward ? StringRef(::cleave::kBackwardAttr) : ""};
+                      markBackward ? StringRef(attr::kBackward) : ""};
     FailureOr<PipelineResult> result = emitPipeline(step, pipelineRanks, schedule,
                                                      stageBoundaries);
     if (failed(result)) {
@@ -465,9 +465,8 @@ void BuildTrainStepPass::runOnOperation() {
     }
     llvm::append_range(fp32Ops, opsAfter(forwardEnd));
 
-    FailureOr<SmallVector<Value>> gradsK =
-        ::cleave::buildGradients(b, lossValue, paramArgs, seed,
-                                 markBackward ? ::cleave::kBackwardAttr : "");
+    FailureOr<SmallVector<Value>> gradsK = ::cleave::buildGradients(
+        b, lossValue, paramArgs, seed, markBackward ? attr::kBackward : "");
     if (failed(gradsK)) {
       newMain.erase();
       return signalPassFailure();
@@ -504,8 +503,8 @@ void BuildTrainStepPass::runOnOperation() {
   // cleave-compile --report; the plan builder reads and removes the tags.
   for (auto [g, p] : llvm::zip(*grads, params))
     if (Operation *def = markGradients ? g.getDefiningOp() : nullptr)
-      if (auto name = p->getAttrOfType<StringAttr>("cleave.initializer"))
-        def->setAttr(::cleave::kGradientOfAttr, name);
+      if (auto name = getInitializerName(p))
+        def->setAttr(attr::kGradientOf, name);
 
   // Data parallelism: each rank holds the same parameters and 1/N of the
   // batch; the mean over the global batch is the mean of the ranks' means
@@ -541,7 +540,7 @@ void BuildTrainStepPass::runOnOperation() {
       state.addAttribute("mesh", mesh);
       state.addAttribute("mesh_axes", axes);
       Operation *op = b.create(state);
-      op->setAttr("cleave.phase", b.getStringAttr(what));
+      setPhase(op, what);
       return op->getResult(0);
     };
     if (delayed) {
@@ -567,7 +566,7 @@ void BuildTrainStepPass::runOnOperation() {
     for (auto [g, p] : llvm::zip(*grads, params)) {
       if (localSGD || delayed)
         break;
-      auto name = p->getAttrOfType<StringAttr>("cleave.initializer");
+      auto name = getInitializerName(p);
       g = average(g, ("gradient of " + (name ? name.getValue() : "a parameter"))
                          .str());
     }
@@ -641,8 +640,7 @@ void BuildTrainStepPass::runOnOperation() {
   for (auto [i, p] : llvm::enumerate(paramArgs)) {
     ArrayRef<Value> pSlots =
         ArrayRef<Value>(slotArgs).slice(i * slots.size(), slots.size());
-    StringRef name =
-        params[i]->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    StringRef name = getInitializerName(params[i]).getValue();
     double decay =
         !noDecay.empty() && noDecayRe.match(name) ? 0.0 : double(weightDecay);
     SmallVector<Value> updated = buildOptimizerUpdate(
@@ -701,7 +699,7 @@ void BuildTrainStepPass::runOnOperation() {
   if (markFp32Ops) {
     llvm::append_range(fp32Ops, opsAfter(backwardEnd));
     for (Operation *op : fp32Ops)
-      op->setAttr("cleave.fp32", b.getUnitAttr());
+      op->setAttr(attr::kFp32, b.getUnitAttr());
   }
   // Schedule the step's tail (gradient norm, clipping, optimizer update) as
   // early as each op's operands allow: a parameter's update then follows its
@@ -715,46 +713,39 @@ void BuildTrainStepPass::runOnOperation() {
       b.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
 
   // Attributes for the plan builder.
-  auto str = [&](StringRef s) { return b.getStringAttr(s); };
   unsigned argIndex = 0;
   // A state initialized from an initializer: a parameter or a buffer.
-  auto markInitializerState = [&](ConstantOp c, StringRef kind) {
-    StringRef name = c->getAttrOfType<StringAttr>("cleave.initializer").getValue();
-    newMain.setArgAttr(argIndex, "cleave.name", str(name));
-    newMain.setArgAttr(argIndex, "cleave.state", str(kind));
-    newMain.setArgAttr(argIndex, "cleave.parameter", str(name));
-    newMain.setArgAttr(argIndex, "cleave.initial_value", c.getValue());
-    for (StringRef attr : {StringRef("cleave.untied_from"),
-                           StringRef("cleave.untied_node"),
-                           StringRef(kExternalDataAttrName)})
-      if (Attribute a = c->getAttr(attr))
-        newMain.setArgAttr(argIndex, attr, a);
+  auto markInitializerState = [&](ConstantOp c, StateKind kind) {
+    StringRef name = getInitializerName(c).getValue();
+    setArgName(newMain, argIndex, name);
+    setArgState(newMain, argIndex, kind);
+    setArgParameter(newMain, argIndex, name);
+    setArgInitialValue(newMain, argIndex, c.getValue());
+    for (StringRef copied :
+         {attr::kUntiedFrom, attr::kUntiedNode, attr::kExternalData})
+      if (Attribute a = c->getAttr(copied))
+        newMain.setArgAttr(argIndex, copied, a);
     ++argIndex;
   };
+  // An optimizer slot of `parameter`.
+  auto markSlot = [&](unsigned index, StringRef parameter, StringRef slot) {
+    setArgName(newMain, index, (parameter + "." + slot).str());
+    setArgState(newMain, index, StateKind::optimizer_state);
+    setArgParameter(newMain, index, parameter);
+    setArgSlot(newMain, index, slot);
+  };
   for (ConstantOp p : params)
-    markInitializerState(p, "parameter");
+    markInitializerState(p, StateKind::parameter);
   for (ConstantOp p : params) {
-    StringRef name = p->getAttrOfType<StringAttr>("cleave.initializer").getValue();
-    for (const Slot &s : slots) {
-      newMain.setArgAttr(argIndex, "cleave.name", str((name + "." + s.name).str()));
-      newMain.setArgAttr(argIndex, "cleave.state", str("optimizer_state"));
-      newMain.setArgAttr(argIndex, "cleave.parameter", str(name));
-      newMain.setArgAttr(argIndex, "cleave.slot", str(s.name));
-      ++argIndex;
-    }
+    StringRef name = getInitializerName(p).getValue();
+    for (const Slot &s : slots)
+      markSlot(argIndex++, name, s.name);
   }
-  if (dynamicScale) {
-    for (StringRef slot : {"loss_scale_log2", "good_steps"}) {
-      newMain.setArgAttr(argIndex, "cleave.name",
-                         str(("__trainer__." + slot).str()));
-      newMain.setArgAttr(argIndex, "cleave.state", str("optimizer_state"));
-      newMain.setArgAttr(argIndex, "cleave.parameter", str("__trainer__"));
-      newMain.setArgAttr(argIndex, "cleave.slot", str(slot));
-      ++argIndex;
-    }
-  }
+  if (dynamicScale)
+    for (StringRef slot : {"loss_scale_log2", "good_steps"})
+      markSlot(argIndex++, "__trainer__", slot);
   for (ConstantOp c : buffers)
-    markInitializerState(c, "buffer");
+    markInitializerState(c, StateKind::buffer);
   // Data parallel: every data input is this rank's rows of the global batch.
   auto shardData = [&](unsigned index) {
     if (dataParallel <= 1)
@@ -771,85 +762,72 @@ void BuildTrainStepPass::runOnOperation() {
                            ctx, FlatSymbolRefAttr::get(ctx, "mesh"), dims));
   };
   for (unsigned i = 0; i < oldMain.getNumArguments(); ++i, ++argIndex) {
-    for (StringRef attr : {"cleave.name", "cleave.valid_range"})
-      if (Attribute value = oldMain.getArgAttr(i, attr))
-        newMain.setArgAttr(argIndex, attr, value);
-    newMain.setArgAttr(argIndex, "cleave.role", str("data"));
+    for (StringRef copied : {attr::kName, attr::kValidRange})
+      if (Attribute value = oldMain.getArgAttr(i, copied))
+        newMain.setArgAttr(argIndex, copied, value);
+    setArgRole(newMain, argIndex, Role::data);
     shardData(argIndex);
   }
   for (const std::string &name : extraNames) {
-    newMain.setArgAttr(argIndex, "cleave.name", str(name));
+    setArgName(newMain, argIndex, name);
     // Cross-entropy labels are classes of the logits' last dimension, or
     // the ignore index (the runtime checks the data it feeds).
     if (spec->kind == LossSpec::CrossEntropy) {
       auto logits = cast<RankedTensorType>(
           oldMain.getResultTypes()[spec->output]);
-      newMain.setArgAttr(argIndex, "cleave.valid_range",
+      newMain.setArgAttr(argIndex, attr::kValidRange,
                          b.getDenseI64ArrayAttr(
                              {0, logits.getShape().back(), spec->ignoreIndex}));
     }
     shardData(argIndex);
-    newMain.setArgAttr(argIndex++, "cleave.role", str("data"));
+    setArgRole(newMain, argIndex++, Role::data);
   }
-  newMain.setArgAttr(argIndex, "cleave.name", str("lr"));
-  newMain.setArgAttr(argIndex++, "cleave.role", str("lr"));
-  newMain.setArgAttr(argIndex, "cleave.name", str("step"));
-  newMain.setArgAttr(argIndex++, "cleave.role", str("step"));
+  for (Role role : {Role::lr, Role::step}) {
+    setArgName(newMain, argIndex, stringifyRole(role));
+    setArgRole(newMain, argIndex++, role);
+  }
   unsigned numState = newParams.size() + newSlots.size() +
                       (dynamicScale ? 2 : 0) + buffers.size();
   for (unsigned i = 0; i < numState; ++i) {
-    newMain.setResultAttr(i, "cleave.updates", b.getI64IntegerAttr(i));
-    newMain.setResultAttr(i, "cleave.name",
-                          newMain.getArgAttrOfType<StringAttr>(i, "cleave.name"));
+    setResultUpdates(newMain, i, i);
+    newMain.setResultAttr(i, attr::kName, getArgName(newMain, i));
   }
-  newMain.setResultAttr(numState, "cleave.name", str("loss"));
-  newMain.setResultAttr(numState, "cleave.role", str("loss"));
-  newMain.setResultAttr(numState + 1, "cleave.name", str("grad_norm"));
-  newMain.setResultAttr(numState + 1, "cleave.role", str("grad_norm"));
-  if (dynamicScale) {
-    newMain.setResultAttr(numState + 2, "cleave.name", str("loss_scale"));
-    newMain.setResultAttr(numState + 2, "cleave.role", str("loss_scale"));
-    newMain.setResultAttr(numState + 3, "cleave.name", str("found_inf"));
-    newMain.setResultAttr(numState + 3, "cleave.role", str("found_inf"));
+  // The step's scalar outputs, each named after its role.
+  SmallVector<Role> scalars = {Role::loss, Role::grad_norm};
+  if (dynamicScale)
+    scalars.append({Role::loss_scale, Role::found_inf});
+  for (auto [k, role] : llvm::enumerate(scalars)) {
+    setResultName(newMain, numState + k, stringifyRole(role));
+    setResultRole(newMain, numState + k, role);
   }
   if (returnGradients) {
-    unsigned first = numState + (dynamicScale ? 4 : 2);
+    unsigned first = numState + scalars.size();
     for (auto [i, p] : llvm::enumerate(params)) {
-      StringRef name =
-          p->getAttrOfType<StringAttr>("cleave.initializer").getValue();
-      newMain.setResultAttr(first + i, "cleave.name",
-                            str(("grad." + name).str()));
-      newMain.setResultAttr(first + i, "cleave.role", str("gradient"));
+      StringRef name = getInitializerName(p).getValue();
+      setResultName(newMain, first + i, ("grad." + name).str());
+      setResultRole(newMain, first + i, Role::gradient);
     }
   }
 
   // The pending gradients: optimizer state of each parameter (zeroed), each
   // rank's own until its all-reduce.
   unsigned firstPendingResult =
-      numState + (dynamicScale ? 4 : 2) + (returnGradients ? params.size() : 0);
+      numState + scalars.size() + (returnGradients ? params.size() : 0);
   for (auto [i, arg] : llvm::enumerate(pendingArgs)) {
     unsigned index = cast<BlockArgument>(arg).getArgNumber();
-    StringRef name =
-        params[i]->getAttrOfType<StringAttr>("cleave.initializer").getValue();
-    newMain.setArgAttr(index, "cleave.name",
-                       str((name + ".pending_grad").str()));
-    newMain.setArgAttr(index, "cleave.state", str("optimizer_state"));
-    newMain.setArgAttr(index, "cleave.parameter", str(name));
-    newMain.setArgAttr(index, "cleave.slot", str("pending_grad"));
-    newMain.setArgAttr(index, ::cleave::kVaryingAttrName,
-                       b.getStrArrayAttr({"dp"}));
-    newMain.setResultAttr(firstPendingResult + i, "cleave.updates",
-                          b.getI64IntegerAttr(index));
-    newMain.setResultAttr(firstPendingResult + i, "cleave.name",
-                          str((name + ".pending_grad").str()));
+    StringRef name = getInitializerName(params[i]).getValue();
+    markSlot(index, name, "pending_grad");
+    newMain.setArgAttr(index, attr::kVarying, b.getStrArrayAttr({"dp"}));
+    setResultUpdates(newMain, firstPendingResult + i, index);
+    setResultName(newMain, firstPendingResult + i,
+                  (name + ".pending_grad").str());
   }
 
   oldMain.erase();
   module.push_back(newMain);
   newMain.setSymName("main");
   if (m > 1)
-    newMain->setAttr("cleave.microbatches", b.getI64IntegerAttr(m));
+    setMicrobatches(newMain, m);
   if (pipeline)
-    newMain->setAttr(::cleave::kPipelineRanksAttr,
-                     b.getI64IntegerAttr(pipelineRanks));
+    newMain->setAttr(attr::kPipelineRanks, b.getI64IntegerAttr(pipelineRanks));
 }

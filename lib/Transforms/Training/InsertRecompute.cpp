@@ -171,7 +171,7 @@ void Recompute::assignLayers() {
   bool any = false;
   for (Operation *op : forward) {
     int layer = previous;
-    if (auto attr = op->getAttrOfType<StringAttr>("cleave.layer")) {
+    if (auto attr = getLayer(op)) {
       layer = attr.getValue().empty() ? -1 : idOf(attr.getValue());
     } else if (std::optional<StringRef> name =
                    ::cleave::training::locName(op->getLoc())) {
@@ -330,7 +330,7 @@ Value Recompute::materialize(Value v, Operation *before) {
       materialize(w, before);
   OpBuilder b(before);
   Operation *clone = b.clone(*def, mapping);
-  clone->setAttr(::cleave::kRecomputeAttr, b.getUnitAttr());
+  clone->setAttr(attr::kRecompute, b.getUnitAttr());
   clones.push_back(clone);
   return mapping.lookup(v);
 }
@@ -339,7 +339,7 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
   Block &block = fn.getBody().front();
   Operation *first = nullptr, *last = nullptr;
   for (Operation &op : block)
-    if (op.hasAttr(::cleave::kBackwardAttr)) {
+    if (op.hasAttr(attr::kBackward)) {
       if (!first)
         first = &op;
       last = &op;
@@ -349,7 +349,7 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
       return success();
     return fn.emitError()
            << "--cleave-insert-recompute found no backward ops (tagged `"
-           << ::cleave::kBackwardAttr
+           << attr::kBackward
            << "`): build the training step with "
               "--cleave-build-train-step=\"mark-backward=true\"";
   }
@@ -370,7 +370,7 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
   }
   DenseSet<Operation *> afterBackward;
   for (Operation *op : ops)
-    if (op->hasAttr(::cleave::kBackwardAttr) ||
+    if (op->hasAttr(attr::kBackward) ||
         llvm::any_of(op->getOperands(), [&](Value v) {
           Operation *def = v.getDefiningOp();
           return def && afterBackward.contains(def);
@@ -383,7 +383,7 @@ LogicalResult Recompute::run(::cleave::RecomputeStats &stats) {
     for (Operation *user : op->getUsers()) {
       user = block.findAncestorOpInBlock(*user);
       if (user &&
-          (user->hasAttr(::cleave::kBackwardAttr) ||
+          (user->hasAttr(attr::kBackward) ||
            (!afterBackward.contains(user) && leadsToBackward.contains(user)))) {
         leadsToBackward.insert(op);
         break;
@@ -528,7 +528,7 @@ void InsertRecomputePass::runOnOperation() {
       b.getNamedAttr("extra_flops", b.getI64IntegerAttr(stats.extraFlops)),
       b.getNamedAttr("recomputed_ops",
                      b.getI64IntegerAttr(stats.recomputedOps))};
-  module->setAttr(::cleave::kRecomputeStatsAttr,
+  module->setAttr(attr::kRecomputeStats,
                   b.getDictionaryAttr(entries));
 }
 

@@ -115,8 +115,7 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
 
   SmallVector<SyncedParameter> params;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<StringAttr>(i, "cleave.state");
-    if (!kind || kind.getValue() != "parameter")
+    if (!isParameterArg(step, i))
       continue;
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     if (!isa<FloatType>(type.getElementType()))
@@ -155,7 +154,8 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
         SmallVector<NamedAttribute> attrs{
             b.getNamedAttr("cleave.name",
                            b.getStringAttr(name.getValue() + "." + slot)),
-            b.getNamedAttr("cleave.state", b.getStringAttr("optimizer_state")),
+            b.getNamedAttr("cleave.state",
+                           StateKindAttr::get(ctx, StateKind::optimizer_state)),
             b.getNamedAttr("cleave.parameter", name),
             b.getNamedAttr("cleave.slot", b.getStringAttr(slot))};
         // The global copy starts as the parameter (the same initial value,

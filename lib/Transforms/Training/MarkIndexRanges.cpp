@@ -44,7 +44,7 @@ struct MarkIndexRangesPass
         rows = rows < 0 ? n : std::min(rows, n);
       }
       if (rows > 0)
-        main.setArgAttr(arg.getArgNumber(), "cleave.valid_range",
+        main.setArgAttr(arg.getArgNumber(), mlir::cleave::attr::kValidRange,
                         b.getDenseI64ArrayAttr({-rows, rows}));
     }
   }

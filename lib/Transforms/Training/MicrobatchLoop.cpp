@@ -100,7 +100,7 @@ train_step::microbatchTemplate(func::FuncOp main, int64_t m,
     InFlightDiagnostic diag = mlir::emitError(op->getLoc())
         << "--microbatches=" << m << ": the forward program combines the "
         << "rows of the batch here";
-    if (auto why = op->getAttrOfType<StringAttr>("cleave.phase"))
+    if (auto why = getPhase(op))
       diag << " (" << why.getValue() << ")";
     diag << "; each microbatch would need the others' rows (batch "
             "statistics, a mean over the batch): train it without "
@@ -120,13 +120,13 @@ train_step::microbatchTemplate(func::FuncOp main, int64_t m,
 /// pipeline rank that runs them; transfers say it themselves.
 void train_step::tagPipelineRank(Block *body, Operation *before,
                                  int64_t rank) {
-  auto attr = IntegerAttr::get(
+  auto tag = IntegerAttr::get(
       IntegerType::get(body->getParentOp()->getContext(), 64), rank);
   for (Operation &op : llvm::make_range(
            before ? std::next(Block::iterator(before)) : body->begin(),
            body->end()))
     if (!isa<PipelineTransferOp>(op))
-      op.setAttr(::cleave::kPipelineRankAttr, attr);
+      op.setAttr(attr::kPipelineRank, tag);
 }
 
 /// Emits every microbatch's forward and backward steps of every stage, in
@@ -264,8 +264,7 @@ train_step::emitPipeline(PipelineStep &ps, int64_t pipelineRanks,
     paramIndex[a] = i;
   auto paramOf = [&](Value x) -> Value {
     auto c = x.getDefiningOp<ConstantOp>();
-    auto name =
-        c ? c->getAttrOfType<StringAttr>("cleave.initializer") : nullptr;
+    auto name = c ? getInitializerName(c) : nullptr;
     return name ? ps.stateValues.lookup(name.getValue()) : Value();
   };
   SmallVector<SmallVector<int64_t>> stageParams(numStages);

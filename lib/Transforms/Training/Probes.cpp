@@ -36,7 +36,7 @@ FailureOr<unsigned> addActivationProbes(func::FuncOp main, StringRef pattern) {
   // The last forward op of each matching node, in order of first sight.
   llvm::MapVector<StringRef, Value> outputs;
   for (Operation &op : main.getBody().front()) {
-    if (op.hasAttr(kBackwardAttr) || op.getNumResults() != 1)
+    if (op.hasAttr(mlir::cleave::attr::kBackward) || op.getNumResults() != 1)
       continue;
     auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
     StringRef name = mlir::cleave::getNodeName(op.getLoc());
@@ -57,11 +57,11 @@ FailureOr<unsigned> addActivationProbes(func::FuncOp main, StringRef pattern) {
     values.push_back(entry.second);
     types.push_back(entry.second.getType());
     NamedAttribute named[] = {
-        b.getNamedAttr("cleave.name",
-                       b.getStringAttr(llvm::formatv("probe.{0:D4}.{1}", n,
-                                                     entry.first)
-                                           .str())),
-        b.getNamedAttr("cleave.role", b.getStringAttr("probe"))};
+        b.getNamedAttr(
+            mlir::cleave::attr::kName,
+            b.getStringAttr(
+                llvm::formatv("probe.{0:D4}.{1}", n, entry.first).str())),
+    };
     attrs.push_back(b.getDictionaryAttr(named));
   }
   func::ReturnOp::create(b, ret.getLoc(), values);
@@ -69,6 +69,8 @@ FailureOr<unsigned> addActivationProbes(func::FuncOp main, StringRef pattern) {
   main.setFunctionType(
       FunctionType::get(main.getContext(), main.getArgumentTypes(), types));
   main.setAllResultAttrs(attrs);
+  for (unsigned i = types.size() - outputs.size(); i < types.size(); ++i)
+    mlir::cleave::setResultRole(main, i, mlir::cleave::Role::probe);
   return static_cast<unsigned>(outputs.size());
 }
 

@@ -249,9 +249,7 @@ splitPipelineRanks(ModuleOp module) {
   }
   // 2. The states each rank keeps: those of the parameters it reads (a
   // parameter's optimizer state goes with it), and the step's own.
-  auto stateOf = [&](unsigned i) {
-    return main.getArgAttrOfType<StringAttr>(i, "cleave.state");
-  };
+  auto stateOf = [&](unsigned i) { return main.getArgAttr(i, "cleave.state"); };
   auto parameterOf = [&](unsigned i) -> StringRef {
     auto name = main.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
     return name ? name.getValue() : StringRef();
@@ -259,8 +257,7 @@ splitPipelineRanks(ModuleOp module) {
   std::vector<llvm::StringSet<>> keptParameters(p);
   for (int64_t r = 0; r < p; ++r)
     for (unsigned i = 0; i < main.getNumArguments(); ++i)
-      if (stateOf(i) && stateOf(i).getValue() == "parameter" &&
-          needs.reads(r, i))
+      if (mlir::cleave::isParameterArg(main, i) && needs.reads(r, i))
         keptParameters[r].insert(parameterOf(i));
   auto keeps = [&](int64_t r, unsigned arg) {
     if (!stateOf(arg))

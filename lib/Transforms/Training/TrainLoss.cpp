@@ -20,7 +20,7 @@ using namespace mlir::cleave::train_step;
 /// attribute).
 static std::optional<unsigned> findOutput(func::FuncOp main, StringRef name) {
   for (unsigned i = 0; i < main.getNumResults(); ++i)
-    if (auto attr = main.getResultAttrOfType<StringAttr>(i, "cleave.name"))
+    if (auto attr = getResultName(main, i))
       if (attr.getValue() == name)
         return i;
   return std::nullopt;
@@ -58,7 +58,7 @@ FailureOr<LossSpec> train_step::resolveLoss(func::FuncOp oldMain,
                 << "--loss names '" << parts[0]
                 << "', which is not a model output; outputs are:";
     for (unsigned i = 0; i < oldMain.getNumResults(); ++i)
-      if (auto a = oldMain.getResultAttrOfType<StringAttr>(i, "cleave.name"))
+      if (auto a = getResultName(oldMain, i))
         diag << " '" << a.getValue() << "'";
     return failure();
   }

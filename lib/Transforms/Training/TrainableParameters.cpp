@@ -22,8 +22,7 @@ namespace cleave::training {
 
 /// True for an initializer a PyTorch export signature calls a parameter.
 static bool isTorchParameter(ConstantOp cst) {
-  auto kind = cst->getAttrOfType<StringAttr>("cleave.initializer_kind");
-  return kind && kind.getValue() == "parameter";
+  return getInitializerKind(cst) == InitializerKind::parameter;
 }
 
 /// Gives each use of a float initializer that matches `re` a copy of its
@@ -31,14 +30,13 @@ static bool isTorchParameter(ConstantOp cst) {
 static void untieInitializers(func::FuncOp main, llvm::Regex &re) {
   SmallVector<ConstantOp> matched;
   for (auto cst : main.getBody().front().getOps<ConstantOp>()) {
-    auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
+    auto name = getInitializerName(cst);
     if (name && isa<FloatType>(cst.getType().getElementType()) &&
         re.match(name.getValue()))
       matched.push_back(cst);
   }
   for (ConstantOp cst : matched) {
-    StringRef name =
-        cst->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    StringRef name = getInitializerName(cst).getValue();
     SmallVector<OpOperand *> uses;
     for (OpOperand &use : cst->getUses())
       uses.push_back(&use);
@@ -49,13 +47,12 @@ static void untieInitializers(func::FuncOp main, llvm::Regex &re) {
     OpBuilder b(cst);
     for (auto [k, use] : llvm::enumerate(llvm::drop_begin(uses))) {
       Operation *copy = b.clone(*cst);
-      copy->setAttr("cleave.initializer",
-                    b.getStringAttr(name + ".untied" + Twine(k + 1)));
+      setInitializerName(copy, (name + ".untied" + Twine(k + 1)).str());
       // Where the copy came from and which ONNX node reads it, for
       // --export-onnx to write it back as an initializer of its own.
-      copy->setAttr("cleave.untied_from", b.getStringAttr(name));
+      copy->setAttr(attr::kUntiedFrom, b.getStringAttr(name));
       if (auto node = dyn_cast<NameLoc>(use->getOwner()->getLoc()))
-        copy->setAttr("cleave.untied_node", node.getName());
+        copy->setAttr(attr::kUntiedNode, node.getName());
       use->set(copy->getResult(0));
     }
   }
@@ -68,8 +65,7 @@ static void untieInitializers(func::FuncOp main, llvm::Regex &re) {
 static void warnMergedInitializers(ArrayRef<ConstantOp> params,
                                    llvm::Regex *untie) {
   for (ConstantOp cst : params) {
-    StringRef name =
-        cst->getAttrOfType<StringAttr>("cleave.initializer").getValue();
+    StringRef name = getInitializerName(cst).getValue();
     if (untie && untie->match(name))
       continue;
     llvm::StringMap<llvm::SmallPtrSet<Operation *, 4>> usersByKind;
@@ -96,17 +92,16 @@ FailureOr<TrainingState> selectTrainingState(func::FuncOp main,
 
   Block &body = main.getBody().front();
   bool hasKinds = llvm::any_of(body.getOps<ConstantOp>(), [](ConstantOp c) {
-    return c->hasAttr("cleave.initializer_kind");
+    return getInitializerKind(c).has_value();
   });
   TrainingState state;
   // Buffers: initializers whose new values @main returns.
   llvm::StringMap<ConstantOp> byName;
   for (auto cst : body.getOps<ConstantOp>())
-    if (auto name = cst->getAttrOfType<StringAttr>("cleave.initializer"))
+    if (auto name = getInitializerName(cst))
       byName[name.getValue()] = cst;
   for (unsigned i = 0; i < main.getNumResults(); ++i) {
-    auto name =
-        main.getResultAttrOfType<StringAttr>(i, "cleave.updates_initializer");
+    auto name = getResultUpdatesInitializer(main, i);
     if (!name)
       continue;
     ConstantOp cst = byName.lookup(name.getValue());
@@ -122,14 +117,14 @@ FailureOr<TrainingState> selectTrainingState(func::FuncOp main,
   }
 
   for (auto cst : body.getOps<ConstantOp>()) {
-    auto name = cst->getAttrOfType<StringAttr>("cleave.initializer");
+    auto name = getInitializerName(cst);
     if (!name || !isa<FloatType>(cst.getType().getElementType()) ||
         llvm::is_contained(state.buffers, cst))
       continue;
     bool selected;
     if (options.trainable)
       selected = options.trainable->match(name.getValue());
-    else if (cst->hasAttr("cleave.batch_norm_statistic"))
+    else if (cst->hasAttr(attr::kBatchNormStatistic))
       selected = false;
     else if (hasKinds)
       selected = isTorchParameter(cst);

@@ -23,9 +23,9 @@
 // BIGZERO: error: --zero must be 0, 1, 2 or 3
 // BADRULE: error: --shard: bad sharding rule 'w'
 
-func.func @main(%w: tensor<4x4xf32> {cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter"},
-                %x: tensor<8x4xf32> {cleave.name = "x", cleave.role = "data"})
-    -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<f32> {cleave.name = "loss", cleave.role = "loss"}) {
+func.func @main(%w: tensor<4x4xf32> {cleave.name = "w", cleave.parameter = "w", cleave.state = #cleave.state<parameter>},
+                %x: tensor<8x4xf32> {cleave.name = "x", cleave.role = #cleave.role<data>})
+    -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<f32> {cleave.name = "loss", cleave.role = #cleave.role<loss>}) {
   %y = cleave.contract %x, %w batch = [] x [] contract = [1] x [0] : tensor<8x4xf32>, tensor<4x4xf32> -> tensor<8x4xf32>
   %l = cleave.reduce sum %y dims = [0, 1] : tensor<8x4xf32> -> tensor<f32>
   %g = cleave.contract %x, %y batch = [] x [] contract = [0] x [0] {cleave.gradient_of = "w"} : tensor<8x4xf32>, tensor<8x4xf32> -> tensor<4x4xf32>

@@ -5,7 +5,7 @@
 // The last forward op of each matching node is returned, named in program
 // order; backward ops are never probes.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: -> (tensor<f32> {cleave.name = "loss"}, tensor<4xf32> {cleave.name = "probe.0000.h0.fc", cleave.role = "probe"}, tensor<4xf32> {cleave.name = "probe.0001.h0.act", cleave.role = "probe"})
+// CHECK-SAME: -> (tensor<f32> {cleave.name = "loss"}, tensor<4xf32> {cleave.name = "probe.0000.h0.fc", cleave.role = #cleave.role<probe>}, tensor<4xf32> {cleave.name = "probe.0001.h0.act", cleave.role = #cleave.role<probe>})
 // CHECK: %[[FC:.*]] = cleave.binary add
 // CHECK: %[[ACT:.*]] = cleave.unary tanh
 // CHECK: return %{{.*}}, %[[FC]], %[[ACT]]

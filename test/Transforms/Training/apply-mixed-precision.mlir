@@ -15,8 +15,8 @@ func.func @main(%x: tensor<8x4xf32> {cleave.name = "x"}) -> (tensor<8x2xf32> {cl
 }
 
 // Parameters stay f32 master weights (arguments and updated results).
-// CHECK: func.func @main(%[[W:.*]]: tensor<4x2xf32> {{{.*}}cleave.state = "parameter"}, %[[B:.*]]: tensor<8x2xf32> {{{.*}}cleave.state = "parameter"}, %[[X:.*]]: tensor<8x4xf32>
-// CHECK-SAME: -> (tensor<4x2xf32> {{{.*}}cleave.updates = 0 : i64}, tensor<8x2xf32> {{{.*}}cleave.updates = 1 : i64}, tensor<f32> {{{.*}}"loss"}, tensor<f32> {{{.*}}"grad_norm"})
+// CHECK: func.func @main(%[[W:.*]]: tensor<4x2xf32> {{{.*}}cleave.state = #cleave.state<parameter>}, %[[B:.*]]: tensor<8x2xf32> {{{.*}}cleave.state = #cleave.state<parameter>}, %[[X:.*]]: tensor<8x4xf32>
+// CHECK-SAME: -> (tensor<4x2xf32> {{{.*}}cleave.updates = 0 : i64}, tensor<8x2xf32> {{{.*}}cleave.updates = 1 : i64}, tensor<f32> {{{.*}}cleave.role = #cleave.role<loss>}, tensor<f32> {{{.*}}cleave.role = #cleave.role<grad_norm>})
 // Converted down where used; the contraction accumulates in f32.
 // CHECK-DAG: %[[BL:.*]] = cleave.convert %[[B]] : tensor<8x2xf32> -> tensor<8x2xbf16>
 // CHECK-DAG: %[[WL:.*]] = cleave.convert %[[W]] : tensor<4x2xf32> -> tensor<4x2xbf16>

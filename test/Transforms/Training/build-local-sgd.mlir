@@ -11,11 +11,11 @@
 
 // local:4: the step reduces nothing and reports its own loss; its states
 // vary over dp; @sync averages the parameters, every 4 steps.
-// LOCAL: func.func @main(%arg0: tensor<4x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter", cleave.varying = ["dp"]}
+// LOCAL: func.func @main(%arg0: tensor<4x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w", cleave.parameter = "w", cleave.state = #cleave.state<parameter>, cleave.varying = ["dp"]}
 // LOCAL-SAME: cleave.sync_every = 4 : i64
 // LOCAL-NOT: cleave.all_reduce
 // LOCAL-LABEL: func.func @sync(
-// LOCAL-SAME: %arg0: tensor<4x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter", cleave.varying = ["dp"]}
+// LOCAL-SAME: %arg0: tensor<4x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w", cleave.parameter = "w", cleave.state = #cleave.state<parameter>, cleave.varying = ["dp"]}
 // LOCAL-SAME: -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<4xf32> {cleave.name = "b", cleave.updates = 1 : i64})
 // LOCAL-NEXT: cleave.all_reduce avg %arg0 over @mesh ["dp"] {cleave.phase = "local SGD averaging"} : tensor<4x4xf32>
 // LOCAL-NEXT: cleave.all_reduce avg %arg1 over @mesh ["dp"] {cleave.phase = "local SGD averaging"} : tensor<4xf32>
@@ -26,8 +26,8 @@
 // Nesterov step (mu = 0.8, lr = 0.5) on its block of the global copy and
 // all-gathers it into the parameter.
 // DILOCO-LABEL: func.func @main(
-// DILOCO-SAME: %arg8: tensor<2x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w.outer_params", cleave.parameter = "w", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>, cleave.slot = "outer_params", cleave.state = "optimizer_state"}
-// DILOCO-SAME: %arg9: tensor<2x4xf32> {cleave.name = "w.outer_momentum", cleave.parameter = "w", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>, cleave.slot = "outer_momentum", cleave.state = "optimizer_state"}
+// DILOCO-SAME: %arg8: tensor<2x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w.outer_params", cleave.parameter = "w", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>, cleave.slot = "outer_params", cleave.state = #cleave.state<optimizer_state>}
+// DILOCO-SAME: %arg9: tensor<2x4xf32> {cleave.name = "w.outer_momentum", cleave.parameter = "w", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>, cleave.slot = "outer_momentum", cleave.state = #cleave.state<optimizer_state>}
 // DILOCO-LABEL: func.func @sync(
 // DILOCO-SAME: %arg0: tensor<4x4xf32>
 // DILOCO-SAME: %arg2: tensor<2x4xf32> {cleave.initial_value = dense<5.000000e-01> : tensor<4x4xf32>, cleave.name = "w.outer_params"

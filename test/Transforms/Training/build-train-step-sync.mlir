@@ -10,8 +10,8 @@
 // step's own gradients. The reported loss is reduced behind them, waited
 // for last.
 // DELAYED-LABEL: func.func @main(
-// DELAYED-SAME: %arg6: tensor<4x4xf32> {cleave.name = "w.pending_grad", cleave.parameter = "w", cleave.slot = "pending_grad", cleave.state = "optimizer_state", cleave.varying = ["dp"]}
-// DELAYED-SAME: %arg7: tensor<4xf32> {cleave.name = "b.pending_grad", cleave.parameter = "b", cleave.slot = "pending_grad", cleave.state = "optimizer_state", cleave.varying = ["dp"]}
+// DELAYED-SAME: %arg6: tensor<4x4xf32> {cleave.name = "w.pending_grad", cleave.parameter = "w", cleave.slot = "pending_grad", cleave.state = #cleave.state<optimizer_state>, cleave.varying = ["dp"]}
+// DELAYED-SAME: %arg7: tensor<4xf32> {cleave.name = "b.pending_grad", cleave.parameter = "b", cleave.slot = "pending_grad", cleave.state = #cleave.state<optimizer_state>, cleave.varying = ["dp"]}
 // DELAYED-SAME: tensor<4x4xf32> {cleave.name = "w.pending_grad", cleave.updates = 6 : i64}, tensor<4xf32> {cleave.name = "b.pending_grad", cleave.updates = 7 : i64})
 // DELAYED-NEXT: %[[W:.*]] = cleave.all_reduce avg %arg6 over @mesh ["dp"] async {cleave.phase = "delayed gradient"}
 // DELAYED-NEXT: %[[B:.*]] = cleave.all_reduce avg %arg7 over @mesh ["dp"] async {cleave.phase = "delayed gradient"}

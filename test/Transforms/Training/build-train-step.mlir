@@ -11,8 +11,8 @@
 // and the reported loss averaged too.
 // DP: cleave.mesh @mesh axes = ["dp"] shape = [2]
 // DP-LABEL: func.func @main(
-// DP-SAME: %arg2: tensor<2x4xf32> {cleave.name = "x", cleave.role = "data", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}
-// DP-SAME: %arg3: tensor<2x4xf32> {cleave.name = "target", cleave.role = "data", cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}
+// DP-SAME: %arg2: tensor<2x4xf32> {cleave.name = "x", cleave.role = #cleave.role<data>, cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}
+// DP-SAME: %arg3: tensor<2x4xf32> {cleave.name = "target", cleave.role = #cleave.role<data>, cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}
 // DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "gradient of w"} : tensor<4x4xf32>
 // DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "gradient of b"} : tensor<4xf32>
 // DP-DAG: cleave.all_reduce avg %{{.*}} over @mesh ["dp"] {cleave.phase = "loss"} : tensor<f32>
@@ -21,17 +21,17 @@
 // scalar exponent %s is a constant. Parameters come first, then data, lr
 // and step; the updated parameters, the loss and the gradient norm return.
 // CHECK-LABEL: func.func @main(
-// CHECK-SAME: %arg0: tensor<4x4xf32> {cleave.initial_value = {{.*}}, cleave.name = "w", cleave.parameter = "w", cleave.state = "parameter"}
-// CHECK-SAME: %arg1: tensor<4xf32> {cleave.initial_value = {{.*}}, cleave.name = "b", cleave.parameter = "b", cleave.state = "parameter"}
-// CHECK-SAME: %arg2: tensor<2x4xf32> {cleave.name = "x", cleave.role = "data"}
-// CHECK-SAME: %arg3: tensor<2x4xf32> {cleave.name = "target", cleave.role = "data"}
-// CHECK-SAME: -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<4xf32> {cleave.name = "b", cleave.updates = 1 : i64}, tensor<f32> {cleave.name = "loss", cleave.role = "loss"}, tensor<f32> {cleave.name = "grad_norm", cleave.role = "grad_norm"})
+// CHECK-SAME: %arg0: tensor<4x4xf32> {cleave.initial_value = {{.*}}, cleave.name = "w", cleave.parameter = "w", cleave.state = #cleave.state<parameter>}
+// CHECK-SAME: %arg1: tensor<4xf32> {cleave.initial_value = {{.*}}, cleave.name = "b", cleave.parameter = "b", cleave.state = #cleave.state<parameter>}
+// CHECK-SAME: %arg2: tensor<2x4xf32> {cleave.name = "x", cleave.role = #cleave.role<data>}
+// CHECK-SAME: %arg3: tensor<2x4xf32> {cleave.name = "target", cleave.role = #cleave.role<data>}
+// CHECK-SAME: -> (tensor<4x4xf32> {cleave.name = "w", cleave.updates = 0 : i64}, tensor<4xf32> {cleave.name = "b", cleave.updates = 1 : i64}, tensor<f32> {cleave.name = "loss", cleave.role = #cleave.role<loss>}, tensor<f32> {cleave.name = "grad_norm", cleave.role = #cleave.role<grad_norm>})
 // CHECK: cleave.constant {cleave.initializer = "s"} dense<3.000000e+00>
 
 // AdamW with b exempt from weight decay: only w's update adds 0.5 * w.
 // return-gradients adds grad.w and grad.b.
 // DECAY-LABEL: func.func @main(
-// DECAY-SAME: tensor<4x4xf32> {cleave.name = "grad.w", cleave.role = "gradient"}, tensor<4xf32> {cleave.name = "grad.b", cleave.role = "gradient"})
+// DECAY-SAME: tensor<4x4xf32> {cleave.name = "grad.w", cleave.role = #cleave.role<gradient>}, tensor<4xf32> {cleave.name = "grad.b", cleave.role = #cleave.role<gradient>})
 // DECAY: %[[WD:.*]] = cleave.constant dense<5.000000e-01> : tensor<4x4xf32>
 // DECAY: cleave.binary mul %arg0, %[[WD]] : tensor<4x4xf32>
 // DECAY-NOT: dense<5.000000e-01> : tensor<4xf32>
@@ -57,7 +57,7 @@ func.func @main(%x: tensor<2x4xf32> {cleave.name = "x"}) -> (tensor<2x4xf32> {cl
 // One weight %u used by two layer norms: a warning, unless untied; untied,
 // each use has its own parameter.
 // UNTIE-NOT: warning
-// UNTIE: func.func @main(%arg0: tensor<4xf32> {{{.*}}cleave.name = "u.untied1", cleave.parameter = "u.untied1", cleave.state = "parameter", cleave.untied_from = "u"}, %arg1: tensor<4xf32> {{{.*}}cleave.name = "u", cleave.parameter = "u", cleave.state = "parameter"}
+// UNTIE: func.func @main(%arg0: tensor<4xf32> {{{.*}}cleave.name = "u.untied1", cleave.parameter = "u.untied1", cleave.state = #cleave.state<parameter>, cleave.untied_from = "u"}, %arg1: tensor<4xf32> {{{.*}}cleave.name = "u", cleave.parameter = "u", cleave.state = #cleave.state<parameter>}
 // UNTIE: cleave.layer_norm %arg4, %arg1, %arg2
 // UNTIE: cleave.layer_norm %0, %arg0, %arg3
 // WARN: warning: initializer 'u' is used by 2 'cleave.layer_norm' ops and trains as one tied parameter

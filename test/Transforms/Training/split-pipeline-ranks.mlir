@@ -22,9 +22,9 @@
 // CHECK-NOT: pipeline_transfer
 // CHECK-NOT: pipeline_sum
 cleave.mesh @mesh axes = ["pp"] shape = [2]
-func.func @main(%w0: tensor<4x4xf32> {cleave.name = "w0", cleave.parameter = "w0", cleave.state = "parameter"},
-                %w1: tensor<4x4xf32> {cleave.name = "w1", cleave.parameter = "w1", cleave.state = "parameter"},
-                %x: tensor<2x4xf32> {cleave.name = "x", cleave.role = "data"})
+func.func @main(%w0: tensor<4x4xf32> {cleave.name = "w0", cleave.parameter = "w0", cleave.state = #cleave.state<parameter>},
+                %w1: tensor<4x4xf32> {cleave.name = "w1", cleave.parameter = "w1", cleave.state = #cleave.state<parameter>},
+                %x: tensor<2x4xf32> {cleave.name = "x", cleave.role = #cleave.role<data>})
     -> (tensor<4x4xf32> {cleave.name = "w0", cleave.updates = 0 : i64},
         tensor<4x4xf32> {cleave.name = "w1", cleave.updates = 1 : i64},
         tensor<2x4xf32> {cleave.name = "y"})

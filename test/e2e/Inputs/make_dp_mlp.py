@@ -84,7 +84,7 @@ def program(n, variant):
 
     def param(name, shape, sharded):
         return (f'%{name}: {t(*shape)} {{cleave.name = "{name}", '
-                f'cleave.parameter = "{name}", cleave.state = "parameter", '
+                f'cleave.parameter = "{name}", cleave.state = #cleave.state<parameter>, '
                 f'cleave.initial_value = {dense(init[name])} : '
                 f'{t(*init[name].shape)}{shard if sharded else ""}}}')
 
@@ -93,16 +93,16 @@ def program(n, variant):
         param("b1", (H,), False),
         param("w2", (rows["w2"], O), zero),
         param("b2", (O,), False),
-        f'%x: {t(bl, D)} {{cleave.name = "x", cleave.role = "data"{shard}}}',
-        f'%y: {t(bl, O)} {{cleave.name = "y", cleave.role = "data"{shard}}}',
-        f'%lr: {t()} {{cleave.name = "lr", cleave.role = "lr"}}',
+        f'%x: {t(bl, D)} {{cleave.name = "x", cleave.role = #cleave.role<data>{shard}}}',
+        f'%y: {t(bl, O)} {{cleave.name = "y", cleave.role = #cleave.role<data>{shard}}}',
+        f'%lr: {t()} {{cleave.name = "lr", cleave.role = #cleave.role<lr>}}',
     ]
     results = [
         f'{t(rows["w1"], H)} {{cleave.name = "w1", cleave.updates = 0 : i64}}',
         f'{t(H)} {{cleave.name = "b1", cleave.updates = 1 : i64}}',
         f'{t(rows["w2"], O)} {{cleave.name = "w2", cleave.updates = 2 : i64}}',
         f'{t(O)} {{cleave.name = "b2", cleave.updates = 3 : i64}}',
-        f'{t()} {{cleave.name = "loss", cleave.role = "loss"}}',
+        f'{t()} {{cleave.name = "loss", cleave.role = #cleave.role<loss>}}',
     ]
     L = []
     a = L.append

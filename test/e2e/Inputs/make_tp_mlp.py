@@ -42,7 +42,7 @@ def program(p, q):
     def param(name, shape, sharding):
         s = f", cleave.sharding = {sharding}" if sharding else ""
         return (f'%{name}: {t(*shape)} {{cleave.name = "{name}", '
-                f'cleave.parameter = "{name}", cleave.state = "parameter", '
+                f'cleave.parameter = "{name}", cleave.state = #cleave.state<parameter>, '
                 f'cleave.initial_value = {dense(init[name])} : '
                 f'{t(*init[name].shape)}{s}}}')
 
@@ -52,14 +52,14 @@ def program(p, q):
         param("b1", (hl,), '#cleave.sharding<@mesh, [{"tp"}]>'),
         param("w2", (hl, O), '#cleave.sharding<@mesh, [{"tp"}, {}]>'),
         param("b2", (O,), None),
-        f'%x: {t(bl, D)} {{cleave.name = "x", cleave.role = "data"{data}}}',
-        f'%y: {t(bl, O)} {{cleave.name = "y", cleave.role = "data"{data}}}',
-        f'%lr: {t()} {{cleave.name = "lr", cleave.role = "lr"}}',
+        f'%x: {t(bl, D)} {{cleave.name = "x", cleave.role = #cleave.role<data>{data}}}',
+        f'%y: {t(bl, O)} {{cleave.name = "y", cleave.role = #cleave.role<data>{data}}}',
+        f'%lr: {t()} {{cleave.name = "lr", cleave.role = #cleave.role<lr>}}',
     ]
     shapes = {"w1": (D, hl), "b1": (hl,), "w2": (hl, O), "b2": (O,)}
     results = [f'{t(*shapes[n])} {{cleave.name = "{n}", cleave.updates = {i} : i64}}'
                for i, n in enumerate(("w1", "b1", "w2", "b2"))]
-    results.append(f'{t()} {{cleave.name = "loss", cleave.role = "loss"}}')
+    results.append(f'{t()} {{cleave.name = "loss", cleave.role = #cleave.role<loss>}}')
     dp, tp = '@mesh ["dp"]', '@mesh ["tp"]'
     L = [
         f'%xw = cleave.contract %x, %w1 batch = [] x [] contract = [1] x [0] : {t(bl, D)}, {t(D, hl)} -> {t(bl, hl)}',

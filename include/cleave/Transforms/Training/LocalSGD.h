@@ -11,6 +11,7 @@
 #ifndef CLEAVE_TRANSFORMS_TRAINING_LOCALSGD_H
 #define CLEAVE_TRANSFORMS_TRAINING_LOCALSGD_H
 
+#include "Cleave/IR/CleaveMetadata.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
@@ -38,9 +39,10 @@ std::string parseSyncMode(llvm::StringRef sync, llvm::StringRef outerOptimizer,
 /// plan's entry "sync".
 constexpr llvm::StringLiteral kSyncFunctionName = "sync";
 /// On @main: the H of local SGD (the plan's TrainingInfo::syncEvery).
-constexpr llvm::StringLiteral kSyncEveryAttrName = "cleave.sync_every";
+constexpr llvm::StringLiteral kSyncEveryAttrName =
+    mlir::cleave::attr::kSyncEvery;
 /// On a state argument: the mesh axes (names) it varies over.
-constexpr llvm::StringLiteral kVaryingAttrName = "cleave.varying";
+constexpr llvm::StringLiteral kVaryingAttrName = mlir::cleave::attr::kVarying;
 
 /// Local SGD over the module's mesh axis "dp" of size `dp`, for a finished
 /// per-rank training step `step` (@main) that reduces nothing: marks every

@@ -55,10 +55,12 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
     and `found_inf` (1 for a skipped step, else 0).
 
     Arguments and results carry the attributes the plan builder reads:
-    `cleave.state` ("parameter", "optimizer_state" or "buffer"),
+    `cleave.state` (`#cleave.state<parameter>`, `<optimizer_state>` or
+    `<buffer>`),
     `cleave.parameter`,
     `cleave.slot`, `cleave.initial_value` (a parameter's initial value),
-    `cleave.role` ("lr", "step", "loss", "grad_norm", "data") and, on
+    `cleave.role` (`#cleave.role<lr>`, `<step>`, `<loss>`, `<grad_norm>`,
+    `<data>`) and, on
     results, `cleave.updates` (the index of the state argument a result
     replaces).
 
@@ -70,7 +72,7 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
       return %y : tensor<8x2xf32>
     }
     // After (--cleave-build-train-step="loss=mse:y,target optimizer=sgd"):
-    func.func @main(%w: tensor<4x2xf32> {cleave.state = "parameter", ...},
+    func.func @main(%w: tensor<4x2xf32> {cleave.state = #cleave.state<parameter>, ...},
                     %x: tensor<8x4xf32>, %target: tensor<8x2xf32>,
                     %lr: tensor<f32>, %step: tensor<f32>)
         -> (tensor<4x2xf32> {cleave.updates = 0}, tensor<f32>, tensor<f32>)
@@ -348,8 +350,9 @@ def AddActivationProbesPass
     the output of every ONNX node whose name matches the whole regular
     expression `pattern`: the last forward op located at that node with one
     float tensor result. The outputs are named `probe.<NNNN>.<node>` in
-    program order and carry `cleave.role = "probe"`, so that a run's last
-    step writes them (`cleave-run --output-dir`, `tools/cleave-parity`).
+    program order and carry `cleave.role = #cleave.role<probe>`, so that a
+    run's last step writes them (`cleave-run --output-dir`,
+    `tools/cleave-parity`).
     An empty pattern, or one that matches no node, adds nothing; one that
     is not a valid regular expression is an error.
 

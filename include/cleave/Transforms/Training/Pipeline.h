@@ -12,6 +12,7 @@
 #ifndef CLEAVE_TRANSFORMS_TRAINING_PIPELINE_H
 #define CLEAVE_TRANSFORMS_TRAINING_PIPELINE_H
 
+#include "Cleave/IR/CleaveMetadata.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
@@ -25,10 +26,12 @@ namespace cleave {
 /// The i64 attribute that names the pipeline rank running an op. Ops
 /// without it (built after the step: optimizer updates, collectives the
 /// partitioner adds) run on every rank that needs their results.
-inline constexpr llvm::StringLiteral kPipelineRankAttr = "cleave.pipeline_rank";
+inline constexpr llvm::StringLiteral kPipelineRankAttr =
+    mlir::cleave::attr::kPipelineRank;
 
 /// The i64 attribute of a pipelined `@main`: its pipeline ranks.
-inline constexpr llvm::StringLiteral kPipelineRanksAttr = "cleave.pipeline_ranks";
+inline constexpr llvm::StringLiteral kPipelineRanksAttr =
+    mlir::cleave::attr::kPipelineRanks;
 
 /// One module per pipeline rank, from a module whose `@main` is a pipelined
 /// step (partitioned or not) and which declares one cleave.mesh with an axis

@@ -63,6 +63,6 @@ func.func @main(%x: tensor<4x4xf32> {cleave.name = "x", cleave.sharding = #cleav
   return %x : tensor<4x4xf32>
 }
 // -----
-func.func @main(%w: tensor<4xf32> {cleave.name = "w", cleave.state = "parameter", cleave.parameter = "w", cleave.initial_value = dense<1.0> : tensor<4xf32>}) -> (tensor<4xf32> {cleave.name = "w", cleave.updates = 7 : i64}) {
+func.func @main(%w: tensor<4xf32> {cleave.name = "w", cleave.state = #cleave.state<parameter>, cleave.parameter = "w", cleave.initial_value = dense<1.0> : tensor<4xf32>}) -> (tensor<4xf32> {cleave.name = "w", cleave.updates = 7 : i64}) {
   return %w : tensor<4xf32>
 }
