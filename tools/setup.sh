@@ -8,6 +8,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
+  clang-format-22
   libclang-rt-22-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libdnnl2 libgtest-dev

@@ -25,7 +25,8 @@ void stripAttribute(ModuleOp module, StringRef name) {
 }
 
 std::optional<RecomputeStats> takeRecomputeStats(ModuleOp module, bool remove) {
-  auto dict = module->getAttrOfType<DictionaryAttr>(mlir::cleave::attr::kRecomputeStats);
+  auto dict = module->getAttrOfType<DictionaryAttr>(
+      mlir::cleave::attr::kRecomputeStats);
   if (!dict)
     return std::nullopt;
   RecomputeStats stats;

@@ -59,10 +59,11 @@ int Driver::planLayout(bool &searchOnly) {
     return 0;
 
   MLIRContext outlineContext;
-  ScopedDiagnosticHandler outlineHandler(&outlineContext, [this](Diagnostic &d) {
-    printDiagnostic(d);
-    return success();
-  });
+  ScopedDiagnosticHandler outlineHandler(&outlineContext,
+                                         [this](Diagnostic &d) {
+                                           printDiagnostic(d);
+                                           return success();
+                                         });
   FailureOr<ModelOutline> outline =
       outlineONNXModel(opts.input, outlineContext);
   if (failed(outline))
@@ -75,8 +76,7 @@ int Driver::planLayout(bool &searchOnly) {
     return fail("--auto costs a model by its repeated layers (nodes named "
                 "by layer, e.g. h0.fc or /model/layers.0/mlp); '" +
                 opts.input + "' has " + std::to_string(layers) +
-                ", fewer than " +
-                std::to_string(sim::kProfileLayers));
+                ", fewer than " + std::to_string(sim::kProfileLayers));
   // The batch inputs: a symbolic first dimension; the others must be known.
   std::vector<const ModelOutline::Input *> batched;
   for (const auto &input : outline->inputs) {
@@ -107,9 +107,8 @@ int Driver::planLayout(bool &searchOnly) {
   };
   auto meshOf = [](int64_t dp, int64_t pp, int64_t tp) {
     std::vector<std::pair<std::string, int64_t>> mesh;
-    for (auto [name, size] : {std::pair<const char *, int64_t>{"dp", dp},
-                              {"pp", pp},
-                              {"tp", tp}})
+    for (auto [name, size] :
+         {std::pair<const char *, int64_t>{"dp", dp}, {"pp", pp}, {"tp", tp}})
       if (size > 1)
         mesh.push_back({name, size});
     return mesh;
@@ -118,12 +117,11 @@ int Driver::planLayout(bool &searchOnly) {
   auto boundaries = [&](int64_t stages, int64_t count) {
     std::string cut;
     for (int64_t i = 1; i < stages; ++i)
-      cut += (cut.empty() ? "" : ",") +
-             outline->layers[count / stages * i - 1];
+      cut += (cut.empty() ? "" : ",") + outline->layers[count / stages * i - 1];
     return cut;
   };
-  auto layoutOptions = [&](PhaseOptions &co, int64_t dp, int64_t pp,
-                           int64_t tp, bool sp, int zero, int64_t microbatches,
+  auto layoutOptions = [&](PhaseOptions &co, int64_t dp, int64_t pp, int64_t tp,
+                           bool sp, int zero, int64_t microbatches,
                            const std::string &schedule,
                            const std::string &recompute, int64_t stages,
                            int64_t count, bool overlap, double bucketMB) {
@@ -146,8 +144,8 @@ int Driver::planLayout(bool &searchOnly) {
   };
 
   // The profiles' model, cut once.
-  FailureOr<std::string> cut = cutONNXModel(
-      opts.input, sim::kProfileLayers, outlineContext);
+  FailureOr<std::string> cut =
+      cutONNXModel(opts.input, sim::kProfileLayers, outlineContext);
   if (failed(cut))
     return 1;
   auto profileModel = std::make_shared<const std::string>(std::move(*cut));
@@ -162,7 +160,7 @@ int Driver::planLayout(bool &searchOnly) {
     ImportOptions imports = importOptions;
     imports.modelBytes = profileModel;
     pinBatch(imports, sim::kProfileDataParallel * sim::kProfileMicrobatches *
-                     key.microbatchSize);
+                          key.microbatchSize);
     PhaseOptions co = phaseOptions;
     co.kernelCode = false;
     co.verifyPasses = false;
@@ -177,8 +175,7 @@ int Driver::planLayout(bool &searchOnly) {
                   sim::kProfileLayers,
                   /*overlap=*/false, opts.bucketMB);
     // Profiles compile on several threads at once: one thread each.
-    MLIRContext context(compileRegistry(),
-                        MLIRContext::Threading::DISABLED);
+    MLIRContext context(compileRegistry(), MLIRContext::Threading::DISABLED);
     context.loadAllAvailableDialects();
     std::string errors;
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
@@ -234,8 +231,8 @@ int Driver::planLayout(bool &searchOnly) {
     }
     std::string csv = sim::candidatesCsv(search, cluster, planner, tokens);
     std::string error;
-    if (!writeFileAtomically(opts.candidatesFile, csv.data(),
-                                       csv.size(), &error))
+    if (!writeFileAtomically(opts.candidatesFile, csv.data(), csv.size(),
+                             &error))
       return fail("cannot write --candidates '" + opts.candidatesFile +
                   "': " + error);
   }
@@ -250,12 +247,11 @@ int Driver::planLayout(bool &searchOnly) {
       closest = &search.rejected.front();
     std::string why = closest ? closest->layout() + ": " + closest->rejected
                               : std::string("no candidate");
-    return fail("--auto found no layout of '" + opts.input + "' for " +
-                std::to_string(planner.devices) + " devices of " +
-                cluster.name + " within " +
-                std::to_string(uint64_t(planner.memoryLimit)) +
-                " bytes each (e.g. " + why +
-                "; --explain lists every candidate)");
+    return fail(
+        "--auto found no layout of '" + opts.input + "' for " +
+        std::to_string(planner.devices) + " devices of " + cluster.name +
+        " within " + std::to_string(uint64_t(planner.memoryLimit)) +
+        " bytes each (e.g. " + why + "; --explain lists every candidate)");
   }
   if (choice >= search.feasible.size())
     return fail("--auto: every layout predicted to fit (" +
@@ -271,10 +267,9 @@ int Driver::planLayout(bool &searchOnly) {
       sim::formatMemory(best.memoryBytes),
       search.feasible.size() + search.rejected.size(), search.searchSeconds);
   pinBatch(importOptions, opts.globalBatch);
-  layoutOptions(phaseOptions, best.dp, best.pp, best.tp,
-                best.sequenceParallel, best.zero, best.microbatches,
-                best.schedule(), best.recompute, best.pp * best.chunks, layers,
-                best.overlap, best.bucketMB);
+  layoutOptions(phaseOptions, best.dp, best.pp, best.tp, best.sequenceParallel,
+                best.zero, best.microbatches, best.schedule(), best.recompute,
+                best.pp * best.chunks, layers, best.overlap, best.bucketMB);
   // What the reports read.
   opts.microbatches = best.microbatches;
   opts.schedule = best.schedule();

@@ -59,10 +59,18 @@ void Driver::printDiagnostic(Diagnostic &diag) {
   llvm::raw_ostream &os = errs();
   os << "cleave-compile: ";
   switch (diag.getSeverity()) {
-  case DiagnosticSeverity::Error: os << "error: "; break;
-  case DiagnosticSeverity::Warning: os << "warning: "; break;
-  case DiagnosticSeverity::Note: os << "note: "; break;
-  case DiagnosticSeverity::Remark: os << "remark: "; break;
+  case DiagnosticSeverity::Error:
+    os << "error: ";
+    break;
+  case DiagnosticSeverity::Warning:
+    os << "warning: ";
+    break;
+  case DiagnosticSeverity::Note:
+    os << "note: ";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark: ";
+    break;
   }
   // Say where, unless the message names the place itself.
   std::string message = diag.str();
@@ -103,8 +111,7 @@ struct CompileContext {
 };
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 } // namespace
@@ -112,7 +119,8 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 FailureOr<OwningOpRef<ModuleOp>> Driver::readModel(MLIRContext &context) {
   if (!fromMLIR)
     return importONNXFile(opts.input, context, importOptions);
-  OwningOpRef<ModuleOp> parsed = parseSourceFile<ModuleOp>(opts.input, &context);
+  OwningOpRef<ModuleOp> parsed =
+      parseSourceFile<ModuleOp>(opts.input, &context);
   if (!parsed || failed(verify(*parsed)))
     return failure();
   if (!parsed->lookupSymbol<func::FuncOp>("main")) {
@@ -169,10 +177,8 @@ int Driver::printPipeline() {
       {"prepared", CompilePhase::Prepared},
       {"kernels", CompilePhase::Kernels},
       {"llvm", CompilePhase::LLVM}};
-  const auto *phase =
-      llvm::find_if(phases, [&](const auto &p) {
-        return opts.printPipeline == p.first;
-      });
+  const auto *phase = llvm::find_if(
+      phases, [&](const auto &p) { return opts.printPipeline == p.first; });
   if (phase == std::end(phases))
     return fail("unknown --print-pipeline '" + opts.printPipeline +
                 "' (expected import, train-step, partitioned, prepared, "
@@ -187,8 +193,7 @@ int Driver::printPipeline() {
   return 0;
 }
 
-LogicalResult Driver::addPhasePipeline(OpPassManager &pm,
-                                      CompilePhase phase) {
+LogicalResult Driver::addPhasePipeline(OpPassManager &pm, CompilePhase phase) {
   if (configure())
     return failure();
   std::string error;
@@ -236,9 +241,10 @@ int Driver::run() {
         return 0;
     } else if (opts.globalBatch || opts.explain ||
                !opts.candidatesFile.empty()) {
-      return fail(std::string(opts.explain                   ? "--explain"
-                              : !opts.candidatesFile.empty() ? "--candidates"
-                                                             : "--global-batch") +
+      return fail(std::string(opts.explain ? "--explain"
+                              : !opts.candidatesFile.empty()
+                                  ? "--candidates"
+                                  : "--global-batch") +
                   " needs --auto");
     }
     if (io.stopAfterOptions)
@@ -319,8 +325,7 @@ int Driver::run() {
 } // namespace cleave::compiler
 
 namespace cleave {
-LogicalResult addPhasePipeline(OpPassManager &pm,
-                               const CompileOptions &options,
+LogicalResult addPhasePipeline(OpPassManager &pm, const CompileOptions &options,
                                CompilePhase phase, const CompileIO &io) {
   compiler::Driver driver(options, io);
   return driver.addPhasePipeline(pm, phase);

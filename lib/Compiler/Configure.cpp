@@ -34,8 +34,8 @@ std::string defaultOutput(llvm::StringRef input, EmitKind emit) {
   if (emit == EmitKind::MLIR || emit == EmitKind::Asm)
     return "-";
   llvm::SmallString<256> path(llvm::sys::path::filename(input));
-  llvm::sys::path::replace_extension(path, emit == EmitKind::Exe ? ""
-                                                                : ".cleave");
+  llvm::sys::path::replace_extension(path,
+                                     emit == EmitKind::Exe ? "" : ".cleave");
   return path.str().str();
 }
 } // namespace
@@ -44,11 +44,20 @@ std::optional<uint64_t> parseByteCount(llvm::StringRef text) {
   uint64_t scale = 1;
   if (!text.empty()) {
     switch (llvm::toUpper(text.back())) {
-    case 'K': scale = 1ull << 10; break;
-    case 'M': scale = 1ull << 20; break;
-    case 'G': scale = 1ull << 30; break;
-    case 'T': scale = 1ull << 40; break;
-    default: break;
+    case 'K':
+      scale = 1ull << 10;
+      break;
+    case 'M':
+      scale = 1ull << 20;
+      break;
+    case 'G':
+      scale = 1ull << 30;
+      break;
+    case 'T':
+      scale = 1ull << 40;
+      break;
+    default:
+      break;
     }
     if (scale != 1)
       text = text.drop_back();
@@ -61,8 +70,7 @@ std::optional<uint64_t> parseByteCount(llvm::StringRef text) {
 
 int Driver::configure() {
   if (opts.target != "cpu" && opts.target != "cuda")
-    return fail("unknown target '" + opts.target +
-                "' (supported: cpu, cuda)");
+    return fail("unknown target '" + opts.target + "' (supported: cpu, cuda)");
   if (opts.cudaArch != "sm_90a" && opts.cudaArch != "sm_90" &&
       opts.cudaArch != "sm_80")
     return fail("unsupported --cuda-arch '" + opts.cudaArch +
@@ -100,8 +108,8 @@ int Driver::configure() {
     return fail("--input-shape and --freeze-input apply to ONNX models, not "
                 "to a .mlir program");
 
-  output = opts.output.empty() ? defaultOutput(opts.input, opts.emit)
-                               : opts.output;
+  output =
+      opts.output.empty() ? defaultOutput(opts.input, opts.emit) : opts.output;
   if (opts.emit == EmitKind::Schedule) {
     schedule::ScheduleOptions schedule;
     if (std::string error =
@@ -129,8 +137,7 @@ int Driver::configure() {
       if (name == "pp")
         pipelineRanks = size;
   }
-  if (pipelineRanks == 1 && (opts.schedule ||
-                             !opts.stageBoundaries.empty()))
+  if (pipelineRanks == 1 && (opts.schedule || !opts.stageBoundaries.empty()))
     return fail("--schedule and --stage-boundaries need a pipeline: a pp "
                 "axis in --mesh (or --emit=schedule)");
   if (pipelineRanks > 1 && !opts.train)
@@ -141,8 +148,7 @@ int Driver::configure() {
   if (pipelineRanks > 1 && !opts.probe.empty())
     return fail("--probe is not supported with a pp mesh axis");
 
-  phaseOptions.target =
-      opts.target == "cuda" ? Target::CUDA : Target::CPU;
+  phaseOptions.target = opts.target == "cuda" ? Target::CUDA : Target::CPU;
   phaseOptions.cudaChip = opts.cudaArch;
   if (int rc = configureTraining(pipelineRanks))
     return rc;
@@ -173,9 +179,9 @@ int Driver::configureTraining(int64_t pipelineRanks) {
     train.microbatches = opts.microbatches;
     {
       SyncMode mode;
-      if (std::string error = parseSyncMode(
-              opts.sync, opts.outerOptimizer, opts.outerLr,
-              opts.outerMomentum, mode);
+      if (std::string error =
+              parseSyncMode(opts.sync, opts.outerOptimizer, opts.outerLr,
+                            opts.outerMomentum, mode);
           !error.empty())
         return fail(error);
       if (mode.kind != SyncMode::Step && !opts.mesh.empty()) {
@@ -228,7 +234,7 @@ int Driver::configureTraining(int64_t pipelineRanks) {
     train.epsilon = opts.adamEps;
     train.weightDecay = opts.weightDecay;
     train.clipGradNorm = opts.clipGradNorm;
-    train.lossScale = !opts.lossScale.empty() ? opts.lossScale
+    train.lossScale = !opts.lossScale.empty()    ? opts.lossScale
                       : opts.precision == "fp16" ? std::string("dynamic")
                                                  : std::string("none");
     train.lossScaleInit = opts.lossScaleInit;
@@ -255,8 +261,7 @@ int Driver::configurePartitioning() {
     if (opts.dataParallel != 1)
       return fail("--mesh replaces --data-parallel; give one of them");
     ShardProgramOptions shardOptions;
-    if (std::string error =
-            parseMeshSpec(opts.mesh, shardOptions.mesh);
+    if (std::string error = parseMeshSpec(opts.mesh, shardOptions.mesh);
         !error.empty())
       return fail(error);
     // Rank placement: a rank is the row-major index of its coordinates, so
@@ -275,12 +280,12 @@ int Driver::configurePartitioning() {
       if (placed != shardOptions.mesh) {
         std::string order;
         for (const auto &[name, size] : placed)
-          order += (order.empty() ? "" : ",") + name + "=" +
-                   std::to_string(size);
+          order +=
+              (order.empty() ? "" : ",") + name + "=" + std::to_string(size);
         errs() << "cleave-compile: note: --mesh " << opts.mesh
-                     << " laid out as " << order
-                     << " (rank = row-major index: tp fastest, inside a "
-                        "node; then pp; then dp, across nodes)\n";
+               << " laid out as " << order
+               << " (rank = row-major index: tp fastest, inside a "
+                  "node; then pp; then dp, across nodes)\n";
         shardOptions.mesh = std::move(placed);
       }
     }
@@ -289,9 +294,8 @@ int Driver::configurePartitioning() {
       size_t eq = rule.find("=[");
       if (eq == StringRef::npos)
         return false;
-      shardOptions.shardings.push_back({rule.take_front(eq).str(),
-                                        rule.drop_front(eq + 1).str(),
-                                        source});
+      shardOptions.shardings.push_back(
+          {rule.take_front(eq).str(), rule.drop_front(eq + 1).str(), source});
       return true;
     };
     for (const std::string &rule : opts.shard)
@@ -300,7 +304,8 @@ int Driver::configurePartitioning() {
                     "' (expected regex=[{axes}, ...], e.g. "
                     "w1=[{}, {\"tp\"}])");
     if (!opts.shardingFile.empty()) {
-      auto file = llvm::MemoryBuffer::getFile(opts.shardingFile, /*IsText=*/true);
+      auto file =
+          llvm::MemoryBuffer::getFile(opts.shardingFile, /*IsText=*/true);
       if (!file)
         return fail("cannot read --sharding-file '" + opts.shardingFile +
                     "': " + file.getError().message());
@@ -308,8 +313,7 @@ int Driver::configurePartitioning() {
       (*file)->getBuffer().split(lines, '\n');
       for (auto [i, line] : llvm::enumerate(lines)) {
         StringRef rule = line.trim();
-        std::string source =
-            opts.shardingFile + ":" + std::to_string(i + 1);
+        std::string source = opts.shardingFile + ":" + std::to_string(i + 1);
         if (rule.empty() || rule.starts_with("#"))
           continue;
         if (!addRule(rule, source))
@@ -357,8 +361,7 @@ int Driver::configureCodegen() {
     plan::TrainingInfo &info = phaseOptions.plan.training;
     // A hand-written step's update is whatever the program computes: no
     // optimizer name.
-    info.optimizer = fromMLIR && !opts.train ? std::string()
-                                               : opts.optimizer;
+    info.optimizer = fromMLIR && !opts.train ? std::string() : opts.optimizer;
     info.baseLR = opts.lr;
     info.minLR = opts.minLR;
     info.warmupSteps = opts.warmupSteps;
@@ -431,8 +434,7 @@ int Driver::configureCodegen() {
     return fail("--cpu-emulate-cuda applies to --target=cpu only");
   if (opts.cudaHostKernels && opts.target != "cuda")
     return fail("--cuda-host-kernels applies to --target=cuda only");
-  phaseOptions.plan.modelName =
-      llvm::sys::path::filename(opts.input).str();
+  phaseOptions.plan.modelName = llvm::sys::path::filename(opts.input).str();
   llvm::SmallString<256> absolute(opts.input);
   if (!llvm::sys::fs::make_absolute(absolute))
     phaseOptions.plan.sourceModel = absolute.str().str();
@@ -468,10 +470,9 @@ int Driver::configureOutputs() {
     return fail("--report describes a plan; it cannot be combined with "
                 "--emit=mlir");
   // One report per program: the step's, or each pipeline stage's.
-  if (opts.report ||
-      (io.report && (opts.emit == EmitKind::Plan ||
-                      opts.emit == EmitKind::None ||
-                      opts.emit == EmitKind::Sim)))
+  if (opts.report || (io.report && (opts.emit == EmitKind::Plan ||
+                                    opts.emit == EmitKind::None ||
+                                    opts.emit == EmitKind::Sim)))
     phaseOptions.stepReport = [&](const StepReport &report) {
       stepReports.push_back(report);
     };
@@ -497,12 +498,10 @@ int Driver::configureOutputs() {
                   "e.g. 80G)");
   }
   if (opts.simulate || opts.autoPlan)
-    if (std::string e = sim::loadCluster(opts.cluster, cluster);
-        !e.empty())
+    if (std::string e = sim::loadCluster(opts.cluster, cluster); !e.empty())
       return fail(e);
   if (!opts.simSchedule.empty())
-    if (std::string e =
-            sim::parseReplaySchedule(opts.simSchedule, replay);
+    if (std::string e = sim::parseReplaySchedule(opts.simSchedule, replay);
         !e.empty())
       return fail("bad --sim-schedule '" + opts.simSchedule + "': " + e);
   return 0;

@@ -1,4 +1,4 @@
-//===- Driver.h - One compile in flight (private to lib/Compiler) -*- C++ -*-===//
+//===- Driver.h - One compile in flight (lib/Compiler only) -----*- C++ -*-===//
 //
 // cleave::compile's state: the options, where the compile prints, and what
 // checking the options gave (the import and phase options, the output path,
@@ -96,8 +96,7 @@ private:
   /// --report (and CompileIO::report) of `plan`.
   void printReports(const plan::Plan &plan, llvm::raw_ostream &os);
   /// --print-stats of `plan`.
-  void printStats(const plan::Plan &plan, double seconds,
-                  double importSeconds);
+  void printStats(const plan::Plan &plan, double seconds, double importSeconds);
   /// --simulate of `plan`.
   int simulate(const plan::Plan &plan);
 

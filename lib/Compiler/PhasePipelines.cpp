@@ -56,9 +56,14 @@ private:
     explicit Binder(PhasePipelineOptions &self) : self(self) {}
 
     static bool skipped(const CompileOptionInfo &info) {
-      static const llvm::StringSet<> outputs = {
-          "o", "emit", "phase", "print-pipeline", "print-stats", "report",
-          "print-memory-plan", "explain-sharding"};
+      static const llvm::StringSet<> outputs = {"o",
+                                                "emit",
+                                                "phase",
+                                                "print-pipeline",
+                                                "print-stats",
+                                                "report",
+                                                "print-memory-plan",
+                                                "explain-sharding"};
       return outputs.contains(info.name);
     }
     llvm::StringRef keep(const std::string &text) {
@@ -66,9 +71,9 @@ private:
     }
     template <typename T, typename... Extra>
     Option<T> *make(const CompileOptionInfo &info, Extra &&...extra) {
-      auto option = std::make_unique<Option<T>>(
-          self, keep(info.name), llvm::cl::desc(keep(info.help)),
-          std::forward<Extra>(extra)...);
+      auto option = std::make_unique<Option<T>>(self, keep(info.name),
+                                                llvm::cl::desc(keep(info.help)),
+                                                std::forward<Extra>(extra)...);
       Option<T> *raw = option.get();
       self.owned.push_back(std::move(option));
       return raw;
@@ -78,8 +83,7 @@ private:
       if (skipped(info))
         return;
       Option<T> *option = make<T>(info, llvm::cl::init(field));
-      self.stores.push_back(
-          [option, &field] { field = option->getValue(); });
+      self.stores.push_back([option, &field] { field = option->getValue(); });
     }
 
     void visit(const CompileOptionInfo &info,
@@ -114,8 +118,7 @@ private:
       Option<E> *option = make<E>(info, llvm::cl::init(field));
       for (const CompileOptionValue<E> &v : values)
         option->getParser().addLiteralOption(v.name, v.value, v.help);
-      self.stores.push_back(
-          [option, &field] { field = option->getValue(); });
+      self.stores.push_back([option, &field] { field = option->getValue(); });
     }
   };
 };
@@ -124,8 +127,9 @@ void registerPhasePipeline(llvm::StringRef name, llvm::StringRef description,
                            CompilePhase phase) {
   registerPassPipeline(
       name, description,
-      [phase, name = name.str()](OpPassManager &pm, llvm::StringRef optionText,
-              function_ref<LogicalResult(const llvm::Twine &)> errorHandler) {
+      [phase, name = name.str()](
+          OpPassManager &pm, llvm::StringRef optionText,
+          function_ref<LogicalResult(const llvm::Twine &)> errorHandler) {
         PhasePipelineOptions parsed;
         std::string errors;
         llvm::raw_string_ostream os(errors);

@@ -43,10 +43,9 @@ std::string overBudget(const plan::Plan &plan, uint64_t budget) {
       consider(t);
     for (const auto &st : program.states)
       consider(st.info);
-    std::string message = what + " needs " +
-                          std::to_string(program.arenaBytes) +
-                          " bytes per rank, over --max-memory of " +
-                          std::to_string(budget);
+    std::string message =
+        what + " needs " + std::to_string(program.arenaBytes) +
+        " bytes per rank, over --max-memory of " + std::to_string(budget);
     if (largest)
       message += "; its largest tensor is '" + largest->name + "' (" +
                  std::to_string(largest->byteSize()) + " bytes)";
@@ -67,16 +66,15 @@ std::string overBudget(const plan::Plan &plan, uint64_t budget) {
 /// --stats: where the compile's time went.
 static void printTimings(llvm::raw_ostream &os, double importSeconds,
                          const CompileTimings &t) {
-  os << "time: import " << llvm::format("%.2f", importSeconds)
-               << " s, passes " << llvm::format("%.2f", t.passesSeconds)
-               << " s";
+  os << "time: import " << llvm::format("%.2f", importSeconds) << " s, passes "
+     << llvm::format("%.2f", t.passesSeconds) << " s";
   if (t.kernels) {
-    os << ", kernel code " << llvm::format("%.2f", t.codegenSeconds)
-                 << " s (" << t.kernels << " kernels: "
-                 << t.kernels - t.kernelsFromCache << " compiled";
+    os << ", kernel code " << llvm::format("%.2f", t.codegenSeconds) << " s ("
+       << t.kernels << " kernels: " << t.kernels - t.kernelsFromCache
+       << " compiled";
     if (t.codegenThreads)
       os << " on " << t.codegenThreads
-                   << (t.codegenThreads == 1 ? " thread" : " threads");
+         << (t.codegenThreads == 1 ? " thread" : " threads");
     os << ", " << t.kernelsFromCache << " from the cache";
     if (!t.kernelCache)
       os << " (off)";
@@ -90,10 +88,9 @@ static void printPlanStats(llvm::raw_ostream &os, const plan::Plan &program,
                            double seconds) {
   plan::PlanStats stats = plan::statistics(program);
   if (!program.mesh.empty())
-    os << "mesh: " << program.mesh.str() << " ("
-                 << program.mesh.worldSize() << " ranks), " << stats.collectives
-                 << " collectives (" << stats.asyncCollectives
-                 << " asynchronous)\n";
+    os << "mesh: " << program.mesh.str() << " (" << program.mesh.worldSize()
+       << " ranks), " << stats.collectives << " collectives ("
+       << stats.asyncCollectives << " asynchronous)\n";
   // Named entries (local SGD's averaging), run every syncEvery steps.
   for (const plan::Plan &entry : program.entries) {
     size_t entryCollectives = 0;
@@ -102,27 +99,22 @@ static void printPlanStats(llvm::raw_ostream &os, const plan::Plan &program,
     os << "entry " << entry.entryName;
     if (entry.entryName == plan::kSyncEntry)
       os << " (after every " << program.training.syncEvery
-                   << (program.training.syncEvery == 1 ? " step" : " steps")
-                   << ")";
-    os << ": " << entry.commands.size() << " commands, "
-                 << entryCollectives << " collectives, arena "
-                 << entry.arenaBytes << " bytes, " << entry.states.size()
-                 << " states borrowed\n";
+         << (program.training.syncEvery == 1 ? " step" : " steps") << ")";
+    os << ": " << entry.commands.size() << " commands, " << entryCollectives
+       << " collectives, arena " << entry.arenaBytes << " bytes, "
+       << entry.states.size() << " states borrowed\n";
   }
   if (!program.states.empty())
     os << "state per rank: parameters " << stats.parameterBytes
-                 << " bytes, optimizer states " << stats.optimizerStateBytes
-                 << " bytes, buffers " << stats.bufferBytes << " bytes\n";
-  os << "plan: " << stats.commands << " commands ("
-               << stats.kernels
-               << (program.target.rfind("cuda-", 0) == 0 ? " kernel launches, "
-                                                       : " kernels, ")
-               << stats.gemms << " gemms, " << stats.attentions
-               << " attentions), arena " << stats.arenaBytes
-               << " bytes (constants " << stats.constantBytes
-               << "), kernel object " << stats.kernelObjectBytes
-               << " bytes, compiled in " << llvm::format("%.2f", seconds)
-               << " s\n";
+       << " bytes, optimizer states " << stats.optimizerStateBytes
+       << " bytes, buffers " << stats.bufferBytes << " bytes\n";
+  os << "plan: " << stats.commands << " commands (" << stats.kernels
+     << (program.target.rfind("cuda-", 0) == 0 ? " kernel launches, "
+                                               : " kernels, ")
+     << stats.gemms << " gemms, " << stats.attentions << " attentions), arena "
+     << stats.arenaBytes << " bytes (constants " << stats.constantBytes
+     << "), kernel object " << stats.kernelObjectBytes << " bytes, compiled in "
+     << llvm::format("%.2f", seconds) << " s\n";
   if (!program.hostKernelObject.empty()) {
     size_t args = 0, written = 0;
     for (const auto &kernel : program.hostKernelArgs)
@@ -131,37 +123,34 @@ static void printPlanStats(llvm::raw_ostream &os, const plan::Plan &program,
         written += a.written;
       }
     os << "host kernels: " << program.hostKernelArgs.size()
-                 << " for the CUDA host doubles, object "
-                 << program.hostKernelObject.size() << " bytes; " << args
-                 << " arguments, " << written << " written\n";
+       << " for the CUDA host doubles, object "
+       << program.hostKernelObject.size() << " bytes; " << args
+       << " arguments, " << written << " written\n";
   }
   if (stats.referencedBytes)
     os << "initial parameters: " << stats.referencedBytes
-                 << " bytes referenced from "
-                 << llvm::join(stats.referencedFiles, ", ")
-                 << " (each rank reads its shards when it starts; "
-                    "--embed-weights copies them into the plan)\n";
+       << " bytes referenced from " << llvm::join(stats.referencedFiles, ", ")
+       << " (each rank reads its shards when it starts; "
+          "--embed-weights copies them into the plan)\n";
   const size_t *epilogues = stats.gemmEpilogues;
   if (epilogues[1] + epilogues[2] + epilogues[3])
-    os << "gemm epilogues: " << epilogues[1] << " bias, "
-                 << epilogues[2] << " gelu_bias, " << epilogues[3]
-                 << " gelu\n";
+    os << "gemm epilogues: " << epilogues[1] << " bias, " << epilogues[2]
+       << " gelu_bias, " << epilogues[3] << " gelu\n";
   llvm::StringMap<std::string> meta;
   for (const auto &[key, value] : program.metadata)
     meta[key] = value;
   if (meta.count("recompute_policy"))
     os << "recompute: policy " << meta["recompute_policy"]
-                 << ", saved activations "
-                 << meta["saved_activation_bytes_before"] << " -> "
-                 << meta["saved_activation_bytes_after"]
-                 << " bytes, recomputed flops " << meta["recompute_flops"]
-                 << ", extra flops " << meta["recompute_extra_flops"]
-                 << " (total " << meta["flops"] << ")\n";
+       << ", saved activations " << meta["saved_activation_bytes_before"]
+       << " -> " << meta["saved_activation_bytes_after"]
+       << " bytes, recomputed flops " << meta["recompute_flops"]
+       << ", extra flops " << meta["recompute_extra_flops"] << " (total "
+       << meta["flops"] << ")\n";
   if (meta.count("activation_bytes"))
-    os << "step memory: activations per microbatch "
-                 << meta["activation_bytes"] << " bytes, gradient sums "
-                 << meta["accumulator_bytes"] << " bytes, made once for the "
-                 << "microbatches " << meta["kept_bytes"] << " bytes\n";
+    os << "step memory: activations per microbatch " << meta["activation_bytes"]
+       << " bytes, gradient sums " << meta["accumulator_bytes"]
+       << " bytes, made once for the "
+       << "microbatches " << meta["kept_bytes"] << " bytes\n";
 }
 
 /// --report of a pipelined plan: the schedule's bubble, simulated with
@@ -178,8 +167,9 @@ static void printPipelineSummary(const plan::Plan &plan,
   std::string error;
   auto order = pl::buildSchedule(options, error);
   pl::StepCosts costs;
-  pl::Simulation sim = error.empty() ? pl::simulate(order, options, costs, error)
-                                     : pl::Simulation();
+  pl::Simulation sim = error.empty()
+                           ? pl::simulate(order, options, costs, error)
+                           : pl::Simulation();
   if (!error.empty())
     return;
   os << llvm::formatv("pipeline: schedule {0}, {1} ranks, {2} microbatches: "
@@ -237,8 +227,8 @@ int Driver::emitSchedule(ModuleOp module) {
       "schedule {0}: {1} ranks, {2} microbatches: step time {3:F2} mean-stage "
       "forward passes, bubble {4:P1} (with equal stages the formula gives "
       "{5:P1})\n",
-      opts.scheduleOrDefault(), options.ranks, options.microbatches, sim.makespan,
-      sim.bubble, pl::formulaBubble(options, costs));
+      opts.scheduleOrDefault(), options.ranks, options.microbatches,
+      sim.makespan, sim.bubble, pl::formulaBubble(options, costs));
   if (llvm::Error err = llvm::writeToOutput(
           output, [&](llvm::raw_ostream &os) -> llvm::Error {
             os << pl::chromeTrace(sim, options);
@@ -271,8 +261,7 @@ void Driver::printReports(const plan::Plan &plan, llvm::raw_ostream &os) {
     }
   }
   if (plan.isPipelined())
-    printPipelineSummary(plan, opts.scheduleOrDefault(), opts.microbatches,
-                         os);
+    printPipelineSummary(plan, opts.scheduleOrDefault(), opts.microbatches, os);
 }
 
 int Driver::simulate(const plan::Plan &plan) {

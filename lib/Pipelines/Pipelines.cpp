@@ -1,4 +1,4 @@
-//===- Pipelines.cpp - Cleave's compiler phases as pass pipelines ----------===//
+//===- Pipelines.cpp - Cleave's compiler phases as pass pipelines ---------===//
 
 #include "cleave/Pipelines/Pipelines.h"
 #include "cleave/Schedule/Schedule.h"
@@ -12,8 +12,8 @@
 #include "cleave/Transforms/Training/Pipeline.h"
 
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
 #include <set>
@@ -181,8 +181,7 @@ void registerPipelines() {
 }
 
 static double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -225,20 +224,21 @@ static LogicalResult lowerPlanToCUDA(plan::Plan &p, const CUDAProgram &cuda,
       offset += align(std::max<int64_t>(bytes, 1));
     }
     for (const CUDALaunch &launch : kernel->launches) {
-      auto [it, inserted] = symbolIndex.try_emplace(launch.symbol, symbols.size());
+      auto [it, inserted] =
+          symbolIndex.try_emplace(launch.symbol, symbols.size());
       if (inserted)
         symbols.push_back(launch.symbol);
       plan::Command gpu;
       gpu.kind = plan::CommandKind::GpuLaunch;
-      gpu.params = {it->second,        launch.grid[0],  launch.grid[1],
-                    launch.grid[2],    launch.block[0], launch.block[1],
-                    launch.block[2],   launch.sharedBytes};
+      gpu.params = {it->second,      launch.grid[0],    launch.grid[1],
+                    launch.grid[2],  launch.block[0],   launch.block[1],
+                    launch.block[2], launch.sharedBytes};
       for (int64_t arg : launch.args) {
         size_t io = cmd.buffers.size();
         if (arg < 0 || static_cast<size_t>(arg) >= io + temporaries.size())
-          return mlir::emitError(loc) << "kernel '" << name
-                                      << "' launches with argument " << arg
-                                      << " out of range";
+          return mlir::emitError(loc)
+                 << "kernel '" << name << "' launches with argument " << arg
+                 << " out of range";
         gpu.buffers.push_back(static_cast<size_t>(arg) < io
                                   ? cmd.buffers[arg]
                                   : temporaries[arg - io]);
@@ -311,8 +311,7 @@ buildStagePlan(ModuleOp module, const PhaseOptions &options,
     planOptions.inlineConstantLimit = 0;
   planOptions.reportMemory = static_cast<bool>(options.memoryReport);
   planOptions.report = static_cast<bool>(options.stepReport);
-  FailureOr<BuiltPlan> program =
-      buildPlan(module, planOptions);
+  FailureOr<BuiltPlan> program = buildPlan(module, planOptions);
   if (failed(program))
     return failure();
   if (options.memoryReport)
@@ -397,16 +396,16 @@ buildStagePlan(ModuleOp module, const PhaseOptions &options,
                     std::to_string(recomputeStats->savedBytesBefore)});
     meta.push_back({"saved_activation_bytes_after",
                     std::to_string(recomputeStats->savedBytesAfter)});
-    meta.push_back({"recompute_flops",
-                    std::to_string(recomputeStats->recomputeFlops)});
-    meta.push_back({"recompute_extra_flops",
-                    std::to_string(recomputeStats->extraFlops)});
+    meta.push_back(
+        {"recompute_flops", std::to_string(recomputeStats->recomputeFlops)});
+    meta.push_back(
+        {"recompute_extra_flops", std::to_string(recomputeStats->extraFlops)});
   }
   return std::move(program->plan);
 }
 
-static FailureOr<plan::Plan>
-compileToPlanImpl(ModuleOp module, const PhaseOptions &options);
+static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
+                                               const PhaseOptions &options);
 
 /// How many of each composite --cleave-recognize-composites made.
 struct RecognizedCounts {
@@ -472,8 +471,8 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   return plan;
 }
 
-static FailureOr<plan::Plan>
-compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
+static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
+                                               const PhaseOptions &options) {
   auto stopHere = [&](CompilePhase phase, Operation *op) {
     if (options.stopAfter != phase)
       return false;
@@ -499,13 +498,12 @@ compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
     recomputeStats = takeRecomputeStats(module, /*remove=*/false);
   if (stopHere(CompilePhase::TrainStep, module))
     return plan::Plan();
-  if (failed(runPhase(
-          [&](OpPassManager &pm) { addPartitioning(pm, options); })))
+  if (failed(
+          runPhase([&](OpPassManager &pm) { addPartitioning(pm, options); })))
     return failure();
   if (stopHere(CompilePhase::Partitioned, module))
     return plan::Plan();
-  if (failed(runPhase(
-          [&](OpPassManager &pm) { addPreparation(pm, options); })))
+  if (failed(runPhase([&](OpPassManager &pm) { addPreparation(pm, options); })))
     return failure();
   if (stopHere(CompilePhase::Prepared, module))
     return plan::Plan();
@@ -547,9 +545,9 @@ compileToPlanImpl(ModuleOp module, const PhaseOptions &options) {
       std::string error;
       auto order = pl::buildSchedule(schedule, error);
       pl::StepCosts costs;
-      pl::Simulation sim =
-          error.empty() ? pl::simulate(order, schedule, costs, error)
-                        : pl::Simulation();
+      pl::Simulation sim = error.empty()
+                               ? pl::simulate(order, schedule, costs, error)
+                               : pl::Simulation();
       if (error.empty())
         pipelined.metadata.push_back(
             {"pipeline_expected",

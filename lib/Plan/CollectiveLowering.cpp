@@ -50,11 +50,16 @@ LogicalResult PlanBuilder::lowerCollective(Node &node, plan::Command &cmd) {
   ArrayRef<int64_t> shape = type.getShape();
   auto reduceOf = [](CollectiveReduceKind k) {
     switch (k) {
-    case CollectiveReduceKind::sum: return plan::ReduceOp::Sum;
-    case CollectiveReduceKind::avg: return plan::ReduceOp::Avg;
-    case CollectiveReduceKind::max: return plan::ReduceOp::Max;
-    case CollectiveReduceKind::min: return plan::ReduceOp::Min;
-    case CollectiveReduceKind::prod: return plan::ReduceOp::Prod;
+    case CollectiveReduceKind::sum:
+      return plan::ReduceOp::Sum;
+    case CollectiveReduceKind::avg:
+      return plan::ReduceOp::Avg;
+    case CollectiveReduceKind::max:
+      return plan::ReduceOp::Max;
+    case CollectiveReduceKind::min:
+      return plan::ReduceOp::Min;
+    case CollectiveReduceKind::prod:
+      return plan::ReduceOp::Prod;
     }
     return plan::ReduceOp::Sum;
   };

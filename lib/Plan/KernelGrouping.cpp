@@ -92,7 +92,8 @@ void PlanBuilder::markRematerializedBroadcasts() {
     if (isa<func::ReturnOp, ConstantOp, ReshapeOp, DoneOp, PipelineMarkerOp,
             BroadcastInDimOp, CollectiveOpInterface>(user) ||
         absorbedBy.count(user) || isGemm(user) ||
-        user->getDialect() != user->getContext()->getLoadedDialect<CleaveDialect>())
+        user->getDialect() !=
+            user->getContext()->getLoadedDialect<CleaveDialect>())
       return false;
     return llvm::any_of(user->getResultTypes(), [](Type t) {
       return cast<RankedTensorType>(t).getNumElements() != 0;
@@ -163,8 +164,11 @@ void PlanBuilder::markRematerializedBroadcasts() {
 
 void PlanBuilder::addGemm(ContractOp contract) {
   int index = nodes.size();
-  Node node{Node::Gemm, {}, contract, plan::GemmEpilogue::None,
-            {},         contract.getResult(), {}, {}, {}};
+  Node node{Node::Gemm, {},
+            contract,   plan::GemmEpilogue::None,
+            {},         contract.getResult(),
+            {},         {},
+            {}};
   nodeOfOp[contract] = index;
   auto it = epilogueOf.find(contract);
   if (it != epilogueOf.end()) {

@@ -18,8 +18,8 @@ using namespace mlir::cleave::plan_builder;
 namespace plan = ::cleave::plan;
 
 static std::string kernelName(size_t index, Operation *op) {
-  std::string name = "k" + std::to_string(index) + "_" +
-                     op->getName().stripDialect().str();
+  std::string name =
+      "k" + std::to_string(index) + "_" + op->getName().stripDialect().str();
   for (char &c : name)
     if (!isalnum(static_cast<unsigned char>(c)))
       c = '_';
@@ -70,7 +70,8 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
       node.name = "gemm" + std::to_string(index);
       continue;
     }
-    llvm::SmallPtrSet<Operation *, 16> members(node.ops.begin(), node.ops.end());
+    llvm::SmallPtrSet<Operation *, 16> members(node.ops.begin(),
+                                               node.ops.end());
     // Whether an op outside the kernel reads `v`, directly or through ops
     // its readers rebuild (a widened copy only this kernel's softmax reads
     // is not an output).

@@ -1,4 +1,4 @@
-//===- MemoryPlanner.cpp - Static buffer offsets from liveness -------------===//
+//===- MemoryPlanner.cpp - Static buffer offsets from liveness ------------===//
 
 #include "cleave/Plan/MemoryPlanner.h"
 

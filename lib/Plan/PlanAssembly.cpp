@@ -169,11 +169,9 @@ static std::string kernelCost(const Node &node) {
   }
   // An input the kernel only slices is read as far as its slices go
   // (an all-reduce bucket unpacked into its members, say).
-  llvm::SmallPtrSet<Operation *, 16> inKernel(node.ops.begin(),
-                                              node.ops.end());
+  llvm::SmallPtrSet<Operation *, 16> inKernel(node.ops.begin(), node.ops.end());
   for (Value v : node.inputs) {
-    uint64_t whole = byteSize(cast<RankedTensorType>(v.getType())),
-             sliced = 0;
+    uint64_t whole = byteSize(cast<RankedTensorType>(v.getType())), sliced = 0;
     for (Operation *user : v.getUsers()) {
       if (!inKernel.contains(user))
         continue;
@@ -188,9 +186,8 @@ static std::string kernelCost(const Node &node) {
   }
   for (Value v : node.outputs)
     kernelBytes += byteSize(cast<RankedTensorType>(v.getType()));
-  return llvm::formatv(
-      "{0}:{1}:{2}:{3}:{4}", kernelFlops, kernelBytes, kernelSerialAdds,
-      kernelPermuted, kernelTranscendentals);
+  return llvm::formatv("{0}:{1}:{2}:{3}:{4}", kernelFlops, kernelBytes,
+                       kernelSerialAdds, kernelPermuted, kernelTranscendentals);
 }
 
 /// The Gemm command of a GEMM node, its epilogue included.
@@ -200,8 +197,7 @@ static plan::Command gemmCommand(Node &node,
   ::cleave::GemmShape g = *::cleave::getGemmShape(node.contract);
   // C's type: the contraction's, or the operands' when the command
   // rounds its result (bf16/f16 out, f32 accumulation).
-  Type outType =
-      cast<RankedTensorType>(node.result.getType()).getElementType();
+  Type outType = cast<RankedTensorType>(node.result.getType()).getElementType();
   Type inType = node.contract.getLhs().getType().getElementType();
   cmd.kind = plan::CommandKind::Gemm;
   cmd.params.assign(plan::kGemmNumParams, 0);
@@ -251,8 +247,8 @@ size_t PlanBuilder::bufferFor(Assembly &a, Value v, int64_t first,
   Value r = root(v);
   auto [it, inserted] = a.bufferOf.try_emplace(r, a.buffers.size());
   if (inserted)
-    a.buffers.push_back({r, {byteSize(cast<RankedTensorType>(r.getType())),
-                             first, last}});
+    a.buffers.push_back(
+        {r, {byteSize(cast<RankedTensorType>(r.getType())), first, last}});
   BufferInterval &iv = a.buffers[it->second].interval;
   iv.firstUse = std::min(iv.firstUse, first);
   iv.lastUse = std::max(iv.lastUse, last);
@@ -300,8 +296,7 @@ void PlanBuilder::collectBuffers(Assembly &a) {
     // An asynchronous collective reads its operand until its wait (a
     // delayed gradient reduction reads the state it then replaces).
     if (node.kind == Node::Done)
-      for (Value v :
-           node.comm->getOperand(0).getDefiningOp()->getOperands())
+      for (Value v : node.comm->getOperand(0).getDefiningOp()->getOperands())
         lastRead[root(v)] = index;
   }
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -313,8 +308,8 @@ void PlanBuilder::collectBuffers(Assembly &a) {
       continue;
     }
     Value old = main.getArgument(*updates);
-    int64_t t = std::max<int64_t>({nodeOf(v), lastRead.lookup(root(old)),
-                                   lastRead.lookup(root(v)), 0});
+    int64_t t = std::max<int64_t>(
+        {nodeOf(v), lastRead.lookup(root(old)), lastRead.lookup(root(v)), 0});
     a.copyTime[i] = t;
     bufferFor(a, v, t, t);
   }
@@ -366,11 +361,11 @@ void PlanBuilder::addStageMemory(const Assembly &a, plan::Plan &p) {
       if (isa<BlockArgument>(b.value))
         continue;
       const BufferInterval &iv = b.interval;
-      bool accumulator =
-          summed ? iv.firstUse > gBegin && iv.firstUse < gEnd &&
-                       iv.lastUse > lastGradientBegin
-                 : iv.firstUse > fBegin && iv.firstUse < lastStepEnd &&
-                       iv.lastUse > lastStepEnd;
+      bool accumulator = summed ? iv.firstUse > gBegin && iv.firstUse < gEnd &&
+                                      iv.lastUse > lastGradientBegin
+                                : iv.firstUse > fBegin &&
+                                      iv.firstUse < lastStepEnd &&
+                                      iv.lastUse > lastStepEnd;
       // Made before the first forward ends and read by the last
       // gradient step: made once for every microbatch (the parameters'
       // low-precision copies; under ZeRO-1 and -2 they are made from the
@@ -385,8 +380,7 @@ void PlanBuilder::addStageMemory(const Assembly &a, plan::Plan &p) {
         accumulators += iv.size;
     }
     p.metadata.push_back({"activation_bytes", std::to_string(activations)});
-    p.metadata.push_back(
-        {"accumulator_bytes", std::to_string(accumulators)});
+    p.metadata.push_back({"accumulator_bytes", std::to_string(accumulators)});
     // Made before the first step for all of them (low-precision copies of
     // the parameters, kept for the step).
     p.metadata.push_back({"kept_bytes", std::to_string(kept)});
@@ -399,9 +393,15 @@ void PlanBuilder::writeMemoryReport(const Assembly &a, std::string &out) {
   for (auto [index, node] : llvm::enumerate(nodes)) {
     os << "node " << index << ": ";
     switch (node.kind) {
-    case Node::Kernel: os << "kernel " << node.name; break;
-    case Node::Gemm: os << "gemm"; break;
-    case Node::Attention: os << node.name; break;
+    case Node::Kernel:
+      os << "kernel " << node.name;
+      break;
+    case Node::Gemm:
+      os << "gemm";
+      break;
+    case Node::Attention:
+      os << node.name;
+      break;
     case Node::Collective:
       os << node.comm->getName().stripDialect();
       if (eventOf.count(node.comm))
@@ -442,8 +442,7 @@ void PlanBuilder::writeMemoryReport(const Assembly &a, std::string &out) {
     bool final = false;
     ::cleave::MemoryClass cls = classify(b.value, final);
     os << " (" << ::cleave::getMemoryClassName(cls)
-       << (cls == ::cleave::MemoryClass::Gradients && !final ? ", partial"
-                                                            : "")
+       << (cls == ::cleave::MemoryClass::Gradients && !final ? ", partial" : "")
        << ")\n";
   }
 }
@@ -517,27 +516,29 @@ void PlanBuilder::addCostMetadata(Assembly &a, plan::Plan &p) {
   main.walk([&](CostOpInterface op) { flops += op.getFlops(); });
   for (const plan::Constant &c : p.constants)
     constantBytes += c.data.size();
-  size_t numGemms = llvm::count_if(nodes, [](const Node &n) { return n.kind == Node::Gemm; });
-  size_t numKernels = llvm::count_if(nodes, [](const Node &n) { return n.kind == Node::Kernel; });
+  size_t numGemms =
+      llvm::count_if(nodes, [](const Node &n) { return n.kind == Node::Gemm; });
+  size_t numKernels = llvm::count_if(
+      nodes, [](const Node &n) { return n.kind == Node::Kernel; });
   int64_t commBytes = 0;
   for (const Node &n : nodes)
     if (n.kind == Node::Collective) {
       auto op = cast<CollectiveOpInterface>(n.comm);
-      commBytes += getCollectiveCost(op, *getGroupSize(op),
-                                     CollectiveAlgorithm::Ring)
-                       .bytesSent;
+      commBytes +=
+          getCollectiveCost(op, *getGroupSize(op), CollectiveAlgorithm::Ring)
+              .bytesSent;
     }
   // Before anything recorded while the inputs were read (valid ranges).
   p.metadata.insert(p.metadata.begin(),
-               {{"producer", "cleave-compile"},
-                {"model", options.modelName},
-                {"source_model", options.sourceModel},
-                {"flops", std::to_string(flops)},
-                {"kernels", std::to_string(numKernels)},
-                {"unique_kernels", std::to_string(p.kernelNames.size())},
-                {"gemms", std::to_string(numGemms)},
-                {"constant_bytes", std::to_string(constantBytes)},
-                {"unplanned_bytes", std::to_string(a.memory.naiveBytes)}});
+                    {{"producer", "cleave-compile"},
+                     {"model", options.modelName},
+                     {"source_model", options.sourceModel},
+                     {"flops", std::to_string(flops)},
+                     {"kernels", std::to_string(numKernels)},
+                     {"unique_kernels", std::to_string(p.kernelNames.size())},
+                     {"gemms", std::to_string(numGemms)},
+                     {"constant_bytes", std::to_string(constantBytes)},
+                     {"unplanned_bytes", std::to_string(a.memory.naiveBytes)}});
   if (numCollectives) {
     p.metadata.push_back({"collectives", std::to_string(numCollectives)});
     p.metadata.push_back({"comm_bytes_per_rank", std::to_string(commBytes)});

@@ -1,4 +1,4 @@
-//===- PlanBuilder.cpp - Group a cleave program into plan commands ---------===//
+//===- PlanBuilder.cpp - Group a cleave program into plan commands --------===//
 //
 // Walks @main in program order. Reshapes alias their operand's buffer; f32 and
 // f64 contractions (and bf16/f16 ones with an f32 result) become library GEMM
@@ -30,32 +30,49 @@ namespace plan = ::cleave::plan;
 //===----------------------------------------------------------------------===//
 
 FailureOr<plan::DType> plan_builder::toDType(Type t) {
-  if (t.isF32()) return plan::DType::F32;
-  if (t.isF64()) return plan::DType::F64;
-  if (t.isF16()) return plan::DType::F16;
-  if (t.isBF16()) return plan::DType::BF16;
-  if (isa<Float8E4M3FNType>(t)) return plan::DType::F8E4M3FN;
-  if (isa<Float8E4M3FNUZType>(t)) return plan::DType::F8E4M3FNUZ;
-  if (isa<Float8E5M2Type>(t)) return plan::DType::F8E5M2;
-  if (isa<Float8E5M2FNUZType>(t)) return plan::DType::F8E5M2FNUZ;
-  if (isa<Float8E8M0FNUType>(t)) return plan::DType::F8E8M0;
-  if (isa<Float4E2M1FNType>(t)) return plan::DType::F4E2M1;
+  if (t.isF32())
+    return plan::DType::F32;
+  if (t.isF64())
+    return plan::DType::F64;
+  if (t.isF16())
+    return plan::DType::F16;
+  if (t.isBF16())
+    return plan::DType::BF16;
+  if (isa<Float8E4M3FNType>(t))
+    return plan::DType::F8E4M3FN;
+  if (isa<Float8E4M3FNUZType>(t))
+    return plan::DType::F8E4M3FNUZ;
+  if (isa<Float8E5M2Type>(t))
+    return plan::DType::F8E5M2;
+  if (isa<Float8E5M2FNUZType>(t))
+    return plan::DType::F8E5M2FNUZ;
+  if (isa<Float8E8M0FNUType>(t))
+    return plan::DType::F8E8M0;
+  if (isa<Float4E2M1FNType>(t))
+    return plan::DType::F4E2M1;
   if (auto it = dyn_cast<IntegerType>(t)) {
     bool u = it.isUnsigned();
     switch (it.getWidth()) {
-    case 1: return plan::DType::Bool;
-    case 2: return u ? plan::DType::U2 : plan::DType::I2;
-    case 4: return u ? plan::DType::U4 : plan::DType::I4;
-    case 8: return u ? plan::DType::U8 : plan::DType::I8;
-    case 16: return u ? plan::DType::U16 : plan::DType::I16;
-    case 32: return u ? plan::DType::U32 : plan::DType::I32;
-    case 64: return u ? plan::DType::U64 : plan::DType::I64;
-    default: break;
+    case 1:
+      return plan::DType::Bool;
+    case 2:
+      return u ? plan::DType::U2 : plan::DType::I2;
+    case 4:
+      return u ? plan::DType::U4 : plan::DType::I4;
+    case 8:
+      return u ? plan::DType::U8 : plan::DType::I8;
+    case 16:
+      return u ? plan::DType::U16 : plan::DType::I16;
+    case 32:
+      return u ? plan::DType::U32 : plan::DType::I32;
+    case 64:
+      return u ? plan::DType::U64 : plan::DType::I64;
+    default:
+      break;
     }
   }
   return failure();
 }
-
 
 uint64_t plan_builder::byteSize(RankedTensorType t) {
   return static_cast<uint64_t>(mlir::cleave::detail::getSizeInBytes(t));
@@ -72,11 +89,11 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
     auto tensor = dyn_cast<RankedTensorType>(t);
     if (!tensor || !tensor.hasStaticShape() ||
         failed(toDType(tensor.getElementType())))
-      return main.emitError() << "@main " << what << " " << i << " has type "
-                              << t
-                              << "; a plan's inputs and outputs are "
-                                 "statically shaped tensors of f32, f64, f16, "
-                                 "bf16, integers or i1";
+      return main.emitError()
+             << "@main " << what << " " << i << " has type " << t
+             << "; a plan's inputs and outputs are "
+                "statically shaped tensors of f32, f64, f16, "
+                "bf16, integers or i1";
     return success();
   };
   for (auto [i, t] : llvm::enumerate(main.getArgumentTypes()))
@@ -136,14 +153,22 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
       continue;
     }
     if (isa<AttentionOp, AttentionGradOp>(op)) {
-      // Left whole by the prepare pipeline for the fused command (CPU and CUDA).
+      // Left whole by the prepare pipeline for the fused command (CPU and
+      // CUDA).
       if (!::cleave::hasFusedAttentionKernel(&op))
         return op.emitOpError()
                << "has no fused attention kernel for these element types; "
                   "--cleave-decompose-attention should have spelled it out";
       nodeOfOp[&op] = nodes.size();
-      nodes.push_back(Node{Node::Attention, {&op}, {}, plan::GemmEpilogue::None,
-                           {}, {}, {}, {}, {}});
+      nodes.push_back(Node{Node::Attention,
+                           {&op},
+                           {},
+                           plan::GemmEpilogue::None,
+                           {},
+                           {},
+                           {},
+                           {},
+                           {}});
       continue;
     }
     addKernelOp(&op);
@@ -156,8 +181,8 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
   return result;
 }
 
-FailureOr<BuiltPlan>
-(::cleave::buildPlan)(ModuleOp module, const PlanBuildOptions &options) {
+FailureOr<BuiltPlan>(::cleave::buildPlan)(ModuleOp module,
+                                          const PlanBuildOptions &options) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main || main.getBody().getBlocks().size() != 1)
     return module.emitError() << "expected a single-block func.func @main";

@@ -62,7 +62,7 @@ struct Node {
   enum Kind { Kernel, Gemm, Collective, Done, Marker, Attention } kind;
   /// Kernel members in program order; an Attention node's op.
   SmallVector<Operation *> ops;
-  ContractOp contract;          ///< For GEMMs.
+  ContractOp contract; ///< For GEMMs.
   /// For GEMMs: the epilogue, its bias (or null) and the value written into
   /// C (the contraction's result without an epilogue).
   ::cleave::plan::GemmEpilogue epilogue = ::cleave::plan::GemmEpilogue::None;

@@ -29,8 +29,8 @@ static int floatWidening(Operation *op) {
   if (!convert)
     return 0;
   auto to = dyn_cast<FloatType>(getElementTypeOrSelf(convert.getType()));
-  auto from = dyn_cast<FloatType>(
-      getElementTypeOrSelf(convert.getOperand().getType()));
+  auto from =
+      dyn_cast<FloatType>(getElementTypeOrSelf(convert.getOperand().getType()));
   return to && from ? int(to.getWidth()) - int(from.getWidth()) : 0;
 }
 /// A conversion to a narrower float type (f32 -> bf16/f16).
@@ -65,7 +65,8 @@ void PlanBuilder::takeGradientTags() {
                  TransposeOp>(def) &&
             !(add && add.getKind() == BinaryKind::add))
           continue;
-        for (Value in : add ? def->getOperands() : def->getOperands().take_front()) {
+        for (Value in :
+             add ? def->getOperands() : def->getOperands().take_front()) {
           if (!in.hasOneUse() || gradientOf.count(in) || !in.getDefiningOp())
             continue;
           gradientOf[in].push_back(of);
@@ -135,8 +136,7 @@ static SmallVector<Value> aliasesOf(Value root) {
 }
 
 /// What a buffer holds (see ::cleave::MemoryClass).
-::cleave::MemoryClass PlanBuilder::classify(Value root,
-                                            bool &finalGradient) {
+::cleave::MemoryClass PlanBuilder::classify(Value root, bool &finalGradient) {
   using ::cleave::MemoryClass;
   finalGradient = false;
   if (auto arg = dyn_cast<BlockArgument>(root)) {
@@ -190,11 +190,14 @@ static SmallVector<Value> aliasesOf(Value root) {
         return false;
       if (buffered.contains(r))
         return true;
-      return depth < 8 && llvm::any_of(r.getUsers(), [&](Operation *user) {
-               return llvm::any_of(user->getResults(), [&](Value next) {
-                 return reachesBuffered(next, depth + 1);
-               });
-             });
+      return depth < 8 &&
+             llvm::any_of(
+                 r.getUsers(),
+                 [&](Operation *user) {
+                   return llvm::any_of(user->getResults(), [&](Value next) {
+                     return reachesBuffered(next, depth + 1);
+                   });
+                 });
     };
     finalGradient = llvm::none_of(readers, [&](Operation *user) {
       return llvm::any_of(user->getResults(),
@@ -246,8 +249,8 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
       report.peakNode < static_cast<int64_t>(nodes.size())) {
     Node &node = nodes[report.peakNode];
     Operation *op = node.kind == Node::Gemm ? node.contract.getOperation()
-                    : node.comm            ? node.comm
-                                           : node.ops.front();
+                    : node.comm             ? node.comm
+                                            : node.ops.front();
     report.peakWhere = node.name;
     if (std::string where = sourceOf(op); !where.empty())
       report.peakWhere += ": " + where;

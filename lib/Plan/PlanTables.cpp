@@ -26,7 +26,8 @@ namespace plan = ::cleave::plan;
 
 /// The little-endian bytes of a constant, one element after another (i1 as
 /// one byte per element).
-FailureOr<std::vector<uint8_t>> plan_builder::constantBytes(ElementsAttr value) {
+FailureOr<std::vector<uint8_t>>
+plan_builder::constantBytes(ElementsAttr value) {
   auto type = cast<RankedTensorType>(value.getType());
   std::vector<uint8_t> bytes(byteSize(type));
   if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
@@ -100,17 +101,15 @@ LogicalResult PlanBuilder::readSharding(Attribute attr, plan::TensorInfo &info,
   if (typed.getRank() != (int64_t)info.shape.size())
     return mlir::emitError(loc)
            << "tensor '" << info.name << "': cleave.sharding lists "
-           << typed.getRank() << " dimensions for rank "
-           << info.shape.size();
+           << typed.getRank() << " dimensions for rank " << info.shape.size();
   for (DimShardingAttr dim : typed.getDims()) {
     std::vector<uint32_t> indices;
     for (StringAttr name : dim.getAxes()) {
       int64_t axis = mesh.getAxisIndex(name.getValue());
       if (axis < 0)
         return mlir::emitError(loc)
-               << "tensor '" << info.name << "': cleave.sharding names "
-               << name << ", which is not an axis of mesh @"
-               << mesh.getSymName();
+               << "tensor '" << info.name << "': cleave.sharding names " << name
+               << ", which is not an axis of mesh @" << mesh.getSymName();
       for (const std::vector<uint32_t> &other : info.sharding)
         if (llvm::is_contained(other, axis) ||
             llvm::is_contained(indices, axis))
@@ -139,10 +138,10 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
   // [{"name": copy, "from": source initializer, "node": ONNX node}, ...].
   if (auto from = main.getArgAttrOfType<StringAttr>(i, attr::kUntiedFrom)) {
     auto node = main.getArgAttrOfType<StringAttr>(i, attr::kUntiedNode);
-    a.untied.push_back(llvm::json::Object{
-        {"name", info.name},
-        {"from", from.getValue()},
-        {"node", node ? node.getValue() : StringRef()}});
+    a.untied.push_back(
+        llvm::json::Object{{"name", info.name},
+                           {"from", from.getValue()},
+                           {"node", node ? node.getValue() : StringRef()}});
   }
   // `cleave.varying = ["dp"]`: the state differs from rank to rank over
   // those axes although its sharding does not split it (local SGD's
@@ -154,8 +153,8 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
                      : p.mesh.axisNames.end();
       if (it == p.mesh.axisNames.end())
         return main.emitError()
-               << "state '" << info.name << "': cleave.varying names "
-               << a << ", which is not an axis of the module's mesh";
+               << "state '" << info.name << "': cleave.varying names " << a
+               << ", which is not an axis of the module's mesh";
       state.varyingAxes.push_back(
           static_cast<uint32_t>(it - p.mesh.axisNames.begin()));
     }
@@ -167,8 +166,8 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
                                               : plan::StateKind::OptimizerState;
     auto init = initial;
     if (!init)
-      return main.emitError() << "parameter '" << info.name
-                              << "' has no cleave.initial_value";
+      return main.emitError()
+             << "parameter '" << info.name << "' has no cleave.initial_value";
     // A sharded parameter's initial value is the global tensor; each
     // rank copies its shard when its executor starts.
     plan::TensorInfo global = info;
@@ -213,8 +212,8 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
     }
     FailureOr<std::vector<uint8_t>> bytes = constantBytes(init);
     if (failed(bytes) || bytes->size() != global.byteSize())
-      return main.emitError() << "cannot serialize the initial value of '"
-                              << info.name << "'";
+      return main.emitError()
+             << "cannot serialize the initial value of '" << info.name << "'";
     plan::Constant c;
     c.info = info;
     c.data = std::move(*bytes);
@@ -243,8 +242,8 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
     plan::TensorInfo info;
     if (failed(tensorInfo(a, arg, name ? name.getValue() : StringRef(fallback),
                           info)) ||
-        failed(readSharding(main.getArgAttr(i, kShardingAttrName),
-                        info, arg.getLoc())))
+        failed(readSharding(main.getArgAttr(i, kShardingAttrName), info,
+                            arg.getLoc())))
       return failure();
     if (getArgState(main, i)) {
       if (failed(addState(a, p, i, std::move(info))))
@@ -256,9 +255,10 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
     if (auto range = getArgValidRange(main, i))
       p.metadata.push_back(
           {std::string(plan::kValidRangePrefix) + info.name,
-           llvm::join(llvm::map_range(range.asArrayRef(),
-                                      [](int64_t v) { return std::to_string(v); }),
-                      ",")});
+           llvm::join(
+               llvm::map_range(range.asArrayRef(),
+                               [](int64_t v) { return std::to_string(v); }),
+               ",")});
     std::optional<Role> role = getArgRole(main, i);
     int64_t index = p.inputs.size();
     if (role == Role::lr)
@@ -274,10 +274,10 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
       int64_t target = *updates;
       if (target < 0 || target >= main.getNumArguments() ||
           !hasArgState(main, target))
-        return main.emitError() << "result " << i
-                                << " updates argument " << target
-                                << ", which is not a state argument";
-      uint64_t src = offsetOf(a, v), dst = offsetOf(a, main.getArgument(target));
+        return main.emitError() << "result " << i << " updates argument "
+                                << target << ", which is not a state argument";
+      uint64_t src = offsetOf(a, v),
+               dst = offsetOf(a, main.getArgument(target));
       if (src != dst)
         a.stateCopies.push_back(
             {a.copyTime.count(i) ? a.copyTime.lookup(i) : end,
@@ -290,9 +290,10 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
     auto name = getResultName(main, i);
     std::string fallback = "output" + std::to_string(i);
     plan::TensorInfo info;
-    if (failed(tensorInfo(a, v, name ? name.getValue() : StringRef(fallback), info)) ||
-        failed(readSharding(main.getResultAttr(i, kShardingAttrName),
-                        info, main.getLoc())))
+    if (failed(tensorInfo(a, v, name ? name.getValue() : StringRef(fallback),
+                          info)) ||
+        failed(readSharding(main.getResultAttr(i, kShardingAttrName), info,
+                            main.getLoc())))
       return failure();
     std::optional<Role> role = getResultRole(main, i);
     if (role == Role::loss)
@@ -327,7 +328,8 @@ LogicalResult PlanBuilder::addConstants(const Assembly &a, plan::Plan &p) {
                   "reads it as a constant (only trainable weight matrices "
                   "can be drawn by --init-parameters)";
     plan::Constant c;
-    if (failed(tensorInfo(a, b.value, name ? name.getValue() : "constant", c.info)))
+    if (failed(tensorInfo(a, b.value, name ? name.getValue() : "constant",
+                          c.info)))
       return failure();
     FailureOr<std::vector<uint8_t>> bytes = constantBytes(cst.getValue());
     if (failed(bytes))

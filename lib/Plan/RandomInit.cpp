@@ -25,8 +25,7 @@ static uint64_t parameterSeed(uint64_t seed, const std::string &name) {
   return seed + 0x9e3779b97f4a7c15ull * (h | 1);
 }
 
-int64_t initParametersRandomly(plan::Plan &plan, double stddev,
-                               uint64_t seed) {
+int64_t initParametersRandomly(plan::Plan &plan, double stddev, uint64_t seed) {
   int64_t count = 0;
   if (plan.isPipelined()) {
     // Each stage its own parameters; a tied one draws the same values in
@@ -34,8 +33,8 @@ int64_t initParametersRandomly(plan::Plan &plan, double stddev,
     for (plan::Plan &stage : plan.stages)
       count += initParametersRandomly(stage, stddev, seed);
     plan.metadata.push_back(
-        {"init_parameters", "normal std " + std::to_string(stddev) +
-                                " seed " + std::to_string(seed)});
+        {"init_parameters", "normal std " + std::to_string(stddev) + " seed " +
+                                std::to_string(seed)});
     return count;
   }
   for (size_t i = 0; i < plan.states.size(); ++i) {
@@ -44,9 +43,10 @@ int64_t initParametersRandomly(plan::Plan &plan, double stddev,
         state.info.dtype != plan::DType::F32 || state.info.shape.size() < 2)
       continue;
     // The initializer's constant shares the state's offset.
-    auto constant = std::find_if(
-        plan.constants.begin(), plan.constants.end(),
-        [&](const plan::Constant &c) { return c.info.offset == state.info.offset; });
+    auto constant = std::find_if(plan.constants.begin(), plan.constants.end(),
+                                 [&](const plan::Constant &c) {
+                                   return c.info.offset == state.info.offset;
+                                 });
     if (constant != plan.constants.end())
       plan.constants.erase(constant);
     plan::Command init;

@@ -14,15 +14,24 @@ namespace cleave {
 
 llvm::StringRef getMemoryClassName(MemoryClass cls) {
   switch (cls) {
-  case MemoryClass::Parameters: return "parameters";
-  case MemoryClass::MasterParameters: return "master parameters";
-  case MemoryClass::OptimizerStates: return "optimizer states";
-  case MemoryClass::StateBuffers: return "state buffers";
-  case MemoryClass::Gradients: return "gradients";
-  case MemoryClass::Activations: return "activations";
-  case MemoryClass::Temporaries: return "temporaries";
-  case MemoryClass::Inputs: return "inputs";
-  case MemoryClass::Constants: return "constants";
+  case MemoryClass::Parameters:
+    return "parameters";
+  case MemoryClass::MasterParameters:
+    return "master parameters";
+  case MemoryClass::OptimizerStates:
+    return "optimizer states";
+  case MemoryClass::StateBuffers:
+    return "state buffers";
+  case MemoryClass::Gradients:
+    return "gradients";
+  case MemoryClass::Activations:
+    return "activations";
+  case MemoryClass::Temporaries:
+    return "temporaries";
+  case MemoryClass::Inputs:
+    return "inputs";
+  case MemoryClass::Constants:
+    return "constants";
   }
   return "?";
 }
@@ -53,8 +62,8 @@ void summarizeBuffers(llvm::ArrayRef<ReportBuffer> buffers,
     uint64_t total = 0;
     for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
       live[c] += change[t][c];
-      report.peakLive[c] =
-          std::max<uint64_t>(report.peakLive[c], static_cast<uint64_t>(live[c]));
+      report.peakLive[c] = std::max<uint64_t>(report.peakLive[c],
+                                              static_cast<uint64_t>(live[c]));
       total += live[c];
     }
     if (total > report.peakBytes) {
@@ -76,10 +85,10 @@ static std::string bytesText(uint64_t bytes) {
 
 void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
   os << "memory per rank"
-     << (r.mesh.empty() ? std::string(" (one rank)")
-                        : " (mesh " + r.mesh + ")")
+     << (r.mesh.empty() ? std::string(" (one rank)") : " (mesh " + r.mesh + ")")
      << ", bytes:\n";
-  os << llvm::formatv("  {0,-18} {1,28} {2,28}\n", "", "held", "live at the peak");
+  os << llvm::formatv("  {0,-18} {1,28} {2,28}\n", "", "held",
+                      "live at the peak");
   auto row = [&](MemoryClass cls, llvm::StringRef held, llvm::StringRef note) {
     unsigned c = static_cast<unsigned>(cls);
     os << llvm::formatv("  {0,-18} {1,28} {2,28}", getMemoryClassName(cls),
@@ -100,8 +109,7 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
         .str();
   };
   auto largestLive = [&](MemoryClass cls) {
-    return "largest live " +
-           bytesText(r.peakLive[static_cast<unsigned>(cls)]);
+    return "largest live " + bytesText(r.peakLive[static_cast<unsigned>(cls)]);
   };
   row(MemoryClass::Parameters, held(MemoryClass::Parameters),
       r.parameterElements > 0
@@ -120,7 +128,8 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
     row(MemoryClass::StateBuffers, held(MemoryClass::StateBuffers), "");
   // Gradients: what the optimizer reads, then how many of the parameters
   // have one stored at all.
-  llvm::SmallVector<std::string> gradientNotes = {"as the optimizer reads them"};
+  llvm::SmallVector<std::string> gradientNotes = {
+      "as the optimizer reads them"};
   if (std::string psi = perPsi(MemoryClass::Gradients); !psi.empty())
     gradientNotes.push_back(psi);
   gradientNotes.push_back(largestLive(MemoryClass::Gradients) +
@@ -188,8 +197,7 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
   os << llvm::formatv("  {0,-8} {1,-20} {2,6} {3,24} {4,6} {5,24} {6,14}\n",
                       "axes", "collective", "count", "bytes", "async",
                       "overlapped", "GFLOP between");
-  auto line = [&](llvm::StringRef axes, llvm::StringRef kind,
-                  const Totals &t) {
+  auto line = [&](llvm::StringRef axes, llvm::StringRef kind, const Totals &t) {
     os << llvm::formatv("  {0,-8} {1,-20} {2,6} {3,24} {4,6} {5,24} {6,14}\n",
                         axes, kind, t.count, bytesText(t.bytes), t.async,
                         bytesText(t.inFlightBytes),
@@ -204,9 +212,7 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
 
 void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
                       unsigned optimizerBytes, llvm::raw_ostream &os) {
-  auto at = [&](MemoryClass cls) {
-    return r.held[static_cast<unsigned>(cls)];
-  };
+  auto at = [&](MemoryClass cls) { return r.held[static_cast<unsigned>(cls)]; };
   // Mixed precision (some parameters have f32 masters): the paper's
   // variant, 2-byte parameters and gradients, the master with the
   // optimizer's states; otherwise the fp32 one.
@@ -217,10 +223,10 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
   const double p = paramBytes * psi / (stage >= 3 ? n : 1),
                g = gradBytes * psi / (stage >= 2 ? n : 1),
                o = stateBytes * psi / (stage >= 1 ? n : 1);
-  uint64_t states = at(MemoryClass::OptimizerStates) +
-                    at(MemoryClass::MasterParameters);
-  uint64_t measured = at(MemoryClass::Parameters) +
-                      at(MemoryClass::Gradients) + states;
+  uint64_t states =
+      at(MemoryClass::OptimizerStates) + at(MemoryClass::MasterParameters);
+  uint64_t measured =
+      at(MemoryClass::Parameters) + at(MemoryClass::Gradients) + states;
   os << llvm::formatv(
       "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
       "({3} variant: {4}-byte parameters and gradients, {5} bytes of {6}"
@@ -240,13 +246,13 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
   };
   line("parameters", term(paramBytes, stage >= 3), p,
        at(MemoryClass::Parameters));
-  line("gradients", term(gradBytes, stage >= 2), g,
-       at(MemoryClass::Gradients));
+  line("gradients", term(gradBytes, stage >= 2), g, at(MemoryClass::Gradients));
   line(mixed ? "master + optimizer" : "optimizer states",
        term(stateBytes, stage >= 1), o, states);
   line("total", "", p + g + o, measured);
   if (mixed) {
-    int64_t f32Only = r.replicaParameterElements - r.replicaLowPrecisionElements;
+    int64_t f32Only =
+        r.replicaParameterElements - r.replicaLowPrecisionElements;
     llvm::SmallVector<std::string> notes;
     if (!r.lowPrecisionGradients)
       notes.push_back("gradients stay f32, 4 bytes where the formula has 2 "
@@ -278,7 +284,8 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
       os << "  (where Cleave departs from the formula: "
          << llvm::join(notes, "; ") << ")\n";
   }
-  uint64_t gradientsLive = r.peakLive[static_cast<unsigned>(MemoryClass::Gradients)];
+  uint64_t gradientsLive =
+      r.peakLive[static_cast<unsigned>(MemoryClass::Gradients)];
   if (gradientsLive < at(MemoryClass::Gradients))
     os << "  (the gradients are never all live at once: at most "
        << gradientsLive << " bytes are, with the unreduced ones)\n";

@@ -1,4 +1,4 @@
-//===- InitAll.cpp - Register every Cleave dialect and pass ----------------===//
+//===- InitAll.cpp - Register every Cleave dialect and pass ---------------===//
 
 #include "cleave/InitAll.h"
 

@@ -383,7 +383,8 @@ Simulation simulate(const std::vector<std::vector<Step>> &order,
 }
 
 double formulaBubble(const ScheduleOptions &o, const StepCosts &c) {
-  double p = static_cast<double>(o.ranks), m = static_cast<double>(o.microbatches);
+  double p = static_cast<double>(o.ranks),
+         m = static_cast<double>(o.microbatches);
   double v = static_cast<double>(o.chunks);
   switch (o.kind) {
   case ScheduleKind::GPipe:

@@ -122,8 +122,8 @@ CommCost collectiveCost(CollectiveOp op, double bytes, int64_t n,
 }
 
 CommCost hierarchicalCost(CollectiveOp op, double bytes, int64_t nodes,
-                          int64_t perNode, const Link &intra,
-                          const Link &inter, double overhead) {
+                          int64_t perNode, const Link &intra, const Link &inter,
+                          double overhead) {
   double share = perNode > 0 ? bytes / double(perNode) : bytes;
   CommCost c;
   auto add = [&](CollectiveOp phase, double s, int64_t n, const Link &link) {
@@ -196,10 +196,10 @@ double gemmSeconds(const Device &d, int64_t m, int64_t n, int64_t k,
   double peak = gemmPeak(d, dtype);
   double compute = flops > 0 && peak > 0 ? flops / (peak * efficiency) : 0;
   double element = double(plan::dtypeSize(dtype));
-  double bytes = (double(m) * double(k) + double(k) * double(n)) * element *
-                     double(batch) +
-                 double(m) * double(n) * double(batch) *
-                     double(plan::dtypeSize(out));
+  double bytes =
+      (double(m) * double(k) + double(k) * double(n)) * element *
+          double(batch) +
+      double(m) * double(n) * double(batch) * double(plan::dtypeSize(out));
   double memory = d.memoryBandwidth > 0 ? bytes / d.memoryBandwidth : 0;
   return std::max(compute, memory) + d.gemmOverhead;
 }
@@ -243,7 +243,8 @@ double attentionSeconds(const Device &d, const plan::Command &c) {
     return d.kernelOverhead;
   double bh = double(p[plan::kAttnBatch]) * double(p[plan::kAttnQHeads]);
   double sq = double(p[plan::kAttnQLen]), skv = double(p[plan::kAttnKVLen]);
-  double dk = double(p[plan::kAttnHeadDim]), dv = double(p[plan::kAttnValueDim]);
+  double dk = double(p[plan::kAttnHeadDim]),
+         dv = double(p[plan::kAttnValueDim]);
   // The share of scores a causal mask leaves: keys j <= i + offset.
   double live = 1;
   if (p[plan::kAttnCausal] && sq > 0 && skv > 0) {

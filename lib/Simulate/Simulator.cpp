@@ -144,8 +144,8 @@ private:
     if (!options.traceCommands)
       return; // no name to build
     span(r, stream,
-         commandName(*r.plan, cmd) + " (" +
-             algorithmName(inst.cost.algorithm) + ")",
+         commandName(*r.plan, cmd) + " (" + algorithmName(inst.cost.algorithm) +
+             ")",
          "collective", inst.start, inst.end);
   }
   CommCost costOf(const Command &cmd, const std::vector<int64_t> &ranks);
@@ -543,9 +543,9 @@ std::string Simulator::run() {
     out.flops += r.result.flops;
     out.ranks.push_back(r.result);
   }
-  subtractRecompute(out, metadataNumber(plan.isPipelined() ? plan.stages[0]
-                                                             : plan,
-                                         "recompute_extra_flops"));
+  subtractRecompute(out,
+                    metadataNumber(plan.isPipelined() ? plan.stages[0] : plan,
+                                   "recompute_extra_flops"));
 
   // The bubble over the pipeline ranks of the first data/tensor coordinate.
   int64_t ppAxis = plan::pipelineAxis(plan.mesh);

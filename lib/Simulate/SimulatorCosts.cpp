@@ -32,7 +32,7 @@ void detail::subtractRecompute(SimResult &out, double extra) {
 /// MFU and HFU of `out` over `world` devices against the peak of the
 /// element type of the plan's GEMMs (bf16 or fp16 if any GEMM uses it).
 void detail::setUtilization(SimResult &out, const plan::Plan &plan,
-                    const Device &device, int64_t world) {
+                            const Device &device, int64_t world) {
   plan::DType gemmType = plan::DType::F32;
   auto scan = [&](const plan::Plan &p) {
     for (const Command &c : p.commands)
@@ -46,11 +46,10 @@ void detail::setUtilization(SimResult &out, const plan::Plan &plan,
   for (const plan::Plan &stage : plan.stages)
     scan(stage);
   out.peakFlops = gemmPeak(device, gemmType);
-  out.peakType = gemmType == plan::DType::BF16  ? "bf16"
-                 : gemmType == plan::DType::F16 ? "fp16"
-                 : device.tf32Gemms && device.tf32Flops > 0
-                     ? "tf32"
-                     : "fp32";
+  out.peakType = gemmType == plan::DType::BF16              ? "bf16"
+                 : gemmType == plan::DType::F16             ? "fp16"
+                 : device.tf32Gemms && device.tf32Flops > 0 ? "tf32"
+                                                            : "fp32";
   double capacity = out.peakFlops * out.stepSeconds * double(world);
   if (capacity > 0) {
     out.mfu = out.modelFlops / capacity;
@@ -79,11 +78,11 @@ detail::PlanCosts detail::costPlan(const plan::Plan &p, const Device &device) {
     case CommandKind::GpuLaunch:
       if (cmd.kind == CommandKind::Gemm &&
           cmd.params.size() >= plan::kGemmNumParams)
-        s = gemmSeconds(
-            device, cmd.params[plan::kGemmM], cmd.params[plan::kGemmN],
-            cmd.params[plan::kGemmK], cmd.params[plan::kGemmBatch],
-            static_cast<plan::DType>(cmd.params[plan::kGemmDType]),
-            static_cast<plan::DType>(plan::gemmOutDTypeOf(cmd)));
+        s = gemmSeconds(device, cmd.params[plan::kGemmM],
+                        cmd.params[plan::kGemmN], cmd.params[plan::kGemmK],
+                        cmd.params[plan::kGemmBatch],
+                        static_cast<plan::DType>(cmd.params[plan::kGemmDType]),
+                        static_cast<plan::DType>(plan::gemmOutDTypeOf(cmd)));
       else
         s = device.kernelOverhead;
       break;
@@ -174,8 +173,8 @@ CommCost commandCost(const Cluster &cluster, const Placement &placement,
     Link intra = cluster.intraNode, inter = cluster.interNode;
     for (Link *l : {&intra, &inter})
       l->latency = stepLatency(*l, placement, threadWork);
-    CommCost two = hierarchicalCost(info.op, bytes, nodeCount, g,
-                                    intra, inter, overhead);
+    CommCost two =
+        hierarchicalCost(info.op, bytes, nodeCount, g, intra, inter, overhead);
     if (two.seconds < best.seconds)
       best = two;
   }

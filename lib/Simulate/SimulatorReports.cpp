@@ -57,8 +57,8 @@ std::string runBudgetReport(const SimResult &r, const Cluster &cluster,
                 "(%.4g days), %.4g kWh, cost %.4g (device-hours %.4g + "
                 "energy %.4g)\n",
                 tokens, perStep, steps, seconds, seconds / 86400,
-                steps * cost.kWh, steps * cost.total(),
-                steps * cost.deviceCost, steps * cost.energyCost);
+                steps * cost.kWh, steps * cost.total(), steps * cost.deviceCost,
+                steps * cost.energyCost);
   return line;
 }
 

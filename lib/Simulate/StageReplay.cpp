@@ -42,8 +42,9 @@ std::string parseReplaySchedule(const std::string &text, ReplaySchedule &out) {
     size_t eq = part.find('=');
     std::string key = part.substr(0, eq);
     char *end = nullptr;
-    long long value =
-        eq == std::string::npos ? 0 : std::strtoll(part.c_str() + eq + 1, &end, 10);
+    long long value = eq == std::string::npos
+                          ? 0
+                          : std::strtoll(part.c_str() + eq + 1, &end, 10);
     if (eq == std::string::npos || !end || *end || value < 1 ||
         value > (1 << 20) || (key != "pp" && key != "microbatches"))
       return "bad replayed schedule field '" + part +
@@ -70,9 +71,8 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
   // each computes at its share, as processor sharing gives while all are
   // busy.
   double gemmShare = placement.computeShare;
-  double onNode = double(
-      std::min((placement.world + cluster.nodes - 1) / cluster.nodes,
-               placement.world));
+  double onNode = double(std::min(
+      (placement.world + cluster.nodes - 1) / cluster.nodes, placement.world));
   double kernelShare =
       std::max(1.0, onNode / cluster.kernelCapacityOrDefault());
   // Seconds (communication, compute) of each step, and outside them.
@@ -88,10 +88,10 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
   // delay the step that reads them; one that comes once per step (a tied
   // weight, its gradient's share) is communication of its own: told apart
   // by how often a message of its size arrives.
-  int64_t forwards = std::count_if(names.begin(), names.end(),
-                                   [](const std::string &n) {
-                                     return !n.empty() && n[0] == 'F';
-                                   });
+  int64_t forwards =
+      std::count_if(names.begin(), names.end(), [](const std::string &n) {
+        return !n.empty() && n[0] == 'F';
+      });
   std::map<std::pair<int64_t, int>, int64_t> receives;
   int64_t dpAxis = -1;
   for (size_t a = 0; a < mesh.axisNames.size(); ++a)
@@ -118,10 +118,10 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
       if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
         // Neighbouring pipeline ranks of the replayed mesh (none: one
         // pipeline rank, whose stages pass nothing).
-        seconds = pair.size() == 2 ? commandCost(cluster, placement, options,
-                                                 cmd, pair)
-                                         .seconds
-                                   : 0;
+        seconds =
+            pair.size() == 2
+                ? commandCost(cluster, placement, options, cmd, pair).seconds
+                : 0;
         // A microbatch's message's transfer delays its receiver (the
         // replay's dependency); the sender pays for sending it.
         if (info.op == CollectiveOp::Recv &&
@@ -131,7 +131,8 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
         }
       } else {
         plan::Group g = plan::groupOf(mesh, info.axes, rank);
-        seconds = commandCost(cluster, placement, options, cmd, g.ranks).seconds;
+        seconds =
+            commandCost(cluster, placement, options, cmd, g.ranks).seconds;
         // The gradients' reductions (once per step: after the steps, or
         // in the last backward step, which then costs more than the
         // others and its excess counts after the steps).
@@ -198,8 +199,8 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
   if (p * v != stages)
     return "the plan has " + std::to_string(stages) +
            " stage programs; replaying " + std::to_string(p) +
-           " pipeline ranks with " + std::to_string(v) +
-           " chunks each needs " + std::to_string(p * v);
+           " pipeline ranks with " + std::to_string(v) + " chunks each needs " +
+           std::to_string(p * v);
   // Each stage program's first microbatch is what it replays.
   std::vector<std::vector<std::string>> names;
   int64_t compiledMicrobatches = 0;
@@ -215,8 +216,8 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
     compiledMicrobatches = forwards;
   }
   so.ranks = p;
-  so.microbatches = replay.microbatches ? replay.microbatches
-                                        : compiledMicrobatches;
+  so.microbatches =
+      replay.microbatches ? replay.microbatches : compiledMicrobatches;
 
   // The replayed mesh: the plan's, with p ranks on the pp axis.
   plan::Mesh mesh = plan.mesh;
@@ -236,9 +237,9 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
   std::vector<StageCost> stageCosts(stages);
   double transfer = 0;
   for (int64_t j = 0; j < stages; ++j) {
-    if (std::string e = costStage(plan.stages[j], cluster, placement, options,
-                                  mesh, {rankAt(j % p), rankAt((j + 1) % p)},
-                                  stageCosts[j]);
+    if (std::string e =
+            costStage(plan.stages[j], cluster, placement, options, mesh,
+                      {rankAt(j % p), rankAt((j + 1) % p)}, stageCosts[j]);
         !e.empty())
       return "stage " + std::to_string(j) + " " + e;
     out.kernelCostsKnown &= stageCosts[j].kernelCostsKnown;
@@ -296,22 +297,20 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
     out.flops += rr.flops * double(others);
     out.ranks.push_back(rr);
   }
-  subtractRecompute(out, metadataNumber(plan.stages[0],
-                                        "recompute_extra_flops") *
-                             scale);
+  subtractRecompute(
+      out, metadataNumber(plan.stages[0], "recompute_extra_flops") * scale);
   out.bubble = sim.bubble;
   char expected[128];
   std::snprintf(expected, sizeof(expected),
                 "%s at p = %lld, m = %lld: bubble %.1f%% by the formula",
-                replay.kind.c_str(), (long long)p,
-                (long long)so.microbatches,
+                replay.kind.c_str(), (long long)p, (long long)so.microbatches,
                 pl::formulaBubble(so, pl::StepCosts()) * 100);
   out.expectedBubble = expected;
   for (const pl::TimedStep &t : sim.steps)
-    out.spans.push_back({rankAt(t.rank), 2, pl::stepName(t.step, so),
-                         t.step.kind == pl::StepKind::Forward ? "forward"
-                                                              : "backward",
-                         head + t.start, head + t.end});
+    out.spans.push_back(
+        {rankAt(t.rank), 2, pl::stepName(t.step, so),
+         t.step.kind == pl::StepKind::Forward ? "forward" : "backward",
+         head + t.start, head + t.end});
 
   setUtilization(out, plan, cluster.device, world);
   return "";

@@ -1,4 +1,4 @@
-//===- CanonicalizeContractions.cpp - Batched-GEMM form of contractions ----===//
+//===- CanonicalizeContractions.cpp - Batched-GEMM form of contractions ---===//
 
 #include "cleave/Transforms/Passes.h"
 
@@ -46,8 +46,8 @@ static ContractOp foldBroadcastBatch(ContractOp op) {
   OpBuilder b(op);
   auto replacement = ContractOp::create(
       b, op.getLoc(), op.getType(), op.getLhs(), bcast.getOperand(),
-      ArrayRef<int64_t>{}, ArrayRef<int64_t>{}, op.getLhsContractingDimensions(),
-      rc);
+      ArrayRef<int64_t>{}, ArrayRef<int64_t>{},
+      op.getLhsContractingDimensions(), rc);
   op.replaceAllUsesWith(replacement.getResult());
   op.erase();
   return replacement;
@@ -87,7 +87,8 @@ static SmallVector<int64_t> gemmLayoutPermutation(ArrayRef<int64_t> batch,
                                                   ArrayRef<int64_t> contract,
                                                   int64_t rank,
                                                   bool contractFirst) {
-  SmallVector<int64_t> free = ContractOp::getFreeDimensions(rank, batch, contract);
+  SmallVector<int64_t> free =
+      ContractOp::getFreeDimensions(rank, batch, contract);
   bool innerIsContract = !contract.empty() && contract.back() == rank - 1;
   bool innerIsFree = !free.empty() && free.back() == rank - 1;
   if (innerIsContract)
@@ -150,8 +151,8 @@ static ContractOp transposeToGemmLayout(ContractOp op) {
     rc = permutedDims(perm, rc);
     rb = permutedDims(perm, rb);
   }
-  auto replacement =
-      ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs, lb, rb, lc, rc);
+  auto replacement = ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs,
+                                        lb, rb, lc, rc);
   op.replaceAllUsesWith(replacement.getResult());
   op.erase();
   return replacement;
@@ -182,7 +183,8 @@ static ContractOp foldOperandTransposes(ContractOp op) {
       newBatch.push_back(perm[d]);
     for (int64_t d : contract)
       newContract.push_back(perm[d]);
-    SmallVector<int64_t> free = ContractOp::getFreeDimensions(rank, batch, contract);
+    SmallVector<int64_t> free =
+        ContractOp::getFreeDimensions(rank, batch, contract);
     for (size_t i = 1; i < free.size(); ++i)
       if (perm[free[i - 1]] > perm[free[i]])
         return; // the result layout would change
@@ -208,8 +210,8 @@ static ContractOp foldOperandTransposes(ContractOp op) {
   if (!changed)
     return op;
   OpBuilder b(op);
-  auto replacement =
-      ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs, lb, rb, lc, rc);
+  auto replacement = ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs,
+                                        lb, rb, lc, rc);
   op.replaceAllUsesWith(replacement.getResult());
   op.erase();
   return replacement;

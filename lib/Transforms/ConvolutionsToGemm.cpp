@@ -59,9 +59,9 @@ static bool rewriteConvolution(ConvOp conv, int64_t minGroupOutputs) {
 
   SmallVector<int64_t> filterShape = {groups, outPerGroup};
   llvm::append_range(filterShape, wType.getShape().drop_front(1));
-  Value filter = ReshapeOp::create(
-      b, loc, RankedTensorType::get(filterShape, elementType),
-      conv.getFilter());
+  Value filter =
+      ReshapeOp::create(b, loc, RankedTensorType::get(filterShape, elementType),
+                        conv.getFilter());
 
   // Contract C/G x K... (filter dimensions 2.., columns 1..).
   SmallVector<int64_t> lhsContract(1 + spatial), rhsContract(1 + spatial);

@@ -57,7 +57,8 @@ struct DecomposeAttentionPass
         SmallVector<Value, 3> values = {g.dq, g.dk, g.dv};
         for (auto [result, value] : llvm::zip(grad.getResults(), values))
           result.replaceAllUsesWith(e.convert(
-              value, cast<RankedTensorType>(result.getType()).getElementType()));
+              value,
+              cast<RankedTensorType>(result.getType()).getElementType()));
       }
       op->erase();
     }

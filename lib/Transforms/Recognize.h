@@ -146,8 +146,8 @@ LogicalResult miss(Operation *op, StringRef why);
 /// What the attention matcher found of the constant masks it read (their
 /// causal offsets), so that a mask every layer shares is read once.
 struct MaskCache {
-  std::map<std::tuple<const void *, int64_t, int64_t, int64_t, int64_t,
-                      int64_t, int>,
+  std::map<std::tuple<const void *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                      int>,
            std::optional<int64_t>>
       offsets;
 };

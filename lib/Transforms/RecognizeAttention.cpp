@@ -215,12 +215,11 @@ struct ConstantMask {
   /// attribute within a pass, and by contents across the process's
   /// contexts (the planner compiles the same model's mask in every
   /// profile, each in its own context; a 2048 x 2048 mask is 4M elements).
-  std::optional<int64_t>
-  cachedCausalOffset(MaskCache &cache, int kind, int64_t keys,
-                     llvm::function_ref<std::optional<bool>(double)> allowed)
-      const {
-    auto key = std::make_tuple(data->getValue().getAsOpaquePointer(),
-                               rowStride, rows, colStride, cols, keys, kind);
+  std::optional<int64_t> cachedCausalOffset(
+      MaskCache &cache, int kind, int64_t keys,
+      llvm::function_ref<std::optional<bool>(double)> allowed) const {
+    auto key = std::make_tuple(data->getValue().getAsOpaquePointer(), rowStride,
+                               rows, colStride, cols, keys, kind);
     auto it = cache.offsets.find(key);
     if (it != cache.offsets.end())
       return it->second;
@@ -255,8 +254,8 @@ struct ConstantMask {
                 std::optional<int64_t> &offset) {
       std::lock_guard<std::mutex> lock(mutex);
       auto it = entries.find(key);
-      if (it == entries.end() || it->second.first != StringRef(bytes.data(),
-                                                               bytes.size()))
+      if (it == entries.end() ||
+          it->second.first != StringRef(bytes.data(), bytes.size()))
         return false;
       offset = it->second.second;
       return true;
@@ -418,8 +417,7 @@ static LogicalResult matchAttention(SoftmaxOp softmax, AttentionMatch &m,
       if (!mask)
         return miss(op, "the mask is not a constant");
       std::optional<int64_t> offset = mask->cachedCausalOffset(
-          masks, keepWhen ? 1 : 0, keys,
-          [&](double c) -> std::optional<bool> {
+          masks, keepWhen ? 1 : 0, keys, [&](double c) -> std::optional<bool> {
             return (c != 0) == keepWhen;
           });
       if (!offset)

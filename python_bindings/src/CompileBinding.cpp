@@ -58,8 +58,7 @@ struct OptionSetter : cleave::CompileOptionVisitor {
   [[noreturn]] void wrong(const cleave::CompileOptionInfo &info,
                           nb::handle value, const char *expected) {
     raise("option", "option '--" + info.name + "' takes " + expected +
-                        ", not " +
-                        nb::cast<std::string>(nb::repr(value)));
+                        ", not " + nb::cast<std::string>(nb::repr(value)));
   }
   /// An option's text: a str, or the text of a number.
   std::string text(const cleave::CompileOptionInfo &info, nb::handle value) {

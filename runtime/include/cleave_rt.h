@@ -36,14 +36,14 @@ extern "C" {
 
 typedef enum cleave_rt_status_code_e {
   CLEAVE_RT_OK = 0,
-  CLEAVE_RT_INVALID_ARGUMENT = 1,  /* bad argument (index, size, name...) */
-  CLEAVE_RT_NOT_FOUND = 2,         /* missing file or symbol */
-  CLEAVE_RT_OUT_OF_RANGE = 3,      /* index past the end */
-  CLEAVE_RT_DATA_LOSS = 4,         /* malformed, truncated or corrupted plan */
-  CLEAVE_RT_UNAVAILABLE = 5,       /* backend not built or no device */
+  CLEAVE_RT_INVALID_ARGUMENT = 1,   /* bad argument (index, size, name...) */
+  CLEAVE_RT_NOT_FOUND = 2,          /* missing file or symbol */
+  CLEAVE_RT_OUT_OF_RANGE = 3,       /* index past the end */
+  CLEAVE_RT_DATA_LOSS = 4,          /* malformed, truncated or corrupted plan */
+  CLEAVE_RT_UNAVAILABLE = 5,        /* backend not built or no device */
   CLEAVE_RT_RESOURCE_EXHAUSTED = 6, /* out of memory */
   CLEAVE_RT_FAILED_PRECONDITION = 7, /* e.g. running with unset inputs */
-  CLEAVE_RT_UNIMPLEMENTED = 8,     /* a plan feature this runtime lacks */
+  CLEAVE_RT_UNIMPLEMENTED = 8,       /* a plan feature this runtime lacks */
   CLEAVE_RT_INTERNAL = 9
 } cleave_rt_status_code_t;
 
@@ -79,12 +79,12 @@ typedef struct cleave_rt_tensor_desc_t {
 
 size_t cleave_rt_program_input_count(cleave_rt_program program);
 size_t cleave_rt_program_output_count(cleave_rt_program program);
-cleave_rt_status cleave_rt_program_input_desc(cleave_rt_program program,
-                                              size_t index,
-                                              cleave_rt_tensor_desc_t *out_desc);
-cleave_rt_status cleave_rt_program_output_desc(cleave_rt_program program,
-                                               size_t index,
-                                               cleave_rt_tensor_desc_t *out_desc);
+cleave_rt_status
+cleave_rt_program_input_desc(cleave_rt_program program, size_t index,
+                             cleave_rt_tensor_desc_t *out_desc);
+cleave_rt_status
+cleave_rt_program_output_desc(cleave_rt_program program, size_t index,
+                              cleave_rt_tensor_desc_t *out_desc);
 /* Index of the input/output named `name`, or OUT_OF_RANGE/NOT_FOUND. */
 cleave_rt_status cleave_rt_program_find_input(cleave_rt_program program,
                                               const char *name,
@@ -109,8 +109,8 @@ cleave_rt_status cleave_rt_program_set_weights_dir(cleave_rt_program program,
 /* Executors created afterwards leave the referenced initial values unread
  * (zero): for a caller that writes every state itself, such as a training
  * run resuming from a checkpoint. */
-cleave_rt_status cleave_rt_program_skip_referenced_values(
-    cleave_rt_program program);
+cleave_rt_status
+cleave_rt_program_skip_referenced_values(cleave_rt_program program);
 size_t cleave_rt_program_command_count(cleave_rt_program program);
 /* The target triple-like string the plan was compiled for ("cpu-x86_64"). */
 const char *cleave_rt_program_target(cleave_rt_program program);
@@ -146,8 +146,7 @@ cleave_rt_status cleave_rt_executor_run(cleave_rt_executor executor);
 /* Points *out_data at output `index` (host memory owned by the executor,
  * valid until the next run or destroy) and sets *out_bytes to its size. */
 cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
-                                           size_t index,
-                                           const void **out_data,
+                                           size_t index, const void **out_data,
                                            size_t *out_bytes);
 /* One line describing where the executor runs: "cpu", or for "cuda" the
  * device, its compute capability, the driver version and the NCCL version
@@ -246,8 +245,9 @@ cleave_rt_communicator_create_local(cleave_rt_local_world world, size_t rank,
  * Initializes MPI if the caller has not (and finalizes it on destroy).
  * UNAVAILABLE in a runtime built without MPI. An abort ends the whole job
  * (MPI_Abort). */
-cleave_rt_status cleave_rt_communicator_create_mpi(
-    double timeout_seconds, cleave_rt_communicator *out_comm);
+cleave_rt_status
+cleave_rt_communicator_create_mpi(double timeout_seconds,
+                                  cleave_rt_communicator *out_comm);
 /* Destroying a communicator tells its peers that the rank has exited. */
 void cleave_rt_communicator_destroy(cleave_rt_communicator comm);
 size_t cleave_rt_communicator_rank(cleave_rt_communicator comm);
@@ -282,9 +282,10 @@ cleave_rt_status cleave_rt_read_launch_env(cleave_rt_launch_env_t *out);
  * for a plan without a mesh or with a one-rank mesh; otherwise its size
  * must equal the mesh's (the error names both). The communicator must
  * outlive the executor. */
-cleave_rt_status cleave_rt_executor_create_ranked(
-    cleave_rt_program program, const char *backend,
-    cleave_rt_communicator comm, cleave_rt_executor *out_executor);
+cleave_rt_status
+cleave_rt_executor_create_ranked(cleave_rt_program program, const char *backend,
+                                 cleave_rt_communicator comm,
+                                 cleave_rt_executor *out_executor);
 
 /* The global shape of input (output) `index` and where rank `mesh_rank`'s
  * shard starts in it: `global_dims` and `offsets` get desc.rank entries
@@ -378,7 +379,8 @@ typedef struct cleave_rt_state_desc_t {
   const char *parameter;
   const char *slot;        /* "" for parameters; "momentum", "adam_m", ... */
   const char *global_name; /* checkpoint key: parameter or "<param>.<slot>" */
-  int sharded; /* 1 if split over the plan's mesh (tensor is this rank's shard) */
+  int sharded; /* 1 if split over the plan's mesh (tensor is this rank's shard)
+                */
 } cleave_rt_state_desc_t;
 
 size_t cleave_rt_program_state_count(cleave_rt_program program);

@@ -343,10 +343,10 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
       if (sh.tileMasked(i0, rows, j0))
         break;
       int64_t cols = std::min(kKeyTile, sh.Skv - j0);
-      const float *kt = view(sh.dtype, buf.k, (kvBase + j0) * sh.D,
-                             cols * sh.D, k.data());
-      const float *vt = view(sh.dtype, buf.v, (kvBase + j0) * sh.Dv,
-                             cols * sh.Dv, v.data());
+      const float *kt =
+          view(sh.dtype, buf.k, (kvBase + j0) * sh.D, cols * sh.D, k.data());
+      const float *vt =
+          view(sh.dtype, buf.v, (kvBase + j0) * sh.Dv, cols * sh.Dv, v.data());
       scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, qt, kt, s.data(),
                 nullptr, biasRow);
       for (int64_t r = 0; r < rows; ++r) {
@@ -382,10 +382,9 @@ void backwardTasks(void *frame, int64_t begin, int64_t end) {
   const Buffers &buf = *static_cast<Job *>(frame)->buffers;
   const int64_t Sq = sh.Sq, Skv = sh.Skv, D = sh.D, Dv = sh.Dv, G = sh.G;
   std::vector<float> q(G * Sq * D), dout(G * Sq * Dv), dq(G * Sq * D),
-      lse(G * Sq), rowDot(G * Sq), k(Skv * D), v(Skv * Dv),
-      dk(kKeyTile * D), dv(kKeyTile * Dv), p(kQueryTile * kKeyTile),
-      dp(kQueryTile * kKeyTile), t(sh.softcap > 0 ? kQueryTile * kKeyTile : 0),
-      outRow(Dv), biasRow;
+      lse(G * Sq), rowDot(G * Sq), k(Skv * D), v(Skv * Dv), dk(kKeyTile * D),
+      dv(kKeyTile * Dv), p(kQueryTile * kKeyTile), dp(kQueryTile * kKeyTile),
+      t(sh.softcap > 0 ? kQueryTile * kKeyTile : 0), outRow(Dv), biasRow;
   float *tanhTile = sh.softcap > 0 ? t.data() : nullptr;
   for (int64_t task = begin; task < end; ++task) {
     int64_t b = task / sh.Hkv, hk = task % sh.Hkv;

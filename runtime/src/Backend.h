@@ -96,11 +96,11 @@ protected:
 /// constant.info.byteSize() bytes (its shard). File references are read
 /// shard by shard (each file opened once, its size checked against the
 /// plan's); *bytesRead gets the bytes read from files.
-cleave_rt_status
-forEachConstantValue(const plan::Plan &plan, int64_t rank,
-                     const std::function<cleave_rt_status(
-                         const plan::Constant &, const uint8_t *)> &fn,
-                     uint64_t *bytesRead);
+cleave_rt_status forEachConstantValue(
+    const plan::Plan &plan, int64_t rank,
+    const std::function<cleave_rt_status(const plan::Constant &,
+                                         const uint8_t *)> &fn,
+    uint64_t *bytesRead);
 
 using PlanRef = std::shared_ptr<const plan::Plan>;
 

@@ -66,9 +66,9 @@ struct Chunk {
   const void *data;
   size_t size;
 };
-static bool writeSynced(const std::string &path, const std::vector<Chunk> &chunks,
-                        uint64_t *outBytes, std::string *outHash,
-                        std::string *error) {
+static bool writeSynced(const std::string &path,
+                        const std::vector<Chunk> &chunks, uint64_t *outBytes,
+                        std::string *outHash, std::string *error) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
     *error = "cannot create '" + path + "': " + errnoText();
@@ -226,12 +226,12 @@ static bool completeSave(const std::string &dir, const std::string &tmp,
   if (exists(final)) {
     old = dir + "/.old-" + name + "-" + std::to_string(::getpid());
     if (::rename(final.c_str(), old.c_str()) != 0)
-      return fail("cannot move the existing '" + final + "' aside: " +
-                  errnoText());
+      return fail("cannot move the existing '" + final +
+                  "' aside: " + errnoText());
   }
   if (::rename(tmp.c_str(), final.c_str()) != 0)
-    return fail("cannot rename '" + tmp + "' to '" + final + "': " +
-                errnoText());
+    return fail("cannot rename '" + tmp + "' to '" + final +
+                "': " + errnoText());
   if (!old.empty())
     removeDir(old);
   if (!fsyncPath(dir, error))
@@ -355,29 +355,28 @@ bool writeShard(int fd, const ShardedSave &s, size_t state,
                 const std::vector<int64_t> &offsets, size_t elemSize,
                 const uint8_t *data, std::string *error) {
   bool ok = true;
-  plan::forEachShardRow(global, local, offsets,
-                        [&](int64_t g, int64_t l, int64_t n) {
-                          if (!ok)
-                            return;
-                          size_t bytes = static_cast<size_t>(n) * elemSize;
-                          off_t at = static_cast<off_t>(
-                              s.offsets[state] + uint64_t(g) * elemSize);
-                          const uint8_t *p = data + size_t(l) * elemSize;
-                          size_t put = 0;
-                          while (ok && put < bytes) {
-                            ssize_t w = ::pwrite(fd, p + put, bytes - put,
-                                                 at + static_cast<off_t>(put));
-                            if (w < 0 && errno == EINTR)
-                              continue;
-                            if (w <= 0) {
-                              *error = "cannot write '" + s.tensorFile +
-                                       "': " + errnoText();
-                              ok = false;
-                            } else {
-                              put += static_cast<size_t>(w);
-                            }
-                          }
-                        });
+  plan::forEachShardRow(
+      global, local, offsets, [&](int64_t g, int64_t l, int64_t n) {
+        if (!ok)
+          return;
+        size_t bytes = static_cast<size_t>(n) * elemSize;
+        off_t at =
+            static_cast<off_t>(s.offsets[state] + uint64_t(g) * elemSize);
+        const uint8_t *p = data + size_t(l) * elemSize;
+        size_t put = 0;
+        while (ok && put < bytes) {
+          ssize_t w =
+              ::pwrite(fd, p + put, bytes - put, at + static_cast<off_t>(put));
+          if (w < 0 && errno == EINTR)
+            continue;
+          if (w <= 0) {
+            *error = "cannot write '" + s.tensorFile + "': " + errnoText();
+            ok = false;
+          } else {
+            put += static_cast<size_t>(w);
+          }
+        }
+      });
   return ok;
 }
 
@@ -575,10 +574,9 @@ bool load(const std::string &stepDir, Checkpoint *out, std::string *error,
                                                 : StateKind::Parameter;
     r.parameter = param ? *param : r.name;
     r.slot = slot ? *slot : "";
-    auto it = std::find_if(header.tensors.begin(), header.tensors.end(),
-                           [&](const safetensors::TensorEntry &e) {
-                             return e.name == r.name;
-                           });
+    auto it = std::find_if(
+        header.tensors.begin(), header.tensors.end(),
+        [&](const safetensors::TensorEntry &e) { return e.name == r.name; });
     if (it == header.tensors.end()) {
       *error = "checkpoint '" + modelPath + "' has no tensor '" + r.name +
                "' listed in its index";
@@ -644,16 +642,17 @@ bool findResumePoint(const std::string &path, std::string *stepDir,
     notes->push_back("skipping " + err);
     reasons += "\n  " + err;
   }
-  *error = "cannot resume from '" + path + "': it holds no complete "
+  *error = "cannot resume from '" + path +
+           "': it holds no complete "
            "checkpoint (no step-<N> directory with a valid manifest)" +
            reasons;
   return false;
 }
 
-bool writeSafetensorsFile(const std::string &path,
-                          const std::vector<safetensors::HostTensorRef> &tensors,
-                          const safetensors::Metadata &metadata,
-                          std::string *error) {
+bool writeSafetensorsFile(
+    const std::string &path,
+    const std::vector<safetensors::HostTensorRef> &tensors,
+    const safetensors::Metadata &metadata, std::string *error) {
   std::vector<uint8_t> image;
   if (!safetensors::encode(tensors, metadata, &image, error))
     return false;

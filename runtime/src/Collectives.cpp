@@ -1,4 +1,4 @@
-//===- Collectives.cpp - Reductions and descriptions shared by communicators -===//
+//===- Collectives.cpp - Reductions shared by communicators ---------------===//
 
 #include "Communicator.h"
 #include "Half.h"
@@ -121,26 +121,33 @@ void reduceHalf(ReduceOp op, const void *const *srcs, int64_t n, void *dstV,
 }
 } // namespace
 
-void reduceBuffers(ReduceOp op, DType dtype, const void *const *srcs,
-                   int64_t n, void *dst, int64_t count) {
+void reduceBuffers(ReduceOp op, DType dtype, const void *const *srcs, int64_t n,
+                   void *dst, int64_t count) {
   if (count == 0 || n == 0)
     return;
   switch (dtype) {
-  case DType::F32: return reduceFloat<float>(op, srcs, n, dst, count);
-  case DType::F64: return reduceFloat<double>(op, srcs, n, dst, count);
+  case DType::F32:
+    return reduceFloat<float>(op, srcs, n, dst, count);
+  case DType::F64:
+    return reduceFloat<double>(op, srcs, n, dst, count);
   case DType::F16:
     return reduceHalf<halfToFloat, floatToHalf>(op, srcs, n, dst, count);
   case DType::BF16:
     return reduceHalf<bf16ToFloat, floatToBf16>(op, srcs, n, dst, count);
-  case DType::I8: return reduceInt<int8_t, uint8_t>(op, srcs, n, dst, count);
-  case DType::U8: return reduceInt<uint8_t, uint8_t>(op, srcs, n, dst, count);
-  case DType::I16: return reduceInt<int16_t, uint16_t>(op, srcs, n, dst, count);
+  case DType::I8:
+    return reduceInt<int8_t, uint8_t>(op, srcs, n, dst, count);
+  case DType::U8:
+    return reduceInt<uint8_t, uint8_t>(op, srcs, n, dst, count);
+  case DType::I16:
+    return reduceInt<int16_t, uint16_t>(op, srcs, n, dst, count);
   case DType::U16:
     return reduceInt<uint16_t, uint16_t>(op, srcs, n, dst, count);
-  case DType::I32: return reduceInt<int32_t, uint32_t>(op, srcs, n, dst, count);
+  case DType::I32:
+    return reduceInt<int32_t, uint32_t>(op, srcs, n, dst, count);
   case DType::U32:
     return reduceInt<uint32_t, uint32_t>(op, srcs, n, dst, count);
-  case DType::I64: return reduceInt<int64_t, uint64_t>(op, srcs, n, dst, count);
+  case DType::I64:
+    return reduceInt<int64_t, uint64_t>(op, srcs, n, dst, count);
   case DType::U64:
     return reduceInt<uint64_t, uint64_t>(op, srcs, n, dst, count);
   case DType::Bool: {
@@ -163,11 +170,15 @@ void reduceBuffers(ReduceOp op, DType dtype, const void *const *srcs,
 uint64_t collectiveResultBytes(const CollectiveInfo &c, int64_t g) {
   uint64_t bytes = static_cast<uint64_t>(c.count) * dtypeSize(c.dtype);
   switch (c.op) {
-  case CollectiveOp::AllGather: return bytes * g;
+  case CollectiveOp::AllGather:
+    return bytes * g;
   case CollectiveOp::ReduceScatter:
-  case CollectiveOp::AllSlice: return bytes / g;
-  case CollectiveOp::Send: return 0;
-  default: return bytes;
+  case CollectiveOp::AllSlice:
+    return bytes / g;
+  case CollectiveOp::Send:
+    return 0;
+  default:
+    return bytes;
   }
 }
 

@@ -1,4 +1,4 @@
-//===- CommApi.cpp - cleave_rt_local_world_* and cleave_rt_communicator_* ---===//
+//===- CommApi.cpp - cleave_rt_local_world_* and cleave_rt_communicator_* -===//
 
 #include "Communicator.h"
 #include "Launch.h"
@@ -15,12 +15,11 @@ struct cleave_rt_local_world_t {
   size_t size;
 };
 
-
 extern "C" {
 
-cleave_rt_status cleave_rt_local_world_create(size_t ranks,
-                                              double timeout_seconds,
-                                              cleave_rt_local_world *out_world) {
+cleave_rt_status
+cleave_rt_local_world_create(size_t ranks, double timeout_seconds,
+                             cleave_rt_local_world *out_world) {
   if (!out_world)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "out_world is NULL");
   if (ranks < 1 || ranks > 4096)

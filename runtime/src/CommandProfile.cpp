@@ -52,14 +52,13 @@ int printProfile(cleave_rt_executor executor, const std::string &what) {
   auto msPerRun = [&](double seconds) {
     return 1e3 * seconds / static_cast<double>(runs);
   };
-  std::printf("profile: %.3f ms per %s in commands (mean over %" PRId64
-              " %s%s):",
-              msPerRun(total), what.c_str(), runs, what.c_str(),
-              runs == 1 ? "" : "s");
+  std::printf(
+      "profile: %.3f ms per %s in commands (mean over %" PRId64 " %s%s):",
+      msPerRun(total), what.c_str(), runs, what.c_str(), runs == 1 ? "" : "s");
   const char *separator = " ";
   for (const auto &[kind, k] : byKind) {
-    std::printf("%s%s %.3f ms (%d)", separator, kind.c_str(),
-                msPerRun(k.first), k.second);
+    std::printf("%s%s %.3f ms (%d)", separator, kind.c_str(), msPerRun(k.first),
+                k.second);
     separator = ", ";
   }
   std::printf("\n");

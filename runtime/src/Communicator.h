@@ -58,8 +58,8 @@ class LocalWorld;
 std::shared_ptr<LocalWorld> createLocalWorld(int64_t size,
                                              double timeoutSeconds);
 /// Rank `rank`'s communicator of `world` (0 <= rank < size).
-std::unique_ptr<Communicator> localCommunicator(std::shared_ptr<LocalWorld> world,
-                                                int64_t rank);
+std::unique_ptr<Communicator>
+localCommunicator(std::shared_ptr<LocalWorld> world, int64_t rank);
 
 /// The MPI communicator of this process (MpiComm.cpp): initializes MPI if
 /// nobody has; UNAVAILABLE in a runtime built without MPI.
@@ -99,8 +99,9 @@ std::string describe(const plan::CollectiveInfo &c);
 /// Reduction helpers shared by the communicators: dst[i] = op over the
 /// `n` buffers srcs[0..n), in that order, for `count` elements of `dtype`
 /// (bf16/f16 accumulate in float and round once; avg divides the sum by n).
-void reduceBuffers(plan::ReduceOp op, plan::DType dtype, const void *const *srcs,
-                   int64_t n, void *dst, int64_t count);
+void reduceBuffers(plan::ReduceOp op, plan::DType dtype,
+                   const void *const *srcs, int64_t n, void *dst,
+                   int64_t count);
 
 /// The result of collective `c` (any op but send and recv) for the group
 /// member with index `index`, given every member's operand: srcs[g] is

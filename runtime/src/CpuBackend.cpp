@@ -3,8 +3,8 @@
 #include "Attention.h"
 #include "Backend.h"
 #include "Gemm.h"
-#include "RandomInit.h"
 #include "KernelLibrary.h"
+#include "RandomInit.h"
 
 #include <chrono>
 #include <functional>
@@ -91,10 +91,10 @@ private:
       queue.pop_front();
       busy = true;
       cleave_rt_status s =
-          failed.empty() ? nullptr
-                         : makeStatus(CLEAVE_RT_UNAVAILABLE,
-                                      "skipped after an earlier failure: " +
-                                          failed);
+          failed.empty()
+              ? nullptr
+              : makeStatus(CLEAVE_RT_UNAVAILABLE,
+                           "skipped after an earlier failure: " + failed);
       lock.unlock();
       if (!s)
         s = task();
@@ -148,9 +148,8 @@ public:
     beginRun();
     if (comms)
       comms->reset();
-    CLEAVE_RT_RETURN_IF_ERROR(
-        settle(runCommands(plan->commands, profiling ? &profileRecords
-                                                     : nullptr)));
+    CLEAVE_RT_RETURN_IF_ERROR(settle(
+        runCommands(plan->commands, profiling ? &profileRecords : nullptr)));
     profileRuns += profiling;
     return flushSends();
   }
@@ -209,7 +208,8 @@ cleave_rt_status CpuBackend::init() {
   if (pages > 0 && pageSize > 0 &&
       bytes > static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize))
     return makeStatus(CLEAVE_RT_RESOURCE_EXHAUSTED,
-                      "the plan's arena of " + std::to_string(plan->arenaBytes) +
+                      "the plan's arena of " +
+                          std::to_string(plan->arenaBytes) +
                           " bytes is more than this machine's " +
                           std::to_string(static_cast<uint64_t>(pages) *
                                          static_cast<uint64_t>(pageSize)) +
@@ -235,9 +235,8 @@ cleave_rt_status CpuBackend::init() {
       if (c.kind == CommandKind::Kernel && c.buffers.size() > maxArgs)
         maxArgs = c.buffers.size();
   args.resize(maxArgs);
-  CLEAVE_RT_RETURN_IF_ERROR(
-      KernelLibrary::load(plan->kernelObject, plan->kernelNames, &threads,
-                          &kernels));
+  CLEAVE_RT_RETURN_IF_ERROR(KernelLibrary::load(
+      plan->kernelObject, plan->kernelNames, &threads, &kernels));
   groups.resize(plan->commands.size());
   bool async = false;
   for (size_t i = 0; i < plan->commands.size(); ++i) {

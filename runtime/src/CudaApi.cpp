@@ -40,8 +40,8 @@ cleave_rt_status checkDriver(const DriverApi &api, CUresult r,
                              const char *what) {
   if (r == CUDA_SUCCESS)
     return nullptr;
-  return makeStatus(CLEAVE_RT_INTERNAL,
-                    std::string(what) + " failed: " + driverErrorString(api, r));
+  return makeStatus(CLEAVE_RT_INTERNAL, std::string(what) + " failed: " +
+                                            driverErrorString(api, r));
 }
 
 static void loadDriverOnce(Loaded<DriverApi> *l) {
@@ -60,8 +60,8 @@ static void loadDriverOnce(Loaded<DriverApi> *l) {
   if (!api.handle) {
     const char *e = dlerror();
     return fail(CLEAVE_RT_UNAVAILABLE,
-                "CUDA driver library " + path + " not found: " +
-                    (e ? e : "dlopen failed") +
+                "CUDA driver library " + path +
+                    " not found: " + (e ? e : "dlopen failed") +
                     (env && *env ? " ($CLEAVE_CUDA_DRIVER_LIBRARY)"
                                  : " (is the NVIDIA driver installed?)"));
   }
@@ -74,8 +74,9 @@ static void loadDriverOnce(Loaded<DriverApi> *l) {
   CLEAVE_CUDA_DRIVER_SYMBOLS(CLEAVE_CUDA_RESOLVE)
 #undef CLEAVE_CUDA_RESOLVE
   // The host doubles' own entry points; a real driver has neither.
-  api.cleaveDoubleSetCommand = reinterpret_cast<decltype(
-      api.cleaveDoubleSetCommand)>(dlsym(api.handle, "cleaveDoubleSetCommand"));
+  api.cleaveDoubleSetCommand =
+      reinterpret_cast<decltype(api.cleaveDoubleSetCommand)>(
+          dlsym(api.handle, "cleaveDoubleSetCommand"));
   api.cleaveDoubleAttachHostKernels =
       reinterpret_cast<decltype(api.cleaveDoubleAttachHostKernels)>(
           dlsym(api.handle, "cleaveDoubleAttachHostKernels"));
@@ -86,8 +87,9 @@ static void loadDriverOnce(Loaded<DriverApi> *l) {
   int count = 0;
   r = api.cuDeviceGetCount(&count);
   if (r != CUDA_SUCCESS)
-    return fail(CLEAVE_RT_UNAVAILABLE, "no CUDA device: cuDeviceGetCount failed: " +
-                                           driverErrorString(api, r));
+    return fail(CLEAVE_RT_UNAVAILABLE,
+                "no CUDA device: cuDeviceGetCount failed: " +
+                    driverErrorString(api, r));
   if (count == 0)
     return fail(CLEAVE_RT_UNAVAILABLE,
                 "no CUDA device: the driver reports 0 devices");
@@ -153,8 +155,8 @@ static void *openCudaLibrary(const char *what, const char *envVar,
     }
     tried += (tried.empty() ? "" : ", ") + name;
   }
-  *error = std::string(what) + " library not found (tried " + tried + "): " +
-           lastError + " (set " + envVar + " or LD_LIBRARY_PATH)";
+  *error = std::string(what) + " library not found (tried " + tried +
+           "): " + lastError + " (set " + envVar + " or LD_LIBRARY_PATH)";
   return nullptr;
 }
 
@@ -201,8 +203,8 @@ std::string ncclVersionString(int code) {
          std::to_string(code % 100);
 }
 
-cleave_rt_status checkNccl(const NcclApi &api, ncclResult_t r,
-                           const char *what, ncclComm_t comm) {
+cleave_rt_status checkNccl(const NcclApi &api, ncclResult_t r, const char *what,
+                           ncclComm_t comm) {
   if (r == ncclSuccess)
     return nullptr;
   std::string text = "ncclResult " + std::to_string(r);
@@ -267,9 +269,9 @@ cleave_rt_status loadNcclFrom(const std::string &path, NcclApi *out) {
 static void loadNcclOnce(Loaded<NcclApi> *l) {
   NcclApi &api = l->api;
   std::string opened;
-  api.handle = openCudaLibrary("NCCL", "CLEAVE_NCCL_LIBRARY",
-                               {"libnccl.so.2", "libnccl.so"}, &opened,
-                               &l->message);
+  api.handle =
+      openCudaLibrary("NCCL", "CLEAVE_NCCL_LIBRARY",
+                      {"libnccl.so.2", "libnccl.so"}, &opened, &l->message);
   if (!api.handle) {
     l->code = CLEAVE_RT_UNAVAILABLE;
     return;

@@ -52,7 +52,8 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 #define CLEAVE_CUDA_DRIVER_SYMBOLS(X)                                          \
   X(cuInit, "cuInit", CUresult (*)(unsigned))                                  \
   X(cuDriverGetVersion, "cuDriverGetVersion", CUresult (*)(int *))             \
-  X(cuGetErrorString, "cuGetErrorString", CUresult (*)(CUresult, const char **)) \
+  X(cuGetErrorString, "cuGetErrorString",                                      \
+    CUresult (*)(CUresult, const char **))                                     \
   X(cuGetErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char **))   \
   X(cuDeviceGetCount, "cuDeviceGetCount", CUresult (*)(int *))                 \
   X(cuDeviceGet, "cuDeviceGet", CUresult (*)(CUdevice *, int))                 \
@@ -64,7 +65,7 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
   X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2",                 \
     CUresult (*)(CUdevice))                                                    \
   X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))               \
-  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult (*)(size_t *, size_t *))        \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult (*)(size_t *, size_t *))         \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t))          \
   X(cuMemFree, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                      \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2",                                           \
@@ -79,7 +80,8 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
     CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))                  \
   X(cuMemsetD8Async, "cuMemsetD8Async",                                        \
     CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream))                \
-  X(cuModuleLoadData, "cuModuleLoadData", CUresult (*)(CUmodule *, const void *)) \
+  X(cuModuleLoadData, "cuModuleLoadData",                                      \
+    CUresult (*)(CUmodule *, const void *))                                    \
   X(cuModuleUnload, "cuModuleUnload", CUresult (*)(CUmodule))                  \
   X(cuModuleGetFunction, "cuModuleGetFunction",                                \
     CUresult (*)(CUfunction *, CUmodule, const char *))                        \
@@ -100,7 +102,8 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
   X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))                       \
   X(cuStreamBeginCapture, "cuStreamBeginCapture_v2",                           \
     CUresult (*)(CUstream, int))                                               \
-  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph *)) \
+  X(cuStreamEndCapture, "cuStreamEndCapture",                                  \
+    CUresult (*)(CUstream, CUgraph *))                                         \
   X(cuGraphInstantiate, "cuGraphInstantiateWithFlags",                         \
     CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))                  \
   X(cuGraphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))       \
@@ -131,8 +134,9 @@ struct DriverApi {
 };
 
 /// Opens libcuda.so.1, or the library $CLEAVE_CUDA_DRIVER_LIBRARY names
-/// (once per process), resolves every symbol and calls cuInit(0). UNAVAILABLE: "CUDA driver library libcuda.so.1 not found: ...",
-/// "no CUDA device: ..." (cuInit or cuDeviceGetCount), or a missing symbol.
+/// (once per process), resolves every symbol and calls cuInit(0). UNAVAILABLE:
+/// "CUDA driver library libcuda.so.1 not found: ...", "no CUDA device: ..."
+/// (cuInit or cuDeviceGetCount), or a missing symbol.
 cleave_rt_status loadDriver(const DriverApi **out);
 
 /// "CUDA_ERROR_X (text)" for a driver result.
@@ -209,7 +213,8 @@ constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
                        const void *, cublasLtMatrixLayout_t, const void *,     \
                        cublasLtMatrixLayout_t, const void *, const void *,     \
                        cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t, \
-                       const cublasLtMatmulAlgo_t *, void *, size_t, CUstream))
+                       const cublasLtMatmulAlgo_t *, void *, size_t,           \
+                       CUstream))
 
 struct CublasLtApi {
 #define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
@@ -303,8 +308,8 @@ constexpr int kMinNcclVersionCode = 21800;
     ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t,             \
                      ncclRedOp_t, ncclComm_t, CUstream))                       \
   X(ncclAllGather, "ncclAllGather",                                            \
-    ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t,             \
-                     ncclComm_t, CUstream))                                    \
+    ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, \
+                     CUstream))                                                \
   X(ncclBroadcast, "ncclBroadcast",                                            \
     ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t, int,        \
                      ncclComm_t, CUstream))                                    \
@@ -349,8 +354,8 @@ std::string ncclVersionString(int code);
 
 /// A status naming the call and NCCL's error text (and ncclGetLastError's
 /// detail when it has one) when r != ncclSuccess, else null.
-cleave_rt_status checkNccl(const NcclApi &api, ncclResult_t r,
-                           const char *what, ncclComm_t comm = nullptr);
+cleave_rt_status checkNccl(const NcclApi &api, ncclResult_t r, const char *what,
+                           ncclComm_t comm = nullptr);
 
 } // namespace cleave::rt::cuda
 

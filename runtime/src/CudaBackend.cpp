@@ -39,9 +39,10 @@
 //    validator rejects them).
 //  - CUDA graphs: the first run() enqueues the commands one by one; the
 //    second captures the whole command list on the compute stream into a
-//    graph, instantiates it and launches it; later runs only launch it. Inputs are written into the arena before a run, so
-//    the captured addresses stay right. Disabled by $CLEAVE_CUDA_GRAPH=0 or
-//    the plan metadata "cuda_graph" = "0".
+//    graph, instantiates it and launches it; later runs only launch it. Inputs
+//    are written into the arena before a run, so the captured addresses stay
+//    right. Disabled by $CLEAVE_CUDA_GRAPH=0 or the plan metadata "cuda_graph"
+//    = "0".
 //  - Gemm epilogues map to cuBLASLt's: bias -> CUBLASLT_EPILOGUE_BIAS,
 //    gelu_bias -> CUBLASLT_EPILOGUE_GELU_BIAS, gelu -> CUBLASLT_EPILOGUE_GELU
 //    (tanh-form GELU, as the plan defines it), the bias through
@@ -60,11 +61,11 @@
 
 #include "Backend.h"
 #include "CudaApi.h"
-#include "cuda/AttentionCommand.h"
 #include "Launch.h"
 #include "Nccl.h"
 #include "NcclCollectives.h"
 #include "RandomInit.h"
+#include "cuda/AttentionCommand.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -121,7 +122,7 @@ struct AttentionOp {
 
 /// A command list with what each command needs at enqueue time.
 struct Prepared {
-  std::vector<std::unique_ptr<GemmOp>> gemms;     ///< One per command or null.
+  std::vector<std::unique_ptr<GemmOp>> gemms;      ///< One per command or null.
   std::vector<std::unique_ptr<LaunchOp>> launches; ///< Same.
   std::vector<std::unique_ptr<AttentionOp>> attentions; ///< Same.
 };
@@ -158,8 +159,7 @@ private:
   /// memory it may return before the copy has landed.
   cleave_rt_status upload(CUdeviceptr dst, const void *src, size_t bytes,
                           const char *what);
-  cleave_rt_status prepare(const std::vector<Command> &commands,
-                           Prepared *out);
+  cleave_rt_status prepare(const std::vector<Command> &commands, Prepared *out);
   cleave_rt_status prepareGemm(const Command &c, GemmOp *op);
   cleave_rt_status prepareAttention(const Command &c, AttentionOp *op);
   cleave_rt_status launchAttention(const Command &c, AttentionOp &op);
@@ -262,7 +262,8 @@ cleave_rt_status CudaBackend::init() {
   // The device: $CLEAVE_CUDA_DEVICE, else the launcher's local rank (one
   // GPU per rank), else 0.
   int count = 0;
-  CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  CLEAVE_RT_RETURN_IF_ERROR(
+      check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
   LaunchEnv launch;
   std::string why;
   if (!readLaunchEnv([](const char *v) { return std::getenv(v); }, &launch,
@@ -276,28 +277,30 @@ cleave_rt_status CudaBackend::init() {
     launch.localRank = rank % count;
   }
   int ordinal = 0;
-  if (!cudaDeviceOf(launch, std::getenv("CLEAVE_CUDA_DEVICE"), count,
-                    &ordinal, &why))
+  if (!cudaDeviceOf(launch, std::getenv("CLEAVE_CUDA_DEVICE"), count, &ordinal,
+                    &why))
     return makeStatus(CLEAVE_RT_UNAVAILABLE, why);
-  CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuDeviceGet(&device, ordinal), "cuDeviceGet"));
   CLEAVE_RT_RETURN_IF_ERROR(
-      check(cu.cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain"));
+      check(cu.cuDeviceGet(&device, ordinal), "cuDeviceGet"));
+  CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuDevicePrimaryCtxRetain(&ctx, device),
+                                  "cuDevicePrimaryCtxRetain"));
   ctxRetained = true;
   CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
-  cu.cuDeviceGetAttribute(&ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                          device);
-  cu.cuDeviceGetAttribute(&ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                          device);
+  cu.cuDeviceGetAttribute(&ccMajor,
+                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  cu.cuDeviceGetAttribute(&ccMinor,
+                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
 
   const std::string *graphMeta = findMetadata(*plan, "cuda_graph");
-  useGraph = !envIs("CLEAVE_CUDA_GRAPH", "0") && !(graphMeta && *graphMeta == "0");
+  useGraph =
+      !envIs("CLEAVE_CUDA_GRAPH", "0") && !(graphMeta && *graphMeta == "0");
   const std::string *tf32Meta = findMetadata(*plan, "cuda_tf32");
   tf32 = envIs("CLEAVE_CUDA_TF32", "1") || (tf32Meta && *tf32Meta == "1");
 
-  CLEAVE_RT_RETURN_IF_ERROR(
-      check(cu.cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  CLEAVE_RT_RETURN_IF_ERROR(
-      check(cu.cuStreamCreate(&comm, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  CLEAVE_RT_RETURN_IF_ERROR(check(
+      cu.cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  CLEAVE_RT_RETURN_IF_ERROR(check(
+      cu.cuStreamCreate(&comm, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
 
   uint64_t align = plan->alignment < 256 ? 256 : plan->alignment;
   uint64_t bytes = (plan->arenaBytes + align - 1) / align * align;
@@ -321,8 +324,8 @@ cleave_rt_status CudaBackend::init() {
   // the slower set-up below) and each collective's calls.
   collectives = std::make_unique<CudaCollectives>(cu);
   CLEAVE_RT_RETURN_IF_ERROR(collectives->init(
-      *plan, *file, rank, rankComm,
-      rankComm ? rankComm->timeoutSeconds() : 0.0, compute, comm, arena));
+      *plan, *file, rank, rankComm, rankComm ? rankComm->timeoutSeconds() : 0.0,
+      compute, comm, arena));
   CLEAVE_RT_RETURN_IF_ERROR(forEachConstantValue(
       *plan, rank,
       [&](const Constant &c, const uint8_t *bytes) {
@@ -340,8 +343,8 @@ cleave_rt_status CudaBackend::init() {
     CLEAVE_RT_RETURN_IF_ERROR(
         checkCublas(*lt, lt->cublasLtCreate(&ltHandle), "cublasLtCreate"));
     workspaceBytes = size_t(32) << 20;
-    CLEAVE_RT_RETURN_IF_ERROR(
-        check(cu.cuMemAlloc(&workspace, workspaceBytes), "cuMemAlloc (cuBLASLt workspace)"));
+    CLEAVE_RT_RETURN_IF_ERROR(check(cu.cuMemAlloc(&workspace, workspaceBytes),
+                                    "cuMemAlloc (cuBLASLt workspace)"));
   }
   CLEAVE_RT_RETURN_IF_ERROR(loadModule());
   CLEAVE_RT_RETURN_IF_ERROR(prepare(plan->initCommands, &initPrepared));
@@ -375,24 +378,25 @@ cleave_rt_status CudaBackend::loadModule() {
         argWrites.push_back(a.written ? 1 : 0);
       }
     }
-    CLEAVE_RT_RETURN_IF_ERROR(check(
-        cu.cleaveDoubleAttachHostKernels(
-            plan->kernelObject.data(), plan->hostKernelObject.data(),
-            plan->hostKernelObject.size(), names.data(), numArgs.data(),
-            argBytes.data(), argWrites.data(),
-            static_cast<uint32_t>(names.size())),
-        "cleaveDoubleAttachHostKernels"));
+    CLEAVE_RT_RETURN_IF_ERROR(
+        check(cu.cleaveDoubleAttachHostKernels(
+                  plan->kernelObject.data(), plan->hostKernelObject.data(),
+                  plan->hostKernelObject.size(), names.data(), numArgs.data(),
+                  argBytes.data(), argWrites.data(),
+                  static_cast<uint32_t>(names.size())),
+              "cleaveDoubleAttachHostKernels"));
   }
   CUresult r = cu.cuModuleLoadData(&module, plan->kernelObject.data());
   if (r != CUDA_SUCCESS) {
     module = nullptr;
     std::string why = "the plan's cubin (target '" + plan->target +
-                      "') does not load on this " + arch + " device: " +
-                      driverErrorString(cu, r);
+                      "') does not load on this " + arch +
+                      " device: " + driverErrorString(cu, r);
     const std::string *ptx = findMetadata(*plan, "kernel_ptx");
     if (!ptx || ptx->empty())
       return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
-                        why + "; the plan carries no PTX (metadata kernel_ptx)");
+                        why +
+                            "; the plan carries no PTX (metadata kernel_ptx)");
     std::string text = *ptx; // NUL-terminated copy for the JIT.
     r = cu.cuModuleLoadData(&module, text.c_str());
     if (r != CUDA_SUCCESS) {
@@ -417,10 +421,14 @@ cleave_rt_status CudaBackend::loadModule() {
 
 static int cudaType(int64_t dtype) {
   switch (static_cast<DType>(dtype)) {
-  case DType::F64: return CUDA_R_64F;
-  case DType::F16: return CUDA_R_16F;
-  case DType::BF16: return CUDA_R_16BF;
-  default: return CUDA_R_32F;
+  case DType::F64:
+    return CUDA_R_64F;
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
   }
 }
 
@@ -435,27 +443,31 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
   int abType = cudaType(p[kGemmDType]), cType = cudaType(outDType);
   op->scale64 = abType == CUDA_R_64F;
   int computeType = op->scale64 ? CUBLAS_COMPUTE_64F
-                    : (tf32 && abType == CUDA_R_32F) ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                     : CUBLAS_COMPUTE_32F;
+                    : (tf32 && abType == CUDA_R_32F)
+                        ? CUBLAS_COMPUTE_32F_FAST_TF32
+                        : CUBLAS_COMPUTE_32F;
   op->alpha64 = bitsToDouble(p[kGemmAlphaBits]);
   op->beta64 = bitsToDouble(p[kGemmBetaBits]);
   op->alpha32 = static_cast<float>(op->alpha64);
   op->beta32 = static_cast<float>(op->beta64);
   const CublasLtApi &L = *lt;
   CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-      L, L.cublasLtMatmulDescCreate(&op->desc, computeType,
-                                    op->scale64 ? CUDA_R_64F : CUDA_R_32F),
+      L,
+      L.cublasLtMatmulDescCreate(&op->desc, computeType,
+                                 op->scale64 ? CUDA_R_64F : CUDA_R_32F),
       "cublasLtMatmulDescCreate"));
   // Column-major view: C^T (N x M) = op(B)^T (N x K) * op(A)^T (K x M).
   int32_t opFirst = tB ? CUBLAS_OP_T : CUBLAS_OP_N;
   int32_t opSecond = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
   CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-      L, L.cublasLtMatmulDescSetAttribute(op->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                          &opFirst, sizeof(opFirst)),
+      L,
+      L.cublasLtMatmulDescSetAttribute(op->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                       &opFirst, sizeof(opFirst)),
       "cublasLtMatmulDescSetAttribute(TRANSA)"));
   CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-      L, L.cublasLtMatmulDescSetAttribute(op->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                          &opSecond, sizeof(opSecond)),
+      L,
+      L.cublasLtMatmulDescSetAttribute(op->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                       &opSecond, sizeof(opSecond)),
       "cublasLtMatmulDescSetAttribute(TRANSB)"));
   GemmEpilogue epilogue = gemmEpilogueOf(c);
   if (epilogue != GemmEpilogue::None) {
@@ -464,9 +476,10 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
         : epilogue == GemmEpilogue::GeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS
                                              : CUBLASLT_EPILOGUE_GELU;
     CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-        L, L.cublasLtMatmulDescSetAttribute(op->desc,
-                                            CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                            &ltEpilogue, sizeof(ltEpilogue)),
+        L,
+        L.cublasLtMatmulDescSetAttribute(op->desc,
+                                         CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                         &ltEpilogue, sizeof(ltEpilogue)),
         "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
   }
   if (gemmEpilogueHasBias(epilogue)) {
@@ -478,14 +491,15 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
     const void *bias = reinterpret_cast<const void *>(arena + c.buffers[3]);
     int32_t biasType = cudaType(p[kGemmBiasDType]);
     CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-        L, L.cublasLtMatmulDescSetAttribute(op->desc,
-                                            CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                            &bias, sizeof(bias)),
+        L,
+        L.cublasLtMatmulDescSetAttribute(
+            op->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
         "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
     CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-        L, L.cublasLtMatmulDescSetAttribute(
-               op->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
-               sizeof(biasType)),
+        L,
+        L.cublasLtMatmulDescSetAttribute(op->desc,
+                                         CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                         &biasType, sizeof(biasType)),
         "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
   }
   // A row-major rows x cols matrix is a column-major cols x rows matrix.
@@ -497,13 +511,15 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
     if (p[kGemmBatch] > 1) {
       int32_t batch = static_cast<int32_t>(p[kGemmBatch]);
       CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-          L, L.cublasLtMatrixLayoutSetAttribute(
-                 *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+          L,
+          L.cublasLtMatrixLayoutSetAttribute(
+              *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
           "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)"));
       CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
-          L, L.cublasLtMatrixLayoutSetAttribute(
-                 *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                 sizeof(stride)),
+          L,
+          L.cublasLtMatrixLayoutSetAttribute(
+              *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+              sizeof(stride)),
           "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
     }
     return static_cast<cleave_rt_status>(nullptr);
@@ -517,7 +533,8 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
       layout(&op->c, cType, M, N, p[kGemmLdc], p[kGemmStrideC]));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  CLEAVE_RT_RETURN_IF_ERROR(checkCublas(L, L.cublasLtMatmulPreferenceCreate(&pref),
+  CLEAVE_RT_RETURN_IF_ERROR(checkCublas(L,
+                                        L.cublasLtMatmulPreferenceCreate(&pref),
                                         "cublasLtMatmulPreferenceCreate"));
   uint64_t ws = workspaceBytes;
   L.cublasLtMatmulPreferenceSetAttribute(
@@ -530,14 +547,14 @@ cleave_rt_status CudaBackend::prepareGemm(const Command &c, GemmOp *op) {
   CLEAVE_RT_RETURN_IF_ERROR(
       checkCublas(L, s, "cublasLtMatmulAlgoGetHeuristic"));
   if (found == 0)
-    return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
-                      "cuBLASLt has no algorithm for the GEMM M=" +
-                          std::to_string(M) + " N=" + std::to_string(N) +
-                          " K=" + std::to_string(K) + " batch=" +
-                          std::to_string(p[kGemmBatch]) + " " +
-                          dtypeName(static_cast<DType>(p[kGemmDType])) +
-                          " -> " + dtypeName(static_cast<DType>(outDType)) +
-                          " with epilogue " + gemmEpilogueName(epilogue));
+    return makeStatus(
+        CLEAVE_RT_UNIMPLEMENTED,
+        "cuBLASLt has no algorithm for the GEMM M=" + std::to_string(M) +
+            " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+            " batch=" + std::to_string(p[kGemmBatch]) + " " +
+            dtypeName(static_cast<DType>(p[kGemmDType])) + " -> " +
+            dtypeName(static_cast<DType>(outDType)) + " with epilogue " +
+            gemmEpilogueName(epilogue));
   op->algo = result.algo;
   op->workspaceBytes = result.workspaceSize;
   op->ptrA = arena + c.buffers[0];
@@ -563,8 +580,8 @@ cleave_rt_status CudaBackend::prepareAttention(const Command &c,
                     "--no-fused-attention");
 #else
   if (!attentionModule) {
-    if (CUresult r = cu.cuModuleLoadData(&attentionModule,
-                                         cleave_attention_ptx)) {
+    if (CUresult r =
+            cu.cuModuleLoadData(&attentionModule, cleave_attention_ptx)) {
       attentionModule = nullptr;
       return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
                         "the attention kernels' PTX does not load (JIT) on "
@@ -582,7 +599,9 @@ cleave_rt_status CudaBackend::prepareAttention(const Command &c,
   op->args = attentionArgsOf(c, static_cast<unsigned long long>(arena));
   const AttentionArgs &a = op->args;
   bool backward = c.kind == CommandKind::AttentionBackward;
-  auto blocks = [](int n, int per) { return static_cast<unsigned>((n + per - 1) / per); };
+  auto blocks = [](int n, int per) {
+    return static_cast<unsigned>((n + per - 1) / per);
+  };
   op->queryGrid[0] = blocks(a.Sq, kAttentionRowsPerBlock);
   op->queryGrid[1] = static_cast<unsigned>(a.Hq);
   op->queryGrid[2] = static_cast<unsigned>(a.B);
@@ -610,9 +629,9 @@ cleave_rt_status CudaBackend::prepareAttention(const Command &c,
 cleave_rt_status CudaBackend::launchAttention(const Command &c,
                                               AttentionOp &op) {
   auto launch = [&](int fn, const unsigned *grid) {
-    return check(cu.cuLaunchKernel(attentionFns[fn], grid[0], grid[1],
-                                   grid[2], kAttentionThreads, 1, 1, 0,
-                                   compute, op.argv, nullptr),
+    return check(cu.cuLaunchKernel(attentionFns[fn], grid[0], grid[1], grid[2],
+                                   kAttentionThreads, 1, 1, 0, compute, op.argv,
+                                   nullptr),
                  "cuLaunchKernel(attention)");
   };
   if (c.kind == CommandKind::Attention)
@@ -636,8 +655,7 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
     if (c.kind == CommandKind::Attention ||
         c.kind == CommandKind::AttentionBackward) {
       out->attentions[i] = std::make_unique<AttentionOp>();
-      CLEAVE_RT_RETURN_IF_ERROR(
-          prepareAttention(c, out->attentions[i].get()));
+      CLEAVE_RT_RETURN_IF_ERROR(prepareAttention(c, out->attentions[i].get()));
     } else if (c.kind == CommandKind::Gemm) {
       out->gemms[i] = std::make_unique<GemmOp>();
       CLEAVE_RT_RETURN_IF_ERROR(prepareGemm(c, out->gemms[i].get()));
@@ -650,11 +668,11 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
       }
       op->shared = static_cast<unsigned>(c.params[kGpuSharedBytes]);
       if (op->shared > 48 * 1024)
-        CLEAVE_RT_RETURN_IF_ERROR(check(
-            cu.cuFuncSetAttribute(op->fn,
-                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  static_cast<int>(op->shared)),
-            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"));
+        CLEAVE_RT_RETURN_IF_ERROR(
+            check(cu.cuFuncSetAttribute(
+                      op->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                      static_cast<int>(op->shared)),
+                  "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"));
       op->values.resize(c.buffers.size());
       op->args.resize(c.buffers.size());
       for (size_t j = 0; j < c.buffers.size(); ++j) {
@@ -682,12 +700,11 @@ cleave_rt_status CudaBackend::enqueue(const std::vector<Command> &commands,
   return status;
 }
 
-void CudaBackend::labelCommand(const std::vector<Command> &commands,
-                               size_t i) {
+void CudaBackend::labelCommand(const std::vector<Command> &commands, size_t i) {
   const Command &c = commands[i];
-  std::string label = (&commands == &plan->initCommands ? "init command "
-                                                        : "command ") +
-                      std::to_string(i) + " (" + commandKindName(c.kind);
+  std::string label =
+      (&commands == &plan->initCommands ? "init command " : "command ") +
+      std::to_string(i) + " (" + commandKindName(c.kind);
   if (c.kind == CommandKind::GpuLaunch)
     label += " " + plan->kernelNames[static_cast<size_t>(c.params[0])];
   else if (c.kind == CommandKind::Collective)
@@ -710,10 +727,10 @@ CudaBackend::enqueueCommands(const std::vector<Command> &commands,
           op.block[2], op.shared, compute, const_cast<void **>(op.args.data()),
           nullptr);
       if (r != CUDA_SUCCESS)
-        return check(r, ("cuLaunchKernel(" +
-                         plan->kernelNames[static_cast<size_t>(c.params[0])] +
-                         ")")
-                            .c_str());
+        return check(r,
+                     ("cuLaunchKernel(" +
+                      plan->kernelNames[static_cast<size_t>(c.params[0])] + ")")
+                         .c_str());
       break;
     }
     case CommandKind::Gemm: {
@@ -726,13 +743,12 @@ CudaBackend::enqueueCommands(const std::vector<Command> &commands,
                                     : static_cast<const void *>(&op.beta32);
       CLEAVE_RT_RETURN_IF_ERROR(checkCublas(
           *lt,
-          lt->cublasLtMatmul(ltHandle, op.desc, alpha,
-                             reinterpret_cast<const void *>(op.ptrB), op.a,
-                             reinterpret_cast<const void *>(op.ptrA), op.b,
-                             beta, reinterpret_cast<const void *>(op.ptrC),
-                             op.c, reinterpret_cast<void *>(op.ptrC), op.c,
-                             &op.algo, reinterpret_cast<void *>(workspace),
-                             op.workspaceBytes, compute),
+          lt->cublasLtMatmul(
+              ltHandle, op.desc, alpha, reinterpret_cast<const void *>(op.ptrB),
+              op.a, reinterpret_cast<const void *>(op.ptrA), op.b, beta,
+              reinterpret_cast<const void *>(op.ptrC), op.c,
+              reinterpret_cast<void *>(op.ptrC), op.c, &op.algo,
+              reinterpret_cast<void *>(workspace), op.workspaceBytes, compute),
           "cublasLtMatmul"));
       break;
     }
@@ -745,11 +761,11 @@ CudaBackend::enqueueCommands(const std::vector<Command> &commands,
       break;
     case CommandKind::Fill:
       if (c.params[0])
-        CLEAVE_RT_RETURN_IF_ERROR(check(
-            cu.cuMemsetD8Async(arena + c.buffers[0],
-                               static_cast<unsigned char>(c.params[1]),
-                               static_cast<size_t>(c.params[0]), compute),
-            "cuMemsetD8Async"));
+        CLEAVE_RT_RETURN_IF_ERROR(
+            check(cu.cuMemsetD8Async(arena + c.buffers[0],
+                                     static_cast<unsigned char>(c.params[1]),
+                                     static_cast<size_t>(c.params[0]), compute),
+                  "cuMemsetD8Async"));
       break;
     case CommandKind::RandomNormal: {
       // Init commands only (never captured): generated on the host with the
@@ -788,15 +804,13 @@ CudaBackend::enqueueCommands(const std::vector<Command> &commands,
                         "host kernel command in a CUDA plan");
     case CommandKind::Attention:
     case CommandKind::AttentionBackward:
-      CLEAVE_RT_RETURN_IF_ERROR(
-          launchAttention(c, *prepared.attentions[i]));
+      CLEAVE_RT_RETURN_IF_ERROR(launchAttention(c, *prepared.attentions[i]));
       break;
     case CommandKind::Marker: // tracing is not supported here
       break;
     case CommandKind::Collective:
     case CommandKind::Wait:
-      CLEAVE_RT_RETURN_IF_ERROR(
-          collectives->enqueue(commands, i, capturing));
+      CLEAVE_RT_RETURN_IF_ERROR(collectives->enqueue(commands, i, capturing));
       break;
     }
   }
@@ -804,9 +818,9 @@ CudaBackend::enqueueCommands(const std::vector<Command> &commands,
 }
 
 cleave_rt_status CudaBackend::capture() {
-  CLEAVE_RT_RETURN_IF_ERROR(
-      check(cu.cuStreamBeginCapture(compute, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-            "cuStreamBeginCapture"));
+  CLEAVE_RT_RETURN_IF_ERROR(check(
+      cu.cuStreamBeginCapture(compute, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "cuStreamBeginCapture"));
   capturing = true;
   cleave_rt_status s = enqueue(plan->commands, runPrepared);
   capturing = false;

@@ -33,7 +33,8 @@ static std::vector<int64_t> permutation(uint64_t seed, int64_t epoch,
   std::vector<int64_t> p(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     p[i] = i;
-  uint64_t state = mix3(seed, 0x7065726d /*perm*/, static_cast<uint64_t>(epoch));
+  uint64_t state =
+      mix3(seed, 0x7065726d /*perm*/, static_cast<uint64_t>(epoch));
   for (int64_t i = n - 1; i > 0; --i) {
     state = mix(state);
     int64_t j = static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
@@ -62,8 +63,14 @@ static std::string describe(const InputSpec &in) {
 
 static bool isInteger(DType t) {
   switch (t) {
-  case DType::U8: case DType::I8: case DType::U16: case DType::I16:
-  case DType::I32: case DType::I64: case DType::U32: case DType::U64:
+  case DType::U8:
+  case DType::I8:
+  case DType::U16:
+  case DType::I16:
+  case DType::I32:
+  case DType::I64:
+  case DType::U32:
+  case DType::U64:
     return true;
   default:
     return false;
@@ -173,8 +180,8 @@ static bool checkBatchDimensions(const std::vector<InputSpec> &inputs,
   if (inputs.empty() || given != inputs.size()) {
     *error = std::string(what) + " needs one " +
              (std::strcmp(what, "--data") == 0 ? "file" : "array") +
-             " per data input (" + std::to_string(inputs.size()) +
-             " inputs, " + std::to_string(given) + " given)";
+             " per data input (" + std::to_string(inputs.size()) + " inputs, " +
+             std::to_string(given) + " given)";
     return false;
   }
   for (const InputSpec &in : inputs)
@@ -210,8 +217,8 @@ bool openArrays(const std::vector<InputSpec> &inputs,
                 std::vector<tensorfile::HostTensor> arrays, uint64_t seed,
                 std::unique_ptr<Dataset> *out, std::string *error) {
   if (!checkBatchDimensions(inputs, arrays.size(), "data", error) ||
-      !checkArrays(inputs, arrays,
-                   std::vector<std::string>(inputs.size()), error))
+      !checkArrays(inputs, arrays, std::vector<std::string>(inputs.size()),
+                   error))
     return false;
   *out = std::make_unique<NpyDataset>(inputs, std::move(arrays), seed);
   return true;
@@ -237,7 +244,8 @@ public:
     if (tokenDType == DType::U16)
       return uint64_t(tokens[2 * i]) | uint64_t(tokens[2 * i + 1]) << 8;
     return uint64_t(tokens[4 * i]) | uint64_t(tokens[4 * i + 1]) << 8 |
-           uint64_t(tokens[4 * i + 2]) << 16 | uint64_t(tokens[4 * i + 3]) << 24;
+           uint64_t(tokens[4 * i + 2]) << 16 |
+           uint64_t(tokens[4 * i + 3]) << 24;
   }
   void fill(int64_t step, std::vector<std::vector<uint8_t>> *out) override {
     int64_t B = inputs[0].shape[0], T = inputs[0].shape[1];
@@ -278,14 +286,16 @@ bool openTokens(const std::vector<InputSpec> &inputs, const std::string &file,
   }
   if (inputs.empty() || inputs.size() > 2) {
     *error = "--tokens feeds one or two data inputs (input ids, labels); the "
-             "plan has " + std::to_string(inputs.size());
+             "plan has " +
+             std::to_string(inputs.size());
     return false;
   }
   for (const InputSpec &in : inputs) {
     if (in.shape.size() != 2 || in.shape[0] < 1 || in.shape[1] < 1 ||
         in.shape != inputs[0].shape) {
       *error = "--tokens needs [batch, sequence] data inputs of one shape; "
-               "input " + describe(in) + " is not";
+               "input " +
+               describe(in) + " is not";
       return false;
     }
     if (!isInteger(in.dtype)) {
@@ -327,8 +337,8 @@ bool openTokens(const std::vector<InputSpec> &inputs, const std::string &file,
     *error = "cannot map token file '" + file + "': " + std::strerror(errno);
     return false;
   }
-  *out = std::make_unique<TokenDataset>(inputs, static_cast<uint8_t *>(p),
-                                        size, numTokens, tokenDType, seed);
+  *out = std::make_unique<TokenDataset>(inputs, static_cast<uint8_t *>(p), size,
+                                        numTokens, tokenDType, seed);
   return true;
 }
 
@@ -357,8 +367,14 @@ public:
         uint8_t *p = buf.data() + k * elem;
         double u = static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0;
         switch (t.dtype) {
-        case DType::F32: { float f = static_cast<float>(u); std::memcpy(p, &f, 4); break; }
-        case DType::F64: std::memcpy(p, &u, 8); break;
+        case DType::F32: {
+          float f = static_cast<float>(u);
+          std::memcpy(p, &f, 4);
+          break;
+        }
+        case DType::F64:
+          std::memcpy(p, &u, 8);
+          break;
         case DType::BF16: {
           float f = static_cast<float>(u);
           uint32_t bits;
@@ -380,7 +396,9 @@ public:
           storeInt(DType::U16, h, p);
           break;
         }
-        case DType::Bool: p[0] = state & 1; break;
+        case DType::Bool:
+          p[0] = state & 1;
+          break;
         default:
           storeInt(t.dtype, state % static_cast<uint64_t>(vocab), p);
         }

@@ -13,7 +13,6 @@
 using namespace cleave;
 using namespace cleave::rt;
 
-
 struct cleave_rt_executor_t {
   PlanRef plan;
   std::unique_ptr<Backend> backend;
@@ -49,9 +48,10 @@ cleave_rt_status cleave_rt_executor_create(cleave_rt_program program,
                                           out_executor);
 }
 
-cleave_rt_status cleave_rt_executor_create_ranked(
-    cleave_rt_program program, const char *backend,
-    cleave_rt_communicator comm, cleave_rt_executor *out_executor) {
+cleave_rt_status
+cleave_rt_executor_create_ranked(cleave_rt_program program, const char *backend,
+                                 cleave_rt_communicator comm,
+                                 cleave_rt_executor *out_executor) {
   if (!program || !out_executor)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                       "program and out_executor must not be NULL");
@@ -71,20 +71,18 @@ cleave_rt_status cleave_rt_executor_create_ranked(
                           std::to_string(world) +
                           " ranks) and needs a communicator of " + ranks);
   if (c && c->worldSize() != world)
-    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
-                      "the plan's mesh " +
-                          (mesh.empty() ? std::string("(none: one rank)")
-                                        : mesh.str()) +
-                          " has " + std::to_string(world) +
-                          " ranks but the " + c->name() + " world has " +
-                          std::to_string(c->worldSize()));
+    return makeStatus(
+        CLEAVE_RT_FAILED_PRECONDITION,
+        "the plan's mesh " +
+            (mesh.empty() ? std::string("(none: one rank)") : mesh.str()) +
+            " has " + std::to_string(world) + " ranks but the " + c->name() +
+            " world has " + std::to_string(c->worldSize()));
   // A pipelined plan: the rank's stage.
   PlanRef plan;
   CLEAVE_RT_RETURN_IF_ERROR(planForRank(program, c ? c->rank() : 0, &plan));
   std::unique_ptr<Backend> impl;
-  CLEAVE_RT_RETURN_IF_ERROR(
-      createBackend(backend ? backend : "", plan, c, &impl,
-                    program->file.get()));
+  CLEAVE_RT_RETURN_IF_ERROR(createBackend(backend ? backend : "", plan, c,
+                                          &impl, program->file.get()));
   auto *exec = new cleave_rt_executor_t();
   exec->plan = plan;
   exec->backend = std::move(impl);
@@ -144,8 +142,7 @@ cleave_rt_status cleave_rt_executor_run(cleave_rt_executor executor) {
 }
 
 cleave_rt_status cleave_rt_executor_output(cleave_rt_executor executor,
-                                           size_t index,
-                                           const void **out_data,
+                                           size_t index, const void **out_data,
                                            size_t *out_bytes) {
   if (!executor || !out_data || !out_bytes)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");

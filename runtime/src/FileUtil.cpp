@@ -55,8 +55,8 @@ bool readWholeFile(const std::string &path, std::vector<uint8_t> *out,
   return true;
 }
 
-bool writeFileAtomically(const std::string &path, const void *data,
-                         size_t size, std::string *error) {
+bool writeFileAtomically(const std::string &path, const void *data, size_t size,
+                         std::string *error) {
   std::string dir = ".";
   size_t slash = path.find_last_of('/');
   if (slash != std::string::npos)
@@ -66,8 +66,8 @@ bool writeFileAtomically(const std::string &path, const void *data,
   tmpName.push_back('\0');
   int fd = ::mkstemp(tmpName.data());
   if (fd < 0) {
-    *error = "cannot create a temporary file next to '" + path +
-             "': " + errnoText();
+    *error =
+        "cannot create a temporary file next to '" + path + "': " + errnoText();
     return false;
   }
   auto fail = [&](const std::string &what) {
@@ -93,14 +93,14 @@ bool writeFileAtomically(const std::string &path, const void *data,
   if (::fsync(fd) != 0)
     return fail("cannot fsync");
   if (::close(fd) != 0) {
-    *error = "cannot close '" + std::string(tmpName.data()) +
-             "': " + errnoText();
+    *error =
+        "cannot close '" + std::string(tmpName.data()) + "': " + errnoText();
     ::unlink(tmpName.data());
     return false;
   }
   if (::rename(tmpName.data(), path.c_str()) != 0) {
-    *error = "cannot rename '" + std::string(tmpName.data()) + "' to '" +
-             path + "': " + errnoText();
+    *error = "cannot rename '" + std::string(tmpName.data()) + "' to '" + path +
+             "': " + errnoText();
     ::unlink(tmpName.data());
     return false;
   }
@@ -130,8 +130,8 @@ bool readAt(int fd, const std::string &path, uint64_t offset, void *dst,
   auto *out = static_cast<uint8_t *>(dst);
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::pread(fd, out + done, size - done,
-                        static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {

@@ -46,8 +46,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <dlfcn.h>
 #include <cstring>
+#include <dlfcn.h>
 #include <string>
 #include <vector>
 
@@ -120,7 +120,8 @@ static void tiled(const std::vector<int64_t> &p, const In *A, const In *B,
     bool transA = p[kGemmTransA], transB = p[kGemmTransB];
     auto tA = transA ? CblasTrans : CblasNoTrans;
     auto tB = transB ? CblasTrans : CblasNoTrans;
-    int64_t M = p[kGemmM], N = p[kGemmN], perBatch = f.t.rowTiles * f.t.colTiles;
+    int64_t M = p[kGemmM], N = p[kGemmN],
+            perBatch = f.t.rowTiles * f.t.colTiles;
     int64_t lda = p[kGemmLda], ldb = p[kGemmLdb], ldc = p[kGemmLdc];
     Out alpha = static_cast<Out>(bitsToDouble(p[kGemmAlphaBits]));
     Out beta = static_cast<Out>(bitsToDouble(p[kGemmBetaBits]));
@@ -128,7 +129,8 @@ static void tiled(const std::vector<int64_t> &p, const In *A, const In *B,
       int64_t i = tile / perBatch, r = tile % perBatch / f.t.colTiles,
               c = tile % f.t.colTiles;
       int64_t r0 = r * f.t.rows, c0 = c * f.t.cols;
-      int64_t rows = std::min(f.t.rows, M - r0), cols = std::min(f.t.cols, N - c0);
+      int64_t rows = std::min(f.t.rows, M - r0),
+              cols = std::min(f.t.cols, N - c0);
       // Rows of op(A) are A's columns when A is transposed; columns of
       // op(B) are B's rows when B is.
       const In *a = f.A + i * p[kGemmStrideA] + (transA ? r0 : r0 * lda);
@@ -181,8 +183,8 @@ struct OneDnn {
                         const float *, int64_t, const float *, int64_t, float,
                         float *, int64_t);
   using GemmBf16 = int (*)(char, char, int64_t, int64_t, int64_t, float,
-                           const uint16_t *, int64_t, const uint16_t *,
-                           int64_t, float, float *, int64_t);
+                           const uint16_t *, int64_t, const uint16_t *, int64_t,
+                           float, float *, int64_t);
   struct Version {
     int major, minor, patch;
     const char *hash;
@@ -214,8 +216,8 @@ static const OneDnn &oneDnn() {
     using VersionFn = const OneDnn::Version *(*)();
     if (auto fn = reinterpret_cast<VersionFn>(dlsym(lib, "dnnl_version")))
       if (const OneDnn::Version *v = fn())
-        d.version = std::to_string(v->major) + "." +
-                    std::to_string(v->minor) + "." + std::to_string(v->patch);
+        d.version = std::to_string(v->major) + "." + std::to_string(v->minor) +
+                    "." + std::to_string(v->patch);
     return d;
   }();
   return loaded;
@@ -265,8 +267,8 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   auto tB = transB ? CblasTrans : CblasNoTrans;
   // oneDNN wants K >= 1 (see runProduct).
   if (K > 0 && oneDnn().sgemm)
-    oneDnnSgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta,
-                C, ldc);
+    oneDnnSgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
   else
     cblas_sgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
@@ -276,8 +278,8 @@ std::string gemmLibraries() {
   const OneDnn &d = oneDnn();
   if (!d.sgemm)
     return "OpenBLAS";
-  return "oneDNN " + d.version + " (f32" +
-         (d.gemmBf16 ? ", bf16" : "") + "), OpenBLAS (f64)";
+  return "oneDNN " + d.version + " (f32" + (d.gemmBf16 ? ", bf16" : "") +
+         "), OpenBLAS (f64)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -346,8 +348,8 @@ static void runProduct(const Command &command, uint8_t *arena, float *C,
   if (bf16) {
     if (useOneDnn && oneDnn().gemmBf16) {
       tiled(p, reinterpret_cast<const bfloat16 *>(arena + b[0]),
-            reinterpret_cast<const bfloat16 *>(arena + b[1]), C,
-            oneDnnGemmBf16, threads);
+            reinterpret_cast<const bfloat16 *>(arena + b[1]), C, oneDnnGemmBf16,
+            threads);
       return;
     }
     if (SbgemmFn sbgemm = findSbgemm()) {
@@ -393,8 +395,8 @@ static void runLowPrecisionResult(const Command &command, uint8_t *arena,
   int64_t M = p[kGemmM], N = p[kGemmN], batch = p[kGemmBatch];
   int64_t ld = p[kGemmLdc], stride = p[kGemmStrideC];
   if (bitsToDouble(p[kGemmBetaBits]) != 0.0)
-    (bf16 ? widen<bf16ToFloat> : widen<halfToFloat>)(C, M, N, ld, stride,
-                                                     batch, scratchC);
+    (bf16 ? widen<bf16ToFloat> : widen<halfToFloat>)(C, M, N, ld, stride, batch,
+                                                     scratchC);
   else
     scratchC.assign(extentOf(M, N, ld, stride, batch), 0.0f);
   runProduct(command, arena, scratchC.data(), threads);

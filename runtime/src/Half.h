@@ -24,7 +24,8 @@ inline float halfToFloat(uint16_t h) {
   else if (exp == 31)
     v = mant ? NAN : INFINITY;
   else
-    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+    v = std::ldexp(static_cast<float>(mant | 0x400),
+                   static_cast<int>(exp) - 25);
   return sign ? -v : v;
 }
 

@@ -35,15 +35,15 @@ public:
       *fd = it->second;
       return nullptr;
     }
-    std::string what = "the initial value of '" + c.info.name + "' is in '" +
-                       c.file + "'";
+    std::string what =
+        "the initial value of '" + c.info.name + "' is in '" + c.file + "'";
     int f = ::open(c.file.c_str(), O_RDONLY | O_CLOEXEC);
     if (f < 0)
-      return makeStatus(CLEAVE_RT_NOT_FOUND,
-                        what + ", which cannot be opened: " +
-                            std::strerror(errno) +
-                            " (cleave-run --weights-dir names the folder "
-                            "holding the model's external data)");
+      return makeStatus(
+          CLEAVE_RT_NOT_FOUND,
+          what + ", which cannot be opened: " + std::strerror(errno) +
+              " (cleave-run --weights-dir names the folder "
+              "holding the model's external data)");
     struct stat st;
     if (::fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(f);
@@ -55,7 +55,8 @@ public:
       return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
                         what + ", which has " + std::to_string(st.st_size) +
                             " bytes, but the plan was compiled from a file "
-                            "of " + std::to_string(c.fileSize) +
+                            "of " +
+                            std::to_string(c.fileSize) +
                             " bytes: not the same weights");
     }
     fds.emplace(c.file, f);
@@ -68,11 +69,11 @@ private:
 };
 } // namespace
 
-cleave_rt_status
-forEachConstantValue(const plan::Plan &plan, int64_t rank,
-                     const std::function<cleave_rt_status(
-                         const plan::Constant &, const uint8_t *)> &fn,
-                     uint64_t *bytesRead) {
+cleave_rt_status forEachConstantValue(
+    const plan::Plan &plan, int64_t rank,
+    const std::function<cleave_rt_status(const plan::Constant &,
+                                         const uint8_t *)> &fn,
+    uint64_t *bytesRead) {
   FileSet files;
   std::vector<uint8_t> shard;
   for (const plan::Constant &c : plan.constants) {
@@ -97,13 +98,12 @@ forEachConstantValue(const plan::Plan &plan, int64_t rank,
     CLEAVE_RT_RETURN_IF_ERROR(files.open(c, &fd));
     shard.resize(c.info.byteSize());
     std::string error;
-    if (!readShard(fd, c.file, c.fileOffset,
-                   plan::globalShape(c.info, plan.mesh), c.info.shape,
-                   plan::shardOffsets(c.info, plan.mesh, rank),
-                   plan::dtypeSize(c.info.dtype), shard.data(), bytesRead,
-                   &error))
-      return makeStatus(CLEAVE_RT_DATA_LOSS, "the initial value of '" +
-                                                 c.info.name + "': " + error);
+    if (!readShard(
+            fd, c.file, c.fileOffset, plan::globalShape(c.info, plan.mesh),
+            c.info.shape, plan::shardOffsets(c.info, plan.mesh, rank),
+            plan::dtypeSize(c.info.dtype), shard.data(), bytesRead, &error))
+      return makeStatus(CLEAVE_RT_DATA_LOSS,
+                        "the initial value of '" + c.info.name + "': " + error);
     CLEAVE_RT_RETURN_IF_ERROR(fn(c, shard.data()));
   }
   return nullptr;

@@ -76,9 +76,8 @@ cleave_rt_status KernelLibrary::load(const std::vector<uint8_t> &object,
     lib->kernels.push_back(reinterpret_cast<KernelFn>(sym));
   }
   // Objects without parallel loop nests have neither slot.
-  auto *parallelFor =
-      static_cast<plan::ParallelForFn *>(::dlsym(lib->handle,
-                                                 plan::kParallelForSymbol));
+  auto *parallelFor = static_cast<plan::ParallelForFn *>(
+      ::dlsym(lib->handle, plan::kParallelForSymbol));
   auto *runtime = static_cast<const void **>(
       ::dlsym(lib->handle, plan::kParallelRuntimeSymbol));
   if (threads && parallelFor && runtime) {

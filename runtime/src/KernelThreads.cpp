@@ -28,8 +28,8 @@ const Gomp *gomp() {
     if (!lib)
       return nullptr;
     static Gomp g;
-    g.parallel = reinterpret_cast<decltype(g.parallel)>(
-        dlsym(lib, "GOMP_parallel"));
+    g.parallel =
+        reinterpret_cast<decltype(g.parallel)>(dlsym(lib, "GOMP_parallel"));
     g.threadNum = reinterpret_cast<decltype(g.threadNum)>(
         dlsym(lib, "omp_get_thread_num"));
     g.numThreads = reinterpret_cast<decltype(g.numThreads)>(
@@ -74,8 +74,8 @@ KernelThreads::KernelThreads() {
 std::string KernelThreads::describe() const {
   if (!gomp())
     return "1 thread (libgomp.so.1 not found)";
-  return std::to_string(count) + (count == 1 ? " OpenMP thread"
-                                             : " OpenMP threads");
+  return std::to_string(count) +
+         (count == 1 ? " OpenMP thread" : " OpenMP threads");
 }
 
 void KernelThreads::parallelFor(void *runtime, plan::ParallelRangeFn range,

@@ -1,4 +1,4 @@
-//===- KernelThreads.h - Threads for the kernels' parallel loops -*- C++ -*-===//
+//===- KernelThreads.h - Threads for kernels' parallel loops ----*- C++ -*-===//
 
 #ifndef CLEAVE_RUNTIME_KERNELTHREADS_H
 #define CLEAVE_RUNTIME_KERNELTHREADS_H
@@ -40,8 +40,8 @@ public:
   /// (its OpenMP thread count is 1 meanwhile), so what a call computes does
   /// not depend on the team's size. `self` may be null (one thread).
   static void parallelForOneThreadEach(const KernelThreads *self,
-                                       plan::ParallelRangeFn range,
-                                       void *frame, int64_t n);
+                                       plan::ParallelRangeFn range, void *frame,
+                                       int64_t n);
 
 private:
   int count = 1;

@@ -1,4 +1,4 @@
-//===- Launch.cpp - Launcher environment and the TCP bootstrap -------------===//
+//===- Launch.cpp - Launcher environment and the TCP bootstrap ------------===//
 
 #include "Launch.h"
 
@@ -59,8 +59,8 @@ bool readLaunchEnv(const std::function<const char *(const char *)> &getenv,
     if (std::string(n.launcher) == "srun" && !rank)
       continue;
     env.launcher = n.launcher;
-    auto need = [&](const char *var, const char *value, int64_t lo,
-                    int64_t hi, int64_t *v) {
+    auto need = [&](const char *var, const char *value, int64_t lo, int64_t hi,
+                    int64_t *v) {
       if (!value) {
         *error = std::string(n.launcher) + " launch: " + var + " is not set";
         return false;
@@ -77,8 +77,7 @@ bool readLaunchEnv(const std::function<const char *(const char *)> &getenv,
       return false;
     if (env.rank >= env.worldSize) {
       *error = std::string(n.rank) + "=" + std::to_string(env.rank) +
-               " is not below " + n.size + "=" +
-               std::to_string(env.worldSize);
+               " is not below " + n.size + "=" + std::to_string(env.worldSize);
       return false;
     }
     if (!need(n.local, getenv(n.local), 0, env.worldSize - 1, &env.localRank))
@@ -183,8 +182,8 @@ static cleave_rt_status serve(const LaunchEnv &env,
       ::listen(listener.fd, 128))
     return makeStatus(CLEAVE_RT_UNAVAILABLE,
                       "rank 0 cannot listen on port " +
-                          std::to_string(env.masterPort) + " (MASTER_PORT): " +
-                          std::strerror(errno));
+                          std::to_string(env.masterPort) +
+                          " (MASTER_PORT): " + std::strerror(errno));
   auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(timeoutSeconds));
@@ -220,7 +219,8 @@ static cleave_rt_status serve(const LaunchEnv &env,
     if (rank < 1 || rank >= env.worldSize)
       return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
                         "bootstrap: a process claiming rank " +
-                            std::to_string(rank) + " connected, but the world "
+                            std::to_string(rank) +
+                            " connected, but the world "
                             "has ranks 0 to " +
                             std::to_string(env.worldSize - 1));
     if (!served.insert(rank).second)
@@ -231,9 +231,9 @@ static cleave_rt_status serve(const LaunchEnv &env,
     if (!transfer(conn.fd, &size, 8, true, deadline) ||
         !transfer(conn.fd, const_cast<uint8_t *>(blob.data()), blob.size(),
                   true, deadline))
-      return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                        "bootstrap: lost rank " + std::to_string(rank) +
-                            " while sending it the id");
+      return makeStatus(CLEAVE_RT_UNAVAILABLE, "bootstrap: lost rank " +
+                                                   std::to_string(rank) +
+                                                   " while sending it the id");
   }
   return nullptr;
 }
@@ -247,7 +247,8 @@ static cleave_rt_status fetch(const LaunchEnv &env, std::vector<uint8_t> *blob,
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   std::string port = std::to_string(env.masterPort);
-  if (int rc = ::getaddrinfo(env.masterAddr.c_str(), port.c_str(), &hints, &res))
+  if (int rc =
+          ::getaddrinfo(env.masterAddr.c_str(), port.c_str(), &hints, &res))
     return makeStatus(CLEAVE_RT_UNAVAILABLE,
                       "bootstrap: cannot resolve MASTER_ADDR '" +
                           env.masterAddr + "': " + gai_strerror(rc));
@@ -259,7 +260,8 @@ static cleave_rt_status fetch(const LaunchEnv &env, std::vector<uint8_t> *blob,
   for (;;) {
     Fd conn;
     conn.fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (conn.fd >= 0 && ::connect(conn.fd, res->ai_addr, res->ai_addrlen) == 0) {
+    if (conn.fd >= 0 &&
+        ::connect(conn.fd, res->ai_addr, res->ai_addrlen) == 0) {
       uint32_t rank = static_cast<uint32_t>(env.rank);
       uint64_t size = 0;
       if (!transfer(conn.fd, const_cast<char *>(kHello), 4, true, deadline) ||
@@ -271,9 +273,9 @@ static cleave_rt_status fetch(const LaunchEnv &env, std::vector<uint8_t> *blob,
                               " but received no id");
       blob->resize(size);
       if (!transfer(conn.fd, blob->data(), size, false, deadline))
-        return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                          "bootstrap: rank 0 at " + endpoint(env) +
-                              " stopped sending the id");
+        return makeStatus(CLEAVE_RT_UNAVAILABLE, "bootstrap: rank 0 at " +
+                                                     endpoint(env) +
+                                                     " stopped sending the id");
       return nullptr;
     }
     lastError = std::strerror(errno);

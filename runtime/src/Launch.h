@@ -1,4 +1,4 @@
-//===- Launch.h - Where a rank comes from: launcher env, bootstrap ---*- C++ -*-===//
+//===- Launch.h - Where a rank comes from: launcher, bootstrap --*- C++ -*-===//
 //
 // What a process learns from its launcher (torchrun, mpirun, srun): its rank,
 // the world size, its rank on the node, and for torchrun the rendezvous

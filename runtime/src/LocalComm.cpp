@@ -1,4 +1,4 @@
-//===- LocalComm.cpp - Ranks as threads of one process ---------------------===//
+//===- LocalComm.cpp - Ranks as threads of one process --------------------===//
 //
 // Every collective is a rendezvous of its group in shared memory: each member
 // posts its operand's and result's addresses and the collective's static id,
@@ -144,22 +144,20 @@ template <typename Done, typename Missing>
 cleave_rt_status LocalWorld::waitFor(Lock &lock, std::condition_variable &cv,
                                      int64_t rank, const CollectiveInfo &c,
                                      Done done, Missing missing) {
-  double seconds = arrivalSeconds(
-      c, std::chrono::duration<double>(timeout).count());
+  double seconds =
+      arrivalSeconds(c, std::chrono::duration<double>(timeout).count());
   Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(seconds));
   while (!done()) {
     if (!abortReason.empty())
-      return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                        "stopped in " + describe(c) + " because " +
-                            abortReason);
+      return makeStatus(CLEAVE_RT_UNAVAILABLE, "stopped in " + describe(c) +
+                                                   " because " + abortReason);
     for (int64_t m : missing())
       if (exited[m])
         return failure(rank, "rank " + std::to_string(m) +
                                  " exited before reaching " + awaited(c));
-    if (cv.wait_until(lock, deadline) == std::cv_status::timeout &&
-        !done()) {
+    if (cv.wait_until(lock, deadline) == std::cv_status::timeout && !done()) {
       std::string msg;
       std::vector<int64_t> late = missing();
       if (late.empty())
@@ -171,8 +169,8 @@ cleave_rt_status LocalWorld::waitFor(Lock &lock, std::condition_variable &cv,
                         : " (it is not in a collective)";
       }
       return failure(
-          rank, msg + withinText(
-                          c, std::chrono::duration<double>(timeout).count()));
+          rank,
+          msg + withinText(c, std::chrono::duration<double>(timeout).count()));
     }
   }
   return nullptr;
@@ -218,15 +216,14 @@ cleave_rt_status LocalWorld::run(int64_t rank, const CollectiveInfo &c,
     std::vector<uint8_t> message = std::move(box.messages.front().bytes);
     box.messages.pop_front();
     if (tag != plan::messageTag(c))
-      return failure(rank, describe(c) + ": received message " +
-                               (tag ? std::to_string(*tag) : "(untagged)") +
-                               " from rank " + std::to_string(from) +
-                               " where message " +
-                               (plan::messageTag(c)
-                                    ? std::to_string(*plan::messageTag(c))
-                                    : "(untagged)") +
-                               " was expected (sends and receives out of "
-                               "order)");
+      return failure(
+          rank, describe(c) + ": received message " +
+                    (tag ? std::to_string(*tag) : "(untagged)") +
+                    " from rank " + std::to_string(from) + " where message " +
+                    (plan::messageTag(c) ? std::to_string(*plan::messageTag(c))
+                                         : "(untagged)") +
+                    " was expected (sends and receives out of "
+                    "order)");
     if (message.size() != bytes)
       return failure(rank, describe(c) + ": received " +
                                std::to_string(message.size()) +

@@ -1,4 +1,4 @@
-//===- MpiComm.cpp - One rank per process, through MPI ---------------------===//
+//===- MpiComm.cpp - One rank per process, through MPI --------------------===//
 //
 // Under mpirun or srun every process is one rank of the plan's mesh. Each
 // collective is built from nonblocking point-to-point messages between the
@@ -120,12 +120,11 @@ bool MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
   // between polls so that a long wait does not burn a core.
   Clock::time_point start = Clock::now(),
                     deadline =
-                        start + (seconds < 0
-                                     ? timeout
-                                     : std::chrono::duration_cast<
-                                           Clock::duration>(
-                                           std::chrono::duration<double>(
-                                               seconds)));
+                        start +
+                        (seconds < 0
+                             ? timeout
+                             : std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(seconds)));
   for (;;) {
     int done = 0;
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
@@ -210,8 +209,9 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
     std::optional<int64_t> tag = plan::messageTag(c);
     std::vector<uint8_t> framed(tag ? sizeof(int64_t) + bytes : 0);
     std::vector<MPI_Request> req(1, MPI_REQUEST_NULL);
-    MPI_Irecv(tag ? framed.data() : dst, static_cast<int>(tag ? framed.size() : bytes),
-              MPI_BYTE, from, kPointToPoint, MPI_COMM_WORLD, &req[0]);
+    MPI_Irecv(tag ? framed.data() : dst,
+              static_cast<int>(tag ? framed.size() : bytes), MPI_BYTE, from,
+              kPointToPoint, MPI_COMM_WORLD, &req[0]);
     std::vector<size_t> pending;
     if (!waitAll(req, &pending))
       return timedOut("the send matching " + describe(c), {from});
@@ -250,8 +250,8 @@ cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
     if (k == me)
       continue;
     req.emplace_back();
-    MPI_Isend(&myId, 1, MPI_UINT32_T, static_cast<int>(group.ranks[k]),
-              kArrive, MPI_COMM_WORLD, &req.back());
+    MPI_Isend(&myId, 1, MPI_UINT32_T, static_cast<int>(group.ranks[k]), kArrive,
+              MPI_COMM_WORLD, &req.back());
   }
   std::vector<size_t> pending;
   if (!waitAll(req, &pending, arrivalSeconds(c, timeoutSecs))) {

@@ -124,9 +124,8 @@ cleave_rt_status NcclCommunicator::init(const NcclLibrary &lib, int rank,
                           " is outside a world of " +
                           std::to_string(worldSize) + " ranks");
   ncclComm_t c = nullptr;
-  CLEAVE_RT_RETURN_IF_ERROR(
-      lib.check(lib.api().ncclCommInitRank(&c, worldSize, id, rank),
-                "ncclCommInitRank"));
+  CLEAVE_RT_RETURN_IF_ERROR(lib.check(
+      lib.api().ncclCommInitRank(&c, worldSize, id, rank), "ncclCommInitRank"));
   library = &lib;
   comm = c;
   myRank = rank;
@@ -144,9 +143,9 @@ cleave_rt_status NcclCommunicator::split(const NcclCommunicator &parent,
   CLEAVE_RT_RETURN_IF_ERROR(parent.requireComm("ncclCommSplit"));
   const NcclLibrary &lib = *parent.library;
   ncclComm_t c = nullptr;
-  CLEAVE_RT_RETURN_IF_ERROR(lib.check(
-      lib.api().ncclCommSplit(parent.comm, color, key, &c, nullptr),
-      "ncclCommSplit", parent.comm));
+  CLEAVE_RT_RETURN_IF_ERROR(
+      lib.check(lib.api().ncclCommSplit(parent.comm, color, key, &c, nullptr),
+                "ncclCommSplit", parent.comm));
   if (!c) // NCCL_SPLIT_NOCOLOR: this rank joined no communicator.
     return nullptr;
   int n = 0, r = 0;
@@ -198,23 +197,20 @@ cleave_rt_status NcclCommunicator::asyncError() const {
   return library->check(async, "an asynchronous NCCL operation", comm);
 }
 
-cleave_rt_status NcclCommunicator::allReduce(CUdeviceptr send,
-                                             CUdeviceptr recv, size_t count,
-                                             ncclDataType_t dtype,
+cleave_rt_status NcclCommunicator::allReduce(CUdeviceptr send, CUdeviceptr recv,
+                                             size_t count, ncclDataType_t dtype,
                                              ncclRedOp_t op, CUstream stream) {
   CLEAVE_RT_RETURN_IF_ERROR(requireComm("ncclAllReduce"));
-  return library->check(
-      library->api().ncclAllReduce(devicePointer(send), devicePointer(recv),
-                                   count, dtype, op, comm, stream),
-      "ncclAllReduce", comm);
+  return library->check(library->api().ncclAllReduce(devicePointer(send),
+                                                     devicePointer(recv), count,
+                                                     dtype, op, comm, stream),
+                        "ncclAllReduce", comm);
 }
 
-cleave_rt_status NcclCommunicator::reduceScatter(CUdeviceptr send,
-                                                 CUdeviceptr recv,
-                                                 size_t recvCount,
-                                                 ncclDataType_t dtype,
-                                                 ncclRedOp_t op,
-                                                 CUstream stream) {
+cleave_rt_status
+NcclCommunicator::reduceScatter(CUdeviceptr send, CUdeviceptr recv,
+                                size_t recvCount, ncclDataType_t dtype,
+                                ncclRedOp_t op, CUstream stream) {
   CLEAVE_RT_RETURN_IF_ERROR(requireComm("ncclReduceScatter"));
   return library->check(
       library->api().ncclReduceScatter(devicePointer(send), devicePointer(recv),
@@ -222,8 +218,7 @@ cleave_rt_status NcclCommunicator::reduceScatter(CUdeviceptr send,
       "ncclReduceScatter", comm);
 }
 
-cleave_rt_status NcclCommunicator::allGather(CUdeviceptr send,
-                                             CUdeviceptr recv,
+cleave_rt_status NcclCommunicator::allGather(CUdeviceptr send, CUdeviceptr recv,
                                              size_t sendCount,
                                              ncclDataType_t dtype,
                                              CUstream stream) {
@@ -234,15 +229,14 @@ cleave_rt_status NcclCommunicator::allGather(CUdeviceptr send,
       "ncclAllGather", comm);
 }
 
-cleave_rt_status NcclCommunicator::broadcast(CUdeviceptr send,
-                                             CUdeviceptr recv, size_t count,
-                                             ncclDataType_t dtype, int root,
-                                             CUstream stream) {
+cleave_rt_status NcclCommunicator::broadcast(CUdeviceptr send, CUdeviceptr recv,
+                                             size_t count, ncclDataType_t dtype,
+                                             int root, CUstream stream) {
   CLEAVE_RT_RETURN_IF_ERROR(requireComm("ncclBroadcast"));
-  return library->check(
-      library->api().ncclBroadcast(devicePointer(send), devicePointer(recv),
-                                   count, dtype, root, comm, stream),
-      "ncclBroadcast", comm);
+  return library->check(library->api().ncclBroadcast(devicePointer(send),
+                                                     devicePointer(recv), count,
+                                                     dtype, root, comm, stream),
+                        "ncclBroadcast", comm);
 }
 
 cleave_rt_status NcclCommunicator::send(CUdeviceptr buffer, size_t count,

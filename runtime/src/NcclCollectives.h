@@ -281,7 +281,7 @@ private:
   /// Testing only ($CLEAVE_CUDA_MUTATION, cudaMutation()): drop the compute
   /// stream's first wait for a collective; swap two collectives on rank 1.
   bool dropFirstWait = false, waitDropped = false, swapOnRank1 = false;
-  std::string failure;      ///< Set once the communicators were aborted.
+  std::string failure; ///< Set once the communicators were aborted.
   bool clean = true;
 };
 

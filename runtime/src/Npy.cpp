@@ -246,29 +246,45 @@ bool parseNpy(const uint8_t *data, size_t size, HostTensor *out,
 
 static const char *descrFor(DType dtype) {
   switch (dtype) {
-  case DType::F32: return "<f4";
-  case DType::BF16: return "<f4";
-  case DType::F16: return "<f2";
-  case DType::F64: return "<f8";
-  case DType::I8: return "|i1";
-  case DType::I16: return "<i2";
-  case DType::I32: return "<i4";
-  case DType::I64: return "<i8";
-  case DType::U8: return "|u1";
-  case DType::U16: return "<u2";
-  case DType::U32: return "<u4";
-  case DType::U64: return "<u8";
-  case DType::Bool: return "|b1";
+  case DType::F32:
+    return "<f4";
+  case DType::BF16:
+    return "<f4";
+  case DType::F16:
+    return "<f2";
+  case DType::F64:
+    return "<f8";
+  case DType::I8:
+    return "|i1";
+  case DType::I16:
+    return "<i2";
+  case DType::I32:
+    return "<i4";
+  case DType::I64:
+    return "<i8";
+  case DType::U8:
+    return "|u1";
+  case DType::U16:
+    return "<u2";
+  case DType::U32:
+    return "<u4";
+  case DType::U64:
+    return "<u8";
+  case DType::Bool:
+    return "|b1";
   case DType::I4:
-  case DType::I2: return "|i1";
+  case DType::I2:
+    return "|i1";
   case DType::U4:
-  case DType::U2: return "|u1";
+  case DType::U2:
+    return "|u1";
   case DType::F8E4M3FN:
   case DType::F8E4M3FNUZ:
   case DType::F8E5M2:
   case DType::F8E5M2FNUZ:
   case DType::F4E2M1:
-  case DType::F8E8M0: return "<f4";
+  case DType::F8E8M0:
+    return "<f4";
   }
   return "|u1";
 }

@@ -25,9 +25,9 @@ namespace {
 struct Field {
   uint32_t number = 0;
   uint32_t wireType = 0;
-  size_t begin = 0, end = 0;             ///< The whole field, key included.
-  size_t valueBegin = 0, valueEnd = 0;   ///< The payload of a LEN field.
-  uint64_t varint = 0;                   ///< The value of a VARINT field.
+  size_t begin = 0, end = 0;           ///< The whole field, key included.
+  size_t valueBegin = 0, valueEnd = 0; ///< The payload of a LEN field.
+  uint64_t varint = 0;                 ///< The value of a VARINT field.
 };
 
 bool readVarint(const uint8_t *p, size_t size, size_t *pos, uint64_t *out) {
@@ -212,7 +212,8 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
         }
         const std::string &copy = source->second->name;
         ++reads[source->first];
-        writeLenField(newNode, 1, reinterpret_cast<const uint8_t *>(copy.data()),
+        writeLenField(newNode, 1,
+                      reinterpret_cast<const uint8_t *>(copy.data()),
                       copy.size());
       }
       for (const auto &[source, w] : bySource) {
@@ -276,8 +277,8 @@ bool replaceInitializers(const std::vector<uint8_t> &model,
     pending.erase(it);
   }
   if (!pending.empty()) {
-    *error = "the model has no initializer named '" + pending.begin()->first +
-             "'";
+    *error =
+        "the model has no initializer named '" + pending.begin()->first + "'";
     return false;
   }
   if (!copies.empty()) {

@@ -43,19 +43,32 @@ static const char kMagic[8] = {'C', 'L', 'E', 'A', 'V', 'E', 'P', 'L'};
 
 size_t dtypeSize(DType t) {
   switch (t) {
-  case DType::F32: return 4;
-  case DType::U8: return 1;
-  case DType::I8: return 1;
-  case DType::U16: return 2;
-  case DType::I16: return 2;
-  case DType::I32: return 4;
-  case DType::I64: return 8;
-  case DType::Bool: return 1;
-  case DType::F16: return 2;
-  case DType::F64: return 8;
-  case DType::U32: return 4;
-  case DType::U64: return 8;
-  case DType::BF16: return 2;
+  case DType::F32:
+    return 4;
+  case DType::U8:
+    return 1;
+  case DType::I8:
+    return 1;
+  case DType::U16:
+    return 2;
+  case DType::I16:
+    return 2;
+  case DType::I32:
+    return 4;
+  case DType::I64:
+    return 8;
+  case DType::Bool:
+    return 1;
+  case DType::F16:
+    return 2;
+  case DType::F64:
+    return 8;
+  case DType::U32:
+    return 4;
+  case DType::U64:
+    return 8;
+  case DType::BF16:
+    return 2;
   case DType::F8E4M3FN:
   case DType::F8E4M3FNUZ:
   case DType::F8E5M2:
@@ -65,7 +78,8 @@ size_t dtypeSize(DType t) {
   case DType::F4E2M1:
   case DType::F8E8M0:
   case DType::U2:
-  case DType::I2: return 1;
+  case DType::I2:
+    return 1;
   }
   return 0;
 }
@@ -74,10 +88,13 @@ unsigned dtypeBits(DType t) {
   switch (t) {
   case DType::U4:
   case DType::I4:
-  case DType::F4E2M1: return 4;
+  case DType::F4E2M1:
+    return 4;
   case DType::U2:
-  case DType::I2: return 2;
-  default: return static_cast<unsigned>(8 * dtypeSize(t));
+  case DType::I2:
+    return 2;
+  default:
+    return static_cast<unsigned>(8 * dtypeSize(t));
   }
 }
 
@@ -88,8 +105,10 @@ bool isNarrowFloat(DType t) {
   case DType::F8E5M2:
   case DType::F8E5M2FNUZ:
   case DType::F4E2M1:
-  case DType::F8E8M0: return true;
-  default: return false;
+  case DType::F8E8M0:
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -132,46 +151,79 @@ static double decodeSmallFloat(SmallFloat f, uint8_t bits) {
 
 double narrowValue(DType t, uint8_t bits) {
   switch (t) {
-  case DType::F8E4M3FN: return decodeSmallFloat({4, 3, 7, SmallFloat::NanAllOnes}, bits);
-  case DType::F8E4M3FNUZ: return decodeSmallFloat({4, 3, 8, SmallFloat::NanNegZero}, bits);
-  case DType::F8E5M2: return decodeSmallFloat({5, 2, 15, SmallFloat::IEEE}, bits);
-  case DType::F8E5M2FNUZ: return decodeSmallFloat({5, 2, 16, SmallFloat::NanNegZero}, bits);
-  case DType::F4E2M1: return decodeSmallFloat({2, 1, 1, SmallFloat::None}, bits & 0xf);
+  case DType::F8E4M3FN:
+    return decodeSmallFloat({4, 3, 7, SmallFloat::NanAllOnes}, bits);
+  case DType::F8E4M3FNUZ:
+    return decodeSmallFloat({4, 3, 8, SmallFloat::NanNegZero}, bits);
+  case DType::F8E5M2:
+    return decodeSmallFloat({5, 2, 15, SmallFloat::IEEE}, bits);
+  case DType::F8E5M2FNUZ:
+    return decodeSmallFloat({5, 2, 16, SmallFloat::NanNegZero}, bits);
+  case DType::F4E2M1:
+    return decodeSmallFloat({2, 1, 1, SmallFloat::None}, bits & 0xf);
   case DType::F8E8M0: // A bare exponent: 2^(bits - 127); 0xff is NaN.
     return bits == 0xff ? std::nan("") : std::ldexp(1.0, int(bits) - 127);
-  case DType::U4: return bits & 0xf;
-  case DType::I4: return static_cast<int8_t>(uint8_t(bits << 4)) >> 4;
-  case DType::U2: return bits & 0x3;
-  case DType::I2: return static_cast<int8_t>(uint8_t(bits << 6)) >> 6;
-  default: return bits;
+  case DType::U4:
+    return bits & 0xf;
+  case DType::I4:
+    return static_cast<int8_t>(uint8_t(bits << 4)) >> 4;
+  case DType::U2:
+    return bits & 0x3;
+  case DType::I2:
+    return static_cast<int8_t>(uint8_t(bits << 6)) >> 6;
+  default:
+    return bits;
   }
 }
 
 const char *dtypeName(DType t) {
   switch (t) {
-  case DType::F32: return "float32";
-  case DType::U8: return "uint8";
-  case DType::I8: return "int8";
-  case DType::U16: return "uint16";
-  case DType::I16: return "int16";
-  case DType::I32: return "int32";
-  case DType::I64: return "int64";
-  case DType::Bool: return "bool";
-  case DType::F16: return "float16";
-  case DType::F64: return "float64";
-  case DType::U32: return "uint32";
-  case DType::U64: return "uint64";
-  case DType::BF16: return "bfloat16";
-  case DType::F8E4M3FN: return "float8e4m3fn";
-  case DType::F8E4M3FNUZ: return "float8e4m3fnuz";
-  case DType::F8E5M2: return "float8e5m2";
-  case DType::F8E5M2FNUZ: return "float8e5m2fnuz";
-  case DType::U4: return "uint4";
-  case DType::I4: return "int4";
-  case DType::F4E2M1: return "float4e2m1";
-  case DType::F8E8M0: return "float8e8m0";
-  case DType::U2: return "uint2";
-  case DType::I2: return "int2";
+  case DType::F32:
+    return "float32";
+  case DType::U8:
+    return "uint8";
+  case DType::I8:
+    return "int8";
+  case DType::U16:
+    return "uint16";
+  case DType::I16:
+    return "int16";
+  case DType::I32:
+    return "int32";
+  case DType::I64:
+    return "int64";
+  case DType::Bool:
+    return "bool";
+  case DType::F16:
+    return "float16";
+  case DType::F64:
+    return "float64";
+  case DType::U32:
+    return "uint32";
+  case DType::U64:
+    return "uint64";
+  case DType::BF16:
+    return "bfloat16";
+  case DType::F8E4M3FN:
+    return "float8e4m3fn";
+  case DType::F8E4M3FNUZ:
+    return "float8e4m3fnuz";
+  case DType::F8E5M2:
+    return "float8e5m2";
+  case DType::F8E5M2FNUZ:
+    return "float8e5m2fnuz";
+  case DType::U4:
+    return "uint4";
+  case DType::I4:
+    return "int4";
+  case DType::F4E2M1:
+    return "float4e2m1";
+  case DType::F8E8M0:
+    return "float8e8m0";
+  case DType::U2:
+    return "uint2";
+  case DType::I2:
+    return "int2";
   }
   return "unknown";
 }
@@ -182,71 +234,106 @@ bool isKnownDType(uint32_t code) {
 
 const char *commandKindName(CommandKind k) {
   switch (k) {
-  case CommandKind::Kernel: return "kernel";
-  case CommandKind::Gemm: return "gemm";
-  case CommandKind::Attention: return "attention";
-  case CommandKind::AttentionBackward: return "attention_backward";
-  case CommandKind::Copy: return "copy";
-  case CommandKind::Fill: return "fill";
-  case CommandKind::GpuLaunch: return "gpu_launch";
-  case CommandKind::RandomNormal: return "random_normal";
-  case CommandKind::Collective: return "collective";
-  case CommandKind::Wait: return "wait";
-  case CommandKind::Marker: return "marker";
+  case CommandKind::Kernel:
+    return "kernel";
+  case CommandKind::Gemm:
+    return "gemm";
+  case CommandKind::Attention:
+    return "attention";
+  case CommandKind::AttentionBackward:
+    return "attention_backward";
+  case CommandKind::Copy:
+    return "copy";
+  case CommandKind::Fill:
+    return "fill";
+  case CommandKind::GpuLaunch:
+    return "gpu_launch";
+  case CommandKind::RandomNormal:
+    return "random_normal";
+  case CommandKind::Collective:
+    return "collective";
+  case CommandKind::Wait:
+    return "wait";
+  case CommandKind::Marker:
+    return "marker";
   }
   return "unknown";
 }
 
 const char *collectiveOpName(CollectiveOp op) {
   switch (op) {
-  case CollectiveOp::AllReduce: return "all_reduce";
-  case CollectiveOp::AllGather: return "all_gather";
-  case CollectiveOp::ReduceScatter: return "reduce_scatter";
-  case CollectiveOp::AllToAll: return "all_to_all";
-  case CollectiveOp::Broadcast: return "broadcast";
-  case CollectiveOp::Permute: return "collective_permute";
-  case CollectiveOp::Send: return "send";
-  case CollectiveOp::Recv: return "recv";
-  case CollectiveOp::AllSlice: return "all_slice";
+  case CollectiveOp::AllReduce:
+    return "all_reduce";
+  case CollectiveOp::AllGather:
+    return "all_gather";
+  case CollectiveOp::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveOp::AllToAll:
+    return "all_to_all";
+  case CollectiveOp::Broadcast:
+    return "broadcast";
+  case CollectiveOp::Permute:
+    return "collective_permute";
+  case CollectiveOp::Send:
+    return "send";
+  case CollectiveOp::Recv:
+    return "recv";
+  case CollectiveOp::AllSlice:
+    return "all_slice";
   }
   return "unknown";
 }
 
 const char *reduceOpName(ReduceOp op) {
   switch (op) {
-  case ReduceOp::Sum: return "sum";
-  case ReduceOp::Avg: return "avg";
-  case ReduceOp::Max: return "max";
-  case ReduceOp::Min: return "min";
-  case ReduceOp::Prod: return "prod";
+  case ReduceOp::Sum:
+    return "sum";
+  case ReduceOp::Avg:
+    return "avg";
+  case ReduceOp::Max:
+    return "max";
+  case ReduceOp::Min:
+    return "min";
+  case ReduceOp::Prod:
+    return "prod";
   }
   return "unknown";
 }
 
 const char *gemmEpilogueName(GemmEpilogue e) {
   switch (e) {
-  case GemmEpilogue::None: return "none";
-  case GemmEpilogue::Bias: return "bias";
-  case GemmEpilogue::GeluBias: return "gelu_bias";
-  case GemmEpilogue::Gelu: return "gelu";
+  case GemmEpilogue::None:
+    return "none";
+  case GemmEpilogue::Bias:
+    return "bias";
+  case GemmEpilogue::GeluBias:
+    return "gelu_bias";
+  case GemmEpilogue::Gelu:
+    return "gelu";
   }
   return "unknown";
 }
 
 const char *stateKindName(StateKind k) {
   switch (k) {
-  case StateKind::Parameter: return "parameter";
-  case StateKind::OptimizerState: return "optimizer_state";
-  case StateKind::Buffer: return "buffer";
+  case StateKind::Parameter:
+    return "parameter";
+  case StateKind::OptimizerState:
+    return "optimizer_state";
+  case StateKind::Buffer:
+    return "buffer";
   }
   return "unknown";
 }
 
 const char *lrScheduleName(LRSchedule s) {
   switch (s) {
-  case LRSchedule::Constant: return "constant";
-  case LRSchedule::LinearWarmup: return "linear_warmup";
-  case LRSchedule::Cosine: return "cosine";
+  case LRSchedule::Constant:
+    return "constant";
+  case LRSchedule::LinearWarmup:
+    return "linear_warmup";
+  case LRSchedule::Cosine:
+    return "cosine";
   }
   return "unknown";
 }
@@ -579,8 +666,8 @@ public:
       k.reduce = static_cast<ReduceOp>(u32("collective reduction"));
       k.dtype = static_cast<DType>(u32("collective dtype"));
       u32s(&k.axes, "collective axes");
-      for (int64_t *v : {&k.count, &k.splitOuter, &k.splitInner,
-                         &k.concatOuter, &k.concatInner, &k.root, &k.peer})
+      for (int64_t *v : {&k.count, &k.splitOuter, &k.splitInner, &k.concatOuter,
+                         &k.concatInner, &k.root, &k.peer})
         *v = i64("collective parameter");
       i64s(&k.pairs, "collective pairs");
       k.id = u32("collective id");
@@ -856,8 +943,10 @@ bool readEmbeddedPlan(const std::string &path, std::vector<uint8_t> *plan,
     planSize |= static_cast<uint64_t>(trailer[i]) << (8 * i);
   uint64_t available = static_cast<uint64_t>(size) - kExeTrailerSize;
   if (planSize > available) {
-    *error = "'" + path + "': the embedded plan is truncated (the trailer "
-             "announces " + std::to_string(planSize) + " bytes)";
+    *error = "'" + path +
+             "': the embedded plan is truncated (the trailer "
+             "announces " +
+             std::to_string(planSize) + " bytes)";
     return false;
   }
   plan->resize(planSize);

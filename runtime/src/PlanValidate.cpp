@@ -96,8 +96,8 @@ bool Validator::checkTensor(const std::string &what, const TensorInfo &t) {
     for (const auto &axes : t.sharding)
       for (uint32_t a : axes) {
         if (a >= plan.mesh.shape.size())
-          return fail(what + ": sharding names mesh axis " +
-                      std::to_string(a) + " but the mesh has " +
+          return fail(what + ": sharding names mesh axis " + std::to_string(a) +
+                      " but the mesh has " +
                       std::to_string(plan.mesh.shape.size()) + " axes");
         if (!used.insert(a).second)
           return fail(what + ": sharding uses mesh axis '" +
@@ -136,8 +136,8 @@ bool Validator::checkMesh() {
 
 bool Validator::checkCollective(const std::string &what0, const Command &c) {
   const CollectiveInfo &k = c.collective;
-  std::string what = what0 + " " + collectiveOpName(k.op) + " #" +
-                     std::to_string(k.id);
+  std::string what =
+      what0 + " " + collectiveOpName(k.op) + " #" + std::to_string(k.id);
   if (plan.mesh.empty())
     return fail(what + ": the plan has no mesh");
   if (std::string(collectiveOpName(k.op)) == "unknown")
@@ -270,8 +270,8 @@ bool Validator::checkEvents() {
   std::vector<int64_t> started(plan.numEvents, -1), waited(plan.numEvents, -1);
   for (size_t i = 0; i < plan.commands.size(); ++i) {
     const Command &c = plan.commands[i];
-    std::string what = "command " + std::to_string(i) + " (" +
-                       commandKindName(c.kind) + ")";
+    std::string what =
+        "command " + std::to_string(i) + " (" + commandKindName(c.kind) + ")";
     if (c.stream != kComputeStream && c.stream != kCommStream)
       return fail(what + ": unknown stream " + std::to_string(c.stream));
     bool async = c.kind == CommandKind::Collective && c.stream == kCommStream;
@@ -341,8 +341,8 @@ bool Validator::run() {
   }
   for (size_t i = 0; i < plan.constants.size(); ++i) {
     const Constant &c = plan.constants[i];
-    std::string what = "constant " + std::to_string(i) + " '" + c.info.name +
-                       "'";
+    std::string what =
+        "constant " + std::to_string(i) + " '" + c.info.name + "'";
     if (!checkTensor(what, c.info))
       return false;
     // A sharded constant (a sharded parameter's initial value) holds the
@@ -375,10 +375,10 @@ bool Validator::run() {
   if (!plan.kernelNames.empty()) {
     // A plan to simulate has its kernels' names and costs but no code.
     if (!(plan.kernelObject.empty() && withoutKernelCode(plan)) &&
-        (plan.kernelObject.size() < 4 ||
-         std::memcmp(plan.kernelObject.data(), "\x7f"
-                                               "ELF",
-                     4) != 0))
+        (plan.kernelObject.size() < 4 || std::memcmp(plan.kernelObject.data(),
+                                                     "\x7f"
+                                                     "ELF",
+                                                     4) != 0))
       return fail("the plan names " + std::to_string(plan.kernelNames.size()) +
                   " kernels but its kernel object is not an ELF file");
     for (size_t i = 0; i < plan.kernelNames.size(); ++i)
@@ -392,8 +392,9 @@ bool Validator::run() {
       return fail("host kernels belong to CUDA plans, this plan targets '" +
                   plan.target + "'");
     if (plan.hostKernelObject.size() < 4 ||
-        std::memcmp(plan.hostKernelObject.data(), "\x7f"
-                                                   "ELF",
+        std::memcmp(plan.hostKernelObject.data(),
+                    "\x7f"
+                    "ELF",
                     4) != 0)
       return fail("the host kernel object is not an ELF file");
     if (plan.hostKernelArgs.size() != plan.kernelNames.size())
@@ -465,8 +466,8 @@ bool Validator::checkStates() {
     std::string what = "state " + std::to_string(i) + " '" + st.info.name + "'";
     if (!checkTensor(what, st.info))
       return false;
-    if (st.kind != StateKind::Parameter && st.kind != StateKind::OptimizerState &&
-        st.kind != StateKind::Buffer)
+    if (st.kind != StateKind::Parameter &&
+        st.kind != StateKind::OptimizerState && st.kind != StateKind::Buffer)
       return fail(what + ": unknown state kind " +
                   std::to_string(static_cast<uint32_t>(st.kind)) +
                   " (expected 1 = parameter, 2 = optimizer state or 3 = "
@@ -474,7 +475,8 @@ bool Validator::checkStates() {
     if (st.parameter.empty())
       return fail(what + ": names no parameter");
     if (st.kind != StateKind::OptimizerState && !st.slot.empty())
-      return fail(what + ": a parameter or buffer has no optimizer slot, got '" +
+      return fail(what +
+                  ": a parameter or buffer has no optimizer slot, got '" +
                   st.slot + "'");
     if (st.kind == StateKind::OptimizerState && st.slot.empty())
       return fail(what + ": optimizer state of '" + st.parameter +
@@ -487,7 +489,8 @@ bool Validator::checkStates() {
   }
   for (size_t i = 0; i < plan.states.size(); ++i) {
     const StateTensor &st = plan.states[i];
-    if (st.kind == StateKind::OptimizerState && !parameters.count(st.parameter) &&
+    if (st.kind == StateKind::OptimizerState &&
+        !parameters.count(st.parameter) &&
         st.parameter != kTrainerStateParameter)
       return fail("state " + std::to_string(i) + " '" + st.info.name +
                   "': optimizer state '" + st.slot +
@@ -517,8 +520,8 @@ bool Validator::checkTraining() {
                   std::to_string(list.size()) + " " + listName + ")");
     if (!isF32Scalar(list[i]))
       return fail(std::string("training: ") + what + " '" + list[i].name +
-                  "' must be a float32 scalar, got " + shapeString(list[i].shape) +
-                  " " + dtypeName(list[i].dtype));
+                  "' must be a float32 scalar, got " +
+                  shapeString(list[i].shape) + " " + dtypeName(list[i].dtype));
     return true;
   };
   if (!index("learning-rate input", t.lrInput, plan.inputs, "inputs", false) ||
@@ -529,19 +532,24 @@ bool Validator::checkTraining() {
     return false;
   if (t.lrInput == t.stepInput)
     return fail("training: the learning-rate and step inputs are the same "
-                "input " + std::to_string(t.lrInput));
+                "input " +
+                std::to_string(t.lrInput));
   if (t.schedule != LRSchedule::Constant &&
-      t.schedule != LRSchedule::LinearWarmup && t.schedule != LRSchedule::Cosine)
+      t.schedule != LRSchedule::LinearWarmup &&
+      t.schedule != LRSchedule::Cosine)
     return fail("training: unknown learning-rate schedule " +
                 std::to_string(static_cast<uint32_t>(t.schedule)));
   if (!std::isfinite(t.baseLR) || t.baseLR < 0 || !std::isfinite(t.minLR) ||
       t.minLR < 0)
     return fail("training: learning rates must be finite and non-negative "
-                "(base " + std::to_string(t.baseLR) + ", min " +
-                std::to_string(t.minLR) + ")");
+                "(base " +
+                std::to_string(t.baseLR) + ", min " + std::to_string(t.minLR) +
+                ")");
   const std::pair<const char *, int64_t> counts[] = {
-      {"warmup steps", t.warmupSteps},       {"total steps", t.totalSteps},
-      {"reference batch", t.referenceBatch}, {"batch size", t.batchSize},
+      {"warmup steps", t.warmupSteps},
+      {"total steps", t.totalSteps},
+      {"reference batch", t.referenceBatch},
+      {"batch size", t.batchSize},
       {"sequence length", t.sequenceLength}};
   for (const auto &c : counts)
     if (c.second < 0)
@@ -581,8 +589,10 @@ bool Validator::checkCommand(const char *label, size_t index,
   switch (c.kind) {
   case CommandKind::GpuLaunch: {
     if (!cuda)
-      return fail(what + ": GPU launches need a CUDA plan (target 'cuda-...'), "
-                         "this plan targets '" + plan.target + "'");
+      return fail(what +
+                  ": GPU launches need a CUDA plan (target 'cuda-...'), "
+                  "this plan targets '" +
+                  plan.target + "'");
     if (c.params.size() != kGpuLaunchNumParams)
       return fail(what + ": has " + std::to_string(c.params.size()) +
                   " parameters, expected " +
@@ -623,15 +633,16 @@ bool Validator::checkCommand(const char *label, size_t index,
       return true;
     }
     for (size_t j = 0; j < c.buffers.size(); ++j)
-      if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j],
-                      0))
+      if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j], 0))
         return false;
     return true;
   }
   case CommandKind::Kernel: {
     if (cuda)
-      return fail(what + ": host kernel commands cannot appear in a CUDA plan "
-                         "(target '" + plan.target + "'); use gpu_launch");
+      return fail(what +
+                  ": host kernel commands cannot appear in a CUDA plan "
+                  "(target '" +
+                  plan.target + "'); use gpu_launch");
     if (c.params.size() != 1)
       return fail(what + ": has " + std::to_string(c.params.size()) +
                   " parameters, expected 1 (the kernel index)");
@@ -641,8 +652,7 @@ bool Validator::checkCommand(const char *label, size_t index,
                   " is out of range (the plan has " +
                   std::to_string(plan.kernelNames.size()) + " kernels)");
     for (size_t j = 0; j < c.buffers.size(); ++j)
-      if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j],
-                      0))
+      if (!checkRange(what + " argument " + std::to_string(j), c.buffers[j], 0))
         return false;
     return true;
   }
@@ -693,14 +703,16 @@ bool Validator::checkCommand(const char *label, size_t index,
     if (cuda && (c.params[kAttnBatch] > 65535 || c.params[kAttnQHeads] > 65535))
       return fail(what + ": the CUDA attention kernels take up to 65535 "
                          "batches and heads (a grid dimension each)");
-    if (cuda && (c.params[kAttnQLen] > INT32_MAX || c.params[kAttnKVLen] > INT32_MAX))
+    if (cuda &&
+        (c.params[kAttnQLen] > INT32_MAX || c.params[kAttnKVLen] > INT32_MAX))
       return fail(what + ": the CUDA attention kernels take sequences of up "
                          "to 2^31 - 1");
     if (cuda && (c.params[kAttnHeadDim] > kCudaAttentionMaxHeadDim ||
                  c.params[kAttnValueDim] > kCudaAttentionMaxHeadDim))
-      return fail(what + ": the CUDA attention kernels take head dimensions "
-                         "up to " + std::to_string(kCudaAttentionMaxHeadDim) +
-                  ", got " +
+      return fail(what +
+                  ": the CUDA attention kernels take head dimensions "
+                  "up to " +
+                  std::to_string(kCudaAttentionMaxHeadDim) + ", got " +
                   std::to_string(c.params[kAttnHeadDim]) + " and " +
                   std::to_string(c.params[kAttnValueDim]) +
                   " (compile with --no-fused-attention)");
@@ -760,8 +772,9 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
   uint32_t code = static_cast<uint32_t>(p[kGemmDType]);
   auto dtypeString = [](int64_t v) {
     uint32_t c = static_cast<uint32_t>(v);
-    return isKnownDType(c) && v == c ? std::string(dtypeName(static_cast<DType>(c)))
-                                     : "code " + std::to_string(v);
+    return isKnownDType(c) && v == c
+               ? std::string(dtypeName(static_cast<DType>(c)))
+               : "code " + std::to_string(v);
   };
   int64_t outCode = gemmOutDTypeOf(c);
   // An outDType equal to dtype (carried by same-type GEMMs with an
@@ -788,10 +801,9 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
     if (p[i] != 0 && p[i] != 1)
       return fail(what + ": transpose flag " + std::to_string(p[i]) +
                   " is not 0 or 1");
-  static const char *const names[] = {"dtype", "transA", "transB", "M",
-                                      "N",     "K",      "batch",  "lda",
-                                      "ldb",   "ldc",    "strideA", "strideB",
-                                      "strideC"};
+  static const char *const names[] = {
+      "dtype", "transA", "transB", "M",       "N",       "K",      "batch",
+      "lda",   "ldb",    "ldc",    "strideA", "strideB", "strideC"};
   for (size_t i = kGemmM; i <= kGemmStrideC; ++i)
     if (p[i] < 0 || p[i] > INT_MAX)
       return fail(what + ": " + names[i] + " = " + std::to_string(p[i]) +
@@ -830,8 +842,9 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
     if (end > plan.arenaBytes)
       return fail(opName + ": buffer offset " + std::to_string(op.offset) +
                   " with extent up to byte " +
-                  (end > UINT64_MAX ? std::string("2^64+")
-                                    : std::to_string(static_cast<uint64_t>(end))) +
+                  (end > UINT64_MAX
+                       ? std::string("2^64+")
+                       : std::to_string(static_cast<uint64_t>(end))) +
                   " lies outside the arena of " +
                   std::to_string(plan.arenaBytes) + " bytes");
   }
@@ -912,7 +925,9 @@ bool Validator::checkAttention(const std::string &what, const Command &c) {
   auto count = [](int64_t a, int64_t b, int64_t c, int64_t d) {
     return static_cast<unsigned __int128>(a) * b * c * d;
   };
-  auto code = [](int64_t v) { return static_cast<DType>(static_cast<uint32_t>(v)); };
+  auto code = [](int64_t v) {
+    return static_cast<DType>(static_cast<uint32_t>(v));
+  };
   struct Operand {
     const char *name;
     unsigned __int128 elements;

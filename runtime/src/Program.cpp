@@ -2,9 +2,9 @@
 
 #include "Program.h"
 
-#include <algorithm>
 #include "cleave/FileUtil.h"
 #include "cleave/Training.h"
+#include <algorithm>
 
 #include <cstring>
 #include <set>
@@ -155,9 +155,9 @@ static cleave_rt_status find(const std::vector<plan::TensorInfo> &list,
   for (const plan::TensorInfo &t : list)
     known += (known.empty() ? "'" : ", '") + t.name + "'";
   return makeStatus(CLEAVE_RT_NOT_FOUND,
-                    std::string("the plan has no ") + kind + " named '" +
-                        name + "' (its " + kind + "s: " +
-                        (known.empty() ? "none" : known) + ")");
+                    std::string("the plan has no ") + kind + " named '" + name +
+                        "' (its " + kind +
+                        "s: " + (known.empty() ? "none" : known) + ")");
 }
 
 extern "C" {
@@ -227,9 +227,9 @@ describeAt(cleave_rt_program program, const char *what,
   return describe(tensors[index], out_desc);
 }
 
-cleave_rt_status cleave_rt_program_input_desc(cleave_rt_program program,
-                                              size_t index,
-                                              cleave_rt_tensor_desc_t *out_desc) {
+cleave_rt_status
+cleave_rt_program_input_desc(cleave_rt_program program, size_t index,
+                             cleave_rt_tensor_desc_t *out_desc) {
   return describeAt(program, "input", &plan::Plan::inputs, index, out_desc);
 }
 
@@ -524,9 +524,9 @@ static cleave_rt_status statesPerStage(cleave_rt_program program) {
                         ": its states are per stage (cleave_rt_program_stage)");
 }
 
-cleave_rt_status cleave_rt_program_state_desc(cleave_rt_program program,
-                                              size_t index,
-                                              cleave_rt_state_desc_t *out_desc) {
+cleave_rt_status
+cleave_rt_program_state_desc(cleave_rt_program program, size_t index,
+                             cleave_rt_state_desc_t *out_desc) {
   if (!program || !out_desc)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "NULL argument");
   CLEAVE_RT_RETURN_IF_ERROR(statesPerStage(program));
@@ -562,8 +562,7 @@ cleave_rt_status cleave_rt_program_state_replica(cleave_rt_program program,
   *out_replica = 0;
   if (axes.empty())
     return nullptr;
-  plan::Group g =
-      plan::groupOf(mesh, axes, static_cast<int64_t>(mesh_rank));
+  plan::Group g = plan::groupOf(mesh, axes, static_cast<int64_t>(mesh_rank));
   *out_replicas = static_cast<int64_t>(g.ranks.size());
   *out_replica = g.index;
   return nullptr;
@@ -581,8 +580,7 @@ cleave_rt_status cleave_rt_program_entry(cleave_rt_program program,
   const auto &entries = program->file->entries;
   for (size_t i = 0; i < entries.size(); ++i)
     if (entries[i].entryName == name) {
-      *out_entry =
-          makeHandle(program->file, -1, static_cast<int64_t>(i));
+      *out_entry = makeHandle(program->file, -1, static_cast<int64_t>(i));
       return nullptr;
     }
   return makeStatus(CLEAVE_RT_NOT_FOUND,

@@ -31,8 +31,10 @@ void fillNormal(float *out, int64_t begin, int64_t end, uint64_t seed,
     // Elements 2k and 2k+1 are the cosine and sine of pair k.
     uint64_t pair = static_cast<uint64_t>(i / 2);
     // u1 in (0, 1] (log is finite), u2 in [0, 1).
-    double u1 = static_cast<double>((splitMix64(key ^ (2 * pair)) >> 11) + 1) * unit;
-    double u2 = static_cast<double>(splitMix64(key ^ (2 * pair + 1)) >> 11) * unit;
+    double u1 =
+        static_cast<double>((splitMix64(key ^ (2 * pair)) >> 11) + 1) * unit;
+    double u2 =
+        static_cast<double>(splitMix64(key ^ (2 * pair + 1)) >> 11) * unit;
     double r = std::sqrt(-2.0 * std::log(u1));
     double angle = twoPi * u2;
     out[i - begin] = static_cast<float>(

@@ -12,10 +12,10 @@ namespace cleave::safetensors {
 using namespace plan;
 
 static const std::pair<DType, const char *> kCodes[] = {
-    {DType::F32, "F32"},   {DType::F16, "F16"},  {DType::BF16, "BF16"},
-    {DType::F64, "F64"},   {DType::I64, "I64"},  {DType::I32, "I32"},
-    {DType::I16, "I16"},   {DType::I8, "I8"},    {DType::U8, "U8"},
-    {DType::U16, "U16"},   {DType::U32, "U32"},  {DType::U64, "U64"},
+    {DType::F32, "F32"},  {DType::F16, "F16"}, {DType::BF16, "BF16"},
+    {DType::F64, "F64"},  {DType::I64, "I64"}, {DType::I32, "I32"},
+    {DType::I16, "I16"},  {DType::I8, "I8"},   {DType::U8, "U8"},
+    {DType::U16, "U16"},  {DType::U32, "U32"}, {DType::U64, "U64"},
     {DType::Bool, "BOOL"}};
 
 const char *dtypeCode(DType t) {
@@ -164,8 +164,10 @@ bool decodeHeader(const uint8_t *data, size_t size, uint64_t fileSize,
   uint64_t expect = 0;
   for (const TensorEntry &t : h.tensors) {
     if (t.begin != expect) {
-      *error = "tensor '" + t.name + "': data_offsets leave a hole or overlap "
-               "at byte " + std::to_string(expect) + " of the data";
+      *error = "tensor '" + t.name +
+               "': data_offsets leave a hole or overlap "
+               "at byte " +
+               std::to_string(expect) + " of the data";
       return false;
     }
     expect = t.end;
@@ -196,9 +198,11 @@ bool encode(const std::vector<HostTensorRef> &tensors, const Metadata &metadata,
     return false;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].bytes != entries[i].end - entries[i].begin) {
-      *error = "tensor '" + tensors[i].name + "': " +
-               std::to_string(tensors[i].bytes) + " bytes given, its shape "
-               "needs " + std::to_string(entries[i].end - entries[i].begin);
+      *error = "tensor '" + tensors[i].name +
+               "': " + std::to_string(tensors[i].bytes) +
+               " bytes given, its shape "
+               "needs " +
+               std::to_string(entries[i].end - entries[i].begin);
       return false;
     }
     const uint8_t *p = static_cast<const uint8_t *>(tensors[i].data);

@@ -22,16 +22,26 @@ const char *cleave_rt_status_message(cleave_rt_status status) {
 
 const char *cleave_rt_status_code_name(cleave_rt_status_code_t code) {
   switch (code) {
-  case CLEAVE_RT_OK: return "OK";
-  case CLEAVE_RT_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-  case CLEAVE_RT_NOT_FOUND: return "NOT_FOUND";
-  case CLEAVE_RT_OUT_OF_RANGE: return "OUT_OF_RANGE";
-  case CLEAVE_RT_DATA_LOSS: return "DATA_LOSS";
-  case CLEAVE_RT_UNAVAILABLE: return "UNAVAILABLE";
-  case CLEAVE_RT_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-  case CLEAVE_RT_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-  case CLEAVE_RT_UNIMPLEMENTED: return "UNIMPLEMENTED";
-  case CLEAVE_RT_INTERNAL: return "INTERNAL";
+  case CLEAVE_RT_OK:
+    return "OK";
+  case CLEAVE_RT_INVALID_ARGUMENT:
+    return "INVALID_ARGUMENT";
+  case CLEAVE_RT_NOT_FOUND:
+    return "NOT_FOUND";
+  case CLEAVE_RT_OUT_OF_RANGE:
+    return "OUT_OF_RANGE";
+  case CLEAVE_RT_DATA_LOSS:
+    return "DATA_LOSS";
+  case CLEAVE_RT_UNAVAILABLE:
+    return "UNAVAILABLE";
+  case CLEAVE_RT_RESOURCE_EXHAUSTED:
+    return "RESOURCE_EXHAUSTED";
+  case CLEAVE_RT_FAILED_PRECONDITION:
+    return "FAILED_PRECONDITION";
+  case CLEAVE_RT_UNIMPLEMENTED:
+    return "UNIMPLEMENTED";
+  case CLEAVE_RT_INTERNAL:
+    return "INTERNAL";
   }
   return "UNKNOWN";
 }

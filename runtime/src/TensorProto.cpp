@@ -99,11 +99,16 @@ static bool skipField(WireReader &r, uint32_t wire) {
   const uint8_t *d;
   size_t n;
   switch (wire) {
-  case 0: return r.varint(&v);
-  case 1: return r.fixed(8, &v);
-  case 2: return r.bytes(&d, &n);
-  case 5: return r.fixed(4, &v);
-  default: return false; // Groups (3, 4) are not used by ONNX.
+  case 0:
+    return r.varint(&v);
+  case 1:
+    return r.fixed(8, &v);
+  case 2:
+    return r.bytes(&d, &n);
+  case 5:
+    return r.fixed(4, &v);
+  default:
+    return false; // Groups (3, 4) are not used by ONNX.
   }
 }
 
@@ -128,12 +133,25 @@ bool parseTensorProto(const uint8_t *data, size_t size, HostTensor *out,
     const uint8_t *d;
     size_t n;
     switch (field) {
-    case 1: ok = dims.add(r, wire, 0); break;
-    case 2: ok = wire == 0 && r.varint(&dataType); break;
-    case 4: ok = floats.add(r, wire, 4); break;
-    case 5: ok = int32s.add(r, wire, 0); break;
-    case 6: haveStrings = true; ok = skipField(r, wire); break;
-    case 7: ok = int64s.add(r, wire, 0); break;
+    case 1:
+      ok = dims.add(r, wire, 0);
+      break;
+    case 2:
+      ok = wire == 0 && r.varint(&dataType);
+      break;
+    case 4:
+      ok = floats.add(r, wire, 4);
+      break;
+    case 5:
+      ok = int32s.add(r, wire, 0);
+      break;
+    case 6:
+      haveStrings = true;
+      ok = skipField(r, wire);
+      break;
+    case 7:
+      ok = int64s.add(r, wire, 0);
+      break;
     case 8:
       ok = wire == 2 && r.bytes(&d, &n);
       if (ok)
@@ -143,10 +161,18 @@ bool parseTensorProto(const uint8_t *data, size_t size, HostTensor *out,
       ok = wire == 2 && r.bytes(&raw, &rawSize);
       haveRaw = ok;
       break;
-    case 10: ok = doubles.add(r, wire, 8); break;
-    case 11: ok = uint64s.add(r, wire, 0); break;
-    case 14: ok = wire == 0 && r.varint(&location); break;
-    default: ok = skipField(r, wire); break;
+    case 10:
+      ok = doubles.add(r, wire, 8);
+      break;
+    case 11:
+      ok = uint64s.add(r, wire, 0);
+      break;
+    case 14:
+      ok = wire == 0 && r.varint(&location);
+      break;
+    default:
+      ok = skipField(r, wire);
+      break;
     }
     if (!ok) {
       *error = "malformed TensorProto: field " + std::to_string(field) +
@@ -187,8 +213,8 @@ bool parseTensorProto(const uint8_t *data, size_t size, HostTensor *out,
     *error = who + " has too many elements";
     return false;
   }
-  std::string shapeText = shapeToString(t.shape) + " " +
-                          plan::dtypeName(t.dtype);
+  std::string shapeText =
+      shapeToString(t.shape) + " " + plan::dtypeName(t.dtype);
   unsigned bits = plan::dtypeBits(t.dtype);
   if (bits < 8) {
     // int4/uint4/float4e2m1 and int2/uint2: packed, first element in the low
@@ -231,12 +257,27 @@ bool parseTensorProto(const uint8_t *data, size_t size, HostTensor *out,
   const Repeated *src = nullptr;
   const char *field = "";
   switch (t.dtype) {
-  case DType::F32: src = &floats; field = "float_data"; break;
-  case DType::F64: src = &doubles; field = "double_data"; break;
-  case DType::I64: src = &int64s; field = "int64_data"; break;
+  case DType::F32:
+    src = &floats;
+    field = "float_data";
+    break;
+  case DType::F64:
+    src = &doubles;
+    field = "double_data";
+    break;
+  case DType::I64:
+    src = &int64s;
+    field = "int64_data";
+    break;
   case DType::U32:
-  case DType::U64: src = &uint64s; field = "uint64_data"; break;
-  default: src = &int32s; field = "int32_data"; break;
+  case DType::U64:
+    src = &uint64s;
+    field = "uint64_data";
+    break;
+  default:
+    src = &int32s;
+    field = "int32_data";
+    break;
   }
   if (src->values.size() != static_cast<uint64_t>(count)) {
     *error = who + ": " + field + " holds " +

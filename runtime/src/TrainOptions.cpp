@@ -103,7 +103,8 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
     if (std::sscanf(v, "%ld:%lf%n", &r, &f, &used) != 2 || v[used] != '\0' ||
         r < 0 || !(f >= 1.0) || f > 1000.0) {
       *error = "--slow-rank expects RANK:FACTOR with FACTOR from 1 to 1000 "
-               "(e.g. 1:2), got '" + std::string(v) + "'";
+               "(e.g. 1:2), got '" +
+               std::string(v) + "'";
       return false;
     }
     t.slowRank = r;
@@ -130,8 +131,8 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
   bool numeric = name == "steps" || name == "synthetic-vocab" ||
                  name == "log-every" || name == "save-every";
   if (numeric && !parseCount(v, &n)) {
-    *error = arg + " expects a non-negative integer, got '" + std::string(v) +
-             "'";
+    *error =
+        arg + " expects a non-negative integer, got '" + std::string(v) + "'";
     return false;
   }
   if (name == "steps") {
@@ -147,8 +148,8 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
     errno = 0;
     unsigned long long seed = std::strtoull(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-') {
-      *error = "--seed expects a non-negative integer, got '" +
-               std::string(v) + "'";
+      *error =
+          "--seed expects a non-negative integer, got '" + std::string(v) + "'";
       return false;
     }
     t.seed = seed;

@@ -46,8 +46,8 @@ static int readStateInfo(cleave_rt_program program, size_t index,
     // A varying state: replica r of the stored tensor is at index r of a
     // leading dimension.
     if (replicas > 1) {
-      TRY(cleave_rt_program_state_replica(program, index, static_cast<size_t>(k),
-                                          &replicas, &replica));
+      TRY(cleave_rt_program_state_replica(
+          program, index, static_cast<size_t>(k), &replicas, &replica));
       offsets.insert(offsets.begin(), replica);
     }
     st->offsets.push_back(std::move(offsets));

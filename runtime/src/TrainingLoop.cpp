@@ -48,8 +48,7 @@ using namespace cleave::plan;
 /// Writes the source ONNX model with the trained parameters; returns an exit
 /// code on failure, -1 on success.
 static int exportOnnx(const std::string &path, const std::string &sourceModel,
-                      cleave_rt_program program,
-                      const UntiedParameters &untied,
+                      cleave_rt_program program, const UntiedParameters &untied,
                       const std::vector<checkpoint::StateRecord> &records) {
   std::string source = sourceModel;
   if (source.empty()) {
@@ -82,8 +81,7 @@ static int exportOnnx(const std::string &path, const std::string &sourceModel,
   }
   if (!onnxexport::replaceInitializers(model, weights, &exported, &err))
     return fail("--export-onnx: cannot update '" + source + "': " + err);
-  if (!writeFileAtomically(path, exported.data(), exported.size(),
-                           &err))
+  if (!writeFileAtomically(path, exported.data(), exported.size(), &err))
     return fail("--export-onnx: cannot write '" + path + "': " + err);
   std::fprintf(stderr, "%s: wrote the trained model '%s'\n",
                programName().c_str(), path.c_str());
@@ -181,19 +179,27 @@ int Trainer::Impl::runSync() {
 /// The integer at element `i` of `data`, of type `t` (an integer type).
 static int64_t integerAt(DType t, const void *data, size_t i) {
   switch (t) {
-  case DType::I8: return static_cast<const int8_t *>(data)[i];
-  case DType::U8: return static_cast<const uint8_t *>(data)[i];
-  case DType::I16: return static_cast<const int16_t *>(data)[i];
-  case DType::U16: return static_cast<const uint16_t *>(data)[i];
-  case DType::I32: return static_cast<const int32_t *>(data)[i];
-  case DType::U32: return static_cast<const uint32_t *>(data)[i];
-  case DType::I64: return static_cast<const int64_t *>(data)[i];
+  case DType::I8:
+    return static_cast<const int8_t *>(data)[i];
+  case DType::U8:
+    return static_cast<const uint8_t *>(data)[i];
+  case DType::I16:
+    return static_cast<const int16_t *>(data)[i];
+  case DType::U16:
+    return static_cast<const uint16_t *>(data)[i];
+  case DType::I32:
+    return static_cast<const int32_t *>(data)[i];
+  case DType::U32:
+    return static_cast<const uint32_t *>(data)[i];
+  case DType::I64:
+    return static_cast<const int64_t *>(data)[i];
   case DType::U64: {
     uint64_t v = static_cast<const uint64_t *>(data)[i];
     return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
                                                 : static_cast<int64_t>(v);
   }
-  default: return 0;
+  default:
+    return 0;
   }
 }
 
@@ -496,7 +502,8 @@ int Trainer::Impl::exportParameters(const std::string &safetensorsPath,
     std::vector<safetensors::HostTensorRef> refs;
     for (const checkpoint::StateRecord &r : records)
       if (r.kind == StateKind::Parameter || r.kind == StateKind::Buffer)
-        refs.push_back({r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
+        refs.push_back(
+            {r.name, r.dtype, r.shape, r.data.data(), r.data.size()});
     std::string err;
     if (!checkpoint::writeSafetensorsFile(
             safetensorsPath, refs,

@@ -1,4 +1,4 @@
-//===- MemoryPlannerTest.cpp - Tests of the static memory planner ----------===//
+//===- MemoryPlannerTest.cpp - Tests of the static memory planner ---------===//
 
 #include "cleave/Plan/MemoryPlanner.h"
 

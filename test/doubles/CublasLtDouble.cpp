@@ -62,17 +62,28 @@ constexpr uint64_t kAlgoMagic = 0x43'6c'65'61'76'65'4c'74ULL;
 
 const char *statusName(cublasStatus_t s) {
   switch (s) {
-  case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-  case 1: return "CUBLAS_STATUS_NOT_INITIALIZED";
-  case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
-  case 7: return "CUBLAS_STATUS_INVALID_VALUE";
-  case 8: return "CUBLAS_STATUS_ARCH_MISMATCH";
-  case 11: return "CUBLAS_STATUS_MAPPING_ERROR";
-  case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
-  case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
-  case 15: return "CUBLAS_STATUS_NOT_SUPPORTED";
-  case 16: return "CUBLAS_STATUS_LICENSE_ERROR";
-  default: return "<unknown>";
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case 1:
+    return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case 3:
+    return "CUBLAS_STATUS_ALLOC_FAILED";
+  case 7:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  case 8:
+    return "CUBLAS_STATUS_ARCH_MISMATCH";
+  case 11:
+    return "CUBLAS_STATUS_MAPPING_ERROR";
+  case 13:
+    return "CUBLAS_STATUS_EXECUTION_FAILED";
+  case 14:
+    return "CUBLAS_STATUS_INTERNAL_ERROR";
+  case 15:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case 16:
+    return "CUBLAS_STATUS_LICENSE_ERROR";
+  default:
+    return "<unknown>";
   }
 }
 
@@ -95,31 +106,45 @@ std::string hex(const void *p) {
 /// Element bytes of a cudaDataType the double supports, else 0.
 uint64_t elementBytes(int type) {
   switch (type) {
-  case CUDA_R_32F: return 4;
-  case CUDA_R_64F: return 8;
+  case CUDA_R_32F:
+    return 4;
+  case CUDA_R_64F:
+    return 8;
   case CUDA_R_16F:
-  case CUDA_R_16BF: return 2;
-  default: return 0;
+  case CUDA_R_16BF:
+    return 2;
+  default:
+    return 0;
   }
 }
 
 std::string typeName(int type) {
   switch (type) {
-  case CUDA_R_32F: return "f32";
-  case CUDA_R_64F: return "f64";
-  case CUDA_R_16F: return "f16";
-  case CUDA_R_16BF: return "bf16";
-  default: return "cudaDataType " + std::to_string(type);
+  case CUDA_R_32F:
+    return "f32";
+  case CUDA_R_64F:
+    return "f64";
+  case CUDA_R_16F:
+    return "f16";
+  case CUDA_R_16BF:
+    return "bf16";
+  default:
+    return "cudaDataType " + std::to_string(type);
   }
 }
 
 std::string epilogueName(uint32_t e) {
   switch (e) {
-  case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
-  case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
-  case CUBLASLT_EPILOGUE_GELU: return "GELU";
-  case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
-  default: return "epilogue " + std::to_string(e);
+  case CUBLASLT_EPILOGUE_DEFAULT:
+    return "DEFAULT";
+  case CUBLASLT_EPILOGUE_BIAS:
+    return "BIAS";
+  case CUBLASLT_EPILOGUE_GELU:
+    return "GELU";
+  case CUBLASLT_EPILOGUE_GELU_BIAS:
+    return "GELU_BIAS";
+  default:
+    return "epilogue " + std::to_string(e);
   }
 }
 
@@ -139,30 +164,42 @@ enum class Kind { Handle, MatmulDesc, MatrixLayout, Preference };
 
 const char *kindName(Kind k) {
   switch (k) {
-  case Kind::Handle: return "cuBLASLt handle";
-  case Kind::MatmulDesc: return "matmul descriptor";
-  case Kind::MatrixLayout: return "matrix layout";
-  case Kind::Preference: return "matmul preference";
+  case Kind::Handle:
+    return "cuBLASLt handle";
+  case Kind::MatmulDesc:
+    return "matmul descriptor";
+  case Kind::MatrixLayout:
+    return "matrix layout";
+  case Kind::Preference:
+    return "matmul preference";
   }
   return "object";
 }
 
 const char *creatorOf(Kind k) {
   switch (k) {
-  case Kind::Handle: return "cublasLtCreate";
-  case Kind::MatmulDesc: return "cublasLtMatmulDescCreate";
-  case Kind::MatrixLayout: return "cublasLtMatrixLayoutCreate";
-  case Kind::Preference: return "cublasLtMatmulPreferenceCreate";
+  case Kind::Handle:
+    return "cublasLtCreate";
+  case Kind::MatmulDesc:
+    return "cublasLtMatmulDescCreate";
+  case Kind::MatrixLayout:
+    return "cublasLtMatrixLayoutCreate";
+  case Kind::Preference:
+    return "cublasLtMatmulPreferenceCreate";
   }
   return "";
 }
 
 const char *destroyerOf(Kind k) {
   switch (k) {
-  case Kind::Handle: return "cublasLtDestroy";
-  case Kind::MatmulDesc: return "cublasLtMatmulDescDestroy";
-  case Kind::MatrixLayout: return "cublasLtMatrixLayoutDestroy";
-  case Kind::Preference: return "cublasLtMatmulPreferenceDestroy";
+  case Kind::Handle:
+    return "cublasLtDestroy";
+  case Kind::MatmulDesc:
+    return "cublasLtMatmulDescDestroy";
+  case Kind::MatrixLayout:
+    return "cublasLtMatrixLayoutDestroy";
+  case Kind::Preference:
+    return "cublasLtMatmulPreferenceDestroy";
   }
   return "";
 }
@@ -448,19 +485,23 @@ struct Work {
 /// Element `i` of `base` (of `type`), widened exactly.
 double load(int type, const void *base, uint64_t i) {
   switch (type) {
-  case CUDA_R_64F: return static_cast<const double *>(base)[i];
+  case CUDA_R_64F:
+    return static_cast<const double *>(base)[i];
   case CUDA_R_16F:
     return cleave::rt::halfToFloat(static_cast<const uint16_t *>(base)[i]);
   case CUDA_R_16BF:
     return cleave::rt::bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
-  default: return static_cast<const float *>(base)[i];
+  default:
+    return static_cast<const float *>(base)[i];
   }
 }
 
 /// Stores `v` into element `i` of `base`, rounded once to `type`.
 template <typename Acc> void store(int type, void *base, uint64_t i, Acc v) {
   switch (type) {
-  case CUDA_R_64F: static_cast<double *>(base)[i] = v; break;
+  case CUDA_R_64F:
+    static_cast<double *>(base)[i] = v;
+    break;
   case CUDA_R_16F:
     static_cast<uint16_t *>(base)[i] =
         cleave::rt::floatToHalf(static_cast<float>(v));
@@ -469,7 +510,9 @@ template <typename Acc> void store(int type, void *base, uint64_t i, Acc v) {
     static_cast<uint16_t *>(base)[i] =
         cleave::rt::floatToBf16(static_cast<float>(v));
     break;
-  default: static_cast<float *>(base)[i] = static_cast<float>(v); break;
+  default:
+    static_cast<float *>(base)[i] = static_cast<float>(v);
+    break;
   }
 }
 

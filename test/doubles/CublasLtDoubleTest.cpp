@@ -68,10 +68,18 @@ struct HostMatrix {
     float f;
     double d;
     switch (type) {
-    case CUDA_R_64F: std::memcpy(&d, p, 8); return d;
-    case CUDA_R_32F: std::memcpy(&f, p, 4); return f;
-    case CUDA_R_16F: std::memcpy(&h, p, 2); return cleave::rt::halfToFloat(h);
-    default: std::memcpy(&h, p, 2); return cleave::rt::bf16ToFloat(h);
+    case CUDA_R_64F:
+      std::memcpy(&d, p, 8);
+      return d;
+    case CUDA_R_32F:
+      std::memcpy(&f, p, 4);
+      return f;
+    case CUDA_R_16F:
+      std::memcpy(&h, p, 2);
+      return cleave::rt::halfToFloat(h);
+    default:
+      std::memcpy(&h, p, 2);
+      return cleave::rt::bf16ToFloat(h);
     }
   }
   /// Stores `v` rounded once to the type (v is exact in float for the
@@ -81,10 +89,18 @@ struct HostMatrix {
     uint16_t h;
     float f = static_cast<float>(v);
     switch (type) {
-    case CUDA_R_64F: std::memcpy(p, &v, 8); return;
-    case CUDA_R_32F: std::memcpy(p, &f, 4); return;
-    case CUDA_R_16F: h = cleave::rt::floatToHalf(f); break;
-    default: h = cleave::rt::floatToBf16(f); break;
+    case CUDA_R_64F:
+      std::memcpy(p, &v, 8);
+      return;
+    case CUDA_R_32F:
+      std::memcpy(p, &f, 4);
+      return;
+    case CUDA_R_16F:
+      h = cleave::rt::floatToHalf(f);
+      break;
+    default:
+      h = cleave::rt::floatToBf16(f);
+      break;
     }
     std::memcpy(p, &h, 2);
   }

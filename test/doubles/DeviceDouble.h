@@ -98,7 +98,8 @@ void cleaveDoubleSetCommand(const char *label);
 /// argument's bytes and whether the kernel writes it (numArgs[i] entries
 /// for symbol i, concatenated). Returns 0, or a CUresult error.
 int cleaveDoubleAttachHostKernels(const void *image, const void *object,
-                                  uint64_t objectBytes, const char *const *names,
+                                  uint64_t objectBytes,
+                                  const char *const *names,
                                   const uint32_t *numArgs,
                                   const uint64_t *argBytes,
                                   const uint8_t *argWrites, uint32_t numNames);

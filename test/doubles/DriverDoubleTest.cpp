@@ -293,7 +293,9 @@ void waitForFlag(void *flag) {
   while (!static_cast<std::atomic<bool> *>(flag)->load())
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
-void setFlag(void *flag) { static_cast<std::atomic<bool> *>(flag)->store(true); }
+void setFlag(void *flag) {
+  static_cast<std::atomic<bool> *>(flag)->store(true);
+}
 
 TEST_F(DriverDouble, WaitIsForTheRecordingBeforeIt) {
   // An event recorded on a blocked stream, waited for, then recorded again

@@ -120,7 +120,7 @@ struct Capture;
 /// A recording state shared by the event handle, the queued markers and
 /// waits (an event may be destroyed while they are pending).
 struct EventState {
-  uint64_t recorded = 0;  ///< Generations recorded so far (outside capture).
+  uint64_t recorded = 0; ///< Generations recorded so far (outside capture).
   /// Every generation up to this one has run its marker; `doneAbove` holds
   /// those above it that have. Kept per generation, not as the latest one
   /// that ran: an event recorded again on another stream may complete

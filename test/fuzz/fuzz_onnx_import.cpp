@@ -45,8 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::fclose(f);
   mlir::MLIRContext context;
   context.loadDialect<mlir::cleave::CleaveDialect, mlir::func::FuncDialect>();
-  mlir::ScopedDiagnosticHandler quiet(&context,
-                                      [](mlir::Diagnostic &) { return mlir::success(); });
+  mlir::ScopedDiagnosticHandler quiet(
+      &context, [](mlir::Diagnostic &) { return mlir::success(); });
   cleave::ImportOptions options;
   (void)cleave::importONNXFile(path, context, options);
   return 0;

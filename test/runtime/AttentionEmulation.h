@@ -1,4 +1,4 @@
-//===- AttentionEmulation.h - CUDA attention kernels on the host -*- C++ -*-===//
+//===- AttentionEmulation.h - CUDA attention on the host --------*- C++ -*-===//
 
 #ifndef CLEAVE_TEST_RUNTIME_ATTENTIONEMULATION_H
 #define CLEAVE_TEST_RUNTIME_ATTENTIONEMULATION_H

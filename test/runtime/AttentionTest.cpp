@@ -128,8 +128,8 @@ Data draw(std::mt19937 &gen, int64_t n, DType dtype, double maskRate = 0) {
   Data d;
   d.bytes.resize(n * dtypeSize(dtype));
   for (int64_t i = 0; i < n; ++i) {
-    float x = coin(gen) < maskRate ? -std::numeric_limits<float>::infinity()
-                                   : u(gen);
+    float x =
+        coin(gen) < maskRate ? -std::numeric_limits<float>::infinity() : u(gen);
     if (dtype == DType::BF16) {
       uint16_t h = rt::floatToBf16(x);
       std::memcpy(&d.bytes[i * 2], &h, 2);
@@ -149,8 +149,8 @@ Command attentionCommand(const Case &c, CommandKind kind, DType gradType) {
   cmd.params[kAttnDType] = static_cast<int64_t>(c.dtype);
   cmd.params[kAttnDoutDType] = static_cast<int64_t>(
       kind == CommandKind::Attention ? c.dtype : DType::F32);
-  cmd.params[kAttnGradDType] = static_cast<int64_t>(
-      kind == CommandKind::Attention ? c.dtype : gradType);
+  cmd.params[kAttnGradDType] =
+      static_cast<int64_t>(kind == CommandKind::Attention ? c.dtype : gradType);
   cmd.params[kAttnBatch] = c.B;
   cmd.params[kAttnQHeads] = c.Hq;
   cmd.params[kAttnKVHeads] = c.Hkv;
@@ -201,7 +201,8 @@ void compareRun(const Case &c, double tolerance, Runner &l, const Data &q,
     double worst = 0;
     size_t at = 0;
     for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(got[i])) << name << "[" << i << "] = " << got[i];
+      ASSERT_TRUE(std::isfinite(got[i]))
+          << name << "[" << i << "] = " << got[i];
       double e = std::fabs(got[i] - ref[i]) / std::max(scale, 1e-30);
       if (e > worst) {
         worst = e;
@@ -237,10 +238,9 @@ struct Emulated {
   }
   bool run() {
     for (const Command &c : plan.commands)
-      emulateAttention(
-          rt::cuda::attentionArgsOf(
-              c, reinterpret_cast<uintptr_t>(arena.data())),
-          c.kind == CommandKind::AttentionBackward);
+      emulateAttention(rt::cuda::attentionArgsOf(
+                           c, reinterpret_cast<uintptr_t>(arena.data())),
+                       c.kind == CommandKind::AttentionBackward);
     return true;
   }
   template <typename T> std::vector<T> out(size_t i) {
@@ -264,8 +264,8 @@ void check(const Case &c, double tolerance, const char *backend = "cpu") {
   Data q = draw(gen, nq, c.dtype), k = draw(gen, nk, c.dtype),
        v = draw(gen, nv, c.dtype), bias = draw(gen, nb, DType::F32, 0.05),
        dout = draw(gen, no, DType::F32);
-  Reference want = reference(c, q.values, k.values, v.values, bias.values,
-                             dout.values);
+  Reference want =
+      reference(c, q.values, k.values, v.values, bias.values, dout.values);
 
   Plan p;
   uint64_t next = 0;

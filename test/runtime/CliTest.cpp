@@ -41,10 +41,11 @@ TEST(CleaveRun, RunsAndWritesOutputs) {
   std::vector<float> x = {1, 2, 3, 4, 5, 6};
   ASSERT_TRUE(tensorfile::writeNpyFile(dir.file("x.npy"), DType::F32, {2, 3},
                                        x.data(), 24, &error));
-  Result r = runTool(dir, "'" + dir.file("m.cleave") + "' '" +
-                              dir.file("x.npy") + "' --output-dir '" +
-                              dir.path + "' --print-outputs --print-stats "
-                              "--repeat 3 --warmup 1");
+  Result r =
+      runTool(dir, "'" + dir.file("m.cleave") + "' '" + dir.file("x.npy") +
+                       "' --output-dir '" + dir.path +
+                       "' --print-outputs --print-stats "
+                       "--repeat 3 --warmup 1");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("model/y:0: shape [2,2] float32 [4, 5, 10, 11]"),
             std::string::npos)
@@ -85,9 +86,9 @@ TEST(CleaveRun, TruncatedPlanFailsWithoutOutput) {
   std::string error;
   ASSERT_TRUE(tensorfile::writeNpyFile(dir.file("x.npy"), DType::F32, {2, 3},
                                        x.data(), 24, &error));
-  Result r = runTool(dir, "'" + dir.file("m.cleave") + "' '" +
-                              dir.file("x.npy") + "' --output-dir '" +
-                              dir.path + "'");
+  Result r =
+      runTool(dir, "'" + dir.file("m.cleave") + "' '" + dir.file("x.npy") +
+                       "' --output-dir '" + dir.path + "'");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("cleave-run: error: invalid plan '"), std::string::npos)
       << r.err;

@@ -1,4 +1,4 @@
-//===- CollectiveTest.cpp - Meshes, collective records, local world --------===//
+//===- CollectiveTest.cpp - Meshes, collective records, local world -------===//
 
 #include "Communicator.h"
 #include "Half.h"
@@ -73,8 +73,7 @@ TEST(Collective, ValidatorRefusesBrokenEventsAndRecords) {
 
   Plan p = collectivePlan();
   p.commands.pop_back(); // the wait
-  EXPECT_EQ(validationError(p),
-            "event 0 of command 0 is never waited for");
+  EXPECT_EQ(validationError(p), "event 0 of command 0 is never waited for");
 
   p = collectivePlan();
   p.commands.push_back(p.commands.back());
@@ -183,7 +182,8 @@ TEST(Collective, ShardsOfAGlobalTensor) {
   for (int i = 0; i < 12; ++i)
     global[i] = i;
   std::vector<int32_t> local(2);
-  copyShard({4, 3}, {2, 1}, {2, 2}, 4, reinterpret_cast<uint8_t *>(global.data()),
+  copyShard({4, 3}, {2, 1}, {2, 2}, 4,
+            reinterpret_cast<uint8_t *>(global.data()),
             reinterpret_cast<uint8_t *>(local.data()), false);
   EXPECT_EQ(local, (std::vector<int32_t>{8, 11}));
 }
@@ -210,8 +210,7 @@ TEST(Collective, ReductionsRoundOnceAndWrap) {
 }
 
 /// Runs `body(rank, comm)` on `n` threads of one local world.
-template <typename Body>
-void onLocalRanks(int n, double timeout, Body body) {
+template <typename Body> void onLocalRanks(int n, double timeout, Body body) {
   auto world = rt::createLocalWorld(n, timeout);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -241,8 +240,8 @@ TEST(LocalWorld, AllReduceIsTheSameOnEveryRank) {
     const float first[3] = {1e8f, -1e8f, 1.0f}, second[3] = {1.0f, 1e8f, -1e8f};
     std::vector<float> x = {first[r], second[r], 0.5f};
     results[r].resize(3);
-    cleave_rt_status s = comm.run(allReduce(0, 3), groupOf(m, {0}, r),
-                                  x.data(), results[r].data());
+    cleave_rt_status s = comm.run(allReduce(0, 3), groupOf(m, {0}, r), x.data(),
+                                  results[r].data());
     EXPECT_EQ(s, nullptr);
   });
   // Group order on every rank: (1e8 - 1e8) + 1 = 1 and (1 + 1e8) - 1e8 = 0
@@ -293,10 +292,10 @@ TEST(LocalWorld, RanksAtDifferentCollectivesAreNamed) {
   });
   bool named = false;
   for (const std::string &e : errors)
-    named |= e.find("ranks disagree on the next collective") !=
-                 std::string::npos &&
-             e.find("all_reduce #3 (test)") != std::string::npos &&
-             e.find("all_reduce #4 (test)") != std::string::npos;
+    named |=
+        e.find("ranks disagree on the next collective") != std::string::npos &&
+        e.find("all_reduce #3 (test)") != std::string::npos &&
+        e.find("all_reduce #4 (test)") != std::string::npos;
   EXPECT_TRUE(named) << errors[0] << "\n" << errors[1];
 }
 
@@ -309,7 +308,8 @@ TEST(LocalWorld, AMissingRankIsNamedAfterTheTimeout) {
   auto comm2 = rt::localCommunicator(world, 2); // never calls
   std::thread other([&] {
     float x = 1, y;
-    cleave_rt_status s = comm1->run(allReduce(0, 1), groupOf(m, {0}, 1), &x, &y);
+    cleave_rt_status s =
+        comm1->run(allReduce(0, 1), groupOf(m, {0}, 1), &x, &y);
     cleave_rt_status_free(s);
   });
   float x = 1, y;

@@ -33,15 +33,18 @@ static_assert(c::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ==
 static_assert(sizeof(c::CUdeviceptr) == sizeof(::CUdeviceptr));
 static_assert(sizeof(c::CUresult) == sizeof(::CUresult));
 static_assert(c::CUBLAS_STATUS_SUCCESS == ::CUBLAS_STATUS_SUCCESS);
-static_assert(c::CUBLAS_OP_N == ::CUBLAS_OP_N && c::CUBLAS_OP_T == ::CUBLAS_OP_T);
+static_assert(c::CUBLAS_OP_N == ::CUBLAS_OP_N &&
+              c::CUBLAS_OP_T == ::CUBLAS_OP_T);
 static_assert(c::CUBLAS_COMPUTE_32F == ::CUBLAS_COMPUTE_32F);
-static_assert(c::CUBLAS_COMPUTE_32F_FAST_TF32 == ::CUBLAS_COMPUTE_32F_FAST_TF32);
+static_assert(c::CUBLAS_COMPUTE_32F_FAST_TF32 ==
+              ::CUBLAS_COMPUTE_32F_FAST_TF32);
 static_assert(c::CUBLAS_COMPUTE_64F == ::CUBLAS_COMPUTE_64F);
 static_assert(c::CUDA_R_32F == ::CUDA_R_32F && c::CUDA_R_64F == ::CUDA_R_64F &&
               c::CUDA_R_16F == ::CUDA_R_16F && c::CUDA_R_16BF == ::CUDA_R_16BF);
 static_assert(c::CUBLASLT_MATMUL_DESC_TRANSA == ::CUBLASLT_MATMUL_DESC_TRANSA);
 static_assert(c::CUBLASLT_MATMUL_DESC_TRANSB == ::CUBLASLT_MATMUL_DESC_TRANSB);
-static_assert(c::CUBLASLT_MATMUL_DESC_EPILOGUE == ::CUBLASLT_MATMUL_DESC_EPILOGUE);
+static_assert(c::CUBLASLT_MATMUL_DESC_EPILOGUE ==
+              ::CUBLASLT_MATMUL_DESC_EPILOGUE);
 static_assert(c::CUBLASLT_MATMUL_DESC_BIAS_POINTER ==
               ::CUBLASLT_MATMUL_DESC_BIAS_POINTER);
 static_assert(c::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE ==
@@ -56,7 +59,8 @@ static_assert(c::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET ==
               ::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET);
 static_assert(c::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES ==
               ::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
-static_assert(sizeof(c::cublasLtMatmulAlgo_t) == sizeof(::cublasLtMatmulAlgo_t));
+static_assert(sizeof(c::cublasLtMatmulAlgo_t) ==
+              sizeof(::cublasLtMatmulAlgo_t));
 static_assert(sizeof(c::cublasLtMatmulHeuristicResult_t) ==
               sizeof(::cublasLtMatmulHeuristicResult_t));
 static_assert(offsetof(c::cublasLtMatmulHeuristicResult_t, workspaceSize) ==

@@ -23,7 +23,6 @@ using namespace cleave::test;
 
 namespace {
 
-
 /// A CUDA plan: out = in copied, then 4 bytes of out filled with 0.
 Plan copyPlan() {
   Plan p;
@@ -58,9 +57,7 @@ Plan launchPlan() {
   return p;
 }
 
-bool validates(const Plan &p, std::string *error) {
-  return validate(p, error);
-}
+bool validates(const Plan &p, std::string *error) { return validate(p, error); }
 
 /// Skips the test unless a CUDA executor can be made here.
 #define REQUIRE_CUDA_DEVICE()                                                  \
@@ -326,8 +323,8 @@ TEST(CudaGpu, GemmF32MatchesCpuAllTransposesBatched) {
         a[i] = std::sin(0.37f * i);
       for (size_t i = 0; i < b.size(); ++i)
         b[i] = std::cos(0.11f * i);
-      SCOPED_TRACE(std::string("tA=") + (tA ? "1" : "0") + " tB=" +
-                   (tB ? "1" : "0"));
+      SCOPED_TRACE(std::string("tA=") + (tA ? "1" : "0") +
+                   " tB=" + (tB ? "1" : "0"));
       compareGemm(p, {bytesOf(a), bytesOf(b)}, 1e-4);
     }
 }
@@ -341,8 +338,8 @@ TEST(CudaGpu, GemmBf16WithF32Accumulation) {
   p.inputs.push_back(tensor("a", DType::BF16, {M, K}, 0));
   p.inputs.push_back(tensor("b", DType::BF16, {K, N}, aBytes));
   p.outputs.push_back(tensor("c", DType::F32, {M, N}, aBytes + bBytes));
-  Command c = gemm(DType::BF16, false, false, M, N, K, 0, aBytes,
-                   aBytes + bBytes);
+  Command c =
+      gemm(DType::BF16, false, false, M, N, K, 0, aBytes, aBytes + bBytes);
   c.params.push_back(static_cast<int64_t>(DType::F32));
   p.commands.push_back(c);
   std::vector<uint16_t> a(M * K), b(K * N);
@@ -443,18 +440,21 @@ TEST(CudaGpu, StateReadWriteAndInitCommands) {
   Loaded l(p, "cuda");
   ASSERT_EQ(l.code, CLEAVE_RT_OK) << l.error;
   std::vector<uint8_t> w(16);
-  ASSERT_TRUE(l.take(cleave_rt_executor_read_state(l.executor, 0, w.data(), 16)));
+  ASSERT_TRUE(
+      l.take(cleave_rt_executor_read_state(l.executor, 0, w.data(), 16)));
   EXPECT_EQ(w, std::vector<uint8_t>(16, 0x3f));
   std::vector<float> x = {1, 2, 3, 4};
   ASSERT_TRUE(l.set(0, x));
   ASSERT_TRUE(l.run()) << l.error;
   std::vector<float> got(4);
-  ASSERT_TRUE(l.take(cleave_rt_executor_read_state(l.executor, 0, got.data(), 16)));
+  ASSERT_TRUE(
+      l.take(cleave_rt_executor_read_state(l.executor, 0, got.data(), 16)));
   EXPECT_EQ(got, x);
   std::vector<float> mine = {9, 8, 7, 6};
-  ASSERT_TRUE(l.take(
-      cleave_rt_executor_write_state(l.executor, 0, mine.data(), 16)));
-  ASSERT_TRUE(l.take(cleave_rt_executor_read_state(l.executor, 0, got.data(), 16)));
+  ASSERT_TRUE(
+      l.take(cleave_rt_executor_write_state(l.executor, 0, mine.data(), 16)));
+  ASSERT_TRUE(
+      l.take(cleave_rt_executor_read_state(l.executor, 0, got.data(), 16)));
   EXPECT_EQ(got, mine);
 }
 
@@ -466,9 +466,9 @@ TEST(CudaGpu, RandomNormalInitMatchesCpu) {
     p.target = target;
     p.arenaBytes = 4096;
     p.outputs.push_back(tensor("w", DType::F32, {1000}, 0));
-    p.initCommands.push_back(makeCommand(CommandKind::RandomNormal,
-                              {1000, 5, doubleToBits(0.0), doubleToBits(0.02)},
-                              {0}));
+    p.initCommands.push_back(
+        makeCommand(CommandKind::RandomNormal,
+                    {1000, 5, doubleToBits(0.0), doubleToBits(0.02)}, {0}));
     return p;
   };
   Loaded gpu(makePlan("cuda-sm_90a"), "cuda"), cpu(makePlan("cpu-x86_64"));
@@ -507,10 +507,12 @@ TEST(CudaGpu, LaunchesACubinBuiltWithNvcc) {
   }
   // A cubin for sm_90a plus PTX for any other device (JIT fallback).
   std::string base = "'" + nvcc + "' '" + dir.file("k.cu") + "' -o '";
-  ASSERT_EQ(std::system((base + dir.file("k.cubin") +
-                         "' -cubin -arch=sm_90a").c_str()), 0);
-  ASSERT_EQ(std::system((base + dir.file("k.ptx") +
-                         "' -ptx -arch=compute_80").c_str()), 0);
+  ASSERT_EQ(std::system(
+                (base + dir.file("k.cubin") + "' -cubin -arch=sm_90a").c_str()),
+            0);
+  ASSERT_EQ(std::system(
+                (base + dir.file("k.ptx") + "' -ptx -arch=compute_80").c_str()),
+            0);
   auto slurp = [&](const char *name) {
     std::ifstream f(dir.file(name), std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(f)),
@@ -549,7 +551,8 @@ TEST(CudaPlan, NvccCubinIsAValidKernelObject) {
   TempDir dir;
   {
     std::ofstream src(dir.file("k.cu"));
-    src << "extern \"C\" __global__ void zero(float *y) { y[threadIdx.x] = 0; }\n";
+    src << "extern \"C\" __global__ void zero(float *y) { y[threadIdx.x] = 0; "
+           "}\n";
   }
   ASSERT_EQ(std::system(("'" + nvcc + "' '" + dir.file("k.cu") + "' -o '" +
                          dir.file("k.cubin") + "' -cubin -arch=sm_90a")

@@ -13,7 +13,6 @@ using namespace cleave::test;
 
 namespace {
 
-
 /// Reference: C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], row-major.
 template <typename T>
 void referenceGemm(bool tA, bool tB, int M, int N, int K, const T *A,
@@ -141,10 +140,10 @@ TEST(Executor, GemmF32AllTransposes) {
     for (bool tB : {false, true}) {
       Plan p;
       p.arenaBytes = 1024;
-      std::vector<int64_t> aShape = tA ? std::vector<int64_t>{K, M}
-                                       : std::vector<int64_t>{M, K};
-      std::vector<int64_t> bShape = tB ? std::vector<int64_t>{N, K}
-                                       : std::vector<int64_t>{K, N};
+      std::vector<int64_t> aShape =
+          tA ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K};
+      std::vector<int64_t> bShape =
+          tB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
       p.inputs.push_back(tensor("a", DType::F32, aShape, 0));
       p.inputs.push_back(tensor("b", DType::F32, bShape, 128));
       p.outputs.push_back(tensor("c", DType::F32, {M, N}, 256));
@@ -193,8 +192,8 @@ TEST(Executor, GemmF64BatchedWithBroadcastAndBeta) {
   ASSERT_TRUE(l.run()) << l.error;
   std::vector<double> want = C0;
   for (int i = 0; i < batch; ++i)
-    referenceGemm<double>(false, false, M, N, K, A.data() + i * M * K,
-                          B.data(), want.data() + i * M * N, 1.0, 0.5);
+    referenceGemm<double>(false, false, M, N, K, A.data() + i * M * K, B.data(),
+                          want.data() + i * M * N, 1.0, 0.5);
   std::vector<double> got = l.out<double>(0);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
@@ -228,8 +227,7 @@ TEST(Executor, InputErrors) {
   EXPECT_FALSE(l.run());
   EXPECT_EQ(l.error, "input 0 'x' was not set before run");
   EXPECT_FALSE(l.set<float>(0, {1, 2, 3}));
-  EXPECT_EQ(l.error,
-            "input 0 'x' expects 24 bytes ([2,3] float32), got 12");
+  EXPECT_EQ(l.error, "input 0 'x' expects 24 bytes ([2,3] float32), got 12");
   EXPECT_FALSE(l.set<float>(1, {1}));
   EXPECT_NE(l.error.find("out of range"), std::string::npos);
   size_t index = 9;
@@ -247,7 +245,8 @@ TEST(Executor, Backends) {
   Loaded cuda(p, "cuda");
   // A CPU plan cannot run on the CUDA backend (see CudaTest.cpp for CUDA
   // plans, and the no-GPU error).
-  EXPECT_NE(cuda.error.find("cannot run on the cuda backend"), std::string::npos)
+  EXPECT_NE(cuda.error.find("cannot run on the cuda backend"),
+            std::string::npos)
       << cuda.error;
   cleave_rt_executor e = nullptr;
   cleave_rt_status s = cleave_rt_executor_create(cuda.program, "cuda", &e);
@@ -340,7 +339,8 @@ TEST(Executor, KernelFromSharedObject) {
   {
     Loaded l(p);
     ASSERT_EQ(l.error, "");
-    ASSERT_TRUE(l.set<float>(0, {1, 2, 3, 4}) && l.set<float>(1, {.5, .5, .5, .5}))
+    ASSERT_TRUE(l.set<float>(0, {1, 2, 3, 4}) &&
+                l.set<float>(1, {.5, .5, .5, .5}))
         << l.error;
     ASSERT_TRUE(l.run()) << l.error;
     EXPECT_EQ(l.out<float>(0), (std::vector<float>{15, 25, 35, 45}));
@@ -371,12 +371,11 @@ TEST(Executor, RandomNormalInitCommands) {
     p.outputs.push_back(tensor("b", DType::F32, {n}, n * 4));
     p.initCommands.push_back(
         makeCommand(CommandKind::RandomNormal,
-         {n, seed, doubleToBits(0.0), doubleToBits(1.0)},
-         {0}));
+                    {n, seed, doubleToBits(0.0), doubleToBits(1.0)}, {0}));
     p.initCommands.push_back(
         makeCommand(CommandKind::RandomNormal,
-         {n - 1, seed, doubleToBits(3.0), doubleToBits(0.5)},
-         {uint64_t(n * 4)}));
+                    {n - 1, seed, doubleToBits(3.0), doubleToBits(0.5)},
+                    {uint64_t(n * 4)}));
     return p;
   };
   Loaded l(makePlan(11)), same(makePlan(11)), other(makePlan(12));

@@ -36,9 +36,9 @@ Plan referencingPlan(const std::string &file, int dim) {
   p.arenaBytes = 256;
   p.mesh = {{"tp"}, {2}};
   Constant w;
-  w.info = tensor("w", DType::F32, dim == 0 ? std::vector<int64_t>{2, 6}
-                                            : std::vector<int64_t>{4, 3},
-                  0);
+  w.info = tensor(
+      "w", DType::F32,
+      dim == 0 ? std::vector<int64_t>{2, 6} : std::vector<int64_t>{4, 3}, 0);
   w.info.sharding = dim == 0 ? std::vector<std::vector<uint32_t>>{{0}, {}}
                              : std::vector<std::vector<uint32_t>>{{}, {0}};
   w.file = file;
@@ -152,14 +152,14 @@ TEST(InitialValues, WeightsDirReplacesTheFolder) {
   p.commands.push_back(makeCommand(CommandKind::Copy, {96}, {0, 96}));
   std::vector<uint8_t> bytes = serialize(p);
   cleave_rt_program program = nullptr;
-  ASSERT_EQ(cleave_rt_program_load_memory(bytes.data(), bytes.size(),
-                                          &program),
+  ASSERT_EQ(cleave_rt_program_load_memory(bytes.data(), bytes.size(), &program),
             nullptr);
   EXPECT_EQ(cleave_rt_program_referenced_bytes(program), 96u);
   EXPECT_EQ(cleave_rt_program_referenced_files(program), 1u);
   EXPECT_EQ(cleave_rt_program_constant_bytes(program), 0u);
-  ASSERT_EQ(cleave_rt_program_set_weights_dir(program, (dir.path + "/").c_str()),
-            nullptr);
+  ASSERT_EQ(
+      cleave_rt_program_set_weights_dir(program, (dir.path + "/").c_str()),
+      nullptr);
   cleave_rt_executor e = nullptr;
   ASSERT_EQ(cleave_rt_executor_create(program, "cpu", &e), nullptr);
   EXPECT_EQ(cleave_rt_executor_initial_bytes_read(e), 96u);

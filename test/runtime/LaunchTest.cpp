@@ -44,8 +44,11 @@ std::string readError(const Env &env) {
 TEST(Launch, TorchrunMpirunSlurmAndNone) {
   LaunchEnv l;
   std::string error;
-  ASSERT_TRUE(read({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                    {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}},
+  ASSERT_TRUE(read({{"RANK", "3"},
+                    {"WORLD_SIZE", "4"},
+                    {"LOCAL_RANK", "1"},
+                    {"MASTER_ADDR", "node0"},
+                    {"MASTER_PORT", "29500"}},
                    &l, &error))
       << error;
   EXPECT_EQ(l.launcher, "torchrun");
@@ -61,9 +64,9 @@ TEST(Launch, TorchrunMpirunSlurmAndNone) {
                    &l, &error));
   EXPECT_EQ(l.launcher, "mpirun");
   EXPECT_EQ(l.rank, 5);
-  ASSERT_TRUE(read({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"},
-                    {"SLURM_LOCALID", "0"}},
-                   &l, &error));
+  ASSERT_TRUE(read(
+      {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"}},
+      &l, &error));
   EXPECT_EQ(l.launcher, "srun");
   ASSERT_TRUE(read({{"SLURM_NTASKS", "4"}}, &l, &error)); // salloc, no srun
   EXPECT_EQ(l.launcher, "");
@@ -73,8 +76,11 @@ TEST(Launch, TorchrunMpirunSlurmAndNone) {
 }
 
 TEST(Launch, BadEnvironmentsNameTheVariable) {
-  Env torchrun = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
-                  {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"}};
+  Env torchrun = {{"RANK", "1"},
+                  {"WORLD_SIZE", "2"},
+                  {"LOCAL_RANK", "1"},
+                  {"MASTER_ADDR", "h"},
+                  {"MASTER_PORT", "29500"}};
   Env e = torchrun;
   e.erase("MASTER_ADDR");
   EXPECT_EQ(readError(e), "torchrun launch: MASTER_ADDR is not set");
@@ -183,7 +189,8 @@ TEST(Launch, TcpBootstrapNamesWhoNeverCame) {
   lonely.masterPort = freePort();
   error = message(tcpBroadcast(lonely, &got, 0.3));
   EXPECT_NE(error.find("bootstrap: rank 1 could not reach rank 0 at "
-                       "127.0.0.1:" + std::to_string(lonely.masterPort) +
+                       "127.0.0.1:" +
+                       std::to_string(lonely.masterPort) +
                        " (MASTER_ADDR:MASTER_PORT) within 0.3 s"),
             std::string::npos)
       << error;

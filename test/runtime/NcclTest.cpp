@@ -65,21 +65,22 @@ int cudaDeviceCount(const DriverApi **cu, std::string *why) {
 
 /// Builds a fake NCCL library with clang: every entry point but `omit`,
 /// ncclGetVersion reporting `code`. Empty when clang is missing or fails.
-std::string buildFakeNccl(const TempDir &dir, const std::string &name,
-                          int code, const std::string &omit = "") {
+std::string buildFakeNccl(const TempDir &dir, const std::string &name, int code,
+                          const std::string &omit = "") {
   std::string clang = CLEAVE_TEST_CLANG;
   if (clang.empty())
     return "";
-  std::string src = "int ncclGetVersion(int *v) { *v = " +
-                    std::to_string(code) + "; return 0; }\n" +
-                    "const char *ncclGetErrorString(int r) { return \"fake\"; "
-                    "}\nconst char *ncclGetLastError(void *c) { return \"\"; }\n";
+  std::string src =
+      "int ncclGetVersion(int *v) { *v = " + std::to_string(code) +
+      "; return 0; }\n" +
+      "const char *ncclGetErrorString(int r) { return \"fake\"; "
+      "}\nconst char *ncclGetLastError(void *c) { return \"\"; }\n";
   for (const char *sym :
        {"ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy",
-        "ncclCommAbort", "ncclCommSplit", "ncclCommGetAsyncError", "ncclCommCount",
-        "ncclCommUserRank", "ncclAllReduce", "ncclReduceScatter",
-        "ncclAllGather", "ncclBroadcast", "ncclSend", "ncclRecv",
-        "ncclGroupStart", "ncclGroupEnd"})
+        "ncclCommAbort", "ncclCommSplit", "ncclCommGetAsyncError",
+        "ncclCommCount", "ncclCommUserRank", "ncclAllReduce",
+        "ncclReduceScatter", "ncclAllGather", "ncclBroadcast", "ncclSend",
+        "ncclRecv", "ncclGroupStart", "ncclGroupEnd"})
     if (omit != sym)
       src += std::string("int ") + sym + "(void) { return 0; }\n";
   std::string c = dir.file(name + ".c"), so = dir.file(name);
@@ -159,12 +160,12 @@ TEST(Nccl, DataTypes) {
 TEST(Nccl, BogusPathIsUnavailable) {
   NcclLibrary lib;
   std::string message;
-  EXPECT_EQ(take(NcclLibrary::loadFrom("/nonexistent/libnccl.so.2", &lib),
-                 &message),
-            CLEAVE_RT_UNAVAILABLE);
-  EXPECT_NE(message.find(
-                "cannot open the NCCL library /nonexistent/libnccl.so.2: "),
-            std::string::npos)
+  EXPECT_EQ(
+      take(NcclLibrary::loadFrom("/nonexistent/libnccl.so.2", &lib), &message),
+      CLEAVE_RT_UNAVAILABLE);
+  EXPECT_NE(
+      message.find("cannot open the NCCL library /nonexistent/libnccl.so.2: "),
+      std::string::npos)
       << message;
   // The dlerror() text follows.
   EXPECT_NE(message.find("No such file"), std::string::npos) << message;
@@ -198,7 +199,8 @@ TEST(Nccl, FakeLibrariesLoadOrFailClearly) {
   ASSERT_FALSE(old.empty());
   EXPECT_EQ(take(NcclLibrary::loadFrom(old, &lib), &message),
             CLEAVE_RT_UNAVAILABLE);
-  EXPECT_NE(message.find("NCCL 2.17.3 (" + old + ") is too old: this runtime "
+  EXPECT_NE(message.find("NCCL 2.17.3 (" + old +
+                         ") is too old: this runtime "
                          "needs NCCL 2.18.0 or newer"),
             std::string::npos)
       << message;
@@ -235,9 +237,9 @@ TEST(Nccl, CommunicatorChecksArgumentsBeforeCallingNccl) {
   EXPECT_EQ(take(comm.init(none, 0, 0, id), &message),
             CLEAVE_RT_INVALID_ARGUMENT);
   EXPECT_FALSE(comm.initialized());
-  EXPECT_EQ(take(comm.allReduce(0, 0, 4, ncclFloat32, ncclSum, nullptr),
-                 &message),
-            CLEAVE_RT_FAILED_PRECONDITION);
+  EXPECT_EQ(
+      take(comm.allReduce(0, 0, 4, ncclFloat32, ncclSum, nullptr), &message),
+      CLEAVE_RT_FAILED_PRECONDITION);
   EXPECT_NE(message.find("ncclAllReduce on an NCCL communicator that is not "
                          "initialized"),
             std::string::npos)
@@ -315,8 +317,7 @@ TEST(NcclGpu, OneRankCollectives) {
   ASSERT_EQ(lib->getUniqueId(&id), nullptr);
   NcclCommunicator comm;
   std::string message;
-  ASSERT_EQ(take(comm.init(*lib, 0, 1, id), &message), CLEAVE_RT_OK)
-      << message;
+  ASSERT_EQ(take(comm.init(*lib, 0, 1, id), &message), CLEAVE_RT_OK) << message;
   EXPECT_EQ(comm.rank(), 0);
   EXPECT_EQ(comm.worldSize(), 1);
   int count = 0;

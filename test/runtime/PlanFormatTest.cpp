@@ -233,8 +233,7 @@ TEST(PlanValidate, GemmExtents) {
   EXPECT_NE(validateError(p).find("leading dimension"), std::string::npos);
   p = samplePlan();
   p.commands[0].params[kGemmDType] = static_cast<int64_t>(DType::I32);
-  EXPECT_NE(validateError(p).find("unsupported dtype int32"),
-            std::string::npos)
+  EXPECT_NE(validateError(p).find("unsupported dtype int32"), std::string::npos)
       << validateError(p);
   p = samplePlan();
   p.commands[0].params.pop_back();
@@ -276,9 +275,9 @@ TEST(PlanValidate, KernelsDTypesDims) {
 TEST(PlanValidate, RandomNormal) {
   Plan p;
   p.arenaBytes = 64;
-  Command init = makeCommand(CommandKind::RandomNormal,
-               {16, 1, doubleToBits(0.0), doubleToBits(0.02)},
-               {0});
+  Command init =
+      makeCommand(CommandKind::RandomNormal,
+                  {16, 1, doubleToBits(0.0), doubleToBits(0.02)}, {0});
   p.initCommands.push_back(init);
   EXPECT_EQ(validateError(p), "");
   p.initCommands[0].params[0] = 17; // 68 bytes

@@ -1,7 +1,7 @@
 //===- TensorFileTest.cpp - .npy and TensorProto readers/writer -----------===//
 
-#include "TestUtil.h"
 #include "cleave/TensorFile.h"
+#include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -20,8 +20,8 @@ std::vector<uint8_t> npyImage(int major, const std::string &dict,
   size_t pre = major == 1 ? 10 : 12;
   header.append((64 - (pre + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
-  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y',
-                              static_cast<uint8_t>(major), 0};
+  std::vector<uint8_t> out = {
+      0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<uint8_t>(major), 0};
   size_t n = header.size();
   out.push_back(n & 0xff);
   out.push_back((n >> 8) & 0xff);
@@ -51,7 +51,10 @@ struct Proto {
     b.push_back(uint8_t(v));
   }
   void key(int field, int wire) { varint(uint64_t(field) << 3 | wire); }
-  void intField(int field, uint64_t v) { key(field, 0); varint(v); }
+  void intField(int field, uint64_t v) {
+    key(field, 0);
+    varint(v);
+  }
   void bytesField(int field, const std::vector<uint8_t> &data) {
     key(field, 2);
     varint(data.size());
@@ -91,26 +94,28 @@ TEST(Npy, ReadsVersions1To3) {
 TEST(Npy, DTypesAndScalars) {
   HostTensor t;
   std::string error;
-  auto img = npyImage(1, "{'descr':'|b1','fortran_order':False,'shape':()}",
-                      {1});
+  auto img =
+      npyImage(1, "{'descr':'|b1','fortran_order':False,'shape':()}", {1});
   ASSERT_TRUE(parseNpy(img.data(), img.size(), &t, &error)) << error;
   EXPECT_EQ(t.dtype, DType::Bool);
   EXPECT_TRUE(t.shape.empty());
-  img = npyImage(1, "{\"descr\": \"<i8\", \"fortran_order\": False, "
-                    "\"shape\": (2,)}",
+  img = npyImage(1,
+                 "{\"descr\": \"<i8\", \"fortran_order\": False, "
+                 "\"shape\": (2,)}",
                  bytesOf<int64_t>({-1, 7}));
   ASSERT_TRUE(parseNpy(img.data(), img.size(), &t, &error)) << error;
   EXPECT_EQ(t.dtype, DType::I64);
   EXPECT_EQ(t.shape, (std::vector<int64_t>{2}));
-  img = npyImage(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (0, 3), }",
-                 {});
+  img = npyImage(
+      1, "{'descr': '<f2', 'fortran_order': False, 'shape': (0, 3), }", {});
   ASSERT_TRUE(parseNpy(img.data(), img.size(), &t, &error)) << error;
   EXPECT_EQ(t.dtype, DType::F16);
   EXPECT_TRUE(t.data.empty());
 }
 
 TEST(Npy, Malformed) {
-  std::string good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  std::string good =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
   std::vector<uint8_t> data = bytesOf<float>({1, 2});
   EXPECT_NE(npyError({1, 2, 3}).find("bad magic"), std::string::npos);
   auto img = npyImage(1, good, data);
@@ -123,36 +128,42 @@ TEST(Npy, Malformed) {
   img = npyImage(4, good, data);
   EXPECT_NE(npyError(img).find("unsupported .npy format version 4"),
             std::string::npos);
-  EXPECT_NE(npyError(npyImage(1, "{'descr': '>f4', 'fortran_order': False, "
-                                 "'shape': (2,), }",
+  EXPECT_NE(npyError(npyImage(1,
+                              "{'descr': '>f4', 'fortran_order': False, "
+                              "'shape': (2,), }",
                               data))
                 .find("unsupported .npy dtype '>f4'"),
             std::string::npos);
-  EXPECT_NE(npyError(npyImage(1, "{'descr': '<c8', 'fortran_order': False, "
-                                 "'shape': (1,), }",
+  EXPECT_NE(npyError(npyImage(1,
+                              "{'descr': '<c8', 'fortran_order': False, "
+                              "'shape': (1,), }",
                               data))
                 .find("unsupported .npy dtype"),
             std::string::npos);
-  EXPECT_NE(npyError(npyImage(1, "{'descr': '<f4', 'fortran_order': True, "
-                                 "'shape': (2, 2), }",
+  EXPECT_NE(npyError(npyImage(1,
+                              "{'descr': '<f4', 'fortran_order': True, "
+                              "'shape': (2, 2), }",
                               data))
                 .find("Fortran-order"),
             std::string::npos);
   EXPECT_NE(npyError(npyImage(1, "{'descr': '<f4', 'shape': (2,), }", data))
                 .find("missing"),
             std::string::npos);
-  EXPECT_NE(npyError(npyImage(1, "{'descr': '<f4', 'fortran_order': False, "
-                                 "'shape': (-2,), }",
+  EXPECT_NE(npyError(npyImage(1,
+                              "{'descr': '<f4', 'fortran_order': False, "
+                              "'shape': (-2,), }",
                               data))
                 .find("malformed .npy header"),
             std::string::npos);
-  EXPECT_NE(npyError(npyImage(1, "{'descr': '<f4', 'fortran_order': False, "
-                                 "'shape': (99999999999999, 99999999999), }",
+  EXPECT_NE(npyError(npyImage(1,
+                              "{'descr': '<f4', 'fortran_order': False, "
+                              "'shape': (99999999999999, 99999999999), }",
                               data))
                 .find("needs too many"),
             std::string::npos)
-      << npyError(npyImage(1, "{'descr': '<f4', 'fortran_order': False, "
-                              "'shape': (99999999999999, 99999999999), }",
+      << npyError(npyImage(1,
+                           "{'descr': '<f4', 'fortran_order': False, "
+                           "'shape': (99999999999999, 99999999999), }",
                            data));
   // Every prefix of a good file fails cleanly.
   img = npyImage(1, good, data);
@@ -164,8 +175,8 @@ TEST(Npy, WriteRoundTrip) {
   TempDir dir;
   std::vector<int16_t> v = {1, -2, 3};
   std::string error;
-  ASSERT_TRUE(writeNpyFile(dir.file("a.npy"), DType::I16, {3, 1}, v.data(), 6,
-                           &error))
+  ASSERT_TRUE(
+      writeNpyFile(dir.file("a.npy"), DType::I16, {3, 1}, v.data(), 6, &error))
       << error;
   HostTensor t;
   ASSERT_TRUE(readTensorFile(dir.file("a.npy"), &t, &error)) << error;
@@ -350,8 +361,9 @@ TEST(TensorProto, Malformed) {
   count.intField(2, 1);
   count.fixed32(4, 0);
   parsePb(count, &error);
-  EXPECT_NE(error.find("float_data holds 1 values but shape [3] float32 needs 3"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("float_data holds 1 values but shape [3] float32 needs 3"),
+      std::string::npos)
       << error;
   Proto raw;
   raw.intField(1, 2);

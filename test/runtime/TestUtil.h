@@ -7,9 +7,9 @@
 #include "cleave/cleave_rt.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
-#include <cstring>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,9 +47,21 @@ inline plan::Command gemm(plan::DType dtype, bool tA, bool tB, int64_t M,
                           double alpha = 1.0, double beta = 0.0) {
   plan::Command cmd;
   cmd.kind = plan::CommandKind::Gemm;
-  cmd.params = {static_cast<int64_t>(dtype), tA, tB, M, N, K, batch,
-                tA ? M : K, tB ? K : N, N, strideA, strideB, strideC,
-                doubleBits(alpha), doubleBits(beta)};
+  cmd.params = {static_cast<int64_t>(dtype),
+                tA,
+                tB,
+                M,
+                N,
+                K,
+                batch,
+                tA ? M : K,
+                tB ? K : N,
+                N,
+                strideA,
+                strideB,
+                strideC,
+                doubleBits(alpha),
+                doubleBits(beta)};
   cmd.buffers = {a, b, c};
   return cmd;
 }

@@ -65,10 +65,9 @@ std::vector<uint8_t> buildSgdKernel(const TempDir &dir) {
 Plan trainingPlan(std::vector<uint8_t> kernel) {
   Plan p;
   p.arenaBytes = 640;
-  p.inputs = {tensor("x", DType::F32, {4, 4}, 0),
-              tensor("t", DType::F32, {4}, 64),
-              tensor("lr", DType::F32, {}, 128),
-              tensor("step", DType::F32, {}, 192)};
+  p.inputs = {
+      tensor("x", DType::F32, {4, 4}, 0), tensor("t", DType::F32, {4}, 64),
+      tensor("lr", DType::F32, {}, 128), tensor("step", DType::F32, {}, 192)};
   p.outputs = {tensor("loss", DType::F32, {}, 512),
                tensor("grad_norm", DType::F32, {}, 576)};
   Constant w, junk;
@@ -79,12 +78,10 @@ Plan trainingPlan(std::vector<uint8_t> kernel) {
   p.constants = {w, junk};
   p.kernelNames = {"sgd_step"};
   p.kernelObject = std::move(kernel);
-  p.commands = {
-      makeCommand(CommandKind::Kernel,
-              {0},
-              {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}),
-      makeCommand(CommandKind::Copy, {16}, {384, 256}),
-      makeCommand(CommandKind::Copy, {16}, {448, 320})};
+  p.commands = {makeCommand(CommandKind::Kernel, {0},
+                            {0, 64, 128, 192, 256, 320, 384, 448, 512, 576}),
+                makeCommand(CommandKind::Copy, {16}, {384, 256}),
+                makeCommand(CommandKind::Copy, {16}, {448, 320})};
   p.initCommands = {makeCommand(CommandKind::Fill, {16, 0}, {320})};
   StateTensor sw{tensor("w", DType::F32, {4}, 256), StateKind::Parameter, "w",
                  ""};
@@ -120,8 +117,8 @@ bool writeTrainingFiles(const TempDir &dir, const Plan &p) {
   return writeFile(dir.file("m.cleave"), p, &err) &&
          tensorfile::writeNpyFile(dir.file("x.npy"), DType::F32, {16, 4},
                                   x.data(), x.size() * 4, &err) &&
-         tensorfile::writeNpyFile(dir.file("t.npy"), DType::F32, {16},
-                                  t.data(), t.size() * 4, &err);
+         tensorfile::writeNpyFile(dir.file("t.npy"), DType::F32, {16}, t.data(),
+                                  t.size() * 4, &err);
 }
 
 /// The "step", "loss", "lr" and "grad_norm" fields of each JSON log line
@@ -168,10 +165,10 @@ TEST(Train, LearningRateSchedules) {
       {LRSchedule::LinearWarmup, 50, 1.0},
       {LRSchedule::Cosine, 0, 0.25},
       {LRSchedule::Cosine, 3, 1.0},
-      {LRSchedule::Cosine, 4, 1.0},                          // progress 0
+      {LRSchedule::Cosine, 4, 1.0}, // progress 0
       {LRSchedule::Cosine, 9, 0.1 + 0.45 * (1 + std::cos(M_PI * 0.5))},
-      {LRSchedule::Cosine, 14, 0.1},                         // progress 1
-      {LRSchedule::Cosine, 1000, 0.1},                       // clamped
+      {LRSchedule::Cosine, 14, 0.1},   // progress 1
+      {LRSchedule::Cosine, 1000, 0.1}, // clamped
   };
   for (const Row &r : rows) {
     t.schedule = r.schedule;
@@ -357,8 +354,7 @@ TEST(Checkpoint, Sha256TestVectors) {
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256::hex("abc", 3),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  const char *two =
-      "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
   EXPECT_EQ(Sha256::hex(two, strlen(two)),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   // A million 'a's, fed in uneven pieces.
@@ -391,10 +387,22 @@ TEST(Checkpoint, ReadsTheEarlierJsonLayout) {
   c.seed = 3;
   c.optimizer = "sgd";
   c.samplesConsumed = 56;
-  c.states.push_back({"w", StateKind::Parameter, "w", "", DType::F32, {2},
-                      std::vector<uint8_t>(8), 0});
-  c.states.push_back({"w.momentum", StateKind::OptimizerState, "w",
-                      "momentum", DType::F32, {2}, std::vector<uint8_t>(8), 0});
+  c.states.push_back({"w",
+                      StateKind::Parameter,
+                      "w",
+                      "",
+                      DType::F32,
+                      {2},
+                      std::vector<uint8_t>(8),
+                      0});
+  c.states.push_back({"w.momentum",
+                      StateKind::OptimizerState,
+                      "w",
+                      "momentum",
+                      DType::F32,
+                      {2},
+                      std::vector<uint8_t>(8),
+                      0});
   std::memcpy(c.states[0].data.data(), w.data(), 8);
   std::memcpy(c.states[1].data.data(), m.data(), 8);
   std::string path, err;
@@ -416,16 +424,18 @@ TEST(Checkpoint, ReadsTheEarlierJsonLayout) {
   std::string manifest =
       "{\n  \"format\": \"cleave-checkpoint-manifest\",\n  \"version\": 1,\n"
       "  \"step\": 7,\n  \"files\": [\n    {\"name\": \"model.safetensors\", "
-      "\"bytes\": " + std::to_string(model.size()) + ", \"sha256\": \"" +
-      Sha256::hex(model.data(), model.size()) + "\"},\n"
+      "\"bytes\": " +
+      std::to_string(model.size()) + ", \"sha256\": \"" +
+      Sha256::hex(model.data(), model.size()) +
+      "\"},\n"
       "    {\"name\": \"index.json\", \"bytes\": " +
       std::to_string(index.size()) + ", \"sha256\": \"" +
       Sha256::hex(index.data(), index.size()) + "\"}\n  ]\n}\n";
   ASSERT_TRUE(writeBytes(path + "/index.json",
                          std::vector<uint8_t>(index.begin(), index.end())));
-  ASSERT_TRUE(writeBytes(path + "/manifest.json",
-                         std::vector<uint8_t>(manifest.begin(),
-                                              manifest.end())));
+  ASSERT_TRUE(
+      writeBytes(path + "/manifest.json",
+                 std::vector<uint8_t>(manifest.begin(), manifest.end())));
   checkpoint::Checkpoint loaded;
   ASSERT_TRUE(checkpoint::load(path, &loaded, &err)) << err;
   EXPECT_EQ(loaded.step, 7);
@@ -497,13 +507,13 @@ TEST(Data, TokenWindowsAreDeterministic) {
                                         {"labels", DType::I32, {3, 8}}};
   std::unique_ptr<data::Dataset> a, b, other;
   std::string err;
-  ASSERT_TRUE(data::openTokens(specs, dir.file("t.bin"), DType::U16, 42, &a,
-                               &err))
+  ASSERT_TRUE(
+      data::openTokens(specs, dir.file("t.bin"), DType::U16, 42, &a, &err))
       << err;
-  ASSERT_TRUE(data::openTokens(specs, dir.file("t.bin"), DType::U16, 42, &b,
-                               &err));
-  ASSERT_TRUE(data::openTokens(specs, dir.file("t.bin"), DType::U16, 43,
-                               &other, &err));
+  ASSERT_TRUE(
+      data::openTokens(specs, dir.file("t.bin"), DType::U16, 42, &b, &err));
+  ASSERT_TRUE(
+      data::openTokens(specs, dir.file("t.bin"), DType::U16, 43, &other, &err));
   std::vector<std::vector<uint8_t>> x, y, z;
   // Step 5 straight away equals step 5 after steps 0..4: no hidden state.
   for (int s = 0; s < 5; ++s)
@@ -527,19 +537,20 @@ TEST(Data, TokenWindowsAreDeterministic) {
     }
   }
   // Too short for one window; wrong dtypes.
-  ASSERT_TRUE(writeBytes(dir.file("short.bin"), bytesOf(std::vector<uint16_t>(8))));
-  EXPECT_FALSE(data::openTokens(specs, dir.file("short.bin"), DType::U16, 1,
-                                &a, &err));
+  ASSERT_TRUE(
+      writeBytes(dir.file("short.bin"), bytesOf(std::vector<uint16_t>(8))));
+  EXPECT_FALSE(
+      data::openTokens(specs, dir.file("short.bin"), DType::U16, 1, &a, &err));
   EXPECT_NE(err.find("too short: it holds 8 tokens, a window needs 9"),
             std::string::npos)
       << err;
   ASSERT_TRUE(writeBytes(dir.file("odd.bin"), std::vector<uint8_t>(7)));
-  EXPECT_FALSE(data::openTokens(specs, dir.file("odd.bin"), DType::U32, 1, &a,
-                                &err));
+  EXPECT_FALSE(
+      data::openTokens(specs, dir.file("odd.bin"), DType::U32, 1, &a, &err));
   EXPECT_NE(err.find("not a multiple of 4"), std::string::npos) << err;
   specs[0].dtype = DType::F32;
-  EXPECT_FALSE(data::openTokens(specs, dir.file("t.bin"), DType::U16, 1, &a,
-                                &err));
+  EXPECT_FALSE(
+      data::openTokens(specs, dir.file("t.bin"), DType::U16, 1, &a, &err));
   EXPECT_NE(err.find("dtype mismatch"), std::string::npos) << err;
 }
 
@@ -550,10 +561,12 @@ TEST(Data, NpySamplesFollowSeededEpochPermutations) {
     for (int64_t r = 0; r < 4; ++r)
       ++seen[data::sampleIndex(7, s, r, 4, 10)];
   EXPECT_EQ(seen, std::vector<int>(10, 2));
-  EXPECT_EQ(data::sampleIndex(7, 3, 1, 4, 10), data::sampleIndex(7, 3, 1, 4, 10));
+  EXPECT_EQ(data::sampleIndex(7, 3, 1, 4, 10),
+            data::sampleIndex(7, 3, 1, 4, 10));
   bool differs = false;
   for (int64_t r = 0; r < 4; ++r)
-    differs |= data::sampleIndex(7, 0, r, 4, 10) != data::sampleIndex(8, 0, r, 4, 10);
+    differs |=
+        data::sampleIndex(7, 0, r, 4, 10) != data::sampleIndex(8, 0, r, 4, 10);
   EXPECT_TRUE(differs);
   TempDir dir;
   std::string err;
@@ -585,10 +598,9 @@ TEST(Checkpoint, ResumeIsBitwiseIdentical) {
                       "' --seed 3";
   std::string ck = dir.file("ck");
 
-  Result full = runTool(dir, model + " --steps 20 --log-json '" +
-                                 dir.file("full.jsonl") +
-                                 "' --export-safetensors '" +
-                                 dir.file("full.safetensors") + "'");
+  Result full = runTool(
+      dir, model + " --steps 20 --log-json '" + dir.file("full.jsonl") +
+               "' --export-safetensors '" + dir.file("full.safetensors") + "'");
   ASSERT_EQ(full.code, 0) << full.err;
   EXPECT_NE(full.out.find(" step     20/20 | loss "), std::string::npos)
       << full.out;
@@ -603,10 +615,11 @@ TEST(Checkpoint, ResumeIsBitwiseIdentical) {
          last = want[19]["loss"].get<double>();
   EXPECT_LT(last, first * 0.5) << want[0] << "\n" << want[19];
 
-  Result part = runTool(dir, model + " --steps 10 --save-every 5 "
-                                     "--checkpoint-dir '" + ck +
-                                     "' --log-json '" + dir.file("part.jsonl") +
-                                     "'");
+  Result part =
+      runTool(dir, model +
+                       " --steps 10 --save-every 5 "
+                       "--checkpoint-dir '" +
+                       ck + "' --log-json '" + dir.file("part.jsonl") + "'");
   ASSERT_EQ(part.code, 0) << part.err;
   EXPECT_TRUE(fileExists(ck + "/step-5/manifest.json"));
   EXPECT_TRUE(fileExists(ck + "/step-10/model.safetensors"));
@@ -626,12 +639,11 @@ TEST(Checkpoint, ResumeIsBitwiseIdentical) {
   EXPECT_TRUE(momentum) << indexText;
 
   // Resume without --seed: the checkpoint's seed is used.
-  std::string resumeArgs = "'" + dir.file("m.cleave") + "' --data x='" +
-                           dir.file("x.npy") + "' --data t='" +
-                           dir.file("t.npy") + "' --steps 20 --resume '" + ck +
-                           "' --log-json '" + dir.file("part.jsonl") +
-                           "' --export-safetensors '" +
-                           dir.file("resumed.safetensors") + "'";
+  std::string resumeArgs =
+      "'" + dir.file("m.cleave") + "' --data x='" + dir.file("x.npy") +
+      "' --data t='" + dir.file("t.npy") + "' --steps 20 --resume '" + ck +
+      "' --log-json '" + dir.file("part.jsonl") + "' --export-safetensors '" +
+      dir.file("resumed.safetensors") + "'";
   Result resumed = runTool(dir, resumeArgs);
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_NE(resumed.err.find("resuming from '" + ck + "/step-10' at step 10"),
@@ -678,8 +690,9 @@ TEST(Checkpoint, ResumeIsBitwiseIdentical) {
   // Damaged files are refused, naming the file.
   std::string step5 = ck + "/step-5";
   std::string model5 = slurp(step5 + "/model.safetensors");
-  ASSERT_TRUE(writeBytes(step5 + "/model.safetensors",
-                         std::vector<uint8_t>(model5.begin(), model5.end() - 3)));
+  ASSERT_TRUE(
+      writeBytes(step5 + "/model.safetensors",
+                 std::vector<uint8_t>(model5.begin(), model5.end() - 3)));
   std::string err;
   EXPECT_FALSE(checkpoint::verify(step5, &err));
   EXPECT_NE(err.find("'" + step5 + "/model.safetensors' is truncated: "),
@@ -689,12 +702,14 @@ TEST(Checkpoint, ResumeIsBitwiseIdentical) {
   flipped[flipped.size() - 2] ^= 1;
   ASSERT_TRUE(writeBytes(step5 + "/model.safetensors", flipped));
   EXPECT_FALSE(checkpoint::verify(step5, &err));
-  EXPECT_NE(err.find("'" + step5 + "/model.safetensors' is corrupted: its "
+  EXPECT_NE(err.find("'" + step5 +
+                     "/model.safetensors' is corrupted: its "
                      "SHA-256 does not match the manifest"),
             std::string::npos)
       << err;
-  refused = runTool(dir, "'" + dir.file("m.cleave") +
-                             "' --synthetic --steps 20 --resume '" + step5 + "'");
+  refused =
+      runTool(dir, "'" + dir.file("m.cleave") +
+                       "' --synthetic --steps 20 --resume '" + step5 + "'");
   EXPECT_EQ(refused.code, 1);
   EXPECT_NE(refused.err.find("model.safetensors' is corrupted"),
             std::string::npos)
@@ -750,9 +765,10 @@ TEST(Train, CliErrors) {
   // The synthetic data runs (the plan only fills buffers) and logs.
   r = runTool(dir, m + " --steps 3 --synthetic --log-every 2");
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find(" step      2/3 | loss 0.0000 | lr 5.000e-02 | grad norm "
-                       "0.000 | "),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find(" step      2/3 | loss 0.0000 | lr 5.000e-02 | grad norm "
+                 "0.000 | "),
+      std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(" step      3/3 |"), std::string::npos);
   EXPECT_EQ(r.out.find(" step      1/3 |"), std::string::npos);

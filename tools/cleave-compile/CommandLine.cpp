@@ -1,4 +1,4 @@
-//===- CommandLine.cpp - cleave-compile's command line over CompileOptions -===//
+//===- CommandLine.cpp - cleave-compile's flags over CompileOptions -------===//
 
 #include "CommandLine.h"
 
@@ -24,7 +24,9 @@ struct Binder : ScalarCompileOptionVisitor<Binder> {
   llvm::StringRef keep(const std::string &text) {
     return strings.emplace_back(text);
   }
-  llvm::StringRef name(const CompileOptionInfo &info) { return keep(info.name); }
+  llvm::StringRef name(const CompileOptionInfo &info) {
+    return keep(info.name);
+  }
   cl::desc help(const CompileOptionInfo &info) {
     return cl::desc(keep(info.help));
   }
@@ -42,9 +44,9 @@ struct Binder : ScalarCompileOptionVisitor<Binder> {
   }
   template <typename T>
   void bindScalar(const CompileOptionInfo &info, T &field) {
-    finish(info, std::make_unique<cl::opt<T, true>>(
-                     name(info), help(info), cl::location(field),
-                     cl::cat(category(info))));
+    finish(info, std::make_unique<cl::opt<T, true>>(name(info), help(info),
+                                                    cl::location(field),
+                                                    cl::cat(category(info))));
   }
 
   void visit(const CompileOptionInfo &info,
@@ -58,16 +60,16 @@ struct Binder : ScalarCompileOptionVisitor<Binder> {
   }
   void visit(const CompileOptionInfo &info,
              std::vector<std::string> &field) override {
-    finish(info, std::make_unique<cl::list<std::string, std::vector<std::string>>>(
-                     name(info), help(info), cl::location(field),
-                     cl::cat(category(info))));
+    finish(info,
+           std::make_unique<cl::list<std::string, std::vector<std::string>>>(
+               name(info), help(info), cl::location(field),
+               cl::cat(category(info))));
   }
   template <typename E>
   void bindEnum(const CompileOptionInfo &info, E &field,
                 const std::vector<CompileOptionValue<E>> &values) {
     auto option = std::make_unique<cl::opt<E, true>>(
-        name(info), help(info), cl::location(field),
-        cl::cat(category(info)));
+        name(info), help(info), cl::location(field), cl::cat(category(info)));
     for (const CompileOptionValue<E> &v : values)
       option->getParser().addLiteralOption(v.name, v.value, v.help);
     finish(info, std::move(option));

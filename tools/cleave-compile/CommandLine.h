@@ -1,4 +1,4 @@
-//===- CommandLine.h - cleave-compile's command line over CompileOptions ---===//
+//===- CommandLine.h - cleave-compile's command line over CompileOptions --===//
 //
 // llvm::cl options bound to the fields of one CompileOptions value, made
 // from the option table (visitCompileOptions). The tool and the options

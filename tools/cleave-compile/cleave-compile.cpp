@@ -1,4 +1,4 @@
-//===- cleave-compile.cpp - Compile an ONNX model into a Cleave plan -------===//
+//===- cleave-compile.cpp - Compile an ONNX model into a Cleave plan ------===//
 //
 // cleave-compile model.onnx [-o model.cleave] [--input-shape name=2x3]...
 //                [--emit=plan|mlir|...] [--phase=import|...|llvm]

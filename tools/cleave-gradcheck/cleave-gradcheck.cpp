@@ -294,8 +294,8 @@ static int64_t indexedSize(BlockArgument arg) {
 }
 
 /// One value of the hostile distribution on [lo, hi]: an exact zero (when
-/// in range and `zeros`) or a bound one time in eight each, otherwise a random sign and
-/// a magnitude log-uniform between 1e-3 and the bound on that side.
+/// in range and `zeros`) or a bound one time in eight each, otherwise a random
+/// sign and a magnitude log-uniform between 1e-3 and the bound on that side.
 static double hostileValue(double lo, double hi, bool zeros,
                            std::mt19937_64 &rng) {
   std::uniform_int_distribution<int> pick(0, 7);
@@ -337,15 +337,15 @@ static SmallVector<HostTensor> makeInputs(func::FuncOp f,
     t.bytes.resize(type.getNumElements() * (type.getElementTypeBitWidth() / 8));
     std::optional<std::pair<double, double>> range =
         readRange(f.getArgAttr(arg.getArgNumber(), "gradcheck.range"));
-    if (auto fixed = f.getArgAttrOfType<DenseElementsAttr>(
-            arg.getArgNumber(), "gradcheck.values");
+    if (auto fixed = f.getArgAttrOfType<DenseElementsAttr>(arg.getArgNumber(),
+                                                           "gradcheck.values");
         fixed && isa<FloatType>(type.getElementType())) {
       for (auto [i, v] : llvm::enumerate(fixed.getValues<APFloat>()))
         if (static_cast<int64_t>(i) < t.size())
           t.set(i, v.convertToDouble());
     } else if (isa<FloatType>(type.getElementType()) && hostile) {
-      std::optional<std::pair<double, double>> hostileRange = readRange(
-          f.getArgAttr(arg.getArgNumber(), "gradcheck.hostile"));
+      std::optional<std::pair<double, double>> hostileRange =
+          readRange(f.getArgAttr(arg.getArgNumber(), "gradcheck.hostile"));
       if (!hostileRange)
         hostileRange = readRange(f->getAttr("gradcheck.hostile"));
       auto [lo, hi] = hostileRange ? *hostileRange : std::make_pair(-1e4, 1e4);
@@ -574,7 +574,9 @@ int main(int argc, char **argv) {
     allPassed &= passed;
     // A gradcheck.print function is printed, not compared.
     bool printed = succeeded(worst) && f->hasAttr("gradcheck.print");
-    llvm::outs() << (printed ? "PRINTED " : passed ? "PASS " : "FAIL ")
+    llvm::outs() << (printed  ? "PRINTED "
+                     : passed ? "PASS "
+                              : "FAIL ")
                  << f.getSymName();
     if (failed(worst))
       llvm::outs() << ": " << error;

@@ -1,4 +1,4 @@
-//===- cleave-opt.cpp - Cleave's mlir-opt: every dialect, pass and pipeline -===//
+//===- cleave-opt.cpp - Every Cleave dialect, pass and pipeline -----------===//
 
 #include "cleave/Compiler/Compile.h"
 #include "cleave/InitAll.h"

@@ -442,11 +442,13 @@ bool checkValues(const CLI::App &app, const RawArgs &raw, bool embedded,
     return usage("--repeat must be at least 1");
   if (o->train.profile && o->backend != "cpu")
     return usage("--profile times commands on the cpu backend only, not on "
-                 "--backend " + o->backend);
+                 "--backend " +
+                 o->backend);
   if (o->train.measureMemory && o->backend != "cpu")
     return usage("--measure-memory fills and reads back the arena in host "
                  "memory, so it runs on the cpu backend only, not on "
-                 "--backend " + o->backend);
+                 "--backend " +
+                 o->backend);
   return true;
 }
 

@@ -40,12 +40,10 @@ namespace run = cleave::training;
 using tensorfile::HostTensor;
 
 static int error(const std::string &message) {
-  std::fprintf(stderr, "cleave-run: %serror: %s\n",
-               run::rankPrefix().c_str(), message.c_str());
+  std::fprintf(stderr, "cleave-run: %serror: %s\n", run::rankPrefix().c_str(),
+               message.c_str());
   return 1;
 }
-
-
 
 static int usageError(const std::string &message) {
   std::fprintf(stderr,
@@ -98,9 +96,11 @@ static int loadInputs(const RunOptions &o, cleave_rt_program program,
       return statusError(s);
     if (files[i].empty())
       return error("input " + std::to_string(i) + " '" + desc.name +
-                   "' is not given (" + describe(desc.dtype, {desc.dims,
-                   desc.dims + desc.rank}) + "); pass it positionally or "
-                   "with --input " + desc.name + "=FILE");
+                   "' is not given (" +
+                   describe(desc.dtype, {desc.dims, desc.dims + desc.rank}) +
+                   "); pass it positionally or "
+                   "with --input " +
+                   desc.name + "=FILE");
     HostTensor &t = (*tensors)[i];
     std::string err;
     if (!tensorfile::readTensorFile(files[i], &t, &err))
@@ -109,8 +109,8 @@ static int loadInputs(const RunOptions &o, cleave_rt_program program,
     std::vector<int64_t> want(desc.rank), offsets(desc.rank);
     int sharded = 0;
     if (cleave_rt_status s = cleave_rt_program_input_shard(
-            program, i, static_cast<size_t>(rank), want.data(),
-            offsets.data(), &sharded))
+            program, i, static_cast<size_t>(rank), want.data(), offsets.data(),
+            &sharded))
       return statusError(s);
     // numpy has no bfloat16: bf16 data arrives as uint16 bit patterns (the
     // ONNX backend test data stores it so too) and is taken as such.
@@ -118,8 +118,8 @@ static int loadInputs(const RunOptions &o, cleave_rt_program program,
         t.dtype == plan::DType::U16)
       t.dtype = plan::DType::BF16;
     if (t.shape != want || static_cast<uint32_t>(t.dtype) != desc.dtype)
-      return error("input '" + std::string(desc.name) + "' from '" +
-                   files[i] + "': expected " + describe(desc.dtype, want) +
+      return error("input '" + std::string(desc.name) + "' from '" + files[i] +
+                   "': expected " + describe(desc.dtype, want) +
                    (sharded ? " (the global tensor)" : "") + ", got " +
                    describe(static_cast<uint32_t>(t.dtype), t.shape));
     if (sharded) {
@@ -141,23 +141,80 @@ static void printValues(uint32_t dtype, const uint8_t *p, size_t bytes) {
     if (i)
       std::printf(", ");
     switch (static_cast<plan::DType>(dtype)) {
-    case plan::DType::F32: { float v; std::memcpy(&v, p, 4); std::printf("%g", v); break; }
-    case plan::DType::F64: { double v; std::memcpy(&v, p, 8); std::printf("%g", v); break; }
+    case plan::DType::F32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      std::printf("%g", v);
+      break;
+    }
+    case plan::DType::F64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      std::printf("%g", v);
+      break;
+    }
     case plan::DType::BF16: {
       uint32_t bits = uint32_t(p[0]) << 16 | uint32_t(p[1]) << 24;
-      float v; std::memcpy(&v, &bits, 4); std::printf("%g", v); break;
+      float v;
+      std::memcpy(&v, &bits, 4);
+      std::printf("%g", v);
+      break;
     }
-    case plan::DType::I8: std::printf("%d", int8_t(p[0])); break;
-    case plan::DType::U8: std::printf("%u", p[0]); break;
-    case plan::DType::Bool: std::printf("%s", p[0] ? "true" : "false"); break;
-    case plan::DType::I16: { int16_t v; std::memcpy(&v, p, 2); std::printf("%d", v); break; }
-    case plan::DType::U16: { uint16_t v; std::memcpy(&v, p, 2); std::printf("%u", v); break; }
-    case plan::DType::I32: { int32_t v; std::memcpy(&v, p, 4); std::printf("%" PRId32, v); break; }
-    case plan::DType::U32: { uint32_t v; std::memcpy(&v, p, 4); std::printf("%" PRIu32, v); break; }
-    case plan::DType::I64: { int64_t v; std::memcpy(&v, p, 8); std::printf("%" PRId64, v); break; }
-    case plan::DType::U64: { uint64_t v; std::memcpy(&v, p, 8); std::printf("%" PRIu64, v); break; }
-    case plan::DType::F16: { uint16_t v; std::memcpy(&v, p, 2); std::printf("f16:0x%04x", v); break; }
-    default: std::printf("%g", plan::narrowValue(static_cast<plan::DType>(dtype), p[0])); break;
+    case plan::DType::I8:
+      std::printf("%d", int8_t(p[0]));
+      break;
+    case plan::DType::U8:
+      std::printf("%u", p[0]);
+      break;
+    case plan::DType::Bool:
+      std::printf("%s", p[0] ? "true" : "false");
+      break;
+    case plan::DType::I16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      std::printf("%d", v);
+      break;
+    }
+    case plan::DType::U16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      std::printf("%u", v);
+      break;
+    }
+    case plan::DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      std::printf("%" PRId32, v);
+      break;
+    }
+    case plan::DType::U32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      std::printf("%" PRIu32, v);
+      break;
+    }
+    case plan::DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      std::printf("%" PRId64, v);
+      break;
+    }
+    case plan::DType::U64: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      std::printf("%" PRIu64, v);
+      break;
+    }
+    case plan::DType::F16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      std::printf("f16:0x%04x", v);
+      break;
+    }
+    default:
+      std::printf("%g",
+                  plan::narrowValue(static_cast<plan::DType>(dtype), p[0]));
+      break;
     }
   }
   std::printf("%s]\n", n > shown ? ", ..." : "");
@@ -392,7 +449,8 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
     // timeout; one that does not (it hangs outside any collective) is
     // reported, and the process ends without it.
     std::unique_lock<std::mutex> lock(shared->mu);
-    shared->cv.wait(lock, [&] { return shared->failed || shared->finished == world; });
+    shared->cv.wait(
+        lock, [&] { return shared->failed || shared->finished == world; });
     if (shared->finished < world &&
         !shared->cv.wait_for(
             lock, std::chrono::duration<double>(o.commTimeout + 5.0),
@@ -401,8 +459,10 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
       for (int64_t r = 0; r < world; ++r)
         if (shared->codes[r] == 0)
           hung += (hung.empty() ? "" : ", ") + std::to_string(r);
-      std::fprintf(stderr, "cleave-run: error: rank(s) %s did not stop after "
-                   "the failure; exiting without them\n", hung.c_str());
+      std::fprintf(stderr,
+                   "cleave-run: error: rank(s) %s did not stop after "
+                   "the failure; exiting without them\n",
+                   hung.c_str());
       std::fflush(stdout);
       std::_Exit(1);
     }
@@ -543,8 +603,8 @@ int main(int argc, char **argv) {
   }
   double loadMs = msSince(t0);
   if (!o.weightsDir.empty())
-    if (cleave_rt_status s = cleave_rt_program_set_weights_dir(
-            program, o.weightsDir.c_str()))
+    if (cleave_rt_status s =
+            cleave_rt_program_set_weights_dir(program, o.weightsDir.c_str()))
       return statusError(s);
   // A resumed run overwrites every state: the initial values the plan
   // references from the model's files are not read.
@@ -568,10 +628,10 @@ int main(int argc, char **argv) {
                  " has " + std::to_string(world) + " rank" +
                  (world == 1 ? "" : "s"));
   if (o.ranks > 0 && o.ranks != world)
-    return error("--ranks " + std::to_string(o.ranks) + " but the plan's mesh " +
-                 (mesh.empty() ? std::string("(none: one rank)") : mesh) +
-                 " has " + std::to_string(world) + " rank" +
-                 (world == 1 ? "" : "s"));
+    return error(
+        "--ranks " + std::to_string(o.ranks) + " but the plan's mesh " +
+        (mesh.empty() ? std::string("(none: one rank)") : mesh) + " has " +
+        std::to_string(world) + " rank" + (world == 1 ? "" : "s"));
   size_t stages = cleave_rt_program_stage_count(program);
   if (o.ranks == 0 && world > 1 && launched <= 0)
     return error(

@@ -9,11 +9,11 @@
 // names the chunk of an interleaved rank), then the simulated step time,
 // the bubble beside its textbook formula, and the activations each rank
 // holds at most (microbatches whose forward it ran and whose backward, or
-// weight gradient when split, it has not). --trace writes the simulated timeline as Chrome
-// trace JSON (chrome://tracing, Perfetto), one row per rank. Durations are
-// per rank's share of the model: a backward pass costs --backward, of
-// which --weight-share is the weight gradient (the part zero-bubble
-// schedules defer).
+// weight gradient when split, it has not). --trace writes the simulated
+// timeline as Chrome trace JSON (chrome://tracing, Perfetto), one row per rank.
+// Durations are per rank's share of the model: a backward pass costs
+// --backward, of which --weight-share is the weight gradient (the part
+// zero-bubble schedules defer).
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,8 +86,8 @@ int main(int argc, char **argv) {
   if (!error.empty())
     return fail(error);
 
-  outs() << "schedule " << scheduleOpt << ": " << options.ranks
-         << " ranks, " << options.microbatches << " microbatches";
+  outs() << "schedule " << scheduleOpt << ": " << options.ranks << " ranks, "
+         << options.microbatches << " microbatches";
   if (options.chunks > 1)
     outs() << ", " << options.chunks << " chunks per rank";
   outs() << "\n";

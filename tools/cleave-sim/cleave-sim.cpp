@@ -110,7 +110,8 @@ int main(int argc, char **argv) {
   if (tokenBudget > 0 && perStep == 0) {
     perStep = cleave::sim::tokensPerStep(plan, perStepSource);
     if (perStep == 0)
-      return fail(planPath + ": --token-budget needs --tokens-per-step: the "
+      return fail(planPath +
+                  ": --token-budget needs --tokens-per-step: the "
                   "plan has no integer input of rank 2 or more to count "
                   "tokens from");
   }
@@ -134,7 +135,7 @@ int main(int argc, char **argv) {
     outs() << "tokens per step " << format("%.0f", perStep) << " ("
            << perStepSource << ")\n"
            << cleave::sim::runBudgetReport(result, cluster, tokenBudget,
-                                          perStep);
+                                           perStep);
   if (!traceOpt.empty()) {
     std::error_code ec;
     ToolOutputFile out(traceOpt, ec, sys::fs::OF_Text);

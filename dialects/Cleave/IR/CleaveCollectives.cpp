@@ -1,4 +1,4 @@
-//===- CleaveCollectives.cpp - Meshes and collectives ----------------------===//
+//===- CleaveCollectives.cpp - Meshes and collectives ---------------------===//
 //
 // Verifiers, symbol checks and costs of the communication ops. What can be
 // checked from the op alone (dimensions in range, pairs well formed, async
@@ -9,11 +9,11 @@
 
 #include "Cleave/IR/CleaveCollectives.h"
 
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
@@ -48,15 +48,13 @@ LogicalResult MeshOp::verify() {
     return emitOpError() << "needs at least one axis";
   if (getAxisNames().size() != shape.size())
     return emitOpError() << "has " << getAxisNames().size()
-                         << " axis names for " << shape.size()
-                         << " sizes";
+                         << " axis names for " << shape.size() << " sizes";
   llvm::SmallSet<StringRef, 8> seen;
   int64_t world = 1;
   for (auto [name, size] : llvm::zip(getAxisNames(), shape)) {
     StringRef n = cast<StringAttr>(name).getValue();
-    if (n.empty() || !llvm::all_of(n, [](char c) {
-          return llvm::isAlnum(c) || c == '_';
-        }))
+    if (n.empty() ||
+        !llvm::all_of(n, [](char c) { return llvm::isAlnum(c) || c == '_'; }))
       return emitOpError() << "axis name '" << n
                            << "' must be letters, digits and '_'";
     if (!seen.insert(n).second)
@@ -104,8 +102,7 @@ FailureOr<int64_t> mlir::cleave::getGroupSize(CollectiveOpInterface op) {
 static LogicalResult verifyGroup(CollectiveOpInterface op,
                                  SymbolTableCollection &symbols,
                                  int64_t *groupSize) {
-  auto mesh =
-      symbols.lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
   if (!mesh)
     return op->emitOpError() << "names mesh " << op.getMeshAttr()
                              << ", which is not a cleave.mesh";
@@ -118,8 +115,8 @@ static LogicalResult verifyGroup(CollectiveOpInterface op,
     StringRef name = cast<StringAttr>(a).getValue();
     int64_t axis = mesh.getAxisIndex(name);
     if (axis < 0)
-      return op->emitOpError() << "mesh " << op.getMeshAttr()
-                               << " has no axis '" << name << "'";
+      return op->emitOpError()
+             << "mesh " << op.getMeshAttr() << " has no axis '" << name << "'";
     if (!seen.insert(name).second)
       return op->emitOpError() << "mesh axis '" << name << "' appears twice";
     *groupSize *= mesh.getShape()[axis];
@@ -148,13 +145,12 @@ static LogicalResult verifyFloatForAvg(Operation *op, CollectiveReduceKind kind,
   return success();
 }
 
-static LogicalResult checkRankAndElementType(Operation *op, Type in,
-                                             Type out) {
+static LogicalResult checkRankAndElementType(Operation *op, Type in, Type out) {
   auto a = cast<RankedTensorType>(in), b = cast<RankedTensorType>(out);
   if (a.getElementType() != b.getElementType())
-    return op->emitOpError() << "result element type " << b.getElementType()
-                             << " differs from the operand's "
-                             << a.getElementType();
+    return op->emitOpError()
+           << "result element type " << b.getElementType()
+           << " differs from the operand's " << a.getElementType();
   if (a.getRank() != b.getRank())
     return op->emitOpError() << "result rank " << b.getRank()
                              << " differs from the operand's " << a.getRank();
@@ -164,8 +160,8 @@ static LogicalResult checkRankAndElementType(Operation *op, Type in,
 static LogicalResult checkDimInRange(Operation *op, int64_t dim, int64_t rank,
                                      StringRef what) {
   if (dim < 0 || dim >= rank)
-    return op->emitOpError() << what << " " << dim
-                             << " is out of range for rank " << rank;
+    return op->emitOpError()
+           << what << " " << dim << " is out of range for rank " << rank;
   return success();
 }
 
@@ -192,9 +188,8 @@ static LogicalResult checkScaledDim(Operation *op, RankedTensorType in,
     if (d == dim)
       want = want * mul / div;
     if (out.getDimSize(d) != want)
-      return op->emitOpError()
-             << "result dimension " << d << " is " << out.getDimSize(d)
-             << ", expected " << want;
+      return op->emitOpError() << "result dimension " << d << " is "
+                               << out.getDimSize(d) << ", expected " << want;
   }
   return success();
 }
@@ -202,9 +197,9 @@ static LogicalResult checkScaledDim(Operation *op, RankedTensorType in,
 static LogicalResult checkGroupIndex(Operation *op, int64_t index,
                                      int64_t groupSize, StringRef what) {
   if (index < 0 || index >= groupSize)
-    return op->emitOpError() << what << " " << index
-                             << " is not a group index (the group has "
-                             << groupSize << " ranks)";
+    return op->emitOpError()
+           << what << " " << index << " is not a group index (the group has "
+           << groupSize << " ranks)";
   return success();
 }
 
@@ -218,22 +213,20 @@ LogicalResult AllReduceOp::verify() {
   return verifyAsyncUse(*this, getAsync());
 }
 
-LogicalResult
-AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   int64_t n;
   return verifyGroup(*this, symbols, &n);
 }
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(checkRankAndElementType(*this, getOperand().getType(),
-                                     getType())) ||
+  if (failed(
+          checkRankAndElementType(*this, getOperand().getType(), getType())) ||
       failed(checkDimInRange(*this, getDim(), getType().getRank(), "dim")))
     return failure();
   return verifyAsyncUse(*this, getAsync());
 }
 
-LogicalResult
-AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
   int64_t n;
   if (failed(verifyGroup(*this, symbols, &n)))
     return failure();
@@ -244,8 +237,8 @@ AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult AllSliceOp::verify() {
   if (getAsync())
     return emitOpError() << "sends nothing, so it has no async form";
-  if (failed(checkRankAndElementType(*this, getOperand().getType(),
-                                     getType())) ||
+  if (failed(
+          checkRankAndElementType(*this, getOperand().getType(), getType())) ||
       failed(checkDimInRange(*this, getDim(), getType().getRank(), "dim")))
     return failure();
   return success();
@@ -264,15 +257,14 @@ static LogicalResult verifySplitGroup(Op op, SymbolTableCollection &symbols) {
                         op.getDim(), 1, n);
 }
 
-LogicalResult
-AllSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult AllSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifySplitGroup(*this, symbols);
 }
 
 LogicalResult ReduceScatterOp::verify() {
   if (failed(verifyFloatForAvg(*this, getKind(), getOperand().getType())) ||
-      failed(checkRankAndElementType(*this, getOperand().getType(),
-                                     getType())) ||
+      failed(
+          checkRankAndElementType(*this, getOperand().getType(), getType())) ||
       failed(checkDimInRange(*this, getDim(), getType().getRank(), "dim")))
     return failure();
   return verifyAsyncUse(*this, getAsync());
@@ -285,16 +277,15 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 LogicalResult AllToAllOp::verify() {
   int64_t rank = getType().getRank();
-  if (failed(checkRankAndElementType(*this, getOperand().getType(),
-                                     getType())) ||
+  if (failed(
+          checkRankAndElementType(*this, getOperand().getType(), getType())) ||
       failed(checkDimInRange(*this, getSplitDim(), rank, "split dim")) ||
       failed(checkDimInRange(*this, getConcatDim(), rank, "concat dim")))
     return failure();
   return verifyAsyncUse(*this, getAsync());
 }
 
-LogicalResult
-AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   int64_t n;
   RankedTensorType in = getOperand().getType(), out = getType();
   if (failed(verifyGroup(*this, symbols, &n)) ||
@@ -313,10 +304,11 @@ AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
-LogicalResult BroadcastOp::verify() { return verifyAsyncUse(*this, getAsync()); }
+LogicalResult BroadcastOp::verify() {
+  return verifyAsyncUse(*this, getAsync());
+}
 
-LogicalResult
-BroadcastOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &symbols) {
   int64_t n;
   if (failed(verifyGroup(*this, symbols, &n)))
     return failure();
@@ -350,15 +342,16 @@ CollectivePermuteOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 template <typename OpT>
-static LogicalResult verifyPointToPoint(OpT op, SymbolTableCollection &symbols) {
+static LogicalResult verifyPointToPoint(OpT op,
+                                        SymbolTableCollection &symbols) {
   int64_t n;
   if (failed(verifyGroup(op, symbols, &n)) ||
       failed(checkGroupIndex(op, op.getSource(), n, "source")) ||
       failed(checkGroupIndex(op, op.getTarget(), n, "target")))
     return failure();
   if (op.getSource() == op.getTarget())
-    return op.emitOpError() << "source and target are both group index "
-                            << op.getSource();
+    return op.emitOpError()
+           << "source and target are both group index " << op.getSource();
   return success();
 }
 
@@ -375,8 +368,7 @@ LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult DoneOp::verify() {
   auto start = getOperand().getDefiningOp<CollectiveOpInterface>();
   if (!start || !start.getAsync())
-    return emitOpError()
-           << "operand must be the result of an async collective";
+    return emitOpError() << "operand must be the result of an async collective";
   return success();
 }
 
@@ -414,9 +406,8 @@ CollectiveCost mlir::cleave::getCollectiveCost(CollectiveOpInterface op,
   TypeSwitch<Operation *>(op.getOperation())
       .Case([&](AllReduceOp o) {
         cost.bytesSent = 2 * share(bytesOf(o.getType()));
-        cost.steps = algorithm == CollectiveAlgorithm::Tree
-                         ? 2 * ceilLog2(n)
-                         : 2 * (n - 1);
+        cost.steps = algorithm == CollectiveAlgorithm::Tree ? 2 * ceilLog2(n)
+                                                            : 2 * (n - 1);
       })
       .Case([&](AllGatherOp o) {
         cost.bytesSent = share(bytesOf(o.getType()));
@@ -432,8 +423,8 @@ CollectiveCost mlir::cleave::getCollectiveCost(CollectiveOpInterface op,
       })
       .Case([&](BroadcastOp o) {
         cost.bytesSent = share(bytesOf(o.getType()));
-        cost.steps = algorithm == CollectiveAlgorithm::Tree ? ceilLog2(n)
-                                                            : n - 1;
+        cost.steps =
+            algorithm == CollectiveAlgorithm::Tree ? ceilLog2(n) : n - 1;
       })
       .Case([&](CollectivePermuteOp o) {
         cost.bytesSent = bytesOf(o.getType());

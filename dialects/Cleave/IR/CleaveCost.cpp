@@ -1,4 +1,4 @@
-//===- CleaveCost.cpp - CostOpInterface implementations --------------------===//
+//===- CleaveCost.cpp - CostOpInterface implementations -------------------===//
 
 #include "Cleave/IR/CleaveOps.h"
 
@@ -87,8 +87,8 @@ int64_t RmsNormOp::getFlops() { return 5 * getType().getNumElements(); }
 int64_t AttentionOp::getFlops() {
   auto q = cast<RankedTensorType>(getQ().getType());
   auto v = cast<RankedTensorType>(getV().getType());
-  int64_t scores = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) *
-                   v.getDimSize(2);
+  int64_t scores =
+      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
   return scores * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
 }
 
@@ -99,15 +99,16 @@ int64_t AttentionOp::getFlops() {
 int64_t AttentionGradOp::getFlops() {
   auto q = cast<RankedTensorType>(getQ().getType());
   auto v = cast<RankedTensorType>(getV().getType());
-  int64_t scores = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) *
-                   v.getDimSize(2);
+  int64_t scores =
+      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
   return scores * (8 * q.getDimSize(3) + 4 * v.getDimSize(3) + 10);
 }
 
 /// Two products and a sum per rotated feature.
 int64_t RotaryOp::getFlops() {
   auto x = cast<RankedTensorType>(getX().getType());
-  int64_t rotated = 2 * cast<RankedTensorType>(getCos().getType()).getDimSize(2);
+  int64_t rotated =
+      2 * cast<RankedTensorType>(getCos().getType()).getDimSize(2);
   return 3 * (x.getNumElements() / std::max<int64_t>(x.getDimSize(3), 1)) *
          rotated;
 }

@@ -1,4 +1,4 @@
-//===- CleaveDialect.cpp - Cleave dialect registration ---------------------===//
+//===- CleaveDialect.cpp - Cleave dialect registration --------------------===//
 
 #include "Cleave/IR/CleaveDialect.h"
 #include "Cleave/IR/CleaveCollectives.h"

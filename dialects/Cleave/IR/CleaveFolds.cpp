@@ -1,4 +1,4 @@
-//===- CleaveFolds.cpp - Cleave folders and canonicalizations --------------===//
+//===- CleaveFolds.cpp - Cleave folders and canonicalizations -------------===//
 
 #include "Cleave/IR/CleaveOps.h"
 
@@ -22,13 +22,11 @@ OpFoldResult UnaryOp::fold(FoldAdaptor adaptor) {
   if (auto ft = dyn_cast<FloatType>(et)) {
     switch (getKind()) {
     case UnaryKind::neg:
-      return value.mapValues(et, [](const APFloat &v) {
-        return llvm::neg(v).bitcastToAPInt();
-      });
+      return value.mapValues(
+          et, [](const APFloat &v) { return llvm::neg(v).bitcastToAPInt(); });
     case UnaryKind::abs:
-      return value.mapValues(et, [](const APFloat &v) {
-        return llvm::abs(v).bitcastToAPInt();
-      });
+      return value.mapValues(
+          et, [](const APFloat &v) { return llvm::abs(v).bitcastToAPInt(); });
     default:
       return {};
     }
@@ -54,8 +52,8 @@ OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
     return {};
   if (lhs.isSplat() && rhs.isSplat() && lhs.getNumElements() > 1) {
     auto scalar = RankedTensorType::get({}, getType().getElementType());
-    auto folded = BinaryOp::fold(FoldAdaptor(
-        {lhs.resizeSplat(scalar), rhs.resizeSplat(scalar)}, *this));
+    auto folded = BinaryOp::fold(
+        FoldAdaptor({lhs.resizeSplat(scalar), rhs.resizeSplat(scalar)}, *this));
     auto value = dyn_cast_if_present<DenseElementsAttr>(
         dyn_cast_if_present<Attribute>(folded));
     if (!value)
@@ -71,11 +69,20 @@ OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
     for (int64_t i = 0, e = lhs.getNumElements(); i < e; ++i) {
       APFloat a = l[i], b = r[i];
       switch (getKind()) {
-      case BinaryKind::add: a.add(b, APFloat::rmNearestTiesToEven); break;
-      case BinaryKind::sub: a.subtract(b, APFloat::rmNearestTiesToEven); break;
-      case BinaryKind::mul: a.multiply(b, APFloat::rmNearestTiesToEven); break;
-      case BinaryKind::div: a.divide(b, APFloat::rmNearestTiesToEven); break;
-      default: return {};
+      case BinaryKind::add:
+        a.add(b, APFloat::rmNearestTiesToEven);
+        break;
+      case BinaryKind::sub:
+        a.subtract(b, APFloat::rmNearestTiesToEven);
+        break;
+      case BinaryKind::mul:
+        a.multiply(b, APFloat::rmNearestTiesToEven);
+        break;
+      case BinaryKind::div:
+        a.divide(b, APFloat::rmNearestTiesToEven);
+        break;
+      default:
+        return {};
       }
       out.push_back(a);
     }
@@ -87,9 +94,15 @@ OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
   for (int64_t i = 0, e = lhs.getNumElements(); i < e; ++i) {
     APInt a = l[i], b = r[i];
     switch (getKind()) {
-    case BinaryKind::add: out.push_back(a + b); break;
-    case BinaryKind::sub: out.push_back(a - b); break;
-    case BinaryKind::mul: out.push_back(a * b); break;
+    case BinaryKind::add:
+      out.push_back(a + b);
+      break;
+    case BinaryKind::sub:
+      out.push_back(a - b);
+      break;
+    case BinaryKind::mul:
+      out.push_back(a * b);
+      break;
     case BinaryKind::div:
       // Division by zero and signed INT_MIN / -1 are left to the runtime.
       if (b.isZero() || (!isUnsigned && a.isMinSignedValue() && b.isAllOnes()))
@@ -97,10 +110,12 @@ OpFoldResult BinaryOp::fold(FoldAdaptor adaptor) {
       out.push_back(isUnsigned ? a.udiv(b) : a.sdiv(b));
       break;
     case BinaryKind::max:
-      out.push_back(isUnsigned ? llvm::APIntOps::umax(a, b) : llvm::APIntOps::smax(a, b));
+      out.push_back(isUnsigned ? llvm::APIntOps::umax(a, b)
+                               : llvm::APIntOps::smax(a, b));
       break;
     case BinaryKind::min:
-      out.push_back(isUnsigned ? llvm::APIntOps::umin(a, b) : llvm::APIntOps::smin(a, b));
+      out.push_back(isUnsigned ? llvm::APIntOps::umin(a, b)
+                               : llvm::APIntOps::smin(a, b));
       break;
     default:
       return {};
@@ -182,7 +197,8 @@ struct FoldReshapeChain : OpRewritePattern<ReshapeOp> {
     auto inner = op.getOperand().getDefiningOp<ReshapeOp>();
     if (!inner)
       return failure();
-    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), inner.getOperand());
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(),
+                                           inner.getOperand());
     return success();
   }
 };

@@ -1,4 +1,4 @@
-//===- CleaveOps.cpp - Cleave op verifiers ---------------------------------===//
+//===- CleaveOps.cpp - Cleave op verifiers --------------------------------===//
 
 #include "Cleave/IR/CleaveOps.h"
 
@@ -36,8 +36,8 @@ static LogicalResult checkDimList(Operation *op, ArrayRef<int64_t> dims,
       return op->emitOpError() << what << " dimension " << d
                                << " is out of range for rank " << rank;
     if (!seen.insert(d).second)
-      return op->emitOpError() << what << " dimension " << d
-                               << " appears twice";
+      return op->emitOpError()
+             << what << " dimension " << d << " appears twice";
   }
   return success();
 }
@@ -45,8 +45,8 @@ static LogicalResult checkDimList(Operation *op, ArrayRef<int64_t> dims,
 static LogicalResult checkDim(Operation *op, int64_t dim, int64_t rank,
                               StringRef what) {
   if (dim < 0 || dim >= rank)
-    return op->emitOpError() << what << " " << dim
-                             << " is out of range for rank " << rank;
+    return op->emitOpError()
+           << what << " " << dim << " is out of range for rank " << rank;
   return success();
 }
 
@@ -54,18 +54,19 @@ static LogicalResult checkSameElementType(Operation *op, Type a, Type b,
                                           StringRef aName, StringRef bName) {
   Type ea = getElementTypeOrSelf(a), eb = getElementTypeOrSelf(b);
   if (ea != eb)
-    return op->emitOpError() << aName << " element type " << ea
-                             << " differs from " << bName << " element type "
-                             << eb;
+    return op->emitOpError()
+           << aName << " element type " << ea << " differs from " << bName
+           << " element type " << eb;
   return success();
 }
 
-static LogicalResult checkResultShape(Operation *op, ArrayRef<int64_t> expected) {
+static LogicalResult checkResultShape(Operation *op,
+                                      ArrayRef<int64_t> expected) {
   auto actual = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
   if (actual != expected)
-    return op->emitOpError() << "result shape " << shapeStr(actual)
-                             << " does not match the expected shape "
-                             << shapeStr(expected);
+    return op->emitOpError()
+           << "result shape " << shapeStr(actual)
+           << " does not match the expected shape " << shapeStr(expected);
   return success();
 }
 
@@ -186,7 +187,8 @@ LogicalResult BroadcastInDimOp::verify() {
       return emitOpError() << "broadcast dimension " << d
                            << " is out of range for result rank " << out.size();
     if (i > 0 && d <= dims[i - 1])
-      return emitOpError() << "broadcast dimensions must be strictly increasing";
+      return emitOpError()
+             << "broadcast dimensions must be strictly increasing";
     if (in[i] != 1 && in[i] != out[d])
       return emitOpError() << "operand dimension " << i << " of size " << in[i]
                            << " cannot broadcast to result dimension " << d
@@ -384,8 +386,7 @@ LogicalResult ScatterOp::verify() {
 LogicalResult TopKOp::verify() {
   if (failed(checkStaticShapes(*this)) ||
       failed(checkSameElementType(*this, getOperand().getType(),
-                                  getValues().getType(), "operand",
-                                  "values")))
+                                  getValues().getType(), "operand", "values")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
   if (failed(checkDim(*this, getDimension(), in.size(), "dimension")))
@@ -436,8 +437,8 @@ SmallVector<int64_t> ContractOp::getFreeDimensions(int64_t rank,
 
 LogicalResult ContractOp::verify() {
   if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getLhs().getType(),
-                                  getRhs().getType(), "lhs", "rhs")) ||
+      failed(checkSameElementType(*this, getLhs().getType(), getRhs().getType(),
+                                  "lhs", "rhs")) ||
       failed(checkContractResultType()))
     return failure();
   auto lhs = tensorType(getLhs()).getShape();
@@ -455,14 +456,16 @@ LogicalResult ContractOp::verify() {
   SmallVector<int64_t> lhsAll(lb), rhsAll(rb);
   llvm::append_range(lhsAll, lc);
   llvm::append_range(rhsAll, rc);
-  if (failed(checkDimList(*this, lhsAll, lhs.size(), "lhs batch/contracting")) ||
+  if (failed(
+          checkDimList(*this, lhsAll, lhs.size(), "lhs batch/contracting")) ||
       failed(checkDimList(*this, rhsAll, rhs.size(), "rhs batch/contracting")))
     return failure();
   for (size_t i = 0; i < lhsAll.size(); ++i)
     if (lhs[lhsAll[i]] != rhs[rhsAll[i]])
       return emitOpError() << "lhs dimension " << lhsAll[i] << " (size "
-                           << lhs[lhsAll[i]] << ") is paired with rhs dimension "
-                           << rhsAll[i] << " (size " << rhs[rhsAll[i]] << ")";
+                           << lhs[lhsAll[i]]
+                           << ") is paired with rhs dimension " << rhsAll[i]
+                           << " (size " << rhs[rhsAll[i]] << ")";
   SmallVector<int64_t> expected;
   for (int64_t d : lb)
     expected.push_back(lhs[d]);
@@ -502,7 +505,6 @@ LogicalResult ArgReduceOp::verify() {
   expected.erase(expected.begin() + getDimension());
   return checkResultShape(*this, expected);
 }
-
 
 //===----------------------------------------------------------------------===//
 // Composites
@@ -548,11 +550,14 @@ static LogicalResult verifyAttention(Operation *op, Value qv, Value kv,
                                      int64_t causalOffset) {
   if (failed(checkStaticShapes(op)))
     return failure();
-  for (auto [name, v] : {std::pair<StringRef, Value>{"q", qv}, {"k", kv},
-                         {"v", vv}, {"bias", bias}, {resultName, result}})
+  for (auto [name, v] : {std::pair<StringRef, Value>{"q", qv},
+                         {"k", kv},
+                         {"v", vv},
+                         {"bias", bias},
+                         {resultName, result}})
     if (v && tensorType(v).getRank() != 4)
-      return op->emitOpError() << name << " must have rank 4, got "
-                               << v.getType();
+      return op->emitOpError()
+             << name << " must have rank 4, got " << v.getType();
   for (auto [name, v] :
        {std::pair<StringRef, Value>{"k", kv}, {"v", vv}, {resultName, result}})
     if (failed(checkSameElementType(op, v.getType(), qv.getType(), name, "q")))
@@ -565,16 +570,16 @@ static LogicalResult verifyAttention(Operation *op, Value qv, Value kv,
     return op->emitOpError() << "batch sizes differ: q " << shapeStr(q)
                              << ", k " << shapeStr(k) << ", v " << shapeStr(v);
   if (k[3] != q[3])
-    return op->emitOpError() << "k's head size " << k[3]
-                             << " differs from q's " << q[3];
+    return op->emitOpError()
+           << "k's head size " << k[3] << " differs from q's " << q[3];
   if (v[1] != k[1] || v[2] != k[2])
-    return op->emitOpError() << "v " << shapeStr(v)
-                             << " does not match k's heads and length "
-                             << shapeStr(k);
+    return op->emitOpError()
+           << "v " << shapeStr(v) << " does not match k's heads and length "
+           << shapeStr(k);
   if (k[1] == 0 || q[1] % k[1] != 0)
-    return op->emitOpError() << "query heads (" << q[1]
-                             << ") are not a multiple of key/value heads ("
-                             << k[1] << ")";
+    return op->emitOpError()
+           << "query heads (" << q[1]
+           << ") are not a multiple of key/value heads (" << k[1] << ")";
   SmallVector<int64_t> expected = {q[0], q[1], q[2], v[3]};
   if (r != ArrayRef<int64_t>(expected))
     return op->emitOpError() << resultName << " shape " << shapeStr(r)
@@ -584,30 +589,29 @@ static LogicalResult verifyAttention(Operation *op, Value qv, Value kv,
     SmallVector<int64_t> full = {q[0], q[1], q[2], k[2]};
     for (int64_t d = 0; d < 4; ++d)
       if (m[d] != full[d] && (d == 3 || m[d] != 1))
-        return op->emitOpError() << "bias " << shapeStr(m)
-                                 << " does not broadcast to the scores "
-                                 << shapeStr(full);
+        return op->emitOpError()
+               << "bias " << shapeStr(m) << " does not broadcast to the scores "
+               << shapeStr(full);
   }
   if (!(scale > 0) || !std::isfinite(scale))
     return op->emitOpError() << "scale must be positive, got " << scale;
   if (!(softcap >= 0))
-    return op->emitOpError() << "softcap must be non-negative, got "
-                             << softcap;
+    return op->emitOpError() << "softcap must be non-negative, got " << softcap;
   if (causalOffset != 0 && !causal)
     return op->emitOpError() << "causal_offset needs causal";
   return success();
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQ(), getK(), getV(), getBias(),
-                         getResult(), "result", getScale().convertToDouble(),
+  return verifyAttention(*this, getQ(), getK(), getV(), getBias(), getResult(),
+                         "result", getScale().convertToDouble(),
                          getSoftcap().convertToDouble(), getCausal(),
                          static_cast<int64_t>(getCausalOffset()));
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getBias(),
-                             getOut(), "out", getScale().convertToDouble(),
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getBias(), getOut(),
+                             "out", getScale().convertToDouble(),
                              getSoftcap().convertToDouble(), getCausal(),
                              static_cast<int64_t>(getCausalOffset()))))
     return failure();
@@ -631,8 +635,8 @@ LogicalResult AttentionGradOp::verify() {
                            << shapeStr(tensorType(of).getShape());
     if (tensorType(grad).getElementType() != gradType)
       return emitOpError() << name << " has element type "
-                           << tensorType(grad).getElementType()
-                           << ", dq has " << gradType;
+                           << tensorType(grad).getElementType() << ", dq has "
+                           << gradType;
   }
   return success();
 }
@@ -641,7 +645,8 @@ LogicalResult RotaryOp::verify() {
   if (failed(checkStaticShapes(*this)))
     return failure();
   for (auto [name, v] : {std::pair<StringRef, Value>{"cos", getCos()},
-                         {"sin", getSin()}, {"result", getResult()}})
+                         {"sin", getSin()},
+                         {"result", getResult()}})
     if (failed(checkSameElementType(*this, v.getType(), getX().getType(), name,
                                     "x")))
       return failure();
@@ -678,9 +683,9 @@ verifyNormalization(Operation *op, Value operand, Value result, int64_t axis,
   if (failed(checkStaticShapes(op)))
     return failure();
   if (operand.getType() != result.getType())
-    return op->emitOpError() << "result type " << result.getType()
-                             << " differs from operand type "
-                             << operand.getType();
+    return op->emitOpError()
+           << "result type " << result.getType()
+           << " differs from operand type " << operand.getType();
   auto in = tensorType(operand).getShape();
   if (failed(checkDim(op, axis, in.size(), "axis")))
     return failure();
@@ -690,14 +695,12 @@ verifyNormalization(Operation *op, Value operand, Value result, int64_t axis,
                                     "result")))
       return failure();
     if (tensorType(v).getShape() != normalized)
-      return op->emitOpError() << name << " shape "
-                               << shapeStr(tensorType(v).getShape())
-                               << " differs from the normalized shape "
-                               << shapeStr(normalized);
+      return op->emitOpError()
+             << name << " shape " << shapeStr(tensorType(v).getShape())
+             << " differs from the normalized shape " << shapeStr(normalized);
   }
   if (!(epsilon >= 0))
-    return op->emitOpError() << "epsilon must be non-negative, got "
-                             << epsilon;
+    return op->emitOpError() << "epsilon must be non-negative, got " << epsilon;
   return success();
 }
 
@@ -735,8 +738,8 @@ static LogicalResult checkWindowArity(
     std::initializer_list<std::pair<StringRef, ArrayRef<int64_t>>> attrs) {
   for (auto [name, arr] : attrs)
     if (arr.size() != spatial)
-      return op->emitOpError() << name << " needs " << spatial
-                               << " entries, got " << arr.size();
+      return op->emitOpError()
+             << name << " needs " << spatial << " entries, got " << arr.size();
   return success();
 }
 
@@ -837,8 +840,8 @@ LogicalResult ReduceWindowOp::verify() {
         {"pad_high", getPadHigh()},
         {"dilations", getDilations()}})
     if (arr.size() != in.size())
-      return emitOpError() << name << " needs " << in.size()
-                           << " entries, got " << arr.size();
+      return emitOpError() << name << " needs " << in.size() << " entries, got "
+                           << arr.size();
   SmallVector<int64_t> expected;
   for (size_t i = 0; i < in.size(); ++i) {
     if (getWindow()[i] < 1 || getStrides()[i] < 1 || getDilations()[i] < 1 ||

@@ -34,8 +34,7 @@ uint64_t cleave::stepKeyValue(uint64_t step, uint64_t salt) {
 /// A ui64 splat of `v`'s type.
 static Value splatLike(OpBuilder &b, Location loc, Value like, uint64_t c) {
   auto type = cast<RankedTensorType>(like.getType());
-  return ConstantOp::create(
-      b, loc, DenseElementsAttr::get(type, APInt(64, c)));
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, APInt(64, c)));
 }
 
 static Value binary(OpBuilder &b, Location loc, BinaryKind kind, Value x,
@@ -84,13 +83,13 @@ Value cleave::buildRandomBits(OpBuilder &b, Location loc, Value key,
     stride *= shape[d];
   }
   if (!index)
-    index = ConstantOp::create(b, loc, DenseElementsAttr::get(type, APInt(64, 0)));
-  Value keys = BroadcastInDimOp::create(b, loc, type, key,
-                                        b.getDenseI64ArrayAttr({}));
-  return buildMix64(
-      b, loc,
-      binary(b, loc, BinaryKind::add,
-             binary(b, loc, BinaryKind::mul, index,
-                    splatLike(b, loc, index, kGolden)),
-             keys));
+    index =
+        ConstantOp::create(b, loc, DenseElementsAttr::get(type, APInt(64, 0)));
+  Value keys =
+      BroadcastInDimOp::create(b, loc, type, key, b.getDenseI64ArrayAttr({}));
+  return buildMix64(b, loc,
+                    binary(b, loc, BinaryKind::add,
+                           binary(b, loc, BinaryKind::mul, index,
+                                  splatLike(b, loc, index, kGolden)),
+                           keys));
 }

@@ -1,4 +1,4 @@
-//===- CleaveSharding.cpp - Sharding attributes and helpers ----------------===//
+//===- CleaveSharding.cpp - Sharding attributes and helpers ---------------===//
 
 #include "Cleave/IR/CleaveSharding.h"
 #include "Cleave/IR/CleaveCollectives.h"
@@ -122,8 +122,8 @@ TensorShardingAttr TensorShardingAttr::getReplicated(MLIRContext *ctx,
                                                      FlatSymbolRefAttr mesh,
                                                      int64_t rank,
                                                      bool closed) {
-  SmallVector<DimShardingAttr> dims(
-      rank, DimShardingAttr::get(ctx, {}, closed, -1));
+  SmallVector<DimShardingAttr> dims(rank,
+                                    DimShardingAttr::get(ctx, {}, closed, -1));
   return TensorShardingAttr::get(ctx, mesh, dims);
 }
 
@@ -145,8 +145,7 @@ SmallVector<StringAttr> TensorShardingAttr::getAllAxes() const {
 
 TensorShardingAttr mlir::cleave::getSharding(Value value) {
   if (auto arg = dyn_cast<BlockArgument>(value)) {
-    auto func =
-        dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
     if (!func || arg.getOwner() != &func.getFunctionBody().front())
       return {};
     return func.getArgAttrOfType<TensorShardingAttr>(arg.getArgNumber(),
@@ -185,8 +184,8 @@ void mlir::cleave::setSharding(Value value, TensorShardingAttr sharding) {
 
 TensorShardingAttr mlir::cleave::getResultSharding(Operation *func,
                                                    unsigned index) {
-  return cast<FunctionOpInterface>(func).getResultAttrOfType<TensorShardingAttr>(
-      index, kShardingAttrName);
+  return cast<FunctionOpInterface>(func)
+      .getResultAttrOfType<TensorShardingAttr>(index, kShardingAttrName);
 }
 
 MeshOp mlir::cleave::lookupMesh(Operation *from, FlatSymbolRefAttr name) {
@@ -222,18 +221,16 @@ static std::string axesList(ArrayRef<StringAttr> axes) {
   return s + "]";
 }
 
-LogicalResult
-mlir::cleave::verifySharding(TensorShardingAttr sharding, Type type,
-                             MeshOp mesh,
-                             function_ref<InFlightDiagnostic()> emitError,
-                             StringRef what) {
+LogicalResult mlir::cleave::verifySharding(
+    TensorShardingAttr sharding, Type type, MeshOp mesh,
+    function_ref<InFlightDiagnostic()> emitError, StringRef what) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return emitError() << what << ": a sharding needs a ranked tensor, not "
                        << type;
   if (!mesh)
-    return emitError() << what << ": sharding names mesh "
-                       << sharding.getMesh() << ", which is not declared";
+    return emitError() << what << ": sharding names mesh " << sharding.getMesh()
+                       << ", which is not declared";
   if (sharding.getRank() != tensor.getRank())
     return emitError() << what << ": sharding has " << sharding.getRank()
                        << " dimensions but the tensor " << tensor.getRank();

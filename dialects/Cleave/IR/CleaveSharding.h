@@ -52,8 +52,7 @@ LogicalResult verifySharding(TensorShardingAttr sharding, Type type,
 int64_t getAxesSize(MeshOp mesh, ArrayRef<StringAttr> axes);
 /// The shape each rank holds of a tensor of `globalShape`.
 SmallVector<int64_t> getLocalShape(TensorShardingAttr sharding,
-                                   ArrayRef<int64_t> globalShape,
-                                   MeshOp mesh);
+                                   ArrayRef<int64_t> globalShape, MeshOp mesh);
 
 /// Looks up the mesh a sharding names from `from` (any op in the module).
 MeshOp lookupMesh(Operation *from, FlatSymbolRefAttr name);

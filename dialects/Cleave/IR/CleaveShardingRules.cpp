@@ -1,4 +1,4 @@
-//===- CleaveShardingRules.cpp - ShardingRule and every op's rule ----------===//
+//===- CleaveShardingRules.cpp - ShardingRule and every op's rule ---------===//
 
 #include "Cleave/IR/CleaveOps.h"
 
@@ -142,10 +142,9 @@ void ShardingRule::print(raw_ostream &os) const {
   os << " -> ";
   printTensors(results);
   os << " {";
-  llvm::interleaveComma(llvm::seq<int64_t>(0, factors.size()), os,
-                        [&](int64_t f) {
-                          os << getFactorName(f) << "=" << factors[f].size;
-                        });
+  llvm::interleaveComma(
+      llvm::seq<int64_t>(0, factors.size()), os,
+      [&](int64_t f) { os << getFactorName(f) << "=" << factors[f].size; });
   os << "}";
   auto printKind = [&](FactorKind kind, StringRef name) {
     SmallVector<int64_t> fs;
@@ -201,13 +200,13 @@ std::string ShardingRule::check(Operation *op) const {
     return {};
   };
   for (auto [i, t] : llvm::enumerate(operands))
-    if (std::string e = checkTensor(t, op->getOperand(i).getType(),
-                                    "operand " + Twine(i));
+    if (std::string e =
+            checkTensor(t, op->getOperand(i).getType(), "operand " + Twine(i));
         !e.empty())
       return e;
   for (auto [i, t] : llvm::enumerate(results))
-    if (std::string e = checkTensor(t, op->getResult(i).getType(),
-                                    "result " + Twine(i));
+    if (std::string e =
+            checkTensor(t, op->getResult(i).getType(), "result " + Twine(i));
         !e.empty())
       return e;
   return {};
@@ -217,7 +216,8 @@ ShardingRule mlir::cleave::getShardingRule(Operation *op) {
   if (auto iface = dyn_cast<ShardingRuleOpInterface>(op))
     return iface.getShardingRule();
   return ShardingRule::replicatedOnly(
-      op, ("'" + op->getName().getStringRef() + "' has no sharding rule").str());
+      op,
+      ("'" + op->getName().getStringRef() + "' has no sharding rule").str());
 }
 
 bool mlir::cleave::getReshapeFactors(ArrayRef<int64_t> from,
@@ -409,9 +409,9 @@ ShardingRule ConcatOp::getShardingRule() {
   for (int64_t d = 0, e = out.size(); d < e; ++d) {
     if (d == axis) {
       for (auto [i, input] : llvm::enumerate(getInputs()))
-        rule.mapOperand(i, d,
-                        rule.addFactor(shapeOf(input)[d],
-                                       FactorKind::NeedReplication));
+        rule.mapOperand(
+            i, d,
+            rule.addFactor(shapeOf(input)[d], FactorKind::NeedReplication));
       rule.mapResult(0, d, rule.addFactor(out[d], FactorKind::NeedReplication));
       continue;
     }
@@ -605,8 +605,8 @@ static ShardingRule rowRule(Operation *op, int64_t dim, bool dropsDim) {
   int64_t out = 0;
   for (int64_t d = 0, e = in.size(); d < e; ++d) {
     bool isRow = d == dim;
-    int64_t f = rule.addFactor(
-        in[d], isRow ? FactorKind::NeedReplication : FactorKind::Parallel);
+    int64_t f = rule.addFactor(in[d], isRow ? FactorKind::NeedReplication
+                                            : FactorKind::Parallel);
     rule.mapOperand(0, d, f);
     if (isRow && dropsDim)
       continue;
@@ -628,9 +628,7 @@ ShardingRule SoftmaxOp::getShardingRule() {
 // row split over ranks from the row maximum and sum of exponentials
 // all-reduced across them (a vocabulary-parallel cross-entropy's
 // log_softmax over the logits of its rank's vocabulary slice).
-ShardingRule LogSoftmaxOp::getShardingRule() {
-  return elementwiseRule(*this);
-}
+ShardingRule LogSoftmaxOp::getShardingRule() { return elementwiseRule(*this); }
 
 /// Rows are parallel; the normalized dimensions, which the scales (scale,
 /// bias) share, are read whole (the statistics).
@@ -640,8 +638,8 @@ static ShardingRule normalizationRule(Operation *op, int64_t axis,
   ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
   for (int64_t d = 0, e = in.size(); d < e; ++d) {
     bool normalized = d >= axis;
-    int64_t f = rule.addFactor(
-        in[d], normalized ? FactorKind::NeedReplication : FactorKind::Parallel);
+    int64_t f = rule.addFactor(in[d], normalized ? FactorKind::NeedReplication
+                                                 : FactorKind::Parallel);
     rule.mapOperand(0, d, f);
     rule.mapResult(0, d, f);
     if (normalized)
@@ -697,9 +695,9 @@ AttentionFactors addAttentionFactors(ShardingRule &rule, OpTy op,
   f.b = rule.addFactor(q[0]);
   f.kvHeads = rule.addFactor(k[1]);
   f.groupHeads = group > 1 ? rule.addFactor(group) : -1;
-  f.sq = rule.addFactor(q[2], queriesNeedReplication
-                                  ? FactorKind::NeedReplication
-                                  : FactorKind::Parallel);
+  f.sq =
+      rule.addFactor(q[2], queriesNeedReplication ? FactorKind::NeedReplication
+                                                  : FactorKind::Parallel);
   f.skv = rule.addFactor(k[2], FactorKind::NeedReplication);
   return f;
 }
@@ -855,16 +853,16 @@ ShardingRule Im2ColOp::getShardingRule() {
                     rule.addFactor(in[2 + d], FactorKind::NeedReplication));
     rule.mapResult(0, 2 + d,
                    rule.addFactor(out[2 + d], FactorKind::NeedReplication));
-    rule.mapResult(0, 3 + spatial + d,
-                   rule.addFactor(out[3 + spatial + d],
-                                  FactorKind::NeedReplication));
+    rule.mapResult(
+        0, 3 + spatial + d,
+        rule.addFactor(out[3 + spatial + d], FactorKind::NeedReplication));
   }
   return rule;
 }
 
 ShardingRule ReduceWindowOp::getShardingRule() {
   return sameDimsRule(*this, 0, 0, [&](int64_t d) {
-    return getWindow()[d] == 1 && getStrides()[d] == 1 &&
-           getPadLow()[d] == 0 && getPadHigh()[d] == 0;
+    return getWindow()[d] == 1 && getStrides()[d] == 1 && getPadLow()[d] == 0 &&
+           getPadHigh()[d] == 0;
   });
 }

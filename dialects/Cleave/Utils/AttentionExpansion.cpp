@@ -100,9 +100,8 @@ AttentionProbabilities attentionProbabilities(Emitter &e,
   }
   // [B, Hkv] x (G, Sq) x (Skv): contract the head size.
   Value s = ContractOp::create(e.b, e.loc, scoresType, r.q, op.k,
-                               ArrayRef<int64_t>{0, 1},
-                               ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
-                               ArrayRef<int64_t>{3});
+                               ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
+                               ArrayRef<int64_t>{4}, ArrayRef<int64_t>{3});
   // Low-precision operands give low-precision scores, as a mixed-precision
   // library GEMM writes them; the softmax widens them as it reads.
   s = e.convert(e.convert(s, qType.getElementType()), ct);
@@ -117,16 +116,15 @@ AttentionProbabilities attentionProbabilities(Emitter &e,
   if (Value bias = op.bias) {
     ArrayRef<int64_t> m = Emitter::typeOf(bias).getShape();
     // B' x H' x Sq' x Skv -> B' x Hkv' x G' x Sq' x Skv, then broadcast.
-    Value grouped =
-        m[1] == 1 ? e.reshape(bias, {m[0], 1, 1, m[2], m[3]})
-                  : e.reshape(bias, {m[0], hkv, group, m[2], m[3]});
+    Value grouped = m[1] == 1 ? e.reshape(bias, {m[0], 1, 1, m[2], m[3]})
+                              : e.reshape(bias, {m[0], hkv, group, m[2], m[3]});
     grouped = e.convert(grouped, ct);
     s = e.add(s, e.broadcastInDim(grouped, scoresType, {0, 1, 2, 3, 4}));
     maySkipRows = true;
   }
   if (op.causal) {
-    auto maskType = RankedTensorType::get(scoresType.getShape(),
-                                          e.b.getI1Type());
+    auto maskType =
+        RankedTensorType::get(scoresType.getShape(), e.b.getI1Type());
     s = e.select(e.broadcastInDim(masked, maskType, {3, 4}),
                  e.splatLike(s, -std::numeric_limits<double>::infinity()), s);
     maySkipRows |= op.causalOffset < 0;
@@ -142,8 +140,8 @@ AttentionProbabilities attentionProbabilities(Emitter &e,
     Value live = e.compare(
         CompareKind::gt, rowMax,
         e.splatLike(rowMax, -std::numeric_limits<double>::infinity()));
-    auto maskType = RankedTensorType::get(scoresType.getShape(),
-                                          e.b.getI1Type());
+    auto maskType =
+        RankedTensorType::get(scoresType.getShape(), e.b.getI1Type());
     p = e.select(e.broadcastBack(live, maskType, {4}), p, e.zerosLike(p));
   }
   r.probs = p;
@@ -164,9 +162,8 @@ Value attentionOutput(Emitter &e, const AttentionOperands &op,
   auto outType = RankedTensorType::get(
       {p[0], p[1], p[2], p[3], vType.getDimSize(3)}, pType.getElementType());
   Value y = ContractOp::create(e.b, e.loc, outType, probs, op.v,
-                               ArrayRef<int64_t>{0, 1},
-                               ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
-                               ArrayRef<int64_t>{2});
+                               ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
+                               ArrayRef<int64_t>{4}, ArrayRef<int64_t>{2});
   return e.reshape(e.convert(y, ve), op.resultShape);
 }
 
@@ -195,14 +192,13 @@ AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
   p = e.convert(pLow, ct);
   // dV[b, h, j, e] = sum over (G, Sq) of P * dY.
   Value dv = ContractOp::create(
-      e.b, e.loc, RankedTensorType::get(vType.getShape(), ct),
-      pLow, g, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
-      ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 3});
+      e.b, e.loc, RankedTensorType::get(vType.getShape(), ct), pLow, g,
+      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{2, 3},
+      ArrayRef<int64_t>{2, 3});
   // dP = dY V^T.
-  Value dp = ContractOp::create(e.b, e.loc, pType, g, op.v,
-                                ArrayRef<int64_t>{0, 1},
-                                ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4},
-                                ArrayRef<int64_t>{3});
+  Value dp = ContractOp::create(
+      e.b, e.loc, pType, g, op.v, ArrayRef<int64_t>{0, 1},
+      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4}, ArrayRef<int64_t>{3});
   // dP in v's type too (rounded by its GEMM), widened by the softmax's
   // gradient.
   dp = e.convert(e.convert(dp, ve), ct);
@@ -214,13 +210,12 @@ AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
   if (Value bias = op.bias) {
     RankedTensorType biasType = Emitter::typeOf(bias);
     Value full = e.reshape(ds, {ps[0], ps[1] * ps[2], ps[3], ps[4]});
-    r.dbias = e.convert(
-        e.unbroadcast(full, biasType.clone(ct), {0, 1, 2, 3}),
-        biasType.getElementType());
+    r.dbias = e.convert(e.unbroadcast(full, biasType.clone(ct), {0, 1, 2, 3}),
+                        biasType.getElementType());
   }
   if (parts.tanh)
-    ds = e.mul(ds, e.sub(e.splatLike(parts.tanh, 1.0),
-                         e.mul(parts.tanh, parts.tanh)));
+    ds = e.mul(
+        ds, e.sub(e.splatLike(parts.tanh, 1.0), e.mul(parts.tanh, parts.tanh)));
   ds = e.scale(ds, op.scale);
 
   // dQ = dS K (grouped back to Hq heads), dK = dS^T Q.
@@ -233,9 +228,9 @@ AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
       ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{4}, ArrayRef<int64_t>{2});
   dq = e.reshape(dq, qType.getShape());
   Value dk = ContractOp::create(
-      e.b, e.loc, RankedTensorType::get(kType.getShape(), ct), dsLow,
-      parts.q, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1},
-      ArrayRef<int64_t>{2, 3}, ArrayRef<int64_t>{2, 3});
+      e.b, e.loc, RankedTensorType::get(kType.getShape(), ct), dsLow, parts.q,
+      ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{0, 1}, ArrayRef<int64_t>{2, 3},
+      ArrayRef<int64_t>{2, 3});
   r.dq = dq;
   r.dk = dk;
   r.dv = dv;
@@ -246,14 +241,13 @@ AttentionGradients attentionGradients(Emitter &e, const AttentionOperands &op,
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 
-RotaryHalves rotaryHalves(Emitter &e, Value x, int64_t r,
-                          bool interleaved) {
+RotaryHalves rotaryHalves(Emitter &e, Value x, int64_t r, bool interleaved) {
   ArrayRef<int64_t> s = Emitter::typeOf(x).getShape();
   RotaryHalves h;
   if (interleaved) {
-    Value pairs = e.reshape(e.slice(x, {0, 0, 0, 0}, {s[0], s[1], s[2], 2 * r},
-                                    {1, 1, 1, 1}),
-                            {s[0], s[1], s[2], r, 2});
+    Value pairs = e.reshape(
+        e.slice(x, {0, 0, 0, 0}, {s[0], s[1], s[2], 2 * r}, {1, 1, 1, 1}),
+        {s[0], s[1], s[2], r, 2});
     auto half = [&](int64_t i) {
       return e.reshape(e.slice(pairs, {0, 0, 0, 0, i},
                                {s[0], s[1], s[2], r, i + 1}, {1, 1, 1, 1, 1}),
@@ -266,8 +260,8 @@ RotaryHalves rotaryHalves(Emitter &e, Value x, int64_t r,
     h.x2 = e.slice(x, {0, 0, 0, r}, {s[0], s[1], s[2], 2 * r}, {1, 1, 1, 1});
   }
   if (2 * r < s[3])
-    h.rest = e.slice(x, {0, 0, 0, 2 * r}, {s[0], s[1], s[2], s[3]},
-                     {1, 1, 1, 1});
+    h.rest =
+        e.slice(x, {0, 0, 0, 2 * r}, {s[0], s[1], s[2], s[3]}, {1, 1, 1, 1});
   return h;
 }
 
@@ -281,8 +275,8 @@ Value rotaryOutput(Emitter &e, RotaryOp op) {
   ArrayRef<int64_t> s = xType.getShape();
   int64_t r = Emitter::typeOf(op.getCos()).getDimSize(2);
   RotaryHalves h = rotaryHalves(e, op.getX(), r, op.getInterleaved());
-  auto halfType = RankedTensorType::get({s[0], s[1], s[2], r},
-                                        xType.getElementType());
+  auto halfType =
+      RankedTensorType::get({s[0], s[1], s[2], r}, xType.getElementType());
   Value c = rotaryAngles(e, op.getCos(), halfType);
   Value sn = rotaryAngles(e, op.getSin(), halfType);
   Value y1 = e.sub(e.mul(c, h.x1), e.mul(sn, h.x2));

@@ -31,7 +31,6 @@ mlir::FailureOr<GemmShape> getGemmShape(mlir::cleave::ContractOp op);
 /// True if `dims` is `start, start + 1, ...` (or empty).
 bool isDimRange(llvm::ArrayRef<int64_t> dims, int64_t start);
 
-
 } // namespace cleave
 
 #endif // CLEAVE_ANALYSIS_GEMMSHAPE_H

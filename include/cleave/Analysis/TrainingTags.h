@@ -2,7 +2,8 @@
 //
 // The statistics --cleave-insert-recompute leaves on the module for the
 // driver, and attribute stripping. The tags themselves (cleave.backward,
-// cleave.gradient_of, cleave.recompute) are named in Cleave/IR/CleaveMetadata.h.
+// cleave.gradient_of, cleave.recompute) are named in
+// Cleave/IR/CleaveMetadata.h.
 //
 //===----------------------------------------------------------------------===//
 

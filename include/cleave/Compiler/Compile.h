@@ -1,4 +1,4 @@
-//===- Compile.h - Compile a model as cleave-compile does --------*- C++ -*-===//
+//===- Compile.h - Compile a model as cleave-compile does -------*- C++ -*-===//
 //
 // cleave::compile runs one compile described by a CompileOptions value:
 // import, the phase pipelines (cleave/Pipelines/Pipelines.h), the layout

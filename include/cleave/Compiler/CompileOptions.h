@@ -138,8 +138,7 @@ struct CompileOptionInfo {
 };
 
 /// One named value of an enumerated option.
-template <typename E>
-struct CompileOptionValue {
+template <typename E> struct CompileOptionValue {
   E value;
   const char *name;
   const char *help;
@@ -158,8 +157,9 @@ public:
                      std::optional<std::string> &field) = 0;
   virtual void visit(const CompileOptionInfo &info,
                      std::vector<std::string> &field) = 0;
-  virtual void visit(const CompileOptionInfo &info, EmitKind &field,
-                     const std::vector<CompileOptionValue<EmitKind>> &values) = 0;
+  virtual void
+  visit(const CompileOptionInfo &info, EmitKind &field,
+        const std::vector<CompileOptionValue<EmitKind>> &values) = 0;
   virtual void
   visit(const CompileOptionInfo &info, CompilePhase &field,
         const std::vector<CompileOptionValue<CompilePhase>> &values) = 0;
@@ -186,13 +186,12 @@ public:
     self().bindScalar(info, field);
   }
   void visit(const CompileOptionInfo &info, EmitKind &field,
-             const std::vector<CompileOptionValue<EmitKind>> &values)
-      override {
+             const std::vector<CompileOptionValue<EmitKind>> &values) override {
     self().bindEnum(info, field, values);
   }
-  void visit(const CompileOptionInfo &info, CompilePhase &field,
-             const std::vector<CompileOptionValue<CompilePhase>> &values)
-      override {
+  void
+  visit(const CompileOptionInfo &info, CompilePhase &field,
+        const std::vector<CompileOptionValue<CompilePhase>> &values) override {
     self().bindEnum(info, field, values);
   }
   using CompileOptionVisitor::visit;
@@ -203,7 +202,8 @@ private:
 
 /// Calls `visitor` once per option of `options` (not the input model), in
 /// the table's order.
-void visitCompileOptions(CompileOptions &options, CompileOptionVisitor &visitor);
+void visitCompileOptions(CompileOptions &options,
+                         CompileOptionVisitor &visitor);
 
 /// The option table, sorted by name.
 std::vector<CompileOptionInfo> compileOptionTable();

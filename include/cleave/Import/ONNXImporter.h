@@ -1,4 +1,4 @@
-//===- ONNXImporter.h - Import ONNX models into the cleave dialect -*- C++ -*-===//
+//===- ONNXImporter.h - Import ONNX models into Cleave ----------*- C++ -*-===//
 
 #ifndef CLEAVE_IMPORT_ONNXIMPORTER_H
 #define CLEAVE_IMPORT_ONNXIMPORTER_H

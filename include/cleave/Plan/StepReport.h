@@ -64,8 +64,8 @@ struct ReportBuffer {
 
 /// One collective of the step.
 struct ReportCollective {
-  std::string kind; ///< "all_reduce", "reduce_scatter", ...
-  std::string axes; ///< Mesh axes of its groups, e.g. "dp" or "dp,tp".
+  std::string kind;       ///< "all_reduce", "reduce_scatter", ...
+  std::string axes;       ///< Mesh axes of its groups, e.g. "dp" or "dp,tp".
   uint64_t bytesSent = 0; ///< Per rank (ring algorithm).
   bool async = false;
   /// Compute commands and their FLOPs between its start and its wait
@@ -116,8 +116,7 @@ struct StepReport {
 
 /// Fills held, peakLive, atPeak, peakBytes and peakNode from `buffers`
 /// (peakWhere, arenaBytes and the rest are the caller's).
-void summarizeBuffers(llvm::ArrayRef<ReportBuffer> buffers,
-                      StepReport &report);
+void summarizeBuffers(llvm::ArrayRef<ReportBuffer> buffers, StepReport &report);
 
 /// The table `cleave-compile --report` prints.
 void printStepReport(const StepReport &report, llvm::raw_ostream &os);

@@ -85,8 +85,8 @@ CommCost collectiveCost(plan::CollectiveOp op, double bytes, int64_t n,
 ///   all-reduce: 2(g-1) + 2(k-1) steps; 2(g-1)/g S over the node's fabric,
 ///               2(k-1)/k S/g over the network (k nodes, g per node)
 CommCost hierarchicalCost(plan::CollectiveOp op, double bytes, int64_t nodes,
-                          int64_t perNode, const Link &intra,
-                          const Link &inter, double overhead = 0);
+                          int64_t perNode, const Link &intra, const Link &inter,
+                          double overhead = 0);
 
 /// The link a group of ranks communicates over: the node's fabric when all
 /// are on one node, the network otherwise.

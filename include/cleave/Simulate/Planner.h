@@ -1,4 +1,4 @@
-//===- Planner.h - Search the parallel layouts of a training step -*- C++ -*-===//
+//===- Planner.h - Search the parallel layouts of a step --------*- C++ -*-===//
 //
 // cleave-compile --auto: which dp x pp x tp, pipeline schedule and chunks,
 // microbatch size, sequence parallelism, ZeRO stage and recompute policy

@@ -23,7 +23,8 @@ using namespace mlir::cleave;
 //===----------------------------------------------------------------------===//
 
 static Type toSignless(Type type) {
-  if (auto intType = dyn_cast<IntegerType>(type); intType && intType.isUnsigned())
+  if (auto intType = dyn_cast<IntegerType>(type);
+      intType && intType.isUnsigned())
     return IntegerType::get(type.getContext(), intType.getWidth());
   return type;
 }

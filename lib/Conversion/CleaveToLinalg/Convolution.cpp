@@ -1,4 +1,4 @@
-//===- Convolution.cpp - Lower cleave conv and reduce_window ---------------===//
+//===- Convolution.cpp - Lower cleave conv and reduce_window --------------===//
 //
 // Both become a tensor.pad (zero or the reduction's identity) followed by one
 // linalg.generic whose input map indexes `s * stride + k * dilation`.
@@ -86,9 +86,10 @@ struct ConvLowering : OpConversionPattern<ConvOp> {
       filterExprs.push_back(k);
       outExprs.push_back(out);
     }
-    SmallVector<AffineMap> maps = {AffineMap::get(numLoops, 0, inExprs, ctx),
-                                   AffineMap::get(numLoops, 0, filterExprs, ctx),
-                                   AffineMap::get(numLoops, 0, outExprs, ctx)};
+    SmallVector<AffineMap> maps = {
+        AffineMap::get(numLoops, 0, inExprs, ctx),
+        AffineMap::get(numLoops, 0, filterExprs, ctx),
+        AffineMap::get(numLoops, 0, outExprs, ctx)};
     SmallVector<utils::IteratorType> iterators = parallelIterators(numLoops);
     for (int64_t i = cLoop; i < numLoops; ++i)
       iterators[i] = utils::IteratorType::reduction;
@@ -105,8 +106,8 @@ struct ConvLowering : OpConversionPattern<ConvOp> {
                                           arith::MulFOp::create(b, l, x, w));
           linalg::YieldOp::create(b, l, r);
         });
-    rewriter.replaceOp(op, convertTensor(rewriter, loc, generic.getResult(0),
-                                         elementType));
+    rewriter.replaceOp(
+        op, convertTensor(rewriter, loc, generic.getResult(0), elementType));
     return success();
   }
 };
@@ -117,8 +118,8 @@ struct Im2ColLowering : OpConversionPattern<Im2ColOp> {
   matchAndRewrite(Im2ColOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     auto inType = cast<RankedTensorType>(adaptor.getInput().getType());
     int64_t spatial = inType.getRank() - 2;
     int64_t perGroup = inType.getDimSize(1) / op.getGroups();
@@ -156,8 +157,8 @@ struct ReduceWindowLowering : OpConversionPattern<ReduceWindowOp> {
   matchAndRewrite(ReduceWindowOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Type elementType = outType.getElementType();
     Type accType = getComputeType(elementType);
     bool isUnsigned = isUnsignedElement(op.getType());
@@ -194,11 +195,10 @@ struct ReduceWindowLowering : OpConversionPattern<ReduceWindowOp> {
         ValueRange{init}, maps, iterators,
         [&](OpBuilder &b, Location l, ValueRange args) {
           linalg::YieldOp::create(
-              b, l,
-              combineReduction(b, l, kind, args[2], args[0], isUnsigned));
+              b, l, combineReduction(b, l, kind, args[2], args[0], isUnsigned));
         });
-    rewriter.replaceOp(op, convertTensor(rewriter, loc, generic.getResult(0),
-                                         elementType));
+    rewriter.replaceOp(
+        op, convertTensor(rewriter, loc, generic.getResult(0), elementType));
     return success();
   }
 };

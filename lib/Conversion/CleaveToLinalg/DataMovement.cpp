@@ -1,4 +1,4 @@
-//===- DataMovement.cpp - Lower cleave data-movement ops -------------------===//
+//===- DataMovement.cpp - Lower cleave data-movement ops ------------------===//
 //
 // broadcast_in_dim and transpose become linalg.generic with projected maps;
 // reshape becomes tensor.collapse_shape/expand_shape; slice and concat
@@ -23,8 +23,8 @@ namespace {
 /// body gets the scalar inputs (read through `inputMaps`) and the loop
 /// indices, and returns the element.
 static Value createIndexedGeneric(
-    OpBuilder &b, Location loc, ValueRange inputs, ArrayRef<AffineMap> inputMaps,
-    ArrayRef<int64_t> shape, Type elementType,
+    OpBuilder &b, Location loc, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps, ArrayRef<int64_t> shape, Type elementType,
     function_ref<Value(OpBuilder &, Location, ValueRange, ArrayRef<Value>)>
         body) {
   unsigned rank = shape.size();
@@ -128,8 +128,8 @@ struct ReshapeLowering : OpConversionPattern<ReshapeOp> {
   LogicalResult
   matchAndRewrite(ReshapeOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     rewriter.replaceOp(op, createReshape(rewriter, op.getLoc(),
                                          adaptor.getOperand(), outType));
     return success();
@@ -145,8 +145,8 @@ struct SliceLowering : OpConversionPattern<SliceOp> {
   LogicalResult
   matchAndRewrite(SliceOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     SmallVector<OpFoldResult> offsets, sizes, strides;
     for (auto [start, size, stride] :
          llvm::zip(op.getStartIndices(), outType.getShape(), op.getStrides())) {
@@ -187,8 +187,8 @@ struct ConcatLowering : OpConversionPattern<ConcatOp> {
   LogicalResult
   matchAndRewrite(ConcatOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Location loc = op.getLoc();
     int64_t dim = op.getDimension();
     Value result = createEmpty(rewriter, loc, outType.getShape(),
@@ -198,8 +198,8 @@ struct ConcatLowering : OpConversionPattern<ConcatOp> {
       auto type = cast<RankedTensorType>(input.getType());
       SmallVector<OpFoldResult> offsets(outType.getRank(),
                                         rewriter.getIndexAttr(0));
-      SmallVector<OpFoldResult> sizes, strides(outType.getRank(),
-                                               rewriter.getIndexAttr(1));
+      SmallVector<OpFoldResult> sizes,
+          strides(outType.getRank(), rewriter.getIndexAttr(1));
       for (int64_t s : type.getShape())
         sizes.push_back(rewriter.getIndexAttr(s));
       offsets[dim] = rewriter.getIndexAttr(offset);
@@ -219,8 +219,8 @@ struct PadLowering : OpConversionPattern<PadOp> {
   LogicalResult
   matchAndRewrite(PadOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Value input = adaptor.getOperand();
     auto inType = cast<RankedTensorType>(input.getType());
     Location loc = op.getLoc();
@@ -238,7 +238,8 @@ struct PadLowering : OpConversionPattern<PadOp> {
       return success();
     }
     if (inType.getNumElements() == 0)
-      return rewriter.notifyMatchFailure(op, "reflect/edge pad of empty tensor");
+      return rewriter.notifyMatchFailure(op,
+                                         "reflect/edge pad of empty tensor");
     bool reflect = op.getMode() == PadMode::reflect;
     Value result = createIndexedGeneric(
         rewriter, loc, {}, {}, outType.getShape(), outType.getElementType(),
@@ -253,8 +254,8 @@ struct PadLowering : OpConversionPattern<PadOp> {
               // i < 0 -> -i; i > n-1 -> 2(n-1) - i.
               Value negI = arith::SubIOp::create(b, l, zero, i);
               i = arith::MaxSIOp::create(b, l, i, negI);
-              Value mirrored = arith::SubIOp::create(
-                  b, l, indexConst(b, l, 2 * (n - 1)), i);
+              Value mirrored =
+                  arith::SubIOp::create(b, l, indexConst(b, l, 2 * (n - 1)), i);
               i = arith::MinSIOp::create(b, l, i, mirrored);
             }
             // Clamp (edge mode, and reflect pads wider than the input).
@@ -278,20 +279,21 @@ struct PadLowering : OpConversionPattern<PadOp> {
 static std::pair<Value, Value> normalizeIndex(OpBuilder &b, Location loc,
                                               Value rawIndex, int64_t size,
                                               bool isUnsigned) {
-  Value i = convertScalar(b, loc, rawIndex, b.getIndexType(), isUnsigned,
-                          false);
+  Value i =
+      convertScalar(b, loc, rawIndex, b.getIndexType(), isUnsigned, false);
   Value zero = indexConst(b, loc, 0);
   Value n = indexConst(b, loc, size);
-  Value isNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
-  i = arith::SelectOp::create(b, loc, isNeg, arith::AddIOp::create(b, loc, i, n),
-                              i);
+  Value isNeg =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, zero);
+  i = arith::SelectOp::create(b, loc, isNeg,
+                              arith::AddIOp::create(b, loc, i, n), i);
   Value geZero =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i, zero);
   Value ltN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, n);
   Value inRange = arith::AndIOp::create(b, loc, geZero, ltN);
   Value clamped = arith::MaxSIOp::create(b, loc, i, zero);
-  clamped = arith::MinSIOp::create(b, loc, clamped,
-                                   indexConst(b, loc, std::max<int64_t>(size - 1, 0)));
+  clamped = arith::MinSIOp::create(
+      b, loc, clamped, indexConst(b, loc, std::max<int64_t>(size - 1, 0)));
   return {clamped, inRange};
 }
 
@@ -305,8 +307,8 @@ struct GatherLowering : OpConversionPattern<GatherOp> {
   LogicalResult
   matchAndRewrite(GatherOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Value input = adaptor.getOperand();
     Value indices = adaptor.getIndices();
     auto inType = cast<RankedTensorType>(input.getType());
@@ -323,9 +325,8 @@ struct GatherLowering : OpConversionPattern<GatherOp> {
         rewriter, op.getLoc(), indices, idxMap, outType.getShape(),
         outType.getElementType(),
         [&](OpBuilder &b, Location l, ValueRange args, ArrayRef<Value> ivs) {
-          auto [i, inRange] = normalizeIndex(b, l, args[0],
-                                             inType.getDimSize(axis),
-                                             idxUnsigned);
+          auto [i, inRange] = normalizeIndex(
+              b, l, args[0], inType.getDimSize(axis), idxUnsigned);
           SmallVector<Value> idx;
           for (int64_t d = 0; d < axis; ++d)
             idx.push_back(ivs[d]);
@@ -346,20 +347,19 @@ struct GatherElementsLowering : OpConversionPattern<GatherElementsOp> {
   LogicalResult
   matchAndRewrite(GatherElementsOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Value input = adaptor.getOperand();
     auto inType = cast<RankedTensorType>(input.getType());
     int64_t axis = op.getAxis();
     bool idxUnsigned = isUnsignedElement(op.getIndices().getType());
     Value result = createIndexedGeneric(
         rewriter, op.getLoc(), adaptor.getIndices(),
-        rewriter.getMultiDimIdentityMap(outType.getRank()),
-        outType.getShape(), outType.getElementType(),
+        rewriter.getMultiDimIdentityMap(outType.getRank()), outType.getShape(),
+        outType.getElementType(),
         [&](OpBuilder &b, Location l, ValueRange args, ArrayRef<Value> ivs) {
-          auto [i, inRange] = normalizeIndex(b, l, args[0],
-                                             inType.getDimSize(axis),
-                                             idxUnsigned);
+          auto [i, inRange] = normalizeIndex(
+              b, l, args[0], inType.getDimSize(axis), idxUnsigned);
           SmallVector<Value> idx(ivs);
           idx[axis] = i;
           // Other dims of indices may exceed the operand's: clamp them.

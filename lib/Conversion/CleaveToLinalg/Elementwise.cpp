@@ -87,8 +87,10 @@ static Value buildFloatUnary(OpBuilder &b, Location loc, UnaryKind kind,
     Value zero = createScalar(b, loc, type, 0.0);
     Value one = createScalar(b, loc, type, 1.0);
     Value minusOne = createScalar(b, loc, type, -1.0);
-    Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, zero);
-    Value lt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+    Value gt =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, zero);
+    Value lt =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
     Value neg = arith::SelectOp::create(b, loc, lt, minusOne, x);
     return arith::SelectOp::create(b, loc, gt, one, neg);
   }
@@ -122,14 +124,16 @@ static Value buildIntUnary(OpBuilder &b, Location loc, UnaryKind kind, Value x,
     Value lt =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, zero);
     Value minusOne = arith::ConstantOp::create(
-        b, loc, b.getIntegerAttr(type, APInt::getAllOnes(
-                                           type.getIntOrFloatBitWidth())));
+        b, loc,
+        b.getIntegerAttr(type,
+                         APInt::getAllOnes(type.getIntOrFloatBitWidth())));
     return arith::SelectOp::create(b, loc, lt, minusOne, pos);
   }
   case UnaryKind::lnot: {
     Value ones = arith::ConstantOp::create(
-        b, loc, b.getIntegerAttr(type, APInt::getAllOnes(
-                                           type.getIntOrFloatBitWidth())));
+        b, loc,
+        b.getIntegerAttr(type,
+                         APInt::getAllOnes(type.getIntOrFloatBitWidth())));
     return arith::XOrIOp::create(b, loc, x, ones);
   }
   default:
@@ -145,16 +149,17 @@ static Value fixModSign(OpBuilder &b, Location loc, Value r, Value divisor,
   Value zero = createScalar(b, loc, type, 0);
   Value rNonZero, rNeg, dNeg, sum;
   if (isFloat) {
-    rNonZero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, r, zero);
+    rNonZero =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, r, zero);
     rNeg = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, r, zero);
-    dNeg = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, divisor,
-                                 zero);
+    dNeg =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, divisor, zero);
     sum = arith::AddFOp::create(b, loc, r, divisor);
   } else {
     rNonZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
     rNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, zero);
-    dNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, divisor,
-                                 zero);
+    dNeg =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, divisor, zero);
     sum = arith::AddIOp::create(b, loc, r, divisor);
   }
   Value signsDiffer = arith::XOrIOp::create(b, loc, rNeg, dNeg);
@@ -242,24 +247,48 @@ static Value buildCompare(OpBuilder &b, Location loc, CompareKind kind, Value x,
   if (isa<FloatType>(x.getType())) {
     arith::CmpFPredicate pred;
     switch (kind) {
-    case CompareKind::eq: pred = arith::CmpFPredicate::OEQ; break;
-    case CompareKind::ne: pred = arith::CmpFPredicate::UNE; break;
-    case CompareKind::lt: pred = arith::CmpFPredicate::OLT; break;
-    case CompareKind::le: pred = arith::CmpFPredicate::OLE; break;
-    case CompareKind::gt: pred = arith::CmpFPredicate::OGT; break;
-    case CompareKind::ge: pred = arith::CmpFPredicate::OGE; break;
+    case CompareKind::eq:
+      pred = arith::CmpFPredicate::OEQ;
+      break;
+    case CompareKind::ne:
+      pred = arith::CmpFPredicate::UNE;
+      break;
+    case CompareKind::lt:
+      pred = arith::CmpFPredicate::OLT;
+      break;
+    case CompareKind::le:
+      pred = arith::CmpFPredicate::OLE;
+      break;
+    case CompareKind::gt:
+      pred = arith::CmpFPredicate::OGT;
+      break;
+    case CompareKind::ge:
+      pred = arith::CmpFPredicate::OGE;
+      break;
     }
     return arith::CmpFOp::create(b, loc, pred, x, y);
   }
   bool u = isUnsigned || x.getType().isInteger(1);
   arith::CmpIPredicate pred;
   switch (kind) {
-  case CompareKind::eq: pred = arith::CmpIPredicate::eq; break;
-  case CompareKind::ne: pred = arith::CmpIPredicate::ne; break;
-  case CompareKind::lt: pred = u ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt; break;
-  case CompareKind::le: pred = u ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle; break;
-  case CompareKind::gt: pred = u ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt; break;
-  case CompareKind::ge: pred = u ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge; break;
+  case CompareKind::eq:
+    pred = arith::CmpIPredicate::eq;
+    break;
+  case CompareKind::ne:
+    pred = arith::CmpIPredicate::ne;
+    break;
+  case CompareKind::lt:
+    pred = u ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
+    break;
+  case CompareKind::le:
+    pred = u ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle;
+    break;
+  case CompareKind::gt:
+    pred = u ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt;
+    break;
+  case CompareKind::ge:
+    pred = u ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge;
+    break;
   }
   return arith::CmpIOp::create(b, loc, pred, x, y);
 }
@@ -287,8 +316,8 @@ struct ConstantLowering : OpConversionPattern<ConstantOp> {
   LogicalResult
   matchAndRewrite(ConstantOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto type =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     TypedAttr value = cast<TypedAttr>(op.getValue());
     if (value.getType() != type) {
       auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
@@ -309,8 +338,8 @@ struct RngKeyLowering : OpConversionPattern<RngKeyOp> {
   LogicalResult
   matchAndRewrite(RngKeyOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto type =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     rewriter.replaceOpWithNewOp<arith::ConstantOp>(
         op, type,
         DenseElementsAttr::get(type, APInt(64, stepKeyValue(0, op.getSalt()))));
@@ -323,8 +352,8 @@ struct IotaLowering : OpConversionPattern<IotaOp> {
   LogicalResult
   matchAndRewrite(IotaOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto type =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     bool isUnsigned = isUnsignedElement(op.getType());
     Location loc = op.getLoc();
     int64_t dim = op.getDimension();
@@ -445,8 +474,8 @@ struct ConvertLowering : OpConversionPattern<ConvertOp> {
   LogicalResult
   matchAndRewrite(ConvertOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto type =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Value result = convertTensor(rewriter, op.getLoc(), adaptor.getOperand(),
                                  type.getElementType(),
                                  isUnsignedElement(op.getOperand().getType()),
@@ -461,8 +490,8 @@ struct BitcastLowering : OpConversionPattern<BitcastOp> {
   LogicalResult
   matchAndRewrite(BitcastOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto type =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Type to = type.getElementType();
     Value result = createElementwise(
         rewriter, op.getLoc(), adaptor.getOperand(), type.getShape(), to,
@@ -493,7 +522,6 @@ struct BitcastLowering : OpConversionPattern<BitcastOp> {
 void mlir::cleave::lowering::populateElementwisePatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<ConstantLowering, RngKeyLowering, IotaLowering, UnaryLowering,
-               BinaryLowering, CompareLowering, SelectLowering,
-               ConvertLowering, BitcastLowering>(
-      converter, patterns.getContext());
+               BinaryLowering, CompareLowering, SelectLowering, ConvertLowering,
+               BitcastLowering>(converter, patterns.getContext());
 }

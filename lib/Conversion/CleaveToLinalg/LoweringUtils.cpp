@@ -68,7 +68,8 @@ TypedAttr getReductionIdentity(OpBuilder &b, Type type, ReduceKind kind,
     case ReduceKind::max:
       return b.getFloatAttr(floatType, APFloat::getInf(sem, /*Negative=*/true));
     case ReduceKind::min:
-      return b.getFloatAttr(floatType, APFloat::getInf(sem, /*Negative=*/false));
+      return b.getFloatAttr(floatType,
+                            APFloat::getInf(sem, /*Negative=*/false));
     }
   }
   unsigned width = type.getIntOrFloatBitWidth();
@@ -221,12 +222,12 @@ Value convertTensor(OpBuilder &b, Location loc, Value tensor, Type elementType,
   auto type = cast<RankedTensorType>(tensor.getType());
   if (type.getElementType() == elementType)
     return tensor;
-  return createElementwise(
-      b, loc, tensor, type.getShape(), elementType,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        return convertScalar(nb, nloc, args[0], elementType, srcUnsigned,
-                             dstUnsigned);
-      });
+  return createElementwise(b, loc, tensor, type.getShape(), elementType,
+                           [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                             return convertScalar(nb, nloc, args[0],
+                                                  elementType, srcUnsigned,
+                                                  dstUnsigned);
+                           });
 }
 
 /// Map from the full loop space of `rank` dims to the dims not in `dims`.

@@ -1,4 +1,4 @@
-//===- NarrowFloats.cpp - float8/float6/float4 arithmetic as integer ops ---===//
+//===- NarrowFloats.cpp - float8/float6/float4 arithmetic as integer ops --===//
 //
 // LLVM has no float8, float6 or float4 types: the LLVM type converter maps
 // them to integers of their width, and `arith.extf`/`arith.truncf` on them
@@ -64,22 +64,31 @@ struct NarrowFormat {
   uint32_t maxCode() const {
     uint32_t allOnes = (1u << (width - 1)) - 1;
     switch (special) {
-    case IEEE: return allOnes - manMask() - 1;  // exponent all ones - 1
-    case NanAllOnes: return allOnes - 1;
+    case IEEE:
+      return allOnes - manMask() - 1; // exponent all ones - 1
+    case NanAllOnes:
+      return allOnes - 1;
     case NanNegZero:
-    case FiniteOnly: return allOnes;
-    case ExponentOnly: return 0xfe;
+    case FiniteOnly:
+      return allOnes;
+    case ExponentOnly:
+      return 0xfe;
     }
     return allOnes;
   }
   /// Bits of a quiet NaN without its sign.
   uint32_t nanCode() const {
     switch (special) {
-    case IEEE: return (expMask() << manBits) | (1u << (manBits - 1));
-    case NanAllOnes: return (1u << (width - 1)) - 1;
-    case NanNegZero: return 1u << (width - 1);
-    case FiniteOnly: return 0;
-    case ExponentOnly: return 0xff;
+    case IEEE:
+      return (expMask() << manBits) | (1u << (manBits - 1));
+    case NanAllOnes:
+      return (1u << (width - 1)) - 1;
+    case NanNegZero:
+      return 1u << (width - 1);
+    case FiniteOnly:
+      return 0;
+    case ExponentOnly:
+      return 0xff;
     }
     return 0;
   }
@@ -87,17 +96,28 @@ struct NarrowFormat {
 
 std::optional<NarrowFormat> narrowFormat(Type t) {
   using F = NarrowFormat;
-  if (isa<Float8E4M3FNType>(t)) return F{8, 4, 3, 7, F::NanAllOnes};
-  if (isa<Float8E4M3FNUZType>(t)) return F{8, 4, 3, 8, F::NanNegZero};
-  if (isa<Float8E4M3B11FNUZType>(t)) return F{8, 4, 3, 11, F::NanNegZero};
-  if (isa<Float8E4M3Type>(t)) return F{8, 4, 3, 7, F::IEEE};
-  if (isa<Float8E3M4Type>(t)) return F{8, 3, 4, 3, F::IEEE};
-  if (isa<Float8E5M2Type>(t)) return F{8, 5, 2, 15, F::IEEE};
-  if (isa<Float8E5M2FNUZType>(t)) return F{8, 5, 2, 16, F::NanNegZero};
-  if (isa<Float8E8M0FNUType>(t)) return F{8, 8, 0, 127, F::ExponentOnly};
-  if (isa<Float6E2M3FNType>(t)) return F{6, 2, 3, 1, F::FiniteOnly};
-  if (isa<Float6E3M2FNType>(t)) return F{6, 3, 2, 3, F::FiniteOnly};
-  if (isa<Float4E2M1FNType>(t)) return F{4, 2, 1, 1, F::FiniteOnly};
+  if (isa<Float8E4M3FNType>(t))
+    return F{8, 4, 3, 7, F::NanAllOnes};
+  if (isa<Float8E4M3FNUZType>(t))
+    return F{8, 4, 3, 8, F::NanNegZero};
+  if (isa<Float8E4M3B11FNUZType>(t))
+    return F{8, 4, 3, 11, F::NanNegZero};
+  if (isa<Float8E4M3Type>(t))
+    return F{8, 4, 3, 7, F::IEEE};
+  if (isa<Float8E3M4Type>(t))
+    return F{8, 3, 4, 3, F::IEEE};
+  if (isa<Float8E5M2Type>(t))
+    return F{8, 5, 2, 15, F::IEEE};
+  if (isa<Float8E5M2FNUZType>(t))
+    return F{8, 5, 2, 16, F::NanNegZero};
+  if (isa<Float8E8M0FNUType>(t))
+    return F{8, 8, 0, 127, F::ExponentOnly};
+  if (isa<Float6E2M3FNType>(t))
+    return F{6, 2, 3, 1, F::FiniteOnly};
+  if (isa<Float6E3M2FNType>(t))
+    return F{6, 3, 2, 3, F::FiniteOnly};
+  if (isa<Float4E2M1FNType>(t))
+    return F{4, 2, 1, 1, F::FiniteOnly};
   return std::nullopt;
 }
 
@@ -108,13 +128,14 @@ struct Bits {
   Type i32;
   Bits(OpBuilder &b, Location loc) : b(b), loc(loc), i32(b.getI32Type()) {}
   Value c(uint32_t v) {
-    return arith::ConstantOp::create(b, loc,
-                                     b.getIntegerAttr(i32, int64_t(v)));
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, int64_t(v)));
   }
   Value f(float v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
   }
-  Value band(Value x, uint32_t m) { return arith::AndIOp::create(b, loc, x, c(m)); }
+  Value band(Value x, uint32_t m) {
+    return arith::AndIOp::create(b, loc, x, c(m));
+  }
   Value bor(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
   Value shl(Value x, unsigned s) {
     return s ? arith::ShLIOp::create(b, loc, x, c(s)).getResult() : x;
@@ -144,8 +165,7 @@ struct Bits {
 Value decode(OpBuilder &b, Location loc, Value x, const NarrowFormat &fmt) {
   Bits k(b, loc);
   using P = arith::CmpIPredicate;
-  Value raw = arith::BitcastOp::create(
-      b, loc, b.getIntegerType(fmt.width), x);
+  Value raw = arith::BitcastOp::create(b, loc, b.getIntegerType(fmt.width), x);
   Value u = arith::ExtUIOp::create(b, loc, k.i32, raw);
   if (fmt.special == NarrowFormat::ExponentOnly) {
     // 2^(u - 127): f32's exponent field, 2^-127 is f32's subnormal 0x400000.
@@ -156,9 +176,8 @@ Value decode(OpBuilder &b, Location loc, Value x, const NarrowFormat &fmt) {
   Value e = k.band(k.shr(u, fmt.manBits), fmt.expMask());
   Value m = k.band(u, fmt.manMask());
   // Normal: rebias the exponent, left-align the mantissa.
-  Value normal = k.bor(
-      k.shl(k.add(e, k.c(uint32_t(127 - fmt.bias))), 23),
-      k.shl(m, 23 - fmt.manBits));
+  Value normal = k.bor(k.shl(k.add(e, k.c(uint32_t(127 - fmt.bias))), 23),
+                       k.shl(m, 23 - fmt.manBits));
   // Subnormal: m * 2^(1 - bias - manBits), exact in f32.
   Value scaled = arith::MulFOp::create(
       b, loc, arith::UIToFPOp::create(b, loc, b.getF32Type(), m),
@@ -212,8 +231,8 @@ Value encode(OpBuilder &b, Location loc, Value x, Type narrowType,
     // Normal range: f32 bits shifted to the target's mantissa width and
     // rebiased; round half to even on the dropped bits (a carry moves into
     // the exponent as it should).
-    Value base = k.sub(k.shr(abs, shift),
-                       k.c(uint32_t(127 - fmt.bias) << fmt.manBits));
+    Value base =
+        k.sub(k.shr(abs, shift), k.c(uint32_t(127 - fmt.bias) << fmt.manBits));
     Value rem = k.band(abs, (1u << shift) - 1);
     uint32_t half = 1u << (shift - 1);
     Value odd = k.cmp(P::ne, k.band(base, 1), 0);
@@ -231,11 +250,10 @@ Value encode(OpBuilder &b, Location loc, Value x, Type narrowType,
     uint32_t minNormal = uint32_t(127 - fmt.bias + 1) << 23;
     Value mag = k.sel(k.cmp(P::ult, abs, minNormal), sub, normal);
     // Overflow (infinity included).
-    uint32_t overflow = fmt.special == NarrowFormat::IEEE
-                            ? fmt.expMask() << fmt.manBits
-                        : fmt.special == NarrowFormat::FiniteOnly
-                            ? fmt.maxCode()
-                            : fmt.nanCode();
+    uint32_t overflow =
+        fmt.special == NarrowFormat::IEEE         ? fmt.expMask() << fmt.manBits
+        : fmt.special == NarrowFormat::FiniteOnly ? fmt.maxCode()
+                                                  : fmt.nanCode();
     mag = k.sel(k.cmp(P::ugt, mag, fmt.maxCode()), overflow, mag);
     Value isNan = k.cmp(P::ugt, abs, 0x7f800000);
     mag = k.sel(isNan, fmt.nanCode(), mag);
@@ -243,14 +261,13 @@ Value encode(OpBuilder &b, Location loc, Value x, Type narrowType,
     if (fmt.special == NarrowFormat::NanNegZero) {
       // One zero; the NaN is the negative zero's bits already.
       Value unsignedCode = arith::OrIOp::create(
-          b, loc, k.cmp(P::eq, mag, 0),
-          k.cmp(P::eq, mag, fmt.nanCode()));
+          b, loc, k.cmp(P::eq, mag, 0), k.cmp(P::eq, mag, fmt.nanCode()));
       signBit = k.sel(unsignedCode, 0u, signBit);
     }
     code = k.bor(mag, signBit);
   }
-  Value narrowInt = arith::TruncIOp::create(
-      b, loc, b.getIntegerType(fmt.width), code);
+  Value narrowInt =
+      arith::TruncIOp::create(b, loc, b.getIntegerType(fmt.width), code);
   return arith::BitcastOp::create(b, loc, narrowType, narrowInt);
 }
 
@@ -301,11 +318,11 @@ struct ExpandNarrowFloatsPass
     MLIRContext *ctx = &getContext();
     Builder b(ctx);
     SmallVector<Type> narrow = {
-        b.getType<Float8E4M3FNType>(),     b.getType<Float8E4M3FNUZType>(),
+        b.getType<Float8E4M3FNType>(),      b.getType<Float8E4M3FNUZType>(),
         b.getType<Float8E4M3B11FNUZType>(), b.getType<Float8E4M3Type>(),
-        b.getType<Float8E3M4Type>(),       b.getType<Float8E5M2Type>(),
-        b.getType<Float8E5M2FNUZType>(),   b.getType<Float8E8M0FNUType>(),
-        b.getType<Float6E2M3FNType>(),     b.getType<Float6E3M2FNType>(),
+        b.getType<Float8E3M4Type>(),        b.getType<Float8E5M2Type>(),
+        b.getType<Float8E5M2FNUZType>(),    b.getType<Float8E8M0FNUType>(),
+        b.getType<Float6E2M3FNType>(),      b.getType<Float6E3M2FNType>(),
         b.getType<Float4E2M1FNType>()};
     // Arithmetic on the narrow types moves to f32 first.
     TypeConverter converter;
@@ -316,8 +333,8 @@ struct ExpandNarrowFloatsPass
     ConversionTarget target(*ctx);
     arith::populateEmulateUnsupportedFloatsLegality(target, converter);
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
-    if (failed(applyPartialConversion(getOperation(), target,
-                                      std::move(emulate))))
+    if (failed(
+            applyPartialConversion(getOperation(), target, std::move(emulate))))
       return signalPassFailure();
     RewritePatternSet patterns(ctx);
     mlir::cleave::populateExpandNarrowFloatsPatterns(patterns);

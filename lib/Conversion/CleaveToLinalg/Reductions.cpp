@@ -1,4 +1,4 @@
-//===- Reductions.cpp - Lower cleave contractions and reductions -----------===//
+//===- Reductions.cpp - Lower cleave contractions and reductions ----------===//
 //
 // contract, reduce, arg_reduce, cumsum and the composites softmax,
 // log_softmax and layer_norm. Half floats accumulate in f32.
@@ -27,8 +27,8 @@ struct ContractLowering : OpConversionPattern<ContractOp> {
   LogicalResult
   matchAndRewrite(ContractOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto outType = cast<RankedTensorType>(
-        getTypeConverter()->convertType(op.getType()));
+    auto outType =
+        cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     // The iteration space is the op's sharding rule: one loop per factor
     // (batch, lhs free, rhs free, then the contracting reductions).
     ShardingRule rule = op.getShardingRule();
@@ -39,10 +39,9 @@ struct ContractLowering : OpConversionPattern<ContractOp> {
     Location loc = op.getLoc();
     Type elementType = outType.getElementType();
     Type accType = getComputeType(elementType);
-    Value zero = arith::ConstantOp::create(rewriter, loc,
-                                           rewriter.getZeroAttr(accType));
-    Value init =
-        createFilled(rewriter, loc, outType.getShape(), accType, zero);
+    Value zero =
+        arith::ConstantOp::create(rewriter, loc, rewriter.getZeroAttr(accType));
+    Value init = createFilled(rewriter, loc, outType.getShape(), accType, zero);
     bool isFloat = isa<FloatType>(accType);
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{init.getType()},
@@ -59,8 +58,8 @@ struct ContractLowering : OpConversionPattern<ContractOp> {
                                       arith::MulIOp::create(b, l, x, y));
           linalg::YieldOp::create(b, l, r);
         });
-    rewriter.replaceOp(op, convertTensor(rewriter, loc, generic.getResult(0),
-                                         elementType));
+    rewriter.replaceOp(
+        op, convertTensor(rewriter, loc, generic.getResult(0), elementType));
     return success();
   }
 };
@@ -121,16 +120,15 @@ struct ArgReduceLowering : OpConversionPattern<ArgReduceOp> {
         getReductionIdentity(rewriter, accType, op.getKind(), isUnsigned));
     Value valInit =
         createFilled(rewriter, loc, outType.getShape(), accType, identity);
-    Value zero = arith::ConstantOp::create(rewriter, loc,
-                                           rewriter.getI64IntegerAttr(0));
+    Value zero =
+        arith::ConstantOp::create(rewriter, loc, rewriter.getI64IntegerAttr(0));
     Value idxInit = createFilled(rewriter, loc, outType.getShape(),
                                  rewriter.getI64Type(), zero);
     SmallVector<AffineExpr> outExprs;
     for (unsigned d = 0; d < rank; ++d)
       if (d != dim)
         outExprs.push_back(rewriter.getAffineDimExpr(d));
-    AffineMap outMap =
-        AffineMap::get(rank, 0, outExprs, rewriter.getContext());
+    AffineMap outMap = AffineMap::get(rank, 0, outExprs, rewriter.getContext());
     SmallVector<AffineMap> maps = {rewriter.getMultiDimIdentityMap(rank),
                                    outMap, outMap};
     SmallVector<utils::IteratorType> iterators = parallelIterators(rank);
@@ -192,8 +190,8 @@ struct CumSumLowering : OpConversionPattern<CumSumOp> {
     int64_t n = type.getDimSize(dim);
     bool exclusive = op.getExclusive(), reverse = op.getReverse();
     if (type.getNumElements() == 0) {
-      rewriter.replaceOp(op, createEmpty(rewriter, loc, type.getShape(),
-                                         elementType));
+      rewriter.replaceOp(
+          op, createEmpty(rewriter, loc, type.getShape(), elementType));
       return success();
     }
     unsigned rank = type.getRank();
@@ -284,11 +282,10 @@ static void relaxRowReduction(Value reduced, bool maxToMaxNum) {
   for (Operation &op : llvm::make_early_inc_range(body)) {
     if (auto add = dyn_cast<arith::AddFOp>(op)) {
       add.setFastmath(add.getFastmath() | arith::FastMathFlags::reassoc);
-    } else if (auto max = dyn_cast<arith::MaximumFOp>(op);
-               max && maxToMaxNum) {
+    } else if (auto max = dyn_cast<arith::MaximumFOp>(op); max && maxToMaxNum) {
       OpBuilder b(max);
-      Value r = arith::MaxNumFOp::create(b, max.getLoc(), max.getLhs(),
-                                         max.getRhs());
+      Value r =
+          arith::MaxNumFOp::create(b, max.getLoc(), max.getLhs(), max.getRhs());
       max.replaceAllUsesWith(r);
       max.erase();
     }
@@ -308,8 +305,8 @@ struct SoftmaxLowering : OpConversionPattern<OpTy> {
     Type f = getComputeType(elementType);
     input = convertTensor(rewriter, loc, input, f);
     int64_t dims[] = {static_cast<int64_t>(op.getDimension())};
-    Value max = createReduction(rewriter, loc, input, dims, ReduceKind::max,
-                                false);
+    Value max =
+        createReduction(rewriter, loc, input, dims, ReduceKind::max, false);
     relaxRowReduction(max, /*maxToMaxNum=*/true);
     Value shifted = createBroadcastBinary(
         rewriter, loc, input, max, dims,
@@ -391,8 +388,8 @@ struct NormalizationLowering : OpConversionPattern<OpTy> {
       centered = createBroadcastBinary(
           rewriter, loc, x, sum, dims,
           [&](OpBuilder &b, Location l, Value v, Value s) -> Value {
-            Value mean = arith::MulFOp::create(
-                b, l, s, createScalar(b, l, f, invCount));
+            Value mean =
+                arith::MulFOp::create(b, l, s, createScalar(b, l, f, invCount));
             return arith::SubFOp::create(b, l, v, mean);
           });
     }
@@ -421,7 +418,8 @@ struct NormalizationLowering : OpConversionPattern<OpTy> {
           Value var = arith::MulFOp::create(b, l, a[1],
                                             createScalar(b, l, f, invCount));
           Value inv = math::RsqrtOp::create(
-              b, l, arith::AddFOp::create(b, l, var, createScalar(b, l, f, eps)));
+              b, l,
+              arith::AddFOp::create(b, l, var, createScalar(b, l, f, eps)));
           Value y = arith::MulFOp::create(
               b, l, arith::MulFOp::create(b, l, a[0], inv), a[2]);
           if constexpr (kCentered)
@@ -438,10 +436,9 @@ struct NormalizationLowering : OpConversionPattern<OpTy> {
 
 void mlir::cleave::lowering::populateReductionPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<ContractLowering, ReduceLowering, ArgReduceLowering,
-               CumSumLowering, SoftmaxLowering<SoftmaxOp, false>,
-               SoftmaxLowering<LogSoftmaxOp, true>,
-               NormalizationLowering<LayerNormOp>,
-               NormalizationLowering<RmsNormOp>>(
+  patterns.add<
+      ContractLowering, ReduceLowering, ArgReduceLowering, CumSumLowering,
+      SoftmaxLowering<SoftmaxOp, false>, SoftmaxLowering<LogSoftmaxOp, true>,
+      NormalizationLowering<LayerNormOp>, NormalizationLowering<RmsNormOp>>(
       converter, patterns.getContext());
 }

@@ -72,8 +72,8 @@ struct ScatterLowering : OpConversionPattern<ScatterOp> {
     // (the zeros an embedding's gradient accumulates into) is a fill: a
     // copy of a large constant is folded element by element later, which
     // takes seconds for a vocabulary-sized table.
-    Value empty = createEmpty(rewriter, loc, inType.getShape(),
-                              inType.getElementType());
+    Value empty =
+        createEmpty(rewriter, loc, inType.getShape(), inType.getElementType());
     DenseElementsAttr splat;
     Value init;
     if (matchPattern(operand, m_Constant(&splat)) && splat.isSplat()) {

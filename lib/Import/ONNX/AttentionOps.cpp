@@ -63,15 +63,13 @@ LogicalResult convertAttention(NodeContext &ctx) {
   Type elem = elemOf(q);
   if (!isa<FloatType>(elem) || elemOf(k) != elem || elemOf(v) != elem) {
     ctx.error() << "Q, K and V must have one floating-point type, got "
-                << q.getType() << ", " << k.getType() << " and "
-                << v.getType();
+                << q.getType() << ", " << k.getType() << " and " << v.getType();
     return failure();
   }
   int64_t rank = rankOf(q);
   if ((rank != 3 && rank != 4) || rankOf(k) != rank || rankOf(v) != rank) {
-    ctx.error() << "Q, K and V must all be 3-D or all 4-D, got "
-                << q.getType() << ", " << k.getType() << " and "
-                << v.getType();
+    ctx.error() << "Q, K and V must all be 3-D or all 4-D, got " << q.getType()
+                << ", " << k.getType() << " and " << v.getType();
     return failure();
   }
   if (rank == 3) {
@@ -106,8 +104,8 @@ LogicalResult convertAttention(NodeContext &ctx) {
     if (!fits(pastK, k) || !fits(pastV, v) ||
         shapeOf(pastK)[2] != shapeOf(pastV)[2]) {
       ctx.error() << "past_key " << pastK.getType() << " and past_value "
-                  << pastV.getType() << " do not match the keys "
-                  << k.getType() << " and values " << v.getType();
+                  << pastV.getType() << " do not match the keys " << k.getType()
+                  << " and values " << v.getType();
       return failure();
     }
     past = shapeOf(pastK)[2];
@@ -125,9 +123,8 @@ LogicalResult convertAttention(NodeContext &ctx) {
   ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
   int64_t batch = qs[0], qHeads = qs[1], sq = qs[2], kvHeads = ks[1],
           skv = ks[2];
-  if (ks[0] != batch || vs[0] != batch || ks[3] != qs[3] ||
-      vs[1] != kvHeads || vs[2] != skv || kvHeads == 0 ||
-      qHeads % kvHeads != 0) {
+  if (ks[0] != batch || vs[0] != batch || ks[3] != qs[3] || vs[1] != kvHeads ||
+      vs[2] != skv || kvHeads == 0 || qHeads % kvHeads != 0) {
     ctx.error() << "Q " << q.getType() << ", K " << k.getType() << " and V "
                 << v.getType()
                 << " do not fit: batch, head size and key lengths must "
@@ -146,8 +143,7 @@ LogicalResult convertAttention(NodeContext &ctx) {
     int64_t mr = rankOf(mask);
     if (mr < 1 || mr > 4 || shapeOf(mask).back() > skv) {
       ctx.error() << "attn_mask " << mask.getType()
-                  << " must have rank 1 to 4 and at most " << skv
-                  << " keys";
+                  << " must have rank 1 to 4 and at most " << skv << " keys";
       return failure();
     }
     if (elemOf(mask).isInteger(1))
@@ -165,10 +161,9 @@ LogicalResult convertAttention(NodeContext &ctx) {
       SmallVector<int64_t> shape(shapeOf(mask)), low(mr, 0), high(mr, 0);
       shape.back() = skv;
       high.back() = missing;
-      mask = PadOp::create(ctx.b, ctx.loc,
-                           RankedTensorType::get(shape, biasElem), mask,
-                           ctx.splat(biasElem, {}, kNegInf), low, high,
-                           PadMode::constant)
+      mask = PadOp::create(
+                 ctx.b, ctx.loc, RankedTensorType::get(shape, biasElem), mask,
+                 ctx.splat(biasElem, {}, kNegInf), low, high, PadMode::constant)
                  .getResult();
     }
     bias = mask;
@@ -182,8 +177,8 @@ LogicalResult convertAttention(NodeContext &ctx) {
       ctx.error() << "nonpad_kv_seqlen cannot be combined with past_key";
       return failure();
     }
-    if (!elemOf(nonpad).isInteger(64) || shapeOf(nonpad) !=
-                                             ArrayRef<int64_t>{batch}) {
+    if (!elemOf(nonpad).isInteger(64) ||
+        shapeOf(nonpad) != ArrayRef<int64_t>{batch}) {
       ctx.error() << "nonpad_kv_seqlen must be an int64 tensor of shape ["
                   << batch << "], got " << nonpad.getType();
       return failure();
@@ -215,9 +210,9 @@ LogicalResult convertAttention(NodeContext &ctx) {
   }
   bool causalFlag = causal && !nonpad;
   if (causal && nonpad)
-    bias = addBias(ctx, bias,
-                   biasOf(ctx, ctx.compare(CompareKind::le, j, queryPos),
-                          biasElem));
+    bias = addBias(
+        ctx, bias,
+        biasOf(ctx, ctx.compare(CompareKind::le, j, queryPos), biasElem));
   if (left >= 0 || right >= 0) {
     Value diff = ctx.binary(BinaryKind::sub, queryPos, j);
     Type i64 = ctx.b.getI64Type();
@@ -225,9 +220,9 @@ LogicalResult convertAttention(NodeContext &ctx) {
     if (left >= 0)
       allowed = ctx.compare(CompareKind::le, diff, ctx.splat(i64, {}, left));
     if (right >= 0) {
-      Value r = ctx.compare(CompareKind::le,
-                            ctx.binary(BinaryKind::sub, j, queryPos),
-                            ctx.splat(i64, {}, right));
+      Value r =
+          ctx.compare(CompareKind::le, ctx.binary(BinaryKind::sub, j, queryPos),
+                      ctx.splat(i64, {}, right));
       allowed = allowed ? ctx.binary(BinaryKind::land, allowed, r) : r;
     }
     bias = addBias(ctx, bias, biasOf(ctx, allowed, biasElem));
@@ -238,9 +233,9 @@ LogicalResult convertAttention(NodeContext &ctx) {
         ctx.b, ctx.loc, RankedTensorType::get({skv}, ctx.b.getI64Type()), 0);
     Value keep = ctx.compare(CompareKind::lt, ctx.reshape(key, {1, skv}),
                              ctx.reshape(nonpad, {batch, 1}));
-    bias = addBias(ctx, bias,
-                   ctx.reshape(biasOf(ctx, keep, biasElem),
-                               {batch, 1, 1, skv}));
+    bias =
+        addBias(ctx, bias,
+                ctx.reshape(biasOf(ctx, keep, biasElem), {batch, 1, 1, skv}));
   }
   if (bias) {
     // Right-aligned to B' x H' x Sq' x Skv.
@@ -292,8 +287,8 @@ LogicalResult convertAttention(NodeContext &ctx) {
     Value out = mode == 3   ? parts.probs
                 : mode == 2 ? parts.masked
                             : parts.scores;
-    ctx.setOutput(3, ctx.convert(ctx.reshape(out, {batch, qHeads, sq, skv}),
-                                 elem));
+    ctx.setOutput(
+        3, ctx.convert(ctx.reshape(out, {batch, qHeads, sq, skv}), elem));
   }
   return success();
 }
@@ -350,10 +345,9 @@ LogicalResult convertRotaryEmbedding(NodeContext &ctx) {
         shapeOf(ids)[0] != xs[0] || shapeOf(ids)[1] != xs[2] ||
         rankOf(cosCache) != 2 || rankOf(sinCache) != 2) {
       ctx.error() << "position_ids " << ids.getType()
-                  << " must be int64 batch x sequence " << xs[0] << "x"
-                  << xs[2] << ", with 2-D caches, got cos_cache "
-                  << cosCache.getType() << " and sin_cache "
-                  << sinCache.getType();
+                  << " must be int64 batch x sequence " << xs[0] << "x" << xs[2]
+                  << ", with 2-D caches, got cos_cache " << cosCache.getType()
+                  << " and sin_cache " << sinCache.getType();
       return failure();
     }
     auto gather = [&](Value cache) -> Value {
@@ -367,8 +361,8 @@ LogicalResult convertRotaryEmbedding(NodeContext &ctx) {
     sin = gather(sinCache);
   }
   ArrayRef<int64_t> cs = shapeOf(cos);
-  if (rankOf(cos) != 3 || shapeOf(sin) != cs || (cs[0] != 1 && cs[0] != xs[0]) ||
-      cs[1] != xs[2] || cs[2] != half) {
+  if (rankOf(cos) != 3 || shapeOf(sin) != cs ||
+      (cs[0] != 1 && cs[0] != xs[0]) || cs[1] != xs[2] || cs[2] != half) {
     ctx.error() << "cos_cache and sin_cache must give batch x sequence x "
                 << half << " (rotary_embedding_dim / 2) angles for X "
                 << x.getType() << ", got " << cos.getType() << " and "

@@ -73,25 +73,25 @@ std::optional<ConstTensor> foldArith(StringRef op, const Inputs &in) {
   if (a.elemType != b.elemType)
     return std::nullopt;
   bool fp = a.isFloat();
-  return elementwise(in, a.elemType, [&](ArrayRef<int64_t> i)
-                                         -> std::pair<double, int64_t> {
-    double x = a.getF(i[0]), y = b.getF(i[1]);
-    int64_t m = a.getI(i[0]), n = b.getI(i[1]);
-    if (op == "Add")
-      return {x + y, (int64_t)((uint64_t)m + (uint64_t)n)};
-    if (op == "Sub")
-      return {x - y, (int64_t)((uint64_t)m - (uint64_t)n)};
-    if (op == "Mul")
-      return {x * y, (int64_t)((uint64_t)m * (uint64_t)n)};
-    if (op == "Div") {
-      if (!fp && (n == 0 || (n == -1 && m == INT64_MIN)))
-        return {0, 0};
-      return {x / y, fp ? 0 : m / n};
-    }
-    if (op == "Max")
-      return {std::max(x, y), std::max(m, n)};
-    return {std::min(x, y), std::min(m, n)}; // Min
-  });
+  return elementwise(in, a.elemType,
+                     [&](ArrayRef<int64_t> i) -> std::pair<double, int64_t> {
+                       double x = a.getF(i[0]), y = b.getF(i[1]);
+                       int64_t m = a.getI(i[0]), n = b.getI(i[1]);
+                       if (op == "Add")
+                         return {x + y, (int64_t)((uint64_t)m + (uint64_t)n)};
+                       if (op == "Sub")
+                         return {x - y, (int64_t)((uint64_t)m - (uint64_t)n)};
+                       if (op == "Mul")
+                         return {x * y, (int64_t)((uint64_t)m * (uint64_t)n)};
+                       if (op == "Div") {
+                         if (!fp && (n == 0 || (n == -1 && m == INT64_MIN)))
+                           return {0, 0};
+                         return {x / y, fp ? 0 : m / n};
+                       }
+                       if (op == "Max")
+                         return {std::max(x, y), std::max(m, n)};
+                       return {std::min(x, y), std::min(m, n)}; // Min
+                     });
 }
 
 std::optional<ConstTensor> foldCompare(StringRef op, const Inputs &in,
@@ -100,23 +100,23 @@ std::optional<ConstTensor> foldCompare(StringRef op, const Inputs &in,
   if (a.elemType != b.elemType)
     return std::nullopt;
   bool fp = a.isFloat();
-  return elementwise(in, i1, [&](ArrayRef<int64_t> i)
-                                 -> std::pair<double, int64_t> {
-    auto cmp = [&](auto x, auto y) {
-      if (op == "Equal")
-        return x == y;
-      if (op == "Less")
-        return x < y;
-      if (op == "LessOrEqual")
-        return x <= y;
-      if (op == "GreaterOrEqual")
-        return x >= y;
-      return x > y;
-    };
-    bool r = fp ? cmp(a.floats[i[0]], b.floats[i[1]])
-                : cmp(a.ints[i[0]], b.ints[i[1]]);
-    return {0.0, r};
-  });
+  return elementwise(in, i1,
+                     [&](ArrayRef<int64_t> i) -> std::pair<double, int64_t> {
+                       auto cmp = [&](auto x, auto y) {
+                         if (op == "Equal")
+                           return x == y;
+                         if (op == "Less")
+                           return x < y;
+                         if (op == "LessOrEqual")
+                           return x <= y;
+                         if (op == "GreaterOrEqual")
+                           return x >= y;
+                         return x > y;
+                       };
+                       bool r = fp ? cmp(a.floats[i[0]], b.floats[i[1]])
+                                   : cmp(a.ints[i[0]], b.ints[i[1]]);
+                       return {0.0, r};
+                     });
 }
 
 std::optional<ConstTensor> reshaped(const ConstTensor &c,
@@ -257,8 +257,8 @@ std::optional<ConstTensor> foldCastTo(const ConstTensor &c, Type to) {
     } else {
       v = c.ints[i];
     }
-    r.set(i, f, wrapInt(to, to.isInteger(1) ? (c.isFloat() ? f != 0 : v != 0)
-                                             : v));
+    r.set(i, f,
+          wrapInt(to, to.isInteger(1) ? (c.isFloat() ? f != 0 : v != 0) : v));
   }
   return r;
 }
@@ -272,20 +272,20 @@ std::optional<ConstTensor> foldMod(NodeContext &ctx, const Inputs &in) {
   if (a.isFloat() && !fmod)
     return std::nullopt;
   bool zero = false;
-  auto r = elementwise(in, a.elemType, [&](ArrayRef<int64_t> i)
-                                           -> std::pair<double, int64_t> {
-    if (a.isFloat())
-      return {std::fmod(a.floats[i[0]], b.floats[i[1]]), 0};
-    int64_t x = a.ints[i[0]], y = b.ints[i[1]];
-    if (y == 0 || (y == -1 && x == INT64_MIN)) {
-      zero = true;
-      return {0, 0};
-    }
-    int64_t m = x % y;
-    if (!fmod && m != 0 && ((m < 0) != (y < 0)))
-      m += y;
-    return {0, m};
-  });
+  auto r = elementwise(
+      in, a.elemType, [&](ArrayRef<int64_t> i) -> std::pair<double, int64_t> {
+        if (a.isFloat())
+          return {std::fmod(a.floats[i[0]], b.floats[i[1]]), 0};
+        int64_t x = a.ints[i[0]], y = b.ints[i[1]];
+        if (y == 0 || (y == -1 && x == INT64_MIN)) {
+          zero = true;
+          return {0, 0};
+        }
+        int64_t m = x % y;
+        if (!fmod && m != 0 && ((m < 0) != (y < 0)))
+          m += y;
+        return {0, m};
+      });
   if (zero)
     return std::nullopt; // the run-time op reports it, not the fold
   return r;
@@ -312,10 +312,9 @@ std::optional<ConstTensor> foldUnary(StringRef op, const ConstTensor &c) {
       return std::nullopt;
     return elementwise(in, c.elemType, [&](ArrayRef<int64_t> i) {
       int64_t v = c.ints[i[0]];
-      return std::pair<double, int64_t>(
-          0, op == "Abs"    ? (v < 0 ? -v : v)
-             : op == "Relu" ? (v < 0 ? 0 : v)
-                            : (v > 0) - (v < 0));
+      return std::pair<double, int64_t>(0, op == "Abs"    ? (v < 0 ? -v : v)
+                                           : op == "Relu" ? (v < 0 ? 0 : v)
+                                                          : (v > 0) - (v < 0));
     });
   }
   return elementwise(in, c.elemType, [&](ArrayRef<int64_t> i) {
@@ -345,8 +344,7 @@ std::optional<ConstTensor> foldConstantOfShape(NodeContext &ctx,
   for (const auto &attr : ctx.node.attribute()) {
     if (attr.name() != "value")
       continue;
-    auto value = convertTensorProto(attr.t(), "", ctx.loc,
-                                    ctx.b.getContext());
+    auto value = convertTensorProto(attr.t(), "", ctx.loc, ctx.b.getContext());
     if (failed(value))
       return std::nullopt;
     auto c = fromAttr(*value);
@@ -385,8 +383,8 @@ std::optional<ConstTensor> foldNode(NodeContext &ctx, const Inputs &in) {
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
       (in.size() == 2 && (op == "Max" || op == "Min")))
     return foldArith(op, in);
-  if (op == "Equal" || op == "Less" || op == "Greater" ||
-      op == "LessOrEqual" || op == "GreaterOrEqual")
+  if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+      op == "GreaterOrEqual")
     return foldCompare(op, in, i1);
   if (op == "Mod")
     return foldMod(ctx, in);
@@ -450,7 +448,9 @@ std::optional<ConstTensor> foldNode(NodeContext &ctx, const Inputs &in) {
       }
       size_t k = 0;
       for (int64_t d = 0; d < outRank; ++d)
-        shape.push_back(isNew[d] ? 1 : k < in[0]->shape.size() ? in[0]->shape[k++] : -1);
+        shape.push_back(isNew[d]                  ? 1
+                        : k < in[0]->shape.size() ? in[0]->shape[k++]
+                                                  : -1);
       if (llvm::is_contained(shape, -1))
         return std::nullopt;
     } else {
@@ -614,12 +614,15 @@ bool tryFoldNode(NodeContext &ctx) {
     return true;
   }
   static const llvm::StringSet<> foldable = {
-      "Identity", "Add",   "Sub",    "Mul",   "Div",    "Max",
-      "Min",      "Equal", "Less",   "Greater", "Not",  "Neg",
-      "Where",    "Cast",  "Gather", "Concat", "Slice", "Reshape",
-      "Unsqueeze", "Squeeze", "Range", "Expand", "Mod", "And", "Or",
-      "Xor", "LessOrEqual", "GreaterOrEqual", "Sqrt", "Abs", "Floor",
-      "Ceil", "Reciprocal", "Sign", "Relu", "ConstantOfShape"};
+      "Identity",   "Add",     "Sub",         "Mul",
+      "Div",        "Max",     "Min",         "Equal",
+      "Less",       "Greater", "Not",         "Neg",
+      "Where",      "Cast",    "Gather",      "Concat",
+      "Slice",      "Reshape", "Unsqueeze",   "Squeeze",
+      "Range",      "Expand",  "Mod",         "And",
+      "Or",         "Xor",     "LessOrEqual", "GreaterOrEqual",
+      "Sqrt",       "Abs",     "Floor",       "Ceil",
+      "Reciprocal", "Sign",    "Relu",        "ConstantOfShape"};
   if (!foldable.contains(op) || ctx.numOutputs() != 1)
     return false;
   Inputs ins;
@@ -637,12 +640,24 @@ bool tryFoldNode(NodeContext &ctx) {
   }
   if (ins.empty() || !ins[0])
     return false;
-  if ((op == "Where" || op == "Range") && (ins.size() != 3 || !ins[1] || !ins[2]))
+  if ((op == "Where" || op == "Range") &&
+      (ins.size() != 3 || !ins[1] || !ins[2]))
     return false;
-  static const llvm::StringSet<> binary = {
-      "Expand", "Gather", "Equal", "Less", "Greater", "LessOrEqual",
-      "GreaterOrEqual", "Add", "Sub", "Mul", "Div", "Mod", "And", "Or",
-      "Xor"};
+  static const llvm::StringSet<> binary = {"Expand",
+                                           "Gather",
+                                           "Equal",
+                                           "Less",
+                                           "Greater",
+                                           "LessOrEqual",
+                                           "GreaterOrEqual",
+                                           "Add",
+                                           "Sub",
+                                           "Mul",
+                                           "Div",
+                                           "Mod",
+                                           "And",
+                                           "Or",
+                                           "Xor"};
   if (binary.contains(op) && (ins.size() != 2 || !ins[1]))
     return false;
   if (op == "Concat" && llvm::is_contained(ins, nullptr))

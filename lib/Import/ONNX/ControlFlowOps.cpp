@@ -21,8 +21,8 @@ namespace cleave {
 namespace onnximport {
 
 LogicalResult GraphImporter::importInitializers(NodeContext &nc,
-                                               const onnx::GraphProto &g,
-                                               StringRef what) {
+                                                const onnx::GraphProto &g,
+                                                StringRef what) {
   if (g.sparse_initializer_size() > 0) {
     nc.error() << what << ": sparse initializers are not supported";
     return failure();
@@ -89,9 +89,9 @@ LogicalResult GraphImporter::importIf(NodeContext &nc) {
 }
 
 LogicalResult GraphImporter::importBody(NodeContext &nc,
-                                       const onnx::GraphProto &body,
-                                       ArrayRef<TensorEntry> inputs,
-                                       SmallVectorImpl<TensorEntry> &outputs) {
+                                        const onnx::GraphProto &body,
+                                        ArrayRef<TensorEntry> inputs,
+                                        SmallVectorImpl<TensorEntry> &outputs) {
   if (body.input_size() != static_cast<int>(inputs.size())) {
     nc.error() << "body has " << body.input_size() << " inputs, expected "
                << inputs.size();
@@ -162,9 +162,8 @@ static Value stack(NodeContext &nc, SmallVector<Value> steps, int64_t axis,
   SmallVector<int64_t> shape(shapeOf(parts.front()));
   shape[axis] = static_cast<int64_t>(parts.size());
   return mlir::cleave::ConcatOp::create(
-             nc.b, nc.loc,
-             RankedTensorType::get(shape, elemOf(parts.front())), parts,
-             static_cast<uint64_t>(axis))
+             nc.b, nc.loc, RankedTensorType::get(shape, elemOf(parts.front())),
+             parts, static_cast<uint64_t>(axis))
       .getResult();
 }
 
@@ -172,7 +171,8 @@ static Value stack(NodeContext &nc, SmallVector<Value> steps, int64_t axis,
 /// `steps`; every iteration's must have the first one's type (they are
 /// stacked).
 static LogicalResult appendStep(NodeContext &nc, const onnx::GraphProto &body,
-                                int index, SmallVectorImpl<TensorEntry> &outputs,
+                                int index,
+                                SmallVectorImpl<TensorEntry> &outputs,
                                 SmallVectorImpl<Value> &steps) {
   Value v = valueOf(nc, outputs[index]);
   if (!v)
@@ -303,8 +303,7 @@ LogicalResult GraphImporter::importScan(NodeContext &nc) {
   }
   int64_t numScanInputs = nc.attrInt("num_scan_inputs", 0);
   int numStates = nc.numInputs() - static_cast<int>(numScanInputs);
-  if (numScanInputs < 1 || numStates < 0 ||
-      body->output_size() < numStates) {
+  if (numScanInputs < 1 || numStates < 0 || body->output_size() < numStates) {
     nc.error() << "num_scan_inputs " << numScanInputs << " does not fit "
                << nc.numInputs() << " inputs and the body's "
                << body->output_size() << " outputs";
@@ -351,8 +350,8 @@ LogicalResult GraphImporter::importScan(NodeContext &nc) {
     inAxes[k] = *axis;
     int64_t n = shapeOf(v)[*axis];
     if (length >= 0 && n != length) {
-      nc.error() << "scan inputs have different lengths (" << length
-                 << " and " << n << ")";
+      nc.error() << "scan inputs have different lengths (" << length << " and "
+                 << n << ")";
       return failure();
     }
     length = n;

@@ -125,12 +125,12 @@ LogicalResult convertBinary(NodeContext &ctx) {
       return failure();
     auto it = cast<IntegerType>(elemOf(a));
     int64_t width = it.getWidth();
-    Value tooFar = ctx.compare(CompareKind::ge, ab[1],
-                               ctx.splatLike(ab[1], width));
+    Value tooFar =
+        ctx.compare(CompareKind::ge, ab[1], ctx.splatLike(ab[1], width));
     if (!it.isUnsigned())
-      tooFar = ctx.binary(BinaryKind::lor, tooFar,
-                          ctx.compare(CompareKind::lt, ab[1],
-                                      ctx.splatLike(ab[1], 0)));
+      tooFar = ctx.binary(
+          BinaryKind::lor, tooFar,
+          ctx.compare(CompareKind::lt, ab[1], ctx.splatLike(ab[1], 0)));
     Value safe = ctx.select(tooFar, ctx.splatLike(ab[1], 0), ab[1]);
     Value shifted = ctx.binary(kind, ab[0], safe);
     Value far = kind == BinaryKind::shr && !it.isUnsigned()
@@ -201,7 +201,7 @@ LogicalResult convertSwiGLU(NodeContext &ctx) {
     return failure();
   }
   return ctx.finish(ctx.binary(BinaryKind::mul,
-                              swish(ctx, a, ctx.attrFloat("alpha", 1.0)), b));
+                               swish(ctx, a, ctx.attrFloat("alpha", 1.0)), b));
 }
 
 LogicalResult convertActivation(NodeContext &ctx) {
@@ -210,14 +210,16 @@ LogicalResult convertActivation(NodeContext &ctx) {
   if (!x)
     return failure();
   auto c = [&](double v) { return ctx.splat(elemOf(x), {}, v); };
-  auto bin = [&](BinaryKind k, Value a, Value b) { return ctx.binary(k, a, b); };
+  auto bin = [&](BinaryKind k, Value a, Value b) {
+    return ctx.binary(k, a, b);
+  };
   auto un = [&](UnaryKind k, Value a) { return ctx.unary(k, a); };
   if (op == "Relu") {
     // x <= 0 ? 0 : x rather than max(x, 0): NaN passes through, and the
     // gradient at 0 is 0, as in PyTorch's relu.
     if (isa<FloatType>(elemOf(x)))
-      return ctx.finish(ctx.select(ctx.compare(CompareKind::le, x, c(0)), c(0),
-                                  x));
+      return ctx.finish(
+          ctx.select(ctx.compare(CompareKind::le, x, c(0)), c(0), x));
     return ctx.finish(bin(BinaryKind::max, x, c(0)));
   }
   if (failed(requireFloat(ctx, x)))
@@ -240,9 +242,9 @@ LogicalResult convertActivation(NodeContext &ctx) {
     double alpha = ctx.attrFloat("alpha", 1.67326319217681884765625);
     double gamma = ctx.attrFloat("gamma", 1.05070102214813232421875);
     Value neg = ctx.compare(CompareKind::le, x, c(0));
-    Value e = bin(BinaryKind::sub,
-                  bin(BinaryKind::mul, un(UnaryKind::exp, x), c(alpha)),
-                  c(alpha));
+    Value e =
+        bin(BinaryKind::sub,
+            bin(BinaryKind::mul, un(UnaryKind::exp, x), c(alpha)), c(alpha));
     return ctx.finish(bin(BinaryKind::mul, ctx.select(neg, e, x), c(gamma)));
   }
   if (op == "Celu") {
@@ -251,13 +253,13 @@ LogicalResult convertActivation(NodeContext &ctx) {
       ctx.error() << "alpha must be non-zero";
       return failure();
     }
-    Value e = bin(BinaryKind::mul,
-                  bin(BinaryKind::sub,
-                      un(UnaryKind::exp, bin(BinaryKind::div, x, c(alpha))),
-                      c(1)),
-                  c(alpha));
+    Value e =
+        bin(BinaryKind::mul,
+            bin(BinaryKind::sub,
+                un(UnaryKind::exp, bin(BinaryKind::div, x, c(alpha))), c(1)),
+            c(alpha));
     return ctx.finish(bin(BinaryKind::add, bin(BinaryKind::max, x, c(0)),
-                         bin(BinaryKind::min, e, c(0))));
+                          bin(BinaryKind::min, e, c(0))));
   }
   if (op == "HardSigmoid" || op == "HardSwish") {
     double alpha = op == "HardSwish" ? 1.0 / 6 : ctx.attrFloat("alpha", 0.2);
@@ -279,18 +281,19 @@ LogicalResult convertActivation(NodeContext &ctx) {
   }
   if (op == "Softsign")
     return ctx.finish(bin(BinaryKind::div, x,
-                         bin(BinaryKind::add, c(1), un(UnaryKind::abs, x))));
+                          bin(BinaryKind::add, c(1), un(UnaryKind::abs, x))));
   if (op == "Gelu") {
     std::string approx = ctx.attrString("approximate", "none");
     if (approx == "tanh") {
       // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
       Value x3 = bin(BinaryKind::mul, bin(BinaryKind::mul, x, x), x);
-      Value inner = bin(BinaryKind::mul,
-                        bin(BinaryKind::add, x,
-                            bin(BinaryKind::mul, x3, c(0.044715))),
-                        c(std::sqrt(2.0 / M_PI)));
+      Value inner =
+          bin(BinaryKind::mul,
+              bin(BinaryKind::add, x, bin(BinaryKind::mul, x3, c(0.044715))),
+              c(std::sqrt(2.0 / M_PI)));
       Value t = bin(BinaryKind::add, c(1), un(UnaryKind::tanh, inner));
-      return ctx.finish(bin(BinaryKind::mul, bin(BinaryKind::mul, x, t), c(0.5)));
+      return ctx.finish(
+          bin(BinaryKind::mul, bin(BinaryKind::mul, x, t), c(0.5)));
     }
     if (approx != "none") {
       ctx.error() << "approximate must be 'none' or 'tanh', got '" << approx
@@ -299,12 +302,12 @@ LogicalResult convertActivation(NodeContext &ctx) {
     }
     Value e = un(UnaryKind::erf, bin(BinaryKind::mul, x, c(M_SQRT1_2)));
     return ctx.finish(bin(BinaryKind::mul, bin(BinaryKind::mul, x, c(0.5)),
-                         bin(BinaryKind::add, c(1), e)));
+                          bin(BinaryKind::add, c(1), e)));
   }
   if (op == "ThresholdedRelu") {
     double alpha = ctx.attrFloat("alpha", 1.0);
-    return ctx.finish(ctx.select(ctx.compare(CompareKind::gt, x, c(alpha)), x,
-                                c(0)));
+    return ctx.finish(
+        ctx.select(ctx.compare(CompareKind::gt, x, c(alpha)), x, c(0)));
   }
   if (op == "Shrink") {
     double bias = ctx.attrFloat("bias", 0), lambd = ctx.attrFloat("lambd", 0.5);
@@ -378,12 +381,13 @@ LogicalResult convertIsNaNInf(NodeContext &ctx) {
   Value r = ctx.splat(ctx.b.getI1Type(), shapeOf(x), 0);
   double inf = std::numeric_limits<double>::infinity();
   if (pos)
-    r = ctx.binary(BinaryKind::lor, r,
-                   ctx.compare(CompareKind::eq, x, ctx.splat(elemOf(x), {}, inf)));
+    r = ctx.binary(
+        BinaryKind::lor, r,
+        ctx.compare(CompareKind::eq, x, ctx.splat(elemOf(x), {}, inf)));
   if (neg)
-    r = ctx.binary(BinaryKind::lor, r,
-                   ctx.compare(CompareKind::eq, x,
-                               ctx.splat(elemOf(x), {}, -inf)));
+    r = ctx.binary(
+        BinaryKind::lor, r,
+        ctx.compare(CompareKind::eq, x, ctx.splat(elemOf(x), {}, -inf)));
   return ctx.finish(r);
 }
 
@@ -402,11 +406,11 @@ LogicalResult convertIdentity(NodeContext &ctx) {
 /// Dropout. For inference (training_mode absent or a constant false, or a
 /// ratio of 0; before opset 12 Dropout has no training mode and runtimes
 /// run it for inference) it is the identity with an all-ones mask. In
-/// training mode an element is kept when 24 of its random bits (cleave::buildRandomBits
-/// with the key of a cleave.rng_key, which a training step draws anew
-/// each step) are at least ratio * 2^24, and kept elements are scaled by
-/// 1 / (1 - ratio). The stream's salt is a hash of the node's output name,
-/// mixed with its `seed` when it has one, so each Dropout node draws its
+/// training mode an element is kept when 24 of its random bits
+/// (cleave::buildRandomBits with the key of a cleave.rng_key, which a training
+/// step draws anew each step) are at least ratio * 2^24, and kept elements are
+/// scaled by 1 / (1 - ratio). The stream's salt is a hash of the node's output
+/// name, mixed with its `seed` when it has one, so each Dropout node draws its
 /// own mask.
 LogicalResult convertDropout(NodeContext &ctx) {
   Value x = ctx.input(0);
@@ -457,8 +461,8 @@ LogicalResult convertDropout(NodeContext &ctx) {
     Value draw = ctx.binary(BinaryKind::shr, bits, splatU64(40));
     auto threshold = static_cast<uint64_t>(std::llround(ratio * (1 << 24)));
     Value keep = ctx.compare(CompareKind::ge, draw, splatU64(threshold));
-    Value scaled = ctx.binary(BinaryKind::mul, x,
-                              ctx.splatLike(x, 1.0 / (1.0 - ratio)));
+    Value scaled =
+        ctx.binary(BinaryKind::mul, x, ctx.splatLike(x, 1.0 / (1.0 - ratio)));
     ctx.setOutput(0, ctx.select(keep, scaled, ctx.splatLike(x, 0.0)));
     if (ctx.hasOutput(1))
       ctx.setOutput(1, keep);
@@ -499,9 +503,7 @@ Value castToE8M0(NodeContext &ctx, Value x, Type to) {
   auto band = [&](Value a, double m) {
     return ctx.binary(BinaryKind::land, a, k(m));
   };
-  auto nonZero = [&](Value a) {
-    return ctx.compare(CompareKind::ne, a, k(0));
-  };
+  auto nonZero = [&](Value a) { return ctx.compare(CompareKind::ne, a, k(0)); };
   auto both = [&](Value a, Value b) {
     return ctx.binary(BinaryKind::land, a, b);
   };
@@ -512,19 +514,18 @@ Value castToE8M0(NodeContext &ctx, Value x, Type to) {
     up = nonZero(band(bits, 0x7fffff));
   } else if (mode == "nearest") {
     Value g = nonZero(band(bits, 0x400000));
-    Value rest = ctx.binary(
-        BinaryKind::lor,
-        ctx.binary(BinaryKind::lor, nonZero(band(bits, 0x200000)),
-                   nonZero(band(bits, 0x1fffff))),
-        ctx.compare(CompareKind::gt, e, k(0)));
+    Value rest =
+        ctx.binary(BinaryKind::lor,
+                   ctx.binary(BinaryKind::lor, nonZero(band(bits, 0x200000)),
+                              nonZero(band(bits, 0x1fffff))),
+                   ctx.compare(CompareKind::gt, e, k(0)));
     up = both(g, rest);
   } else {
     up = ctx.splat(ctx.b.getI1Type(), shapeOf(e), 0); // "down": never
   }
   if (saturate)
     up = both(up, ctx.compare(CompareKind::ne, e, k(0xfe)));
-  e = ctx.binary(BinaryKind::add, e,
-                 ctx.select(up, k(1), k(0)));
+  e = ctx.binary(BinaryKind::add, e, ctx.select(up, k(1), k(0)));
   Value code = ctx.select(special, k(0xff), e);
   return bitcast(ctx, ctx.convert(code, ctx.b.getIntegerType(8, false)), to);
 }
@@ -605,14 +606,14 @@ Value clampToFinite(NodeContext &ctx, Value x, Type to) {
 
 void registerElementwiseConverters(llvm::StringMap<ConverterFn> &t) {
   for (StringRef op :
-       {"Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Tanh", "Sigmoid",
-        "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-        "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign", "Not",
-        "BitwiseNot"})
+       {"Neg",     "Abs",   "Exp",  "Log",   "Sqrt",      "Reciprocal", "Tanh",
+        "Sigmoid", "Erf",   "Sin",  "Cos",   "Tan",       "Asin",       "Acos",
+        "Atan",    "Sinh",  "Cosh", "Asinh", "Acosh",     "Atanh",      "Floor",
+        "Ceil",    "Round", "Sign", "Not",   "BitwiseNot"})
     t[op] = convertUnary;
-  for (StringRef op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or",
-                       "Xor", "BitShift", "BitwiseAnd", "BitwiseOr",
-                       "BitwiseXor"})
+  for (StringRef op :
+       {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor",
+        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"})
     t[op] = convertBinary;
   for (StringRef op :
        {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})

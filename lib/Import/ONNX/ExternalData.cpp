@@ -106,8 +106,10 @@ static FailureOr<ExternalData> openExternalData(const onnx::TensorProto &t,
                 " is beyond the end of '" + location + "' (" + Twine(size) +
                 " bytes)");
   if (length != expectedBytes)
-    return fail("holds " + Twine(length) + " bytes but its shape and type "
-                "need " + Twine(expectedBytes));
+    return fail("holds " + Twine(length) +
+                " bytes but its shape and type "
+                "need " +
+                Twine(expectedBytes));
   where.file = realFile;
   where.offset = offset;
   where.length = length;

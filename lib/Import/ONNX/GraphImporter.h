@@ -26,13 +26,13 @@
 namespace cleave {
 namespace onnximport {
 
+using llvm::SmallVectorImpl;
 using mlir::FailureOr;
 using mlir::FileLineColLoc;
 using mlir::MLIRContext;
 using mlir::ModuleOp;
 using mlir::OpBuilder;
 using mlir::OwningOpRef;
-using llvm::SmallVectorImpl;
 
 /// `If` of the default domain: imported by the graph walk itself when its
 /// condition is known (GraphImporter::importIf).
@@ -43,16 +43,14 @@ bool isIfNode(const onnx::NodeProto &node);
 bool isLoopNode(const onnx::NodeProto &node);
 
 /// The graph attribute `name` of `node`, or null.
-const onnx::GraphProto *graphAttr(const onnx::NodeProto &node,
-                                  StringRef name);
+const onnx::GraphProto *graphAttr(const onnx::NodeProto &node, StringRef name);
 
 class GraphImporter {
 public:
-  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
-                StringRef path, const ImportOptions &options,
-                int64_t sourceOpset)
-      : ctx(ctx), graph(model.graph()), path(path),
-        options(options), fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model, StringRef path,
+                const ImportOptions &options, int64_t sourceOpset)
+      : ctx(ctx), graph(model.graph()), path(path), options(options),
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {
     modelDir = llvm::sys::path::parent_path(path).str();
     if (modelDir.empty())
       modelDir = ".";

@@ -110,21 +110,21 @@ LogicalResult convertGridSample(NodeContext &ctx) {
     int64_t comp = d - 1 - k;
     Value v = ctx.reshape(
         ctx.slice(g, {0, 0, comp}, {n, q, comp + 1}, {1, 1, 1}), flat);
-    v = align ? a.mul(a.div(a.add(v, a.c(1)), a.c(2)), a.c(size - 1))
-              : a.div(a.sub(a.mul(a.add(v, a.c(1)), a.c(size)), a.c(1)),
-                      a.c(2));
+    v = align
+            ? a.mul(a.div(a.add(v, a.c(1)), a.c(2)), a.c(size - 1))
+            : a.div(a.sub(a.mul(a.add(v, a.c(1)), a.c(size)), a.c(1)), a.c(2));
     if (mode == "nearest")
       v = ctx.unary(UnaryKind::round, v);
-    Value outside = ctx.binary(BinaryKind::lor, a.lt(v, a.c(lo)),
-                               a.gt(v, a.c(hi)));
+    Value outside =
+        ctx.binary(BinaryKind::lor, a.lt(v, a.c(lo)), a.gt(v, a.c(hi)));
     if (padding == "border")
       v = a.sel(outside, a.clamp(v, 0, size - 1), v);
     else if (padding == "reflection")
       v = a.sel(outside, a.reflect(v, lo, hi), v);
     if (mode == "nearest") {
       // C++'s truncation toward zero.
-      Value t = a.sel(a.lt(v, a.c(0)), ctx.unary(UnaryKind::ceil, v),
-                      a.floor(v));
+      Value t =
+          a.sel(a.lt(v, a.c(0)), ctx.unary(UnaryKind::ceil, v), a.floor(v));
       taps[k].push_back({t, a.c(1)});
       continue;
     }
@@ -143,9 +143,9 @@ LogicalResult convertGridSample(NodeContext &ctx) {
                    a.c(4 * al));
     };
     auto near = [&](Value s) { // ((al+2)*s - (al+3))*s*s + 1 for s < 1
-      return a.add(a.mul(a.mul(a.sub(a.mul(a.c(al + 2), s), a.c(al + 3)), s),
-                         s),
-                   a.c(1));
+      return a.add(
+          a.mul(a.mul(a.sub(a.mul(a.c(al + 2), s), a.c(al + 3)), s), s),
+          a.c(1));
     };
     Value one = a.c(1);
     taps[k].push_back({a.sub(x0, one), far(a.add(t, one))});

@@ -1,4 +1,4 @@
-//===- LossOps.cpp - NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss -===//
+//===- LossOps.cpp - NegativeLogLikelihood and SoftmaxCrossEntropy --------===//
 
 #include "NodeContext.h"
 
@@ -50,10 +50,10 @@ LogicalResult buildNLL(NodeContext &ctx, Value logp, Value target,
   SmallVector<int64_t> ishape(tshape);
   ishape.insert(ishape.begin() + 1, 1);
   Value idx = ctx.reshape(target, ishape);
-  Value picked = GatherElementsOp::create(ctx.b, ctx.loc,
-                                          RankedTensorType::get(ishape, ft),
-                                          logp, idx, 1)
-                     .getResult();
+  Value picked =
+      GatherElementsOp::create(ctx.b, ctx.loc,
+                               RankedTensorType::get(ishape, ft), logp, idx, 1)
+          .getResult();
   Value loss = ctx.unary(UnaryKind::neg, ctx.reshape(picked, tshape));
   Value w; // per-element weight
   if (weight)

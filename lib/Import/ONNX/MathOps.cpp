@@ -106,7 +106,8 @@ LogicalResult convertGemm(NodeContext &ctx) {
                 << a.getType() << " and " << b.getType();
     return failure();
   }
-  int64_t ta = ctx.attrInt("transA", 0) != 0, tb = ctx.attrInt("transB", 0) != 0;
+  int64_t ta = ctx.attrInt("transA", 0) != 0,
+          tb = ctx.attrInt("transB", 0) != 0;
   int64_t ca = ta ? 0 : 1, cb = tb ? 1 : 0;
   if (shapeOf(a)[ca] != shapeOf(b)[cb]) {
     ctx.error() << "contracted dimensions differ: " << a.getType() << " x "
@@ -159,8 +160,10 @@ bool parseTerm(StringRef term, int64_t rank, int64_t &ellipsisRank,
       return false;
     }
   int64_t e = dots == StringRef::npos ? 0 : rank - explicitCount;
-  if (rank >= 0 && (e < 0 || (dots == StringRef::npos && explicitCount != rank))) {
-    why = "term '" + term.str() + "' does not match rank " + std::to_string(rank);
+  if (rank >= 0 &&
+      (e < 0 || (dots == StringRef::npos && explicitCount != rank))) {
+    why =
+        "term '" + term.str() + "' does not match rank " + std::to_string(rank);
     return false;
   }
   if (assign)
@@ -374,8 +377,8 @@ LogicalResult convertDet(NodeContext &ctx) {
     if (!sum)
       sum = inversions % 2 ? ctx.unary(UnaryKind::neg, term) : term;
     else
-      sum = ctx.binary(inversions % 2 ? BinaryKind::sub : BinaryKind::add,
-                       sum, term);
+      sum = ctx.binary(inversions % 2 ? BinaryKind::sub : BinaryKind::add, sum,
+                       term);
   } while (std::next_permutation(perm.begin(), perm.end()));
   if (!sum)
     return failure();
@@ -484,8 +487,8 @@ LogicalResult convertCol2Im(NodeContext &ctx) {
   }
   ArrayRef<int64_t> xs = shapeOf(x);
   if (xs[1] % k != 0 || xs[2] != l) {
-    ctx.error() << "input " << x.getType() << " must be [N, C * " << k
-                << ", " << l << "] for these shapes";
+    ctx.error() << "input " << x.getType() << " must be [N, C * " << k << ", "
+                << l << "] for these shapes";
     return failure();
   }
   if (k * l * pixels > (int64_t(1) << 24)) {

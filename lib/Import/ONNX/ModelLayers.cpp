@@ -80,7 +80,8 @@ Layers findLayers(const onnx::GraphProto &graph) {
       return out;
     }
     for (size_t j = 0; j < layer.size(); ++j) {
-      const onnx::NodeProto &a = graph.node(first[j]), &b = graph.node(layer[j]);
+      const onnx::NodeProto &a = graph.node(first[j]),
+                            &b = graph.node(layer[j]);
       if (a.op_type() != b.op_type() || a.domain() != b.domain() ||
           a.input_size() != b.input_size() ||
           a.output_size() != b.output_size() ||
@@ -216,8 +217,9 @@ LogicalResult parseModel(llvm::StringRef path, Location loc,
                          onnx::ModelProto &model) {
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                           /*RequiresNullTerminator=*/false);
-  if (!file || (*file)->getBufferSize() >
-                   static_cast<size_t>(std::numeric_limits<int>::max()) ||
+  if (!file ||
+      (*file)->getBufferSize() >
+          static_cast<size_t>(std::numeric_limits<int>::max()) ||
       !model.ParseFromArray((*file)->getBufferStart(),
                             static_cast<int>((*file)->getBufferSize()))) {
     mlir::emitError(loc) << "cannot read ONNX model '" << path << "'";

@@ -43,7 +43,6 @@ Value padOrCrop(NodeContext &ctx, Value v, ArrayRef<int64_t> lo,
   return ctx.slice(v, start, limit, strides);
 }
 
-
 //===----------------------------------------------------------------------===//
 // ConvTranspose
 //===----------------------------------------------------------------------===//
@@ -185,9 +184,8 @@ LogicalResult convertConvTranspose(NodeContext &ctx) {
   shape.append(out.begin(), out.end());
   SmallVector<int64_t> ones(n, 1), zeros(n, 0);
   Value y = ConvOp::create(ctx.b, ctx.loc,
-                           RankedTensorType::get(shape, elemOf(x)), in, f,
-                           ones, zeros, zeros, dil,
-                           static_cast<uint64_t>(groups));
+                           RankedTensorType::get(shape, elemOf(x)), in, f, ones,
+                           zeros, zeros, dil, static_cast<uint64_t>(groups));
   if (ctx.hasInput(2)) {
     Value bias = ctx.input(2);
     if (!bias)
@@ -220,8 +218,8 @@ LogicalResult convertLRN(NodeContext &ctx) {
     ctx.error() << "size must be >= 1";
     return failure();
   }
-  double alpha = ctx.attrFloat("alpha", 1e-4), beta = ctx.attrFloat("beta", 0.75),
-         bias = ctx.attrFloat("bias", 1.0);
+  double alpha = ctx.attrFloat("alpha", 1e-4),
+         beta = ctx.attrFloat("beta", 0.75), bias = ctx.attrFloat("bias", 1.0);
   int64_t rank = rankOf(x);
   Type et = elemOf(x);
   // Sum of squares over a window of `size` channels.
@@ -230,14 +228,14 @@ LogicalResult convertLRN(NodeContext &ctx) {
   lo[1] = (size - 1) / 2;
   hi[1] = size - 1 - lo[1];
   Value sq = ctx.binary(BinaryKind::mul, x, x);
-  Value sum = ReduceWindowOp::create(ctx.b, ctx.loc, x.getType(),
-                                     ReduceKind::sum, sq, window, ones, lo, hi,
-                                     ones)
-                  .getResult();
-  Value d = ctx.binary(BinaryKind::add,
-                       ctx.binary(BinaryKind::mul, sum,
-                                  ctx.splat(et, {}, alpha / size)),
-                       ctx.splat(et, {}, bias));
+  Value sum =
+      ReduceWindowOp::create(ctx.b, ctx.loc, x.getType(), ReduceKind::sum, sq,
+                             window, ones, lo, hi, ones)
+          .getResult();
+  Value d = ctx.binary(
+      BinaryKind::add,
+      ctx.binary(BinaryKind::mul, sum, ctx.splat(et, {}, alpha / size)),
+      ctx.splat(et, {}, bias));
   d = ctx.binary(BinaryKind::pow, d, ctx.splat(et, {}, beta));
   return ctx.finish(ctx.binary(BinaryKind::div, x, d));
 }
@@ -268,12 +266,12 @@ LogicalResult convertMVN(NodeContext &ctx) {
       BinaryKind::div,
       ctx.reduce(ReduceKind::sum, ctx.binary(BinaryKind::mul, x, x), *na, true),
       n);
-  Value var = ctx.binary(BinaryKind::sub, ex2,
-                         ctx.binary(BinaryKind::mul, mean, mean));
+  Value var =
+      ctx.binary(BinaryKind::sub, ex2, ctx.binary(BinaryKind::mul, mean, mean));
   Value sd = ctx.binary(BinaryKind::add, ctx.unary(UnaryKind::sqrt, var),
                         ctx.splat(et, {}, 1e-9));
-  return ctx.finish(ctx.binary(BinaryKind::div,
-                              ctx.binary(BinaryKind::sub, x, mean), sd));
+  return ctx.finish(
+      ctx.binary(BinaryKind::div, ctx.binary(BinaryKind::sub, x, mean), sd));
 }
 
 //===----------------------------------------------------------------------===//
@@ -336,19 +334,20 @@ LogicalResult convertBatchNormTraining(NodeContext &ctx) {
   for (int64_t d = 2; d < (int64_t)shape.size(); ++d)
     dims.push_back(d);
   Value n = ctx.splat(et, {}, product(shape) / std::max<int64_t>(c, 1));
-  Value mean =
-      ctx.binary(BinaryKind::div, ctx.reduce(ReduceKind::sum, x, dims, false), n);
-  Value diff = ctx.binary(BinaryKind::sub, x, channelBroadcast(ctx, mean, shape));
-  Value var = ctx.binary(
-      BinaryKind::div,
-      ctx.reduce(ReduceKind::sum, ctx.binary(BinaryKind::mul, diff, diff), dims,
-                 false),
-      n);
-  Value inv = ctx.unary(UnaryKind::rsqrt,
-                        ctx.binary(BinaryKind::add, var, ctx.splat(et, {}, eps)));
-  Value y = ctx.binary(BinaryKind::mul, diff,
-                       channelBroadcast(ctx, ctx.binary(BinaryKind::mul, scale, inv),
-                                        shape));
+  Value mean = ctx.binary(BinaryKind::div,
+                          ctx.reduce(ReduceKind::sum, x, dims, false), n);
+  Value diff =
+      ctx.binary(BinaryKind::sub, x, channelBroadcast(ctx, mean, shape));
+  Value var = ctx.binary(BinaryKind::div,
+                         ctx.reduce(ReduceKind::sum,
+                                    ctx.binary(BinaryKind::mul, diff, diff),
+                                    dims, false),
+                         n);
+  Value inv = ctx.unary(UnaryKind::rsqrt, ctx.binary(BinaryKind::add, var,
+                                                     ctx.splat(et, {}, eps)));
+  Value y = ctx.binary(
+      BinaryKind::mul, diff,
+      channelBroadcast(ctx, ctx.binary(BinaryKind::mul, scale, inv), shape));
   y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, b, shape));
   ctx.setOutput(0, y);
   Value m = ctx.splat(et, {}, momentum), m1 = ctx.splat(et, {}, 1 - momentum);
@@ -361,7 +360,8 @@ LogicalResult convertBatchNormTraining(NodeContext &ctx) {
     int64_t count = product(shape) / std::max<int64_t>(c, 1);
     Value unbiased = ctx.binary(
         BinaryKind::mul, var,
-        ctx.splat(et, {}, double(count) / double(std::max<int64_t>(count - 1, 1))));
+        ctx.splat(et, {},
+                  double(count) / double(std::max<int64_t>(count - 1, 1))));
     if (ctx.stateUpdates && !meanName.empty())
       ctx.stateUpdates->push_back({meanName, mix(imean, mean)});
     if (ctx.stateUpdates && !varName.empty())
@@ -408,16 +408,16 @@ LogicalResult convertReverseSequence(NodeContext &ctx) {
   // idx = t < len ? len - 1 - t : t over [x's shape], gathered along time.
   auto it = RankedTensorType::get(xs, i64);
   Value t = IotaOp::create(ctx.b, ctx.loc, it, static_cast<uint64_t>(*ta));
-  Value l = BroadcastInDimOp::create(ctx.b, ctx.loc, it, lens,
-                                     ArrayRef<int64_t>{*ba})
-                .getResult();
-  Value rev = ctx.binary(BinaryKind::sub,
-                         ctx.binary(BinaryKind::sub, l, ctx.splat(i64, {}, 1)),
-                         t);
+  Value l =
+      BroadcastInDimOp::create(ctx.b, ctx.loc, it, lens, ArrayRef<int64_t>{*ba})
+          .getResult();
+  Value rev =
+      ctx.binary(BinaryKind::sub,
+                 ctx.binary(BinaryKind::sub, l, ctx.splat(i64, {}, 1)), t);
   Value idx = ctx.select(ctx.compare(CompareKind::lt, t, l), rev, t);
-  return ctx.finish(GatherElementsOp::create(ctx.b, ctx.loc, x.getType(), x, idx,
-                                            static_cast<uint64_t>(*ta))
-                       .getResult());
+  return ctx.finish(GatherElementsOp::create(ctx.b, ctx.loc, x.getType(), x,
+                                             idx, static_cast<uint64_t>(*ta))
+                        .getResult());
 }
 
 } // namespace
@@ -441,15 +441,15 @@ LogicalResult convertLpNormalization(NodeContext &ctx) {
   auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rankOf(x));
   if (failed(axis))
     return failure();
-  Value terms = p == 1 ? ctx.unary(UnaryKind::abs, x)
-                       : ctx.binary(BinaryKind::mul, x, x);
+  Value terms =
+      p == 1 ? ctx.unary(UnaryKind::abs, x) : ctx.binary(BinaryKind::mul, x, x);
   Value norm = ctx.reduce(ReduceKind::sum, terms, {*axis}, /*keepDims=*/true);
   if (p == 2)
     norm = ctx.unary(UnaryKind::sqrt, norm);
   norm = ctx.broadcastTo(norm, shapeOf(x));
   Value zero = ctx.splatLike(x, 0.0);
   return ctx.finish(ctx.select(ctx.compare(CompareKind::eq, norm, zero), zero,
-                              ctx.binary(BinaryKind::div, x, norm)));
+                               ctx.binary(BinaryKind::div, x, norm)));
 }
 
 } // namespace

@@ -17,7 +17,6 @@ LogicalResult requireFloat(NodeContext &ctx, Value v) {
   return failure();
 }
 
-
 //===----------------------------------------------------------------------===//
 // Softmax family
 //===----------------------------------------------------------------------===//
@@ -39,8 +38,8 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
   Value in = x;
   int64_t dim = *axis;
   if (legacy) { // coerce to 2-D [prod(:axis), prod(axis:)]
-    in = ctx.reshape(x, {product(shape.take_front(dim)),
-                         product(shape.drop_front(dim))});
+    in = ctx.reshape(
+        x, {product(shape.take_front(dim)), product(shape.drop_front(dim))});
     dim = 1;
   }
   StringRef op = ctx.opType();
@@ -60,10 +59,9 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
       if (d != dim)
         red.push_back(is[d]);
     Type i64 = ctx.b.getI64Type();
-    Value arg = ArgReduceOp::create(ctx.b, ctx.loc,
-                                    RankedTensorType::get(red, i64),
-                                    ReduceKind::max, in,
-                                    static_cast<uint64_t>(dim), false);
+    Value arg = ArgReduceOp::create(
+        ctx.b, ctx.loc, RankedTensorType::get(red, i64), ReduceKind::max, in,
+        static_cast<uint64_t>(dim), false);
     SmallVector<int64_t> dims;
     for (int64_t d = 0; d < (int64_t)is.size(); ++d)
       if (d != dim)
@@ -131,24 +129,24 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   } else {
     bias = ctx.splat(elemOf(x), normShape, 0);
   }
-  ctx.setOutput(0, LayerNormOp::create(ctx.b, ctx.loc, x.getType(), x, scale,
-                                       bias, static_cast<uint64_t>(axis),
-                                       APFloat(eps))
-                       .getResult());
+  ctx.setOutput(0,
+                LayerNormOp::create(ctx.b, ctx.loc, x.getType(), x, scale, bias,
+                                    static_cast<uint64_t>(axis), APFloat(eps))
+                    .getResult());
   if (ctx.hasOutput(1) || ctx.hasOutput(2)) {
     SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(axis, rank));
     Value n = ctx.splat(elemOf(x), {}, product(normShape));
-    Value mean =
-        ctx.binary(BinaryKind::div, ctx.reduce(ReduceKind::sum, x, dims, true), n);
+    Value mean = ctx.binary(BinaryKind::div,
+                            ctx.reduce(ReduceKind::sum, x, dims, true), n);
     Value diff = ctx.binary(BinaryKind::sub, x, mean);
     Value var = ctx.binary(BinaryKind::div,
                            ctx.reduce(ReduceKind::sum,
                                       ctx.binary(BinaryKind::mul, diff, diff),
                                       dims, true),
                            n);
-    Value inv = ctx.unary(UnaryKind::rsqrt,
-                          ctx.binary(BinaryKind::add, var,
-                                     ctx.splat(elemOf(x), {}, eps)));
+    Value inv =
+        ctx.unary(UnaryKind::rsqrt, ctx.binary(BinaryKind::add, var,
+                                               ctx.splat(elemOf(x), {}, eps)));
     ctx.setOutput(1, mean);
     ctx.setOutput(2, inv);
   }
@@ -162,11 +160,10 @@ LogicalResult convertRmsNorm(NodeContext &ctx) {
   auto in = normalizationInputs(ctx);
   if (failed(in))
     return failure();
-  return ctx.finish(RmsNormOp::create(ctx.b, ctx.loc, in->x.getType(), in->x,
-                                     in->scale,
-                                     static_cast<uint64_t>(in->axis),
-                                     APFloat(in->epsilon))
-                       .getResult());
+  return ctx.finish(
+      RmsNormOp::create(ctx.b, ctx.loc, in->x.getType(), in->x, in->scale,
+                        static_cast<uint64_t>(in->axis), APFloat(in->epsilon))
+          .getResult());
 }
 
 LogicalResult convertBatchNorm(NodeContext &ctx) {
@@ -191,9 +188,9 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
       return failure();
     }
   double eps = ctx.attrFloat("epsilon", 1e-5);
-  Value inv = ctx.unary(UnaryKind::rsqrt,
-                        ctx.binary(BinaryKind::add, var,
-                                   ctx.splat(elemOf(x), {}, eps)));
+  Value inv =
+      ctx.unary(UnaryKind::rsqrt, ctx.binary(BinaryKind::add, var,
+                                             ctx.splat(elemOf(x), {}, eps)));
   Value mul = ctx.binary(BinaryKind::mul, scale, inv);
   auto shape = shapeOf(x);
   Value y = ctx.binary(BinaryKind::sub, x, channelBroadcast(ctx, mean, shape));
@@ -220,8 +217,8 @@ LogicalResult convertInstanceNorm(NodeContext &ctx) {
   auto spatial = shapeOf(x).drop_front(2);
   Value ones = ctx.splat(elemOf(x), spatial, 1);
   Value zeros = ctx.splat(elemOf(x), spatial, 0);
-  Value y = LayerNormOp::create(ctx.b, ctx.loc, x.getType(), x, ones, zeros,
-                                2, APFloat(eps));
+  Value y = LayerNormOp::create(ctx.b, ctx.loc, x.getType(), x, ones, zeros, 2,
+                                APFloat(eps));
   auto shape = shapeOf(x);
   y = ctx.binary(BinaryKind::mul, y, channelBroadcast(ctx, scale, shape));
   y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, b, shape));
@@ -266,13 +263,14 @@ LogicalResult convertGroupNorm(NodeContext &ctx) {
   Value grouped = ctx.reshape(x, {shape[0], groups, perGroup});
   Value ones = ctx.splat(elemOf(x), {perGroup}, 1);
   Value zeros = ctx.splat(elemOf(x), {perGroup}, 0);
-  Value y = LayerNormOp::create(ctx.b, ctx.loc, grouped.getType(), grouped,
-                                ones, zeros, 2,
-                                APFloat(ctx.attrFloat("epsilon", 1e-5)));
+  Value y =
+      LayerNormOp::create(ctx.b, ctx.loc, grouped.getType(), grouped, ones,
+                          zeros, 2, APFloat(ctx.attrFloat("epsilon", 1e-5)));
   y = ctx.reshape(y, shape);
   y = ctx.binary(BinaryKind::mul, y,
                  channelBroadcast(ctx, perChannel(scale), shape));
-  y = ctx.binary(BinaryKind::add, y, channelBroadcast(ctx, perChannel(b), shape));
+  y = ctx.binary(BinaryKind::add, y,
+                 channelBroadcast(ctx, perChannel(b), shape));
   return ctx.finish(y);
 }
 
@@ -335,7 +333,8 @@ FailureOr<Window> computeWindow(NodeContext &ctx, ArrayRef<int64_t> in,
       ctx.error() << "auto_pad '" << autoPad << "' is not valid";
       return failure();
     }
-    int64_t extra = std::max<int64_t>(0, (out - 1) * s + eff - (in[i] + lo + hi));
+    int64_t extra =
+        std::max<int64_t>(0, (out - 1) * s + eff - (in[i] + lo + hi));
     w.low.push_back(lo);
     w.high.push_back(hi + extra);
     w.ceilExtra.push_back(extra);
@@ -379,8 +378,8 @@ Value buildConv(NodeContext &ctx, Value x, Value w) {
   SmallVector<int64_t> shape{xs[0], ws[0]};
   shape.append(win->out);
   return ConvOp::create(ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(x)),
-                        x, w, win->strides, win->low, win->high,
-                        win->dilations, static_cast<uint64_t>(groups))
+                        x, w, win->strides, win->low, win->high, win->dilations,
+                        static_cast<uint64_t>(groups))
       .getResult();
 }
 
@@ -397,7 +396,8 @@ LogicalResult convertConv(NodeContext &ctx) {
     Value bias = ctx.input(2);
     if (!bias)
       return failure();
-    if (shapeOf(bias) != ArrayRef<int64_t>{ws[0]} || elemOf(bias) != elemOf(x)) {
+    if (shapeOf(bias) != ArrayRef<int64_t>{ws[0]} ||
+        elemOf(bias) != elemOf(x)) {
       ctx.error() << "bias must be [" << ws[0] << "]";
       return failure();
     }
@@ -484,9 +484,9 @@ LogicalResult convertQLinearConv(NodeContext &ctx) {
       ctx.error() << "B must be [" << m << "]";
       return failure();
     }
-    y = ctx.binary(BinaryKind::add, y,
-                   channelBroadcast(
-                       ctx, ctx.convert(bias, ctx.b.getF64Type()), shape));
+    y = ctx.binary(
+        BinaryKind::add, y,
+        channelBroadcast(ctx, ctx.convert(bias, ctx.b.getF64Type()), shape));
   }
   Value swv = sw;
   if (product(shapeOf(sw)) != 1) {
@@ -503,8 +503,8 @@ LogicalResult convertQLinearConv(NodeContext &ctx) {
   Value factor = ctx.binary(
       BinaryKind::div, ctx.binary(BinaryKind::mul, ctx.reshape(sx, {}), swv),
       ctx.reshape(sy, {}));
-  Value r = ctx.binary(BinaryKind::mul, y,
-                       ctx.convert(factor, ctx.b.getF64Type()));
+  Value r =
+      ctx.binary(BinaryKind::mul, y, ctx.convert(factor, ctx.b.getF64Type()));
   Type out = elemOf(x);
   if (ctx.hasInput(7)) {
     Value zy = ctx.input(7);
@@ -570,8 +570,8 @@ LogicalResult convertPool(NodeContext &ctx) {
       in, full(win->kernel, 1), full(win->strides, 1), full(win->low, 0),
       full(win->high, 0), full(win->dilations, 1));
   if (op == "LpPool")
-    return ctx.finish(ctx.binary(BinaryKind::pow, y,
-                                ctx.splat(elemOf(x), {}, 1.0 / p)));
+    return ctx.finish(
+        ctx.binary(BinaryKind::pow, y, ctx.splat(elemOf(x), {}, 1.0 / p)));
   if (op == "MaxPool")
     return ctx.finish(y);
   // AveragePool: divide by the number of counted elements per window, a
@@ -625,9 +625,9 @@ LogicalResult convertGlobalPool(NodeContext &ctx) {
   if (failed(requireFloat(ctx, x)))
     return failure();
   Value s = ctx.reduce(ReduceKind::sum, x, dims, true);
-  return ctx.finish(ctx.binary(BinaryKind::div, s,
-                              ctx.splat(elemOf(x), {},
-                                        product(shapeOf(x).drop_front(2)))));
+  return ctx.finish(
+      ctx.binary(BinaryKind::div, s,
+                 ctx.splat(elemOf(x), {}, product(shapeOf(x).drop_front(2)))));
 }
 
 } // namespace

@@ -68,8 +68,8 @@ DenseElementsAttr toAttr(const ConstTensor &c) {
   SmallVector<APInt> vals;
   vals.reserve(c.ints.size());
   for (int64_t v : c.ints)
-    vals.push_back(APInt(64, static_cast<uint64_t>(v), true)
-                       .trunc(it.getWidth()));
+    vals.push_back(
+        APInt(64, static_cast<uint64_t>(v), true).trunc(it.getWidth()));
   return DenseElementsAttr::get(type, vals);
 }
 
@@ -285,9 +285,8 @@ Value NodeContext::broadcastTo(Value v, ArrayRef<int64_t> shape) {
   int64_t off = static_cast<int64_t>(shape.size()) - in.size();
   for (size_t i = 0; i < in.size(); ++i)
     dims.push_back(off + i);
-  return BroadcastInDimOp::create(b, loc,
-                                  RankedTensorType::get(shape, elemOf(v)), v,
-                                  dims)
+  return BroadcastInDimOp::create(
+             b, loc, RankedTensorType::get(shape, elemOf(v)), v, dims)
       .getResult();
 }
 
@@ -346,8 +345,7 @@ Value NodeContext::select(Value cond, Value x, Value y) {
   if (vs.empty())
     return {};
   if (vs[1].getType() != vs[2].getType()) {
-    error() << "value types differ: " << x.getType() << " and "
-            << y.getType();
+    error() << "value types differ: " << x.getType() << " and " << y.getType();
     return {};
   }
   return SelectOp::create(b, loc, vs[1].getType(), vs[0], vs[1], vs[2])
@@ -357,8 +355,8 @@ Value NodeContext::select(Value cond, Value x, Value y) {
 Value NodeContext::convert(Value v, Type elemType) {
   if (elemOf(v) == elemType)
     return v;
-  return ConvertOp::create(b, loc,
-                           RankedTensorType::get(shapeOf(v), elemType), v)
+  return ConvertOp::create(b, loc, RankedTensorType::get(shapeOf(v), elemType),
+                           v)
       .getResult();
 }
 
@@ -378,13 +376,12 @@ Value NodeContext::transpose(Value v, ArrayRef<int64_t> perm) {
   SmallVector<int64_t> shape;
   for (int64_t p : perm)
     shape.push_back(shapeOf(v)[p]);
-  return TransposeOp::create(b, loc, RankedTensorType::get(shape, elemOf(v)),
-                             v, perm)
+  return TransposeOp::create(b, loc, RankedTensorType::get(shape, elemOf(v)), v,
+                             perm)
       .getResult();
 }
 
-Value NodeContext::splat(Type elemType, ArrayRef<int64_t> shape,
-                         double value) {
+Value NodeContext::splat(Type elemType, ArrayRef<int64_t> shape, double value) {
   auto type = RankedTensorType::get(shape, elemType);
   Attribute elem;
   if (auto ft = dyn_cast<FloatType>(elemType))
@@ -449,9 +446,10 @@ Value NodeContext::slice(Value v, ArrayRef<int64_t> start,
 
 namespace cleave::onnximport {
 
-std::optional<SmallVector<int64_t>>
-computeReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> spec, bool allowZero,
-               std::string &why) {
+std::optional<SmallVector<int64_t>> computeReshape(ArrayRef<int64_t> in,
+                                                   ArrayRef<int64_t> spec,
+                                                   bool allowZero,
+                                                   std::string &why) {
   SmallVector<int64_t> out;
   int64_t inferAt = -1, known = 1;
   for (size_t i = 0; i < spec.size(); ++i) {
@@ -554,9 +552,8 @@ computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
   return dims;
 }
 
-mlir::FailureOr<SmallVector<int64_t>> getAxes(NodeContext &ctx,
-                                              int64_t inputOpset,
-                                              int inputIndex, bool &present) {
+mlir::FailureOr<SmallVector<int64_t>>
+getAxes(NodeContext &ctx, int64_t inputOpset, int inputIndex, bool &present) {
   if (ctx.opset < inputOpset || ctx.hasAttr("axes")) {
     present = ctx.hasAttr("axes");
     return ctx.attrInts("axes");

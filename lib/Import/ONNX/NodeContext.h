@@ -29,14 +29,14 @@
 
 namespace cleave::onnximport {
 
+using llvm::ArrayRef;
+using llvm::SmallVector;
+using llvm::StringRef;
 using mlir::Location;
 using mlir::LogicalResult;
 using mlir::RankedTensorType;
 using mlir::Type;
 using mlir::Value;
-using llvm::ArrayRef;
-using llvm::SmallVector;
-using llvm::StringRef;
 
 /// Largest constant (in elements) the importer tracks for folding.
 constexpr int64_t kMaxFoldElements = 1 << 16;
@@ -51,8 +51,8 @@ constexpr int64_t kMaxFoldElements = 1 << 16;
 struct ConstTensor {
   Type elemType;
   SmallVector<int64_t> shape;
-  std::vector<int64_t> ints;   // when the element type is an integer
-  std::vector<double> floats;  // when the element type is a float
+  std::vector<int64_t> ints;  // when the element type is an integer
+  std::vector<double> floats; // when the element type is a float
 
   bool isFloat() const { return mlir::isa<mlir::FloatType>(elemType); }
   int64_t numel() const;
@@ -150,9 +150,10 @@ mlir::FailureOr<std::vector<char>>
 readExternalData(const onnx::TensorProto &tensor, StringRef modelDir,
                  int64_t expectedBytes, Location loc);
 /// Maps the bytes of an externally stored tensor, validating its location.
-mlir::FailureOr<ExternalData>
-mapExternalData(const onnx::TensorProto &tensor, StringRef modelDir,
-                int64_t expectedBytes, Location loc);
+mlir::FailureOr<ExternalData> mapExternalData(const onnx::TensorProto &tensor,
+                                              StringRef modelDir,
+                                              int64_t expectedBytes,
+                                              Location loc);
 
 //===----------------------------------------------------------------------===//
 // Per-tensor state of the graph walk
@@ -321,9 +322,10 @@ int64_t product(ArrayRef<int64_t> dims);
 
 /// ONNX Reshape's target shape (0 copies the input dim unless allowZero, -1
 /// is inferred); `why` explains a failure.
-std::optional<SmallVector<int64_t>>
-computeReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> spec, bool allowZero,
-               std::string &why);
+std::optional<SmallVector<int64_t>> computeReshape(ArrayRef<int64_t> in,
+                                                   ArrayRef<int64_t> spec,
+                                                   bool allowZero,
+                                                   std::string &why);
 
 /// One dimension of an ONNX Slice, as first index, step and count.
 struct SliceDim {
@@ -338,9 +340,8 @@ computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
 
 /// Axes of Squeeze/Unsqueeze/Reduce*: from the `axes` attribute before
 /// `inputOpset`, from input 1 since. Missing -> empty list, `present` false.
-mlir::FailureOr<SmallVector<int64_t>> getAxes(NodeContext &ctx,
-                                              int64_t inputOpset,
-                                              int inputIndex, bool &present);
+mlir::FailureOr<SmallVector<int64_t>>
+getAxes(NodeContext &ctx, int64_t inputOpset, int inputIndex, bool &present);
 
 /// ONNX MatMul of two values of one element type (numpy semantics: 1-D
 /// operands, broadcast batch dimensions); null after an error.

@@ -9,11 +9,11 @@
 
 #include "cleave/Import/ONNXImporter.h"
 
+#include "Cleave/IR/CleaveDialect.h"
 #include "GraphImporter.h"
 #include "NodeContext.h"
 #include "ONNXLoader.h"
 #include "TrainingOps.h"
-#include "Cleave/IR/CleaveDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
@@ -40,8 +40,7 @@ bool isLoopNode(const onnx::NodeProto &node) {
 }
 
 /// The graph attribute `name` of `node`, or null.
-const onnx::GraphProto *graphAttr(const onnx::NodeProto &node,
-                                  StringRef name) {
+const onnx::GraphProto *graphAttr(const onnx::NodeProto &node, StringRef name) {
   for (const auto &attr : node.attribute())
     if (attr.name() == name && attr.has_g())
       return &attr.g();
@@ -82,8 +81,8 @@ LogicalResult GraphImporter::checkSupported() {
   auto diag = mlir::emitError(fileLoc) << "unsupported ONNX ops: ";
   bool first = true;
   for (auto &[op, use] : unsupported) {
-    diag << (first ? "" : ", ") << op << " (x" << use.count
-         << ", first node '" << use.firstNode << "')";
+    diag << (first ? "" : ", ") << op << " (x" << use.count << ", first node '"
+         << use.firstNode << "')";
     first = false;
   }
   return failure();
@@ -143,19 +142,19 @@ LogicalResult GraphImporter::crossCheck(NodeContext &node) {
                    << "') is not supported by the importer";
       return failure();
     }
-    RankedTensorType mine =
-        e->value ? cast<RankedTensorType>(e->value.getType())
-                 : e->known->type();
+    RankedTensorType mine = e->value
+                                ? cast<RankedTensorType>(e->value.getType())
+                                : e->known->type();
     auto it = inferred.find(name);
     if (it == inferred.end() || !it->second->has_tensor_type())
       continue;
     const auto &tt = it->second->tensor_type();
     std::string why;
-    Type et = tt.elem_type() ? convertElementType(ctx, tt.elem_type(), why)
-                             : Type();
+    Type et =
+        tt.elem_type() ? convertElementType(ctx, tt.elem_type(), why) : Type();
     if (et && et != mine.getElementType()) {
-      node.error() << "importer computed element type "
-                   << mine.getElementType() << " for output '" << name
+      node.error() << "importer computed element type " << mine.getElementType()
+                   << " for output '" << name
                    << "' but ONNX shape inference says " << et;
       return failure();
     }
@@ -250,8 +249,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   OpBuilder b(ctx);
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   b.setInsertionPointToEnd(module->getBody());
-  auto func = func::FuncOp::create(b, fileLoc, "main",
-                                   b.getFunctionType(argTypes, {}));
+  auto func =
+      func::FuncOp::create(b, fileLoc, "main", b.getFunctionType(argTypes, {}));
   Block *body = func.addEntryBlock();
   b.setInsertionPointToEnd(body);
   for (size_t i = 0; i < argNames.size(); ++i) {
@@ -359,7 +358,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   for (auto &[name, value] : stateUpdates)
     results.push_back(value);
   func::ReturnOp::create(b, fileLoc, results);
-  func.setFunctionType(b.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setFunctionType(
+      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (int i = 0; i < graph.output_size(); ++i)
     mlir::cleave::setResultName(func, i, graph.output(i).name());
   for (auto [k, update] : llvm::enumerate(stateUpdates)) {
@@ -425,9 +425,9 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &g,
 }
 } // namespace onnximport
 
-FailureOr<OwningOpRef<ModuleOp>>
-importONNXFile(StringRef path, MLIRContext &context,
-               const ImportOptions &options) {
+FailureOr<OwningOpRef<ModuleOp>> importONNXFile(StringRef path,
+                                                MLIRContext &context,
+                                                const ImportOptions &options) {
   context.loadDialect<mlir::cleave::CleaveDialect, func::FuncDialect>();
   onnx::ModelProto model;
   int64_t sourceOpset = 0;

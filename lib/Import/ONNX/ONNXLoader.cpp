@@ -11,9 +11,9 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/checker.h>
@@ -98,9 +98,10 @@ static LogicalResult freezeInputs(onnx::ModelProto &model,
                            << "', which is not a graph input";
       return failure();
     }
-    auto fileOrErr = llvm::MemoryBuffer::getFile(entry.getValue(),
-                                                 /*IsText=*/false,
-                                                 /*RequiresNullTerminator=*/false);
+    auto fileOrErr =
+        llvm::MemoryBuffer::getFile(entry.getValue(),
+                                    /*IsText=*/false,
+                                    /*RequiresNullTerminator=*/false);
     if (!fileOrErr) {
       mlir::emitError(loc) << "--freeze-input '" << name << "': cannot open '"
                            << entry.getValue()
@@ -111,8 +112,10 @@ static LogicalResult freezeInputs(onnx::ModelProto &model,
     StringRef bytes = (*fileOrErr)->getBuffer();
     bool parsed = false;
     try {
-      parsed = bytes.size() <= static_cast<size_t>(std::numeric_limits<int>::max()) &&
-               value.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+      parsed =
+          bytes.size() <=
+              static_cast<size_t>(std::numeric_limits<int>::max()) &&
+          value.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
     } catch (...) {
       parsed = false;
     }
@@ -206,8 +209,8 @@ static LogicalResult internalizeExternalData(onnx::ModelProto &model,
     int64_t n = 1;
     for (int64_t d : t.dims()) {
       if (d < 0 || (d != 0 && n > (int64_t(1) << 40) / d)) {
-        mlir::emitError(loc) << "tensor '" << t.name()
-                             << "' has an invalid shape";
+        mlir::emitError(loc)
+            << "tensor '" << t.name() << "' has an invalid shape";
         return failure();
       }
       n *= d;
@@ -356,9 +359,8 @@ static LogicalResult checkGemmsToConvert(const onnx::ModelProto &model,
 static LogicalResult checkWindowAttributes(const onnx::GraphProto &graph,
                                            StringRef path, MLIRContext *ctx) {
   static const llvm::StringSet<> windowed = {
-      "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv",
-      "DeformConv",  "MaxPool",       "AveragePool", "LpPool",
-      "MaxUnpool",   "Col2Im"};
+      "Conv",    "ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv",
+      "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool",   "Col2Im"};
   // Declared ranks: ConvTranspose's shape inference reads a kernel size
   // from W's dimensions 2.. for each spatial dimension of X, past the end
   // of a W of lower rank (a null read in libonnx).
@@ -407,14 +409,12 @@ static LogicalResult checkWindowAttributes(const onnx::GraphProto &graph,
         mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
                                      FileLineColLoc::get(ctx, path, 0, 0)))
             << "LayerNormalization node '" << where << "': axis " << axis
-            << " is outside input '" << node.input(0) << "' of rank "
-            << rank;
+            << " is outside input '" << node.input(0) << "' of rank " << rank;
         return failure();
       }
     }
     for (const auto &attr : node.attribute()) {
-      if (attr.has_g() &&
-          failed(checkWindowAttributes(attr.g(), path, ctx)))
+      if (attr.has_g() && failed(checkWindowAttributes(attr.g(), path, ctx)))
         return failure();
       for (const auto &g : attr.graphs())
         if (failed(checkWindowAttributes(g, path, ctx)))
@@ -436,9 +436,9 @@ static LogicalResult checkWindowAttributes(const onnx::GraphProto &graph,
         if (v < least) {
           mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
                                        FileLineColLoc::get(ctx, path, 0, 0)))
-              << node.op_type() << " node '" << where << "': attribute "
-              << name << (attr.has_i() ? "" : "[" + std::to_string(k) + "]")
-              << " is " << v << "; " << name << " must be >= " << least;
+              << node.op_type() << " node '" << where << "': attribute " << name
+              << (attr.has_i() ? "" : "[" + std::to_string(k) + "]") << " is "
+              << v << "; " << name << " must be >= " << least;
           return failure();
         }
     }
@@ -533,8 +533,8 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   // importer's pre-pass then lists its ops as unsupported.
   if (failed(pinInputShapes(model, options, loc)) ||
       failed(freezeInputs(model, options, loc)) ||
-      failed(internalizeExternalData(model, path, ctx,
-                                     options.absentWeights, aside)))
+      failed(internalizeExternalData(model, path, ctx, options.absentWeights,
+                                     aside)))
     return failure();
 
   if (opset > kMaxCheckedOpset || model.ir_version() > onnx::IR_VERSION) {

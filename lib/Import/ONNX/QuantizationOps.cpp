@@ -138,8 +138,8 @@ LogicalResult convertQuantizeLinear(NodeContext &ctx) {
   auto it = cast<IntegerType>(out);
   unsigned w = it.getWidth();
   double lo = it.isUnsigned() ? 0.0 : -std::ldexp(1.0, w - 1);
-  double hi = it.isUnsigned() ? std::ldexp(1.0, w) - 1
-                              : std::ldexp(1.0, w - 1) - 1;
+  double hi =
+      it.isUnsigned() ? std::ldexp(1.0, w) - 1 : std::ldexp(1.0, w - 1) - 1;
   // Saturate in f32 where it holds the bounds exactly, else in f64.
   Type wide = w > 16 ? ctx.b.getF64Type() : ctx.b.getF32Type();
   q = ctx.convert(q, wide);
@@ -170,9 +170,8 @@ LogicalResult convertDequantizeLinear(NodeContext &ctx) {
     return ctx.finish(ctx.binary(BinaryKind::mul, v, s));
   }
   // int32 values exceed f32's exact range: subtract in f64.
-  Type wide = cast<IntegerType>(elemOf(x)).getWidth() > 16
-                  ? ctx.b.getF64Type()
-                  : ctx.b.getF32Type();
+  Type wide = cast<IntegerType>(elemOf(x)).getWidth() > 16 ? ctx.b.getF64Type()
+                                                           : ctx.b.getF32Type();
   Value v = ctx.convert(x, wide);
   if (ctx.hasInput(2)) {
     Value zp = ctx.input(2);
@@ -182,8 +181,8 @@ LogicalResult convertDequantizeLinear(NodeContext &ctx) {
       ctx.error() << "x_zero_point must have the input's type";
       return failure();
     }
-    Value z = expandQuantParam(ctx, ctx.convert(zp, wide), shape,
-                               "x_zero_point");
+    Value z =
+        expandQuantParam(ctx, ctx.convert(zp, wide), shape, "x_zero_point");
     if (!z)
       return failure();
     v = ctx.binary(BinaryKind::sub, v, z);
@@ -338,14 +337,13 @@ LogicalResult convertQLinearMatMul(NodeContext &ctx) {
       ctx.error() << "y_zero_point must be one integer";
       return failure();
     }
-    d = ctx.binary(BinaryKind::add, d,
-                   ctx.reshape(ctx.convert(zy, f64), {}));
+    d = ctx.binary(BinaryKind::add, d, ctx.reshape(ctx.convert(zy, f64), {}));
   }
   auto it = cast<IntegerType>(out);
   unsigned w = it.getWidth();
   double lo = it.isUnsigned() ? 0.0 : -std::ldexp(1.0, w - 1);
-  double hi = it.isUnsigned() ? std::ldexp(1.0, w) - 1
-                              : std::ldexp(1.0, w - 1) - 1;
+  double hi =
+      it.isUnsigned() ? std::ldexp(1.0, w) - 1 : std::ldexp(1.0, w - 1) - 1;
   d = ctx.unary(UnaryKind::round, d);
   d = ctx.binary(BinaryKind::max, d, ctx.splatLike(d, lo));
   d = ctx.binary(BinaryKind::min, d, ctx.splatLike(d, hi));

@@ -1,4 +1,4 @@
-//===- RecurrentOps.cpp - RNN, GRU and LSTM --------------------------------===//
+//===- RecurrentOps.cpp - RNN, GRU and LSTM -------------------------------===//
 //
 // The sequence length is static, so the recurrences are unrolled: the input
 // projections of all steps are one contraction, each step adds the hidden
@@ -29,8 +29,12 @@ struct Activation {
 Value applyActivation(NodeContext &ctx, const Activation &a, Value v) {
   Type et = elemOf(v);
   auto c = [&](double x) { return ctx.splat(et, {}, x); };
-  auto mul = [&](Value x, Value y) { return ctx.binary(BinaryKind::mul, x, y); };
-  auto add = [&](Value x, Value y) { return ctx.binary(BinaryKind::add, x, y); };
+  auto mul = [&](Value x, Value y) {
+    return ctx.binary(BinaryKind::mul, x, y);
+  };
+  auto add = [&](Value x, Value y) {
+    return ctx.binary(BinaryKind::add, x, y);
+  };
   std::string n = llvm::StringRef(a.name).lower();
   if (n == "tanh")
     return ctx.unary(UnaryKind::tanh, v);
@@ -49,10 +53,10 @@ Value applyActivation(NodeContext &ctx, const Activation &a, Value v) {
   if (n == "scaledtanh")
     return mul(ctx.unary(UnaryKind::tanh, mul(v, c(a.beta))), c(a.alpha));
   if (n == "hardsigmoid")
-    return ctx.binary(BinaryKind::max,
-                      ctx.binary(BinaryKind::min,
-                                 add(mul(v, c(a.alpha)), c(a.beta)), c(1)),
-                      c(0));
+    return ctx.binary(
+        BinaryKind::max,
+        ctx.binary(BinaryKind::min, add(mul(v, c(a.alpha)), c(a.beta)), c(1)),
+        c(0));
   if (n == "elu")
     return ctx.select(
         ctx.compare(CompareKind::ge, v, c(0)), v,
@@ -68,10 +72,10 @@ Value applyActivation(NodeContext &ctx, const Activation &a, Value v) {
 
 bool knownActivation(StringRef name) {
   std::string n = name.lower();
-  return llvm::is_contained(
-      {"tanh", "sigmoid", "relu", "affine", "leakyrelu", "thresholdedrelu",
-       "scaledtanh", "hardsigmoid", "elu", "softsign", "softplus"},
-      n);
+  return llvm::is_contained({"tanh", "sigmoid", "relu", "affine", "leakyrelu",
+                             "thresholdedrelu", "scaledtanh", "hardsigmoid",
+                             "elu", "softsign", "softplus"},
+                            n);
 }
 
 /// Default alpha/beta of the activations that take them.
@@ -202,8 +206,8 @@ LogicalResult convertRecurrent(NodeContext &ctx) {
       return failure();
     for (int64_t l : *lens)
       if (l != seq) {
-        ctx.error() << "sequence_lens shorter than the sequence length ("
-                    << l << " < " << seq << ") are not supported";
+        ctx.error() << "sequence_lens shorter than the sequence length (" << l
+                    << " < " << seq << ") are not supported";
         return failure();
       }
   }
@@ -292,8 +296,12 @@ LogicalResult convertRecurrent(NodeContext &ctx) {
                       ctx.binary(BinaryKind::max, v, ctx.splat(et, {}, -*clip)),
                       ctx.splat(et, {}, *clip));
   };
-  auto add = [&](Value a, Value b) { return ctx.binary(BinaryKind::add, a, b); };
-  auto mul = [&](Value a, Value b) { return ctx.binary(BinaryKind::mul, a, b); };
+  auto add = [&](Value a, Value b) {
+    return ctx.binary(BinaryKind::add, a, b);
+  };
+  auto mul = [&](Value a, Value b) {
+    return ctx.binary(BinaryKind::mul, a, b);
+  };
 
   SmallVector<Value> ys, yhs, ycs;
   int64_t gh = gates * hidden;
@@ -326,14 +334,13 @@ LogicalResult convertRecurrent(NodeContext &ctx) {
     for (int64_t k = 0; k < seq; ++k) {
       int64_t t = reverse ? seq - 1 - k : k;
       Value xt = ctx.reshape(
-          ctx.slice(xw, {t, 0, 0}, {t + 1, batch, gh}, {1, 1, 1}),
-          {batch, gh});
+          ctx.slice(xw, {t, 0, 0}, {t + 1, batch, gh}, {1, 1, 1}), {batch, gh});
       // GRU without linear_before_reset projects H for z and r only.
-      Value hr = cell == Cell::GRU && !linearBeforeReset
-                     ? matmulT(ctx, h,
-                               ctx.slice(rd, {0, 0}, {2 * hidden, hidden},
-                                         {1, 1}))
-                     : matmulT(ctx, h, rd);
+      Value hr =
+          cell == Cell::GRU && !linearBeforeReset
+              ? matmulT(ctx, h,
+                        ctx.slice(rd, {0, 0}, {2 * hidden, hidden}, {1, 1}))
+              : matmulT(ctx, h, rd);
       auto gate = [&](Value v, int64_t g) {
         return lastSlice(ctx, v, g * hidden, (g + 1) * hidden);
       };
@@ -364,8 +371,8 @@ LogicalResult convertRecurrent(NodeContext &ctx) {
             hh = add(hh, rbh);
           hp = add(gate(xt, 2), mul(rg, hh));
         } else { // (r . H) x Rh^T
-          Value rh = ctx.slice(rd, {2 * hidden, 0}, {3 * hidden, hidden},
-                               {1, 1});
+          Value rh =
+              ctx.slice(rd, {2 * hidden, 0}, {3 * hidden, hidden}, {1, 1});
           hp = add(gate(xt, 2), matmulT(ctx, mul(rg, h), rh));
           if (rb)
             hp = add(hp, rbh);

@@ -74,8 +74,8 @@ LogicalResult convertReduce(NodeContext &ctx) {
       v = std::numeric_limits<double>::quiet_NaN();
     else if (op == "ReduceLogSum" || op == "ReduceLogSumExp")
       v = -inf;
-    if (!fp && (op == "ReduceLogSum" || op == "ReduceLogSumExp" ||
-                op == "ReduceL2")) {
+    if (!fp &&
+        (op == "ReduceLogSum" || op == "ReduceLogSumExp" || op == "ReduceL2")) {
       ctx.error() << "needs a floating-point input, got " << x.getType();
       return failure();
     }
@@ -136,8 +136,8 @@ LogicalResult convertReduce(NodeContext &ctx) {
           ctx.splat(elemOf(x), {}, -std::numeric_limits<double>::infinity()));
       m = ctx.select(finite, m, ctx.splatLike(m, 0));
       Value e = ctx.unary(UnaryKind::exp, ctx.binary(BinaryKind::sub, x, m));
-      Value s = ctx.unary(UnaryKind::log,
-                          ctx.reduce(ReduceKind::sum, e, dims, true));
+      Value s =
+          ctx.unary(UnaryKind::log, ctx.reduce(ReduceKind::sum, e, dims, true));
       r = ctx.binary(BinaryKind::add, s, m);
       if (!keepDims) {
         SmallVector<int64_t> shape;
@@ -179,10 +179,11 @@ LogicalResult convertArgReduce(NodeContext &ctx) {
       shape.push_back(shapeOf(x)[d]);
   }
   auto kind = ctx.opType() == "ArgMax" ? ReduceKind::max : ReduceKind::min;
-  Value r = ArgReduceOp::create(ctx.b, ctx.loc,
-                                RankedTensorType::get(shape, ctx.b.getI64Type()),
-                                kind, x, static_cast<uint64_t>(*axis), last)
-                .getResult();
+  Value r =
+      ArgReduceOp::create(ctx.b, ctx.loc,
+                          RankedTensorType::get(shape, ctx.b.getI64Type()),
+                          kind, x, static_cast<uint64_t>(*axis), last)
+          .getResult();
   ctx.setOutput(0, keepDims ? ctx.reshape(r, kept) : r);
   return success();
 }

@@ -57,8 +57,7 @@ struct ResizeMode {
 /// The first tap's offset from the sample's floor and the tap count of an
 /// antialiased filter of support `support` (1 linear, 2 cubic).
 int64_t antialiasStart(double scale, double support) {
-  return static_cast<int64_t>(std::floor(-support / std::min(scale, 1.0)) +
-                              1);
+  return static_cast<int64_t>(std::floor(-support / std::min(scale, 1.0)) + 1);
 }
 
 FailureOr<AxisTable> buildAxis(NodeContext &ctx, const ResizeMode &m,
@@ -211,10 +210,10 @@ Value resampleAxis(NodeContext &ctx, Value v, int64_t axis,
   SmallVector<int64_t> gshape(s.take_front(axis));
   gshape.append(idx.shape.begin(), idx.shape.end());
   gshape.append(s.begin() + axis + 1, s.end());
-  Value g = GatherOp::create(ctx.b, ctx.loc,
-                             RankedTensorType::get(gshape, elemOf(v)), v, ids,
-                             static_cast<uint64_t>(axis))
-                .getResult();
+  Value g =
+      GatherOp::create(ctx.b, ctx.loc, RankedTensorType::get(gshape, elemOf(v)),
+                       v, ids, static_cast<uint64_t>(axis))
+          .getResult();
   if (t.taps == 1)
     return g;
   ConstTensor w;
@@ -340,14 +339,12 @@ LogicalResult convertResize(NodeContext &ctx) {
         out[axes[i]] = static_cast<int64_t>(std::round(s * xs[axes[i]]));
       }
     } else {
-      ctx.error() << "keep_aspect_ratio_policy '" << policy
-                  << "' is not valid";
+      ctx.error() << "keep_aspect_ratio_policy '" << policy << "' is not valid";
       return failure();
     }
   } else {
-    int i = ctx.hasInput(scalesIdx) && !ctx.constInput(scalesIdx)
-                ? scalesIdx
-                : sizesIdx;
+    int i = ctx.hasInput(scalesIdx) && !ctx.constInput(scalesIdx) ? scalesIdx
+                                                                  : sizesIdx;
     if (ctx.hasInput(i) && !ctx.constInput(i)) {
       ctx.error() << "input '" << (i == scalesIdx ? "scales" : "sizes")
                   << "' (tensor '" << ctx.node.input(i)
@@ -389,8 +386,8 @@ LogicalResult convertResize(NodeContext &ctx) {
   SmallVector<std::vector<int64_t>> outside(rank);
   bool anyOutside = false;
   for (int64_t d = rank - 1; d >= 0; --d) {
-    auto t = buildAxis(ctx, m, xs[d], out[d], scales[d], roiStart[d],
-                       roiEnd[d]);
+    auto t =
+        buildAxis(ctx, m, xs[d], out[d], scales[d], roiStart[d], roiEnd[d]);
     if (failed(t))
       return failure();
     outside[d] = t->outside;

@@ -134,9 +134,9 @@ LogicalResult convertScatterElements(NodeContext &ctx) {
         return failure();
       }
   }
-  return ctx.finish(ScatterOp::create(ctx.b, ctx.loc, x.getType(), *kind, x, idx,
-                                     upd, static_cast<uint64_t>(*axis))
-                       .getResult());
+  return ctx.finish(ScatterOp::create(ctx.b, ctx.loc, x.getType(), *kind, x,
+                                      idx, upd, static_cast<uint64_t>(*axis))
+                        .getResult());
 }
 
 //===----------------------------------------------------------------------===//
@@ -284,9 +284,9 @@ LogicalResult convertGatherND(NodeContext &ctx) {
   SmallVector<int64_t> outShape(shapeOf(lin));
   outShape.append(xs.begin() + batch + *m, xs.end());
   return ctx.finish(GatherOp::create(ctx.b, ctx.loc,
-                                    RankedTensorType::get(outShape, elemOf(x)),
-                                    flat, lin, uint64_t{0})
-                       .getResult());
+                                     RankedTensorType::get(outShape, elemOf(x)),
+                                     flat, lin, uint64_t{0})
+                        .getResult());
 }
 
 //===----------------------------------------------------------------------===//

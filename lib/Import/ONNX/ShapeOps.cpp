@@ -61,8 +61,8 @@ LogicalResult convertConstant(NodeContext &ctx) {
     return failure();
   }
   if (name == "value_floats" || name == "value_ints")
-    c.shape = {static_cast<int64_t>(c.isFloat() ? c.floats.size()
-                                                : c.ints.size())};
+    c.shape = {
+        static_cast<int64_t>(c.isFloat() ? c.floats.size() : c.ints.size())};
   ctx.setConstOutput(0, c);
   return success();
 }

@@ -30,8 +30,8 @@ LogicalResult convertWindow(NodeContext &ctx) {
   Type et = convertElementType(ctx.b.getContext(),
                                ctx.attrInt("output_datatype", 1), why);
   if (!et || !(isa<FloatType>(et) || isa<IntegerType>(et))) {
-    ctx.error() << "output_datatype is not supported" << (why.empty() ? "" : ": ")
-                << why;
+    ctx.error() << "output_datatype is not supported"
+                << (why.empty() ? "" : ": ") << why;
     return failure();
   }
   bool periodic = ctx.attrInt("periodic", 1) != 0;
@@ -126,11 +126,10 @@ Value timesMatrix(NodeContext &ctx, Value v, ArrayRef<double> m, int64_t n,
   SmallVector<int64_t> shape(shapeOf(v));
   shape.back() = k;
   int64_t last = rankOf(v) - 1;
-  return ContractOp::create(ctx.b, ctx.loc,
-                            RankedTensorType::get(shape, elemOf(v)), v,
-                            ctx.constant(c), ArrayRef<int64_t>{},
-                            ArrayRef<int64_t>{}, ArrayRef<int64_t>{last},
-                            ArrayRef<int64_t>{0})
+  return ContractOp::create(
+             ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(v)), v,
+             ctx.constant(c), ArrayRef<int64_t>{}, ArrayRef<int64_t>{},
+             ArrayRef<int64_t>{last}, ArrayRef<int64_t>{0})
       .getResult();
 }
 

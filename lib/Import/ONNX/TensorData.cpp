@@ -84,7 +84,7 @@ Type convertElementType(MLIRContext *ctx, int32_t t, std::string &why) {
 std::string onnxElementTypeName(int32_t t) {
   using TP = onnx::TensorProto;
   switch (t) {
-  // clang-format off
+    // clang-format off
   case TP::UNDEFINED: return "undefined";
   case TP::FLOAT: return "float";
   case TP::UINT8: return "uint8";
@@ -105,16 +105,26 @@ std::string onnxElementTypeName(int32_t t) {
   // clang-format on
   // The types of onnx 1.14 and later, by number: libonnx 1.12's enum
   // does not name them.
-  case 17: return "float8e4m3fn";
-  case 18: return "float8e4m3fnuz";
-  case 19: return "float8e5m2";
-  case 20: return "float8e5m2fnuz";
-  case 21: return "uint4";
-  case 22: return "int4";
-  case 23: return "float4e2m1";
-  case 24: return "float8e8m0";
-  case 25: return "uint2";
-  case 26: return "int2";
+  case 17:
+    return "float8e4m3fn";
+  case 18:
+    return "float8e4m3fnuz";
+  case 19:
+    return "float8e5m2";
+  case 20:
+    return "float8e5m2fnuz";
+  case 21:
+    return "uint4";
+  case 22:
+    return "int4";
+  case 23:
+    return "float4e2m1";
+  case 24:
+    return "float8e8m0";
+  case 25:
+    return "uint2";
+  case 26:
+    return "int2";
   default:
     return "number " + std::to_string(t) + " (not an ONNX element type)";
   }
@@ -136,8 +146,7 @@ static int64_t packedPerByte(Type t) {
 }
 
 /// Spreads packed elements to one per byte.
-static std::vector<char> unpackBits(ArrayRef<char> packed, Type t,
-                                    int64_t n) {
+static std::vector<char> unpackBits(ArrayRef<char> packed, Type t, int64_t n) {
   int64_t per = packedPerByte(t);
   unsigned w = 8 / per;
   std::vector<char> out(n);
@@ -275,8 +284,7 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
     }
   }
   if (t.data_location() == onnx::TensorProto::EXTERNAL &&
-      n > kMaxInlineElements && !et.isInteger(1) &&
-      packedPerByte(et) == 1) {
+      n > kMaxInlineElements && !et.isInteger(1) && packedPerByte(et) == 1) {
     // Mapped, not copied: a training plan references the file instead of
     // holding the bytes, so nothing reads most of these pages at compile
     // time. The blob keeps the mapping alive.
@@ -291,7 +299,8 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
         *external = static_cast<const ExternalRef &>(*mapped);
       std::shared_ptr<llvm::MemoryBuffer> owner = std::move(mapped->buffer);
       AsmResourceBlob blob(
-          data, align, [owner](void *, size_t, size_t) mutable { owner.reset(); },
+          data, align,
+          [owner](void *, size_t, size_t) mutable { owner.reset(); },
           /*dataIsMutable=*/false);
       return ElementsAttr(
           DenseResourceElementsAttr::get(type, name, std::move(blob)));
@@ -315,8 +324,8 @@ FailureOr<ElementsAttr> convertTensorProto(const onnx::TensorProto &t,
   } else if (failed(typedFieldsToBytes(t, et, n, bytes, why))) {
     return fail(why);
   }
-  if (per > 1 && (t.data_location() == onnx::TensorProto::EXTERNAL ||
-                  t.has_raw_data()))
+  if (per > 1 &&
+      (t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data()))
     bytes = unpackBits(bytes, et, n);
 
   if (n > kMaxInlineElements) {

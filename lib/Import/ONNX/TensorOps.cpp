@@ -39,15 +39,16 @@ LogicalResult convertGather(NodeContext &ctx) {
       return failure();
     }
     shape.assign(shapeOf(idx).begin(), shapeOf(idx).end());
-    return ctx.finish(GatherElementsOp::create(
-                         ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(x)),
-                         x, idx, static_cast<uint64_t>(*axis))
-                         .getResult());
+    return ctx.finish(
+        GatherElementsOp::create(ctx.b, ctx.loc,
+                                 RankedTensorType::get(shape, elemOf(x)), x,
+                                 idx, static_cast<uint64_t>(*axis))
+            .getResult());
   }
   return ctx.finish(GatherOp::create(ctx.b, ctx.loc,
-                                    RankedTensorType::get(shape, elemOf(x)), x,
-                                    idx, static_cast<uint64_t>(*axis))
-                       .getResult());
+                                     RankedTensorType::get(shape, elemOf(x)), x,
+                                     idx, static_cast<uint64_t>(*axis))
+                        .getResult());
 }
 
 /// Compress with a condition known at import time: a Gather of the indices
@@ -89,11 +90,10 @@ LogicalResult convertCompress(NodeContext &ctx) {
   idx.shape = {static_cast<int64_t>(idx.ints.size())};
   SmallVector<int64_t> shape(shapeOf(x));
   shape[axis] = idx.shape[0];
-  return ctx.finish(GatherOp::create(ctx.b, ctx.loc,
-                                    RankedTensorType::get(shape, elemOf(x)), x,
-                                    ctx.constant(idx),
-                                    static_cast<uint64_t>(axis))
-                       .getResult());
+  return ctx.finish(
+      GatherOp::create(ctx.b, ctx.loc, RankedTensorType::get(shape, elemOf(x)),
+                       x, ctx.constant(idx), static_cast<uint64_t>(axis))
+          .getResult());
 }
 
 /// TensorScatter (opset 24, a KV cache's update) with write indices known
@@ -176,8 +176,8 @@ LogicalResult convertTensorScatter(NodeContext &ctx) {
   if (entries.size() == 1)
     return ctx.finish(entries[0]);
   return ctx.finish(ConcatOp::create(ctx.b, ctx.loc, cache.getType(), entries,
-                                    static_cast<uint64_t>(0))
-                       .getResult());
+                                     static_cast<uint64_t>(0))
+                        .getResult());
 }
 
 LogicalResult convertReshape(NodeContext &ctx) {
@@ -215,8 +215,8 @@ LogicalResult convertFlatten(NodeContext &ctx) {
   if (axis < 0)
     axis += rank;
   auto s = shapeOf(x);
-  return ctx.finish(ctx.reshape(x, {product(s.take_front(axis)),
-                                   product(s.drop_front(axis))}));
+  return ctx.finish(ctx.reshape(
+      x, {product(s.take_front(axis)), product(s.drop_front(axis))}));
 }
 
 LogicalResult convertTranspose(NodeContext &ctx) {
@@ -345,10 +345,11 @@ LogicalResult convertConcat(NodeContext &ctx) {
     llvm::erase_if(ins, [&](Value v) { return shapeOf(v)[*axis] == 0; });
   if (ins.size() == 1)
     return ctx.finish(ins[0]);
-  return ctx.finish(ConcatOp::create(ctx.b, ctx.loc,
-                                    RankedTensorType::get(shape, elemOf(ins[0])),
-                                    ins, static_cast<uint64_t>(*axis))
-                       .getResult());
+  return ctx.finish(
+      ConcatOp::create(ctx.b, ctx.loc,
+                       RankedTensorType::get(shape, elemOf(ins[0])), ins,
+                       static_cast<uint64_t>(*axis))
+          .getResult());
 }
 
 LogicalResult convertSplit(NodeContext &ctx) {
@@ -372,8 +373,8 @@ LogicalResult convertSplit(NodeContext &ctx) {
   } else if (ctx.hasAttr("split")) {
     sizes = ctx.attrInts("split");
   } else {
-    int64_t parts = ctx.hasAttr("num_outputs") ? ctx.attrInt("num_outputs", 1)
-                                               : outs;
+    int64_t parts =
+        ctx.hasAttr("num_outputs") ? ctx.attrInt("num_outputs", 1) : outs;
     if (parts <= 0 || parts != outs) {
       ctx.error() << "num_outputs must match the " << outs << " outputs";
       return failure();
@@ -483,9 +484,8 @@ LogicalResult convertTile(NodeContext &ctx) {
     dims.push_back(2 * d + 1);
     out.push_back((*reps)[d] * shapeOf(x)[d]);
   }
-  Value b = BroadcastInDimOp::create(ctx.b, ctx.loc,
-                                     RankedTensorType::get(wide, elemOf(x)), x,
-                                     dims)
+  Value b = BroadcastInDimOp::create(
+                ctx.b, ctx.loc, RankedTensorType::get(wide, elemOf(x)), x, dims)
                 .getResult();
   return ctx.finish(ctx.reshape(b, out));
 }
@@ -649,9 +649,9 @@ LogicalResult convertPad(NodeContext &ctx) {
   for (int64_t d = 0; d < rank; ++d)
     shape.push_back(shapeOf(x)[d] + low[d] + high[d]);
   return ctx.finish(PadOp::create(ctx.b, ctx.loc,
-                                 RankedTensorType::get(shape, elemOf(x)), x,
-                                 value, low, high, mode)
-                       .getResult());
+                                  RankedTensorType::get(shape, elemOf(x)), x,
+                                  value, low, high, mode)
+                        .getResult());
 }
 
 /// CenterCropPad (opset 18): per axis, crops or zero-pads the input to the
@@ -765,15 +765,14 @@ LogicalResult convertOneHot(NodeContext &ctx) {
   Value id = ctx.convert(idx, i64);
   // Negative indices count from the end.
   Value neg = ctx.compare(CompareKind::lt, id, ctx.splat(i64, {}, 0));
-  id = ctx.select(neg, ctx.binary(BinaryKind::add, id, ctx.splat(i64, {}, depth)),
-                  id);
+  id = ctx.select(
+      neg, ctx.binary(BinaryKind::add, id, ctx.splat(i64, {}, depth)), id);
   SmallVector<int64_t> dims;
   for (int64_t d = 0; d <= rank; ++d)
     if (d != *axis)
       dims.push_back(d);
-  Value idB = BroadcastInDimOp::create(ctx.b, ctx.loc,
-                                       RankedTensorType::get(shape, i64), id,
-                                       dims)
+  Value idB = BroadcastInDimOp::create(
+                  ctx.b, ctx.loc, RankedTensorType::get(shape, i64), id, dims)
                   .getResult();
   Value iota = IotaOp::create(ctx.b, ctx.loc, RankedTensorType::get(shape, i64),
                               static_cast<uint64_t>(*axis))

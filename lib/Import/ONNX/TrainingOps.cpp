@@ -1,4 +1,4 @@
-//===- TrainingOps.cpp - ai.onnx.preview.training optimizers ---------------===//
+//===- TrainingOps.cpp - ai.onnx.preview.training optimizers --------------===//
 //
 // Adagrad, Adam and Momentum (standard and Nesterov) of the
 // ai.onnx.preview.training domain. Each node takes the learning rate R and
@@ -82,8 +82,7 @@ FailureOr<OptimizerInputs> readOptimizerInputs(NodeContext &ctx, int kinds,
   t = ctx.reshape(t, {});
   in.r = ctx.convert(r, in.ft);
   in.t = ctx.convert(t, in.ft);
-  in.tPositive =
-      ctx.compare(CompareKind::gt, in.t, ctx.splat(in.ft, {}, 0.0));
+  in.tPositive = ctx.compare(CompareKind::gt, in.t, ctx.splat(in.ft, {}, 0.0));
   return in;
 }
 
@@ -113,8 +112,7 @@ LogicalResult convertAdagrad(NodeContext &ctx) {
   Value r = ctx.binary(
       BinaryKind::div, in->r,
       ctx.binary(BinaryKind::add, ctx.splat(ft, {}, 1.0),
-                 ctx.binary(BinaryKind::mul, in->t,
-                            ctx.splat(ft, {}, decay))));
+                 ctx.binary(BinaryKind::mul, in->t, ctx.splat(ft, {}, decay))));
   for (int64_t i = 0; i < in->n; ++i) {
     Value x = in->groups[0][i], g = in->groups[1][i], h = in->groups[2][i];
     Value gr = regularize(ctx, x, g, norm);
@@ -152,10 +150,10 @@ LogicalResult convertMomentum(NodeContext &ctx) {
   Type ft = in->ft;
   // The coefficient of the gradient is 1 at the first update (T == 0).
   // (With beta == 1 it is 1 at every T, and no multiplication is emitted.)
-  Value betaAdjusted =
-      beta == 1.0 ? Value()
-                  : ctx.select(in->tPositive, ctx.splat(ft, {}, beta),
-                               ctx.splat(ft, {}, 1.0));
+  Value betaAdjusted = beta == 1.0
+                           ? Value()
+                           : ctx.select(in->tPositive, ctx.splat(ft, {}, beta),
+                                        ctx.splat(ft, {}, 1.0));
   for (int64_t i = 0; i < in->n; ++i) {
     Value x = in->groups[0][i], g = in->groups[1][i], v = in->groups[2][i];
     Value gr = regularize(ctx, x, g, norm);
@@ -207,15 +205,15 @@ LogicalResult convertAdam(NodeContext &ctx) {
         ctx.binary(BinaryKind::mul, ctx.splatLike(v, alpha), v),
         ctx.binary(BinaryKind::mul, ctx.splatLike(gr, 1.0 - alpha), gr));
     Value hNew = ctx.binary(
-        BinaryKind::add,
-        ctx.binary(BinaryKind::mul, ctx.splatLike(h, beta), h),
+        BinaryKind::add, ctx.binary(BinaryKind::mul, ctx.splatLike(h, beta), h),
         ctx.binary(BinaryKind::mul, ctx.splatLike(gr, 1.0 - beta),
                    ctx.binary(BinaryKind::mul, gr, gr)));
     Value hSqrt = ctx.binary(BinaryKind::add, ctx.unary(UnaryKind::sqrt, hNew),
                              ctx.splatLike(hNew, eps));
-    Value xNew = ctx.binary(
-        BinaryKind::sub, x,
-        ctx.binary(BinaryKind::mul, r, ctx.binary(BinaryKind::div, vNew, hSqrt)));
+    Value xNew =
+        ctx.binary(BinaryKind::sub, x,
+                   ctx.binary(BinaryKind::mul, r,
+                              ctx.binary(BinaryKind::div, vNew, hSqrt)));
     if (normPost != 0.0)
       xNew = ctx.binary(BinaryKind::mul, ctx.splatLike(xNew, 1.0 - normPost),
                         xNew);
@@ -285,8 +283,8 @@ LogicalResult importGradientNode(NodeContext &ctx,
   int64_t bound = xs.size() + zs.size();
   if (ctx.numInputs() != bound) {
     ctx.error() << "has " << ctx.numInputs()
-                << " inputs, expected one per name of 'xs' and 'zs' ("
-                << bound << ")";
+                << " inputs, expected one per name of 'xs' and 'zs' (" << bound
+                << ")";
     return failure();
   }
   if (ctx.numOutputs() > static_cast<int>(xs.size())) {
@@ -300,9 +298,8 @@ LogicalResult importGradientNode(NodeContext &ctx,
   SmallVector<Value> boundValues;
   bool sameTensors = true;
   for (int64_t i = 0; i < bound; ++i) {
-    const std::string &name = i < static_cast<int64_t>(xs.size())
-                                  ? xs[i]
-                                  : zs[i - xs.size()];
+    const std::string &name =
+        i < static_cast<int64_t>(xs.size()) ? xs[i] : zs[i - xs.size()];
     Value v = ctx.input(i);
     if (!v)
       return failure();
@@ -324,9 +321,8 @@ LogicalResult importGradientNode(NodeContext &ctx,
     sub = tensors;
     llvm::StringSet<> dirty;
     for (int64_t i = 0; i < bound; ++i) {
-      const std::string &name = i < static_cast<int64_t>(xs.size())
-                                    ? xs[i]
-                                    : zs[i - xs.size()];
+      const std::string &name =
+          i < static_cast<int64_t>(xs.size()) ? xs[i] : zs[i - xs.size()];
       sub[name] = TensorEntry{boundValues[i], std::nullopt};
       dirty.insert(name);
     }
@@ -374,12 +370,11 @@ LogicalResult importGradientNode(NodeContext &ctx,
   // A non-scalar y is differentiated as sum(y) (a cotangent of ones).
   Value loss = yValue;
   if (rankOf(loss) > 0)
-    loss = ctx.reduce(ReduceKind::sum, loss,
-                      llvm::to_vector(llvm::seq<int64_t>(0, rankOf(loss))),
-                      false);
+    loss =
+        ctx.reduce(ReduceKind::sum, loss,
+                   llvm::to_vector(llvm::seq<int64_t>(0, rankOf(loss))), false);
   // The gradients are built by --cleave-expand-gradients, after import.
-  SmallVector<Value> wrt(boundValues.begin(),
-                         boundValues.begin() + xs.size());
+  SmallVector<Value> wrt(boundValues.begin(), boundValues.begin() + xs.size());
   auto marker =
       GradientOp::create(ctx.b, ctx.loc, ValueRange(wrt).getTypes(), loss, wrt);
   for (int i = 0; i < ctx.numOutputs(); ++i)

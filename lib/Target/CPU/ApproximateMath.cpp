@@ -32,14 +32,13 @@ struct ApproximateMathPass
     // square roots (GELU's x^3 and its derivative's x^2; a libm powf per
     // element took a fifth of a small GPT's training step).
     populateMathAlgebraicSimplificationPatterns(patterns);
-    populateMathPolynomialApproximationPatterns(
-        patterns, [](StringRef name) {
-          // Names are operation names ("math.exp").
-          name.consume_front("math.");
-          return llvm::is_contained({"exp", "expm1", "log", "log1p", "log2",
-                                     "tanh", "erf", "erfc"},
-                                    name);
-        });
+    populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
+      // Names are operation names ("math.exp").
+      name.consume_front("math.");
+      return llvm::is_contained(
+          {"exp", "expm1", "log", "log1p", "log2", "tanh", "erf", "erfc"},
+          name);
+    });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

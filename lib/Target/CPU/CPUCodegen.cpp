@@ -40,16 +40,16 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SHA256.h"
+#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
-#include "llvm/Support/xxhash.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
-#include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 
 #include <atomic>
 #include <chrono>
@@ -189,17 +189,17 @@ LogicalResult emitWrappers(llvm::Module &module,
   for (const KernelSignature &kernel : kernels) {
     llvm::Function *impl = module.getFunction(kernel.name);
     if (!impl)
-      return emitError(loc) << "kernel '" << kernel.name
-                            << "' is missing after lowering";
+      return emitError(loc)
+             << "kernel '" << kernel.name << "' is missing after lowering";
     if (impl->arg_size() != kernel.numArgs ||
         !impl->getReturnType()->isVoidTy())
       return emitError(loc)
-             << "kernel '" << kernel.name << "' lowered to "
-             << impl->arg_size() << " parameters, expected " << kernel.numArgs
+             << "kernel '" << kernel.name << "' lowered to " << impl->arg_size()
+             << " parameters, expected " << kernel.numArgs
              << " buffer pointers and no results";
     impl->setName(kernel.name + ".impl");
-    auto *wrapperType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
-                                                {ptrType}, false);
+    auto *wrapperType =
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptrType}, false);
     auto *wrapper = llvm::Function::Create(
         wrapperType, llvm::GlobalValue::ExternalLinkage, kernel.name, module);
     wrapper->setVisibility(llvm::GlobalValue::DefaultVisibility);
@@ -237,8 +237,7 @@ resolveCPU(const cleave::CPUCodegenOptions &options) {
     return {options.cpu, ""};
   llvm::SmallVector<std::string> featureList;
   for (const auto &feature : llvm::sys::getHostCPUFeatures())
-    featureList.push_back((feature.second ? "+" : "-") +
-                          feature.first().str());
+    featureList.push_back((feature.second ? "+" : "-") + feature.first().str());
   llvm::sort(featureList);
   return {llvm::sys::getHostCPUName().str(), llvm::join(featureList, ",")};
 }
@@ -253,7 +252,8 @@ createTargetMachine(const std::pair<std::string, std::string> &cpu,
     llvm::InitializeNativeTargetAsmPrinter();
   });
   llvm::Triple triple("x86_64-unknown-linux-gnu");
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) {
     error = "cannot find the x86-64 LLVM target: " + error;
     return nullptr;
@@ -266,9 +266,9 @@ createTargetMachine(const std::pair<std::string, std::string> &cpu,
   else if (optLevel == 2)
     level = llvm::CodeGenOptLevel::Default;
   llvm::TargetOptions targetOptions;
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, cpu.first, cpu.second, targetOptions, llvm::Reloc::PIC_,
-      std::nullopt, level));
+  std::unique_ptr<llvm::TargetMachine> machine(
+      target->createTargetMachine(triple, cpu.first, cpu.second, targetOptions,
+                                  llvm::Reloc::PIC_, std::nullopt, level));
   if (!machine)
     error = "cannot create an LLVM target machine for cpu '" + cpu.first + "'";
   return machine;
@@ -296,18 +296,18 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
     level = llvm::OptimizationLevel::O1;
   else if (optLevel == 2)
     level = llvm::OptimizationLevel::O2;
-  llvm::ModulePassManager mpm =
-      level == llvm::OptimizationLevel::O0
-          ? pb.buildO0DefaultPipeline(level)
-          : pb.buildPerModuleDefaultPipeline(level);
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
   mpm.run(module, mam);
 }
 
 /// Emits `module` as an object file (or assembly text) into `out`; false
 /// when the target machine cannot emit that kind of file.
-bool emitObject(llvm::Module &module, llvm::TargetMachine &machine,
-                SmallVector<char, 0> &out,
-                llvm::CodeGenFileType type = llvm::CodeGenFileType::ObjectFile) {
+bool emitObject(
+    llvm::Module &module, llvm::TargetMachine &machine,
+    SmallVector<char, 0> &out,
+    llvm::CodeGenFileType type = llvm::CodeGenFileType::ObjectFile) {
   llvm::raw_svector_ostream os(out);
   llvm::legacy::PassManager codegen;
   if (machine.addPassesToEmitFile(codegen, os, nullptr, type))
@@ -557,9 +557,8 @@ FailureOr<std::vector<uint8_t>> linkObjects(ArrayRef<KernelJob> objects,
     return failure();
   paths.push_back(logPath);
   std::string lld = resolveLinker(lldPath);
-  std::vector<std::string> argStorage = {lld, "-shared",
-                                         "--no-undefined-version", "-O2", "-o",
-                                         soPath};
+  std::vector<std::string> argStorage = {
+      lld, "-shared", "--no-undefined-version", "-O2", "-o", soPath};
   for (const KernelJob &job : objects) {
     std::string objPath = makeTemp("cleave-kernel", "o", error);
     if (objPath.empty())
@@ -571,8 +570,8 @@ FailureOr<std::vector<uint8_t>> linkObjects(ArrayRef<KernelJob> objects,
       os.write(job.object.data(), job.object.size());
     os.close();
     if (ec || os.has_error()) {
-      error = "cannot write '" + objPath + "': " +
-              (ec ? ec : os.error()).message();
+      error =
+          "cannot write '" + objPath + "': " + (ec ? ec : os.error()).message();
       os.clear_error();
       return failure();
     }
@@ -605,8 +604,7 @@ FailureOr<std::vector<uint8_t>> linkObjects(ArrayRef<KernelJob> objects,
 }
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -646,11 +644,11 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
       // Whole: the text is compiled, so nothing may be elided whatever the
       // process's printing options say.
       alone->print(
-          os, OpPrintingFlags()
-                  .enableDebugInfo(false)
-                  .elideLargeElementsAttrs(std::numeric_limits<int64_t>::max())
-                  .elideLargeResourceString(
-                      std::numeric_limits<int64_t>::max()));
+          os,
+          OpPrintingFlags()
+              .enableDebugInfo(false)
+              .elideLargeElementsAttrs(std::numeric_limits<int64_t>::max())
+              .elideLargeResourceString(std::numeric_limits<int64_t>::max()));
       jobs.push_back(std::move(job));
     }
   }
@@ -686,8 +684,9 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
   for (KernelJob &job : jobs)
     if (!job.fromCache)
       pending.push_back(&job);
-  unsigned threads = options.threads ? options.threads
-                                     : llvm::hardware_concurrency().compute_thread_count();
+  unsigned threads = options.threads
+                         ? options.threads
+                         : llvm::hardware_concurrency().compute_thread_count();
   if (options.dumpIR)
     threads = 1; // the dumps stay in order
   threads = std::max<unsigned>(1, std::min<unsigned>(threads, pending.size()));
@@ -790,9 +789,9 @@ cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
   if (options.emitAssembly)
     for (const KernelJob &job : jobs)
       if (!job.name.empty())
-        result.assembly += "# kernel " + job.name + "\n" +
-                           std::string(job.assembly.begin(),
-                                       job.assembly.end());
+        result.assembly +=
+            "# kernel " + job.name + "\n" +
+            std::string(job.assembly.begin(), job.assembly.end());
   for (const KernelJob &job : jobs)
     if (job.scratchBytes)
       result.scratchBytes[job.name] = job.scratchBytes;

@@ -1,4 +1,4 @@
-//===- ParallelLoops.cpp - Kernel loop nests split over the runtime's threads ===//
+//===- ParallelLoops.cpp - Kernel loops split over runtime threads --------===//
 //
 // `--cleave-cpu-parallel-loops`. After linalg becomes loops, each outermost
 // `scf.parallel` of a kernel with enough work (at least `min-work` scalar
@@ -44,8 +44,8 @@
 #include "LoopWork.h"
 #include "cleave/Target/CPU/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -74,8 +74,8 @@ constexpr int64_t kMinOuterIterations = 64;
 /// or step is not a constant.
 std::optional<SmallVector<int64_t>> staticTrips(scf::ParallelOp loop) {
   SmallVector<int64_t> trips;
-  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(),
-                                       loop.getUpperBound(), loop.getStep())) {
+  for (auto [lb, ub, step] :
+       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
     std::optional<int64_t> l = getConstantIntValue(lb),
                            u = getConstantIntValue(ub),
                            s = getConstantIntValue(step);
@@ -235,8 +235,8 @@ bool ParallelLoopsPass::outline(func::FuncOp func, scf::ParallelOp loop,
 
   // The outlined function over outer iterations [begin, end).
   b.setInsertionPointToEnd(func->getParentOfType<ModuleOp>().getBody());
-  auto body = func::FuncOp::create(b, loc, name,
-                                   b.getFunctionType(bodyTypes, {}));
+  auto body =
+      func::FuncOp::create(b, loc, name, b.getFunctionType(bodyTypes, {}));
   body.setPrivate();
   symbols.insert(body);
   Block *entry = body.addEntryBlock();
@@ -281,10 +281,10 @@ bool ParallelLoopsPass::outline(func::FuncOp func, scf::ParallelOp loop,
     };
     scf::ParallelOp::create(
         b, loc, mapAll(loop.getLowerBound()), mapAll(loop.getUpperBound()),
-        mapAll(loop.getStep()),
-        [&](OpBuilder &nb, Location, ValueRange ivs) {
-          for (auto [old, iv] :
-               llvm::zip(ArrayRef<Value>(loop.getInductionVars()).drop_front(outer), ivs))
+        mapAll(loop.getStep()), [&](OpBuilder &nb, Location, ValueRange ivs) {
+          for (auto [old, iv] : llvm::zip(
+                   ArrayRef<Value>(loop.getInductionVars()).drop_front(outer),
+                   ivs))
             map.map(old, iv);
           cloneBody(nb, map);
         });

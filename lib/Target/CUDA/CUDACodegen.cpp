@@ -186,17 +186,16 @@ LogicalResult buildHostLaunches(ModuleOp launched,
     if (launches.size() != kernel.launches.size() ||
         temporaries.size() != kernel.temporaryBytes.size())
       return func.emitError("cuda host launches: kernel '")
-             << kernel.name << "' has " << launches.size() << " launches and "
-             << temporaries.size() << " temporaries before outlining, "
-             << kernel.launches.size() << " and "
-             << kernel.temporaryBytes.size() << " after",
+                 << kernel.name << "' has " << launches.size()
+                 << " launches and " << temporaries.size()
+                 << " temporaries before outlining, " << kernel.launches.size()
+                 << " and " << kernel.temporaryBytes.size() << " after",
              failure();
     for (auto [launch, desc] : llvm::zip_equal(launches, kernel.launches)) {
       SmallVector<Value> params;
       for (int64_t arg : desc.args)
-        params.push_back(arg < int64_t(buffers)
-                             ? Value(func.getArgument(arg))
-                             : temporaries[arg - buffers]);
+        params.push_back(arg < int64_t(buffers) ? Value(func.getArgument(arg))
+                                                : temporaries[arg - buffers]);
       SmallVector<Type> types;
       for (Value p : params)
         types.push_back(p.getType());
@@ -215,9 +214,10 @@ LogicalResult buildHostLaunches(ModuleOp launched,
       for (Value v : above)
         if (failed(cloneDefinition(b, v, map)))
           return launch.emitError("cuda host launches: launch '")
-                 << desc.symbol
-                 << "' uses a value from outside that is neither one of its "
-                    "arguments nor computable from constants",
+                     << desc.symbol
+                     << "' uses a value from outside that is neither one of "
+                        "its "
+                        "arguments nor computable from constants",
                  failure();
       b.clone(*launch, map);
       func::ReturnOp::create(b, launch.getLoc());
@@ -247,8 +247,7 @@ FailureOr<std::string> serialize(ModuleOp module,
   cleave::buildCUDABinaryPasses(pm, options, format);
   if (failed(pm.run(*clone)))
     return emitError(module.getLoc())
-               << "cuda: gpu-module-to-binary (format=" << format
-               << ") failed",
+               << "cuda: gpu-module-to-binary (format=" << format << ") failed",
            failure();
   for (auto binary : clone->getOps<gpu::BinaryOp>()) {
     if (binary.getSymName() != "cleave_kernels" ||

@@ -123,8 +123,8 @@ LogicalResult EmulateLaunchesPass::emulate(gpu::LaunchOp launch) {
   for (Value v : carried) {
     if (isa<gpu::AllReduceOp>(v.getDefiningOp()))
       continue; // uniform: one SSA value per block
-    slots[v] = memref::AllocOp::create(
-        b, loc, MemRefType::get({*block}, v.getType()));
+    slots[v] =
+        memref::AllocOp::create(b, loc, MemRefType::get({*block}, v.getType()));
   }
 
   IRMapping outer;
@@ -195,8 +195,8 @@ LogicalResult EmulateLaunchesPass::emulate(gpu::LaunchOp launch) {
                 map.map(launch.getThreadIds().x, tid);
                 // Values this thread carried in from earlier phases.
                 for (auto [value, slot] : slots)
-                  if (phaseOf.lookup(body.findAncestorOpInBlock(
-                          *value.getDefiningOp())) <
+                  if (phaseOf.lookup(
+                          body.findAncestorOpInBlock(*value.getDefiningOp())) <
                       phaseOf.lookup(phase.front()))
                     map.map(value, memref::LoadOp::create(tb, loc, slot, tid));
                 for (Operation *op : phase) {

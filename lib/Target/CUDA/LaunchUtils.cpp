@@ -42,8 +42,7 @@ LogicalResult cleave::getStaticLoopSpace(scf::ParallelOp loop,
 }
 
 SmallVector<Value> cleave::delinearizeIndex(OpBuilder &b, Location loc,
-                                            Value linear,
-                                            ArrayRef<int64_t> lbs,
+                                            Value linear, ArrayRef<int64_t> lbs,
                                             ArrayRef<int64_t> extents,
                                             ArrayRef<int64_t> steps) {
   SmallVector<Value> ivs(extents.size());
@@ -71,8 +70,9 @@ SmallVector<Value> cleave::delinearizeIndex(OpBuilder &b, Location loc,
 //===----------------------------------------------------------------------===//
 
 bool cleave::isViewOp(Operation *op) {
-  return op && isa<ViewLikeOpInterface, memref::CollapseShapeOp,
-                   memref::ExpandShapeOp, memref::CastOp>(op) &&
+  return op &&
+         isa<ViewLikeOpInterface, memref::CollapseShapeOp,
+             memref::ExpandShapeOp, memref::CastOp>(op) &&
          !isa<memref::AllocOp>(op);
 }
 
@@ -274,10 +274,11 @@ int64_t cleave::getVectorWidth(scf::ParallelOp loop, int64_t innerLb,
   return width;
 }
 
-SmallVector<IRMapping>
-cleave::cloneVectorizedBody(OpBuilder &b, Location loc, scf::ParallelOp loop,
-                            ArrayRef<Value> ivs, int64_t width,
-                            const IRMapping &base) {
+SmallVector<IRMapping> cleave::cloneVectorizedBody(OpBuilder &b, Location loc,
+                                                   scf::ParallelOp loop,
+                                                   ArrayRef<Value> ivs,
+                                                   int64_t width,
+                                                   const IRMapping &base) {
   // Copy k runs iteration ivs.back() + k. The copies are interleaved op by
   // op, which the independence of scf.parallel iterations allows, and the
   // `width` copies of a load or store indexed by the innermost variable are
@@ -287,9 +288,9 @@ cleave::cloneVectorizedBody(OpBuilder &b, Location loc, scf::ParallelOp loop,
   for (int64_t k = 0; k < width; ++k) {
     maps[k].map(loop.getInductionVars(), ivs);
     if (k > 0)
-      maps[k].map(iv, arith::AddIOp::create(
-                          b, loc, ivs.back(),
-                          arith::ConstantIndexOp::create(b, loc, k)));
+      maps[k].map(
+          iv, arith::AddIOp::create(b, loc, ivs.back(),
+                                    arith::ConstantIndexOp::create(b, loc, k)));
   }
   for (Operation &op : loop.getBody()->without_terminator()) {
     if (width > 1 && isIndexedLastBy(&op, iv)) {

@@ -52,8 +52,8 @@ struct MergeGPUModulesPass
       m.erase();
     }
     module.walk([&](gpu::LaunchFuncOp launch) {
-      std::string key = (launch.getKernelModuleName().getValue() + "::" +
-                         launch.getKernelName().getValue())
+      std::string key = (launch.getKernelModuleName().getValue() +
+                         "::" + launch.getKernelName().getValue())
                             .str();
       auto it = renamed.find(key);
       if (it == renamed.end())

@@ -34,8 +34,8 @@ namespace {
 /// Ops that may stay in the host function: they allocate or describe
 /// buffers, or are constants the launches capture.
 bool isHostOp(Operation *op) {
-  return isa<memref::AllocOp, memref::DeallocOp, func::ReturnOp,
-             gpu::LaunchOp>(op) ||
+  return isa<memref::AllocOp, memref::DeallocOp, func::ReturnOp, gpu::LaunchOp>(
+             op) ||
          op->hasTrait<OpTrait::ConstantLike>() ||
          isa<ViewLikeOpInterface, memref::CollapseShapeOp,
              memref::ExpandShapeOp, memref::CastOp>(op);
@@ -51,8 +51,7 @@ struct ParallelToLaunchPass
     Value g = arith::ConstantIndexOp::create(b, loc, grid);
     Value t = arith::ConstantIndexOp::create(b, loc, block);
     auto launch = gpu::LaunchOp::create(b, loc, g, one, one, t, one, one);
-    OpBuilder inner(&launch.getBody().front(),
-                    launch.getBody().front().end());
+    OpBuilder inner(&launch.getBody().front(), launch.getBody().front().end());
     gpu::TerminatorOp::create(inner, loc);
     return launch;
   }

@@ -87,9 +87,9 @@ FailureOr<Value> blockAllReduce(OpBuilder &b, Location loc, Value partial,
                 ? arith::ExtSIOp::create(b, loc, i32, partial).getResult()
                 : arith::ExtUIOp::create(b, loc, i32, partial).getResult();
   }
-  auto all = gpu::AllReduceOp::create(b, loc, value,
-                                      gpu::AllReduceOperationAttr(),
-                                      /*uniform=*/true);
+  auto all =
+      gpu::AllReduceOp::create(b, loc, value, gpu::AllReduceOperationAttr(),
+                               /*uniform=*/true);
   Type wide = value.getType();
   Block *comb = b.createBlock(&all.getBody(), {}, {wide, wide}, {loc, loc});
   OpBuilder cb = OpBuilder::atBlockEnd(comb);
@@ -163,9 +163,8 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
     if (loop.getInitVals().size() > 1)
       return loop.emitError("cuda: row phase with several reductions");
     int64_t last = phase.extents.size() - 1;
-    phase.width = ::cleave::getVectorWidth(loop, phase.lbs[last],
-                                           phase.extents[last],
-                                           phase.steps[last]);
+    phase.width = ::cleave::getVectorWidth(
+        loop, phase.lbs[last], phase.extents[last], phase.steps[last]);
     // Vector steps only pay when every thread gets whole vectors to move.
     if (product(phase.extents) / phase.width < 32)
       phase.width = 1;
@@ -183,14 +182,14 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
   b.setInsertionPointToStart(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
   Value blockDim = arith::ConstantIndexOp::create(b, loc, block);
-  Value isFirst = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::eq, tid,
-      arith::ConstantIndexOp::create(b, loc, 0));
+  Value isFirst =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                            arith::ConstantIndexOp::create(b, loc, 0));
 
   IRMapping map;
   map.map(rows.getInductionVars(),
           delinearizeIndex(b, loc, launch.getBlockIds().x, rowLbs, rowExtents,
-                      rowSteps));
+                           rowSteps));
 
   Block *body = rows.getBody();
   for (Operation &op : body->without_terminator()) {
@@ -223,9 +222,8 @@ LogicalResult RowsToLaunchPass::convert(scf::ParallelOp rows) {
             scf::YieldOp::create(fb, floc, yielded);
           });
       if (reduces) {
-        FailureOr<Value> r =
-            blockAllReduce(b, loc, strided.getResult(0),
-                           reduceOp.getReductions()[0]);
+        FailureOr<Value> r = blockAllReduce(b, loc, strided.getResult(0),
+                                            reduceOp.getReductions()[0]);
         if (failed(r))
           return phase.emitError("cuda: unsupported reduction combiner");
         map.map(phase.getResult(0), *r);

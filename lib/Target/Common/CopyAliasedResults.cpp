@@ -35,8 +35,8 @@ struct CopyAliasedResultsPass
         if (!type || (!isa<BlockArgument>(v) && seen.insert(v).second))
           continue;
         // alloc_tensor with `copy` always bufferizes to a fresh buffer.
-        operand.set(bufferization::AllocTensorOp::create(
-            b, ret.getLoc(), type, ValueRange{}, v));
+        operand.set(bufferization::AllocTensorOp::create(b, ret.getLoc(), type,
+                                                         ValueRange{}, v));
       }
     });
   }

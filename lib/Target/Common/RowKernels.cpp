@@ -108,8 +108,8 @@ bool touchesFromRegion(linalg::GenericOp op,
 /// What the analysis knows about one linalg.generic.
 struct OpPlan {
   linalg::GenericOp op;
-  SmallVector<int64_t> ranges;  ///< Static loop extents.
-  SmallVector<int64_t> rowLoop; ///< Loop of each row dimension, -1: unknown.
+  SmallVector<int64_t> ranges;   ///< Static loop extents.
+  SmallVector<int64_t> rowLoop;  ///< Loop of each row dimension, -1: unknown.
   Operation *combiner = nullptr; ///< Reductions: the combining op.
   Value reduced;                 ///< Reductions: the value combined in.
   TypedAttr neutral;             ///< Reductions: the combiner's identity.
@@ -163,8 +163,8 @@ private:
   Value reduceLoop(OpBuilder &b, Location loc, OpPlan &plan,
                    ArrayRef<int64_t> extents,
                    function_ref<Value(OpBuilder &, Location, ValueRange)> body);
-  void combineInto(OpBuilder &b, Location loc, OpPlan &plan,
-                   ValueRange indices, Value value);
+  void combineInto(OpBuilder &b, Location loc, OpPlan &plan, ValueRange indices,
+                   Value value);
   SmallVector<Value> indicesFor(OpBuilder &b, Location loc, AffineMap map,
                                 ArrayRef<Value> ivs);
 
@@ -187,8 +187,8 @@ bool RowKernelBuilder::collectOps() {
       continue;
     }
     if (isa<memref::AllocOp, memref::DeallocOp, func::ReturnOp,
-            ViewLikeOpInterface, memref::CollapseShapeOp,
-            memref::ExpandShapeOp, memref::CastOp>(&op) ||
+            ViewLikeOpInterface, memref::CollapseShapeOp, memref::ExpandShapeOp,
+            memref::CastOp>(&op) ||
         op.hasTrait<OpTrait::ConstantLike>())
       continue;
     return false;
@@ -218,9 +218,7 @@ bool RowKernelBuilder::collectOps() {
   return !plans.empty();
 }
 
-bool RowKernelBuilder::analyze() {
-  return collectOps() && analyzePlans();
-}
+bool RowKernelBuilder::analyze() { return collectOps() && analyzePlans(); }
 
 bool RowKernelBuilder::analyzePlans() {
   // Written buffers: each must be reached through one SSA value only.
@@ -261,7 +259,8 @@ bool RowKernelBuilder::analyzePlans() {
     return false;
 
   // Row space from the first reduction's output.
-  AffineMap outMap = seed->op.getMatchingIndexingMap(seed->op.getDpsInitOperand(0));
+  AffineMap outMap =
+      seed->op.getMatchingIndexingMap(seed->op.getDpsInitOperand(0));
   for (AffineExpr e : outMap.getResults()) {
     auto dim = dyn_cast<AffineDimExpr>(e);
     if (!dim)
@@ -290,7 +289,8 @@ bool RowKernelBuilder::propagate() {
         if (!writtenAccess.count(root))
           continue;
         AffineMap map = plan.op.getMatchingIndexingMap(&operand);
-        bool opKnown = llvm::all_of(plan.rowLoop, [](int64_t l) { return l >= 0; });
+        bool opKnown =
+            llvm::all_of(plan.rowLoop, [](int64_t l) { return l >= 0; });
         auto pos = rowPositions.find(root);
         if (pos != rowPositions.end()) {
           for (size_t j = 0; j < k; ++j) {
@@ -357,7 +357,8 @@ bool RowKernelBuilder::verify() {
     for (OpOperand &init : op.getDpsInitsMutable())
       for (OpOperand *input : op.getDpsInputOperands())
         if (rootBuffer(input->get()) == rootBuffer(init.get()) &&
-            op.getMatchingIndexingMap(input) != op.getMatchingIndexingMap(&init))
+            op.getMatchingIndexingMap(input) !=
+                op.getMatchingIndexingMap(&init))
           return false;
     // A row's elements must be contiguous: a buffer swept along the
     // columns but indexed innermost by a row loop would be read with the
@@ -405,8 +406,8 @@ SmallVector<Value> RowKernelBuilder::indicesFor(OpBuilder &b, Location loc,
 /// Loads the operands `plan`'s op reads at the loop point `ivs` and clones
 /// its body there (without the combiner of a reduction); returns the
 /// mapping from the body's values to the clones.
-IRMapping RowKernelBuilder::cloneBody(OpBuilder &b, Location loc,
-                                      OpPlan &plan, ArrayRef<Value> ivs) {
+IRMapping RowKernelBuilder::cloneBody(OpBuilder &b, Location loc, OpPlan &plan,
+                                      ArrayRef<Value> ivs) {
   linalg::GenericOp op = plan.op;
   IRMapping map;
   for (OpOperand &operand : op->getOpOperands()) {
@@ -503,15 +504,16 @@ void RowKernelBuilder::emitOp(OpBuilder &b, OpPlan &plan, ValueRange rowIvs) {
   };
 
   if (plan.combiner) {
-    Value rowValue = reduceLoop(
-        b, loc, plan, colExtents,
-        [&](OpBuilder &nb, Location nloc, ValueRange colIvs) {
-          IRMapping map = cloneBody(nb, nloc, plan, loopPoint(colIvs));
-          return map.lookupOrDefault(plan.reduced);
-        });
-    SmallVector<Value> indices = indicesFor(
-        b, loc, op.getMatchingIndexingMap(op.getDpsInitOperand(0)),
-        loopPoint({}));
+    Value rowValue =
+        reduceLoop(b, loc, plan, colExtents,
+                   [&](OpBuilder &nb, Location nloc, ValueRange colIvs) {
+                     IRMapping map =
+                         cloneBody(nb, nloc, plan, loopPoint(colIvs));
+                     return map.lookupOrDefault(plan.reduced);
+                   });
+    SmallVector<Value> indices =
+        indicesFor(b, loc, op.getMatchingIndexingMap(op.getDpsInitOperand(0)),
+                   loopPoint({}));
     combineInto(b, loc, plan, indices, rowValue);
     return;
   }
@@ -522,7 +524,8 @@ void RowKernelBuilder::emitOp(OpBuilder &b, OpPlan &plan, ValueRange rowIvs) {
       [&](OpBuilder &nb, Location nloc, ValueRange colIvs) {
         SmallVector<Value> ivs = loopPoint(colIvs);
         IRMapping map = cloneBody(nb, nloc, plan, ivs);
-        auto yield = cast<linalg::YieldOp>(op.getRegion().front().getTerminator());
+        auto yield =
+            cast<linalg::YieldOp>(op.getRegion().front().getTerminator());
         for (auto [value, init] :
              llvm::zip(yield.getValues(), op.getDpsInitsMutable())) {
           SmallVector<Value> indices =
@@ -565,8 +568,8 @@ void RowKernelBuilder::splitFull(OpPlan &plan) {
     Value rem = linear;
     for (int64_t d = plan.ranges.size() - 1; d >= 0; --d) {
       Value ext = arith::ConstantIndexOp::create(nb, loc, plan.ranges[d]);
-      ivs[d] = d > 0 ? arith::RemUIOp::create(nb, loc, rem, ext).getResult()
-                     : rem;
+      ivs[d] =
+          d > 0 ? arith::RemUIOp::create(nb, loc, rem, ext).getResult() : rem;
       if (d > 0)
         rem = arith::DivUIOp::create(nb, loc, rem, ext);
     }
@@ -575,12 +578,11 @@ void RowKernelBuilder::splitFull(OpPlan &plan) {
 
   if (slices == 1) {
     makeRows(1, [&](OpBuilder &nb, Value) {
-      Value all = reduceLoop(nb, loc, plan, {total},
-                             [&](OpBuilder &ib, Location, ValueRange i) {
-                               IRMapping map =
-                                   cloneBody(ib, loc, plan, delinearize(ib, i[0]));
-                               return map.lookupOrDefault(plan.reduced);
-                             });
+      Value all = reduceLoop(
+          nb, loc, plan, {total}, [&](OpBuilder &ib, Location, ValueRange i) {
+            IRMapping map = cloneBody(ib, loc, plan, delinearize(ib, i[0]));
+            return map.lookupOrDefault(plan.reduced);
+          });
       combineInto(nb, loc, plan, {}, all);
     });
     op.erase();
@@ -601,25 +603,26 @@ void RowKernelBuilder::splitFull(OpPlan &plan) {
           auto guard = scf::IfOp::create(
               ib, loc, inside,
               [&](OpBuilder &tb, Location) {
-                IRMapping map = cloneBody(tb, loc, plan, delinearize(tb, linear));
+                IRMapping map =
+                    cloneBody(tb, loc, plan, delinearize(tb, linear));
                 scf::YieldOp::create(tb, loc,
                                      map.lookupOrDefault(plan.reduced));
               },
               [&](OpBuilder &eb, Location) {
                 scf::YieldOp::create(
-                    eb, loc, arith::ConstantOp::create(eb, loc, plan.neutral)
-                                 .getResult());
+                    eb, loc,
+                    arith::ConstantOp::create(eb, loc, plan.neutral)
+                        .getResult());
               });
           return guard.getResult(0);
         });
     memref::StoreOp::create(nb, loc, part, partials, ValueRange{slice});
   });
   makeRows(1, [&](OpBuilder &nb, Value) {
-    Value all = reduceLoop(nb, loc, plan, {slices},
-                           [&](OpBuilder &ib, Location, ValueRange i) {
-                             return memref::LoadOp::create(ib, loc, partials, i)
-                                 .getResult();
-                           });
+    Value all = reduceLoop(
+        nb, loc, plan, {slices}, [&](OpBuilder &ib, Location, ValueRange i) {
+          return memref::LoadOp::create(ib, loc, partials, i).getResult();
+        });
     combineInto(nb, loc, plan, {}, all);
   });
   memref::DeallocOp::create(b, loc, partials);
@@ -636,12 +639,12 @@ void RowKernelBuilder::emit() {
   OpBuilder b(last);
   Location loc = first->getLoc();
   LoopBounds bounds = zeroBasedBounds(b, loc, rowExtents);
-  auto rows = scf::ParallelOp::create(
-      b, loc, bounds.lbs, bounds.ubs, bounds.steps,
-      [&](OpBuilder &nb, Location, ValueRange rowIvs) {
-        for (OpPlan &plan : plans)
-          emitOp(nb, plan, rowIvs);
-      });
+  auto rows =
+      scf::ParallelOp::create(b, loc, bounds.lbs, bounds.ubs, bounds.steps,
+                              [&](OpBuilder &nb, Location, ValueRange rowIvs) {
+                                for (OpPlan &plan : plans)
+                                  emitOp(nb, plan, rowIvs);
+                              });
   rows->setAttr(kRowKernelAttr, b.getUnitAttr());
   for (Operation *dealloc : deallocs)
     dealloc->moveAfter(rows);
@@ -708,7 +711,8 @@ static bool isColumnReduction(linalg::GenericOp op) {
     if (!isa<MemRefType>(in->get().getType()) || map.getNumResults() == 0)
       return false;
     auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
-    return last && iterators[last.getPosition()] == utils::IteratorType::parallel;
+    return last &&
+           iterators[last.getPosition()] == utils::IteratorType::parallel;
   });
 }
 
@@ -736,9 +740,9 @@ void RowKernelBuilder::splitColumns(OpPlan &plan) {
     outputs *= e;
   for (int64_t e : redExtents)
     reduced *= e;
-  int64_t slices = std::clamp<int64_t>(
-      (kTargetThreads + outputs - 1) / outputs, 1,
-      std::max<int64_t>(1, reduced / kMinSlice));
+  int64_t slices =
+      std::clamp<int64_t>((kTargetThreads + outputs - 1) / outputs, 1,
+                          std::max<int64_t>(1, reduced / kMinSlice));
   int64_t chunk = (reduced + slices - 1) / slices;
   Type type = plan.neutral.getType();
   OpOperand *outOperand = op.getDpsInitOperand(0);
@@ -795,7 +799,8 @@ void RowKernelBuilder::splitColumns(OpPlan &plan) {
         auto loop = scf::ForOp::create(
             nb, loc, start, end, one, ValueRange{neutral},
             [&](OpBuilder &fb, Location, Value r, ValueRange acc) {
-              IRMapping map = cloneBody(fb, loc, plan, loopPoint(fb, parIvs, r));
+              IRMapping map =
+                  cloneBody(fb, loc, plan, loopPoint(fb, parIvs, r));
               scf::YieldOp::create(
                   fb, loc,
                   combine(fb, plan, acc[0], map.lookupOrDefault(plan.reduced)));
@@ -850,9 +855,8 @@ bool RowKernelBuilder::run() {
         llvm::any_of(plan.ranges, ShapedType::isDynamic) ||
         !matchCombiner(plan))
       continue;
-    if (touchesFromRegion(generic, [&](Value root) {
-          return written.contains(root);
-        }))
+    if (touchesFromRegion(generic,
+                          [&](Value root) { return written.contains(root); }))
       continue;
     bool full = generic.getNumReductionLoops() == generic.getNumLoops() &&
                 generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))

@@ -38,8 +38,8 @@ static LogicalResult verifyGradientRequest(Value loss, Value seed) {
 }
 
 /// Checks the arguments of the vector-Jacobian form of buildGradients.
-static LogicalResult verifyCotangents(ValueRange outputs,
-                                      ValueRange cotangents, ValueRange wrt) {
+static LogicalResult verifyCotangents(ValueRange outputs, ValueRange cotangents,
+                                      ValueRange wrt) {
   if (outputs.empty())
     return emitError(UnknownLoc::get(wrt.empty() ? nullptr
                                                  : wrt.front().getContext()))
@@ -57,8 +57,8 @@ static LogicalResult verifyCotangents(ValueRange outputs,
              << out.getType() << ": not a float tensor";
     if (c.getType() != out.getType())
       return emitError(c.getLoc())
-             << "the cotangent of output #" << i << " has type "
-             << c.getType() << ", not the output's " << out.getType();
+             << "the cotangent of output #" << i << " has type " << c.getType()
+             << ", not the output's " << out.getType();
     if (out.getParentBlock() != block)
       return emitError(out.getLoc())
              << "cannot differentiate: output #" << i
@@ -100,9 +100,10 @@ struct TagListener : public OpBuilder::Listener {
 };
 } // namespace
 
-static FailureOr<SmallVector<Value>>
-buildGradientsImpl(OpBuilder &b, ValueRange outputs, ValueRange cotangents,
-                   ValueRange wrt);
+static FailureOr<SmallVector<Value>> buildGradientsImpl(OpBuilder &b,
+                                                        ValueRange outputs,
+                                                        ValueRange cotangents,
+                                                        ValueRange wrt);
 
 namespace cleave {
 FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, Value loss,
@@ -139,9 +140,10 @@ FailureOr<SmallVector<Value>> buildGradients(OpBuilder &b, ValueRange outputs,
 }
 } // namespace cleave
 
-static FailureOr<SmallVector<Value>>
-buildGradientsImpl(OpBuilder &b, ValueRange outputs, ValueRange cotangents,
-                   ValueRange wrt) {
+static FailureOr<SmallVector<Value>> buildGradientsImpl(OpBuilder &b,
+                                                        ValueRange outputs,
+                                                        ValueRange cotangents,
+                                                        ValueRange wrt) {
   if (failed(verifyCotangents(outputs, cotangents, wrt)))
     return failure();
   Emitter e{b, outputs.front().getLoc()};

@@ -33,12 +33,12 @@ template <typename... OpTs> void attach(MLIRContext *ctx) {
 namespace cleave {
 void registerVJPExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, CleaveDialect *) {
-    attach<ConstantOp, IotaOp, RngKeyOp, CompareOp, ArgReduceOp, UnaryOp, BinaryOp,
-           SelectOp, ConvertOp, PipelineTransferOp>(ctx);
+    attach<ConstantOp, IotaOp, RngKeyOp, CompareOp, ArgReduceOp, UnaryOp,
+           BinaryOp, SelectOp, ConvertOp, PipelineTransferOp>(ctx);
     attach<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
            ConcatOp, PadOp, GatherOp, GatherElementsOp, ScatterOp, TopKOp>(ctx);
-    attach<ContractOp, ReduceOp, CumSumOp, SoftmaxOp, LogSoftmaxOp,
-           LayerNormOp, RmsNormOp, AttentionOp, RotaryOp>(ctx);
+    attach<ContractOp, ReduceOp, CumSumOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
+           RmsNormOp, AttentionOp, RotaryOp>(ctx);
     attach<ConvOp, ReduceWindowOp>(ctx);
   });
 }

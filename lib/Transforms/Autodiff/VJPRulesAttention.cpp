@@ -43,9 +43,9 @@ VJPResult vjp(RotaryOp op, OpBuilder &b, ValueRange cotangents) {
   // sum(dy2 x1 - dy1 x2) over what cos and sin are broadcast across.
   Emitter e{b, op.getLoc()};
   Value dy = cotangents[0];
-  Value dx = RotaryOp::create(b, op.getLoc(), op.getX().getType(), dy,
-                              op.getCos(), e.neg(op.getSin()),
-                              op.getInterleavedAttr());
+  Value dx =
+      RotaryOp::create(b, op.getLoc(), op.getX().getType(), dy, op.getCos(),
+                       e.neg(op.getSin()), op.getInterleavedAttr());
   int64_t r = Emitter::typeOf(op.getCos()).getDimSize(2);
   RotaryHalves x = rotaryHalves(e, op.getX(), r, op.getInterleaved());
   RotaryHalves g = rotaryHalves(e, dy, r, op.getInterleaved());

@@ -172,7 +172,8 @@ VJPResult vjp(BinaryOp op, OpBuilder &b, ValueRange cotangents) {
     // As torch.maximum / torch.minimum: the larger (smaller) operand takes
     // the cotangent and ties split it evenly. (ONNX Relu and Clip, whose
     // PyTorch gradients differ at ties, are imported as selects.)
-    CompareKind wins = op.getKind() == K::max ? CompareKind::gt : CompareKind::lt;
+    CompareKind wins =
+        op.getKind() == K::max ? CompareKind::gt : CompareKind::lt;
     Value half = e.scale(g, 0.5), zero = e.zerosLike(g);
     Value tie = e.compare(CompareKind::eq, x, y);
     return SmallVector<Value>{

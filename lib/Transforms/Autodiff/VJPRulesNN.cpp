@@ -138,12 +138,11 @@ VJPResult vjp(ConvOp op, OpBuilder &b, ValueRange cotangents) {
   Value gr = e.transpose(g, swapPerm(rank, 0, 1));
   SmallVector<int64_t> dwShape{cg, o};
   for (int64_t i = 0; i < spatial; ++i)
-    dwShape.push_back(
-        (padded[i] - (gs[2 + i] - 1) * strides[i] - 1) / dils[i] + 1);
+    dwShape.push_back((padded[i] - (gs[2 + i] - 1) * strides[i] - 1) / dils[i] +
+                      1);
   Value dwFull = ConvOp::create(b, op.getLoc(), wType.clone(dwShape), xr, gr,
                                 dils, padLow, padHigh, strides, groups);
-  SmallVector<int64_t> zeros(rank, 0), sliceLimit{cg, o},
-      unit(rank, 1);
+  SmallVector<int64_t> zeros(rank, 0), sliceLimit{cg, o}, unit(rank, 1);
   sliceLimit.append(ws.begin() + 2, ws.end());
   Value dw = e.transpose(e.slice(dwFull, zeros, sliceLimit, unit),
                          swapPerm(rank, 0, 1));
@@ -307,8 +306,7 @@ VJPResult vjpPadFolded(PadOp op, OpBuilder &b, ValueRange cotangents) {
 // scatter (mul, max, min)
 //===----------------------------------------------------------------------===//
 
-VJPResult vjpScatterCombine(ScatterOp op, OpBuilder &b,
-                            ValueRange cotangents) {
+VJPResult vjpScatterCombine(ScatterOp op, OpBuilder &b, ValueRange cotangents) {
   Emitter e{b, op.getLoc()};
   Location loc = op.getLoc();
   Value g = cotangents[0];
@@ -327,11 +325,9 @@ VJPResult vjpScatterCombine(ScatterOp op, OpBuilder &b,
   case ScatterKind::mul: {
     // result = operand * prod(updates at p): d operand = g * prod(updates),
     // d update = gather(g * result) / update (undefined at a zero update).
-    Value prod =
-        scatter(ScatterKind::mul, e.splatLike(operand, 1.0), updates);
+    Value prod = scatter(ScatterKind::mul, e.splatLike(operand, 1.0), updates);
     Value operandGrad = e.mul(g, prod);
-    Value updatesGrad =
-        e.div(gather(e.mul(g, op.getResult())), updates);
+    Value updatesGrad = e.div(gather(e.mul(g, op.getResult())), updates);
     return SmallVector<Value>{operandGrad, Value(), updatesGrad};
   }
   case ScatterKind::max:
@@ -343,9 +339,8 @@ VJPResult vjpScatterCombine(ScatterOp op, OpBuilder &b,
     Value updateHit = e.compare(CompareKind::eq, updates, gather(result));
     Value onesO = e.splatLike(operand, 1.0), zerosO = e.zerosLike(operand);
     Value onesU = e.splatLike(updates, 1.0), zerosU = e.zerosLike(updates);
-    Value count =
-        scatter(ScatterKind::add, e.select(operandHit, onesO, zerosO),
-                e.select(updateHit, onesU, zerosU));
+    Value count = scatter(ScatterKind::add, e.select(operandHit, onesO, zerosO),
+                          e.select(updateHit, onesU, zerosU));
     Value share = e.div(g, e.binary(BinaryKind::max, count, onesO));
     Value operandGrad = e.select(operandHit, share, zerosO);
     Value updatesGrad = e.select(updateHit, gather(share), zerosU);

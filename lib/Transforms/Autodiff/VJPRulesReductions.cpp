@@ -117,8 +117,7 @@ VJPResult vjp(ReduceOp op, OpBuilder &b, ValueRange cotangents) {
     Value oneZero = e.compare(CompareKind::eq, zeros, e.splatLike(x, 1.0));
     return SmallVector<Value>{e.select(
         noZero, e.div(restProd, xNonzero),
-        e.select(e.binary(BinaryKind::land, oneZero, isZero), restProd,
-                 zero))};
+        e.select(e.binary(BinaryKind::land, oneZero, isZero), restProd, zero))};
   }
   case ReduceKind::max:
   case ReduceKind::min: {
@@ -180,8 +179,8 @@ struct NormalizedDims {
     }
   }
   Value mean(Value v) const {
-    Value sum = e.scale(e.reduceSum(v, normalized),
-                        1.0 / std::max<int64_t>(count, 1));
+    Value sum =
+        e.scale(e.reduceSum(v, normalized), 1.0 / std::max<int64_t>(count, 1));
     return e.broadcastBack(sum, type, normalized);
   }
 

@@ -1,4 +1,4 @@
-//===- FactorSharding.cpp - Shardings seen through sharding rules ----------===//
+//===- FactorSharding.cpp - Shardings seen through sharding rules ---------===//
 
 #include "cleave/Transforms/Sharding/FactorSharding.h"
 
@@ -23,15 +23,15 @@ int64_t MeshAxes::size(ArrayRef<StringAttr> axes) const {
 }
 
 SmallVector<Axes> splitDimAxes(ArrayRef<StringAttr> axes,
-                                                 ArrayRef<int64_t> factors,
-                                                 const ShardingRule &rule,
-                                                 const MeshAxes &mesh) {
+                               ArrayRef<int64_t> factors,
+                               const ShardingRule &rule, const MeshAxes &mesh) {
   SmallVector<Axes> out(factors.size());
   size_t next = 0;
   for (auto [i, f] : llvm::enumerate(factors)) {
     int64_t size = rule.getFactor(f).size;
     int64_t product = 1;
-    while (next < axes.size() && size % (product * mesh.size(axes[next])) == 0) {
+    while (next < axes.size() &&
+           size % (product * mesh.size(axes[next])) == 0) {
       product *= mesh.size(axes[next]);
       out[i].push_back(axes[next++]);
     }
@@ -41,10 +41,8 @@ SmallVector<Axes> splitDimAxes(ArrayRef<StringAttr> axes,
   return out;
 }
 
-Axes joinDimAxes(ArrayRef<int64_t> factors,
-                                   ArrayRef<Axes> factorAxes,
-                                   const ShardingRule &rule,
-                                   const MeshAxes &mesh) {
+Axes joinDimAxes(ArrayRef<int64_t> factors, ArrayRef<Axes> factorAxes,
+                 const ShardingRule &rule, const MeshAxes &mesh) {
   Axes axes;
   for (int64_t f : factors) {
     llvm::append_range(axes, factorAxes[f]);
@@ -54,10 +52,9 @@ Axes joinDimAxes(ArrayRef<int64_t> factors,
   return axes;
 }
 
-SmallVector<Axes> projectToTensor(const ShardingRule &rule,
-                                                    int64_t t,
-                                                    ArrayRef<Axes> factorAxes,
-                                                    const MeshAxes &mesh) {
+SmallVector<Axes> projectToTensor(const ShardingRule &rule, int64_t t,
+                                  ArrayRef<Axes> factorAxes,
+                                  const MeshAxes &mesh) {
   SmallVector<Axes> dims;
   for (const auto &factors : rule.getTensor(t))
     dims.push_back(joinDimAxes(factors, factorAxes, rule, mesh));
@@ -71,8 +68,7 @@ std::string axesToString(ArrayRef<StringAttr> axes) {
   return s + "]";
 }
 
-bool isPrefix(ArrayRef<StringAttr> prefix,
-                                ArrayRef<StringAttr> axes) {
+bool isPrefix(ArrayRef<StringAttr> prefix, ArrayRef<StringAttr> axes) {
   return prefix.size() <= axes.size() &&
          llvm::equal(prefix, axes.take_front(prefix.size()));
 }

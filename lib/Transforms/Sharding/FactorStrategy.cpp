@@ -147,10 +147,10 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
     // A partial gradient rounded to bf16/f16 before its reduction (through
     // reshapes and transposes) is reduced in the low type.
     if (Operation *rounding = gradientRoundingOf(r))
-      local = local *
-              getElementTypeOrSelf(rounding->getResult(0))
-                  .getIntOrFloatBitWidth() /
-              type.getElementType().getIntOrFloatBitWidth();
+      local =
+          local *
+          getElementTypeOrSelf(rounding->getResult(0)).getIntOrFloatBitWidth() /
+          type.getElementType().getIntOrFloatBitWidth();
     if (plan.reduction.kind == ReshardStep::Kind::ReduceScatter)
       bytes += local * (g - 1) / g;
     else
@@ -159,4 +159,3 @@ int64_t Partitioner::estimateBytes(Operation *op, const ShardingRule &rule,
   }
   return bytes;
 }
-

@@ -1,4 +1,4 @@
-//===- Partition.cpp - Global program to per-rank program ------------------===//
+//===- Partition.cpp - Global program to per-rank program -----------------===//
 //
 // Rewrites a program whose values all carry shardings (after
 // --cleave-propagate-sharding) into the program every rank runs: local
@@ -74,7 +74,6 @@ std::string partition::dimsToString(ArrayRef<Axes> dims) {
   return s + "]";
 }
 
-
 /// A rounding to bf16/f16 that a partial sum is completed after, in the
 /// low type, each rank rounding its addend: a gradient's
 /// (--low-precision-gradients), or a mixed-precision contraction's f32
@@ -102,9 +101,8 @@ bool partition::isAddOrSub(Operation *op) {
 /// The gradient rounding `v` reaches through single-use reshapes,
 /// transposes and adds (a tied weight's contributions), or null.
 Operation *partition::gradientRoundingOf(Value v) {
-  while (v.hasOneUse() &&
-         (isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()) ||
-          isAddOrSub(*v.getUsers().begin())))
+  while (v.hasOneUse() && (isa<ReshapeOp, TransposeOp>(*v.getUsers().begin()) ||
+                           isAddOrSub(*v.getUsers().begin())))
     v = v.getUsers().begin()->getResult(0);
   if (v.hasOneUse() && isGradientRounding(*v.getUsers().begin()))
     return *v.getUsers().begin();
@@ -113,7 +111,6 @@ Operation *partition::gradientRoundingOf(Value v) {
 bool partition::leadsToGradientRounding(Value v) {
   return gradientRoundingOf(v) != nullptr;
 }
-
 
 /// True if any dimension of `dims` is split over one of `over`.
 bool partition::splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over) {
@@ -164,10 +161,9 @@ LogicalResult Partitioner::run(func::FuncOp func) {
       continue;
     }
     DimAxes want = axesOf(getResultSharding(func, i), type.getRank());
-    Value out = reshard(b, ret.getLoc(), in.value, type, in.dims, want,
-                        ("function result " + Twine(i) + " is " +
-                         dimsToString(want))
-                            .str());
+    Value out = reshard(
+        b, ret.getLoc(), in.value, type, in.dims, want,
+        ("function result " + Twine(i) + " is " + dimsToString(want)).str());
     results.push_back(out);
     resultTypes.push_back(out.getType());
   }
@@ -178,8 +174,8 @@ LogicalResult Partitioner::run(func::FuncOp func) {
     op->erase();
   }
   body.eraseArguments(0, numArgs);
-  func.setFunctionType(FunctionType::get(
-      func.getContext(), body.getArgumentTypes(), resultTypes));
+  func.setFunctionType(FunctionType::get(func.getContext(),
+                                         body.getArgumentTypes(), resultTypes));
   return success();
 }
 

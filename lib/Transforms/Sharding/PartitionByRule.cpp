@@ -22,7 +22,6 @@ using namespace mlir::cleave;
 using namespace mlir::cleave::partition;
 using namespace ::cleave::sharding;
 
-
 Operation *partition::cloneOnLocalShapes(OpBuilder &b, Operation *op,
                                          ValueRange operands,
                                          TypeRange resultTypes) {

@@ -23,7 +23,6 @@ using namespace mlir::cleave;
 using namespace mlir::cleave::partition;
 using namespace ::cleave::sharding;
 
-
 //===----------------------------------------------------------------------===//
 // Partial sums
 //===----------------------------------------------------------------------===//

@@ -1,4 +1,4 @@
-//===- PropagateSharding.cpp - Shardings through the ops' rules ------------===//
+//===- PropagateSharding.cpp - Shardings through the ops' rules -----------===//
 //
 // Propagation works on a state per tensor value (axes, closed mark and
 // priority per dimension) and sweeps: every op projects the current state of
@@ -95,7 +95,8 @@ static Axes pickAgreed(ArrayRef<Axes> candidates) {
   int64_t bestCount = 0;
   for (const Axes &c : candidates) {
     int64_t count = llvm::count(candidates, c);
-    if (!best || count > bestCount || (count == bestCount && lessAxes(c, *best))) {
+    if (!best || count > bestCount ||
+        (count == bestCount && lessAxes(c, *best))) {
       best = &c;
       bestCount = count;
     }
@@ -174,8 +175,7 @@ public:
       llvm::SetVector<Value> changed;
       [[maybe_unused]] int64_t sweeps = 0;
       for (bool first = true; first || !changed.empty(); first = false) {
-        changed = sweep(p, first ? all : opsTouching(changed), first,
-                        changed);
+        changed = sweep(p, first ? all : opsTouching(changed), first, changed);
         LLVM_DEBUG(llvm::dbgs() << "round "
                                 << (p == kNoPriority ? std::string("rest")
                                                      : "p" + std::to_string(p))
@@ -189,9 +189,7 @@ public:
     auto it = states.find(v);
     return it == states.end() ? nullptr : &it->second;
   }
-  ArrayRef<std::pair<Value, TensorState>> getResults() const {
-    return results;
-  }
+  ArrayRef<std::pair<Value, TensorState>> getResults() const { return results; }
 
   TensorShardingAttr toAttr(const TensorState &s, bool keepOpen) const {
     MLIRContext *ctx = meshRef.getContext();
@@ -236,7 +234,6 @@ public:
   }
 
 private:
-
   /// The ops of `values`, each once, in program order.
   std::vector<unsigned> opsTouching(const llvm::SetVector<Value> &values) {
     std::vector<unsigned> out;
@@ -326,13 +323,13 @@ private:
       if (rule.getFactor(f).kind == FactorKind::NeedReplication ||
           candidates[f].empty())
         continue;
-      std::tie(factorAxes[f], factorPriority[f]) =
-          settle(candidates[f], r, f);
+      std::tie(factorAxes[f], factorPriority[f]) = settle(candidates[f], r, f);
     }
 
     // An axis splits at most one factor: factors of higher priority (then
     // lower index) keep theirs, the others are cut before it.
-    SmallVector<int64_t> order = llvm::to_vector(llvm::seq<int64_t>(0, rule.getNumFactors()));
+    SmallVector<int64_t> order =
+        llvm::to_vector(llvm::seq<int64_t>(0, rule.getNumFactors()));
     llvm::stable_sort(order, [&](int64_t a, int64_t b) {
       return factorPriority[a] < factorPriority[b];
     });
@@ -354,8 +351,8 @@ private:
   /// The axes of one factor from its candidates: agreeing candidates give
   /// the longest; in a conflict, the choice that reshards the fewest bytes
   /// wins, then the higher priority, then the smaller names.
-  std::pair<Axes, int64_t> settle(ArrayRef<Candidate> candidates,
-                                  RuleOp &r, int64_t factor) {
+  std::pair<Axes, int64_t> settle(ArrayRef<Candidate> candidates, RuleOp &r,
+                                  int64_t factor) {
     SmallVector<Axes> options;
     for (const auto &c : candidates)
       if (!llvm::is_contained(options, c.axes))
@@ -395,13 +392,12 @@ private:
       for (const auto &c : candidates)
         if (!isPrefix(c.axes, o) && !isPrefix(o, c.axes))
           cost += c.bytes;
-      std::string note = "factor " + ShardingRule::getFactorName(factor) +
-                         " (size " +
-                         std::to_string(r.rule.getFactor(factor).size) +
-                         "): " + axesToString(*best) + " kept, resharding " +
-                         std::to_string(bestCost) + " bytes; " +
-                         axesToString(o) + " rejected, it would reshard " +
-                         std::to_string(cost) + " bytes";
+      std::string note =
+          "factor " + ShardingRule::getFactorName(factor) + " (size " +
+          std::to_string(r.rule.getFactor(factor).size) +
+          "): " + axesToString(*best) + " kept, resharding " +
+          std::to_string(bestCost) + " bytes; " + axesToString(o) +
+          " rejected, it would reshard " + std::to_string(cost) + " bytes";
       if (!llvm::is_contained(r.conflicts, note)) {
         LLVM_DEBUG(llvm::dbgs() << r.op->getName() << " at " << r.op->getLoc()
                                 << ": " << note << "\n");
@@ -484,15 +480,16 @@ struct PropagateShardingPass
       else if (meshRef != s.getMesh()) {
         mlir::emitError(where->getLoc())
             << "sharding propagation works over one mesh, but "
-                              "shardings name "
-                           << meshRef << " and " << s.getMesh();
+               "shardings name "
+            << meshRef << " and " << s.getMesh();
         ok = false;
       }
     };
     for (func::FuncOp func : funcs) {
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        noteMesh(func.getArgAttrOfType<TensorShardingAttr>(i, kShardingAttrName),
-                 func);
+        noteMesh(
+            func.getArgAttrOfType<TensorShardingAttr>(i, kShardingAttrName),
+            func);
       for (unsigned i = 0; i < func.getNumResults(); ++i)
         noteMesh(getResultSharding(func, i), func);
       func.walk([&](Operation *op) {
@@ -510,8 +507,8 @@ struct PropagateShardingPass
     }
     MeshOp mesh = lookupMesh(module, meshRef);
     if (!mesh) {
-      mlir::emitError(module.getLoc()) << "shardings name mesh " << meshRef
-                         << ", which is not declared";
+      mlir::emitError(module.getLoc())
+          << "shardings name mesh " << meshRef << ", which is not declared";
       return signalPassFailure();
     }
 
@@ -519,24 +516,25 @@ struct PropagateShardingPass
     Propagator prop(mesh, meshRef);
     auto stated = [&](TensorShardingAttr s, Type type, Operation *where,
                       const Twine &what) -> TensorShardingAttr {
-      if (s && failed(verifySharding(
-                   s, type, mesh, [&] { return mlir::emitError(where->getLoc()); },
-                   what.str())))
+      if (s &&
+          failed(verifySharding(
+              s, type, mesh, [&] { return mlir::emitError(where->getLoc()); },
+              what.str())))
         ok = false;
       return s;
     };
     for (func::FuncOp func : funcs) {
       for (BlockArgument arg : func.getArguments())
-        prop.addValue(arg,
-                      stated(getSharding(arg), arg.getType(), func,
-                             "argument " + Twine(arg.getArgNumber())));
+        prop.addValue(arg, stated(getSharding(arg), arg.getType(), func,
+                                  "argument " + Twine(arg.getArgNumber())));
       func.walk([&](Operation *op) {
         if (op->getNumRegions() == 0)
           prop.addOp(op);
         for (Value r : op->getResults())
-          prop.addValue(r, stated(getSharding(r), r.getType(), op,
-                                  "result " + Twine(cast<OpResult>(r)
-                                                        .getResultNumber())));
+          prop.addValue(
+              r,
+              stated(getSharding(r), r.getType(), op,
+                     "result " + Twine(cast<OpResult>(r).getResultNumber())));
       });
       auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
       for (auto [i, v] : llvm::enumerate(ret.getOperands()))
@@ -571,8 +569,8 @@ struct PropagateShardingPass
         // value's.
         const auto &[returned, s] = results[resultIndex++];
         TensorShardingAttr own = getResultSharding(func, i);
-        TensorShardingAttr out =
-            own ? prop.toAttr(s, keepOpen) : prop.toAttr(*prop.lookup(v), keepOpen);
+        TensorShardingAttr out = own ? prop.toAttr(s, keepOpen)
+                                     : prop.toAttr(*prop.lookup(v), keepOpen);
         func.setResultAttr(i, kShardingAttrName, out);
       }
     }

@@ -61,8 +61,8 @@ Value Partitioner::emitReshard(OpBuilder &b, Location loc, Value local,
   return local;
 }
 
-std::optional<Value>
-Partitioner::scatterTransfer(OpBuilder &b, PipelineTransferOp transfer) {
+std::optional<Value> Partitioner::scatterTransfer(OpBuilder &b,
+                                                  PipelineTransferOp transfer) {
   // Below this many bytes per rank a message is latency, not bandwidth.
   constexpr int64_t kScatterMinBytes = 1 << 16;
   Value global = transfer.getOperand();
@@ -98,9 +98,9 @@ Partitioner::scatterTransfer(OpBuilder &b, PipelineTransferOp transfer) {
   Value sliced = reshard(b, loc, in.value, type, in.dims, split,
                          "each rank of the group sends its slice of a "
                          "pipeline message");
-  auto moved = PipelineTransferOp::create(b, loc, sliced.getType(), sliced,
-                                          transfer.getFromAttr(),
-                                          transfer.getToAttr());
+  auto moved =
+      PipelineTransferOp::create(b, loc, sliced.getType(), sliced,
+                                 transfer.getFromAttr(), transfer.getToAttr());
   for (NamedAttribute attr : transfer->getDiscardableAttrs())
     if (attr.getName() != kShardingAttrName &&
         attr.getName() != kConflictsAttrName)
@@ -125,12 +125,11 @@ Value Partitioner::rankOffset(OpBuilder &b, Location loc, Type elementType,
             : Attribute(b.getIntegerAttr(elementType, i * local)));
   Value all = ConstantOp::create(b, loc, startsType,
                                  DenseElementsAttr::get(startsType, starts));
-  Value mine = tag(AllSliceOp::create(b, loc,
-                                      RankedTensorType::get({1}, elementType),
-                                      all, mesh.getSymName(), axesAttr(over),
-                                      0),
-                   why)
-                   ->getResult(0);
+  Value mine =
+      tag(AllSliceOp::create(b, loc, RankedTensorType::get({1}, elementType),
+                             all, mesh.getSymName(), axesAttr(over), 0),
+          why)
+          ->getResult(0);
   return ReshapeOp::create(b, loc, RankedTensorType::get({}, elementType),
                            mine);
 }
@@ -168,8 +167,8 @@ Value Partitioner::complete(OpBuilder &b, Location loc, Value v,
                 " (its reduction is split), kept split")
             ->getResult(0);
   } else {
-    v = tag(AllReduceOp::create(b, loc, v.getType(), kind, v,
-                                mesh.getSymName(), axesAttr(partial)),
+    v = tag(AllReduceOp::create(b, loc, v.getType(), kind, v, mesh.getSymName(),
+                                axesAttr(partial)),
             "all_reduce " + axesToString(partial) + ": partial results of " +
                 opName + " (its reduction is split)")
             ->getResult(0);
@@ -192,21 +191,18 @@ void Partitioner::completeDeferred(OpBuilder &b, Value v) {
   if (in.partial.empty())
     return;
   Local done = in;
-  done.value = complete(b, v.getLoc(), in.value,
-                        cast<RankedTensorType>(v.getType()), in.dims,
-                        in.partial, CollectiveReduceKind::sum, in.target,
-                        in.why);
+  done.value = complete(
+      b, v.getLoc(), in.value, cast<RankedTensorType>(v.getType()), in.dims,
+      in.partial, CollectiveReduceKind::sum, in.target, in.why);
   done.dims = in.target;
   done.partial.clear();
   locals[v] = std::move(done);
 }
 
-std::optional<Value> Partitioner::spreadBlocks(OpBuilder &b, Location loc,
-                                               Value v,
-                                               RankedTensorType globalType,
-                                               ArrayRef<Axes> from,
-                                               ArrayRef<Axes> to,
-                                               ArrayRef<StringAttr> over) {
+std::optional<Value>
+Partitioner::spreadBlocks(OpBuilder &b, Location loc, Value v,
+                          RankedTensorType globalType, ArrayRef<Axes> from,
+                          ArrayRef<Axes> to, ArrayRef<StringAttr> over) {
   // `from` must be `to` with some of `over`'s axes added to one dimension.
   std::optional<int64_t> dim;
   Axes extra;
@@ -236,13 +232,12 @@ std::optional<Value> Partitioner::spreadBlocks(OpBuilder &b, Location loc,
     oneHot[j] = true;
     Value flags = ConstantOp::create(b, loc, flagsType,
                                      DenseElementsAttr::get(flagsType, oneHot));
-    Value mine =
-        tag(AllSliceOp::create(b, loc,
-                               RankedTensorType::get({1}, b.getI1Type()),
-                               flags, mesh.getSymName(), axesAttr(extra), 0),
-            "whether this rank holds block " + std::to_string(j) +
-                " of an addend split over " + axesToString(extra))
-            ->getResult(0);
+    Value mine = tag(AllSliceOp::create(
+                         b, loc, RankedTensorType::get({1}, b.getI1Type()),
+                         flags, mesh.getSymName(), axesAttr(extra), 0),
+                     "whether this rank holds block " + std::to_string(j) +
+                         " of an addend split over " + axesToString(extra))
+                     ->getResult(0);
     Value isMine = ReshapeOp::create(
         b, loc, RankedTensorType::get({}, b.getI1Type()), mine);
     Value cond = BroadcastInDimOp::create(
@@ -250,8 +245,8 @@ std::optional<Value> Partitioner::spreadBlocks(OpBuilder &b, Location loc,
         b.getDenseI64ArrayAttr({}));
     blocks.push_back(SelectOp::create(b, loc, cond, v, zero));
   }
-  Value spread = ConcatOp::create(b, loc, localType(globalType, to), blocks,
-                                  *dim);
+  Value spread =
+      ConcatOp::create(b, loc, localType(globalType, to), blocks, *dim);
   // Axes of the sum the value was not split over: the first rank of them
   // holds it.
   Axes rest;
@@ -276,15 +271,14 @@ Value Partitioner::keepOnFirstRank(OpBuilder &b, Location loc, Value v,
     auto allType = RankedTensorType::get({parts}, b.getI1Type());
     Value all = ConstantOp::create(b, loc, allType,
                                    DenseElementsAttr::get(allType, first));
-    Value mine =
-        tag(AllSliceOp::create(b, loc,
-                               RankedTensorType::get({1}, b.getI1Type()), all,
-                               mesh.getSymName(), axesAttr(over), 0),
-            "whether this rank holds the whole addend of sums over " +
-                axesToString(over))
-            ->getResult(0);
-    isFirst = ReshapeOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
-                                mine);
+    Value mine = tag(AllSliceOp::create(
+                         b, loc, RankedTensorType::get({1}, b.getI1Type()), all,
+                         mesh.getSymName(), axesAttr(over), 0),
+                     "whether this rank holds the whole addend of sums over " +
+                         axesToString(over))
+                     ->getResult(0);
+    isFirst = ReshapeOp::create(b, loc,
+                                RankedTensorType::get({}, b.getI1Type()), mine);
   }
   Value cond = BroadcastInDimOp::create(
       b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()), isFirst,
@@ -336,12 +330,11 @@ bool Partitioner::partitionLinear(OpBuilder &b, Operation *op) {
       whole = {*spread, part.dims, part.partial, part.target, part.why};
     }
     if (whole.partial.empty()) {
-      Value v = reshard(b, op->getLoc(), whole.value,
-                        cast<RankedTensorType>(operand.getType()), whole.dims,
-                        part.dims,
-                        "an addend of a sum over " +
-                            axesToString(part.partial) + " is needed as " +
-                            dimsToString(part.dims));
+      Value v = reshard(
+          b, op->getLoc(), whole.value,
+          cast<RankedTensorType>(operand.getType()), whole.dims, part.dims,
+          "an addend of a sum over " + axesToString(part.partial) +
+              " is needed as " + dimsToString(part.dims));
       whole = {keepOnFirstRank(b, op->getLoc(), v, part.partial), part.dims,
                part.partial, part.target, part.why};
     }
@@ -350,8 +343,8 @@ bool Partitioner::partitionLinear(OpBuilder &b, Operation *op) {
     return false;
   // (a0 + a1) ± (b0 + b1) = (a0 ± b0) + (a1 ± b1): each rank combines its
   // addends; the sum is completed once, after the last add.
-  Value v = BinaryOp::create(b, op->getLoc(), binary.getKind(), lhs.value,
-                             rhs.value);
+  Value v =
+      BinaryOp::create(b, op->getLoc(), binary.getKind(), lhs.value, rhs.value);
   // The sum of a tied weight's contributions is its gradient.
   if (Attribute of = op->getAttr(mlir::cleave::attr::kGradientOf))
     v.getDefiningOp()->setAttr(mlir::cleave::attr::kGradientOf, of);

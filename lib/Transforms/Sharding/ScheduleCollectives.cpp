@@ -1,4 +1,4 @@
-//===- ScheduleCollectives.cpp - Buckets and overlap for collectives -------===//
+//===- ScheduleCollectives.cpp - Buckets and overlap for collectives ------===//
 //
 // Two rewrites of a partitioned program, in program order:
 //
@@ -76,15 +76,14 @@ static SmallVector<Operation *> packBucket(ArrayRef<AllReduceOp> members) {
   }
   auto packedType = RankedTensorType::get({total}, et);
   Value packed = ConcatOp::create(b, loc, packedType, flat, 0);
-  auto reduced = AllReduceOp::create(b, loc, packedType, last.getKindAttr(),
-                                     packed, last.getMeshAttr(),
-                                     last.getMeshAxesAttr());
-  reduced->setAttr("cleave.phase",
-                   b.getStringAttr("bucket of " + Twine(members.size()) +
-                                   " all_reduces (" +
-                                   Twine(total * et.getIntOrFloatBitWidth() /
-                                         8) +
-                                   " bytes)"));
+  auto reduced =
+      AllReduceOp::create(b, loc, packedType, last.getKindAttr(), packed,
+                          last.getMeshAttr(), last.getMeshAxesAttr());
+  reduced->setAttr(
+      "cleave.phase",
+      b.getStringAttr("bucket of " + Twine(members.size()) + " all_reduces (" +
+                      Twine(total * et.getIntOrFloatBitWidth() / 8) +
+                      " bytes)"));
   int64_t offset = 0;
   for (AllReduceOp m : members) {
     int64_t n = m.getType().getNumElements();

@@ -1,4 +1,4 @@
-//===- ShardProgram.cpp - Mesh, shardings, propagation, partition ----------===//
+//===- ShardProgram.cpp - Mesh, shardings, propagation, partition ---------===//
 
 #include "cleave/Transforms/Sharding/ShardProgram.h"
 #include "cleave/Analysis/TrainingTags.h"
@@ -32,8 +32,8 @@ static constexpr int64_t kBatchPriority = 1;
 static constexpr int64_t kSequencePriority = 2;
 static constexpr int64_t kZeroPriority = 100;
 
-std::string parseMeshSpec(
-    StringRef text, std::vector<std::pair<std::string, int64_t>> &mesh) {
+std::string parseMeshSpec(StringRef text,
+                          std::vector<std::pair<std::string, int64_t>> &mesh) {
   mesh.clear();
   llvm::StringSet<> names;
   SmallVector<StringRef> parts;
@@ -128,9 +128,9 @@ static LogicalResult seedAndPartition(ModuleOp module,
     axisNames.push_back(name);
     shape.push_back(size);
   }
-  auto mesh = MeshOp::create(b, main.getLoc(), "mesh",
-                             b.getStrArrayAttr(axisNames),
-                             b.getDenseI64ArrayAttr(shape));
+  auto mesh =
+      MeshOp::create(b, main.getLoc(), "mesh", b.getStrArrayAttr(axisNames),
+                     b.getDenseI64ArrayAttr(shape));
   auto meshRef = FlatSymbolRefAttr::get(ctx, "mesh");
 
   // User rules, then the dp policy for data inputs.
@@ -142,8 +142,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
       return mlir::emitError(module.getLoc())
              << source << ": pattern '" << pattern
              << "' is not a valid regular expression: " << error;
-    Attribute attr = parseAttribute("#cleave.sharding<@mesh, " + spec + ">",
-                                    ctx);
+    Attribute attr =
+        parseAttribute("#cleave.sharding<@mesh, " + spec + ">", ctx);
     auto sharding = dyn_cast_or_null<TensorShardingAttr>(attr);
     if (!sharding)
       return mlir::emitError(module.getLoc())
@@ -155,9 +155,10 @@ static LogicalResult seedAndPartition(ModuleOp module,
   if (options.zero < 0 || options.zero > 3)
     return mlir::emitError(module.getLoc()) << "--zero must be 0, 1, 2 or 3";
   if (options.zero > 0 && !hasDp)
-    return mlir::emitError(module.getLoc()) << "--zero=" << options.zero
-                              << " splits over the dp axis, which --mesh "
-                                 "does not have";
+    return mlir::emitError(module.getLoc())
+           << "--zero=" << options.zero
+           << " splits over the dp axis, which --mesh "
+              "does not have";
   int64_t dpSize = hasDp ? mesh.getShape()[mesh.getAxisIndex("dp")] : 1;
   StringAttr dpName = b.getStringAttr("dp");
   // A tensor's layout with dp added (ZeRO): on the first dimension whose
@@ -167,9 +168,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
     if (base)
       for (auto [d, dim] : llvm::enumerate(base.getDims()))
         axes[d].assign(dim.getAxes().begin(), dim.getAxes().end());
-    bool has = llvm::any_of(axes, [&](auto &a) {
-      return llvm::is_contained(a, dpName);
-    });
+    bool has = llvm::any_of(
+        axes, [&](auto &a) { return llvm::is_contained(a, dpName); });
     for (int64_t d = 0; !has && d < type.getRank(); ++d)
       if ((type.getDimSize(d) / getAxesSize(mesh, axes[d])) % dpSize == 0) {
         axes[d].push_back(dpName);
@@ -200,14 +200,14 @@ static LogicalResult seedAndPartition(ModuleOp module,
   llvm::DenseMap<unsigned, TensorShardingAttr> tpSeeds;
   std::string tpReport;
   int64_t tpAxis = mesh.getAxisIndex("tp");
-  if (rules.empty() && tpAxis >= 0 &&
-      mesh.getShape()[tpAxis] > 1) {
+  if (rules.empty() && tpAxis >= 0 && mesh.getShape()[tpAxis] > 1) {
     int64_t tp = mesh.getShape()[tpAxis];
     TensorParallelPolicy policy = findTensorParallelSeeds(main, tp);
     tpReport = policy.report;
     if (policy.seeds.empty()) {
       InFlightDiagnostic diag = mlir::emitError(module.getLoc())
-          << "mesh axis tp (" << tp << " ranks) splits nothing: ";
+                                << "mesh axis tp (" << tp
+                                << " ranks) splits nothing: ";
       if (tpReport.empty()) {
         diag << "no parameter is the weight of a contraction or an "
                 "embedding lookup (the weights of a program that is not a "
@@ -240,10 +240,11 @@ static LogicalResult seedAndPartition(ModuleOp module,
       continue;
     auto name = main.getArgAttrOfType<StringAttr>(i, "cleave.name");
     auto param = main.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
-    StringRef key = param ? param.getValue()
-                          : name ? name.getValue() : StringRef();
-    std::string what = "argument '" + (name ? name.getValue().str()
-                                            : std::to_string(i)) + "'";
+    StringRef key = param  ? param.getValue()
+                    : name ? name.getValue()
+                           : StringRef();
+    std::string what =
+        "argument '" + (name ? name.getValue().str() : std::to_string(i)) + "'";
     TensorShardingAttr chosen;
     for (auto &[re, sharding] : rules)
       if (!key.empty() && re.match(key)) {
@@ -302,9 +303,9 @@ static LogicalResult seedAndPartition(ModuleOp module,
     if (isParam && options.zero >= 1)
       for (Operation *user : main.getArgument(i).getUsers())
         if (auto convert = dyn_cast<ConvertOp>(user);
-            convert && getElementTypeOrSelf(convert.getType())
-                               .getIntOrFloatBitWidth() <
-                           getElementTypeOrSelf(type).getIntOrFloatBitWidth())
+            convert &&
+            getElementTypeOrSelf(convert.getType()).getIntOrFloatBitWidth() <
+                getElementTypeOrSelf(type).getIntOrFloatBitWidth())
           lowCopies.push_back(convert.getResult());
     if ((isOptState && options.zero >= 1) || (isParam && options.zero == 3) ||
         !lowCopies.empty()) {
@@ -329,8 +330,9 @@ static LogicalResult seedAndPartition(ModuleOp module,
       chosen = closedLayout(chosen, type.getRank());
     if (!chosen)
       continue;
-    if (failed(verifySharding(chosen, type, mesh,
-                              [&] { return mlir::emitError(main.getLoc()); }, what)))
+    if (failed(verifySharding(
+            chosen, type, mesh, [&] { return mlir::emitError(main.getLoc()); },
+            what)))
       return failure();
     setSharding(main.getArgument(i), chosen);
   }
@@ -360,9 +362,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
       if (type.getDimSize(1) % tp != 0) {
         mlir::emitError(ln->getLoc())
             << "--sequence-parallel: the sequence dimension (1) of this "
-            << (isa<LayerNormOp>(ln) ? "layer" : "RMS") << " norm's "
-            << type << " does not divide over mesh axis tp (" << tp
-            << " ranks)";
+            << (isa<LayerNormOp>(ln) ? "layer" : "RMS") << " norm's " << type
+            << " does not divide over mesh axis tp (" << tp << " ranks)";
         return WalkResult::interrupt();
       }
       SmallVector<DimShardingAttr> dims = {
@@ -406,8 +407,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
         mlir::emitError(reduce.getLoc())
             << "--sequence-parallel: the sequence dimension (1) of this "
                "RMS normalization's "
-            << in << " does not divide over mesh axis tp (" << tp
-            << " ranks)";
+            << in << " does not divide over mesh axis tp (" << tp << " ranks)";
         return WalkResult::interrupt();
       }
       SmallVector<DimShardingAttr> dims = {
@@ -523,9 +523,9 @@ std::string explainSharding(ModuleOp module) {
       axes += (i ? ", " : "") + cast<StringAttr>(a).getValue().str();
     FailureOr<int64_t> n = getGroupSize(op);
     int64_t bytes =
-        succeeded(n) ? getCollectiveCost(op, *n, CollectiveAlgorithm::Ring)
-                           .bytesSent
-                     : 0;
+        succeeded(n)
+            ? getCollectiveCost(op, *n, CollectiveAlgorithm::Ring).bytesSent
+            : 0;
     Value data = op->getNumOperands() ? op->getOperand(0) : op->getResult(0);
     os << "collective " << index++ << ": " << op->getName().getStringRef()
        << " over [" << axes << "] of " << data.getType() << ", " << bytes
@@ -536,8 +536,7 @@ std::string explainSharding(ModuleOp module) {
       os << "  from: " << where << "\n";
     if (auto notes = op->getAttrOfType<ArrayAttr>(kConflictsAttrName))
       for (Attribute note : notes)
-        os << "  settled there: "
-           << cast<StringAttr>(note).getValue() << "\n";
+        os << "  settled there: " << cast<StringAttr>(note).getValue() << "\n";
     Total &t = totals["[" + axes + "]"];
     ++t.count;
     t.bytes += bytes;

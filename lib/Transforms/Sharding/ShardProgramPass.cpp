@@ -57,8 +57,8 @@ struct ShardProgramPass : impl::ShardProgramPassBase<ShardProgramPass> {
                               "w1=[{}, {\"tp\"}])";
         return signalPassFailure();
       }
-      options.shardings.push_back({text.take_front(eq).str(),
-                                   text.drop_front(eq + 1).str(), source});
+      options.shardings.push_back(
+          {text.take_front(eq).str(), text.drop_front(eq + 1).str(), source});
     }
     if (zero < 0 || zero > 3) {
       module.emitError("--zero must be 0, 1, 2 or 3");
@@ -82,8 +82,8 @@ struct ShardProgramPass : impl::ShardProgramPassBase<ShardProgramPass> {
 std::unique_ptr<Pass> createShardProgramPass(const ShardProgramOptions &o) {
   ShardProgramPassOptions options;
   for (const auto &[name, size] : o.mesh)
-    options.mesh += (options.mesh.empty() ? "" : ",") + name + "=" +
-                    std::to_string(size);
+    options.mesh +=
+        (options.mesh.empty() ? "" : ",") + name + "=" + std::to_string(size);
   for (const ShardProgramOptions::ShardingRule &rule : o.shardings) {
     options.shard.push_back(rule.pattern + "=" + rule.spec);
     options.shardSources.push_back(rule.source);

@@ -1,4 +1,4 @@
-//===- TensorParallelPolicy.cpp - Megatron's tp seeds from the program -----===//
+//===- TensorParallelPolicy.cpp - Megatron's tp seeds from the program ----===//
 //
 // Megatron's tensor parallelism splits a matmul weight by columns and the
 // next one by rows, so that everything between them (activations, heads,
@@ -122,8 +122,8 @@ private:
     auto [it, inserted] = split.insert({v, d});
     if (!inserted) {
       if (it->second != d)
-        fail(v.getDefiningOp(), "it would split two dimensions of a " +
-                                    typeString(v));
+        fail(v.getDefiningOp(),
+             "it would split two dimensions of a " + typeString(v));
       return;
     }
     auto type = cast<RankedTensorType>(v.getType());
@@ -134,8 +134,8 @@ private:
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       unsigned i = arg.getArgNumber();
       if (!isParameter(main, i))
-        return fail(nullptr, "it reaches the input '" +
-                                 parameterName(main, i) + "'");
+        return fail(nullptr,
+                    "it reaches the input '" + parameterName(main, i) + "'");
       parameters.insert({i, d});
     } else if (Operation *def = v.getDefiningOp(); forward.contains(def)) {
       visitOp(def, v, d);
@@ -165,13 +165,12 @@ private:
       const ShardingFactor &factor = rule.getFactor(f);
       if (factor.size % tp != 0)
         return fail(op, "'" + op->getName().getStringRef() +
-                            "' splits it into parts of " +
-                            Twine(factor.size) +
+                            "' splits it into parts of " + Twine(factor.size) +
                             ", which do not divide over tp (" + Twine(tp) +
                             " ranks)");
       if (factor.kind == FactorKind::NeedReplication)
-        return fail(op, "'" + op->getName().getStringRef() +
-                            "' reads it whole");
+        return fail(op,
+                    "'" + op->getName().getStringRef() + "' reads it whole");
       if (factor.kind == FactorKind::Reduction) {
         if (isa<ContractOp>(op)) {
           if (rowSplits.insert(op).second)
@@ -191,8 +190,8 @@ private:
           // all-reduced.
           ++rowReductions;
         } else {
-          return fail(op, "'" + op->getName().getStringRef() +
-                              "' reduces over it");
+          return fail(op,
+                      "'" + op->getName().getStringRef() + "' reduces over it");
         }
       }
       // Every tensor of the op that carries the factor is split with it;
@@ -330,8 +329,8 @@ TensorParallelPolicy findTensorParallelSeeds(func::FuncOp main, int64_t tp) {
       for (auto [p, pd] : region.getParameters())
         covered[p] = pd;
       policy.seeds.push_back({i, d});
-      os << "tp seed: " << parameterName(main, i) << " split on dimension "
-         << d << "; its region splits " << region.getParameters().size()
+      os << "tp seed: " << parameterName(main, i) << " split on dimension " << d
+         << "; its region splits " << region.getParameters().size()
          << " parameters";
       SmallVector<std::string> rows = region.getRowSplitNames();
       if (!rows.empty())

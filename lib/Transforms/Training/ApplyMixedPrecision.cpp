@@ -188,9 +188,9 @@ LogicalResult Rewriter::run() {
     // softmax in f32 (see cleave.attention); a bias stays f32.
     if (auto attention = dyn_cast<AttentionOp>(op);
         attention && !fp32 && isF32(attention.getResult()) &&
-        llvm::all_of(ValueRange{attention.getQ(), attention.getK(),
-                                attention.getV()},
-                     [&](Value v) { return isF32(v) || lowered.contains(v); })) {
+        llvm::all_of(
+            ValueRange{attention.getQ(), attention.getK(), attention.getV()},
+            [&](Value v) { return isF32(v) || lowered.contains(v); })) {
       attention.getQMutable().set(down(attention.getQ()));
       attention.getKMutable().set(down(attention.getK()));
       attention.getVMutable().set(down(attention.getV()));
@@ -214,11 +214,10 @@ LogicalResult Rewriter::run() {
       continue;
     }
     // A parameter's layout change moves its low copy.
-    bool movesParameter =
-        !fp32 && isMovement(op) &&
-        llvm::all_of(op->getOperands(), [&](Value v) {
-          return lowered.contains(v) || isLowParameter(v);
-        });
+    bool movesParameter = !fp32 && isMovement(op) &&
+                          llvm::all_of(op->getOperands(), [&](Value v) {
+                            return lowered.contains(v) || isLowParameter(v);
+                          });
     // An embedding lookup in a low table (or a parameter's copy) gathers
     // low-precision rows.
     if (auto gather = dyn_cast<GatherOp>(op);
@@ -232,13 +231,12 @@ LogicalResult Rewriter::run() {
       continue;
     }
     bool follow = !fp32 && (isElementwise(op) || isMovement(op));
-    bool anyLowered = movesParameter ||
-                      llvm::any_of(op->getOperands(), [&](Value v) {
-                        return lowered.contains(v);
-                      });
-    bool anyContracted = llvm::any_of(op->getOperands(), [&](Value v) {
-      return contracted.contains(v);
-    });
+    bool anyLowered =
+        movesParameter || llvm::any_of(op->getOperands(), [&](Value v) {
+          return lowered.contains(v);
+        });
+    bool anyContracted = llvm::any_of(
+        op->getOperands(), [&](Value v) { return contracted.contains(v); });
     if (follow && !anyLowered && anyContracted && isMovement(op) &&
         op->getNumOperands() == 1) {
       // Reshaping a contraction result: keep f32, pass the mark on.
@@ -286,8 +284,8 @@ void Rewriter::roundGradients() {
   SmallVector<Operation *> tagged;
   fn.walk([&](Operation *op) {
     auto of = op->getAttrOfType<StringAttr>(attr::kGradientOf);
-    if (of && lowNames.contains(of.getValue()) &&
-        op->getNumResults() == 1 && elementTypeOf(op->getResult(0)).isF32())
+    if (of && lowNames.contains(of.getValue()) && op->getNumResults() == 1 &&
+        elementTypeOf(op->getResult(0)).isF32())
       tagged.push_back(op);
   });
   for (Operation *op : tagged) {

@@ -154,7 +154,8 @@ assignPipelineStages(func::FuncOp main, int64_t stages, StringRef boundaries) {
       // A node's name, or a layer's (after its last node).
       int64_t last = -1, lastOfLayer = -1;
       for (int64_t i = 0; i < n; ++i) {
-        std::optional<StringRef> op = ::cleave::training::locName(ops[i]->getLoc());
+        std::optional<StringRef> op =
+            ::cleave::training::locName(ops[i]->getLoc());
         if (op == name.trim())
           last = i;
         if (op && ::cleave::layerPrefix(*op) == name.trim())

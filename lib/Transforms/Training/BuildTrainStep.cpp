@@ -1,4 +1,4 @@
-//===- BuildTrainStep.cpp - A forward program into one training step -------===//
+//===- BuildTrainStep.cpp - A forward program into one training step ------===//
 //
 // Rewrites @main into
 //   @main(params..., optimizer_state..., batch..., lr, step)
@@ -23,9 +23,9 @@
 
 #include "TrainableParameters.h"
 
+#include "Layers.h"
 #include "cleave/Schedule/Schedule.h"
 #include "cleave/Transforms/Sharding/Passes.h"
-#include "Layers.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -124,7 +124,8 @@ void BuildTrainStepPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto oldMain = module.lookupSymbol<func::FuncOp>("main");
   if (!oldMain || oldMain.getBody().getBlocks().size() != 1) {
-    mlir::emitError(module.getLoc()) << "expected a single-block func.func @main";
+    mlir::emitError(module.getLoc())
+        << "expected a single-block func.func @main";
     return signalPassFailure();
   }
   for (Type t : llvm::concat<const Type>(oldMain.getArgumentTypes(),
@@ -135,21 +136,24 @@ void BuildTrainStepPass::runOnOperation() {
                           << t;
       return signalPassFailure();
     }
-  if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "nesterov" &&
-      optimizer != "adam" && optimizer != "adamw") {
-    mlir::emitError(module.getLoc()) << "unknown optimizer '" << optimizer
-                       << "' (expected sgd, momentum, nesterov, adam, adamw)";
+  if (optimizer != "sgd" && optimizer != "momentum" &&
+      optimizer != "nesterov" && optimizer != "adam" && optimizer != "adamw") {
+    mlir::emitError(module.getLoc())
+        << "unknown optimizer '" << optimizer
+        << "' (expected sgd, momentum, nesterov, adam, adamw)";
     return signalPassFailure();
   }
   llvm::Regex trainRe("^(" + trainable + ")$"), frozenRe("^(" + frozen + ")$"),
       noDecayRe("^(" + noDecay + ")$"), untieRe("^(" + untie + ")$");
-  for (auto [flag, re] : {std::pair<StringRef, llvm::Regex *>{"trainable", &trainRe},
-                          {"frozen", &frozenRe},
-                          {"no-decay", &noDecayRe},
-                          {"untie", &untieRe}}) {
+  for (auto [flag, re] :
+       {std::pair<StringRef, llvm::Regex *>{"trainable", &trainRe},
+        {"frozen", &frozenRe},
+        {"no-decay", &noDecayRe},
+        {"untie", &untieRe}}) {
     std::string reError;
     if (!re->isValid(reError)) {
-      mlir::emitError(module.getLoc()) << "invalid --" << flag << " regex: " << reError;
+      mlir::emitError(module.getLoc())
+          << "invalid --" << flag << " regex: " << reError;
       return signalPassFailure();
     }
   }
@@ -168,23 +172,25 @@ void BuildTrainStepPass::runOnOperation() {
   double staticScale = 0.0;
   if (!dynamicScale && lossScale != "none" && !lossScale.empty()) {
     if (StringRef(lossScale).getAsDouble(staticScale) || !(staticScale > 0.0)) {
-      mlir::emitError(module.getLoc()) << "invalid loss-scale '" << lossScale
-                         << "' (expected none, dynamic or a positive number)";
+      mlir::emitError(module.getLoc())
+          << "invalid loss-scale '" << lossScale
+          << "' (expected none, dynamic or a positive number)";
       return signalPassFailure();
     }
   }
   if (dynamicScale && (!(lossScaleInit > 0.0) || lossScaleWindow < 1)) {
-    mlir::emitError(module.getLoc()) << "dynamic loss scaling needs loss-scale-init > 0 "
-                          "and loss-scale-window >= 1";
+    mlir::emitError(module.getLoc())
+        << "dynamic loss scaling needs loss-scale-init > 0 "
+           "and loss-scale-window >= 1";
     return signalPassFailure();
   }
 
   ::cleave::SyncMode syncMode;
   // The outer optimizer is --cleave-build-local-sgd's; only the mode
   // matters here.
-  if (std::string error = ::cleave::parseSyncMode(
-          sync, /*outerOptimizer=*/"", /*outerLr=*/0.7,
-          /*outerMomentum=*/0.9, syncMode);
+  if (std::string error =
+          ::cleave::parseSyncMode(sync, /*outerOptimizer=*/"", /*outerLr=*/0.7,
+                                  /*outerMomentum=*/0.9, syncMode);
       !error.empty()) {
     mlir::emitError(module.getLoc()) << error;
     return signalPassFailure();
@@ -211,8 +217,8 @@ void BuildTrainStepPass::runOnOperation() {
   // and step are added after.
   OpBuilder b(module.getContext());
   Location loc = oldMain.getLoc();
-  auto newMain = func::FuncOp::create(b, loc, "train_step",
-                                      b.getFunctionType({}, {}));
+  auto newMain =
+      func::FuncOp::create(b, loc, "train_step", b.getFunctionType({}, {}));
   Block *body = newMain.addEntryBlock();
   SmallVector<Value> paramArgs, slotArgs;
   for (ConstantOp p : params)
@@ -283,8 +289,8 @@ void BuildTrainStepPass::runOnOperation() {
     if (rows < 1)
       diag << ": no data input has a batch dimension to split";
     else
-      diag << ": the batch of " << rows << " rows (dimension 0 of '"
-           << rowsOf << "') does not divide into " << m << " microbatches";
+      diag << ": the batch of " << rows << " rows (dimension 0 of '" << rowsOf
+           << "') does not divide into " << m << " microbatches";
     newMain.erase();
     return signalPassFailure();
   }
@@ -317,15 +323,16 @@ void BuildTrainStepPass::runOnOperation() {
   OwningOpRef<ModuleOp> microbatchModule;
   func::FuncOp forward = oldMain;
   if (m > 1) {
-    FailureOr<OwningOpRef<ModuleOp>> t = microbatchTemplate(
-        oldMain, m, [&](Value v) { return isBatch(v); });
+    FailureOr<OwningOpRef<ModuleOp>> t =
+        microbatchTemplate(oldMain, m, [&](Value v) { return isBatch(v); });
     if (failed(t)) {
       newMain.erase();
       return signalPassFailure();
     }
     microbatchModule = std::move(*t);
     forward = microbatchModule->lookupSymbol<func::FuncOp>("main");
-    auto outType = cast<RankedTensorType>(forward.getResultTypes()[spec->output]);
+    auto outType =
+        cast<RankedTensorType>(forward.getResultTypes()[spec->output]);
     if (target && isBatch(target) &&
         (outType.getRank() == 0 || outType.getDimSize(0) != rows / m)) {
       mlir::emitError(module.getLoc())
@@ -350,7 +357,8 @@ void BuildTrainStepPass::runOnOperation() {
   auto opsAfter = [&](Operation *last) {
     SmallVector<Operation *> ops;
     for (Operation &op : llvm::make_range(
-             last ? std::next(Block::iterator(last)) : body->begin(), body->end()))
+             last ? std::next(Block::iterator(last)) : body->begin(),
+             body->end()))
       ops.push_back(&op);
     return ops;
   };
@@ -380,22 +388,31 @@ void BuildTrainStepPass::runOnOperation() {
   if (pipelineRanks > 1) {
     // Loss scaling: the last stage's backward starts from the scale.
     if (dynamicScale)
-      scale = e.mul(e.scalar(f32, lossScaleInit),
-                    e.binary(BinaryKind::pow, e.scalar(f32, 2.0), scaleLog2Arg));
+      scale =
+          e.mul(e.scalar(f32, lossScaleInit),
+                e.binary(BinaryKind::pow, e.scalar(f32, 2.0), scaleLog2Arg));
     else if (staticScale > 0.0)
       scale = e.scalar(f32, staticScale);
     if (scale) {
-      auto outType = cast<RankedTensorType>(
-          forward.getResultTypes()[spec->output]);
+      auto outType =
+          cast<RankedTensorType>(forward.getResultTypes()[spec->output]);
       seed = e.convert(scale, outType.getElementType());
     }
-    PipelineStep step{b,       body,           forward,
-                      *spec,   dataArgs,       target,
-                      denominator, seed,        stateValues,
-                      paramArgs, m,            isBatch,
+    PipelineStep step{b,
+                      body,
+                      forward,
+                      *spec,
+                      dataArgs,
+                      target,
+                      denominator,
+                      seed,
+                      stateValues,
+                      paramArgs,
+                      m,
+                      isBatch,
                       markBackward ? StringRef(attr::kBackward) : ""};
-    FailureOr<PipelineResult> result = emitPipeline(step, pipelineRanks, schedule,
-                                                     stageBoundaries);
+    FailureOr<PipelineResult> result =
+        emitPipeline(step, pipelineRanks, schedule, stageBoundaries);
     if (failed(result)) {
       newMain.erase();
       return signalPassFailure();
@@ -445,19 +462,19 @@ void BuildTrainStepPass::runOnOperation() {
       bufferValues[j] = outputs[r];
 
     Operation *forwardEnd = lastOp();
-    Value lossValue = buildLoss(
-        e, *spec, outputs,
-        target && m > 1 && isBatch(target) ? microbatchOf(e, target, k, m)
-                                           : target,
-        denominator);
+    Value lossValue = buildLoss(e, *spec, outputs,
+                                target && m > 1 && isBatch(target)
+                                    ? microbatchOf(e, target, k, m)
+                                    : target,
+                                denominator);
     if (k == 0) {
       if (m == 1)
         lossF32 = e.convert(lossValue, f32);
       // Loss scaling: the backward pass starts from the scale instead of 1.
       if (dynamicScale)
-        scale = e.mul(e.scalar(f32, lossScaleInit),
-                      e.binary(BinaryKind::pow, e.scalar(f32, 2.0),
-                               scaleLog2Arg));
+        scale =
+            e.mul(e.scalar(f32, lossScaleInit),
+                  e.binary(BinaryKind::pow, e.scalar(f32, 2.0), scaleLog2Arg));
       else if (staticScale > 0.0)
         scale = e.scalar(f32, staticScale);
       if (scale)
@@ -515,9 +532,9 @@ void BuildTrainStepPass::runOnOperation() {
   SmallVector<Value> pendingArgs, newPending;
   // Pipelines: every rank reports the loss made on the last stage.
   if (pipeline)
-    lossOut = PipelineSumOp::create(
-        b, loc, lossF32.getType(), ValueRange{lossF32},
-        b.getDenseI64ArrayAttr({pipelineRanks - 1}));
+    lossOut =
+        PipelineSumOp::create(b, loc, lossF32.getType(), ValueRange{lossF32},
+                              b.getDenseI64ArrayAttr({pipelineRanks - 1}));
   if (dataParallel > 1) {
     if (!module.getOps<MeshOp>().empty()) {
       mlir::emitError(module.getLoc())
@@ -535,8 +552,9 @@ void BuildTrainStepPass::runOnOperation() {
       OperationState state(loc, AllReduceOp::getOperationName());
       state.addOperands(v);
       state.addTypes(v.getType());
-      state.addAttribute("kind", CollectiveReduceKindAttr::get(
-                                     b.getContext(), CollectiveReduceKind::avg));
+      state.addAttribute(
+          "kind", CollectiveReduceKindAttr::get(b.getContext(),
+                                                CollectiveReduceKind::avg));
       state.addAttribute("mesh", mesh);
       state.addAttribute("mesh_axes", axes);
       Operation *op = b.create(state);
@@ -567,8 +585,8 @@ void BuildTrainStepPass::runOnOperation() {
       if (localSGD || delayed)
         break;
       auto name = getInitializerName(p);
-      g = average(g, ("gradient of " + (name ? name.getValue() : "a parameter"))
-                         .str());
+      g = average(
+          g, ("gradient of " + (name ? name.getValue() : "a parameter")).str());
     }
     // Local SGD reports each replica's own loss (rank 0's is logged): the
     // step communicates nothing.
@@ -606,8 +624,8 @@ void BuildTrainStepPass::runOnOperation() {
       Value partial = e.scalar(b.getF32Type(), 0.0);
       for (auto [g, readers] : llvm::zip(unscaled, pipeline->readers))
         if (!readers.empty() && readers.front() == r)
-          partial = e.add(partial,
-                          e.convert(e.sumAll(e.mul(g, g)), b.getF32Type()));
+          partial =
+              e.add(partial, e.convert(e.sumAll(e.mul(g, g)), b.getF32Type()));
       tagPipelineRank(body, before, r);
       partials.push_back(partial);
       ranks.push_back(r);
@@ -635,8 +653,7 @@ void BuildTrainStepPass::runOnOperation() {
   }
 
   SmallVector<Value> newParams, newSlots;
-  OptimizerOptions optimizerOptions{optimizer, momentum, beta1, beta2,
-                                    epsilon};
+  OptimizerOptions optimizerOptions{optimizer, momentum, beta1, beta2, epsilon};
   for (auto [i, p] : llvm::enumerate(paramArgs)) {
     ArrayRef<Value> pSlots =
         ArrayRef<Value>(slotArgs).slice(i * slots.size(), slots.size());
@@ -675,8 +692,8 @@ void BuildTrainStepPass::runOnOperation() {
     Value log2 = select(finite, e.add(scaleLog2Arg, select(grow, one, zero)),
                         e.sub(scaleLog2Arg, one));
     // Keep the scale within f32 (2^-126 .. 2^127 of loss-scale-init).
-    log2 = e.binary(BinaryKind::max, e.binary(BinaryKind::min, log2,
-                                              e.scalar(f32, 127.0)),
+    log2 = e.binary(BinaryKind::max,
+                    e.binary(BinaryKind::min, log2, e.scalar(f32, 127.0)),
                     e.scalar(f32, -126.0));
     good = select(grow, zero, good);
     results.push_back(log2);
@@ -709,8 +726,8 @@ void BuildTrainStepPass::runOnOperation() {
   if (backwardEnd)
     hoistToOperands(backwardEnd->getNextNode());
   func::ReturnOp::create(b, loc, results);
-  newMain.setFunctionType(
-      b.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
+  newMain.setFunctionType(b.getFunctionType(body->getArgumentTypes(),
+                                            TypeRange(ValueRange(results))));
 
   // Attributes for the plan builder.
   unsigned argIndex = 0;
@@ -773,8 +790,8 @@ void BuildTrainStepPass::runOnOperation() {
     // Cross-entropy labels are classes of the logits' last dimension, or
     // the ignore index (the runtime checks the data it feeds).
     if (spec->kind == LossSpec::CrossEntropy) {
-      auto logits = cast<RankedTensorType>(
-          oldMain.getResultTypes()[spec->output]);
+      auto logits =
+          cast<RankedTensorType>(oldMain.getResultTypes()[spec->output]);
       newMain.setArgAttr(argIndex, attr::kValidRange,
                          b.getDenseI64ArrayAttr(
                              {0, logits.getShape().back(), spec->ignoreIndex}));

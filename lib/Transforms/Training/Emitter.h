@@ -57,7 +57,9 @@ struct Emitter {
   Value mul(Value x, Value y) { return binary(BinaryKind::mul, x, y); }
   Value div(Value x, Value y) { return binary(BinaryKind::div, x, y); }
   /// `s * x` for a 0-d `s` of x's element type.
-  Value scale(Value x, Value s) { return mul(x, broadcast(s, typeOf(x).getShape())); }
+  Value scale(Value x, Value s) {
+    return mul(x, broadcast(s, typeOf(x).getShape()));
+  }
   /// `c * x` for a compile-time constant c.
   Value scale(Value x, double c) {
     auto t = typeOf(x);
@@ -71,7 +73,8 @@ struct Emitter {
     SmallVector<int64_t> dims;
     for (int64_t d = 0; d < t.getRank(); ++d)
       dims.push_back(d);
-    return ReduceOp::create(b, loc, RankedTensorType::get({}, t.getElementType()),
+    return ReduceOp::create(b, loc,
+                            RankedTensorType::get({}, t.getElementType()),
                             ReduceKind::sum, v, dims);
   }
 };

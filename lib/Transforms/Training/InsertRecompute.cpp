@@ -1,4 +1,4 @@
-//===- InsertRecompute.cpp - Activation recomputation (checkpointing) ------===//
+//===- InsertRecompute.cpp - Activation recomputation (checkpointing) -----===//
 //
 // Decides which saved activations (forward values the backward pass uses)
 // stay alive until the backward pass and which are recomputed: the forward
@@ -58,13 +58,12 @@ static int64_t flopsOf(Operation *op) {
   return 0;
 }
 
-
 /// Cheap ops for the selective policy.
 static bool isCheap(Operation *op) {
   return isa<UnaryOp, BinaryOp, CompareOp, SelectOp, ConvertOp, BitcastOp,
              BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
-             ConcatOp, PadOp, IotaOp, RngKeyOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
-             RmsNormOp, ReduceOp, ArgReduceOp>(op);
+             ConcatOp, PadOp, IotaOp, RngKeyOp, SoftmaxOp, LogSoftmaxOp,
+             LayerNormOp, RmsNormOp, ReduceOp, ArgReduceOp>(op);
 }
 
 /// `v` seen through the data movement and conversions `Ops`.
@@ -235,8 +234,8 @@ void Recompute::decide() {
     if (isa<ReshapeOp>(op) || op->getNumResults() == 0 ||
         isFree(op->getResult(0)))
       continue;
-    bool boundary = llvm::any_of(op->getResults(),
-                                 [&](Value r) { return isBoundary(r); });
+    bool boundary =
+        llvm::any_of(op->getResults(), [&](Value r) { return isBoundary(r); });
     bool keep = true;
     switch (policy) {
     case Policy::None:
@@ -248,8 +247,8 @@ void Recompute::decide() {
     case Policy::Selective: {
       bool expensive = !isCheap(op);
       if (auto contract = dyn_cast<ContractOp>(op))
-        expensive = isWeightLike(contract.getLhs()) ||
-                    isWeightLike(contract.getRhs());
+        expensive =
+            isWeightLike(contract.getLhs()) || isWeightLike(contract.getRhs());
       keep = boundary || expensive;
       break;
     }
@@ -299,7 +298,8 @@ void Recompute::decideBudget() {
           chain.push_back(def);
         }
       }
-      double score = static_cast<double>(bytes) / (static_cast<double>(flops) + 1.0);
+      double score =
+          static_cast<double>(bytes) / (static_cast<double>(flops) + 1.0);
       if (score > bestScore) {
         bestScore = score;
         best = op;
@@ -528,8 +528,7 @@ void InsertRecomputePass::runOnOperation() {
       b.getNamedAttr("extra_flops", b.getI64IntegerAttr(stats.extraFlops)),
       b.getNamedAttr("recomputed_ops",
                      b.getI64IntegerAttr(stats.recomputedOps))};
-  module->setAttr(attr::kRecomputeStats,
-                  b.getDictionaryAttr(entries));
+  module->setAttr(attr::kRecomputeStats, b.getDictionaryAttr(entries));
 }
 
 namespace cleave::training {

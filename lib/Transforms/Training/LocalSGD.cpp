@@ -271,9 +271,9 @@ struct BuildLocalSGDPass : impl::BuildLocalSGDPassBase<BuildLocalSGDPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SyncMode mode;
-    if (std::string error = parseSyncMode(
-            ("local:" + llvm::Twine(every)).str(), outerOptimizer, outerLr,
-            outerMomentum, mode);
+    if (std::string error =
+            parseSyncMode(("local:" + llvm::Twine(every)).str(), outerOptimizer,
+                          outerLr, outerMomentum, mode);
         !error.empty()) {
       module.emitError() << "--cleave-build-local-sgd: " << error;
       return signalPassFailure();

@@ -11,12 +11,12 @@
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveSharding.h"
+#include "Layers.h"
 #include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Schedule/Schedule.h"
 #include "cleave/Transforms/Autodiff.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 #include "cleave/Transforms/Training/Pipeline.h"
-#include "Layers.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassManager.h"
@@ -36,7 +36,7 @@ using namespace mlir::cleave::train_step;
 /// those), so that a split of the batch over dp ranks stays a split of
 /// every microbatch and slicing needs no communication.
 Value train_step::microbatchOf(Emitter &e, Value v, int64_t k, int64_t m,
-                              int64_t dim) {
+                               int64_t dim) {
   auto type = Emitter::typeOf(v);
   SmallVector<int64_t> shape(type.getShape());
   SmallVector<int64_t> grouped(shape.begin(), shape.begin() + dim);
@@ -50,10 +50,9 @@ Value train_step::microbatchOf(Emitter &e, Value v, int64_t k, int64_t m,
   limit[dim + 1] = k + 1;
   SmallVector<int64_t> one(grouped);
   one[dim + 1] = 1;
-  Value slice = SliceOp::create(e.b, e.loc, type.clone(one), g,
-                                e.b.getDenseI64ArrayAttr(start),
-                                e.b.getDenseI64ArrayAttr(limit),
-                                e.b.getDenseI64ArrayAttr(strides));
+  Value slice = SliceOp::create(
+      e.b, e.loc, type.clone(one), g, e.b.getDenseI64ArrayAttr(start),
+      e.b.getDenseI64ArrayAttr(limit), e.b.getDenseI64ArrayAttr(strides));
   shape[dim] /= m;
   return ReshapeOp::create(e.b, e.loc, type.clone(shape), slice);
 }
@@ -82,8 +81,8 @@ train_step::microbatchTemplate(func::FuncOp main, int64_t m,
     if (!isBatch(arg))
       continue;
     auto type = cast<RankedTensorType>(arg.getType());
-    SmallVector<DimShardingAttr> dims(
-        type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
+    SmallVector<DimShardingAttr> dims(type.getRank(),
+                                      DimShardingAttr::get(ctx, {}, false, -1));
     dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("mb")}, true, 0);
     setSharding(arg, TensorShardingAttr::get(ctx, meshRef, dims));
   }
@@ -98,8 +97,9 @@ train_step::microbatchTemplate(func::FuncOp main, int64_t m,
     if (!isa<CollectiveOpInterface>(op) || isa<AllSliceOp>(op))
       return WalkResult::advance();
     InFlightDiagnostic diag = mlir::emitError(op->getLoc())
-        << "--microbatches=" << m << ": the forward program combines the "
-        << "rows of the batch here";
+                              << "--microbatches=" << m
+                              << ": the forward program combines the "
+                              << "rows of the batch here";
     if (auto why = getPhase(op))
       diag << " (" << why.getValue() << ")";
     diag << "; each microbatch would need the others' rows (batch "
@@ -118,8 +118,7 @@ train_step::microbatchTemplate(func::FuncOp main, int64_t m,
 
 /// Tags the ops of `body` after `before` (all of them when null) with the
 /// pipeline rank that runs them; transfers say it themselves.
-void train_step::tagPipelineRank(Block *body, Operation *before,
-                                 int64_t rank) {
+void train_step::tagPipelineRank(Block *body, Operation *before, int64_t rank) {
   auto tag = IntegerAttr::get(
       IntegerType::get(body->getParentOp()->getContext(), 64), rank);
   for (Operation &op : llvm::make_range(
@@ -132,10 +131,10 @@ void train_step::tagPipelineRank(Block *body, Operation *before,
 /// Emits every microbatch's forward and backward steps of every stage, in
 /// the order the schedule runs them (steps of different ranks by their
 /// simulated start), each op tagged with its rank.
-FailureOr<PipelineResult>
-train_step::emitPipeline(PipelineStep &ps, int64_t pipelineRanks,
-                         const std::string &schedule,
-                         StringRef stageBoundaries) {
+FailureOr<PipelineResult> train_step::emitPipeline(PipelineStep &ps,
+                                                   int64_t pipelineRanks,
+                                                   const std::string &schedule,
+                                                   StringRef stageBoundaries) {
   namespace pl = ::cleave::schedule;
   OpBuilder &b = ps.b;
   Location loc = ps.forward.getLoc();

@@ -25,9 +25,10 @@ MomentumStep train_step::buildMomentumStep(Emitter &e, Value velocity,
   return {v, nesterov ? e.add(grad, e.scale(v, mu)) : v};
 }
 
-SmallVector<Value> train_step::buildOptimizerUpdate(
-    Emitter &e, const OptimizerOptions &options, Value p, Value g,
-    ArrayRef<Value> slots, Value lr, Value step, double decay) {
+SmallVector<Value>
+train_step::buildOptimizerUpdate(Emitter &e, const OptimizerOptions &options,
+                                 Value p, Value g, ArrayRef<Value> slots,
+                                 Value lr, Value step, double decay) {
   StringRef optimizer = options.optimizer;
   double momentum = options.momentum, beta1 = options.beta1,
          beta2 = options.beta2, epsilon = options.epsilon;
@@ -45,13 +46,14 @@ SmallVector<Value> train_step::buildOptimizerUpdate(
     return e.sub(p, e.scale(delta, lrP));
   };
   if (optimizer == "momentum" || optimizer == "nesterov") {
-    MomentumStep s = buildMomentumStep(e, slots[0], g, momentum,
-                                       optimizer == "nesterov");
+    MomentumStep s =
+        buildMomentumStep(e, slots[0], g, momentum, optimizer == "nesterov");
     return {decayed(s.direction), s.velocity};
   }
   if (optimizer == "adam" || optimizer == "adamw") {
     Value m = e.add(e.scale(slots[0], beta1), e.scale(g, 1.0 - beta1));
-    Value v = e.add(e.scale(slots[1], beta2), e.scale(e.mul(g, g), 1.0 - beta2));
+    Value v =
+        e.add(e.scale(slots[1], beta2), e.scale(e.mul(g, g), 1.0 - beta2));
     // Bias correction with t = step + 1.
     Value t = e.convert(
         e.add(step, e.scalar(Emitter::typeOf(step).getElementType(), 1.0)), f);
@@ -60,7 +62,8 @@ SmallVector<Value> train_step::buildOptimizerUpdate(
     Value c2 = e.sub(one, e.binary(BinaryKind::pow, e.scalar(f, beta2), t));
     Value mHat = e.div(m, e.broadcast(c1, shape));
     Value vHat = e.div(v, e.broadcast(c2, shape));
-    Value denom = e.add(e.unary(UnaryKind::sqrt, vHat), e.splat(f, shape, epsilon));
+    Value denom =
+        e.add(e.unary(UnaryKind::sqrt, vHat), e.splat(f, shape, epsilon));
     return {decayed(e.div(mHat, denom)), m, v};
   }
   return {decayed(g)};

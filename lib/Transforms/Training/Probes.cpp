@@ -1,4 +1,4 @@
-//===- Probes.cpp - Forward activations as extra outputs -------------------===//
+//===- Probes.cpp - Forward activations as extra outputs ------------------===//
 
 #include "cleave/Transforms/Training/Probes.h"
 #include "cleave/Analysis/TrainingTags.h"
@@ -29,8 +29,8 @@ FailureOr<unsigned> addActivationProbes(func::FuncOp main, StringRef pattern) {
   std::string error;
   if (!re.isValid(error)) {
     mlir::emitError(main.getLoc())
-        << "--probe '" << pattern << "' is not a valid regular expression: "
-        << error;
+        << "--probe '" << pattern
+        << "' is not a valid regular expression: " << error;
     return failure();
   }
   // The last forward op of each matching node, in order of first sight.

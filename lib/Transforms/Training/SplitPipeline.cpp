@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cleave/Transforms/Training/Pipeline.h"
 #include "cleave/Transforms/Training/Passes.h"
+#include "cleave/Transforms/Training/Pipeline.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
 #include "Cleave/IR/CleaveOps.h"
@@ -201,9 +201,8 @@ ReceivePoint receivePoint(PipelineTransferOp transfer,
   for (Operation *op : carried)
     if (op->isBeforeInBlock(result.point))
       result.carried.push_back(op);
-  llvm::sort(result.carried, [](Operation *a, Operation *b) {
-    return a->isBeforeInBlock(b);
-  });
+  llvm::sort(result.carried,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return result;
 }
 

@@ -80,8 +80,9 @@ FailureOr<LossSpec> train_step::resolveLoss(func::FuncOp oldMain,
   if (parts.size() == 3 && parts[2].getAsInteger(10, spec.ignoreIndex))
     return oldMain.emitError() << "invalid ignore index '" << parts[2] << "'";
   spec.kind = LossSpec::CrossEntropy;
-  spec.targetType = RankedTensorType::get(outType.getShape().drop_back(),
-                                          IntegerType::get(oldMain.getContext(), 64));
+  spec.targetType =
+      RankedTensorType::get(outType.getShape().drop_back(),
+                            IntegerType::get(oldMain.getContext(), 64));
   return spec;
 }
 
@@ -108,10 +109,10 @@ Value train_step::buildLoss(Emitter &e, const LossSpec &spec,
   if (spec.kind == LossSpec::Mse) {
     Value d = e.sub(out, target);
     Value sum = e.sumAll(e.mul(d, d));
-    return e.div(sum, denominator
-                          ? e.convert(denominator, f)
-                          : e.scalar(f, std::max<int64_t>(
-                                            outType.getNumElements(), 1)));
+    return e.div(
+        sum, denominator
+                 ? e.convert(denominator, f)
+                 : e.scalar(f, std::max<int64_t>(outType.getNumElements(), 1)));
   }
   int64_t rank = outType.getRank();
   ArrayRef<int64_t> labelShape = outType.getShape().drop_back();
@@ -122,8 +123,8 @@ Value train_step::buildLoss(Emitter &e, const LossSpec &spec,
   SmallVector<int64_t> keep;
   for (int64_t d = 0; d + 1 < rank; ++d)
     keep.push_back(d);
-  Value labelsB = BroadcastInDimOp::create(e.b, e.loc, outType.clone(i64),
-                                           labels, keep);
+  Value labelsB =
+      BroadcastInDimOp::create(e.b, e.loc, outType.clone(i64), labels, keep);
   auto boolType = outType.clone(e.b.getI1Type());
   Value onehot = CompareOp::create(e.b, e.loc, boolType, CompareKind::eq,
                                    classes, labelsB);
@@ -134,10 +135,9 @@ Value train_step::buildLoss(Emitter &e, const LossSpec &spec,
                             ArrayRef<int64_t>{rank - 1});
   Value weight = labelWeights(e, spec, labels, f);
   Value total = e.sumAll(e.mul(picked, weight));
-  Value count =
-      denominator
-          ? e.convert(denominator, f)
-          : e.binary(BinaryKind::max, e.sumAll(weight), e.scalar(f, 1.0));
+  Value count = denominator ? e.convert(denominator, f)
+                            : e.binary(BinaryKind::max, e.sumAll(weight),
+                                       e.scalar(f, 1.0));
   return e.unary(UnaryKind::neg, e.div(total, count));
 }
 
@@ -149,6 +149,6 @@ Value train_step::lossDenominator(Emitter &e, const LossSpec &spec,
                     e.sumAll(labelWeights(e, spec, target, f32)),
                     e.scalar(f32, 1.0));
   // Mean squared error (a model's own scalar loss is refused).
-  return e.scalar(f32, (double)std::max<int64_t>(
-                           spec.targetType.getNumElements(), 1));
+  return e.scalar(
+      f32, (double)std::max<int64_t>(spec.targetType.getNumElements(), 1));
 }

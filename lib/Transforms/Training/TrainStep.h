@@ -29,7 +29,7 @@ namespace mlir::cleave::train_step {
 /// The loss a training step minimizes (see resolveLoss).
 struct LossSpec {
   enum Kind { Scalar, Mse, CrossEntropy } kind = Scalar;
-  unsigned output = 0;        ///< Index of the forward output it reads.
+  unsigned output = 0;         ///< Index of the forward output it reads.
   RankedTensorType targetType; ///< The added data input; null for Scalar.
   std::string targetName;
   int64_t ignoreIndex = -100;

@@ -1,4 +1,4 @@
-//===- TrainableParameters.cpp - Which initializers a training step updates ===//
+//===- TrainableParameters.cpp - Initializers a step updates --------------===//
 //
 // ONNX does not say which initializers are parameters. PyTorch's exporter
 // does (the graph's export signature, read by the importer into
@@ -134,8 +134,8 @@ FailureOr<TrainingState> selectTrainingState(func::FuncOp main,
       state.params.push_back(cst);
   }
   if (state.params.empty()) {
-    auto diag =
-        main.emitError() << "no trainable parameters: no float initializer ";
+    auto diag = main.emitError()
+                << "no trainable parameters: no float initializer ";
     if (!options.trainable)
       diag << (hasKinds ? "is a parameter of the PyTorch export"
                         : "has more than one element");

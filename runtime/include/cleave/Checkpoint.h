@@ -39,7 +39,7 @@ struct StateRecord {
 };
 
 struct Checkpoint {
-  int64_t step = 0; ///< Training steps completed.
+  int64_t step = 0;  ///< Training steps completed.
   uint64_t seed = 0; ///< The data-order seed of the run.
   std::string optimizer;
   int64_t samplesConsumed = 0; ///< Data position: dataset rows used so far.
@@ -83,8 +83,7 @@ bool finishShardedSave(const ShardedSave &s, const Checkpoint &ckpt,
 /// and every file it lists present with its size and (with `hashes`) its
 /// SHA-256, which means reading every byte. The error names the file at
 /// fault.
-bool verify(const std::string &stepDir, std::string *error,
-            bool hashes = true);
+bool verify(const std::string &stepDir, std::string *error, bool hashes = true);
 
 struct LoadOptions {
   /// Check the files' SHA-256s (else only their sizes); false when the
@@ -114,10 +113,10 @@ bool findResumePoint(const std::string &path, std::string *stepDir,
                      std::vector<std::string> *notes, std::string *error);
 
 /// Writes a safetensors file atomically (for --export-safetensors).
-bool writeSafetensorsFile(const std::string &path,
-                          const std::vector<safetensors::HostTensorRef> &tensors,
-                          const safetensors::Metadata &metadata,
-                          std::string *error);
+bool writeSafetensorsFile(
+    const std::string &path,
+    const std::vector<safetensors::HostTensorRef> &tensors,
+    const safetensors::Metadata &metadata, std::string *error);
 
 } // namespace cleave::checkpoint
 

@@ -1,4 +1,4 @@
-//===- Data.h - Training data: .npy arrays, token streams, synthetic -*- C++ -*-===//
+//===- Data.h - Training data: .npy, token streams, synthetic ---*- C++ -*-===//
 //
 // A dataset fills the data inputs of a training plan for a given step. Every
 // batch depends only on (seed, step), never on what ran before, so a resumed

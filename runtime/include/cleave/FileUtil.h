@@ -18,8 +18,8 @@ bool readWholeFile(const std::string &path, std::vector<uint8_t> *out,
 /// Writes `size` bytes to `path` so that readers never see a partial file:
 /// the data goes to a temporary file in the same directory, which is fsync'ed
 /// and renamed over `path`. On failure the temporary file is removed.
-bool writeFileAtomically(const std::string &path, const void *data,
-                         size_t size, std::string *error);
+bool writeFileAtomically(const std::string &path, const void *data, size_t size,
+                         std::string *error);
 
 /// Reads exactly `size` bytes at byte `offset` of the open file `fd` into
 /// `dst` (pread, retried on EINTR and short reads). False on an error or

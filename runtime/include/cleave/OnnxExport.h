@@ -1,4 +1,4 @@
-//===- OnnxExport.h - Write trained weights back into an ONNX model -*- C++ -*-//
+//===- OnnxExport.h - Trained weights back into ONNX ------------*- C++ -*-===//
 //
 // Rewrites initializers of a serialized onnx.ModelProto in place of their old
 // values, working on the protobuf wire format directly (the runtime links no

@@ -79,7 +79,7 @@ struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape; ///< This rank's shape (its shard).
-  uint64_t offset = 0; ///< Byte offset in the arena.
+  uint64_t offset = 0;        ///< Byte offset in the arena.
   /// How the global tensor is split over the plan's mesh: empty (replicated
   /// on every rank), or one entry per dimension listing the mesh axes
   /// (indices into Mesh::axisNames, major first) that dimension is split
@@ -510,7 +510,11 @@ constexpr const char *kTrainerStateParameter = "__trainer__";
 /// Parameter: trained. OptimizerState: a slot of a parameter's optimizer.
 /// Buffer: model state the step updates without training it (BatchNorm
 /// running statistics).
-enum class StateKind : uint32_t { Parameter = 1, OptimizerState = 2, Buffer = 3 };
+enum class StateKind : uint32_t {
+  Parameter = 1,
+  OptimizerState = 2,
+  Buffer = 3
+};
 
 /// "parameter", "optimizer_state"; "unknown" else.
 const char *stateKindName(StateKind);
@@ -589,7 +593,8 @@ struct HostKernelArg {
 
 struct Plan {
   std::string target = "cpu-x86_64";
-  uint64_t arenaBytes = 0; ///< Peak memory: every buffer lies in [0, arenaBytes).
+  uint64_t arenaBytes =
+      0; ///< Peak memory: every buffer lies in [0, arenaBytes).
   uint64_t alignment = 64;
   std::vector<TensorInfo> inputs, outputs;
   std::vector<Constant> constants;

@@ -173,7 +173,6 @@ std::string outputFileName(const std::string &name);
 bool prepareOutputDir(cleave_rt_program program, const std::string &dir,
                       std::string *error);
 
-
 /// Writes every output of the executor's last run as DIR/<name>.npy
 /// (atomically, bfloat16 as float32); returns an exit code on failure, else
 /// -1. Over several ranks every rank calls it: a sharded output's parts are

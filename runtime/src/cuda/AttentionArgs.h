@@ -1,4 +1,4 @@
-//===- AttentionArgs.h - Arguments of the CUDA attention kernels -*- C++ -*-===//
+//===- AttentionArgs.h - CUDA attention kernel arguments --------*- C++ -*-===//
 //
 // The one argument, passed by value, of every kernel in AttentionKernels.cu;
 // the runtime fills it from an Attention/AttentionBackward command. Plain

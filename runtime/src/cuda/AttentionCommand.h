@@ -1,4 +1,4 @@
-//===- AttentionCommand.h - Kernel arguments of an attention command -*- C++ -*-===//
+//===- AttentionCommand.h - An attention command's args ---------*- C++ -*-===//
 //
 // Host side only: the AttentionArgs of an Attention or AttentionBackward
 // command whose buffers are offsets from `arena` (a device address in the
@@ -9,8 +9,8 @@
 #ifndef CLEAVE_RUNTIME_CUDA_ATTENTIONCOMMAND_H
 #define CLEAVE_RUNTIME_CUDA_ATTENTIONCOMMAND_H
 
-#include "cleave/PlanFormat.h"
 #include "AttentionArgs.h"
+#include "cleave/PlanFormat.h"
 
 namespace cleave::rt::cuda {
 

@@ -80,8 +80,7 @@ __device__ __forceinline__ void storeAt(unsigned long long base, long long i,
 }
 
 /// The sum of `v` over the L lanes of a row (every thread calls it).
-template <int L = kLanes>
-__device__ __forceinline__ float laneSum(float v) {
+template <int L = kLanes> __device__ __forceinline__ float laneSum(float v) {
 #pragma unroll
   for (int o = 1; o < L; o *= 2)
     v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -91,8 +90,8 @@ __device__ __forceinline__ float laneSum(float v) {
 /// Score of query i (head h of batch b) and key j from their dot product:
 /// scaled, soft-capped (t gets tanh for the derivative), biased; -inf when
 /// masked (causal, or past either length).
-__device__ __forceinline__ float score(const AttentionArgs &a, float dot,
-                                       int b, int h, long long i, long long j,
+__device__ __forceinline__ float score(const AttentionArgs &a, float dot, int b,
+                                       int h, long long i, long long j,
                                        float *t) {
   if (i >= a.Sq || j >= a.Skv || (a.causal && j > i + a.offset)) {
     *t = 0.0f;
@@ -130,10 +129,9 @@ __device__ __forceinline__ void loadTile(float (*tile)[kWidth],
 /// This thread's slice (every L-th element from `lane`) of row `row` of a
 /// packed tensor, zero past it.
 template <int L = kLanes>
-__device__ __forceinline__ void loadSlice(float (&out)[kWidth / L],
-                                          unsigned long long base, int dtype,
-                                          long long row, bool live, int width,
-                                          int lane) {
+__device__ __forceinline__ void
+loadSlice(float (&out)[kWidth / L], unsigned long long base, int dtype,
+          long long row, bool live, int width, int lane) {
 #pragma unroll
   for (int e = 0; e < kWidth / L; ++e) {
     int d = lane + L * e;
@@ -145,8 +143,7 @@ __device__ __forceinline__ void loadSlice(float (&out)[kWidth / L],
 template <int L = kLanes>
 __device__ __forceinline__ void storeSlice(const float (&in)[kWidth / L],
                                            unsigned long long base, int dtype,
-                                           long long row, int width,
-                                           int lane) {
+                                           long long row, int width, int lane) {
 #pragma unroll
   for (int e = 0; e < kWidth / L; ++e) {
     int d = lane + L * e;
@@ -170,10 +167,10 @@ __device__ __forceinline__ float dotSlice(const float (&x)[kWidth / L],
 /// `each(m, alpha, s[], tile, rows)` per key tile after m grew (alpha
 /// rescales what was accumulated). Returns through m and l.
 template <typename Each>
-__device__ __forceinline__ void onlineSoftmax(
-    const AttentionArgs &a, const float (&q)[kSlice], int b, int h,
-    long long i0, long long i, int lane, float (*ks)[kWidth],
-    float (*vs)[kWidth], float &m, float &l, Each each) {
+__device__ __forceinline__ void
+onlineSoftmax(const AttentionArgs &a, const float (&q)[kSlice], int b, int h,
+              long long i0, long long i, int lane, float (*ks)[kWidth],
+              float (*vs)[kWidth], float &m, float &l, Each each) {
   long long kvBase = (static_cast<long long>(b) * a.Hkv + h / a.G) * a.Skv;
   m = negInf();
   l = 0.0f;
@@ -304,8 +301,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int e = 0; e < kSlice; ++e)
     dq[e] = 0.0f;
-  float lse = live ? reinterpret_cast<const float *>(a.lse)[bh * a.Sq + i]
-                   : negInf();
+  float lse =
+      live ? reinterpret_cast<const float *>(a.lse)[bh * a.Sq + i] : negInf();
   float rowDot =
       live ? reinterpret_cast<const float *>(a.rowDot)[bh * a.Sq + i] : 0.0f;
   long long kvBase = (static_cast<long long>(b) * a.Hkv + h / a.G) * a.Skv;
@@ -381,8 +378,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         float t;
         float s = score(a, dotSlice<L>(k, qs[r], lane), b, h, i0 + r, j, &t);
         float lse = lses[r];
-        float p = !live || s == negInf() || lse == negInf() ? 0.0f
-                                                             : expf(s - lse);
+        float p =
+            !live || s == negInf() || lse == negInf() ? 0.0f : expf(s - lse);
         float dp = dotSlice<L>(v, dos[r], lane);
         float ds = p * (dp - dots[r]) * a.scale;
         if (a.softcap > 0.0f)

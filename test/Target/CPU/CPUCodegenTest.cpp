@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cleave/Target/CPU/CPUCodegen.h"
 #include "Cleave/IR/CleaveDialect.h"
 #include "cleave/PlanFormat.h"
-#include "cleave/Target/CPU/CPUCodegen.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -47,10 +47,11 @@ public:
       return;
     }
     auto start = std::chrono::steady_clock::now();
-    auto bytes = cleave::compileCPUKernels(*module, cleave::CPUCodegenOptions());
-    compileSeconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    auto bytes =
+        cleave::compileCPUKernels(*module, cleave::CPUCodegenOptions());
+    compileSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (mlir::failed(bytes)) {
       ADD_FAILURE() << "compileCPUKernels failed";
       return;
@@ -216,8 +217,8 @@ TEST(CPUCodegen, UnsignedIntegerOps) {
   }
   std::vector<int32_t> sa = {-7, 7, -7, 3}, sb = {2, -2, -2, 4};
   std::vector<int32_t> sd(4), sr(4), sm(4), sp(4);
-  k.call("s", {sa.data(), sb.data(), sd.data(), sr.data(), sm.data(),
-               sp.data()});
+  k.call("s",
+         {sa.data(), sb.data(), sd.data(), sr.data(), sm.data(), sp.data()});
   EXPECT_EQ(sd, (std::vector<int32_t>{-3, -3, 3, 0}));
   EXPECT_EQ(sr, (std::vector<int32_t>{-1, 1, -1, 3}));
   EXPECT_EQ(sm, (std::vector<int32_t>{1, -1, -1, 3}));
@@ -338,7 +339,8 @@ TEST(CPUCodegen, LayerNorm) {
     for (int j = 0; j < 8; ++j)
       var += (x[i * 8 + j] - mean) * (x[i * 8 + j] - mean) / 8.0;
     for (int j = 0; j < 8; ++j)
-      want[i * 8 + j] = (x[i * 8 + j] - mean) / std::sqrt(var + 1e-5) * g[j] + b[j];
+      want[i * 8 + j] =
+          (x[i * 8 + j] - mean) / std::sqrt(var + 1e-5) * g[j] + b[j];
   }
   expectNear(y, want, 1e-4f);
 }
@@ -363,7 +365,8 @@ TEST(CPUCodegen, BatchedContract) {
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 5; ++j)
         for (int p = 0; p < 4; ++p)
-          want[n * 15 + i * 5 + j] += a[n * 12 + i * 4 + p] * b[n * 20 + p * 5 + j];
+          want[n * 15 + i * 5 + j] +=
+              a[n * 12 + i * 4 + p] * b[n * 20 + p * 5 + j];
   expectNear(c, want);
   std::vector<float> c2(15), want2(15, 0.0f);
   k.call("tn", {a.data(), b.data(), c2.data()});
@@ -577,15 +580,19 @@ TEST(CPUCodegen, PadModes) {
   float v = 9.5f;
   k.call("p", {x.data(), &v, a.data(), b.data(), c.data()});
   auto reflect = [](int i, int n) {
-    if (i < 0) i = -i;
-    if (i >= n) i = 2 * (n - 1) - i;
+    if (i < 0)
+      i = -i;
+    if (i >= n)
+      i = 2 * (n - 1) - i;
     return i;
   };
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 7; ++j) {
       int si = i - 1, sj = j - 2;
-      EXPECT_EQ(a[i * 7 + j], x[reflect(si, 2) * 3 + reflect(sj, 3)]) << i << "," << j;
-      EXPECT_EQ(b[i * 7 + j], x[std::clamp(si, 0, 1) * 3 + std::clamp(sj, 0, 2)]);
+      EXPECT_EQ(a[i * 7 + j], x[reflect(si, 2) * 3 + reflect(sj, 3)])
+          << i << "," << j;
+      EXPECT_EQ(b[i * 7 + j],
+                x[std::clamp(si, 0, 1) * 3 + std::clamp(sj, 0, 2)]);
       bool inside = si >= 0 && si < 2 && sj >= 0 && sj < 3;
       EXPECT_EQ(c[i * 7 + j], inside ? x[si * 3 + sj] : v);
     }
@@ -656,8 +663,8 @@ struct RecordingParallelFor {
   std::vector<std::vector<std::pair<int64_t, int64_t>>> launches;
   static void run(void *self, void (*range)(void *, int64_t, int64_t),
                   void *frame, int64_t n) {
-    auto &pieces = static_cast<RecordingParallelFor *>(self)
-                       ->launches.emplace_back();
+    auto &pieces =
+        static_cast<RecordingParallelFor *>(self)->launches.emplace_back();
     int64_t end = n;
     for (int64_t size = 1; end > 0; size = size * 2 + 1) {
       int64_t begin = std::max<int64_t>(0, end - size);

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Cleave/IR/CleaveDialect.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
+#include "Cleave/IR/CleaveDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -70,8 +70,8 @@ std::string ptxasReport(const std::string &ptx, const std::string &chip) {
   }
   std::string ptxas = std::string(kToolkit) + "/bin/ptxas";
   std::string arch = "-arch=" + chip;
-  llvm::SmallVector<llvm::StringRef> args = {ptxas, "-v", arch, "-o",
-                                             "/dev/null", ptxPath};
+  llvm::SmallVector<llvm::StringRef> args = {ptxas, "-v",        arch,
+                                             "-o",  "/dev/null", ptxPath};
   std::optional<llvm::StringRef> redirects[] = {
       std::nullopt, llvm::StringRef(logPath), llvm::StringRef(logPath)};
   int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
@@ -306,7 +306,9 @@ TEST(CUDACodegen, RowReductionTypes) {
     ASSERT_EQ(k.launches.size(), 1u) << k.name; // fill and reduce per row
     EXPECT_EQ(k.launches[0].grid[0], 64) << k.name;
     llvm::StringRef name(k.name);
-    int64_t block = name.ends_with("64") ? 160 : name.ends_with("32") ? 96 : 320;
+    int64_t block = name.ends_with("64")   ? 160
+                    : name.ends_with("32") ? 96
+                                           : 320;
     EXPECT_EQ(k.launches[0].block[0], block) << k.name;
   }
   checkProgram(*program);

@@ -1,4 +1,4 @@
-//===- CPUCodegen.h - Compile cleave kernels to an x86-64 shared object -*- C++ -*-===//
+//===- CPUCodegen.h - Kernels into an x86-64 shared object ------*- C++ -*-===//
 
 #ifndef CLEAVE_TARGET_CPU_CPUCODEGEN_H
 #define CLEAVE_TARGET_CPU_CPUCODEGEN_H
@@ -134,9 +134,8 @@ void buildCPUKernelFrontHalf(mlir::OpPassManager &pm, bool rowKernels = false);
 /// vector loads and stores) and math to the LLVM dialect. Loop nests of at
 /// least `parallelMinWork` scalar iterations are outlined for the runtime's
 /// threads (`--cleave-cpu-parallel-loops`; 0: none).
-void buildCPULoweringPasses(
-    mlir::OpPassManager &pm,
-    int64_t parallelMinWork = kDefaultParallelMinWork);
+void buildCPULoweringPasses(mlir::OpPassManager &pm,
+                            int64_t parallelMinWork = kDefaultParallelMinWork);
 
 /// Adds the dialects and interface models (bufferization, deallocation,
 /// LLVM translation) the pipeline needs (registerKernelCodegenDialects);

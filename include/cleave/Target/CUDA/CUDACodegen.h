@@ -90,8 +90,8 @@ struct CUDAProgram {
 /// for the GPU. Fails with a diagnostic when a kernel does not reduce to
 /// launches with constant sizes (plus static temporaries) or when ptxas fails.
 /// `kernels` is not modified (a clone is lowered).
-mlir::FailureOr<CUDAProgram> compileCUDAKernels(mlir::ModuleOp kernels,
-                                                const CUDACodegenOptions &options);
+mlir::FailureOr<CUDAProgram>
+compileCUDAKernels(mlir::ModuleOp kernels, const CUDACodegenOptions &options);
 
 /// The launch mapping alone: kernel functions to host functions of
 /// gpu.launch ops (bufferized, row kernels, parallel loops mapped to blocks

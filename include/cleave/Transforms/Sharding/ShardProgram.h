@@ -10,8 +10,8 @@
 #ifndef CLEAVE_TRANSFORMS_SHARDING_SHARDPROGRAM_H
 #define CLEAVE_TRANSFORMS_SHARDING_SHARDPROGRAM_H
 
-#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 #include <cstdint>

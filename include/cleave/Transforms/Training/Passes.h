@@ -5,9 +5,9 @@
 
 #include "Cleave/IR/CleaveDialect.h"
 
+#include "cleave/Transforms/PassOptionTypes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "cleave/Transforms/PassOptionTypes.h"
 
 #include "mlir/Pass/Pass.h"
 
