@@ -23,10 +23,6 @@ import sys
 # Flags without a test of their own yet, each with why; the check fails when
 # one gets a test, so that it is taken off this list.
 ALLOWED_MISSING = {
-    "cleave-prepare-pipeline":
-        "the import clean-up pipeline (lib/Pipelines) is run by cleave-compile "
-        "in every e2e test but by no cleave-opt RUN line; a "
-        "test/Pipelines/prepare-pipeline.mlir would cover it",
 }
 
 FLAG = re.compile(r"^\s+--(cleave-[a-z0-9-]+)(?=[\s=]|$)")

@@ -300,9 +300,9 @@ int Driver::run() {
         continue; // Each attempt's context and plan go out of scope.
       }
     if (opts.emit == EmitKind::Sim) {
-      plan->metadata.push_back({plan::kKernelCodeKey, "none"});
+      plan::addMetadata(*plan, plan::meta::kKernelCode, "none");
       for (plan::Plan &stage : plan->stages)
-        stage.metadata.push_back({plan::kKernelCodeKey, "none"});
+        plan::addMetadata(stage, plan::meta::kKernelCode, "none");
     }
     std::string error;
     if (opts.emit != EmitKind::None && !plan::validate(*plan, &error))

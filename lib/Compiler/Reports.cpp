@@ -49,9 +49,9 @@ std::string overBudget(const plan::Plan &plan, uint64_t budget) {
     if (largest)
       message += "; its largest tensor is '" + largest->name + "' (" +
                  std::to_string(largest->byteSize()) + " bytes)";
-    for (const auto &[key, value] : program.metadata)
-      if (key == "cpu_scratch_bytes")
-        message += ", its largest kernel's temporaries " + value + " bytes";
+    if (auto scratch = plan::getMetadata(program, plan::meta::kCpuScratchBytes))
+      message += ", its largest kernel's temporaries " +
+                 std::to_string(*scratch) + " bytes";
     return message;
   };
   if (!plan.isPipelined())
@@ -136,21 +136,22 @@ static void printPlanStats(llvm::raw_ostream &os, const plan::Plan &program,
   if (epilogues[1] + epilogues[2] + epilogues[3])
     os << "gemm epilogues: " << epilogues[1] << " bias, " << epilogues[2]
        << " gelu_bias, " << epilogues[3] << " gelu\n";
-  llvm::StringMap<std::string> meta;
-  for (const auto &[key, value] : program.metadata)
-    meta[key] = value;
-  if (meta.count("recompute_policy"))
-    os << "recompute: policy " << meta["recompute_policy"]
-       << ", saved activations " << meta["saved_activation_bytes_before"]
-       << " -> " << meta["saved_activation_bytes_after"]
-       << " bytes, recomputed flops " << meta["recompute_flops"]
-       << ", extra flops " << meta["recompute_extra_flops"] << " (total "
-       << meta["flops"] << ")\n";
-  if (meta.count("activation_bytes"))
-    os << "step memory: activations per microbatch " << meta["activation_bytes"]
-       << " bytes, gradient sums " << meta["accumulator_bytes"]
-       << " bytes, made once for the "
-       << "microbatches " << meta["kept_bytes"] << " bytes\n";
+  namespace meta = plan::meta;
+  auto number = [&](plan::IntegerKey key) {
+    return plan::getMetadata(program, key).value_or(0);
+  };
+  if (auto policy = plan::getMetadata(program, meta::kRecomputePolicy))
+    os << "recompute: policy " << *policy << ", saved activations "
+       << number(meta::kSavedActivationBytesBefore) << " -> "
+       << number(meta::kSavedActivationBytesAfter)
+       << " bytes, recomputed flops " << number(meta::kRecomputeFlops)
+       << ", extra flops " << number(meta::kRecomputeExtraFlops) << " (total "
+       << number(meta::kFlops) << ")\n";
+  if (plan::getMetadata(program, meta::kActivationBytes))
+    os << "step memory: activations per microbatch "
+       << number(meta::kActivationBytes) << " bytes, gradient sums "
+       << number(meta::kAccumulatorBytes) << " bytes, made once for the "
+       << "microbatches " << number(meta::kKeptBytes) << " bytes\n";
 }
 
 /// --report of a pipelined plan: the schedule's bubble, simulated with
@@ -300,13 +301,12 @@ void Driver::printStats(const plan::Plan &plan, double seconds,
   } else {
     printPlanStats(os, plan, seconds);
   }
-  llvm::StringMap<std::string> meta;
-  for (const auto &[key, value] : plan.metadata)
-    meta[key] = value;
-  if (meta.count("recognized_attention"))
-    os << "recognized: " << meta["recognized_attention"] << " attention, "
-       << meta["recognized_rms_norm"] << " rms_norm, "
-       << meta["recognized_silu"]
+  namespace meta = plan::meta;
+  if (auto attention = plan::getMetadata(plan, meta::kRecognizedAttention))
+    os << "recognized: " << *attention << " attention, "
+       << plan::getMetadata(plan, meta::kRecognizedRmsNorm).value_or(0)
+       << " rms_norm, "
+       << plan::getMetadata(plan, meta::kRecognizedSilu).value_or(0)
        << " silu (--no-recognize-composites keeps them spelled out)\n";
   printTimings(os, importSeconds, timings);
 }

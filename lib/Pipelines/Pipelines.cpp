@@ -390,16 +390,16 @@ buildStagePlan(ModuleOp module, const PhaseOptions &options,
     placeCPUScratch(program->plan, object->scratchBytes);
   }
   if (recomputeStats) {
-    auto &meta = program->plan.metadata;
-    meta.push_back({"recompute_policy", recomputeStats->policy});
-    meta.push_back({"saved_activation_bytes_before",
-                    std::to_string(recomputeStats->savedBytesBefore)});
-    meta.push_back({"saved_activation_bytes_after",
-                    std::to_string(recomputeStats->savedBytesAfter)});
-    meta.push_back(
-        {"recompute_flops", std::to_string(recomputeStats->recomputeFlops)});
-    meta.push_back(
-        {"recompute_extra_flops", std::to_string(recomputeStats->extraFlops)});
+    namespace meta = plan::meta;
+    plan::Plan &p = program->plan;
+    plan::addMetadata(p, meta::kRecomputePolicy, recomputeStats->policy);
+    plan::addMetadata(p, meta::kSavedActivationBytesBefore,
+                      recomputeStats->savedBytesBefore);
+    plan::addMetadata(p, meta::kSavedActivationBytesAfter,
+                      recomputeStats->savedBytesAfter);
+    plan::addMetadata(p, meta::kRecomputeFlops, recomputeStats->recomputeFlops);
+    plan::addMetadata(p, meta::kRecomputeExtraFlops,
+                      recomputeStats->extraFlops);
   }
   return std::move(program->plan);
 }
@@ -457,12 +457,11 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
   FailureOr<plan::Plan> plan = compileToPlanImpl(module, options);
   if (succeeded(plan) && recognized &&
       options.stopAfter == CompilePhase::Plan) {
-    plan->metadata.push_back(
-        {"recognized_attention", std::to_string(recognized->attention)});
-    plan->metadata.push_back(
-        {"recognized_rms_norm", std::to_string(recognized->rmsNorm)});
-    plan->metadata.push_back(
-        {"recognized_silu", std::to_string(recognized->silu)});
+    plan::addMetadata(*plan, plan::meta::kRecognizedAttention,
+                      recognized->attention);
+    plan::addMetadata(*plan, plan::meta::kRecognizedRmsNorm,
+                      recognized->rmsNorm);
+    plan::addMetadata(*plan, plan::meta::kRecognizedSilu, recognized->silu);
   }
   if (CompileTimings *t = options.timings)
     t->passesSeconds += secondsSince(start) -
@@ -527,7 +526,7 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
         return failure();
       if (options.stopAfter != CompilePhase::Plan)
         continue;
-      stage->metadata.push_back({"pipeline_rank", std::to_string(r)});
+      plan::addMetadata(*stage, plan::meta::kPipelineRank, r);
       pipelined.mesh = stage->mesh;
       pipelined.target = stage->target;
       pipelined.stages.push_back(std::move(*stage));
@@ -549,13 +548,13 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
                                ? pl::simulate(order, schedule, costs, error)
                                : pl::Simulation();
       if (error.empty())
-        pipelined.metadata.push_back(
-            {"pipeline_expected",
-             llvm::formatv("{0} with {1} microbatches: {2:P1} by the "
-                           "formula, {3:P1} simulated with equal stages",
-                           options.train->schedule, schedule.microbatches,
-                           pl::formulaBubble(schedule, costs), sim.bubble)
-                 .str()});
+        plan::addMetadata(
+            pipelined, plan::meta::kPipelineExpected,
+            llvm::formatv("{0} with {1} microbatches: {2:P1} by the "
+                          "formula, {3:P1} simulated with equal stages",
+                          options.train->schedule, schedule.microbatches,
+                          pl::formulaBubble(schedule, costs), sim.bubble)
+                .str());
     }
     return pipelined;
   }

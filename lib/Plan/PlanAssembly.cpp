@@ -379,11 +379,11 @@ void PlanBuilder::addStageMemory(const Assembly &a, plan::Plan &p) {
       else if (accumulator)
         accumulators += iv.size;
     }
-    p.metadata.push_back({"activation_bytes", std::to_string(activations)});
-    p.metadata.push_back({"accumulator_bytes", std::to_string(accumulators)});
+    plan::addMetadata(p, plan::meta::kActivationBytes, activations);
+    plan::addMetadata(p, plan::meta::kAccumulatorBytes, accumulators);
     // Made before the first step for all of them (low-precision copies of
     // the parameters, kept for the step).
-    p.metadata.push_back({"kept_bytes", std::to_string(kept)});
+    plan::addMetadata(p, plan::meta::kKeptBytes, kept);
   }
 }
 
@@ -529,29 +529,31 @@ void PlanBuilder::addCostMetadata(Assembly &a, plan::Plan &p) {
               .bytesSent;
     }
   // Before anything recorded while the inputs were read (valid ranges).
-  p.metadata.insert(p.metadata.begin(),
-                    {{"producer", "cleave-compile"},
-                     {"model", options.modelName},
-                     {"source_model", options.sourceModel},
-                     {"flops", std::to_string(flops)},
-                     {"kernels", std::to_string(numKernels)},
-                     {"unique_kernels", std::to_string(p.kernelNames.size())},
-                     {"gemms", std::to_string(numGemms)},
-                     {"constant_bytes", std::to_string(constantBytes)},
-                     {"unplanned_bytes", std::to_string(a.memory.naiveBytes)}});
+  namespace meta = plan::meta;
+  using plan::metadataEntry;
+  p.metadata.insert(
+      p.metadata.begin(),
+      {metadataEntry(meta::kProducer, "cleave-compile"),
+       metadataEntry(meta::kModel, options.modelName),
+       metadataEntry(meta::kSourceModel, options.sourceModel),
+       metadataEntry(meta::kFlops, flops),
+       metadataEntry(meta::kKernels, numKernels),
+       metadataEntry(meta::kUniqueKernels, p.kernelNames.size()),
+       metadataEntry(meta::kGemms, numGemms),
+       metadataEntry(meta::kConstantBytes, constantBytes),
+       metadataEntry(meta::kUnplannedBytes, a.memory.naiveBytes)});
   if (numCollectives) {
-    p.metadata.push_back({"collectives", std::to_string(numCollectives)});
-    p.metadata.push_back({"comm_bytes_per_rank", std::to_string(commBytes)});
+    plan::addMetadata(p, meta::kCollectives, numCollectives);
+    plan::addMetadata(p, meta::kCommBytesPerRank, commBytes);
   }
   if (!a.untied.empty())
-    p.metadata.push_back(
-        {"untied",
-         llvm::formatv("{0}", llvm::json::Value(std::move(a.untied)))});
+    plan::addMetadata(
+        p, meta::kUntied,
+        llvm::formatv("{0}", llvm::json::Value(std::move(a.untied))).str());
   if (!a.markerNames.empty())
-    p.metadata.push_back(
-        {plan::kPipelineStepsKey, llvm::join(a.markerNames, ",")});
+    plan::addMetadata(p, meta::kPipelineSteps, a.markerNames);
   if (!a.kernelCosts.empty())
-    p.metadata.push_back({"kernel_costs", llvm::join(a.kernelCosts, ",")});
+    plan::addMetadata(p, meta::kKernelCosts, a.kernelCosts);
 }
 
 /// Buffers and their arena offsets, then the tables, constants and

@@ -253,12 +253,9 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
     // The values an integer input may hold (cleave.valid_range: [lo, hi)
     // and an extra allowed value), for the runtime to check its data.
     if (auto range = getArgValidRange(main, i))
-      p.metadata.push_back(
-          {std::string(plan::kValidRangePrefix) + info.name,
-           llvm::join(
-               llvm::map_range(range.asArrayRef(),
-                               [](int64_t v) { return std::to_string(v); }),
-               ",")});
+      p.metadata.push_back(plan::validRangeEntry(
+          info.name, std::vector<int64_t>(range.asArrayRef().begin(),
+                                          range.asArrayRef().end())));
     std::optional<Role> role = getArgRole(main, i);
     int64_t index = p.inputs.size();
     if (role == Role::lr)

@@ -32,9 +32,9 @@ int64_t initParametersRandomly(plan::Plan &plan, double stddev, uint64_t seed) {
     // both stages.
     for (plan::Plan &stage : plan.stages)
       count += initParametersRandomly(stage, stddev, seed);
-    plan.metadata.push_back(
-        {"init_parameters", "normal std " + std::to_string(stddev) + " seed " +
-                                std::to_string(seed)});
+    plan::addMetadata(plan, plan::meta::kInitParameters,
+                      "normal std " + std::to_string(stddev) + " seed " +
+                          std::to_string(seed));
     return count;
   }
   for (size_t i = 0; i < plan.states.size(); ++i) {
@@ -63,10 +63,10 @@ int64_t initParametersRandomly(plan::Plan &plan, double stddev, uint64_t seed) {
     plan.initCommands.push_back(std::move(init));
     ++count;
   }
-  plan.metadata.push_back(
-      {"init_parameters", "normal std " + std::to_string(stddev) + " seed " +
-                              std::to_string(seed) + " (" +
-                              std::to_string(count) + " weight matrices)"});
+  plan::addMetadata(plan, plan::meta::kInitParameters,
+                    "normal std " + std::to_string(stddev) + " seed " +
+                        std::to_string(seed) + " (" + std::to_string(count) +
+                        " weight matrices)");
   return count;
 }
 

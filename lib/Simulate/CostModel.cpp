@@ -321,31 +321,25 @@ double fillSeconds(const Device &d, double bytes) {
 }
 
 std::vector<KernelCost> kernelCosts(const plan::Plan &plan) {
+  // Each item "flops:bytes[:serial_adds[:permuted_bytes[:transcendentals]]]".
   std::vector<KernelCost> costs;
-  for (const auto &[key, value] : plan.metadata) {
-    if (key != "kernel_costs")
-      continue;
-    const char *p = value.c_str();
-    while (*p) {
-      char *end = nullptr;
-      KernelCost c;
-      c.flops = std::strtod(p, &end);
-      if (*end != ':')
-        return {};
-      c.bytes = std::strtod(end + 1, &end);
-      if (*end == ':')
-        c.serialAdds = std::strtod(end + 1, &end);
-      if (*end == ':')
-        c.permutedBytes = std::strtod(end + 1, &end);
-      if (*end == ':')
-        c.transcendentals = std::strtod(end + 1, &end);
-      costs.push_back(c);
-      if (*end == ',')
-        ++end;
-      else if (*end)
-        return {};
-      p = end;
-    }
+  for (const std::string &item :
+       plan::getMetadata(plan, plan::meta::kKernelCosts)) {
+    char *end = nullptr;
+    KernelCost c;
+    c.flops = std::strtod(item.c_str(), &end);
+    if (*end != ':')
+      return {};
+    c.bytes = std::strtod(end + 1, &end);
+    if (*end == ':')
+      c.serialAdds = std::strtod(end + 1, &end);
+    if (*end == ':')
+      c.permutedBytes = std::strtod(end + 1, &end);
+    if (*end == ':')
+      c.transcendentals = std::strtod(end + 1, &end);
+    if (*end)
+      return {};
+    costs.push_back(c);
   }
   return costs;
 }

@@ -58,16 +58,17 @@ StageMemory memoryOf(const plan::Plan &stage) {
     states += double(st.info.byteSize());
   m.optimizerStates = double(stats.optimizerStateBytes);
   m.parameters = states - m.optimizerStates;
-  m.accumulators = metadataNumber(stage, "accumulator_bytes");
-  m.activations = metadataNumber(stage, "activation_bytes");
+  m.accumulators = metadataNumber(stage, plan::meta::kAccumulatorBytes);
+  m.activations = metadataNumber(stage, plan::meta::kActivationBytes);
   // Low-precision parameter copies kept for the step: they grow with the
   // layers, as the states do.
-  m.kept = metadataNumber(stage, "kept_bytes");
+  m.kept = metadataNumber(stage, plan::meta::kKeptBytes);
   int64_t held = heldMicrobatches(plan::pipelineSteps(stage));
   m.temporaries =
       std::max(0.0, double(stage.arenaBytes) - states - m.kept -
                         m.accumulators - double(held) * m.activations);
-  m.flops = metadataNumber(stage, "flops") / double(kProfileMicrobatches);
+  m.flops =
+      metadataNumber(stage, plan::meta::kFlops) / double(kProfileMicrobatches);
   return m;
 }
 

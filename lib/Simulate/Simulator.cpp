@@ -545,13 +545,12 @@ std::string Simulator::run() {
   }
   subtractRecompute(out,
                     metadataNumber(plan.isPipelined() ? plan.stages[0] : plan,
-                                   "recompute_extra_flops"));
+                                   plan::meta::kRecomputeExtraFlops));
 
   // The bubble over the pipeline ranks of the first data/tensor coordinate.
   int64_t ppAxis = plan::pipelineAxis(plan.mesh);
-  for (const auto &[key, value] : plan.metadata)
-    if (key == "pipeline_expected")
-      out.expectedBubble = value;
+  if (auto expected = plan::getMetadata(plan, plan::meta::kPipelineExpected))
+    out.expectedBubble = *expected;
   if (plan.isPipelined() && ppAxis >= 0) {
     double first = std::numeric_limits<double>::infinity(), last = 0, busy = 0;
     int64_t count = 0;

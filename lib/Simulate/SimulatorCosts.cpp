@@ -101,7 +101,7 @@ detail::PlanCosts detail::costPlan(const plan::Plan &p, const Device &device) {
     }
     c.seconds.push_back(s);
   }
-  c.flops = metadataNumber(p, "flops");
+  c.flops = metadataNumber(p, plan::meta::kFlops);
   c.modelFlops = c.flops;
   for (const plan::StateTensor &s : p.states)
     c.stateBytes += s.info.byteSize();
@@ -109,11 +109,8 @@ detail::PlanCosts detail::costPlan(const plan::Plan &p, const Device &device) {
   return c;
 }
 
-double metadataNumber(const plan::Plan &p, const std::string &key) {
-  for (const auto &[k, v] : p.metadata)
-    if (k == key)
-      return std::strtod(v.c_str(), nullptr);
-  return 0;
+double metadataNumber(const plan::Plan &p, plan::IntegerKey key) {
+  return static_cast<double>(plan::getMetadata(p, key).value_or(0));
 }
 double stepLatency(const Link &link, const Placement &placement,
                    bool threadWork) {

@@ -63,7 +63,7 @@ std::string costStage(const plan::Plan &stage, const Cluster &cluster,
         return !n.empty() && n[0] == 'F';
       }))
     return "has no pipeline steps (metadata " +
-           std::string(plan::kPipelineStepsKey) + ")";
+           std::string(plan::meta::kPipelineSteps.name) + ")";
   PlanCosts costs = costPlan(stage, cluster.device);
   sc.kernelCostsKnown = costs.kernelCostsKnown;
   int64_t rank = pair.empty() ? 0 : pair.front();
@@ -212,7 +212,7 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
     if (forwards == 0)
       return "stage " + std::to_string(names.size() - 1) +
              " has no pipeline steps (metadata " +
-             std::string(plan::kPipelineStepsKey) + ")";
+             std::string(plan::meta::kPipelineSteps.name) + ")";
     compiledMicrobatches = forwards;
   }
   so.ranks = p;
@@ -287,7 +287,7 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
       rr.arenaBytes = std::max<uint64_t>(rr.arenaBytes, stage.arenaBytes);
       for (const plan::StateTensor &st : stage.states)
         rr.stateBytes += st.info.byteSize();
-      rr.flops += metadataNumber(stage, "flops") * scale;
+      rr.flops += metadataNumber(stage, plan::meta::kFlops) * scale;
     }
     rr.end = head + last[r] + tail;
     // Every collective blocks the compute stream here.
@@ -298,7 +298,8 @@ std::string simulateReplay(const plan::Plan &plan, const Cluster &cluster,
     out.ranks.push_back(rr);
   }
   subtractRecompute(
-      out, metadataNumber(plan.stages[0], "recompute_extra_flops") * scale);
+      out,
+      metadataNumber(plan.stages[0], plan::meta::kRecomputeExtraFlops) * scale);
   out.bubble = sim.bubble;
   char expected[128];
   std::snprintf(expected, sizeof(expected),

@@ -79,13 +79,6 @@ using namespace cuda;
 
 namespace {
 
-const std::string *findMetadata(const Plan &plan, const char *key) {
-  for (const auto &kv : plan.metadata)
-    if (kv.first == key)
-      return &kv.second;
-  return nullptr;
-}
-
 bool envIs(const char *name, const char *value) {
   const char *v = std::getenv(name);
   return v && std::strcmp(v, value) == 0;
@@ -291,11 +284,10 @@ cleave_rt_status CudaBackend::init() {
   cu.cuDeviceGetAttribute(&ccMinor,
                           CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
 
-  const std::string *graphMeta = findMetadata(*plan, "cuda_graph");
-  useGraph =
-      !envIs("CLEAVE_CUDA_GRAPH", "0") && !(graphMeta && *graphMeta == "0");
-  const std::string *tf32Meta = findMetadata(*plan, "cuda_tf32");
-  tf32 = envIs("CLEAVE_CUDA_TF32", "1") || (tf32Meta && *tf32Meta == "1");
+  useGraph = !envIs("CLEAVE_CUDA_GRAPH", "0") &&
+             getMetadata(*plan, meta::kCudaGraph) != "0";
+  tf32 = envIs("CLEAVE_CUDA_TF32", "1") ||
+         getMetadata(*plan, meta::kCudaTf32) == "1";
 
   CLEAVE_RT_RETURN_IF_ERROR(check(
       cu.cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
@@ -392,7 +384,7 @@ cleave_rt_status CudaBackend::loadModule() {
     std::string why = "the plan's cubin (target '" + plan->target +
                       "') does not load on this " + arch +
                       " device: " + driverErrorString(cu, r);
-    const std::string *ptx = findMetadata(*plan, "kernel_ptx");
+    const std::string *ptx = findMetadata(*plan, meta::kKernelPtx.name);
     if (!ptx || ptx->empty())
       return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
                         why +

@@ -100,8 +100,9 @@ static int stepNames(cleave_rt_program program, size_t stage,
                      std::vector<std::string> *names) {
   cleave_rt_program h = nullptr;
   TRY(cleave_rt_program_stage_at(program, stage, &h));
-  const char *steps = cleave_rt_program_metadata(h, plan::kPipelineStepsKey);
-  *names = plan::splitPipelineSteps(steps ? steps : "");
+  const char *steps =
+      cleave_rt_program_metadata(h, plan::meta::kPipelineSteps.name);
+  *names = plan::splitMetadataList(steps ? steps : "");
   cleave_rt_program_destroy(h);
   return -1;
 }
@@ -204,7 +205,7 @@ int writePipelineTrace(cleave_rt_program program, cleave_rt_executor e,
   } else {
     // The compiler's expectation, when the plan carries it.
     const char *expected =
-        cleave_rt_program_metadata(program, "pipeline_expected");
+        cleave_rt_program_metadata(program, plan::meta::kPipelineExpected.name);
     std::printf("%s%s%s\n", bubbleLine(measureBubble(spans, world)).c_str(),
                 expected ? "; schedule " : "", expected ? expected : "");
   }

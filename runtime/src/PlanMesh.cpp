@@ -55,32 +55,12 @@ const Plan &stagePlanFor(const Plan &plan, int64_t rank) {
   return plan.stages[stageOfRank(plan, rank)];
 }
 
-std::vector<std::string> splitPipelineSteps(const std::string &value) {
-  std::vector<std::string> names;
-  if (value.empty())
-    return names;
-  size_t start = 0;
-  for (;;) {
-    size_t comma = value.find(',', start);
-    names.push_back(value.substr(start, comma - start));
-    if (comma == std::string::npos)
-      return names;
-    start = comma + 1;
-  }
-}
-
 std::vector<std::string> pipelineSteps(const Plan &plan) {
-  for (const auto &kv : plan.metadata)
-    if (kv.first == kPipelineStepsKey)
-      return splitPipelineSteps(kv.second);
-  return {};
+  return getMetadata(plan, meta::kPipelineSteps);
 }
 
 bool withoutKernelCode(const Plan &plan) {
-  for (const auto &kv : plan.metadata)
-    if (kv.first == kKernelCodeKey)
-      return kv.second == "none";
-  return false;
+  return getMetadata(plan, meta::kKernelCode) == "none";
 }
 
 std::vector<int64_t> globalShape(const TensorInfo &t, const Mesh &mesh) {

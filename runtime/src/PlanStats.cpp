@@ -45,9 +45,7 @@ PlanStats statistics(const Plan &plan) {
      : st.kind == StateKind::OptimizerState ? s.optimizerStateBytes
                                             : s.bufferBytes) +=
         st.info.byteSize();
-  for (const auto &[key, value] : plan.metadata)
-    if (key == "flops")
-      s.flops = std::strtoull(value.c_str(), nullptr, 10);
+  s.flops = getMetadata(plan, meta::kFlops).value_or(0);
   return s;
 }
 

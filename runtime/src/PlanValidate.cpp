@@ -45,7 +45,7 @@ private:
 
   const Plan &plan;
   std::string *error;
-  /// The names Marker commands index (metadata kPipelineStepsKey).
+  /// The names Marker commands index (metadata meta::kPipelineSteps).
   std::vector<std::string> steps;
 };
 } // namespace
@@ -318,11 +318,14 @@ bool Validator::run() {
                 " is not a power of two");
   if (!checkMesh())
     return false;
+  std::string metadataError;
+  if (!checkMetadata(plan.metadata, &metadataError))
+    return fail(metadataError);
   steps = pipelineSteps(plan);
   for (size_t i = 0; i < steps.size(); ++i)
     if (steps[i].empty())
-      return fail(std::string("metadata '") + kPipelineStepsKey + "': step " +
-                  std::to_string(i) + " has an empty name");
+      return fail(std::string("metadata '") + meta::kPipelineSteps.name +
+                  "': step " + std::to_string(i) + " has an empty name");
   std::set<std::string> names;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const TensorInfo &t = plan.inputs[i];
@@ -757,7 +760,7 @@ bool Validator::checkCommand(const char *label, size_t index,
       return fail(what + ": step index " + std::to_string(c.params[0]) +
                   " is out of range (the plan names " +
                   std::to_string(steps.size()) + " steps in metadata '" +
-                  kPipelineStepsKey + "')");
+                  meta::kPipelineSteps.name + "')");
     if (c.params[1] != 0 && c.params[1] != 1)
       return fail(what + ": phase " + std::to_string(c.params[1]) +
                   " is not 0 (begin) or 1 (end)");

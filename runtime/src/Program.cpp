@@ -428,10 +428,8 @@ const char *cleave_rt_program_metadata(cleave_rt_program program,
   if (!program || !key)
     return nullptr;
   auto find = [&](const plan::Plan &p) -> const char * {
-    for (const auto &kv : p.metadata)
-      if (kv.first == key)
-        return kv.second.c_str();
-    return nullptr;
+    const std::string *value = plan::findMetadata(p, key);
+    return value ? value->c_str() : nullptr;
   };
   // A stage's own metadata first, then the file's.
   const char *value = program->stage >= 0 ? find(*program->plan) : nullptr;

@@ -91,7 +91,7 @@ struct Trainer::Impl {
   std::vector<std::vector<uint8_t>> batchData;
   std::vector<uint8_t> shardData;
   /// Per data input: the values it may hold (plan metadata
-  /// kValidRangePrefix + name: lo, hi and an extra allowed value), if the
+  /// meta::kValidRangePrefix + name: lo, hi and an extra allowed value), if the
   /// plan says.
   struct ValidRange {
     bool known = false, hasExtra = false;

@@ -52,7 +52,8 @@ static int exportOnnx(const std::string &path, const std::string &sourceModel,
                       const std::vector<checkpoint::StateRecord> &records) {
   std::string source = sourceModel;
   if (source.empty()) {
-    const char *recorded = cleave_rt_program_metadata(program, "source_model");
+    const char *recorded =
+        cleave_rt_program_metadata(program, plan::meta::kSourceModel.name);
     if (!recorded || !*recorded)
       return fail("--export-onnx: the plan does not record its source model; "
                   "name it with --onnx-model FILE");

@@ -29,7 +29,7 @@ using namespace cleave::plan;
 
 bool readUntiedParameters(cleave_rt_program program, UntiedParameters *out,
                           std::string *error) {
-  const char *text = cleave_rt_program_metadata(program, "untied");
+  const char *text = cleave_rt_program_metadata(program, meta::kUntied.name);
   if (!text)
     return true;
   json::Value doc;
@@ -96,7 +96,7 @@ int Trainer::Impl::open() {
     specs.push_back({d.name, static_cast<DType>(d.dtype), global});
     shards.push_back(std::move(sh));
     ValidRange range;
-    std::string key = std::string(plan::kValidRangePrefix) + d.name;
+    std::string key = std::string(plan::meta::kValidRangePrefix) + d.name;
     if (const char *v = cleave_rt_program_metadata(program, key.c_str())) {
       long long lo = 0, hi = 0, extra = 0;
       int fields = std::sscanf(v, "%lld,%lld,%lld", &lo, &hi, &extra);
@@ -204,8 +204,8 @@ int Trainer::Impl::open() {
                  "%s: training %s with %s, data %s, seed "
                  "%" PRIu64 "\n",
                  programName().c_str(),
-                 cleave_rt_program_metadata(program, "model")
-                     ? cleave_rt_program_metadata(program, "model")
+                 cleave_rt_program_metadata(program, meta::kModel.name)
+                     ? cleave_rt_program_metadata(program, meta::kModel.name)
                      : "the plan",
                  info.optimizer[0] ? info.optimizer : "its optimizer",
                  dataset->describe().c_str(), seed);

@@ -74,7 +74,7 @@ Plan twoStagePlan() {
   p.mesh = mesh;
   p.metadata = {{"name", "two-stage"}};
   Plan s0 = stageSkeleton(mesh);
-  s0.metadata = {{kPipelineStepsKey, "F0,F1"}};
+  s0.metadata = {{meta::kPipelineSteps.name, "F0,F1"}};
   s0.commands = {marker(0, 0),
                  makeCommand(CommandKind::Copy, {16}, {0, 128}),
                  pointToPoint(CollectiveOp::Send, 128, 4, 0, 1, 0),
@@ -83,7 +83,7 @@ Plan twoStagePlan() {
                  makeCommand(CommandKind::Fill, {16, 7}, {192}),
                  marker(1, 1)};
   Plan s1 = stageSkeleton(mesh);
-  s1.metadata = {{kPipelineStepsKey, "F0,B0"}};
+  s1.metadata = {{meta::kPipelineSteps.name, "F0,B0"}};
   s1.commands = {marker(0, 0),
                  pointToPoint(CollectiveOp::Recv, 128, 4, 0, 1, 0),
                  makeCommand(CommandKind::Copy, {16}, {128, 64}),
@@ -283,7 +283,7 @@ TEST(PipelineFormat, ValidatorRefusals) {
             "commands, not to the init commands");
 
   p = twoStagePlan();
-  p.stages[0].metadata = {{kPipelineStepsKey, "F0,,F1"}};
+  p.stages[0].metadata = {{meta::kPipelineSteps.name, "F0,,F1"}};
   EXPECT_EQ(validationError(p),
             "stage 0: metadata 'pipeline_steps': step 1 has an empty name");
 
@@ -606,7 +606,7 @@ Plan exchangePlan() {
     s.arenaBytes = 3 * n;
     s.outputs.push_back(tensor("y", DType::U8, {n}, 0));
     s.outputs.back().sharding = {{0}};
-    s.metadata = {{kPipelineStepsKey, c == 0 ? "F0" : "B0"}};
+    s.metadata = {{meta::kPipelineSteps.name, c == 0 ? "F0" : "B0"}};
     s.commands = {
         marker(0, 0),
         makeCommand(CommandKind::Fill, {n, c == 0 ? 0x11 : 0x22}, {n}),
@@ -756,7 +756,7 @@ Plan pipelinedTrainingPlan(Mesh mesh = {{"pp"}, {2}}) {
     s.inputs = {tensor("x", DType::F32, {1, 4}, 0),
                 tensor("lr", DType::F32, {}, 64)};
     s.outputs = {tensor("loss", DType::F32, {}, 128)};
-    s.metadata = {{kPipelineStepsKey, "F0,B0"}};
+    s.metadata = {{meta::kPipelineSteps.name, "F0,B0"}};
     StateTensor tied{tensor("tied", DType::F32, {4}, 256), StateKind::Parameter,
                      "tied", ""};
     s.constants.push_back(constant("tied", 256, {1, 1, 1, 1}));

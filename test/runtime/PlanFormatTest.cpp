@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <set>
 
 using namespace cleave;
 using namespace cleave::plan;
@@ -291,4 +292,56 @@ TEST(PlanValidate, RandomNormal) {
   EXPECT_NE(validateError(p).find("random_normal may only be an init command"),
             std::string::npos)
       << validateError(p);
+}
+
+TEST(PlanMetadata, TypedEntriesReadBack) {
+  Plan p = samplePlan();
+  addMetadata(p, meta::kFlops, int64_t{1234});
+  addMetadata(p, meta::kPipelineSteps, {"F0", "F1", "B0"});
+  addMetadata(p, meta::kRecomputePolicy, "selective");
+  p.metadata.push_back(validRangeEntry("ids", {-50, 50}));
+  EXPECT_EQ(*findMetadata(p, "flops"), "1234");
+  EXPECT_EQ(*findMetadata(p, "pipeline_steps"), "F0,F1,B0");
+  EXPECT_EQ(*findMetadata(p, "valid_range.ids"), "-50,50");
+  EXPECT_EQ(getMetadata(p, meta::kFlops), 1234);
+  EXPECT_EQ(getMetadata(p, meta::kPipelineSteps),
+            (std::vector<std::string>{"F0", "F1", "B0"}));
+  EXPECT_EQ(getMetadata(p, meta::kRecomputePolicy), "selective");
+  EXPECT_EQ(getMetadata(p, meta::kGemms), std::nullopt);
+  EXPECT_TRUE(getMetadata(p, meta::kKernelCosts).empty());
+  EXPECT_EQ(validateError(p), "");
+}
+
+TEST(PlanMetadata, ValidateRejectsValuesOfTheWrongKind) {
+  Plan p = samplePlan();
+  p.metadata.push_back({"flops", "many"});
+  EXPECT_NE(validateError(p).find(
+                "metadata 'flops' is 'many', not a decimal integer"),
+            std::string::npos)
+      << validateError(p);
+  // An integer read of a malformed value is no value, never a partial one.
+  EXPECT_EQ(getMetadata(p, meta::kFlops), std::nullopt);
+
+  p = samplePlan();
+  p.metadata.push_back({"valid_range.ids", "0"});
+  EXPECT_NE(validateError(p).find("metadata 'valid_range.ids' is '0', not "
+                                  "'lo,hi' or 'lo,hi,extra'"),
+            std::string::npos)
+      << validateError(p);
+  p.metadata.back().second = "0,10,x";
+  EXPECT_NE(validateError(p), "");
+  p.metadata.back().second = "0,10,-100";
+  EXPECT_EQ(validateError(p), "");
+
+  // Keys Cleave does not declare are carried along unchecked.
+  p.metadata.push_back({"user_note", "anything, at all"});
+  EXPECT_EQ(validateError(p), "");
+}
+
+TEST(PlanMetadata, EveryDeclaredKeyIsNamedOnce) {
+  std::set<std::string> names;
+  for (const MetadataKeyInfo &info : metadataKeys())
+    EXPECT_TRUE(names.insert(info.name).second) << info.name;
+  EXPECT_TRUE(names.count(meta::kFlops.name));
+  EXPECT_TRUE(names.count(meta::kValidRangePrefix));
 }

@@ -93,7 +93,7 @@ std::string simulatePlan(const plan::Plan &plan, const Cluster &cluster,
 
 /// A number in `plan`'s metadata (flops, activation_bytes, ...); 0 when
 /// absent.
-double metadataNumber(const plan::Plan &plan, const std::string &key);
+double metadataNumber(const plan::Plan &plan, plan::IntegerKey key);
 
 /// What one stage program of a pipelined plan costs in a replayed schedule
 /// (simulateReplay, and the planner's extrapolation): its first

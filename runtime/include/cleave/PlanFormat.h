@@ -9,6 +9,8 @@
 #ifndef CLEAVE_PLANFORMAT_H
 #define CLEAVE_PLANFORMAT_H
 
+#include "cleave/PlanMetadata.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -187,7 +189,7 @@ const char *commandKindName(CommandKind);
 ///          compute stream waits for (see Command).
 ///  Wait:   params and buffers empty; waits for Command::event.
 ///  Marker: params = {index, phase}, no buffers: step `index` of the plan's
-///          pipeline schedule (the names are metadata kPipelineStepsKey,
+///          pipeline schedule (the names are metadata meta::kPipelineSteps,
 ///          comma-separated) begins (phase 0) or ends (phase 1). Does
 ///          nothing unless the executor traces; then it records the index,
 ///          the phase and the time. Per index, begins and ends alternate,
@@ -664,9 +666,6 @@ struct Plan {
 
 /// The mesh axis a pipelined plan's stages are laid out over.
 constexpr const char *kPipelineAxis = "pp";
-/// The metadata key naming the steps that Marker commands index
-/// ("F0,F1,B0,..."), in a stage plan or an unpipelined plan.
-constexpr const char *kPipelineStepsKey = "pipeline_steps";
 
 /// The index of `mesh`'s kPipelineAxis axis, or -1.
 int64_t pipelineAxis(const Mesh &mesh);
@@ -676,26 +675,11 @@ int64_t stageOfRank(const Plan &plan, int64_t rank);
 /// The plan rank `rank` runs: its stage plan for a pipelined plan, `plan`
 /// itself otherwise. `rank` must be below the mesh's world size.
 const Plan &stagePlanFor(const Plan &plan, int64_t rank);
-/// The step names of metadata kPipelineStepsKey, split at commas (empty if
-/// the plan has none).
+/// The step names of metadata meta::kPipelineSteps (empty if the plan has
+/// none).
 std::vector<std::string> pipelineSteps(const Plan &plan);
-/// The metadata key of a plan compiled without kernel code
-/// (cleave-compile --emit=sim), value "none": a plan to simulate, which the
-/// validator accepts without a kernel object and the runtime refuses to run.
-constexpr const char *kKernelCodeKey = "kernel_code";
-/// True if `plan` has kKernelCodeKey = "none".
+/// True if `plan` has meta::kKernelCode = "none" (--emit=sim).
 bool withoutKernelCode(const Plan &plan);
-/// The metadata key prefix of an integer input's valid values: key
-/// "valid_range.<input name>", value "lo,hi" or "lo,hi,extra": the input's
-/// elements must lie in [lo, hi) or equal `extra`. cleave-compile records
-/// it for indices into a table (a token embedding's ids: [-rows, rows), as
-/// ONNX Gather counts negative indices from the end) and for cross-entropy
-/// labels ([0, classes) and the ignore index); the training loop checks the
-/// data it feeds against it (an out-of-range id would read zeros and train
-/// on nothing).
-constexpr const char *kValidRangePrefix = "valid_range.";
-/// A kPipelineStepsKey value split at commas ("" gives no names).
-std::vector<std::string> splitPipelineSteps(const std::string &value);
 
 /// Version 2 added initCommands, states and training; version 3 the mesh,
 /// shardings, streams, events and Collective/Wait commands; version 4 the
