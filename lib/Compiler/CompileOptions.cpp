@@ -84,9 +84,11 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
          {CompilePhase::Prepared, "prepared",
           "after folding, CSE and GEMM canonicalization"},
          {CompilePhase::Kernels, "kernels",
-          "the outlined kernel module, in cleave ops"},
+          "after --cleave-outline-kernels: @main with its kernel groups "
+          "tagged, and the kernels in a nested module @kernels"},
          {CompilePhase::LLVM, "llvm",
-          "the kernel module lowered to the LLVM dialect"}});
+          "the kernels phase with module @kernels lowered to the LLVM "
+          "dialect"}});
   }
   add(o.output, "o", "path",
       "Output file (default: the model's name with .cleave, or "

@@ -1,11 +1,14 @@
 //===- Pipelines.cpp - Cleave's compiler phases as pass pipelines ---------===//
 
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Plan/Passes.h"
 #include "cleave/Schedule/Schedule.h"
 
 #include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
+#include "cleave/Target/CPU/ScratchPlacement.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
+#include "cleave/Target/CUDA/LaunchAssignment.h"
 #include "cleave/Transforms/Autodiff/Passes.h"
 #include "cleave/Transforms/Passes.h"
 #include "cleave/Transforms/Training/LocalSGD.h"
@@ -138,6 +141,36 @@ void addPreparation(OpPassManager &pm, const PhaseOptions &options) {
     addProgramPreparation(pm.nest<ModuleOp>(), options);
 }
 
+/// The plan builder's options for the target: device kernels cannot read
+/// host globals, so only splats (which become fills) are inlined there and
+/// other constants get arena buffers.
+static PlanBuildOptions planBuildOptions(const PhaseOptions &options) {
+  PlanBuildOptions planOptions = options.plan;
+  if (options.target == Target::CUDA || options.cpuEmulateCuda)
+    planOptions.inlineConstantLimit = 0;
+  return planOptions;
+}
+
+void addKernelOutlining(OpPassManager &pm, const PhaseOptions &options) {
+  PlanBuildOptions plan = planBuildOptions(options);
+  OutlineKernelsPassOptions outline;
+  outline.libraryGemm = plan.useLibraryGemm;
+  outline.gemmEpilogues = plan.useGemmEpilogues;
+  outline.inlineConstantLimit = plan.inlineConstantLimit;
+  OpPassManager &program = isPipelined(options) ? pm.nest<ModuleOp>() : pm;
+  program.addPass(createOutlineKernelsPass(outline));
+}
+
+/// The llvm phase of one program's kernel module: the CPU kernel pipeline.
+static void addProgramKernelLowering(OpPassManager &kernels) {
+  buildCPUKernelPipeline(kernels);
+}
+
+void addKernelLowering(OpPassManager &pm, const PhaseOptions &options) {
+  OpPassManager &program = isPipelined(options) ? pm.nest<ModuleOp>() : pm;
+  addProgramKernelLowering(program.nest<ModuleOp>());
+}
+
 LogicalResult addPhasePasses(OpPassManager &pm, const PhaseOptions &options,
                              CompilePhase phase, std::string &error) {
   switch (phase) {
@@ -154,11 +187,27 @@ LogicalResult addPhasePasses(OpPassManager &pm, const PhaseOptions &options,
     if (phase == CompilePhase::Prepared)
       addPreparation(pm, options);
     return success();
-  default:
-    error = "the kernels and llvm phases are not pass pipelines yet: the "
-            "plan builder outlines the kernel module outside a pass";
-    return failure();
+  case CompilePhase::Kernels:
+  case CompilePhase::LLVM:
+    if (options.localSGD) {
+      // `module @sync` would need its own kernel module, and the CPU kernel
+      // pipeline nested under the step's module would run on it too.
+      error = "the kernels and llvm phases of a local-SGD step are not pass "
+              "pipelines: module @sync is outlined and planned as a program "
+              "of its own";
+      return failure();
+    }
+    if (failed(addPhasePasses(pm, options, CompilePhase::Prepared, error)))
+      return failure();
+    addKernelOutlining(pm, options);
+    if (phase == CompilePhase::LLVM)
+      addKernelLowering(pm, options);
+    return success();
+  case CompilePhase::Plan:
+    break;
   }
+  error = "the plan is not IR: the last IR phase is llvm";
+  return failure();
 }
 
 LogicalResult printPhasePipeline(const PhaseOptions &options,
@@ -185,130 +234,17 @@ static double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-/// Turns the Kernel commands of a plan into GPU launches: each
-/// kernel becomes its launches, in order, with arguments resolved to arena
-/// offsets. The temporaries kernels use between their launches share one
-/// scratch region after the planned buffers (commands run one after another).
-static LogicalResult lowerPlanToCUDA(plan::Plan &p, const CUDAProgram &cuda,
-                                     StringRef chip, Location loc) {
-  llvm::StringMap<const CUDAKernel *> byName;
-  for (const CUDAKernel &k : cuda.kernels)
-    byName[k.name] = &k;
-  auto align = [&](uint64_t v) {
-    return (v + p.alignment - 1) / p.alignment * p.alignment;
-  };
-  uint64_t scratchBase = align(p.arenaBytes), scratchBytes = 0;
-  for (const CUDAKernel &k : cuda.kernels) {
-    uint64_t total = 0;
-    for (int64_t bytes : k.temporaryBytes)
-      total += align(std::max<int64_t>(bytes, 1));
-    scratchBytes = std::max(scratchBytes, total);
-  }
-
-  std::vector<std::string> symbols;
-  llvm::StringMap<int64_t> symbolIndex;
-  std::vector<plan::Command> commands;
-  for (plan::Command &cmd : p.commands) {
-    if (cmd.kind != plan::CommandKind::Kernel) {
-      commands.push_back(std::move(cmd));
-      continue;
-    }
-    const std::string &name = p.kernelNames[cmd.params[0]];
-    const CUDAKernel *kernel = byName.lookup(name);
-    if (!kernel)
-      return mlir::emitError(loc) << "no CUDA code for kernel '" << name << "'";
-    std::vector<uint64_t> temporaries;
-    uint64_t offset = scratchBase;
-    for (int64_t bytes : kernel->temporaryBytes) {
-      temporaries.push_back(offset);
-      offset += align(std::max<int64_t>(bytes, 1));
-    }
-    for (const CUDALaunch &launch : kernel->launches) {
-      auto [it, inserted] =
-          symbolIndex.try_emplace(launch.symbol, symbols.size());
-      if (inserted)
-        symbols.push_back(launch.symbol);
-      plan::Command gpu;
-      gpu.kind = plan::CommandKind::GpuLaunch;
-      gpu.params = {it->second,      launch.grid[0],    launch.grid[1],
-                    launch.grid[2],  launch.block[0],   launch.block[1],
-                    launch.block[2], launch.sharedBytes};
-      for (int64_t arg : launch.args) {
-        size_t io = cmd.buffers.size();
-        if (arg < 0 || static_cast<size_t>(arg) >= io + temporaries.size())
-          return mlir::emitError(loc)
-                 << "kernel '" << name << "' launches with argument " << arg
-                 << " out of range";
-        gpu.buffers.push_back(static_cast<size_t>(arg) < io
-                                  ? cmd.buffers[arg]
-                                  : temporaries[arg - io]);
-      }
-      commands.push_back(std::move(gpu));
-    }
-  }
-  p.commands = std::move(commands);
-  if (cuda.hostLaunches) {
-    for (const std::string &symbol : symbols) {
-      auto it = cuda.hostLaunchArgs.find(symbol);
-      if (it == cuda.hostLaunchArgs.end())
-        return mlir::emitError(loc)
-               << "no host version of the CUDA kernel '" << symbol << "'";
-      std::vector<plan::HostKernelArg> args;
-      for (const CUDALaunchArg &a : it->second)
-        args.push_back({static_cast<uint64_t>(a.bytes), a.written});
-      p.hostKernelArgs.push_back(std::move(args));
-    }
-  }
-  p.kernelNames = std::move(symbols);
-  p.kernelObject = cuda.cubin;
-  p.arenaBytes = scratchBase + scratchBytes;
-  p.target = ("cuda-" + chip).str();
-  p.metadata.push_back({"kernel_ptx", cuda.ptx});
-  p.metadata.push_back({"cuda_scratch_bytes", std::to_string(scratchBytes)});
-  return success();
-}
-
-/// Gives the CPU kernels that have temporaries their scratch buffer: one
-/// region of the arena after the planned buffers, as large as the largest
-/// kernel's (commands run one after another, so kernels share it), passed
-/// as the last argument of each kernel command that needs it.
-static void placeCPUScratch(plan::Plan &p,
-                            const std::map<std::string, uint64_t> &scratch) {
-  uint64_t alignment = std::max<uint64_t>(p.alignment, kCPUScratchAlignment);
-  uint64_t base = (p.arenaBytes + alignment - 1) / alignment * alignment;
-  uint64_t bytes = 0;
-  for (const auto &[name, kernelBytes] : scratch)
-    bytes = std::max(bytes, kernelBytes);
-  if (bytes == 0)
-    return;
-  for (std::vector<plan::Command> *list : {&p.commands, &p.initCommands})
-    for (plan::Command &cmd : *list) {
-      if (cmd.kind != plan::CommandKind::Kernel)
-        continue;
-      auto it = scratch.find(p.kernelNames[cmd.params[0]]);
-      if (it != scratch.end() && it->second > 0)
-        cmd.buffers.push_back(base);
-    }
-  p.arenaBytes = base + bytes;
-  p.metadata.push_back({"cpu_scratch_bytes", std::to_string(bytes)});
-}
-
-/// The phases after preparation: planning and code generation of one
-/// program (the whole step, one pipeline rank's, or local SGD's @sync).
-template <typename StopHere>
+/// Planning and code generation of one program (the whole step, one
+/// pipeline rank's, or local SGD's @sync), whose kernels
+/// --cleave-outline-kernels has outlined or buildPlan outlines.
 static FailureOr<plan::Plan>
 buildStagePlan(ModuleOp module, const PhaseOptions &options,
-               const std::optional<RecomputeStats> &recomputeStats,
-               StopHere &stopHere) {
+               const std::optional<RecomputeStats> &recomputeStats) {
   // Read by compileToPlan already; the IR of every phase up to here carries
   // it, as cleave-opt's passes leave it.
   module->removeAttr(mlir::cleave::attr::kRecomputeStats);
 
-  PlanBuildOptions planOptions = options.plan;
-  // Device kernels cannot read host globals: only splats (which become
-  // fills) are inlined, other constants get arena buffers.
-  if (options.target == Target::CUDA || options.cpuEmulateCuda)
-    planOptions.inlineConstantLimit = 0;
+  PlanBuildOptions planOptions = planBuildOptions(options);
   planOptions.reportMemory = static_cast<bool>(options.memoryReport);
   planOptions.report = static_cast<bool>(options.stepReport);
   FailureOr<BuiltPlan> program = buildPlan(module, planOptions);
@@ -318,18 +254,6 @@ buildStagePlan(ModuleOp module, const PhaseOptions &options,
     options.memoryReport(program->memoryReport);
   if (options.stepReport)
     options.stepReport(program->stepReport);
-  if (stopHere(CompilePhase::Kernels, program->kernels.get()))
-    return plan::Plan();
-
-  if (options.stopAfter == CompilePhase::LLVM) {
-    PassManager lower(module.getContext());
-    configurePassManager(lower, options);
-    buildCPUKernelPipeline(lower);
-    if (failed(lower.run(program->kernels.get())))
-      return failure();
-    stopHere(CompilePhase::LLVM, program->kernels.get());
-    return plan::Plan();
-  }
 
   if (!options.kernelCode) {
   } else if (options.target == Target::CUDA) {
@@ -339,8 +263,8 @@ buildStagePlan(ModuleOp module, const PhaseOptions &options,
     FailureOr<CUDAProgram> cuda =
         compileCUDAKernels(program->kernels.get(), codegen);
     if (failed(cuda) ||
-        failed(lowerPlanToCUDA(program->plan, *cuda, options.cudaChip,
-                               module.getLoc())))
+        failed(assignCUDALaunches(program->plan, *cuda, options.cudaChip,
+                                  module.getLoc())))
       return failure();
     if (options.cudaHostKernels) {
       // The launches run serially on a stream thread of the host double.
@@ -506,6 +430,28 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
     return failure();
   if (stopHere(CompilePhase::Prepared, module))
     return plan::Plan();
+  if (failed(runPhase(
+          [&](OpPassManager &pm) { addKernelOutlining(pm, options); })))
+    return failure();
+  if (stopHere(CompilePhase::Kernels, module))
+    return plan::Plan();
+  if (options.stopAfter == CompilePhase::LLVM) {
+    if (options.localSGD) {
+      // The step's kernel module only: `module @sync` is outlined when it
+      // is planned.
+      PassManager pm(module.getContext());
+      configurePassManager(pm, options);
+      addProgramKernelLowering(pm);
+      if (failed(pm.run(module.lookupSymbol<ModuleOp>(kKernelModuleName))))
+        return failure();
+    } else if (failed(runPhase([&](OpPassManager &pm) {
+                 addKernelLowering(pm, options);
+               }))) {
+      return failure();
+    }
+    stopHere(CompilePhase::LLVM, module);
+    return plan::Plan();
+  }
 
   // From here on each program (a nested module) is planned on its own.
   auto takeNested = [](ModuleOp nested) {
@@ -521,18 +467,14 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
     plan::Plan pipelined;
     for (auto [r, rank] : llvm::enumerate(ranks)) {
       FailureOr<plan::Plan> stage =
-          buildStagePlan(rank.get(), options, recomputeStats, stopHere);
+          buildStagePlan(rank.get(), options, recomputeStats);
       if (failed(stage))
         return failure();
-      if (options.stopAfter != CompilePhase::Plan)
-        continue;
       plan::addMetadata(*stage, plan::meta::kPipelineRank, r);
       pipelined.mesh = stage->mesh;
       pipelined.target = stage->target;
       pipelined.stages.push_back(std::move(*stage));
     }
-    if (options.stopAfter != CompilePhase::Plan)
-      return plan::Plan();
     // What the schedule should give, for cleave-run --trace to print beside
     // the measured bubble.
     namespace pl = ::cleave::schedule;
@@ -566,9 +508,8 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
   if (auto main = module.lookupSymbol<func::FuncOp>("main"))
     if (auto every = main->getAttrOfType<IntegerAttr>(kSyncEveryAttrName))
       syncEvery = every.getInt();
-  FailureOr<plan::Plan> step =
-      buildStagePlan(module, options, recomputeStats, stopHere);
-  if (failed(step) || !syncModule || options.stopAfter != CompilePhase::Plan)
+  FailureOr<plan::Plan> step = buildStagePlan(module, options, recomputeStats);
+  if (failed(step) || !syncModule)
     return step;
   // The plan builder compiles @main.
   syncModule->lookupSymbol<func::FuncOp>(kSyncFunctionName).setSymName("main");
@@ -576,7 +517,7 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
   entryOptions.memoryReport = nullptr;
   entryOptions.stepReport = nullptr;
   FailureOr<plan::Plan> entry =
-      buildStagePlan(syncModule.get(), entryOptions, std::nullopt, stopHere);
+      buildStagePlan(syncModule.get(), entryOptions, std::nullopt);
   if (failed(entry))
     return failure();
   // An entry's states take the step's values when it runs: no initial

@@ -71,6 +71,7 @@ void PlanBuilder::matchEpilogues() {
       if (!bias) {
         OpBuilder b(&body, body.begin());
         bias = ConstantOp::create(b, contract.getLoc(), value);
+        addedBiases.push_back(bias.getDefiningOp());
       }
       m.bias = bias;
     }
@@ -241,6 +242,33 @@ void PlanBuilder::addKernelOp(Operation *op) {
             {},           {},   {}};
   nodeOfOp[op] = nodes.size();
   nodes.push_back(std::move(node));
+}
+
+LogicalResult PlanBuilder::joinRecordedKernel(Operation *op) {
+  auto name = op->getAttrOfType<StringAttr>(attr::kKernel);
+  auto group = op->getAttrOfType<IntegerAttr>(attr::kKernelGroup);
+  if (!name || !group)
+    return op->emitOpError()
+           << "has no recorded kernel (" << attr::kKernel << " and "
+           << attr::kKernelGroup
+           << "): @main changed after --cleave-outline-kernels outlined it";
+  auto [it, inserted] = nodeOfGroup.try_emplace(group.getInt(), nodes.size());
+  if (inserted) {
+    Node node{Node::Kernel, {op}, {}, plan::GemmEpilogue::None, {}, {},
+              {},           {},   {}};
+    node.name = name.getValue().str();
+    nodeOfOp[op] = nodes.size();
+    nodes.push_back(std::move(node));
+    return success();
+  }
+  Node &node = nodes[it->second];
+  if (node.name != name.getValue())
+    return op->emitOpError()
+           << "is in kernel group " << group.getInt() << " of kernel '"
+           << node.name << "' but names the kernel '" << name.getValue() << "'";
+  node.ops.push_back(op);
+  nodeOfOp[op] = it->second;
+  return success();
 }
 
 void PlanBuilder::addCommNode(Node::Kind kind, Operation *op) {

@@ -28,7 +28,17 @@ static std::string kernelName(size_t index, Operation *op) {
 
 /// The Attention or AttentionBackward command of a cleave.attention or
 
-LogicalResult PlanBuilder::outline(ModuleOp kernels) {
+/// A clone in a kernel keeps none of the report's tags (takeGradientTags
+/// reads them off @main): they would only split identical kernels.
+static Operation *cloneIntoKernel(OpBuilder &b, Operation &op,
+                                  IRMapping &mapping) {
+  Operation *clone = b.clone(op, mapping);
+  clone->removeAttr(attr::kGradientOf);
+  clone->removeAttr(attr::kReshardOnce);
+  return clone;
+}
+
+LogicalResult PlanBuilder::outline(ModuleOp kernels, bool create) {
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(kernels.getBody());
   for (auto [index, node] : llvm::enumerate(nodes)) {
     if (node.kind == Node::Marker) {
@@ -104,12 +114,26 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
         if (readOutside(r))
           node.outputs.push_back(r);
     }
-    node.name = kernelName(index, node.ops.front());
     SmallVector<Type> inTypes, outTypes;
     for (Value v : node.inputs)
       inTypes.push_back(v.getType());
     for (Value v : node.outputs)
       outTypes.push_back(v.getType());
+    if (!create) {
+      auto fn = kernels.lookupSymbol<func::FuncOp>(node.name);
+      FunctionType type = moduleBuilder.getFunctionType(inTypes, outTypes);
+      if (!fn)
+        return node.ops.front()->emitOpError()
+               << "names the kernel '" << node.name
+               << "', which the kernel module does not hold";
+      if (fn.getFunctionType() != type)
+        return fn.emitOpError()
+               << "has type " << fn.getFunctionType() << " but its group in "
+               << "@main reads and writes " << type
+               << ": outline the kernels with the plan's options";
+      continue;
+    }
+    node.name = kernelName(index, node.ops.front());
     auto fn = func::FuncOp::create(
         moduleBuilder, node.ops.front()->getLoc(), node.name,
         moduleBuilder.getFunctionType(inTypes, outTypes));
@@ -119,7 +143,7 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
     for (auto [v, arg] : llvm::zip(node.inputs, body->getArguments()))
       mapping.map(v, arg);
     for (Value v : inlined)
-      b.clone(*v.getDefiningOp(), mapping);
+      cloneIntoKernel(b, *v.getDefiningOp(), mapping);
     // A rematerialized op is rebuilt before its first reader, once its
     // operands (inputs, members cloned above, or rebuilt in turn) are.
     std::function<void(Value)> rebuild = [&](Value v) {
@@ -128,12 +152,12 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels) {
         return;
       for (Value operand : def->getOperands())
         rebuild(operand);
-      b.clone(*def, mapping);
+      cloneIntoKernel(b, *def, mapping);
     };
     for (Operation *op : node.ops) {
       for (Value v : op->getOperands())
         rebuild(v);
-      b.clone(*op, mapping);
+      cloneIntoKernel(b, *op, mapping);
     }
     SmallVector<Value> results;
     for (Value v : node.outputs)

@@ -7,8 +7,10 @@
 // kernel: an op joins the group of one of its producers when the op is
 // elementwise (epilogue fusion) or the group is purely elementwise (prologue
 // fusion), and when none of its other operands comes from a command issued
-// after that group started. Groups are outlined into a kernel module; values
-// crossing a command boundary get arena buffers placed by planMemory.
+// after that group started. outlineKernels (--cleave-outline-kernels)
+// outlines the groups into a nested kernel module and tags their ops; the
+// planning run (buildPlan) reads those tags instead of grouping again, and
+// values crossing a command boundary get arena buffers placed by planMemory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,7 +84,7 @@ uint64_t plan_builder::byteSize(RankedTensorType t) {
 // The builder
 //===----------------------------------------------------------------------===//
 
-FailureOr<BuiltPlan> PlanBuilder::run() {
+LogicalResult PlanBuilder::checkProgram() {
   // A hand-written program may declare anything: the plan holds statically
   // shaped tensors of its element types only.
   auto checkType = [&](Type t, StringRef what, unsigned i) -> LogicalResult {
@@ -109,7 +111,10 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
                              << mesh.getSymName() << ")";
     mesh = m;
   }
-  takeGradientTags();
+  return success();
+}
+
+LogicalResult PlanBuilder::group(bool recorded) {
   matchEpilogues();
   markRematerializedBroadcasts();
   for (Operation &op : main.getBody().front()) {
@@ -171,20 +176,92 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
                            {}});
       continue;
     }
-    addKernelOp(&op);
+    if (!recorded) {
+      addKernelOp(&op);
+    } else if (failed(joinRecordedKernel(&op))) {
+      return failure();
+    }
   }
+  return success();
+}
+
+LogicalResult PlanBuilder::outlineKernels() {
+  auto module = main->getParentOfType<ModuleOp>();
+  if (Operation *taken =
+          SymbolTable::lookupSymbolIn(module, ::cleave::kKernelModuleName))
+    return taken->emitOpError()
+           << "already holds the symbol @" << ::cleave::kKernelModuleName
+           << ": the program's kernels are outlined once, into a new module "
+              "of that name";
+  if (failed(checkProgram()) || failed(group(/*recorded=*/false)))
+    return failure();
+  auto kernels = ModuleOp::create(main.getLoc(), ::cleave::kKernelModuleName);
+  module.getBody()->push_back(kernels);
+  if (failed(outline(kernels, /*create=*/true)))
+    return failure();
+  // The plan builder makes the splat biases of GEMM epilogues again when it
+  // reads the grouping; no op of @main reads them.
+  for (Operation *bias : addedBiases)
+    bias->erase();
+  Builder b(main.getContext());
+  for (auto [index, node] : llvm::enumerate(nodes)) {
+    if (node.kind != Node::Kernel)
+      continue;
+    for (Operation *op : node.ops) {
+      op->setAttr(attr::kKernel, b.getStringAttr(node.name));
+      op->setAttr(attr::kKernelGroup, b.getI64IntegerAttr(index));
+    }
+  }
+  return success();
+}
+
+FailureOr<BuiltPlan> PlanBuilder::run() {
+  auto module = main->getParentOfType<ModuleOp>();
+  auto kernels = module.lookupSymbol<ModuleOp>(::cleave::kKernelModuleName);
+  if (!kernels)
+    return module.emitError()
+           << "expected the kernel module @" << ::cleave::kKernelModuleName
+           << " that --cleave-outline-kernels makes";
+  if (failed(checkProgram()))
+    return failure();
+  takeGradientTags();
+  if (failed(group(/*recorded=*/true)))
+    return failure();
   BuiltPlan result;
-  result.kernels = ModuleOp::create(main.getLoc());
-  if (failed(outline(*result.kernels)) || failed(assemble(result)))
+  kernels->remove();
+  kernels->removeAttr(SymbolTable::getSymbolAttrName());
+  result.kernels = kernels;
+  if (failed(outline(*result.kernels, /*create=*/false)) ||
+      failed(assemble(result)))
     return failure();
   result.plan.numEvents = eventOf.size();
   return result;
 }
 
+static func::FuncOp findMain(ModuleOp module) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main || main.getBody().getBlocks().size() != 1) {
+    module.emitError() << "expected a single-block func.func @main";
+    return nullptr;
+  }
+  return main;
+}
+
+LogicalResult(::cleave::outlineKernels)(ModuleOp module,
+                                        const PlanBuildOptions &options) {
+  func::FuncOp main = findMain(module);
+  if (!main)
+    return failure();
+  return PlanBuilder(main, options).outlineKernels();
+}
+
 FailureOr<BuiltPlan>(::cleave::buildPlan)(ModuleOp module,
                                           const PlanBuildOptions &options) {
-  auto main = module.lookupSymbol<func::FuncOp>("main");
-  if (!main || main.getBody().getBlocks().size() != 1)
-    return module.emitError() << "expected a single-block func.func @main";
+  func::FuncOp main = findMain(module);
+  if (!main)
+    return failure();
+  if (!module.lookupSymbol(::cleave::kKernelModuleName) &&
+      failed(::cleave::outlineKernels(module, options)))
+    return failure();
   return PlanBuilder(main, options).run();
 }

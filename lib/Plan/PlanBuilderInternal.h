@@ -104,7 +104,13 @@ public:
   PlanBuilder(func::FuncOp main, const ::cleave::PlanBuildOptions &options)
       : main(main), options(options) {}
 
+  /// Plans @main, whose kernels --cleave-outline-kernels outlined into
+  /// the module's `module @kernels` (taken into BuiltPlan::kernels).
   FailureOr<::cleave::BuiltPlan> run();
+  /// --cleave-outline-kernels: groups @main, outlines the kernel groups into
+  /// a new `module @kernels` and tags each kernel op with its kernel and
+  /// group.
+  LogicalResult outlineKernels();
 
 private:
   /// The value whose buffer `v` lives in (follows reshapes, and a
@@ -162,11 +168,22 @@ private:
     }
     return sources;
   }
+  /// @main's types and its one mesh.
+  LogicalResult checkProgram();
+  /// Cuts @main into nodes; `recorded`: the kernel groups are the ones
+  /// --cleave-outline-kernels tagged (joinRecordedKernel), not grouped anew
+  /// (addKernelOp).
+  LogicalResult group(bool recorded);
   void addGemm(ContractOp contract);
   void addKernelOp(Operation *op);
+  LogicalResult joinRecordedKernel(Operation *op);
   void addCommNode(Node::Kind kind, Operation *op);
   LogicalResult lowerCollective(Node &node, ::cleave::plan::Command &cmd);
-  LogicalResult outline(ModuleOp kernels);
+  /// Gives each node its inputs, outputs and name. `create`: outlines each
+  /// kernel group into a function of `kernels` (names kernels, shares
+  /// identical bodies); otherwise checks that the recorded kernel is there,
+  /// with the node's signature.
+  LogicalResult outline(ModuleOp kernels, bool create);
   LogicalResult assemble(::cleave::BuiltPlan &result);
   /// The steps of assemble(), in the order it takes them (PlanAssembly.cpp,
   /// PlanTables.cpp).
@@ -203,6 +220,10 @@ private:
   DenseMap<Operation *, ::cleave::GemmEpilogueMatch> epilogueOf;
   DenseMap<Operation *, ContractOp> absorbedBy;
   llvm::SmallPtrSet<Operation *, 8> deadBroadcasts;
+  /// The splat bias constants matchEpilogues added to @main.
+  SmallVector<Operation *> addedBiases;
+  /// A recorded kernel group (cleave.kernel_group) -> its node.
+  DenseMap<int64_t, int> nodeOfGroup;
   /// Broadcasts, widening converts and index computations that every
   /// reader's kernel rebuilds from their operands
   /// (markRematerializedBroadcasts): no command and no buffer of their own.

@@ -5,6 +5,7 @@
 #include "Cleave/IR/CleaveDialect.h"
 #include "cleave/Conversion/Passes.h"
 #include "cleave/Pipelines/Pipelines.h"
+#include "cleave/Plan/Passes.h"
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/Target/CUDA/CUDACodegen.h"
 #include "cleave/Transforms/Autodiff.h"
@@ -28,6 +29,7 @@ void cleave::registerAllPasses() {
   mlir::cleave::registerCleaveConversionPasses();
   registerCleaveTrainingPasses();
   registerCleaveShardingPasses();
+  registerCleavePlanPasses();
   registerCPUPipelines();
   registerCUDAPipelines();
   registerPipelines();

@@ -88,6 +88,10 @@ const MetadataAttrInfo kMetadataAttrs[] = {
     {attr::kRowKernel, K::Unit, kOnOp, "a loop that is one row kernel"},
     {attr::kScratchBytes, K::Integer, kOnOp,
      "the scratch bytes a kernel function needs"},
+    {attr::kKernel, K::String, kOnOp,
+     "the outlined kernel function that holds an op's code"},
+    {attr::kKernelGroup, K::Integer, kOnOp,
+     "the plan command (one per fused kernel) an op belongs to"},
     // The module.
     {attr::kRecomputeStats, K::Dictionary, kOnModule,
      "the statistics of --cleave-insert-recompute"},

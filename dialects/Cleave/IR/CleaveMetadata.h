@@ -74,6 +74,8 @@ inline constexpr llvm::StringLiteral kShardingConflicts =
     "cleave.sharding_conflicts";
 inline constexpr llvm::StringLiteral kRowKernel = "cleave.row_kernel";
 inline constexpr llvm::StringLiteral kScratchBytes = "cleave.scratch_bytes";
+inline constexpr llvm::StringLiteral kKernel = "cleave.kernel";
+inline constexpr llvm::StringLiteral kKernelGroup = "cleave.kernel_group";
 // The module.
 inline constexpr llvm::StringLiteral kRecomputeStats = "cleave.recompute_stats";
 } // namespace attr

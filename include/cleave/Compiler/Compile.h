@@ -58,7 +58,8 @@ struct CompileIO {
 int compile(const CompileOptions &options, const CompileIO &io = {});
 
 /// Adds to `pm` (on builtin.module) the passes that take a program imported
-/// under `options` to `phase` (train-step, partitioned or prepared): what
+/// under `options` to `phase` (train-step, partitioned, prepared, kernels or
+/// llvm): what
 /// `cleave-compile` with these options and `--print-pipeline=PHASE` prints.
 /// Checks the options as a compile does; fails after printing the errors to
 /// `io.messages`.

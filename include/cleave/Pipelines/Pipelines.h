@@ -67,10 +67,17 @@ void addPartitioning(mlir::OpPassManager &pm, const PhaseOptions &options);
 /// program: the module's own functions, and each nested module (a pipeline
 /// rank's, local SGD's @sync) in a nested pipeline.
 void addPreparation(mlir::OpPassManager &pm, const PhaseOptions &options);
+/// The kernels phase: --cleave-outline-kernels with the target's grouping
+/// options, on the module (one program) or on each pipeline rank's module.
+void addKernelOutlining(mlir::OpPassManager &pm, const PhaseOptions &options);
+/// The llvm phase: the CPU kernel pipeline (buildCPUKernelPipeline) on each
+/// program's `module @kernels`.
+void addKernelLowering(mlir::OpPassManager &pm, const PhaseOptions &options);
 
 /// Where compileToPlan stops to show IR: after import (no passes run), after
-/// building the training step, after preparation, the kernel module in
-/// cleave ops, or the kernel module lowered to the LLVM dialect.
+/// building the training step, after partitioning, after preparation, after
+/// outlining the kernels (the module with its nested kernel modules in
+/// cleave ops), or with the kernel modules lowered to the LLVM dialect.
 enum class CompilePhase {
   Import,
   TrainStep,
@@ -198,16 +205,16 @@ struct PhaseOptions {
 };
 
 /// Adds to `pm` (on builtin.module) the passes that take the imported
-/// program to `phase`: the import phase has none. Fails with `error` for a
-/// phase that is not one pass pipeline yet (kernels, llvm).
+/// program to `phase`: the import phase has none. Fails with `error` for the
+/// plan (not IR) and for the kernels and llvm phases of a local-SGD step.
 mlir::LogicalResult addPhasePasses(mlir::OpPassManager &pm,
                                    const PhaseOptions &options,
                                    CompilePhase phase, std::string &error);
 
 /// Prints the textual pass pipeline that takes the imported program to
 /// `phase` (what cleave-opt --pass-pipeline runs to reproduce
-/// cleave-compile --emit=mlir --phase=PHASE). Fails with `error` for a phase
-/// that is not one pass pipeline yet.
+/// cleave-compile --emit=mlir --phase=PHASE). Fails with `error` where
+/// addPhasePasses does.
 mlir::LogicalResult printPhasePipeline(const PhaseOptions &options,
                                        CompilePhase phase,
                                        llvm::raw_ostream &os,

@@ -1,10 +1,12 @@
 //===- PlanBuilder.h - From a cleave program to an executable plan -*- C++ -*-//
 //
-// Turns `func.func @main` of the cleave dialect into a plan: the ops are
-// grouped into fused kernels and library GEMMs, the kernels are outlined into
-// a kernel module, every tensor that crosses a command boundary gets a buffer
-// at a static arena offset, and the commands, tables and constants are
-// collected into a cleave::plan::Plan.
+// Turns `func.func @main` of the cleave dialect into a plan in two steps.
+// outlineKernels (--cleave-outline-kernels, the kernels phase) groups the
+// ops into fused kernels and library GEMMs and outlines the kernels into a
+// nested `module @kernels`, tagging each kernel op with its group. buildPlan
+// reads that grouping: every tensor that crosses a command boundary gets a
+// buffer at a static arena offset, and the commands, tables and constants
+// are collected into a cleave::plan::Plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,9 +62,13 @@ struct PlanBuildOptions {
   bool report = false;
 };
 
+/// The symbol of the kernel module outlineKernels nests in a program module.
+inline constexpr llvm::StringLiteral kKernelModuleName = "kernels";
+
 /// The program cut into commands, before kernel code generation.
 struct BuiltPlan {
-  /// One func.func per kernel, in cleave ops (see compileCPUKernels).
+  /// One func.func per kernel, in cleave ops (see compileCPUKernels): the
+  /// `module @kernels` of outlineKernels, without its name.
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
   /// Everything of the plan but the kernel object.
   plan::Plan plan;
@@ -75,8 +81,20 @@ struct BuiltPlan {
   StepReport stepReport;
 };
 
-/// Groups `module`'s @main (already canonicalized, contractions in GEMM
-/// form) into kernels and GEMMs and plans its memory.
+/// --cleave-outline-kernels: groups `module`'s @main (already
+/// canonicalized, contractions in GEMM form) into kernels, GEMMs, attention
+/// and communication commands, outlines each kernel group into a function of
+/// a new `module @kernels` (kKernelModuleName) at the end of `module`, and
+/// tags each op of a kernel group with its kernel (cleave.kernel) and group
+/// (cleave.kernel_group). Only `options`' grouping choices (library GEMMs,
+/// epilogues, inlined constants) matter. Fails when `module` already has a
+/// `@kernels` symbol or @main cannot be planned.
+mlir::LogicalResult outlineKernels(mlir::ModuleOp module,
+                                   const PlanBuildOptions &options);
+
+/// Plans `module`'s @main with the grouping outlineKernels recorded (it runs
+/// outlineKernels first when `module` has no kernel module) and takes the
+/// kernel module out of `module` into BuiltPlan::kernels.
 ///
 /// Arguments marked `cleave.state` become state tensors that persist across
 /// runs: parameters start from `cleave.initial_value`, optimizer state from
