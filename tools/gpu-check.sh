@@ -57,6 +57,25 @@ results="${results:-$bundle/results/gpu-check-$date.txt}"
 rows=()   # "step|status|detail"
 failed=0
 row() { rows+=("$1|$2|$3"); [ "$2" = FAIL ] && failed=1; echo "-- $1: $2 $3"; }
+# compare_losses GPU_JSONL CPU_JSONL TOL: prints the two runs' losses and their
+# largest relative difference; fails unless that is within TOL and the GPU
+# run's loss fell.
+compare_losses() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+g = [json.loads(l) for l in open(sys.argv[1])]
+c = [json.loads(l) for l in open(sys.argv[2])]
+tol = float(sys.argv[3])
+if len(g) != len(c) or not g:
+    print("step counts differ: %d on the GPU, %d on the CPU" % (len(g), len(c))); sys.exit(1)
+worst = max(abs(a["loss"] - b["loss"]) / max(abs(b["loss"]), 1e-6) for a, b in zip(g, c))
+ok = worst <= tol and g[-1]["loss"] < g[0]["loss"]
+print("%d steps, loss %.4f -> %.4f (CPU %.4f -> %.4f), max rel diff %.2e%s" % (
+    len(g), g[0]["loss"], g[-1]["loss"], c[0]["loss"], c[-1]["loss"], worst,
+    "" if ok else " (tolerance %s, loss must fall)" % sys.argv[3]))
+sys.exit(0 if ok else 1)
+PY
+}
 
 # Prerequisites shared by every step.
 pre=""
@@ -147,20 +166,7 @@ else
   steps=$(cat "$g/steps" 2>/dev/null || echo 20)
   if "$run" "$g/train-cpu.cleave" --steps "$steps" --tokens "$g/corpus.bin" --log-json "$work/cpu.jsonl" >"$work/train-cpu.log" 2>&1 &&
      "$run" "$g/train-cuda.cleave" --backend cuda --steps "$steps" --tokens "$g/corpus.bin" --log-json "$work/gpu.jsonl" >"$work/train-gpu.log" 2>&1; then
-    if detail=$(python3 - "$work/gpu.jsonl" "$work/cpu.jsonl" <<'PY'
-import json, sys
-g = [json.loads(l) for l in open(sys.argv[1])]
-c = [json.loads(l) for l in open(sys.argv[2])]
-if len(g) != len(c) or not g:
-    print("step counts differ: %d on the GPU, %d on the CPU" % (len(g), len(c))); sys.exit(1)
-worst = max(abs(a["loss"] - b["loss"]) / max(abs(b["loss"]), 1e-6) for a, b in zip(g, c))
-ok = worst <= 2e-2 and g[-1]["loss"] < g[0]["loss"]
-print("%d steps, loss %.4f -> %.4f (CPU %.4f -> %.4f), max rel diff %.2e%s" % (
-    len(g), g[0]["loss"], g[-1]["loss"], c[0]["loss"], c[-1]["loss"], worst,
-    "" if ok else " (tolerance 2e-2, loss must fall)"))
-sys.exit(0 if ok else 1)
-PY
-    ); then row train PASS "$detail"; else row train FAIL "$detail"; fi
+    if detail=$(compare_losses "$work/gpu.jsonl" "$work/cpu.jsonl" 2e-2); then row train PASS "$detail"; else row train FAIL "$detail"; fi
   else
     row train FAIL "cleave-run failed: $(for f in "$work/train-cpu.log" "$work/train-gpu.log"; do [ -f "$f" ] && tail -n 2 "$f"; done | tr '\n' ' ')"
   fi
@@ -178,20 +184,7 @@ else
      "$run" "$r/train-cuda.cleave" --backend cuda --steps 8 "${data[@]}" --log-json "$work/resnet-gpu.jsonl" >"$work/resnet-gpu.log" 2>&1; then
     # BatchNorm over 4 images amplifies rounding: the emulated CUDA mapping
     # stays within 2e-3 of the CPU lowering over these 8 steps.
-    if detail=$(python3 - "$work/resnet-gpu.jsonl" "$work/resnet-cpu.jsonl" <<'PY'
-import json, sys
-g = [json.loads(l) for l in open(sys.argv[1])]
-c = [json.loads(l) for l in open(sys.argv[2])]
-if len(g) != len(c) or not g:
-    print("step counts differ: %d on the GPU, %d on the CPU" % (len(g), len(c))); sys.exit(1)
-worst = max(abs(a["loss"] - b["loss"]) / max(abs(b["loss"]), 1e-6) for a, b in zip(g, c))
-ok = worst <= 5e-3 and g[-1]["loss"] < g[0]["loss"]
-print("%d steps, loss %.4f -> %.4f (CPU %.4f -> %.4f), max rel diff %.2e%s" % (
-    len(g), g[0]["loss"], g[-1]["loss"], c[0]["loss"], c[-1]["loss"], worst,
-    "" if ok else " (tolerance 5e-3, loss must fall)"))
-sys.exit(0 if ok else 1)
-PY
-    ); then row resnet PASS "$detail"; else row resnet FAIL "$detail"; fi
+    if detail=$(compare_losses "$work/resnet-gpu.jsonl" "$work/resnet-cpu.jsonl" 5e-3); then row resnet PASS "$detail"; else row resnet FAIL "$detail"; fi
   else
     row resnet FAIL "cleave-run failed: $(for f in "$work/resnet-cpu.log" "$work/resnet-gpu.log"; do [ -f "$f" ] && tail -n 2 "$f"; done | tr '\n' ' ')"
   fi

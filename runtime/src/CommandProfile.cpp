@@ -20,6 +20,11 @@ struct Profile {
   const cleave_rt_command_profile_t *records = nullptr;
   size_t count = 0;
   int64_t runs = 0;
+
+  /// `seconds` over all runs as milliseconds per run.
+  double msPerRun(double seconds) const {
+    return 1e3 * seconds / static_cast<double>(runs);
+  }
 };
 
 /// Reads `executor`'s profile into `p`: 0, or -1 when no run was profiled
@@ -37,28 +42,25 @@ int printProfile(cleave_rt_executor executor, const std::string &what) {
   if (int rc = readProfile(executor, profile); rc != 0)
     return rc;
   const cleave_rt_command_profile_t *records = profile.records;
-  const size_t count = profile.count;
   const int64_t runs = profile.runs;
   double total = 0;
   std::map<std::string, std::pair<double, int>> byKind;
   std::vector<size_t> order;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < profile.count; ++i) {
     total += records[i].seconds;
     auto &k = byKind[records[i].kind];
     k.first += records[i].seconds;
     ++k.second;
     order.push_back(i);
   }
-  auto msPerRun = [&](double seconds) {
-    return 1e3 * seconds / static_cast<double>(runs);
-  };
-  std::printf(
-      "profile: %.3f ms per %s in commands (mean over %" PRId64 " %s%s):",
-      msPerRun(total), what.c_str(), runs, what.c_str(), runs == 1 ? "" : "s");
+  std::printf("profile: %.3f ms per %s in commands (mean over %" PRId64
+              " %s%s):",
+              profile.msPerRun(total), what.c_str(), runs, what.c_str(),
+              runs == 1 ? "" : "s");
   const char *separator = " ";
   for (const auto &[kind, k] : byKind) {
-    std::printf("%s%s %.3f ms (%d)", separator, kind.c_str(), msPerRun(k.first),
-                k.second);
+    std::printf("%s%s %.3f ms (%d)", separator, kind.c_str(),
+                profile.msPerRun(k.first), k.second);
     separator = ", ";
   }
   std::printf("\n");
@@ -68,7 +70,7 @@ int printProfile(cleave_rt_executor executor, const std::string &what) {
   std::printf("  ms/%-4s  share  command\n", what.c_str());
   for (size_t j = 0; j < std::min<size_t>(order.size(), 20); ++j) {
     const cleave_rt_command_profile_t &r = records[order[j]];
-    std::printf("%8.3f  %5.1f%%  #%zu %s %s\n", msPerRun(r.seconds),
+    std::printf("%8.3f  %5.1f%%  #%zu %s %s\n", profile.msPerRun(r.seconds),
                 total > 0 ? 100.0 * r.seconds / total : 0.0, order[j], r.kind,
                 r.label);
   }
@@ -91,18 +93,17 @@ int writeProfileJson(cleave_rt_executor executor, const std::string &what,
   Profile profile;
   if (int rc = readProfile(executor, profile); rc != 0)
     return rc;
-  const cleave_rt_command_profile_t *records = profile.records;
-  const size_t count = profile.count;
-  const int64_t runs = profile.runs;
   json::Value commands = json::Value::array();
-  for (size_t i = 0; i < count; ++i)
-    commands.push_back({{"index", i},
-                        {"kind", records[i].kind},
-                        {"label", records[i].label},
-                        {"ms", json::number(1e3 * records[i].seconds /
-                                                static_cast<double>(runs),
-                                            "%.6g")}});
-  json::Value doc = {{what + "s", runs}, {"commands", std::move(commands)}};
+  for (size_t i = 0; i < profile.count; ++i) {
+    const cleave_rt_command_profile_t &r = profile.records[i];
+    commands.push_back(
+        {{"index", i},
+         {"kind", r.kind},
+         {"label", r.label},
+         {"ms", json::number(profile.msPerRun(r.seconds), "%.6g")}});
+  }
+  json::Value doc = {{what + "s", profile.runs},
+                     {"commands", std::move(commands)}};
   std::string out = json::dump(doc) + "\n";
   std::string error;
   if (!writeFileAtomically(path, out.data(), out.size(), &error))

@@ -15,6 +15,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -378,15 +379,9 @@ void CpuBackend::fillShardNormal(const Command &c) {
 cleave_rt_status CpuBackend::runCollective(size_t index, const Command &c) {
   const CollectiveInfo &info = c.collective;
   const Group &group = groups[index];
-  const void *src = nullptr;
-  void *dst = nullptr;
-  if (info.op == CollectiveOp::Recv) {
-    dst = arena + c.buffers[0];
-  } else {
-    src = arena + c.buffers[0];
-    if (info.op != CollectiveOp::Send)
-      dst = arena + c.buffers[1];
-  }
+  const void *src;
+  void *dst;
+  std::tie(src, dst) = collectiveBuffers(c, arena);
   if (info.op == CollectiveOp::AllSlice) {
     // Local: this rank's slice, chosen by its group index.
     sliceShard(info, group.index,

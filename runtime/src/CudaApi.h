@@ -48,6 +48,13 @@ constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
+/// One member of a symbol table (DriverApi, CublasLtApi, NcclApi) per entry
+/// point: its function pointer type `<member>Fn` and the pointer, null until
+/// resolved.
+#define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
+  using name##Fn = type;                                                       \
+  name##Fn name = nullptr;
+
 /// The driver entry points: X(member, exported symbol, signature).
 #define CLEAVE_CUDA_DRIVER_SYMBOLS(X)                                          \
   X(cuInit, "cuInit", CUresult (*)(unsigned))                                  \
@@ -111,11 +118,7 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
   X(cuGraphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))
 
 struct DriverApi {
-#define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
-  using name##Fn = type;                                                       \
-  name##Fn name = nullptr;
   CLEAVE_CUDA_DRIVER_SYMBOLS(CLEAVE_CUDA_MEMBER)
-#undef CLEAVE_CUDA_MEMBER
   /// Optional, exported by the CUDA host doubles only
   /// (test/doubles/DeviceDouble.h); null with a real driver. The label of
   /// the plan command the calling thread enqueues next, for their messages.
@@ -217,11 +220,7 @@ constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
                        CUstream))
 
 struct CublasLtApi {
-#define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
-  using name##Fn = type;                                                       \
-  name##Fn name = nullptr;
   CLEAVE_CUBLASLT_SYMBOLS(CLEAVE_CUDA_MEMBER)
-#undef CLEAVE_CUDA_MEMBER
   /// Optional (absent in old releases): status text.
   const char *(*cublasLtGetStatusString)(cublasStatus_t) = nullptr;
   void *handle = nullptr;
@@ -323,11 +322,7 @@ constexpr int kMinNcclVersionCode = 21800;
   X(ncclGroupEnd, "ncclGroupEnd", ncclResult_t (*)())
 
 struct NcclApi {
-#define CLEAVE_CUDA_MEMBER(name, sym, type)                                    \
-  using name##Fn = type;                                                       \
-  name##Fn name = nullptr;
   CLEAVE_NCCL_SYMBOLS(CLEAVE_CUDA_MEMBER)
-#undef CLEAVE_CUDA_MEMBER
   /// Optional: the config is an ncclConfig_t laid out for the loaded release
   /// (the struct grows between releases, so it is not declared here).
   ncclResult_t (*ncclCommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int,
@@ -356,6 +351,8 @@ std::string ncclVersionString(int code);
 /// detail when it has one) when r != ncclSuccess, else null.
 cleave_rt_status checkNccl(const NcclApi &api, ncclResult_t r, const char *what,
                            ncclComm_t comm = nullptr);
+
+#undef CLEAVE_CUDA_MEMBER
 
 } // namespace cleave::rt::cuda
 

@@ -259,14 +259,7 @@ cleave_rt_status CudaCollectives::prepare(const std::vector<Command> &list,
     const CollectiveInfo &info = c.collective;
     Group group = groupOf(file->mesh, info.axes, myRank);
     int64_t g = static_cast<int64_t>(group.ranks.size());
-    CUdeviceptr src = 0, dst = 0;
-    if (info.op == CollectiveOp::Recv) {
-      dst = arena + c.buffers[0];
-    } else {
-      src = arena + c.buffers[0];
-      if (info.op != CollectiveOp::Send)
-        dst = arena + c.buffers[1];
-    }
+    auto [src, dst] = collectiveBuffers(c, arena);
     Prepared &p = (*out)[i];
     uint64_t bytes = 0;
     if (cleave_rt_status s =

@@ -147,19 +147,21 @@ private:
 };
 } // namespace
 
+/// The .npy type codes of the element types .npy has.
+static const struct {
+  const char *code;
+  DType dtype;
+} kNpyCodes[] = {{"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64},
+                 {"i1", DType::I8},  {"i2", DType::I16}, {"i4", DType::I32},
+                 {"i8", DType::I64}, {"u1", DType::U8},  {"u2", DType::U16},
+                 {"u4", DType::U32}, {"u8", DType::U64}, {"b1", DType::Bool}};
+
 static bool dtypeFromDescr(const std::string &descr, DType *out) {
   if (descr.size() < 3)
     return false;
   char order = descr[0];
   std::string code = descr.substr(1);
-  static const struct {
-    const char *code;
-    DType dtype;
-  } table[] = {{"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64},
-               {"i1", DType::I8},  {"i2", DType::I16}, {"i4", DType::I32},
-               {"i8", DType::I64}, {"u1", DType::U8},  {"u2", DType::U16},
-               {"u4", DType::U32}, {"u8", DType::U64}, {"b1", DType::Bool}};
-  for (const auto &e : table) {
+  for (const auto &e : kNpyCodes) {
     if (code != e.code)
       continue;
     bool singleByte = plan::dtypeSize(e.dtype) == 1;
@@ -244,49 +246,23 @@ bool parseNpy(const uint8_t *data, size_t size, HostTensor *out,
   return true;
 }
 
-static const char *descrFor(DType dtype) {
+/// The .npy descr `dtype`'s data is written with: little-endian ('|' for
+/// one byte) with its own code where .npy has the type, a byte each for
+/// the sub-byte integers, f4 for the other floats (written widened).
+static std::string descrFor(DType dtype) {
+  for (const auto &e : kNpyCodes)
+    if (e.dtype == dtype)
+      return (plan::dtypeSize(dtype) == 1 ? "|" : "<") + std::string(e.code);
   switch (dtype) {
-  case DType::F32:
-    return "<f4";
-  case DType::BF16:
-    return "<f4";
-  case DType::F16:
-    return "<f2";
-  case DType::F64:
-    return "<f8";
-  case DType::I8:
-    return "|i1";
-  case DType::I16:
-    return "<i2";
-  case DType::I32:
-    return "<i4";
-  case DType::I64:
-    return "<i8";
-  case DType::U8:
-    return "|u1";
-  case DType::U16:
-    return "<u2";
-  case DType::U32:
-    return "<u4";
-  case DType::U64:
-    return "<u8";
-  case DType::Bool:
-    return "|b1";
   case DType::I4:
   case DType::I2:
     return "|i1";
   case DType::U4:
   case DType::U2:
     return "|u1";
-  case DType::F8E4M3FN:
-  case DType::F8E4M3FNUZ:
-  case DType::F8E5M2:
-  case DType::F8E5M2FNUZ:
-  case DType::F4E2M1:
-  case DType::F8E8M0:
-    return "<f4";
+  default:
+    return dtype == DType::BF16 || plan::isNarrowFloat(dtype) ? "<f4" : "|u1";
   }
-  return "|u1";
 }
 
 std::vector<uint8_t> encodeNpy(DType dtype, const std::vector<int64_t> &shape,

@@ -77,6 +77,28 @@ static LogicalResult checkStaticShapes(Operation *op) {
   return success();
 }
 
+/// The preamble of most verifiers: static shapes, and `a`'s element type is
+/// `b`'s.
+static LogicalResult checkStaticShapesAndElementType(Operation *op, Type a,
+                                                     Type b, StringRef aName,
+                                                     StringRef bName) {
+  if (failed(checkStaticShapes(op)))
+    return failure();
+  return checkSameElementType(op, a, b, aName, bName);
+}
+
+/// Checks that `indices` fits in `operand` in every dimension but `axis`
+/// (gather_elements, scatter).
+static LogicalResult checkIndicesFit(Operation *op, RankedTensorType operand,
+                                     RankedTensorType indices, int64_t axis) {
+  for (int64_t d = 0; d < operand.getRank(); ++d)
+    if (d != axis && indices.getDimSize(d) > operand.getDimSize(d))
+      return op->emitOpError()
+             << "indices size " << indices.getDimSize(d) << " in dimension "
+             << d << " exceeds the operand size " << operand.getDimSize(d);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Constants and elementwise
 //===----------------------------------------------------------------------===//
@@ -171,9 +193,8 @@ LogicalResult BitcastOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult BroadcastInDimOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
   auto out = getType().getShape();
@@ -198,9 +219,8 @@ LogicalResult BroadcastInDimOp::verify() {
 }
 
 LogicalResult ReshapeOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   if (tensorType(getOperand()).getNumElements() != getType().getNumElements())
     return emitOpError() << "operand has "
@@ -211,9 +231,8 @@ LogicalResult ReshapeOp::verify() {
 }
 
 LogicalResult TransposeOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
   ArrayRef<int64_t> perm = getPermutation();
@@ -229,9 +248,8 @@ LogicalResult TransposeOp::verify() {
 }
 
 LogicalResult SliceOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
   ArrayRef<int64_t> start = getStartIndices(), limit = getLimitIndices(),
@@ -291,9 +309,8 @@ LogicalResult ConcatOp::verify() {
 }
 
 LogicalResult PadOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")) ||
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")) ||
       failed(checkSameElementType(*this, getPaddingValue().getType(), getType(),
                                   "padding value", "result")))
     return failure();
@@ -321,9 +338,8 @@ LogicalResult PadOp::verify() {
 }
 
 LogicalResult GatherOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
   if (failed(checkDim(*this, getAxis(), in.size(), "axis")))
@@ -335,9 +351,8 @@ LogicalResult GatherOp::verify() {
 }
 
 LogicalResult GatherElementsOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   auto in = tensorType(getOperand());
   auto idx = tensorType(getIndices());
@@ -346,21 +361,16 @@ LogicalResult GatherElementsOp::verify() {
                          << " differs from operand rank " << in.getRank();
   if (failed(checkDim(*this, getAxis(), in.getRank(), "axis")))
     return failure();
-  for (int64_t d = 0; d < in.getRank(); ++d)
-    if (d != static_cast<int64_t>(getAxis()) &&
-        idx.getDimSize(d) > in.getDimSize(d))
-      return emitOpError() << "indices size " << idx.getDimSize(d)
-                           << " in dimension " << d
-                           << " exceeds the operand size " << in.getDimSize(d);
+  if (failed(checkIndicesFit(*this, in, idx, getAxis())))
+    return failure();
   return checkResultShape(*this, idx.getShape());
 }
 
 LogicalResult ScatterOp::verify() {
   // Equal operand and result types are checked by AllTypesMatch (ODS).
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(),
-                                  getUpdates().getType(), "operand",
-                                  "updates")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getUpdates().getType(), "operand",
+                                             "updates")))
     return failure();
   auto in = tensorType(getOperand());
   auto idx = tensorType(getIndices());
@@ -374,19 +384,13 @@ LogicalResult ScatterOp::verify() {
                          << shapeStr(idx.getShape());
   if (failed(checkDim(*this, getAxis(), in.getRank(), "axis")))
     return failure();
-  for (int64_t d = 0; d < in.getRank(); ++d)
-    if (d != static_cast<int64_t>(getAxis()) &&
-        idx.getDimSize(d) > in.getDimSize(d))
-      return emitOpError() << "indices size " << idx.getDimSize(d)
-                           << " in dimension " << d
-                           << " exceeds the operand size " << in.getDimSize(d);
-  return success();
+  return checkIndicesFit(*this, in, idx, getAxis());
 }
 
 LogicalResult TopKOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(),
-                                  getValues().getType(), "operand", "values")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getValues().getType(), "operand",
+                                             "values")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
   if (failed(checkDim(*this, getDimension(), in.size(), "dimension")))
@@ -436,9 +440,8 @@ SmallVector<int64_t> ContractOp::getFreeDimensions(int64_t rank,
 }
 
 LogicalResult ContractOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getLhs().getType(), getRhs().getType(),
-                                  "lhs", "rhs")) ||
+  if (failed(checkStaticShapesAndElementType(
+          *this, getLhs().getType(), getRhs().getType(), "lhs", "rhs")) ||
       failed(checkContractResultType()))
     return failure();
   auto lhs = tensorType(getLhs()).getShape();
@@ -479,9 +482,8 @@ LogicalResult ContractOp::verify() {
 }
 
 LogicalResult ReduceOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
   if (failed(checkDimList(*this, getDimensions(), in.size(), "reduction")))
@@ -744,9 +746,9 @@ static LogicalResult checkWindowArity(
 }
 
 LogicalResult ConvOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getInput().getType(),
-                                  getFilter().getType(), "input", "filter")) ||
+  if (failed(checkStaticShapesAndElementType(*this, getInput().getType(),
+                                             getFilter().getType(), "input",
+                                             "filter")) ||
       failed(checkSameElementType(*this, getInput().getType(), getType(),
                                   "input", "result")))
     return failure();
@@ -792,9 +794,8 @@ LogicalResult ConvOp::verify() {
 }
 
 LogicalResult Im2ColOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getInput().getType(), getType(),
-                                  "input", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getInput().getType(),
+                                             getType(), "input", "result")))
     return failure();
   auto in = tensorType(getInput()).getShape();
   if (in.size() < 3)
@@ -828,20 +829,17 @@ LogicalResult Im2ColOp::verify() {
 }
 
 LogicalResult ReduceWindowOp::verify() {
-  if (failed(checkStaticShapes(*this)) ||
-      failed(checkSameElementType(*this, getOperand().getType(), getType(),
-                                  "operand", "result")))
+  if (failed(checkStaticShapesAndElementType(*this, getOperand().getType(),
+                                             getType(), "operand", "result")))
     return failure();
   auto in = tensorType(getOperand()).getShape();
-  for (auto [name, arr] :
-       {std::pair<StringRef, ArrayRef<int64_t>>{"window", getWindow()},
-        {"strides", getStrides()},
-        {"pad_low", getPadLow()},
-        {"pad_high", getPadHigh()},
-        {"dilations", getDilations()}})
-    if (arr.size() != in.size())
-      return emitOpError() << name << " needs " << in.size() << " entries, got "
-                           << arr.size();
+  if (failed(checkWindowArity(*this, in.size(),
+                              {{"window", getWindow()},
+                               {"strides", getStrides()},
+                               {"pad_low", getPadLow()},
+                               {"pad_high", getPadHigh()},
+                               {"dilations", getDilations()}})))
+    return failure();
   SmallVector<int64_t> expected;
   for (size_t i = 0; i < in.size(); ++i) {
     if (getWindow()[i] < 1 || getStrides()[i] < 1 || getDilations()[i] < 1 ||

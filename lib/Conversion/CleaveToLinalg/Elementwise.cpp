@@ -369,30 +369,55 @@ struct IotaLowering : OpConversionPattern<IotaOp> {
   }
 };
 
+using ScalarBuilder = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// The generic of a unary or binary op over `operands` of type `type`: its
+/// body is `buildFloat` on the operands widened to the compute type, or
+/// `buildInt` on the integer operands, narrowed back to the element type.
+/// Null when the builder has no op for the kind and element type.
+static Value createArithmetic(OpBuilder &builder, Location loc,
+                              ValueRange operands, RankedTensorType type,
+                              ScalarBuilder buildFloat,
+                              ScalarBuilder buildInt) {
+  Type elementType = type.getElementType();
+  bool failed = false;
+  Value result = createElementwise(
+      builder, loc, operands, type.getShape(), elementType,
+      [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+        Value r;
+        if (isa<FloatType>(elementType)) {
+          SmallVector<Value> wide;
+          for (Value arg : args)
+            wide.push_back(widen(b, l, arg));
+          r = buildFloat(b, l, wide);
+        } else {
+          r = buildInt(b, l, args);
+        }
+        if (!r) {
+          failed = true;
+          return args[0];
+        }
+        return narrow(b, l, r, elementType);
+      });
+  return failed ? Value() : result;
+}
+
 struct UnaryLowering : OpConversionPattern<UnaryOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(UnaryOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(adaptor.getOperand().getType());
-    Type elementType = type.getElementType();
     bool isUnsigned = isUnsignedElement(op.getType());
-    bool failed = false;
-    Value result = createElementwise(
-        rewriter, op.getLoc(), adaptor.getOperand(), type.getShape(),
-        elementType, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value r;
-          if (isa<FloatType>(elementType))
-            r = buildFloatUnary(b, l, op.getKind(), widen(b, l, args[0]));
-          else
-            r = buildIntUnary(b, l, op.getKind(), args[0], isUnsigned);
-          if (!r) {
-            failed = true;
-            return args[0];
-          }
-          return narrow(b, l, r, elementType);
+    Value result = createArithmetic(
+        rewriter, op.getLoc(), adaptor.getOperand(),
+        cast<RankedTensorType>(adaptor.getOperand().getType()),
+        [&](OpBuilder &b, Location l, ValueRange x) {
+          return buildFloatUnary(b, l, op.getKind(), x[0]);
+        },
+        [&](OpBuilder &b, Location l, ValueRange x) {
+          return buildIntUnary(b, l, op.getKind(), x[0], isUnsigned);
         });
-    if (failed)
+    if (!result)
       return rewriter.notifyMatchFailure(op, "unary kind not valid for type");
     rewriter.replaceOp(op, result);
     return success();
@@ -404,28 +429,17 @@ struct BinaryLowering : OpConversionPattern<BinaryOp> {
   LogicalResult
   matchAndRewrite(BinaryOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(adaptor.getLhs().getType());
-    Type elementType = type.getElementType();
     bool isUnsigned = isUnsignedElement(op.getType());
-    bool failed = false;
-    Value result = createElementwise(
+    Value result = createArithmetic(
         rewriter, op.getLoc(), {adaptor.getLhs(), adaptor.getRhs()},
-        type.getShape(), elementType,
-        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value r;
-          if (isa<FloatType>(elementType))
-            r = buildFloatBinary(b, l, op.getKind(), widen(b, l, args[0]),
-                                 widen(b, l, args[1]));
-          else
-            r = buildIntBinary(b, l, op.getKind(), args[0], args[1],
-                               isUnsigned);
-          if (!r) {
-            failed = true;
-            return args[0];
-          }
-          return narrow(b, l, r, elementType);
+        cast<RankedTensorType>(adaptor.getLhs().getType()),
+        [&](OpBuilder &b, Location l, ValueRange xy) {
+          return buildFloatBinary(b, l, op.getKind(), xy[0], xy[1]);
+        },
+        [&](OpBuilder &b, Location l, ValueRange xy) {
+          return buildIntBinary(b, l, op.getKind(), xy[0], xy[1], isUnsigned);
         });
-    if (failed)
+    if (!result)
       return rewriter.notifyMatchFailure(op, "binary kind not valid for type");
     rewriter.replaceOp(op, result);
     return success();

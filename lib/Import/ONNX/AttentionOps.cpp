@@ -373,8 +373,7 @@ LogicalResult convertRotaryEmbedding(NodeContext &ctx) {
                              ctx.attrInt("interleaved", 0) != 0);
   if (rank == 3)
     y = ctx.reshape(ctx.transpose(y, {0, 2, 1, 3}), shapeOf(x));
-  ctx.setOutput(0, y);
-  return success();
+  return ctx.finish(y);
 }
 
 } // namespace

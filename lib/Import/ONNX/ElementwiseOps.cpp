@@ -397,10 +397,7 @@ LogicalResult convertIsNaNInf(NodeContext &ctx) {
 
 LogicalResult convertIdentity(NodeContext &ctx) {
   Value x = ctx.input(0);
-  if (!x)
-    return failure();
-  ctx.setOutput(0, x);
-  return success();
+  return ctx.finish(x);
 }
 
 /// Dropout. For inference (training_mode absent or a constant false, or a

@@ -207,8 +207,7 @@ LogicalResult convertGridSample(NodeContext &ctx) {
     return failure();
   SmallVector<int64_t> outShape{n, channels};
   outShape.append(outSpatial);
-  ctx.setOutput(0, ctx.reshape(acc, outShape));
-  return success();
+  return ctx.finish(ctx.reshape(acc, outShape));
 }
 
 } // namespace

@@ -66,10 +66,8 @@ LogicalResult buildNLL(NodeContext &ctx, Value logp, Value target,
   }
   if (w)
     loss = ctx.binary(BinaryKind::mul, loss, w);
-  if (reduction == "none") {
-    ctx.setOutput(0, loss);
-    return success();
-  }
+  if (reduction == "none")
+    return ctx.finish(loss);
   SmallVector<int64_t> all =
       llvm::to_vector(llvm::seq<int64_t>(0, tshape.size()));
   Value sum = ctx.reduce(ReduceKind::sum, loss, all, false);
@@ -78,8 +76,7 @@ LogicalResult buildNLL(NodeContext &ctx, Value logp, Value target,
                     : ctx.splat(ft, {}, product(tshape));
     sum = ctx.binary(BinaryKind::div, sum, denom);
   }
-  ctx.setOutput(0, sum);
-  return success();
+  return ctx.finish(sum);
 }
 
 LogicalResult convertNLL(NodeContext &ctx) {

@@ -91,10 +91,7 @@ LogicalResult convertMatMul(NodeContext &ctx) {
   if (!a || !b)
     return failure();
   Value r = buildMatMul(ctx, a, b);
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.finish(r);
 }
 
 LogicalResult convertGemm(NodeContext &ctx) {
@@ -132,10 +129,7 @@ LogicalResult convertGemm(NodeContext &ctx) {
       c = ctx.binary(BinaryKind::mul, c, ctx.splat(elemOf(c), {}, beta));
     r = ctx.binary(BinaryKind::add, r, c);
   }
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.finish(r);
 }
 
 //===----------------------------------------------------------------------===//
@@ -336,8 +330,7 @@ LogicalResult convertEinsum(NodeContext &ctx) {
     }
     perm.push_back(it - acc.labels.begin());
   }
-  ctx.setOutput(0, ctx.transpose(acc.value, perm));
-  return success();
+  return ctx.finish(ctx.transpose(acc.value, perm));
 }
 
 /// Det of [..., n, n] for n <= 4: the sum over permutations of the signed
@@ -380,10 +373,7 @@ LogicalResult convertDet(NodeContext &ctx) {
       sum = ctx.binary(inversions % 2 ? BinaryKind::sub : BinaryKind::add, sum,
                        term);
   } while (std::next_permutation(perm.begin(), perm.end()));
-  if (!sum)
-    return failure();
-  ctx.setOutput(0, sum);
-  return success();
+  return ctx.finish(sum);
 }
 
 /// AffineGrid (opset 20): theta [N, d, d+1] times the homogeneous
@@ -434,8 +424,7 @@ LogicalResult convertAffineGrid(NodeContext &ctx) {
   SmallVector<int64_t> shape{(*size)[0]};
   shape.append(spatial);
   shape.push_back(d);
-  ctx.setOutput(0, ctx.reshape(grid, shape));
-  return success();
+  return ctx.finish(ctx.reshape(grid, shape));
 }
 
 /// Col2Im (opset 18) with constant image and block shapes: the sum of every
@@ -534,8 +523,7 @@ LogicalResult convertCol2Im(NodeContext &ctx) {
   Value img = contract(ctx, cols, ctx.constant(m), {}, {}, {2}, {0});
   SmallVector<int64_t> shape{xs[0], c};
   shape.append(image->begin(), image->end());
-  ctx.setOutput(0, ctx.reshape(img, shape));
-  return success();
+  return ctx.finish(ctx.reshape(img, shape));
 }
 
 } // namespace

@@ -25,13 +25,8 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
   Value x = ctx.input(0);
   if (!x || failed(requireFloat(ctx, x)))
     return failure();
-  int64_t rank = rankOf(x);
-  if (rank == 0) {
-    ctx.error() << "input must have rank >= 1";
-    return failure();
-  }
   bool legacy = ctx.opset < 13;
-  auto axis = ctx.normAxis(ctx.attrInt("axis", legacy ? 1 : -1), rank);
+  auto axis = ctx.axisAttr(x, legacy ? 1 : -1);
   if (failed(axis))
     return failure();
   auto shape = shapeOf(x);

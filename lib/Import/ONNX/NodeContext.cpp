@@ -244,6 +244,26 @@ FailureOr<int64_t> NodeContext::normAxis(int64_t axis, int64_t rank,
   return axis < 0 ? axis + rank : axis;
 }
 
+FailureOr<int64_t> NodeContext::axisAttr(Value x, int64_t def) {
+  if (!x)
+    return failure();
+  if (rankOf(x) == 0) {
+    error() << "input must have rank >= 1";
+    return failure();
+  }
+  return normAxis(attrInt("axis", def), rankOf(x));
+}
+
+LogicalResult NodeContext::checkConstIndices(int i, int64_t n) {
+  if (const ConstTensor *c = constInput(i))
+    for (int64_t v : c->ints)
+      if (v < -n || v >= n) {
+        error() << "index " << v << " is out of range for axis size " << n;
+        return failure();
+      }
+  return success();
+}
+
 FailureOr<SmallVector<int64_t>>
 NodeContext::normAxes(ArrayRef<int64_t> axes, int64_t rank, StringRef what) {
   SmallVector<int64_t> out;

@@ -273,6 +273,13 @@ public:
                                     StringRef what = "axis");
   mlir::FailureOr<SmallVector<int64_t>>
   normAxes(ArrayRef<int64_t> axes, int64_t rank, StringRef what = "axes");
+  /// The `axis` attribute (default `def`) normalized against the rank of
+  /// `x`; error when `x` is 0-d or the axis is out of range. Fails without
+  /// a word when `x` is null (input() has reported it).
+  mlir::FailureOr<int64_t> axisAttr(Value x, int64_t def);
+  /// Errors when input `i` is a known constant holding an index outside
+  /// [-n, n), n the size of the axis it indexes.
+  LogicalResult checkConstIndices(int i, int64_t n);
 
   Value unary(mlir::cleave::UnaryKind kind, Value v);
   /// Elementwise binary op; broadcasts both sides (numpy rules).

@@ -91,8 +91,7 @@ LogicalResult convertReduce(NodeContext &ctx) {
     c.allocate();
     for (int64_t i = 0, e = c.numel(); i < e; ++i)
       c.set(i, v, wrapInt(c.elemType, n));
-    ctx.setOutput(0, ctx.constant(c));
-    return success();
+    return ctx.finish(ctx.constant(c));
   }
   Value r;
   if (op == "ReduceSum") {
@@ -148,24 +147,15 @@ LogicalResult convertReduce(NodeContext &ctx) {
       }
     }
   }
-  if (!r)
-    return failure();
-  ctx.setOutput(0, r);
-  return success();
+  return ctx.finish(r);
 }
 
 LogicalResult convertArgReduce(NodeContext &ctx) {
   Value x = ctx.input(0);
-  if (!x)
-    return failure();
-  int64_t rank = rankOf(x);
-  if (rank == 0) {
-    ctx.error() << "input must have rank >= 1";
-    return failure();
-  }
-  auto axis = ctx.normAxis(ctx.attrInt("axis", 0), rank);
+  auto axis = ctx.axisAttr(x, 0);
   if (failed(axis))
     return failure();
+  int64_t rank = rankOf(x);
   bool keepDims = ctx.attrInt("keepdims", 1) != 0;
   bool last = ctx.attrInt("select_last_index", 0) != 0;
   if (shapeOf(x)[*axis] == 0) {
@@ -184,13 +174,15 @@ LogicalResult convertArgReduce(NodeContext &ctx) {
                           RankedTensorType::get(shape, ctx.b.getI64Type()),
                           kind, x, static_cast<uint64_t>(*axis), last)
           .getResult();
-  ctx.setOutput(0, keepDims ? ctx.reshape(r, kept) : r);
-  return success();
+  return ctx.finish(keepDims ? ctx.reshape(r, kept) : r);
 }
 
 /// The axis of a CumSum or CumProd: input 1, one value, normalized
-/// against `x`'s rank (at least 1).
+/// against `x`'s rank (at least 1). Fails without a word when `x` is null
+/// (its absence is reported).
 static FailureOr<int64_t> scanAxis(NodeContext &ctx, Value x) {
+  if (!x)
+    return failure();
   auto axisVals = ctx.constInts(1, "axis");
   if (failed(axisVals))
     return failure();
@@ -203,17 +195,14 @@ static FailureOr<int64_t> scanAxis(NodeContext &ctx, Value x) {
 
 LogicalResult convertCumSum(NodeContext &ctx) {
   Value x = ctx.input(0);
-  if (!x)
-    return failure();
   auto axis = scanAxis(ctx, x);
   if (failed(axis))
     return failure();
-  ctx.setOutput(0, CumSumOp::create(ctx.b, ctx.loc, x.getType(), x,
-                                    static_cast<uint64_t>(*axis),
-                                    ctx.attrInt("exclusive", 0) != 0,
-                                    ctx.attrInt("reverse", 0) != 0)
-                       .getResult());
-  return success();
+  return ctx.finish(CumSumOp::create(ctx.b, ctx.loc, x.getType(), x,
+                                     static_cast<uint64_t>(*axis),
+                                     ctx.attrInt("exclusive", 0) != 0,
+                                     ctx.attrInt("reverse", 0) != 0)
+                        .getResult());
 }
 
 /// CumProd (opset 26) as a log-depth scan: ceil(log2 n) products of the
@@ -221,8 +210,6 @@ LogicalResult convertCumSum(NodeContext &ctx) {
 /// vacated places hold 1).
 LogicalResult convertCumProd(NodeContext &ctx) {
   Value x = ctx.input(0);
-  if (!x)
-    return failure();
   auto axis = scanAxis(ctx, x);
   if (failed(axis))
     return failure();
@@ -245,17 +232,12 @@ LogicalResult convertCumProd(NodeContext &ctx) {
                          PadMode::constant)
         .getResult();
   };
-  if (n == 0) {
-    ctx.setOutput(0, x);
-    return success();
-  }
+  if (n == 0)
+    return ctx.finish(x);
   Value y = ctx.attrInt("exclusive", 0) != 0 ? shift(x, 1) : x;
   for (int64_t k = 1; k < n; k *= 2)
     y = ctx.binary(BinaryKind::mul, y, shift(y, k));
-  if (!y)
-    return failure();
-  ctx.setOutput(0, y);
-  return success();
+  return ctx.finish(y);
 }
 
 } // namespace

@@ -417,8 +417,7 @@ LogicalResult convertResize(NodeContext &ctx) {
     if (!y)
       return failure();
   }
-  ctx.setOutput(0, y);
-  return success();
+  return ctx.finish(y);
 }
 
 } // namespace

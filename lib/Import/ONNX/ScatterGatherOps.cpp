@@ -86,17 +86,39 @@ Value linearIndex(NodeContext &ctx, Value idx, ArrayRef<int64_t> dims,
       ctx.splatLike(lin, static_cast<double>(sentinel)), lin);
 }
 
-//===----------------------------------------------------------------------===//
-// ScatterElements, Scatter
-//===----------------------------------------------------------------------===//
+/// A scatter node's data, integer indices, updates and `reduction`.
+struct ScatterNode {
+  Value x, idx, upd;
+  ScatterKind kind;
+};
 
-LogicalResult convertScatterElements(NodeContext &ctx) {
+FailureOr<ScatterNode> getScatterNode(NodeContext &ctx) {
   Value x = ctx.input(0), idx = ctx.input(1), upd = ctx.input(2);
   if (!x || !idx || !upd || failed(checkIntegerIndices(ctx, idx)))
     return failure();
   FailureOr<ScatterKind> kind = getScatterKind(ctx);
   if (failed(kind))
     return failure();
+  return ScatterNode{x, idx, upd, *kind};
+}
+
+LogicalResult checkUpdatesType(NodeContext &ctx, Value upd, Value x) {
+  if (elemOf(upd) == elemOf(x))
+    return success();
+  ctx.error() << "updates element type " << elemOf(upd)
+              << " differs from the data element type " << elemOf(x);
+  return failure();
+}
+
+//===----------------------------------------------------------------------===//
+// ScatterElements, Scatter
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertScatterElements(NodeContext &ctx) {
+  FailureOr<ScatterNode> node = getScatterNode(ctx);
+  if (failed(node))
+    return failure();
+  auto [x, idx, upd, kind] = *node;
   if (rankOf(x) == 0) {
     ctx.error() << "data must have rank >= 1";
     return failure();
@@ -112,11 +134,8 @@ LogicalResult convertScatterElements(NodeContext &ctx) {
                 << shapeString(shapeOf(idx));
     return failure();
   }
-  if (elemOf(upd) != elemOf(x)) {
-    ctx.error() << "updates element type " << elemOf(upd)
-                << " differs from the data element type " << elemOf(x);
+  if (failed(checkUpdatesType(ctx, upd, x)))
     return failure();
-  }
   auto axis = ctx.normAxis(ctx.attrInt("axis", 0), rankOf(x));
   if (failed(axis))
     return failure();
@@ -126,16 +145,10 @@ LogicalResult convertScatterElements(NodeContext &ctx) {
                   << " exceeds the data size " << shapeOf(x)[d];
       return failure();
     }
-  if (const ConstTensor *c = ctx.constInput(1)) {
-    int64_t n = shapeOf(x)[*axis];
-    for (int64_t v : c->ints)
-      if (v < -n || v >= n) {
-        ctx.error() << "index " << v << " is out of range for axis size " << n;
-        return failure();
-      }
-  }
-  return ctx.finish(ScatterOp::create(ctx.b, ctx.loc, x.getType(), *kind, x,
-                                      idx, upd, static_cast<uint64_t>(*axis))
+  if (failed(ctx.checkConstIndices(1, shapeOf(x)[*axis])))
+    return failure();
+  return ctx.finish(ScatterOp::create(ctx.b, ctx.loc, x.getType(), kind, x, idx,
+                                      upd, static_cast<uint64_t>(*axis))
                         .getResult());
 }
 
@@ -177,12 +190,10 @@ LogicalResult checkConstTuples(NodeContext &ctx, ArrayRef<int64_t> dims) {
 }
 
 LogicalResult convertScatterND(NodeContext &ctx) {
-  Value x = ctx.input(0), idx = ctx.input(1), upd = ctx.input(2);
-  if (!x || !idx || !upd || failed(checkIntegerIndices(ctx, idx)))
+  FailureOr<ScatterNode> node = getScatterNode(ctx);
+  if (failed(node))
     return failure();
-  FailureOr<ScatterKind> kind = getScatterKind(ctx);
-  if (failed(kind))
-    return failure();
+  auto [x, idx, upd, kind] = *node;
   FailureOr<int64_t> m = tupleLength(ctx, idx, rankOf(x));
   if (failed(m))
     return failure();
@@ -197,11 +208,8 @@ LogicalResult convertScatterND(NodeContext &ctx) {
                 << " (indices.shape[:-1] + data.shape[indices.shape[-1]:])";
     return failure();
   }
-  if (elemOf(upd) != elemOf(x)) {
-    ctx.error() << "updates element type " << elemOf(upd)
-                << " differs from the data element type " << elemOf(x);
+  if (failed(checkUpdatesType(ctx, upd, x)))
     return failure();
-  }
   ArrayRef<int64_t> indexed = xs.take_front(*m);
   if (failed(checkConstTuples(ctx, indexed)))
     return failure();
@@ -220,7 +228,7 @@ LogicalResult convertScatterND(NodeContext &ctx) {
   Value flatUpd = ctx.reshape(upd, rowShape);
   if (!rows || !flat || !flatUpd)
     return failure();
-  Value scattered = ScatterOp::create(ctx.b, ctx.loc, flat.getType(), *kind,
+  Value scattered = ScatterOp::create(ctx.b, ctx.loc, flat.getType(), kind,
                                       flat, rows, flatUpd, uint64_t{0})
                         .getResult();
   return ctx.finish(ctx.reshape(scattered, xs));
@@ -295,13 +303,7 @@ LogicalResult convertGatherND(NodeContext &ctx) {
 
 LogicalResult convertTopK(NodeContext &ctx) {
   Value x = ctx.input(0);
-  if (!x)
-    return failure();
-  if (rankOf(x) == 0) {
-    ctx.error() << "input must have rank >= 1";
-    return failure();
-  }
-  auto axis = ctx.normAxis(ctx.attrInt("axis", -1), rankOf(x));
+  auto axis = ctx.axisAttr(x, -1);
   if (failed(axis))
     return failure();
   int64_t k;

@@ -102,8 +102,7 @@ LogicalResult convertConstantOfShape(NodeContext &ctx) {
     ctx.setConstOutput(0, r);
     return success();
   }
-  ctx.setOutput(0, ctx.splat(et, *shape, isa<FloatType>(et) ? fv : iv));
-  return success();
+  return ctx.finish(ctx.splat(et, *shape, isa<FloatType>(et) ? fv : iv));
 }
 
 LogicalResult convertRange(NodeContext &ctx) {
@@ -145,8 +144,7 @@ LogicalResult convertEyeLike(NodeContext &ctx) {
       CompareKind::eq,
       ctx.binary(BinaryKind::add, rows, ctx.splat(ctx.b.getI64Type(), {}, k)),
       cols);
-  ctx.setOutput(0, ctx.convert(diag, et));
-  return success();
+  return ctx.finish(ctx.convert(diag, et));
 }
 
 } // namespace

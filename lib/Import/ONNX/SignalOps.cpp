@@ -51,8 +51,7 @@ LogicalResult convertWindow(NodeContext &ctx) {
       v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
     c.set(i, v, static_cast<int64_t>(v));
   }
-  ctx.setOutput(0, ctx.constant(c));
-  return success();
+  return ctx.finish(ctx.constant(c));
 }
 
 /// MelWeightMatrix with every input known at import time: the constant
@@ -112,8 +111,7 @@ LogicalResult convertMelWeightMatrix(NodeContext &ctx) {
       for (int64_t j = center; j < right; ++j)
         set(j, i, double(right - j) / double(right - center));
   }
-  ctx.setOutput(0, ctx.constant(c));
-  return success();
+  return ctx.finish(ctx.constant(c));
 }
 
 /// `v` [..., n] times the constant matrix `m` [n, k], in `v`'s type.
@@ -250,17 +248,14 @@ LogicalResult convertDFT(NodeContext &ctx) {
   auto finish = [&](Value v) {
     return ctx.reshape(ctx.convert(ctx.transpose(v, inv), et), outShape);
   };
-  if (!outIm) {
-    ctx.setOutput(0, finish(outRe));
-    return success();
-  }
+  if (!outIm)
+    return ctx.finish(finish(outRe));
   SmallVector<Value> parts{finish(outRe), finish(outIm)};
   outShape.back() = 2;
-  ctx.setOutput(0, ConcatOp::create(ctx.b, ctx.loc,
-                                    RankedTensorType::get(outShape, et), parts,
-                                    static_cast<uint64_t>(rank - 1))
-                       .getResult());
-  return success();
+  return ctx.finish(ConcatOp::create(ctx.b, ctx.loc,
+                                     RankedTensorType::get(outShape, et), parts,
+                                     static_cast<uint64_t>(rank - 1))
+                        .getResult());
 }
 
 } // namespace

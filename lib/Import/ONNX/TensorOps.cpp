@@ -20,14 +20,8 @@ LogicalResult convertGather(NodeContext &ctx) {
   if (failed(axis))
     return failure();
   // Constant indices are validated here: out-of-range ones are an error.
-  if (const ConstTensor *c = ctx.constInput(1)) {
-    int64_t n = shapeOf(x)[*axis];
-    for (int64_t v : c->ints)
-      if (v < -n || v >= n) {
-        ctx.error() << "index " << v << " is out of range for axis size " << n;
-        return failure();
-      }
-  }
+  if (failed(ctx.checkConstIndices(1, shapeOf(x)[*axis])))
+    return failure();
   auto xs = shapeOf(x);
   SmallVector<int64_t> shape(xs.begin(), xs.begin() + *axis);
   llvm::append_range(shape, shapeOf(idx));
@@ -354,13 +348,7 @@ LogicalResult convertConcat(NodeContext &ctx) {
 
 LogicalResult convertSplit(NodeContext &ctx) {
   Value x = ctx.input(0);
-  if (!x)
-    return failure();
-  if (rankOf(x) == 0) {
-    ctx.error() << "input must have rank >= 1";
-    return failure();
-  }
-  auto axis = ctx.normAxis(ctx.attrInt("axis", 0), rankOf(x));
+  auto axis = ctx.axisAttr(x, 0);
   if (failed(axis))
     return failure();
   int64_t n = shapeOf(x)[*axis], outs = ctx.numOutputs();

@@ -362,6 +362,19 @@ struct Command {
   CollectiveInfo collective;
 };
 
+/// Where collective command `c` reads and writes in the arena at `arena`,
+/// as (source, destination): a Recv only writes buffers[0] and a Send only
+/// reads it (the other place is `Ptr()`, null); every other collective
+/// reads buffers[0] and writes buffers[1].
+template <typename Ptr>
+std::pair<Ptr, Ptr> collectiveBuffers(const Command &c, Ptr arena) {
+  if (c.collective.op == CollectiveOp::Recv)
+    return {Ptr(), arena + c.buffers[0]};
+  if (c.collective.op == CollectiveOp::Send)
+    return {arena + c.buffers[0], Ptr()};
+  return {arena + c.buffers[0], arena + c.buffers[1]};
+}
+
 /// A compute-stream command of `kind` with `params` and `buffers`.
 inline Command makeCommand(CommandKind kind, std::vector<int64_t> params,
                            std::vector<uint64_t> buffers) {
