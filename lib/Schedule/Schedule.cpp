@@ -425,8 +425,6 @@ std::string stepName(const Step &s, const ScheduleOptions &o) {
     name = "F";
     break;
   case StepKind::Backward:
-    name = "B";
-    break;
   case StepKind::BackwardInput:
     name = "B";
     break;

@@ -156,16 +156,28 @@ private:
     return placement.latencyShare > 1 && cmd.stream != plan::kCommStream &&
            op != CollectiveOp::Send && op != CollectiveOp::Recv;
   }
-  /// A Send's or Recv's (sender, receiver) ranks as seen from `rank`; none
-  /// for group indices outside the group.
-  std::optional<std::pair<int64_t, int64_t>>
-  pointToPoint(const plan::CollectiveInfo &info, int64_t rank) const {
+  /// A Send or Recv as seen from `rank`.
+  struct PointToPoint {
+    int64_t sender, receiver;
+    /// One program serves every rank: only the sender sends and only the
+    /// receiver receives.
+    bool mine;
+    CommCost cost;
+  };
+  /// The Send or Recv `cmd` as seen from `rank`; none for group indices
+  /// outside the group.
+  std::optional<PointToPoint> pointToPoint(const Command &cmd, int64_t rank) {
+    const plan::CollectiveInfo &info = cmd.collective;
     plan::Group g = plan::groupOf(plan.mesh, info.axes, rank);
     int64_t size = static_cast<int64_t>(g.ranks.size());
     if (info.root < 0 || info.peer < 0 || info.root >= size ||
         info.peer >= size)
       return std::nullopt;
-    return std::make_pair(g.ranks[info.root], g.ranks[info.peer]);
+    int64_t sender = g.ranks[info.root], receiver = g.ranks[info.peer];
+    bool mine =
+        info.op == CollectiveOp::Send ? rank == sender : rank == receiver;
+    return PointToPoint{sender, receiver, mine,
+                        costOf(cmd, {sender, receiver})};
   }
 
   const plan::Plan &plan;
@@ -236,16 +248,10 @@ bool Simulator::advanceCompute(RankState &r, double now) {
     } else if (cmd.kind == CommandKind::Collective) {
       const plan::CollectiveInfo &info = cmd.collective;
       if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
-        std::optional<std::pair<int64_t, int64_t>> ends =
-            pointToPoint(info, r.rank);
-        if (!ends)
+        std::optional<PointToPoint> p2p = pointToPoint(cmd, r.rank);
+        if (!p2p)
           return moved;
-        auto [sender, receiver] = *ends;
-        // One program serves every rank: only the sender sends and only
-        // the receiver receives.
-        bool mine = info.op == CollectiveOp::Send ? r.rank == sender
-                                                  : r.rank == receiver;
-        CommCost cost = costOf(cmd, {sender, receiver});
+        auto [sender, receiver, mine, cost] = *p2p;
         if (!mine) {
         } else if (info.op == CollectiveOp::Send) {
           // Buffered: the sender copies the message out and goes on.
@@ -356,14 +362,10 @@ bool Simulator::advanceComm(RankState &r) {
     double at = std::max(r.comm.t, issued);
     const plan::CollectiveInfo &info = cmd.collective;
     if (info.op == CollectiveOp::Send || info.op == CollectiveOp::Recv) {
-      std::optional<std::pair<int64_t, int64_t>> ends =
-          pointToPoint(info, r.rank);
-      if (!ends)
+      std::optional<PointToPoint> p2p = pointToPoint(cmd, r.rank);
+      if (!p2p)
         return moved;
-      auto [sender, receiver] = *ends;
-      bool mine =
-          info.op == CollectiveOp::Send ? r.rank == sender : r.rank == receiver;
-      CommCost cost = costOf(cmd, {sender, receiver});
+      auto [sender, receiver, mine, cost] = *p2p;
       if (mine && info.op == CollectiveOp::Send) {
         mailbox[{sender, receiver}].push_back(
             {at + cost.seconds, cost.seconds});

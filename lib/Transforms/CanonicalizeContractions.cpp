@@ -24,6 +24,19 @@ using ::cleave::isDimRange;
 // Rewrites
 //===----------------------------------------------------------------------===//
 
+/// Replaces `op` by a contraction of `lhs` and `rhs` with the given
+/// dimension numbers and the same result type, built by `b`.
+static ContractOp replaceContract(OpBuilder &b, ContractOp op, Value lhs,
+                                  Value rhs, ArrayRef<int64_t> lb,
+                                  ArrayRef<int64_t> rb, ArrayRef<int64_t> lc,
+                                  ArrayRef<int64_t> rc) {
+  auto replacement = ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs,
+                                        lb, rb, lc, rc);
+  op.replaceAllUsesWith(replacement.getResult());
+  op.erase();
+  return replacement;
+}
+
 /// contract(x, broadcast_in_dim(w)) where the broadcast only adds the
 /// leading batch dimensions -> contract(x, w) with those dimensions as lhs
 /// free dimensions. The result layout is unchanged.
@@ -44,13 +57,8 @@ static ContractOp foldBroadcastBatch(ContractOp op) {
   for (int64_t d : op.getRhsContractingDimensions())
     rc.push_back(d - nb);
   OpBuilder b(op);
-  auto replacement = ContractOp::create(
-      b, op.getLoc(), op.getType(), op.getLhs(), bcast.getOperand(),
-      ArrayRef<int64_t>{}, ArrayRef<int64_t>{},
-      op.getLhsContractingDimensions(), rc);
-  op.replaceAllUsesWith(replacement.getResult());
-  op.erase();
-  return replacement;
+  return replaceContract(b, op, op.getLhs(), bcast.getOperand(), {}, {},
+                         op.getLhsContractingDimensions(), rc);
 }
 
 static Value transpose(OpBuilder &b, Location loc, Value v,
@@ -137,25 +145,20 @@ static ContractOp transposeToGemmLayout(ContractOp op) {
 
   OpBuilder b(op);
   Value lhs = op.getLhs(), rhs = op.getRhs();
-  if (!isGemmOperand(lb, lc, rl)) {
+  auto toGemmLayout = [&](Value &operand, SmallVector<int64_t> &batch,
+                          SmallVector<int64_t> &contract, int64_t rank,
+                          bool contractFirst) {
+    if (isGemmOperand(batch, contract, rank))
+      return;
     SmallVector<int64_t> perm =
-        gemmLayoutPermutation(lb, lc, rl, /*contractFirst=*/false);
-    lhs = transpose(b, op.getLoc(), lhs, perm);
-    lc = permutedDims(perm, lc);
-    lb = permutedDims(perm, lb);
-  }
-  if (!isGemmOperand(rb, rc, rr)) {
-    SmallVector<int64_t> perm =
-        gemmLayoutPermutation(rb, rc, rr, /*contractFirst=*/true);
-    rhs = transpose(b, op.getLoc(), rhs, perm);
-    rc = permutedDims(perm, rc);
-    rb = permutedDims(perm, rb);
-  }
-  auto replacement = ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs,
-                                        lb, rb, lc, rc);
-  op.replaceAllUsesWith(replacement.getResult());
-  op.erase();
-  return replacement;
+        gemmLayoutPermutation(batch, contract, rank, contractFirst);
+    operand = transpose(b, op.getLoc(), operand, perm);
+    contract = permutedDims(perm, contract);
+    batch = permutedDims(perm, batch);
+  };
+  toGemmLayout(lhs, lb, lc, rl, /*contractFirst=*/false);
+  toGemmLayout(rhs, rb, rc, rr, /*contractFirst=*/true);
+  return replaceContract(b, op, lhs, rhs, lb, rb, lc, rc);
 }
 
 /// contract(transpose(x), y) -> contract(x, y) with the dimension numbers
@@ -210,11 +213,7 @@ static ContractOp foldOperandTransposes(ContractOp op) {
   if (!changed)
     return op;
   OpBuilder b(op);
-  auto replacement = ContractOp::create(b, op.getLoc(), op.getType(), lhs, rhs,
-                                        lb, rb, lc, rc);
-  op.replaceAllUsesWith(replacement.getResult());
-  op.erase();
-  return replacement;
+  return replaceContract(b, op, lhs, rhs, lb, rb, lc, rc);
 }
 
 /// A product rearranged (transposes, reshapes) and then narrowed

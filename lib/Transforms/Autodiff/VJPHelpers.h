@@ -24,6 +24,15 @@ using VJPResult = mlir::FailureOr<llvm::SmallVector<mlir::Value>>;
 /// True for tensors of a float element type (the differentiable values).
 bool isFloatTensor(mlir::Value v);
 
+/// The end of spreading a tensor of `shape` along `dim` so that element j
+/// lands at j * `stride` (the gradient of a strided slice, a dilated
+/// cotangent): `spread` holds each element followed by its stride - 1
+/// zeros in a new dimension dim + 1; merges the two dimensions and drops the
+/// trailing zeros, [r] -> [(r - 1) * stride + 1].
+mlir::Value mergeSpread(Emitter &e, mlir::Value spread,
+                        llvm::ArrayRef<int64_t> shape, int64_t dim,
+                        int64_t stride);
+
 //===----------------------------------------------------------------------===//
 // Rules (one per op; see VJPRules*.cpp)
 //===----------------------------------------------------------------------===//

@@ -50,22 +50,17 @@ VJPResult vjp(ReverseOp op, OpBuilder &b, ValueRange g) {
 
 /// Spreads `g` along `dim` so that element `j` lands at `j * stride`, with
 /// zeros between: [r] -> [(r - 1) * stride + 1]. Built as concat with zeros
-/// in a new trailing dimension, a reshape and a slice.
+/// in a new dimension, a reshape and a slice (the convolution rules'
+/// `dilate` pads instead; the two keep their own IR).
 static Value interleaveZeros(Emitter &e, Value g, int64_t dim, int64_t stride) {
   RankedTensorType type = Emitter::typeOf(g);
   SmallVector<int64_t> shape(type.getShape());
-  int64_t r = shape[dim];
   SmallVector<int64_t> split(shape), zerosShape(shape);
   split.insert(split.begin() + dim + 1, 1);
   zerosShape.insert(zerosShape.begin() + dim + 1, stride - 1);
   Value zeros = e.splat(type.clone(zerosShape), 0.0);
   Value spread = e.concat({e.reshape(g, split), zeros}, dim + 1);
-  shape[dim] = r * stride;
-  Value flat = e.reshape(spread, shape);
-  SmallVector<int64_t> start(shape.size(), 0), limit(shape),
-      strides(shape.size(), 1);
-  limit[dim] = (r - 1) * stride + 1;
-  return e.slice(flat, start, limit, strides);
+  return mergeSpread(e, spread, shape, dim, stride);
 }
 
 VJPResult vjp(SliceOp op, OpBuilder &b, ValueRange cotangents) {

@@ -49,12 +49,23 @@ Value dilate(Emitter &e, Value g, int64_t dim, int64_t stride) {
   SmallVector<int64_t> low(split.size(), 0), high(split.size(), 0);
   high[dim + 1] = stride - 1;
   Value spread = e.padZeros(e.reshape(g, split), low, high);
-  shape[dim] = r * stride;
-  Value flat = e.reshape(spread, shape);
-  SmallVector<int64_t> start(shape.size(), 0), limit(shape),
-      strides(shape.size(), 1);
-  limit[dim] = (r - 1) * stride + 1;
-  return e.slice(flat, start, limit, strides);
+  return mergeSpread(e, spread, shape, dim, stride);
+}
+
+/// `v` with its two leading dimensions viewed as the three of `split`,
+/// those permuted by `perm` and merged into the two of `merged`; the other
+/// dimensions stay (a convolution's channels regrouped per group).
+Value regroupLeading(Emitter &e, Value v, ArrayRef<int64_t> split,
+                     ArrayRef<int64_t> perm, ArrayRef<int64_t> merged) {
+  ArrayRef<int64_t> rest = Emitter::typeOf(v).getShape().drop_front(2);
+  SmallVector<int64_t> splitShape(split), permutation(perm),
+      mergedShape(merged);
+  splitShape.append(rest.begin(), rest.end());
+  mergedShape.append(rest.begin(), rest.end());
+  for (int64_t i = 0; i < int64_t(rest.size()); ++i)
+    permutation.push_back(3 + i);
+  return e.reshape(e.transpose(e.reshape(v, splitShape), permutation),
+                   mergedShape);
 }
 
 /// The identity permutation with `a` and `b` swapped.
@@ -104,13 +115,7 @@ VJPResult vjp(ConvOp op, OpBuilder &b, ValueRange cotangents) {
   Value gd = g;
   for (int64_t i = 0; i < spatial; ++i)
     gd = dilate(e, gd, 2 + i, strides[i]);
-  SmallVector<int64_t> grouped{groups, og, cg}, swapped{c, og};
-  grouped.append(ws.begin() + 2, ws.end());
-  swapped.append(ws.begin() + 2, ws.end());
-  SmallVector<int64_t> perm{0, 2, 1};
-  for (int64_t i = 0; i < spatial; ++i)
-    perm.push_back(3 + i);
-  Value wt = e.reshape(e.transpose(e.reshape(w, grouped), perm), swapped);
+  Value wt = regroupLeading(e, w, {groups, og, cg}, {0, 2, 1}, {c, og});
   SmallVector<int64_t> spatialDims =
       llvm::to_vector(llvm::seq<int64_t>(2, rank));
   wt = ReverseOp::create(b, op.getLoc(), wt, spatialDims);
@@ -128,13 +133,7 @@ VJPResult vjp(ConvOp op, OpBuilder &b, ValueRange cotangents) {
 
   // Filter gradient: input as [Cg, G*N, S...] (channel g*N + n), cotangent
   // as [O, N, S'...], grouped conv with strides and dilations exchanged.
-  SmallVector<int64_t> xSplit{n, groups, cg}, xPermuted{cg, groups * n};
-  xSplit.append(xs.begin() + 2, xs.end());
-  xPermuted.append(xs.begin() + 2, xs.end());
-  SmallVector<int64_t> xPerm{2, 1, 0};
-  for (int64_t i = 0; i < spatial; ++i)
-    xPerm.push_back(3 + i);
-  Value xr = e.reshape(e.transpose(e.reshape(x, xSplit), xPerm), xPermuted);
+  Value xr = regroupLeading(e, x, {n, groups, cg}, {2, 1, 0}, {cg, groups * n});
   Value gr = e.transpose(g, swapPerm(rank, 0, 1));
   SmallVector<int64_t> dwShape{cg, o};
   for (int64_t i = 0; i < spatial; ++i)

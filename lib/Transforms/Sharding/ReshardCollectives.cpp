@@ -38,20 +38,22 @@ Value Partitioner::emitReshard(OpBuilder &b, Location loc, Value local,
   StringRef meshName = mesh.getSymName();
   for (const ReshardStep &step : steps) {
     auto type = localType(globalType, step.after);
+    // A gather or slice of `local` along the step's dimension over its axes,
+    // tagged with the step and `why`.
+    auto emit = [&](auto opType, StringRef opName) {
+      using OpTy = decltype(opType);
+      local = tag(OpTy::create(b, loc, type, local, meshName,
+                               axesAttr(step.axes), step.dim),
+                  opName + " " + axesToString(step.axes) + " on dimension " +
+                      Twine(step.dim) + ": " + why)
+                  ->getResult(0);
+    };
     switch (step.kind) {
     case ReshardStep::Kind::AllGather:
-      local = tag(AllGatherOp::create(b, loc, type, local, meshName,
-                                      axesAttr(step.axes), step.dim),
-                  "all_gather " + axesToString(step.axes) + " on dimension " +
-                      Twine(step.dim) + ": " + why)
-                  ->getResult(0);
+      emit(AllGatherOp(), "all_gather");
       break;
     case ReshardStep::Kind::AllSlice:
-      local = tag(AllSliceOp::create(b, loc, type, local, meshName,
-                                     axesAttr(step.axes), step.dim),
-                  "all_slice " + axesToString(step.axes) + " on dimension " +
-                      Twine(step.dim) + ": " + why)
-                  ->getResult(0);
+      emit(AllSliceOp(), "all_slice");
       break;
     case ReshardStep::Kind::ReduceScatter:
     case ReshardStep::Kind::AllReduce:

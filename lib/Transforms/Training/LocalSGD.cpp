@@ -18,6 +18,8 @@
 #include "Cleave/IR/CleaveSharding.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 
+#include "Optimizers.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/Twine.h"
 
@@ -222,12 +224,10 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
     }
     // Outer gradient, Nesterov momentum (torch.optim.SGD's form), update.
     Value delta = binary(b, loc, BinaryKind::sub, global, average);
-    Value mu = splat(b, loc, shard, mode.outerMomentum);
-    Value newMomentum =
-        binary(b, loc, BinaryKind::add,
-               binary(b, loc, BinaryKind::mul, mu, momentum), delta);
-    Value direction = binary(b, loc, BinaryKind::add, delta,
-                             binary(b, loc, BinaryKind::mul, mu, newMomentum));
+    train_step::Emitter e{b, loc};
+    train_step::MomentumStep s = train_step::buildMomentumStep(
+        e, momentum, delta, mode.outerMomentum, /*nesterov=*/true);
+    Value newMomentum = s.velocity, direction = s.direction;
     Value newGlobal =
         binary(b, loc, BinaryKind::sub, global,
                binary(b, loc, BinaryKind::mul,

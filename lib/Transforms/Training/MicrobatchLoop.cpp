@@ -57,6 +57,44 @@ Value train_step::microbatchOf(Emitter &e, Value v, int64_t k, int64_t m,
   return ReshapeOp::create(e.b, e.loc, type.clone(shape), slice);
 }
 
+SmallVector<Value> train_step::emitMicrobatchForward(
+    Emitter &e, func::FuncOp forward, ArrayRef<Value> dataArgs,
+    const llvm::StringMap<Value> &stateValues, int64_t k, int64_t m,
+    llvm::function_ref<bool(Value)> isBatch) {
+  IRMapping mapping;
+  for (auto [arg, full] : llvm::zip(forward.getArguments(), dataArgs))
+    mapping.map(arg, m > 1 && isBatch(full) ? microbatchOf(e, full, k, m)
+                                            : Value(full));
+  SmallVector<Value> outputs;
+  for (Operation &op : forward.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        outputs.push_back(mapping.lookup(v));
+      continue;
+    }
+    if (StringRef name = initializerName(&op); !name.empty())
+      if (Value v = stateValues.lookup(name)) {
+        mapping.map(op.getResult(0), v);
+        continue;
+      }
+    // This microbatch's rows of a whole tensor (a constant or iota with
+    // a batch dimension), in the same row order as the inputs.
+    if (auto slice = dyn_cast<AllSliceOp>(op);
+        slice && slice.getMesh() == kMicrobatchMesh) {
+      mapping.map(slice.getResult(),
+                  microbatchOf(e, mapping.lookup(slice.getOperand()), k, m,
+                               slice.getDim()));
+      continue;
+    }
+    Operation *copy = e.b.clone(op, mapping);
+    if (m > 1) {
+      copy->removeAttr(kShardingAttrName);
+      copy->removeAttr(kConflictsAttrName);
+    }
+  }
+  return outputs;
+}
+
 /// The forward program at one microbatch's shapes: `main` partitioned by
 /// the SPMD partitioner over a mesh of `m` "ranks" that are the
 /// microbatches, its batch inputs (`isBatch`) split by rows, so every op

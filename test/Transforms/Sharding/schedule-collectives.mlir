@@ -1,5 +1,11 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-schedule-collectives{bucket-mb=1}))' | FileCheck %s --check-prefix=BUCKET
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-schedule-collectives{bucket-mb=0}))' | FileCheck %s --check-prefix=ASYNC
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-schedule-collectives{bucket-mb=0.123456789}))' --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXACT
+
+// The bucket size prints as the shortest text that reads back as the same
+// double (six significant digits would print 1.234568e-01), so a printed
+// pipeline runs with the bucket it was given.
+// EXACT: cleave-schedule-collectives{{{.*}}bucket-mb=0.123456789{{[ }]}}
 
 // Two gradient all-reduces, each read by its optimizer update, with
 // independent compute (exp) after them.

@@ -4,6 +4,7 @@
 // RUN: not cleave-opt %s --cleave-shard-program="mesh=tp=2 zero=1" 2>&1 | FileCheck %s --check-prefix=NODP
 // RUN: not cleave-opt %s --cleave-shard-program="mesh=tp=2 shard={w}" 2>&1 | FileCheck %s --check-prefix=BADRULE
 // RUN: not cleave-opt %s --cleave-shard-program="mesh=dp=2 zero=4294967297" 2>&1 | FileCheck %s --check-prefix=BIGZERO
+// RUN: cleave-opt %s --cleave-shard-program="mesh=dp=2 overlap=true bucket-mb=0.123456789" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXACT
 
 // A training step partitioned over dp: the batch split, the loss and the
 // gradient all-reduced, the parameter whole.
@@ -22,6 +23,11 @@
 // NODP: error: --zero=1 splits over the dp axis, which --mesh does not have
 // BIGZERO: error: --zero must be 0, 1, 2 or 3
 // BADRULE: error: --shard: bad sharding rule 'w'
+
+// bucket-mb prints as the shortest text that reads back as the same double
+// (six significant digits would print 1.234568e-01), so a printed pipeline
+// runs with the bucket it was given.
+// EXACT: cleave-shard-program{bucket-mb=0.123456789 {{.*}}overlap=true
 
 func.func @main(%w: tensor<4x4xf32> {cleave.name = "w", cleave.parameter = "w", cleave.state = #cleave.state<parameter>},
                 %x: tensor<8x4xf32> {cleave.name = "x", cleave.role = #cleave.role<data>})

@@ -36,9 +36,10 @@
 // DILOCO-NEXT: %[[AVG:.*]] = cleave.reduce_scatter avg %arg0 over @mesh ["dp"] dim = 0 {cleave.phase = "DiLoCo outer step"} : tensor<4x4xf32> -> tensor<2x4xf32>
 // DILOCO-NEXT: %[[DELTA:.*]] = cleave.binary sub %arg2, %[[AVG]]
 // DILOCO-NEXT: %[[MU:.*]] = cleave.constant dense<8.000000e-01> : tensor<2x4xf32>
-// DILOCO-NEXT: %[[MM:.*]] = cleave.binary mul %[[MU]], %arg3
+// DILOCO-NEXT: %[[MM:.*]] = cleave.binary mul %arg3, %[[MU]]
 // DILOCO-NEXT: %[[M:.*]] = cleave.binary add %[[MM]], %[[DELTA]]
-// DILOCO-NEXT: %[[NM:.*]] = cleave.binary mul %[[MU]], %[[M]]
+// DILOCO-NEXT: %[[MU2:.*]] = cleave.constant dense<8.000000e-01> : tensor<2x4xf32>
+// DILOCO-NEXT: %[[NM:.*]] = cleave.binary mul %[[M]], %[[MU2]]
 // DILOCO-NEXT: %[[DIR:.*]] = cleave.binary add %[[DELTA]], %[[NM]]
 // DILOCO-NEXT: %[[LR:.*]] = cleave.constant dense<5.000000e-01> : tensor<2x4xf32>
 // DILOCO-NEXT: %[[STEP:.*]] = cleave.binary mul %[[LR]], %[[DIR]]

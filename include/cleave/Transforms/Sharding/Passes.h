@@ -5,6 +5,7 @@
 
 #include "Cleave/IR/CleaveDialect.h"
 
+#include "cleave/Transforms/PassOptionTypes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

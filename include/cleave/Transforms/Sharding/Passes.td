@@ -49,7 +49,7 @@ def ShardProgramPass : Pass<"cleave-shard-program", "::mlir::ModuleOp"> {
            "Megatron's sequence parallelism over tp">,
     Option<"overlap", "overlap", "bool", "false",
            "Bucket gradient all-reduces and run collectives asynchronously">,
-    Option<"bucketMB", "bucket-mb", "double", "25.0",
+    Option<"bucketMB", "bucket-mb", "::cleave::ExactDouble", "25.0",
            "MiB per all-reduce bucket with overlap">,
     Option<"dropCollective", "drop-collective", "int64_t", "-1",
            "Testing only: drop the N-th all_reduce after partitioning">,
@@ -182,7 +182,7 @@ def ScheduleCollectivesPass : Pass<"cleave-schedule-collectives", "::mlir::func:
   }];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
   let options = [
-    Option<"bucketMB", "bucket-mb", "double", "25.0",
+    Option<"bucketMB", "bucket-mb", "::cleave::ExactDouble", "25.0",
            "Bytes per bucket in MiB (0: no buckets)">,
     Option<"async", "async", "bool", "true",
            "Make collectives asynchronous, waiting at their first reader">,
