@@ -1,5 +1,4 @@
-//===- CleaveModule.cpp - The cleave._cleave extension module
-//---------------===//
+//===- CleaveModule.cpp - The cleave._cleave extension module -------------===//
 //
 // A thin binding over the functions the tools run: cleave::compile (with
 // its option table, set from keyword arguments), the MLIR pass manager with

@@ -1,5 +1,4 @@
-//===- OnnxExport.cpp - Write trained weights back into an ONNX model
-//------===//
+//===- OnnxExport.cpp - Write trained weights back into an ONNX model -----===//
 //
 // Protobuf wire format: a message is a sequence of (key, value) fields, the
 // key a varint (field number << 3 | wire type). ModelProto.graph is field 7,

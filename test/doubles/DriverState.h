@@ -1,5 +1,4 @@
-//===- DriverState.h - Internal state of the libcuda host double -*- C++
-//-*-===//
+//===- DriverState.h - State of the libcuda host double --------*- C++ -*-===//
 //
 // The tables the driver double keeps (DeviceDouble.h says what it checks):
 // live allocations with their access history, agents (host threads and

@@ -1,5 +1,4 @@
-//===- cleave-gradcheck.cpp - Check VJP rules against finite differences
-//---===//
+//===- cleave-gradcheck.cpp - Check VJP rules against finite differences --===//
 //
 // cleave-gradcheck file.mlir [--rtol 1e-6] [--step 1e-6] [--seed N]
 //                  [--samples 32] [--vjp]

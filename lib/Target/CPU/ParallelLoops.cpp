@@ -43,6 +43,7 @@
 
 #include "LoopWork.h"
 #include "cleave/Target/CPU/Passes.h"
+#include "cleave/Target/Common/LoopSpace.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -73,16 +74,9 @@ constexpr int64_t kMinOuterIterations = 64;
 /// The static trip counts of `loop`'s dimensions, or nothing when a bound
 /// or step is not a constant.
 std::optional<SmallVector<int64_t>> staticTrips(scf::ParallelOp loop) {
-  SmallVector<int64_t> trips;
-  for (auto [lb, ub, step] :
-       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    std::optional<int64_t> l = getConstantIntValue(lb),
-                           u = getConstantIntValue(ub),
-                           s = getConstantIntValue(step);
-    if (!l || !u || !s || *s <= 0)
-      return std::nullopt;
-    trips.push_back(*u > *l ? (*u - *l + *s - 1) / *s : 0);
-  }
+  SmallVector<int64_t> lbs, trips, steps;
+  if (failed(::cleave::getStaticLoopSpace(loop, lbs, trips, steps)))
+    return std::nullopt;
   return trips;
 }
 

@@ -23,24 +23,6 @@ using namespace mlir;
 // Iteration spaces
 //===----------------------------------------------------------------------===//
 
-LogicalResult cleave::getStaticLoopSpace(scf::ParallelOp loop,
-                                         SmallVectorImpl<int64_t> &lbs,
-                                         SmallVectorImpl<int64_t> &extents,
-                                         SmallVectorImpl<int64_t> &steps) {
-  for (auto [lb, ub, step] :
-       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-    std::optional<int64_t> l = getConstantIntValue(lb),
-                           u = getConstantIntValue(ub),
-                           s = getConstantIntValue(step);
-    if (!l || !u || !s || *s <= 0)
-      return failure();
-    lbs.push_back(*l);
-    extents.push_back(*u > *l ? (*u - *l + *s - 1) / *s : 0);
-    steps.push_back(*s);
-  }
-  return success();
-}
-
 SmallVector<Value> cleave::delinearizeIndex(OpBuilder &b, Location loc,
                                             Value linear, ArrayRef<int64_t> lbs,
                                             ArrayRef<int64_t> extents,

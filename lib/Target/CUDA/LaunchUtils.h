@@ -8,18 +8,13 @@
 #ifndef CLEAVE_LIB_TARGET_CUDA_LAUNCHUTILS_H
 #define CLEAVE_LIB_TARGET_CUDA_LAUNCHUTILS_H
 
+#include "cleave/Target/Common/LoopSpace.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace cleave {
-
-/// Constant lower bounds, extents (trip counts) and steps of `loop`;
-/// failure when a bound is not constant or a step not positive.
-mlir::LogicalResult getStaticLoopSpace(mlir::scf::ParallelOp loop,
-                                       llvm::SmallVectorImpl<int64_t> &lbs,
-                                       llvm::SmallVectorImpl<int64_t> &extents,
-                                       llvm::SmallVectorImpl<int64_t> &steps);
 
 /// The induction variables (lb + i * step per dimension) of iteration
 /// `linear` of a row-major iteration space of `extents`.

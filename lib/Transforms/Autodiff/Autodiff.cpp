@@ -1,5 +1,4 @@
-//===- Autodiff.cpp - Reverse-mode automatic differentiation
-//---------------===//
+//===- Autodiff.cpp - Reverse-mode automatic differentiation --------------===//
 //
 // buildGradients: walks the ops between the wrt values and the loss in
 // reverse program order, calls each op's VJPOpInterface rule and sums the

@@ -1,5 +1,4 @@
-//===- VJPRules.cpp - Attach the VJP rules to the cleave ops
-//---------------===//
+//===- VJPRules.cpp - Attach the VJP rules to the cleave ops --------------===//
 //
 // VJPOpInterface is attached as an external model, so the dialect's ODS stays
 // free of autodiff. Each model forwards to the op's `vjp` rule in

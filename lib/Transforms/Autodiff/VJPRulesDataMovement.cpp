@@ -1,5 +1,4 @@
-//===- VJPRulesDataMovement.cpp - VJP rules of the data movement ops
-//-------===//
+//===- VJPRulesDataMovement.cpp - VJP rules of the data movement ops ------===//
 //
 // broadcast_in_dim, reshape, transpose, slice, reverse, concat, pad
 // (constant mode), gather, gather_elements, scatter (none, add) and top_k.

@@ -1,5 +1,4 @@
-//===- VJPRulesElementwise.cpp - VJP rules of the elementwise ops
-//----------===//
+//===- VJPRulesElementwise.cpp - VJP rules of the elementwise ops ---------===//
 //
 // Rules for constant, iota, compare and arg_reduce (no gradient), unary,
 // binary, select and convert. Each returns one cotangent per operand, null

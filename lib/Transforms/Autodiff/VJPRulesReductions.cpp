@@ -1,5 +1,4 @@
-//===- VJPRulesReductions.cpp - VJP rules of contractions and reductions
-//---===//
+//===- VJPRulesReductions.cpp - VJP rules of contractions and reductions --===//
 //
 // contract (two contractions and transposes), reduce (sum, max, min, prod),
 // cumsum and the composites softmax, log_softmax, layer_norm and rms_norm.

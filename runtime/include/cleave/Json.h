@@ -1,5 +1,4 @@
-//===- Json.h - nlohmann-json for a runtime built without exceptions -*- C++
-//-*-===//
+//===- Json.h - nlohmann-json without exceptions ---------------*- C++ -*-===//
 //
 // The runtime reads and writes JSON (safetensors headers, checkpoint indexes
 // and manifests, step logs, traces, profiles) with nlohmann-json. It is
