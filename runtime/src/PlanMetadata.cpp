@@ -109,6 +109,21 @@ std::optional<int64_t> parseMetadataInteger(const std::string &text) {
   return static_cast<int64_t>(v);
 }
 
+std::optional<std::vector<int64_t>>
+parseMetadataRange(const std::string &text) {
+  std::vector<std::string> items = splitMetadataList(text);
+  if (items.size() != 2 && items.size() != 3)
+    return std::nullopt;
+  std::vector<int64_t> values;
+  for (const std::string &item : items) {
+    std::optional<int64_t> v = parseMetadataInteger(item);
+    if (!v)
+      return std::nullopt;
+    values.push_back(*v);
+  }
+  return values;
+}
+
 std::vector<std::string> splitMetadataList(const std::string &text) {
   std::vector<std::string> items;
   if (text.empty())
@@ -156,14 +171,10 @@ bool checkMetadata(const std::vector<MetadataEntry> &metadata,
         ok = parseMetadataInteger(value).has_value();
         expected = "a decimal integer";
         break;
-      case MetadataKind::Range: {
-        std::vector<std::string> items = splitMetadataList(value);
-        ok = items.size() == 2 || items.size() == 3;
-        for (const std::string &item : items)
-          ok = ok && parseMetadataInteger(item).has_value();
+      case MetadataKind::Range:
+        ok = parseMetadataRange(value).has_value();
         expected = "'lo,hi' or 'lo,hi,extra' (decimal integers)";
         break;
-      }
       }
       if (!ok) {
         if (error)

@@ -98,12 +98,12 @@ int Trainer::Impl::open() {
     ValidRange range;
     std::string key = std::string(plan::meta::kValidRangePrefix) + d.name;
     if (const char *v = cleave_rt_program_metadata(program, key.c_str())) {
-      long long lo = 0, hi = 0, extra = 0;
-      int fields = std::sscanf(v, "%lld,%lld,%lld", &lo, &hi, &extra);
-      if (fields < 2)
+      std::optional<std::vector<int64_t>> r = plan::parseMetadataRange(v);
+      if (!r)
         return fail("the plan's metadata " + key + " = '" + v +
                     "' is not 'lo,hi[,extra]'");
-      range = {true, fields == 3, lo, hi, extra};
+      range = {true, r->size() == 3, (*r)[0], (*r)[1],
+               r->size() == 3 ? (*r)[2] : 0};
     }
     validRanges.push_back(range);
   }

@@ -145,6 +145,9 @@ std::vector<std::string> getMetadata(const Plan &plan, ListKey key);
 
 /// Parses an Integer value (the whole text); nullopt if it is not one.
 std::optional<int64_t> parseMetadataInteger(const std::string &text);
+/// Parses a Range value: "lo,hi" or "lo,hi,extra" (2 or 3 integers);
+/// nullopt if it is not one.
+std::optional<std::vector<int64_t>> parseMetadataRange(const std::string &text);
 /// Splits a List value at commas ("" gives no items).
 std::vector<std::string> splitMetadataList(const std::string &text);
 
