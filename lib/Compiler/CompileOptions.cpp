@@ -100,6 +100,10 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "Freeze a model input to the value in an ONNX TensorProto "
       "file, making it a compile-time constant (for inputs that "
       "decide shapes, e.g. a Reshape's target shape; repeatable)");
+  add(o.allowNewerOpset, "allow-newer-opset", "",
+      "Import a model whose ONNX opset is newer than the newest Cleave "
+      "implements (28), with a warning, each op read as its newest "
+      "version Cleave knows (by default such a model is refused)");
   add(o.printMemoryPlan, "print-memory-plan", "",
       "Print the plan's nodes and buffers (offset, bytes, live "
       "range in nodes) to stderr");

@@ -97,6 +97,7 @@ int Driver::configure() {
   if (opts.keepLayers < 0)
     return fail("--keep-layers must not be negative");
   importOptions.keepLayers = opts.keepLayers;
+  importOptions.allowNewerOpset = opts.allowNewerOpset;
   // A .mlir file is a program in the cleave dialect (global, or already
   // per-rank with a cleave.mesh and collectives), as cleave-opt prints it.
   fromMLIR = llvm::StringRef(opts.input).ends_with(".mlir");

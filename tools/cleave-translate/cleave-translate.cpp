@@ -22,6 +22,11 @@ static cl::list<std::string>
     inputShapes("input-shape",
                 cl::desc("Pin an input's shape: name=2x3 (repeatable)"),
                 cl::cat(category));
+static cl::opt<bool> allowNewerOpset(
+    "allow-newer-opset",
+    cl::desc("Import a model of an opset newer than Cleave implements, with "
+             "a warning"),
+    cl::cat(category));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::init("-"), cl::cat(category));
 
@@ -31,6 +36,7 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "Cleave translator: ONNX model -> cleave MLIR\n");
   cleave::ImportOptions options;
+  options.allowNewerOpset = allowNewerOpset;
   for (const std::string &flag : inputShapes) {
     std::string err = cleave::parseInputShapeFlag(flag, options);
     if (!err.empty()) {

@@ -32,6 +32,7 @@ struct CompileOptions {
   std::string output;
   std::vector<std::string> inputShapes;
   std::vector<std::string> freezeInputs;
+  bool allowNewerOpset = false;
   EmitKind emit = EmitKind::Plan;
   CompilePhase phase = CompilePhase::Import;
   /// Set: print the pass pipeline of this phase (import, train-step, ...)

@@ -49,6 +49,10 @@ struct ImportOptions {
   /// what read the last layer's outputs reading the last kept layer's. The
   /// planner compiles such a cut-down model to cost one layer.
   int64_t keepLayers = 0;
+  /// Imports a model whose default opset is newer than the newest Cleave
+  /// implements (with a warning), each op read as its newest version Cleave
+  /// knows; without it such a model is refused.
+  bool allowNewerOpset = false;
   /// When set: the serialized model to import instead of reading the file
   /// (the path still names it, and external data is found beside it).
   std::shared_ptr<const std::string> modelBytes;

@@ -2,6 +2,8 @@
 
 #include "NodeContext.h"
 
+#include "ModelChecks.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
@@ -102,7 +104,7 @@ std::optional<ConstTensor> fromAttr(ElementsAttr attr) {
 // NodeContext: inputs, attributes, outputs
 //===----------------------------------------------------------------------===//
 
-InFlightDiagnostic NodeContext::error() {
+InFlightDiagnostic NodeContext::error() const {
   auto diag = mlir::emitError(loc);
   std::string name = node.name();
   if (auto nameLoc = dyn_cast<NameLoc>(loc))
@@ -184,30 +186,42 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
   return nullptr;
 }
 
-int64_t NodeContext::attrInt(StringRef name, int64_t def) const {
+const onnx::AttributeProto *NodeContext::typedAttr(StringRef name,
+                                                   int type) const {
   const auto *a = attr(name);
-  return a && a->has_i() ? a->i() : def;
+  if (!a || attributeHolds(*a, type))
+    return a;
+  if (!badAttribute)
+    error() << "attribute '" << name << "' holds " << describeAttribute(*a)
+            << "; it must hold " << attributeTypeNoun(type);
+  badAttribute = true;
+  return nullptr;
+}
+
+int64_t NodeContext::attrInt(StringRef name, int64_t def) const {
+  const auto *a = typedAttr(name, onnx::AttributeProto::INT);
+  return a ? a->i() : def;
 }
 
 double NodeContext::attrFloat(StringRef name, double def) const {
-  const auto *a = attr(name);
-  return a && a->has_f() ? a->f() : def;
+  const auto *a = typedAttr(name, onnx::AttributeProto::FLOAT);
+  return a ? a->f() : def;
 }
 
 std::string NodeContext::attrString(StringRef name, StringRef def) const {
-  const auto *a = attr(name);
-  return a && a->has_s() ? a->s() : def.str();
+  const auto *a = typedAttr(name, onnx::AttributeProto::STRING);
+  return a ? a->s() : def.str();
 }
 
 SmallVector<int64_t> NodeContext::attrInts(StringRef name) const {
-  const auto *a = attr(name);
+  const auto *a = typedAttr(name, onnx::AttributeProto::INTS);
   if (!a)
     return {};
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
 SmallVector<double> NodeContext::attrFloats(StringRef name) const {
-  const auto *a = attr(name);
+  const auto *a = typedAttr(name, onnx::AttributeProto::FLOATS);
   if (!a)
     return {};
   return SmallVector<double>(a->floats().begin(), a->floats().end());

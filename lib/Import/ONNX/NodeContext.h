@@ -222,7 +222,7 @@ public:
   StringRef opType() const { return node.op_type(); }
 
   /// An error about this node: "<OpType> node '<name>': ...".
-  mlir::InFlightDiagnostic error();
+  mlir::InFlightDiagnostic error() const;
 
   // Inputs ----------------------------------------------------------------
   int numInputs() const { return node.input_size(); }
@@ -241,8 +241,14 @@ public:
   mlir::FailureOr<double> constScalar(int i, StringRef what);
 
   // Attributes ------------------------------------------------------------
+  // Each typed read checks what the attribute holds: one of another type
+  // (an integer given as a string) is an error naming it, the read gives
+  // the default, and attributeFailed() says so (the importer fails the
+  // node when its converter returns).
   const onnx::AttributeProto *attr(StringRef name) const;
   bool hasAttr(StringRef name) const { return attr(name) != nullptr; }
+  /// Whether a typed read found an attribute of the wrong type.
+  bool attributeFailed() const { return badAttribute; }
   int64_t attrInt(StringRef name, int64_t def) const;
   double attrFloat(StringRef name, double def) const;
   std::string attrString(StringRef name, StringRef def) const;
@@ -310,6 +316,10 @@ public:
 
 private:
   llvm::StringMap<TensorEntry> &tensors;
+  mutable bool badAttribute = false;
+  /// attr(name) when it holds `type` (an onnx::AttributeProto type), null
+  /// when absent; null after an error when it holds another.
+  const onnx::AttributeProto *typedAttr(StringRef name, int type) const;
 };
 
 /// Numpy broadcast of two shapes; nullopt when incompatible.

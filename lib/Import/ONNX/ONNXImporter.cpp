@@ -391,25 +391,31 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &g,
         return failure();
       }
     }
+    // A converter that read an attribute of the wrong type has reported it
+    // (NodeContext::attributeFailed) and fails the node.
+    auto converted = [&](LogicalResult result) {
+      return success(succeeded(result) && !nc.attributeFailed());
+    };
     if (isGradientNode(node)) { // Differentiates a part of the graph.
-      if (failed(importGradientNode(nc, g, i, tensors)) ||
+      if (failed(converted(importGradientNode(nc, g, i, tensors))) ||
           failed(crossCheck(nc)))
         return failure();
       continue;
     }
     if (isIfNode(node)) {
-      if (failed(importIf(nc)))
+      if (failed(converted(importIf(nc))))
         return failure();
       continue;
     }
     if (isLoopNode(node)) {
-      if (failed(node.op_type() == "Loop" ? importLoop(nc) : importScan(nc)) ||
+      if (failed(converted(node.op_type() == "Loop" ? importLoop(nc)
+                                                    : importScan(nc))) ||
           failed(crossCheck(nc)))
         return failure();
       continue;
     }
     if (tryFoldNode(nc)) {
-      if (failed(crossCheck(nc)))
+      if (failed(converted(success())) || failed(crossCheck(nc)))
         return failure();
       continue;
     }
@@ -418,7 +424,7 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &g,
       nc.error() << "unsupported op";
       return failure();
     }
-    if (failed(it->second(nc)) || failed(crossCheck(nc)))
+    if (failed(converted(it->second(nc))) || failed(crossCheck(nc)))
       return failure();
   }
   return success();

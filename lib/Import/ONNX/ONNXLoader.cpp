@@ -7,6 +7,7 @@
 
 #include "ONNXLoader.h"
 
+#include "ModelChecks.h"
 #include "NodeContext.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -261,41 +262,6 @@ static LogicalResult internalizeExternalData(onnx::ModelProto &model,
   return success();
 }
 
-/// Every node input and graph output must name a graph input, initializer
-/// or earlier node output. libonnx's version converter dereferences
-/// undefined names, so this runs before it.
-static LogicalResult checkGraphStructure(const onnx::GraphProto &graph,
-                                         StringRef path, MLIRContext *ctx) {
-  llvm::StringSet<> defined;
-  for (const auto &in : graph.input())
-    defined.insert(in.name());
-  for (const auto &t : graph.initializer())
-    defined.insert(t.name());
-  auto undefined = [&](StringRef what, StringRef name, StringRef where) {
-    mlir::emitError(NameLoc::get(StringAttr::get(ctx, where),
-                                 FileLineColLoc::get(ctx, path, 0, 0)))
-        << what << " '" << name << "' of '" << where
-        << "' is not produced by any earlier node, initializer or graph input";
-    return failure();
-  };
-  for (int i = 0; i < graph.node_size(); ++i) {
-    const auto &node = graph.node(i);
-    std::string where = node.name().empty()
-                            ? node.op_type() + "#" + std::to_string(i)
-                            : node.name();
-    for (const auto &in : node.input())
-      if (!in.empty() && !defined.contains(in))
-        return undefined("input", in, where);
-    for (const auto &out : node.output())
-      if (!out.empty())
-        defined.insert(out);
-  }
-  for (const auto &out : graph.output())
-    if (!defined.contains(out.name()))
-      return undefined("output", out.name(), "graph");
-  return success();
-}
-
 /// libonnx converts an opset-6 Gemm to opset 7 by reading the first two
 /// dimensions of A and B without checking that they are known: checked
 /// here, on the shapes ONNX shape inference gives them (a copy of `model`).
@@ -525,6 +491,29 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
   int64_t opset = getDefaultOpset(model);
   if (sourceOpset)
     *sourceOpset = opset;
+  if (opset > kMaxImplementedOpset) {
+    if (!options.allowNewerOpset) {
+      mlir::emitError(loc)
+          << "model '" << path << "' uses opset " << opset
+          << " of the default ONNX domain, newer than the newest Cleave "
+             "implements (opset "
+          << kMaxImplementedOpset
+          << "); pass --allow-newer-opset to import it anyway, each op read "
+             "as its newest version Cleave knows";
+      return failure();
+    }
+    mlir::emitWarning(loc) << "model '" << path << "' uses opset " << opset
+                           << ", newer than the newest Cleave implements "
+                              "(opset "
+                           << kMaxImplementedOpset
+                           << "); importing each op as its newest version "
+                              "Cleave knows (--allow-newer-opset)";
+  }
+  // Cleave's own checks, for every IR version and opset: names defined
+  // once and in scope, attributes as their schemas declare them.
+  if (failed(checkGraphStructure(model.graph(), path, ctx)) ||
+      failed(checkNodeAttributes(model.graph(), opset, path, ctx)))
+    return failure();
   SetAsideInitializers aside;
   if (options.keepLayers > 0 &&
       failed(keepFirstLayers(model, options.keepLayers, loc)))
@@ -545,9 +534,10 @@ LogicalResult loadONNXModel(StringRef path, const ImportOptions &options,
                            << static_cast<int64_t>(onnx::IR_VERSION)
                            << "); skipping the checker and ONNX shape "
                               "inference";
-    // Cleave's own checks stand in: names defined before use, and window
-    // attributes the converters divide by. Each converter checks its
-    // node's inputs, attributes and shapes.
+    // Cleave's own checks stand in: checkGraphStructure and
+    // checkNodeAttributes ran above (the structure again here, on the graph
+    // as cut and frozen), and the window attributes the converters divide
+    // by. Each converter checks its node's inputs and shapes.
     aside.restore(model);
     if (failed(checkGraphStructure(model.graph(), path, ctx)) ||
         failed(checkWindowAttributes(model.graph(), path, ctx)))

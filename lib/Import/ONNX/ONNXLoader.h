@@ -19,12 +19,19 @@ namespace cleave::onnximport {
 constexpr int64_t kMinConvertedOpset = 13;
 /// Newest opset libonnx's checker and shape inference know.
 constexpr int64_t kMaxCheckedOpset = 17;
+/// Newest opset of the default domain whose ops Cleave implements (onnx
+/// 1.23's, NewerSchemas.inc); newer models need
+/// ImportOptions::allowNewerOpset.
+constexpr int64_t kMaxImplementedOpset = 28;
 
 /// Opset version of the default domain ("" or "ai.onnx"); 0 when absent.
 int64_t getDefaultOpset(const onnx::ModelProto &model);
 
-/// Parses `path` into `model`, pins input shapes from `options`, converts
-/// opsets below 13, runs the checker and strict shape inference (opset <= 17).
+/// Parses `path` into `model`, refuses opsets newer than
+/// kMaxImplementedOpset (unless ImportOptions::allowNewerOpset), runs
+/// Cleave's own checks (ModelChecks.h), pins input shapes from `options`,
+/// converts opsets below 13, runs the checker and strict shape inference
+/// (opset <= 17, IR version <= 8).
 /// `sourceOpset` (if not null) receives the file's opset before conversion.
 mlir::LogicalResult loadONNXModel(llvm::StringRef path,
                                   const ImportOptions &options,

@@ -16,11 +16,12 @@ OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
 
 
-def save(name, nodes, inputs, outputs, inits=(), opset=17, folder=None):
+def save(name, nodes, inputs, outputs, inits=(), opset=17, folder=None,
+         ir=8, opsets=()):
     graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+        graph, opset_imports=[helper.make_opsetid("", opset)] + list(opsets))
+    model.ir_version = ir
     path = os.path.join(folder or OUT, name + ".onnx")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     onnx.save(model, path)
@@ -184,3 +185,71 @@ external_model("length_beyond", "weights.bin", offset=8, length=16,
 external_model("missing", "nothere.bin")
 external_model("directory", "sub", make_file=lambda d: os.makedirs(
     os.path.join(d, "sub"), exist_ok=True))
+
+
+# Models that break the rules of ONNX in ways libonnx 1.12's checker cannot
+# see in files of IR version 10 and newer (it skips them), each written at
+# IR version 8 (name_ir8) and 10 (name_ir10): Cleave's own checks refuse
+# both alike.
+def hostile(name, nodes, inputs, outputs, inits=(), **kw):
+    for ir in (8, 10):
+        save(f"{name}_ir{ir}", nodes, inputs, outputs, inits, ir=ir, **kw)
+
+
+def gemm(**attrs):
+    return [helper.make_node("Gemm", ["a", "b"], ["y"], name="g", **attrs)]
+
+
+ab = [vi("a", F, [2, 3]), vi("b", F, [3, 4])]
+hostile("gemm_transa_string", gemm(transA="yes"), ab, [vi("y", F, [2, 4])])
+hostile("gemm_transa_2", gemm(transA=2), ab, [vi("y", F, [2, 4])])
+hostile("gemm_unknown_attr", gemm(transC=1), ab, [vi("y", F, [2, 4])])
+
+
+def conv(**attrs):
+    return [helper.make_node("Conv", ["x", "w"], ["y"], name="c", **attrs)]
+
+
+xw = [vi("x", F, [1, 1, 4, 4]), vi("w", F, [1, 1, 2, 2])]
+hostile("conv_auto_pad", conv(auto_pad="SIDEWAYS"), xw, [vi("y", F, [1, 1, 3, 3])])
+hostile("conv_pads_count", conv(pads=[0, 0, 0]), xw, [vi("y", F, [1, 1, 3, 3])])
+hostile("maxpool_no_kernel", [helper.make_node("MaxPool", ["x"], ["y"], name="mp")],
+        xw[:1], [vi("y", F, [1, 1, 4, 4])])
+relu = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+hostile("opset99", relu, [vi("x", F, [2])], [vi("y", F, [2])], opset=99)
+hostile("duplicate_output", [
+    helper.make_node("Relu", ["x"], ["y"], name="r1"),
+    helper.make_node("Neg", ["x"], ["y"], name="r2"),
+], [vi("x", F, [2])], [vi("y", F, [2])])
+hostile("duplicate_input", relu, [vi("x", F, [2]), vi("x", F, [2])], [vi("y", F, [2])])
+hostile("duplicate_initializer", [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        [vi("x", F, [2])], [vi("y", F, [2])],
+        [numpy_helper.from_array(np.ones(2, np.float32), "w")] * 2)
+hostile("undefined_output", relu, [vi("x", F, [2])], [vi("y", F, [2]), vi("z", F, [2])])
+hostile("undefined_input", [helper.make_node("Relu", ["nothere"], ["y"], name="r")],
+        [vi("x", F, [2])], [vi("y", F, [2])])
+hostile("initializer_type", [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        [vi("x", F, [2]), vi("w", F, [2])], [vi("y", F, [2])],
+        [numpy_helper.from_array(np.ones(2, np.float16), "w")])
+then_branch = helper.make_graph(
+    [helper.make_node("Neg", ["x"], ["inner"], name="neg"),
+     helper.make_node("Identity", ["inner"], ["t"], name="id")],
+    "then", [], [vi("t", F, [2])])
+else_branch = helper.make_graph(
+    [helper.make_node("Identity", ["x"], ["e"], name="eid")],
+    "else", [], [vi("e", F, [2])])
+hostile("subgraph_name_outside", [
+    helper.make_node("If", ["c"], ["out"], name="if1",
+                     then_branch=then_branch, else_branch=else_branch),
+    helper.make_node("Add", ["out", "inner"], ["y"], name="after"),
+], [vi("c", TensorProto.BOOL, []), vi("x", F, [2])], [vi("y", F, [2])])
+# An attribute of an optimizer (training domain, not checked against a
+# schema before import): the converter's read refuses it.
+save("momentum_mode_int_ir10", [
+    helper.make_node("Momentum", ["r", "t", "x", "g", "v"], ["xn", "vn"],
+                     name="mom", domain="ai.onnx.preview.training", alpha=0.9,
+                     beta=0.5, mode=1, norm_coefficient=0.0)],
+    [vi("r", F, []), vi("t", I64, []), vi("x", F, [2]), vi("g", F, [2]),
+     vi("v", F, [2])],
+    [vi("xn", F, [2]), vi("vn", F, [2])], ir=10,
+    opsets=[helper.make_opsetid("ai.onnx.preview.training", 1)])

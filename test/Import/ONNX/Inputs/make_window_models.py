@@ -47,6 +47,14 @@ def main():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, os.path.join(out, "if_conv_stride0.onnx"))
+    # A LayerNormalization of a scalar: its default axis -1 is outside it.
+    scalar = helper.make_tensor_value_info("x", TensorProto.FLOAT, [])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [1])
+    ln = helper.make_node("LayerNormalization", ["x", "w"], ["y"], name="ln")
+    graph = helper.make_graph([ln], "g", [scalar, w], [out_vi])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, os.path.join(out, "layernorm_scalar.onnx"))
 
 
 if __name__ == "__main__":
