@@ -92,6 +92,7 @@ int Driver::configure() {
                 "' (expected train or frozen)");
   importOptions.batchNormTraining = opts.train && opts.batchNorm == "train";
   importOptions.keepParameters = opts.train;
+  importOptions.trainableNamed = !opts.trainable.empty();
   // A model declared without its weights trains from drawn ones only.
   importOptions.absentWeights = opts.train && !opts.initParameters.empty();
   if (opts.keepLayers < 0)

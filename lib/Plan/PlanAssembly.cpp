@@ -550,6 +550,10 @@ void PlanBuilder::addCostMetadata(Assembly &a, plan::Plan &p) {
     plan::addMetadata(
         p, meta::kUntied,
         llvm::formatv("{0}", llvm::json::Value(std::move(a.untied))).str());
+  if (!a.folded.empty())
+    plan::addMetadata(
+        p, meta::kFolded,
+        llvm::formatv("{0}", llvm::json::Value(std::move(a.folded))).str());
   if (!a.markerNames.empty())
     plan::addMetadata(p, meta::kPipelineSteps, a.markerNames);
   if (!a.kernelCosts.empty())

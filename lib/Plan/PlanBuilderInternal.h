@@ -92,6 +92,8 @@ struct Assembly {
   std::vector<std::pair<int64_t, ::cleave::plan::Command>> stateCopies;
   /// The parameters --untie made (the `untied` metadata).
   llvm::json::Array untied;
+  /// The parameters made again from transposed copies (`folded`).
+  llvm::json::Array folded;
   /// The pipeline steps in the order they first appear.
   std::vector<std::string> markerNames;
   /// Each Kernel command's flops and the bytes of its arguments (what it

@@ -143,6 +143,14 @@ LogicalResult PlanBuilder::addState(Assembly &a, plan::Plan &p, unsigned i,
                            {"from", from.getValue()},
                            {"node", node ? node.getValue() : StringRef()}});
   }
+  // A parameter made again from a PyTorch export's transposed copy, in the
+  // `folded` metadata: --export-onnx writes the copy (and the parameter
+  // only where the file held it).
+  if (auto copy = main.getArgAttrOfType<StringAttr>(i, attr::kTransposedCopy))
+    a.folded.push_back(llvm::json::Object{
+        {"name", info.name},
+        {"copy", copy.getValue()},
+        {"in_source", !main.getArgAttr(i, attr::kNotInSource)}});
   // `cleave.varying = ["dp"]`: the state differs from rank to rank over
   // those axes although its sharding does not split it (local SGD's
   // replicas, a delayed reduction's local gradients).

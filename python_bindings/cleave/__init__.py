@@ -261,29 +261,27 @@ def load(path: Union[str, "os.PathLike[str]"]) -> "Plan":
 def compile_torch(module: Any, example_inputs: Any, *,
                   input_names: Optional[Sequence[str]] = None,
                   output_names: Optional[Sequence[str]] = None,
-                  opset_version: int = 17, **options: Any) -> "Plan":
-    """Exports a torch.nn.Module with torch.onnx.export (TorchScript
-    exporter, ``opset_version``) and compiles it with ``options`` as
-    ``compile`` takes them. torch is needed only for this function."""
-    try:
-        import torch
-    except ImportError:
-        raise OptionError("compile_torch needs PyTorch (pip install torch)") from None
+                  opset_version: Optional[int] = None, exporter: str = "dynamo",
+                  **options: Any) -> "Plan":
+    """Exports a torch.nn.Module and compiles it with ``options`` as
+    ``compile`` takes them. The export goes through torch.export and the
+    dynamo exporter (``optimize=False``, opset 18 unless ``opset_version``
+    says newer), so the plan's parameters are exactly the module's
+    ``named_parameters()``, ties included; ``exporter="torchscript"`` asks
+    for the TorchScript exporter (opset 17 by default) instead. A trainer of
+    the plan gives its ``state_dict()`` under the module's own keys, as
+    torch tensors, for ``module.load_state_dict``. torch is needed only for
+    this function."""
+    from . import _torch
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    with tempfile.TemporaryDirectory(prefix="cleave-torch-") as tmp:
-        path = os.path.join(tmp, type(module).__name__ + ".onnx")
-        kwargs: dict[str, Any] = dict(opset_version=opset_version,
-                                      input_names=input_names,
-                                      output_names=output_names)
-        try:
-            torch.onnx.export(module, tuple(example_inputs), path,
-                              dynamo=False, **kwargs)
-        except TypeError:  # A torch without the dynamo switch.
-            torch.onnx.export(module, tuple(example_inputs), path, **kwargs)
-        with open(path, "rb") as f:
-            data = f.read()
-    return compile(data, **options)
+    data, state_map = _torch.export_module(
+        module, example_inputs, input_names=input_names,
+        output_names=output_names, opset_version=opset_version,
+        exporter=exporter)
+    plan = compile(data, **options)
+    plan._torch_state = state_map
+    return plan
 
 
 class Plan:
@@ -302,6 +300,7 @@ class Plan:
         plan._source_bytes = None
         plan._source_path = None
         plan._path = None
+        plan._torch_state = None
         return plan
 
     @property
@@ -625,13 +624,29 @@ class Trainer:
         (DIR/step-N, resumable by either); returns its path."""
         return self._started().save_checkpoint(os.fspath(directory))
 
-    def state_dict(self, *, optimizer: bool = False) -> dict[str, np.ndarray]:
+    def state_dict(self, *, optimizer: bool = False) -> dict[str, Any]:
         """The parameters and buffers (with ``optimizer=True``, the
         optimizer states too) as numpy arrays, by their names in the ONNX
-        model."""
+        model. For a plan from ``compile_torch``, the module's own
+        ``state_dict`` instead: every key of the module (ties and untrained
+        buffers included) as a torch tensor, ready for
+        ``module.load_state_dict``; ``optimizer=True`` adds the optimizer
+        states under Cleave's names."""
         states = self._started().state_dict()
-        return {name: array for name, (kind, array) in states.items()
-                if optimizer or kind != "optimizer"}
+        result = {name: array for name, (kind, array) in states.items()
+                  if optimizer or kind != "optimizer"}
+        torch_state = self.plan._torch_state
+        if torch_state is None:
+            return result
+        trained = {name: array for name, (kind, array) in states.items()
+                   if kind != "optimizer"}
+        mapped: dict[str, Any] = torch_state.state_dict(trained)
+        if optimizer:
+            import torch
+            mapped.update({name: torch.from_numpy(np.array(array, copy=True))
+                           for name, (kind, array) in states.items()
+                           if kind == "optimizer"})
+        return mapped
 
     def export_onnx(self, path: Union[str, "os.PathLike[str]"], *,
                     source_model: Optional[str] = None) -> None:

@@ -30,6 +30,7 @@ const std::vector<MetadataKeyInfo> &metadataKeys() {
       {meta::kCommBytesPerRank.name, K::Integer, false},
       {meta::kKernelCosts.name, K::List, false},
       {meta::kUntied.name, K::Text, false},
+      {meta::kFolded.name, K::Text, false},
       {meta::kPipelineSteps.name, K::List, false},
       {meta::kActivationBytes.name, K::Integer, false},
       {meta::kAccumulatorBytes.name, K::Integer, false},

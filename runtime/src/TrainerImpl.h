@@ -34,6 +34,15 @@ struct UntiedParameter {
 };
 using UntiedParameters = std::map<std::string, UntiedParameter>;
 
+/// A parameter made again from a PyTorch export's transposed copy: the
+/// initializer that holds the copy, and whether the file holds the
+/// parameter itself too.
+struct FoldedParameter {
+  std::string copy;
+  bool inSource = false;
+};
+using FoldedParameters = std::map<std::string, FoldedParameter>;
+
 /// Reads the plan's `untied` metadata (a JSON array of {"name", "from",
 /// "node"} objects).
 bool readUntiedParameters(cleave_rt_program program, UntiedParameters *out,
@@ -43,6 +52,11 @@ bool readUntiedParameters(cleave_rt_program program, UntiedParameters *out,
 /// initializers read by their node; one whose node is unknown cannot.
 /// Returns an exit code on failure, -1 on success.
 int checkOnnxExportable(const UntiedParameters &untied);
+
+/// Reads the plan's `folded` metadata (a JSON array of {"name", "copy",
+/// "in_source"} objects).
+bool readFoldedParameters(cleave_rt_program program, FoldedParameters *out,
+                          std::string *error);
 
 /// Records that this rank left on purpose (--debug-fault), for leftByFault.
 void setLeftByFault();
@@ -71,6 +85,7 @@ struct Trainer::Impl {
 
   CheckpointLayout states;
   UntiedParameters untied;
+  FoldedParameters folded;
   cleave_rt::Executor exec;
   // Local SGD / DiLoCo: the plan's sync entry runs after every
   // info.sync_every-th step on the states it borrows from the step.

@@ -49,6 +49,7 @@ using namespace cleave::plan;
 /// code on failure, -1 on success.
 static int exportOnnx(const std::string &path, const std::string &sourceModel,
                       cleave_rt_program program, const UntiedParameters &untied,
+                      const FoldedParameters &folded,
                       const std::vector<checkpoint::StateRecord> &records) {
   std::string source = sourceModel;
   if (source.empty()) {
@@ -65,9 +66,37 @@ static int exportOnnx(const std::string &path, const std::string &sourceModel,
     return fail("--export-onnx: cannot read the source model '" + source +
                 "': " + err);
   std::vector<onnxexport::Weight> weights;
+  // The transposed copies of parameters made again from them (their
+  // bytes live until the export is written).
+  std::vector<std::vector<uint8_t>> transposed;
+  transposed.reserve(folded.size());
   for (const checkpoint::StateRecord &r : records) {
     if (r.kind != StateKind::Parameter && r.kind != StateKind::Buffer)
       continue;
+    if (auto it = folded.find(r.name); it != folded.end()) {
+      size_t elem = r.shape.size() == 2 && r.shape[0] * r.shape[1] > 0
+                        ? r.data.size() / (r.shape[0] * r.shape[1])
+                        : 0;
+      if (!elem)
+        return fail("--export-onnx: parameter '" + r.name +
+                    "' is recorded as a transposed copy, but it is not a "
+                    "matrix");
+      int64_t rows = r.shape[0], cols = r.shape[1];
+      std::vector<uint8_t> &t = transposed.emplace_back(r.data.size());
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          std::memcpy(t.data() + (j * rows + i) * elem,
+                      r.data.data() + (i * cols + j) * elem, elem);
+      onnxexport::Weight copy;
+      copy.name = it->second.copy;
+      copy.dtype = static_cast<uint32_t>(r.dtype);
+      copy.shape = {cols, rows};
+      copy.data = t.data();
+      copy.size = t.size();
+      weights.push_back(std::move(copy));
+      if (!it->second.inSource)
+        continue;
+    }
     onnxexport::Weight w;
     w.name = r.name;
     w.dtype = static_cast<uint32_t>(r.dtype);
@@ -512,7 +541,8 @@ int Trainer::Impl::exportParameters(const std::string &safetensorsPath,
       return fail("cannot export the parameters: " + err);
   }
   if (!onnxPath.empty())
-    if (int rc = exportOnnx(onnxPath, sourceModel, program, untied, records);
+    if (int rc =
+            exportOnnx(onnxPath, sourceModel, program, untied, folded, records);
         rc >= 0)
       return rc;
   return -1;

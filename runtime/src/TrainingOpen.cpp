@@ -51,6 +51,30 @@ bool readUntiedParameters(cleave_rt_program program, UntiedParameters *out,
   return true;
 }
 
+bool readFoldedParameters(cleave_rt_program program, FoldedParameters *out,
+                          std::string *error) {
+  const char *text = cleave_rt_program_metadata(program, meta::kFolded.name);
+  if (!text)
+    return true;
+  json::Value doc;
+  if (!json::parse(text, &doc, error) || !doc.is_array()) {
+    *error = "the plan's 'folded' metadata is not a JSON array";
+    return false;
+  }
+  for (const json::Value &entry : doc) {
+    const std::string *name = json::asString(json::get(entry, "name")),
+                      *copy = json::asString(json::get(entry, "copy"));
+    const json::Value *inSource = json::get(entry, "in_source");
+    if (!name || !copy || !inSource || !inSource->is_boolean()) {
+      *error = "the plan's 'folded' metadata has an entry without string "
+               "name and copy and boolean in_source";
+      return false;
+    }
+    (*out)[*name] = {*copy, inSource->get<bool>()};
+  }
+  return true;
+}
+
 int checkOnnxExportable(const UntiedParameters &untied) {
   for (const auto &[name, source] : untied)
     if (source.node.empty())
@@ -129,7 +153,8 @@ int Trainer::Impl::open() {
       !prepareOutputDir(program, o.outputDir, &outputError))
     return fail(outputError);
   std::string untiedError;
-  if (!readUntiedParameters(program, &untied, &untiedError))
+  if (!readUntiedParameters(program, &untied, &untiedError) ||
+      !readFoldedParameters(program, &folded, &untiedError))
     return fail(untiedError);
   // --export-onnx is checked now, not after the last step.
   if (!o.exportOnnx.empty())

@@ -9,6 +9,10 @@ For every model in MODELS this writes, next to this script:
                 static shapes, one self-contained file (no external data), one output,
                 "logits". Weights are random (fixed seeds) and made pairwise distinct so
                 that every PyTorch parameter and buffer is its own ONNX initializer.
+  <name>_default.onnx
+                (GPT-2, Llama, BERT, Qwen2) The same weights exported with
+                torch.onnx.export's defaults, its optimizer on: parameters folded into
+                transposed copies and constants, as users' files arrive.
   <name>.npz    PyTorch reference numbers (float32 unless noted):
                   input.<input>           the model inputs
                   labels                  int64 cross-entropy targets (-100 = ignored)
@@ -32,7 +36,7 @@ runs) and the package versions used.
 Regenerate everything, or one model (the other manifest entries are kept), with a Python
 that has torch, torchvision, transformers, onnxscript and onnx installed:
 
-  python test/models/make_models.py [--only NAME]
+  python test/models/make_models.py [--only NAME...]
 """
 
 from __future__ import annotations
@@ -155,6 +159,9 @@ class Case:
     # The exporter's opset: 23 lets it write attention, RMS norm as the
     # Attention and RMSNormalization ops.
     opset: int = OPSET
+    # Also export with torch.onnx.export's defaults (its optimizer on), as
+    # <name>_default.onnx: what a user who does not protect the parameters gets.
+    default_export: bool = False
 
 
 LM_BATCH, LM_SEQ, VOCAB = 2, 8, 96
@@ -185,7 +192,7 @@ def gpt2(tied: bool, opset: int = OPSET) -> Callable[[torch.Generator], Case]:
                     f"GPT-2 (transformers GPT2LMHeadModel), 2 layers, n_embd 32, 4 heads, "
                     f"vocab {VOCAB}, {'tied' if tied else 'untied'} input/output embeddings"
                     + (f"; exported at opset {opset} (Attention)" if opset >= 23 else ""),
-                    opset=opset)
+                    opset=opset, default_export=opset < 23)
     return build
 
 
@@ -208,8 +215,23 @@ def llama(opset: int = OPSET) -> Callable[[torch.Generator], Case]:
                     f"intermediate 64, vocab {VOCAB}, untied embeddings"
                     + (f"; exported at opset {opset} (Attention, RMSNormalization)"
                        if opset >= 23 else ""),
-                    opset=opset)
+                    opset=opset, default_export=opset < 23)
     return build
+
+
+def qwen2(gen: torch.Generator) -> Case:
+    cfg = transformers.Qwen2Config(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=16,
+        bos_token_id=0, eos_token_id=0, tie_word_embeddings=True, attention_dropout=0.0,
+        use_cache=False, attn_implementation="eager")
+    model = transformers.Qwen2ForCausalLM(cfg)
+    return Case(Logits(model, "input_ids"), "input_ids",
+                random_tokens(gen, (LM_BATCH, LM_SEQ)), random_tokens(gen, (LM_BATCH, LM_SEQ)),
+                "Qwen2 (transformers Qwen2ForCausalLM): RMSNorm, rotary embeddings, SwiGLU "
+                "MLP, grouped-query attention (4 heads, 2 kv heads) with q/k/v biases, "
+                f"2 layers, hidden 32, intermediate 64, vocab {VOCAB}, tied embeddings",
+                default_export=True)
 
 
 BERT_SEQ, BERT_MASKED_PER_ROW, BERT_MASK_ID, BERT_FIRST_WORD = 16, 3, 3, 4
@@ -234,7 +256,8 @@ def bert_mlm(gen: torch.Generator) -> Case:
                 f"intermediate 64, vocab {VOCAB}, decoder tied to the word embeddings; "
                 "attention_mask and token_type_ids take their defaults (all ones, all zeros); "
                 f"{BERT_MASKED_PER_ROW} of {BERT_SEQ} positions per row are masked "
-                f"(input id {BERT_MASK_ID}) and labelled, the rest are {IGNORE_INDEX}")
+                f"(input id {BERT_MASK_ID}) and labelled, the rest are {IGNORE_INDEX}",
+                default_export=True)
 
 
 def vit(gen: torch.Generator) -> Case:
@@ -269,6 +292,7 @@ MODELS: dict[str, Callable[[torch.Generator], Case]] = {
     "llama": llama(),
     "gpt2_opset23": gpt2(tied=True, opset=23),
     "llama_opset23": llama(opset=23),
+    "qwen2": qwen2,
     "bert_mlm": bert_mlm,
     "vit": vit,
     "resnet18": resnet18,
@@ -416,6 +440,28 @@ def export(model: nn.Module, example: torch.Tensor, input_name: str,
     return proto
 
 
+def export_default(model: nn.Module, example: torch.Tensor, input_name: str, path: Path,
+                   opset: int) -> float:
+    """Exports model with torch.onnx.export's defaults (dynamo, its optimizer on) to
+    one self-contained file; returns its reference logits' max difference from
+    PyTorch's."""
+    model.eval()
+    program = torch.onnx.export(model, (example,), dynamo=True, opset_version=opset,
+                                input_names=[input_name], output_names=["logits"],
+                                verbose=False)
+    for node in program.model.graph:
+        node.metadata_props.pop("pkg.torch.onnx.stack_trace", None)
+    program.save(str(path), external_data=False)
+    proto = onnx.load(str(path))
+    onnx.checker.check_model(proto, full_check=True)
+    if path.stat().st_size >= MAX_FILE_BYTES:
+        raise SystemExit(f"error: {path.name} is too large")
+    got = onnx.reference.ReferenceEvaluator(proto).run(None, {input_name: example.numpy()})[0]
+    with torch.no_grad():
+        want = model(example).numpy()
+    return float(np.max(np.abs(got - want)))
+
+
 def check_no_copies(state: list[StateTensor], names: dict[int, str],
                     inits: dict[str, np.ndarray]) -> None:
     """Fails if a non-state initializer holds a state tensor's values in any order (a
@@ -495,6 +541,15 @@ def generate(name: str) -> dict:
     inits = float_initializers(proto)
     names = match_initializers(state, inits)
     exported = copy.deepcopy(model)  # every run starts from these weights
+    default_export = {}
+    if case.default_export:
+        default_path = OUT_DIR / f"{name}_default.onnx"
+        err = export_default(copy.deepcopy(model), case.input, case.input_name, default_path,
+                             case.opset)
+        if not err < 1e-4:
+            raise SystemExit(f"error: {name}: default export's logits differ by {err}")
+        default_export = {"default_export": {"onnx": default_path.name,
+                                             "onnx_reference_max_abs_error": err}}
 
     data: dict[str, np.ndarray] = {f"input.{case.input_name}": case.input.numpy(),
                                    "labels": case.labels.numpy()}
@@ -583,6 +638,7 @@ def generate(name: str) -> dict:
         "initial_grad_norm": initial_norm,
         "onnx_reference_max_abs_error": onnx_err,
         "runs": runs,
+        **default_export,
     }
     print(f"{name}: {onnx_path.stat().st_size} B onnx, {npz_path.stat().st_size} B npz, "
           f"{len(entry['parameters'])} parameters, {len(entry['buffers'])} buffers, "
@@ -607,7 +663,8 @@ def package_versions() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=sorted(MODELS), help="regenerate one model")
+    parser.add_argument("--only", nargs="+", choices=sorted(MODELS),
+                        help="regenerate these models")
     args = parser.parse_args()
     torch.set_num_threads(2)
     torch.use_deterministic_algorithms(True)
@@ -621,7 +678,7 @@ def main() -> None:
         old = json.loads(manifest_path.read_text())
         models = old["models"]
         versions = old["versions"]
-    for name in [args.only] if args.only else MODELS:
+    for name in args.only or MODELS:
         models[name] = generate(name)
     manifest = {
         "versions": versions,

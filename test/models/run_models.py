@@ -22,6 +22,12 @@ Cleave and compares with the PyTorch reference numbers stored beside it:
               reference (the mixed-precision tolerance)              <= 2e-2
   running     BatchNorm running statistics after the adamw run
               (--export-safetensors), per tensor                     <= 1e-4
+  default ... the model's default export (<name>_default.onnx, the
+              exporter's optimizer on) as DEFAULT_EXPORTS says: refused
+              with the advice and the constants in doubt, or trained:
+              logits, params, grad as above, sgd and adamw losses   <= 1e-5,
+              and export-onnx: Cleave's logits of the --export-onnx
+              file of the adamw run against onnxruntime's           <= 1e-5
 
   run_models.py --bin build/bin --work /tmp/models [--only NAME ...] [-j 2]
 
@@ -46,6 +52,20 @@ TOL_LOGITS = 1e-5
 TOL_GRAD = 1e-4
 TOL_LOSS = 1e-4
 TOL_BF16 = 2e-2
+# The default exports (torch.onnx.export's optimizer on) that train must
+# train like PyTorch this closely.
+TOL_DEFAULT_LOSS = 1e-5
+
+# What Cleave does with each default export (make_models.py writes them):
+# "trained", or the constants the refusal names as holding folded parameters.
+DEFAULT_EXPORTS = {
+    "gpt2_tied": ["'embedding_1' [1,8,32]"],    # wpe's rows at the exported positions
+    "gpt2_untied": ["'embedding_1' [1,8,32]"],
+    "llama": "trained",                         # Linear weights as transposed copies
+    "qwen2": "trained",                         # and the tied LM head's copy
+    "bert_mlm": ["'embedding_1' [2,16,32]",     # token-type rows
+                 "'embedding_2' [1,16,32]"],    # position rows
+}
 
 
 class Failure(Exception):
@@ -204,6 +224,67 @@ class Model:
         return checks
 
 
+class DefaultExport(Model):
+    """The model's default export (make_models.py's <name>_default.onnx): the
+    same weights, so the same PyTorch reference numbers."""
+
+    def __init__(self, name: str, spec: dict, bin_dir: Path, work: Path):
+        super().__init__(name + "/default", spec, bin_dir, work)
+        self.onnx = str(HERE / spec["default_export"]["onnx"])
+
+    def check_run(self, run_name: str, precision: str = "fp32"):
+        return [("default " + label, err,
+                 TOL_DEFAULT_LOSS if label == run_name else tol)
+                for label, err, tol in super().check_run(run_name, precision)]
+
+    def check_logits(self):
+        return [("default " + c[0],) + c[1:] for c in super().check_logits()]
+
+    def check_gradients(self):
+        return [("default " + c[0],) + c[1:] for c in super().check_gradients()]
+
+    def check_refused(self, named: list[str]):
+        r = self.spec["runs"]["adamw"]
+        proc = subprocess.run([self.compile, self.onnx, *self.train_flags(r),
+                               "-o", str(self.work / "refused.cleave")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+        advice = ["optimize=False", "cleave.compile_torch", "--trainable"]
+        missing = [m for m in named + advice if m not in proc.stdout]
+        if proc.returncode == 0 or missing or (self.work / "refused.cleave").exists():
+            raise Failure("expected a refusal naming %s (exit %d):\n%s" %
+                          (missing or named, proc.returncode, proc.stdout[-2000:]))
+        return [("refused", 0.0, 0.0)]
+
+    def check_export(self):
+        """--export-onnx of the adamw run: Cleave's logits of the trained file
+        against onnxruntime's."""
+        import onnxruntime
+        r = self.spec["runs"]["adamw"]
+        plan = self.work / "export.cleave"
+        trained = self.work / "trained.onnx"
+        run([self.compile, self.onnx, *self.train_flags(r), "-o", str(plan)])
+        run([self.run, str(plan), "--steps", str(r["steps"]), *self.data,
+             "--export-onnx", str(trained)])
+        infer = self.work / "trained.cleave"
+        run([self.compile, str(trained), "-o", str(infer)])
+        inputs, args = {}, []
+        for inp in self.spec["inputs"]:
+            path = self.work / (inp["name"] + ".npy")
+            inputs[inp["name"]] = np.load(path)
+            args += ["--input", "%s=%s" % (inp["name"], path)]
+        out = self.work / "trained-out"
+        run([self.run, str(infer), *args, "--output-dir", str(out)])
+        got = np.load(out / (self.spec["logits"] + ".npy"))
+        session = onnxruntime.InferenceSession(str(trained))
+        want = session.run([self.spec["logits"]], inputs)[0]
+        untrained = self.ref["logits"]
+        if np.array_equal(want, untrained):
+            raise Failure("the exported model still holds the initial weights")
+        return [("default export-onnx", float(np.max(np.abs(got - want)) /
+                                      np.max(np.abs(want))), TOL_LOGITS)]
+
+
 def check_model(name: str, spec: dict, args) -> list[tuple]:
     results = []
 
@@ -221,6 +302,20 @@ def check_model(name: str, spec: dict, args) -> list[tuple]:
         guarded(run_name, m.check_run, run_name)
     if "adamw" in spec["runs"]:
         guarded("adamw-bf16", m.check_run, "adamw", "bf16")
+    if "default_export" in spec:
+        d = DefaultExport(name, spec, args.bin, args.work)
+        expect = DEFAULT_EXPORTS.get(name)
+        if expect is None:
+            results.append((name, "default", float("inf"), 0.0,
+                            "run_models.py does not say what its default export does"))
+        elif expect == "trained":
+            guarded("default logits", d.check_logits)
+            guarded("default grad", d.check_gradients)
+            for run_name in ("sgd", "adamw"):
+                guarded("default " + run_name, d.check_run, run_name)
+            guarded("default export-onnx", d.check_export)
+        else:
+            guarded("default refused", d.check_refused, expect)
     return results
 
 
@@ -257,7 +352,8 @@ def main() -> int:
                "" if len(r) < 5 else "\n    " + r[4].replace("\n", "\n    ")))
 
     runs = sorted({r[1] for r in results
-                   if not r[1].startswith(("logits", "grad", "params", "running"))
+                   if not r[1].removeprefix("default ").startswith(
+                       ("logits", "grad", "params", "running", "refused", "export-onnx"))
                    and not r[1].endswith("-norm")},
                   key=lambda s: (s.endswith("bf16"), s))
     print("\nworst relative loss difference over %d steps" % manifest["steps"])

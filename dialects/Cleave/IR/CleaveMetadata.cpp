@@ -53,6 +53,12 @@ const MetadataAttrInfo kMetadataAttrs[] = {
      "the initializer an untied parameter was copied from"},
     {attr::kUntiedNode, K::String, kOnOp | kOnArgument,
      "the ONNX node that reads an untied parameter"},
+    {attr::kTransposedCopy, K::String, kOnOp | kOnArgument,
+     "the initializer that held a PyTorch export's folded (transposed) copy "
+     "of a parameter"},
+    {attr::kNotInSource, K::Unit, kOnOp | kOnArgument,
+     "a parameter made again from its folded copy, absent from the ONNX "
+     "file"},
     {attr::kExternalData, K::Dictionary, kOnOp | kOnArgument,
      "where an initializer's bytes lie in the model's external data"},
     {attr::kSharding, K::ValueSharding, kOnOp | kValue,

@@ -49,6 +49,8 @@ inline constexpr llvm::StringLiteral kUpdatesInitializer =
     "cleave.updates_initializer";
 inline constexpr llvm::StringLiteral kUntiedFrom = "cleave.untied_from";
 inline constexpr llvm::StringLiteral kUntiedNode = "cleave.untied_node";
+inline constexpr llvm::StringLiteral kTransposedCopy = "cleave.transposed_copy";
+inline constexpr llvm::StringLiteral kNotInSource = "cleave.not_in_source";
 inline constexpr llvm::StringLiteral kExternalData = "cleave.external_data";
 inline constexpr llvm::StringLiteral kSharding = "cleave.sharding";
 // Ops.

@@ -38,6 +38,11 @@ struct ImportOptions {
   /// positions, an Expand of a class token): in a model compiled for
   /// training, those initializers are parameters.
   bool keepParameters = false;
+  /// With keepParameters: the user names the parameters to train
+  /// (--trainable), so a PyTorch export whose optimizer folded parameters
+  /// into constants imports with what can be recovered instead of being
+  /// refused (lib/Import/ONNX/TorchExport.h).
+  bool trainableNamed = false;
   /// A large float initializer whose external data file does not exist
   /// imports as zeros, its cleave.external_data saying file_size = -1:
   /// models declared without their weights, whose weight matrices the

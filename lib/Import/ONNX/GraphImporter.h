@@ -13,6 +13,7 @@
 
 #include "NodeContext.h"
 #include "ONNXLoader.h"
+#include "TorchExport.h"
 
 #include "Cleave/IR/CleaveMetadata.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -62,13 +63,14 @@ public:
 
   FailureOr<OwningOpRef<ModuleOp>> run();
 
-private:
-  /// The kinds PyTorch's exporter records for the state it lifts into
-  /// initializers (the graph's `pkg.torch.export.ExportedProgram.
-  /// graph_signature` metadata): a parameter or a buffer by initializer
-  /// name; empty when the model has no such signature.
-  llvm::StringMap<mlir::cleave::InitializerKind> readTorchStateKinds() const;
+  /// Parameters made again from the exporter's transposed copies
+  /// (recoverFoldedParameters), recorded on their initializers for
+  /// --export-onnx.
+  void setFoldedParameters(std::vector<FoldedParameter> f) {
+    folded = std::move(f);
+  }
 
+private:
   LogicalResult checkSupported();
   FailureOr<RankedTensorType> convertValueInfo(const onnx::ValueInfoProto &vi,
                                                bool isInput);
@@ -107,6 +109,7 @@ private:
   int64_t opset;
   llvm::StringMap<TensorEntry> tensors;
   llvm::StringMap<const onnx::TypeProto *> inferred;
+  std::vector<FoldedParameter> folded;
 };
 
 } // namespace onnximport

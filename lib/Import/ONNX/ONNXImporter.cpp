@@ -13,6 +13,7 @@
 #include "GraphImporter.h"
 #include "NodeContext.h"
 #include "ONNXLoader.h"
+#include "TorchExport.h"
 #include "TrainingOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -180,43 +181,6 @@ LogicalResult GraphImporter::crossCheck(NodeContext &node) {
   return success();
 }
 
-llvm::StringMap<mlir::cleave::InitializerKind>
-GraphImporter::readTorchStateKinds() const {
-  // GraphProto.metadata_props (field 16, ONNX IR version 10) is newer than
-  // libonnx's schema, so it arrives as an unknown field of
-  // StringStringEntryProto messages.
-  constexpr int kGraphMetadataProps = 16;
-  llvm::StringMap<mlir::cleave::InitializerKind> kinds;
-  const auto &unknown = graph.GetReflection()->GetUnknownFields(graph);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const auto &field = unknown.field(i);
-    if (field.number() != kGraphMetadataProps ||
-        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto entry;
-    if (!entry.ParseFromString(field.length_delimited()) ||
-        entry.key() != "pkg.torch.export.ExportedProgram.graph_signature")
-      continue;
-    // Lines such as "p_l_weight: PARAMETER target='l.weight'".
-    SmallVector<StringRef> lines;
-    StringRef(entry.value()).split(lines, '\n');
-    for (StringRef line : lines) {
-      std::optional<mlir::cleave::InitializerKind> kind;
-      if (line.contains(": PARAMETER "))
-        kind = mlir::cleave::InitializerKind::parameter;
-      else if (line.contains(": BUFFER "))
-        kind = mlir::cleave::InitializerKind::buffer;
-      size_t at = line.find("target='");
-      if (!kind || at == StringRef::npos)
-        continue;
-      StringRef target = line.substr(at + 8);
-      target = target.take_until([](char c) { return c == '\''; });
-      kinds[target] = *kind;
-    }
-  }
-  return kinds;
-}
-
 FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (failed(checkSupported()))
     return failure();
@@ -258,51 +222,15 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     tensors[argNames[i]].value = body->getArgument(i);
   }
 
+  // With a PyTorch export signature, each initializer is a parameter, a
+  // buffer, or (absent from it) a constant the exporter made. Parameters
+  // the exporter folded into copies were made again before the import
+  // (recoverFoldedParameters), or the import was refused.
   llvm::StringMap<mlir::cleave::InitializerKind> stateKinds =
-      readTorchStateKinds();
-  // An export whose optimizer folded parameters into new constants (a
-  // Linear weight stored as a transposed copy "val_0" that a MatMul reads)
-  // names parameters the file does not hold, and its signature cannot say
-  // what to train: it is not used, and the training step falls back to every
-  // float initializer of more than one element. (Tied parameters also leave
-  // a name missing, the alias, but no weight operand then reads a constant.)
-  if (!stateKinds.empty()) {
-    llvm::StringMap<const onnx::TensorProto *> initializers;
-    for (const auto &t : graph.initializer())
-      initializers[t.name()] = &t;
-    size_t missing = llvm::count_if(stateKinds, [&](const auto &entry) {
-      return entry.getValue() == mlir::cleave::InitializerKind::parameter &&
-             !initializers.contains(entry.getKey());
-    });
-    std::string foldedWeight;
-    for (const auto &node : graph.node()) {
-      StringRef op = node.op_type();
-      if ((op != "MatMul" && op != "Gemm" && op != "Conv") ||
-          node.input_size() < 2)
-        continue;
-      auto it = initializers.find(node.input(1));
-      if (it != initializers.end() && !stateKinds.contains(node.input(1)) &&
-          it->second->dims_size() >= 2) {
-        foldedWeight = node.input(1);
-        break;
-      }
-    }
-    if (missing > 0 && !foldedWeight.empty()) {
-      if (options.keepParameters)
-        mlir::emitWarning(fileLoc)
-            << "the PyTorch export signature names parameters that are not "
-               "initializers of the model ("
-            << missing << " of them), and '" << foldedWeight
-            << "', a weight operand, is not among its parameters: the "
-               "exporter's optimizer folded parameters into constants (such "
-               "as transposed copies); training every float initializer of "
-               "more than one element instead, which includes the exporter's "
-               "folded constants. Export with torch.onnx.export(..., "
-               "optimize=False) to keep PyTorch's parameters, or name them "
-               "with --trainable";
-      stateKinds.clear();
-    }
-  }
+      readTorchSignature(graph).kinds;
+  llvm::StringMap<const FoldedParameter *> foldedByName;
+  for (const FoldedParameter &f : folded)
+    foldedByName[f.parameter] = &f;
   for (const auto &t : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, t.name()), fileLoc);
     std::optional<ExternalRef> external;
@@ -325,8 +253,15 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
                              b.getI64IntegerAttr(external->fileSize)),
               b.getNamedAttr("value", *attr),
           }));
-    // With a PyTorch export signature, each initializer is a parameter, a
-    // buffer, or (absent from it) a constant the exporter made.
+    // Where --export-onnx writes it: the file's transposed copy, and the
+    // parameter itself only if the file held it.
+    if (const FoldedParameter *f = foldedByName.lookup(t.name())) {
+      cst->setDiscardableAttr(mlir::cleave::attr::kTransposedCopy,
+                              b.getStringAttr(f->copy));
+      if (!f->inSource)
+        cst->setDiscardableAttr(mlir::cleave::attr::kNotInSource,
+                                b.getUnitAttr());
+    }
     if (!stateKinds.empty()) {
       auto it = stateKinds.find(t.name());
       mlir::cleave::setInitializerKind(
@@ -440,8 +375,15 @@ FailureOr<OwningOpRef<ModuleOp>> importONNXFile(StringRef path,
   if (failed(onnximport::loadONNXModel(path, options, &context, model,
                                        &sourceOpset)))
     return failure();
+  std::vector<onnximport::FoldedParameter> folded;
+  if (options.keepParameters &&
+      failed(onnximport::recoverFoldedParameters(
+          *model.mutable_graph(), path, !options.trainableNamed,
+          FileLineColLoc::get(&context, path, 0, 0), folded)))
+    return failure();
   onnximport::GraphImporter importer(&context, model, path, options,
                                      sourceOpset);
+  importer.setFoldedParameters(std::move(folded));
   return importer.run();
 }
 

@@ -38,7 +38,8 @@ static unsigned annotateStates(func::FuncOp step, const StepSignature &sig) {
     setArgParameter(step, argIndex, name);
     setArgInitialValue(step, argIndex, c.getValue());
     for (StringRef copied :
-         {attr::kUntiedFrom, attr::kUntiedNode, attr::kExternalData})
+         {attr::kUntiedFrom, attr::kUntiedNode, attr::kExternalData,
+          attr::kTransposedCopy, attr::kNotInSource})
       if (Attribute a = c->getAttr(copied))
         step.setArgAttr(argIndex, copied, a);
     ++argIndex;

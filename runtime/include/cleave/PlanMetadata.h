@@ -61,8 +61,11 @@ inline constexpr IntegerKey kCollectives{"collectives"};
 inline constexpr IntegerKey kCommBytesPerRank{"comm_bytes_per_rank"};
 /// Per kernel command, "flops:bytes" (the simulator's kernel costs).
 inline constexpr ListKey kKernelCosts{"kernel_costs"};
-/// A JSON array of the parameters a pipelined plan holds in several stages.
+/// A JSON array of the parameters --untie made: [{"name", "from", "node"}].
 inline constexpr TextKey kUntied{"untied"};
+/// A JSON array of the parameters made again from a PyTorch export's
+/// transposed copies, for --export-onnx: [{"name", "copy", "in_source"}].
+inline constexpr TextKey kFolded{"folded"};
 /// The names of the steps Marker commands index ("F0,F1,B0,..."), in a
 /// stage plan or an unpipelined plan.
 inline constexpr ListKey kPipelineSteps{"pipeline_steps"};

@@ -131,3 +131,78 @@ save("merged_norm_both",
       helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
      [vi("x", F, [3, 4])], [vi("loss", F, [])],
      [init("ln_w", [1.0, 1.0, 1.0, 1.0]), init("ln_b", [0.1, 0.2, 0.3, 0.4])])
+
+
+# Default (optimized) PyTorch exports, with the per-node records the dynamo
+# exporter writes (`pkg.torch.onnx.fx_node`: the aten call a node computes).
+def fx(node, target, *args):
+    entry = node.metadata_props.add()
+    entry.key = "pkg.torch.onnx.fx_node"
+    entry.value = ("%%out : [num_users=1] = call_function[target=torch.ops.aten.%s]"
+                   "(args = (%s), kwargs = {})" % (target, ", ".join(args)))
+    return node
+
+
+def torch_signature(*params):
+    return {"pkg.torch.export.ExportedProgram.graph_signature":
+            "\n# inputs\n" + "".join("p_%s: PARAMETER target='%s'\n" % (p, p) for p in params)
+            + "x: USER_INPUT\n\n# outputs\nloss: USER_OUTPUT\n"}
+
+
+def torch_save(name, nodes, inputs, outputs, inits, params):
+    save(name, nodes, inputs, outputs, inits, opset=18, ir_version=10,
+         graph_metadata=torch_signature(*params))
+
+
+# A Linear weight w [3, 4] the optimizer folded into its transpose val_0
+# [4, 3]: w is made again and trains; the file's val_0 is its Transpose.
+w_folded = rng.standard_normal((3, 4)).astype(np.float32)
+torch_save("torch_folded_linear",
+           [fx(helper.make_node("MatMul", ["x", "val_0"], ["h"], name="node_linear"),
+               "linear.default", "%x", "%p_w", "%p_b"),
+            fx(helper.make_node("Add", ["h", "b"], ["h1"], name="node_linear_bias"),
+               "linear.default", "%x", "%p_w", "%p_b"),
+            helper.make_node("Mul", ["h1", "h1"], ["sq"]),
+            helper.make_node("ReduceSum", ["sq"], ["loss"], keepdims=0)],
+           [vi("x", F, [2, 4])], [vi("loss", F, [])],
+           [init("val_0", w_folded.T), init("b", [0.1, 0.2, 0.3])], ["w", "b"])
+
+# A tied embedding: the Gather reads emb [6, 4], the LM head its transposed
+# copy val_1. One parameter, tied as in PyTorch.
+emb = rng.standard_normal((6, 4)).astype(np.float32)
+
+
+def tied(name, copy):
+    torch_save(name,
+               [fx(helper.make_node("Gather", ["emb", "ids"], ["e"], name="node_embedding"),
+                   "embedding.default", "%p_emb", "%ids"),
+                fx(helper.make_node("MatMul", ["e", "val_1"], ["logits"], name="node_lm_head"),
+                   "linear.default", "%e", "%p_emb"),
+                helper.make_node("Mul", ["logits", "logits"], ["sq"]),
+                helper.make_node("ReduceSum", ["sq"], ["loss"], keepdims=0)],
+               [vi("ids", I64, [2, 3])], [vi("loss", F, [])],
+               [init("emb", emb), init("val_1", copy)], ["emb"])
+
+
+tied("torch_tied_copy", emb.T)
+# The same, but the copy is not the embedding's transpose: refused.
+tied("torch_tied_mismatch", emb.T + 0.5)
+
+# A position table folded into its rows at the exported positions
+# (embedding_1): which parameter it holds, the file cannot say.
+torch_save("torch_folded_table",
+           [fx(helper.make_node("Add", ["x", "embedding_1"], ["h"], name="node_add"),
+               "add.Tensor", "%x", "%embedding_1"),
+            helper.make_node("Mul", ["h", "h"], ["sq"]),
+            helper.make_node("ReduceSum", ["sq"], ["loss"], keepdims=0)],
+           [vi("x", F, [2, 4])], [vi("loss", F, [])],
+           [init("embedding_1", rng.standard_normal((1, 4))),
+            init("mask", np.zeros((2, 4)))], ["pos"])
+
+# A zero Gemm bias the optimizer dropped: the node still reads p_b.
+torch_save("torch_dropped_bias",
+           [fx(helper.make_node("Gemm", ["x", "w"], ["h"], name="node_addmm"),
+               "addmm.default", "%p_b", "%x", "%p_w"),
+            helper.make_node("ReduceSum", ["h"], ["loss"], keepdims=0)],
+           [vi("x", F, [2, 4])], [vi("loss", F, [])],
+           [init("w", rng.standard_normal((4, 3)))], ["w", "b"])
