@@ -110,6 +110,24 @@ def test_refused_batch_leaves_the_trainer_usable(gpt_plan):
     trainer.close()
 
 
+def test_data_beyond_the_vocabulary(gpt_plan):
+    # The plan records the vocabulary (96 rows of the token embedding, 96
+    # classes of the loss): a batch holding id 96 is refused, and so is
+    # synthetic data drawn from more values than that.
+    trainer = cleave.Trainer(gpt_plan, log_every=0)
+    ids = np.zeros((2, 8), np.int64)
+    bad = ids.copy()
+    bad[0, 3] = 96
+    with pytest.raises(cleave.Error, match=r"step 1: data input 'input_ids' "
+                       r"holds 96 at element 3 of its batch, outside \[-96, 96\)"):
+        trainer.step([bad, ids])
+    trainer.close()
+    with pytest.raises(cleave.Error, match=r"synthetic vocabulary size 97 is "
+                       r"above the model's: data input 'input_ids' takes "
+                       r"values in \[-96, 96\), so give at most 96"):
+        cleave.Trainer(gpt_plan, synthetic=True, synthetic_vocab=97).fit(steps=1)
+
+
 def test_trainer_closes_after_a_failed_step(gpt_plan):
     # Started with batches, then asked for a step without one: the loop has
     # no dataset, the step fails, and the trainer is closed.

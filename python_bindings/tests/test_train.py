@@ -157,6 +157,10 @@ def test_data_inputs_metadata_and_repr(gpt_plan):
     assert gpt_plan.metadata("model") == "gpt2_tied.onnx"
     assert gpt_plan.metadata("no such key") is None
     assert int(gpt_plan.metadata("flops")) == gpt_plan.stats["flops"]
+    # The vocabulary: the embedding's rows for the ids, the logits' classes
+    # (and the ignore index) for the labels.
+    assert gpt_plan.metadata("valid_range.input_ids") == "-96,96"
+    assert gpt_plan.metadata("valid_range.labels") == "0,96,-100"
     assert repr(gpt_plan).startswith("<cleave.Plan gpt2_tied.onnx (training")
     with cleave.Trainer(gpt_plan, synthetic=True) as t:
         inputs = {d.name: (d.dtype, d.shape) for d in t.data_inputs}

@@ -4,6 +4,7 @@
 #include "cleave/TensorFile.h"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
@@ -82,6 +83,59 @@ static void storeInt(DType t, uint64_t v, uint8_t *p) {
   size_t n = dtypeSize(t);
   for (size_t i = 0; i < n; ++i)
     p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+//===----------------------------------------------------------------------===//
+// Value ranges
+//===----------------------------------------------------------------------===//
+
+std::string ValueRange::describe() const {
+  return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")" +
+         (hasExtra ? " (or " + std::to_string(extra) + ")" : std::string());
+}
+
+int64_t integerAt(DType t, const void *data, size_t i) {
+  switch (t) {
+  case DType::I8:
+    return static_cast<const int8_t *>(data)[i];
+  case DType::U8:
+    return static_cast<const uint8_t *>(data)[i];
+  case DType::I16:
+    return static_cast<const int16_t *>(data)[i];
+  case DType::U16:
+    return static_cast<const uint16_t *>(data)[i];
+  case DType::I32:
+    return static_cast<const int32_t *>(data)[i];
+  case DType::U32:
+    return static_cast<const uint32_t *>(data)[i];
+  case DType::I64:
+    return static_cast<const int64_t *>(data)[i];
+  case DType::U64: {
+    uint64_t v = static_cast<const uint64_t *>(data)[i];
+    return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                : static_cast<int64_t>(v);
+  }
+  default:
+    return 0;
+  }
+}
+
+int64_t findOutsideRange(const ValueRange &range, DType t, const void *data,
+                         size_t count) {
+  if (!range.known || !isInteger(t))
+    return -1;
+  for (size_t i = 0; i < count; ++i)
+    if (!range.contains(integerAt(t, data, i)))
+      return static_cast<int64_t>(i);
+  return -1;
+}
+
+std::string describeOutside(const ValueRange &range, int64_t v,
+                            const std::string &where) {
+  return "holds " + std::to_string(v) + " at " + where + ", outside " +
+         range.describe() +
+         ", the values the model takes there (a token id beyond the "
+         "vocabulary, a label beyond the classes?)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -168,6 +222,16 @@ static bool checkArrays(const std::vector<InputSpec> &inputs,
     if (in.shape[0] != inputs[0].shape[0]) {
       *error = "data inputs '" + inputs[0].name + "' and '" + in.name +
                "' have different batch sizes";
+      return false;
+    }
+    size_t count = a.data.size() / dtypeSize(a.dtype);
+    int64_t bad = findOutsideRange(in.range, a.dtype, a.data.data(), count);
+    if (bad >= 0) {
+      size_t perSample = count / static_cast<size_t>(a.shape[0]);
+      *error = "data input '" + in.name + "'" + from[i] + " " +
+               describeOutside(in.range, integerAt(a.dtype, a.data.data(), bad),
+                               "element " + std::to_string(bad) + " (sample " +
+                                   std::to_string(bad / perSample) + ")");
       return false;
     }
   }
@@ -266,6 +330,32 @@ public:
     return "tokens: " + std::to_string(numTokens) + " " +
            dtypeName(tokenDType) + " tokens";
   }
+  /// Checks every token an input reads against the input's range: input i
+  /// reads tokens [i, numTokens - 2 + i] (the first T or the last T of a
+  /// window of T + 1). Returns false with `*error` naming the first token
+  /// outside.
+  bool checkRanges(const std::string &file, std::string *error) const {
+    bool any = false;
+    for (const InputSpec &in : inputs)
+      any |= in.range.known;
+    for (uint64_t p = 0; any && p < numTokens; ++p) {
+      uint64_t v = token(p);
+      for (uint64_t i = 0; i < inputs.size(); ++i) {
+        const ValueRange &r = inputs[i].range;
+        if (p < i || p > numTokens - 2 + i ||
+            r.contains(static_cast<int64_t>(v)))
+          continue;
+        *error = "token file '" + file + "' (data input '" + inputs[i].name +
+                 "') " +
+                 describeOutside(r, static_cast<int64_t>(v),
+                                 "token " + std::to_string(p) + " (byte " +
+                                     std::to_string(p * dtypeSize(tokenDType)) +
+                                     ")");
+        return false;
+      }
+    }
+    return true;
+  }
 
 private:
   std::vector<InputSpec> inputs;
@@ -337,8 +427,11 @@ bool openTokens(const std::vector<InputSpec> &inputs, const std::string &file,
     *error = "cannot map token file '" + file + "': " + std::strerror(errno);
     return false;
   }
-  *out = std::make_unique<TokenDataset>(inputs, static_cast<uint8_t *>(p), size,
-                                        numTokens, tokenDType, seed);
+  auto tokens = std::make_unique<TokenDataset>(
+      inputs, static_cast<uint8_t *>(p), size, numTokens, tokenDType, seed);
+  if (!tokens->checkRanges(file, error))
+    return false;
+  *out = std::move(tokens);
   return true;
 }
 
@@ -423,6 +516,14 @@ bool openSynthetic(const std::vector<InputSpec> &inputs, uint64_t seed,
     *error = "the synthetic vocabulary size must be at least 1";
     return false;
   }
+  for (const InputSpec &in : inputs)
+    if (in.range.known && in.range.lo <= 0 && vocab > in.range.hi) {
+      *error = "the synthetic vocabulary size " + std::to_string(vocab) +
+               " is above the model's: data input '" + in.name +
+               "' takes values in " + in.range.describe() +
+               ", so give at most " + std::to_string(in.range.hi);
+      return false;
+    }
   *out = std::make_unique<SyntheticDataset>(inputs, seed, vocab);
   return true;
 }

@@ -105,14 +105,7 @@ struct Trainer::Impl {
   size_t foundInfOutput = SIZE_MAX, lossScaleOutput = SIZE_MAX;
   std::vector<std::vector<uint8_t>> batchData;
   std::vector<uint8_t> shardData;
-  /// Per data input: the values it may hold (plan metadata
-  /// meta::kValidRangePrefix + name: lo, hi and an extra allowed value), if the
-  /// plan says.
-  struct ValidRange {
-    bool known = false, hasExtra = false;
-    int64_t lo = 0, hi = 0, extra = 0;
-  };
-  std::vector<ValidRange> validRanges;
+  /// Checks each data input of `batch` against its range (specs[k].range).
   int checkRanges(const std::vector<const void *> &batch);
   long nonFinite = 0;
 

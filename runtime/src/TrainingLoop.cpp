@@ -204,61 +204,25 @@ int Trainer::Impl::runSync() {
   return -1;
 }
 
-/// Sets the data inputs: from the dataset, or from `given` (global
-/// tensors, one per data input); a sharded input gets this rank's shard.
-/// The integer at element `i` of `data`, of type `t` (an integer type).
-static int64_t integerAt(DType t, const void *data, size_t i) {
-  switch (t) {
-  case DType::I8:
-    return static_cast<const int8_t *>(data)[i];
-  case DType::U8:
-    return static_cast<const uint8_t *>(data)[i];
-  case DType::I16:
-    return static_cast<const int16_t *>(data)[i];
-  case DType::U16:
-    return static_cast<const uint16_t *>(data)[i];
-  case DType::I32:
-    return static_cast<const int32_t *>(data)[i];
-  case DType::U32:
-    return static_cast<const uint32_t *>(data)[i];
-  case DType::I64:
-    return static_cast<const int64_t *>(data)[i];
-  case DType::U64: {
-    uint64_t v = static_cast<const uint64_t *>(data)[i];
-    return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
-                                                : static_cast<int64_t>(v);
-  }
-  default:
-    return 0;
-  }
-}
-
 int Trainer::Impl::checkRanges(const std::vector<const void *> &batch) {
   for (size_t k = 0; k < specs.size(); ++k) {
-    const ValidRange &r = validRanges[k];
-    if (!r.known)
-      continue;
+    const data::InputSpec &s = specs[k];
     size_t n = 1;
-    for (int64_t d : specs[k].shape)
+    for (int64_t d : s.shape)
       n *= static_cast<size_t>(d);
-    for (size_t i = 0; i < n; ++i) {
-      int64_t v = integerAt(specs[k].dtype, batch[k], i);
-      if ((v >= r.lo && v < r.hi) || (r.hasExtra && v == r.extra))
-        continue;
+    int64_t i = data::findOutsideRange(s.range, s.dtype, batch[k], n);
+    if (i >= 0)
       return fail("step " + std::to_string(stepsDone + 1) + ": data input '" +
-                  specs[k].name + "' holds " + std::to_string(v) +
-                  " at element " + std::to_string(i) +
-                  " of its batch, outside [" + std::to_string(r.lo) + ", " +
-                  std::to_string(r.hi) + ")" +
-                  (r.hasExtra ? " (or " + std::to_string(r.extra) + ")"
-                              : std::string()) +
-                  ", the values the model takes there (a token id beyond "
-                  "the vocabulary, a label beyond the classes?)");
-    }
+                  s.name + "' " +
+                  data::describeOutside(
+                      s.range, data::integerAt(s.dtype, batch[k], i),
+                      "element " + std::to_string(i) + " of its batch"));
   }
   return -1;
 }
 
+/// Sets the data inputs: from the dataset, or from `given` (global
+/// tensors, one per data input); a sharded input gets this rank's shard.
 int Trainer::Impl::setBatch(const std::vector<const void *> *given) {
   if (given) {
     if (given->size() != specs.size())

@@ -117,9 +117,9 @@ int Trainer::Impl::open() {
     sh.bytes = cleave_rt_dtype_size(d.dtype);
     for (int64_t v : sh.local)
       sh.bytes *= static_cast<size_t>(v);
-    specs.push_back({d.name, static_cast<DType>(d.dtype), global});
-    shards.push_back(std::move(sh));
-    ValidRange range;
+    // The values it may hold: the model's vocabulary for token ids, its
+    // classes for labels (checked when the data is opened and per batch).
+    data::ValueRange range;
     std::string key = std::string(plan::meta::kValidRangePrefix) + d.name;
     if (const char *v = cleave_rt_program_metadata(program, key.c_str())) {
       std::optional<std::vector<int64_t>> r = plan::parseMetadataRange(v);
@@ -129,7 +129,8 @@ int Trainer::Impl::open() {
       range = {true, r->size() == 3, (*r)[0], (*r)[1],
                r->size() == 3 ? (*r)[2] : 0};
     }
-    validRanges.push_back(range);
+    specs.push_back({d.name, static_cast<DType>(d.dtype), global, range});
+    shards.push_back(std::move(sh));
   }
   int sources = (!o.data.empty()) + (!o.tokens.empty()) + o.synthetic +
                 (!o.dataArrays.empty());
@@ -375,25 +376,18 @@ int Trainer::Impl::openData() {
     if (!data::openTokens(specs, o.tokens, t, seed, &dataset, &err))
       return fail(err);
   } else if (o.synthetic) {
+    // Below the model's vocabulary: the fewest values any data input takes
+    // (its valid range), else 256. openSynthetic refuses a --synthetic-vocab
+    // above it.
     long vocab = o.syntheticVocab;
     if (vocab < 0) {
-      const char *v = cleave_rt_program_metadata(program, "vocab_size");
-      // The fewest values any data input takes (its valid range), else 256.
       vocab = 256;
       bool ranged = false;
-      for (const ValidRange &r : validRanges)
-        if (r.known && r.hi > 0 && r.lo <= 0) {
-          vocab = ranged ? std::min<long>(vocab, r.hi) : r.hi;
+      for (const data::InputSpec &s : specs)
+        if (s.range.known && s.range.hi > 0 && s.range.lo <= 0) {
+          vocab = ranged ? std::min<long>(vocab, s.range.hi) : s.range.hi;
           ranged = true;
         }
-      if (v) {
-        char *end = nullptr;
-        errno = 0;
-        vocab = std::strtol(v, &end, 10);
-        if (errno != 0 || end == v || *end != '\0' || vocab <= 0)
-          return fail("the plan's vocab_size metadata '" + std::string(v) +
-                      "' is not a positive integer; give --synthetic-vocab N");
-      }
     }
     if (!data::openSynthetic(specs, seed, vocab, &dataset, &err))
       return fail(err);

@@ -113,12 +113,13 @@ const TrainOptionHelp kTrainHelp[] = {
      "uint16)"},
     {"synthetic", "", kTraining,
      "random data (integers below --synthetic-vocab,\n"
-     "default the plan's vocab_size metadata, else\n"
-     "the fewest values a data input takes (its\n"
-     "valid range: an embedding's rows, the classes),\n"
-     "else 256; floats in [-1, 1))"},
+     "default the model's vocabulary: the fewest\n"
+     "values a data input takes (its valid range: an\n"
+     "embedding's rows, the classes), else 256;\n"
+     "floats in [-1, 1))"},
     {"synthetic-vocab", "N", kTraining,
-     "vocabulary size of synthetic integer data"},
+     "vocabulary size of synthetic integer data (at\n"
+     "most the model's)"},
     {"seed", "S", kTraining,
      "data-order seed (default 0; a resumed run\n"
      "takes the checkpoint's)"},

@@ -14,6 +14,8 @@
 #include "cleave/Target/CPU/CPUCodegen.h"
 #include "cleave/PlanFormat.h"
 
+#include "Cleave/IR/CleaveMetadata.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Diagnostics.h"
@@ -121,9 +123,9 @@ LogicalResult emitLaunches(llvm::Module &module, Location loc) {
   if (launches.empty())
     return success();
   llvm::GlobalVariable *forSlot =
-      runtimeSlot(module, cleave::plan::kParallelForSymbol);
+      runtimeSlot(module, ::cleave::plan::kParallelForSymbol);
   llvm::GlobalVariable *runtimeSlotVar =
-      runtimeSlot(module, cleave::plan::kParallelRuntimeSymbol);
+      runtimeSlot(module, ::cleave::plan::kParallelRuntimeSymbol);
   for (llvm::Function *launch : launches) {
     StringRef name = launch->getName().drop_back(strlen("$launch"));
     llvm::Function *body = module.getFunction(name);
@@ -223,8 +225,9 @@ LogicalResult emitWrappers(llvm::Module &module,
     if (!f.isDeclaration() && !exported.contains(f.getName()))
       f.setLinkage(llvm::GlobalValue::InternalLinkage);
   for (llvm::GlobalVariable &g : module.globals())
-    if (!g.isDeclaration() && g.getName() != cleave::plan::kParallelForSymbol &&
-        g.getName() != cleave::plan::kParallelRuntimeSymbol)
+    if (!g.isDeclaration() &&
+        g.getName() != ::cleave::plan::kParallelForSymbol &&
+        g.getName() != ::cleave::plan::kParallelRuntimeSymbol)
       g.setLinkage(llvm::GlobalValue::InternalLinkage);
   return success();
 }
@@ -232,7 +235,7 @@ LogicalResult emitWrappers(llvm::Module &module,
 /// The CPU name and feature string code is generated for: the requested CPU
 /// (no extra features), or the host's with every feature it has.
 std::pair<std::string, std::string>
-resolveCPU(const cleave::CPUCodegenOptions &options) {
+resolveCPU(const ::cleave::CPUCodegenOptions &options) {
   if (!options.cpu.empty())
     return {options.cpu, ""};
   llvm::SmallVector<std::string> featureList;
@@ -338,7 +341,7 @@ struct KernelJob {
 class KernelCompiler {
 public:
   KernelCompiler(const DialectRegistry &registry,
-                 const cleave::CPUCodegenOptions &options,
+                 const ::cleave::CPUCodegenOptions &options,
                  const std::pair<std::string, std::string> &cpu)
       : context(registry, MLIRContext::Threading::DISABLED), options(options) {
     machine = createTargetMachine(cpu, options.optLevel, machineError);
@@ -348,7 +351,7 @@ public:
 
 private:
   MLIRContext context;
-  const cleave::CPUCodegenOptions &options;
+  const ::cleave::CPUCodegenOptions &options;
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string machineError;
 };
@@ -386,20 +389,20 @@ void KernelCompiler::compile(KernelJob &job) {
   if (options.frontHalf)
     options.frontHalf(front);
   else
-    cleave::buildCPUKernelFrontHalf(front, options.rowKernels);
+    ::cleave::buildCPUKernelFrontHalf(front, options.rowKernels);
   if (failed(front.run(*module)))
     return fail("lowering to LLVM failed");
   // A kernel with temporaries takes its scratch buffer as a last argument.
   func = module->lookupSymbol<func::FuncOp>(job.name);
-  if (auto bytes =
-          func ? func->getAttrOfType<IntegerAttr>(cleave::kCPUScratchBytesAttr)
-               : IntegerAttr()) {
+  if (auto bytes = func ? func->getAttrOfType<IntegerAttr>(
+                              mlir::cleave::attr::kScratchBytes)
+                        : IntegerAttr()) {
     job.scratchBytes = bytes.getUInt();
-    func->removeAttr(cleave::kCPUScratchBytesAttr);
+    func->removeAttr(mlir::cleave::attr::kScratchBytes);
     ++signature.numArgs;
   }
   PassManager back(&context, ModuleOp::getOperationName());
-  cleave::buildCPULoweringPasses(back, options.parallelMinWork);
+  ::cleave::buildCPULoweringPasses(back, options.parallelMinWork);
   if (failed(back.run(*module)))
     return fail("lowering to LLVM failed");
   if (options.dumpIR)
@@ -474,7 +477,7 @@ const std::string &compilerIdentity() {
       id += ":" + llvm::utohexstr(llvm::xxh3_64bits((*buffer)->getBuffer()));
       return true;
     };
-    if (!describe(reinterpret_cast<const void *>(&cleave::compileCPUKernels),
+    if (!describe(reinterpret_cast<const void *>(&::cleave::compileCPUKernels),
                   /*hashContents=*/true) ||
         !describe(reinterpret_cast<const void *>(&llvm::verifyModule),
                   /*hashContents=*/false) ||
@@ -488,7 +491,7 @@ const std::string &compilerIdentity() {
 
 /// The hex SHA-256 of what decides a kernel's object.
 std::string cacheKey(const KernelJob &job,
-                     const cleave::CPUCodegenOptions &options,
+                     const ::cleave::CPUCodegenOptions &options,
                      const std::pair<std::string, std::string> &cpu) {
   llvm::SHA256 hash;
   for (StringRef part :
@@ -610,7 +613,7 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 
 } // namespace
 
-std::string cleave::defaultKernelCacheDir() {
+auto ::cleave::defaultKernelCacheDir() -> std::string {
   SmallString<256> dir;
   if (const char *env = std::getenv("CLEAVE_CACHE_DIR"); env && *env)
     dir = env;
@@ -622,8 +625,9 @@ std::string cleave::defaultKernelCacheDir() {
   return dir.str().str();
 }
 
-FailureOr<cleave::CPUKernelObject>
-cleave::compileCPUKernels(ModuleOp kernels, const CPUCodegenOptions &options) {
+auto ::cleave::compileCPUKernels(ModuleOp kernels,
+                                 const CPUCodegenOptions &options)
+    -> FailureOr<CPUKernelObject> {
   Location loc = kernels.getLoc();
   auto start = std::chrono::steady_clock::now();
 

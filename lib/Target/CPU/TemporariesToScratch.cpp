@@ -31,6 +31,8 @@
 
 #include "cleave/Target/CPU/CPUCodegen.h"
 
+#include "Cleave/IR/CleaveMetadata.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -44,8 +46,7 @@ namespace cleave {
 } // namespace cleave
 
 using namespace mlir;
-using cleave::kCPUScratchAlignment;
-using cleave::kCPUScratchBytesAttr;
+using ::cleave::kCPUScratchAlignment;
 
 namespace {
 
@@ -120,7 +121,7 @@ static FailureOr<uint64_t> moveTemporariesToScratch(func::FuncOp func) {
     p.alloc.replaceAllUsesWith(view);
     p.alloc.erase();
   }
-  func->setAttr(kCPUScratchBytesAttr,
+  func->setAttr(mlir::cleave::attr::kScratchBytes,
                 IntegerAttr::get(IntegerType::get(ctx, 64), bytes));
   return bytes;
 }
@@ -129,7 +130,8 @@ struct TemporariesToScratchPass
     : ::cleave::impl::TemporariesToScratchPassBase<TemporariesToScratchPass> {
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isDeclaration() || func->hasAttr(kCPUScratchBytesAttr))
+      if (func.isDeclaration() ||
+          func->hasAttr(mlir::cleave::attr::kScratchBytes))
         continue;
       if (failed(moveTemporariesToScratch(func)))
         return signalPassFailure();
@@ -148,7 +150,7 @@ struct TemporariesToScratchPass
               break;
           }
           if (auto arg = dyn_cast<BlockArgument>(base);
-              arg && func->hasAttr(kCPUScratchBytesAttr) &&
+              arg && func->hasAttr(mlir::cleave::attr::kScratchBytes) &&
               arg.getArgNumber() == func.getNumArguments() - 1 &&
               arg.getOwner() == &func.getBody().front()) {
             op->emitOpError("deallocates a kernel temporary placed in the "

@@ -25,6 +25,8 @@
 #include "cleave/Target/CUDA/Passes.h"
 #include "cleave/Target/Common/Passes.h"
 
+#include "Cleave/IR/CleaveMetadata.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -39,7 +41,6 @@ namespace cleave {
 } // namespace cleave
 
 using namespace mlir;
-using ::cleave::kRowKernelAttr;
 
 namespace {
 
@@ -119,7 +120,7 @@ struct RowsToLaunchPass
   void runOnOperation() override {
     SmallVector<scf::ParallelOp> loops;
     getOperation().walk([&](scf::ParallelOp loop) {
-      if (loop->hasAttr(kRowKernelAttr))
+      if (loop->hasAttr(mlir::cleave::attr::kRowKernel))
         loops.push_back(loop);
     });
     for (scf::ParallelOp loop : loops)

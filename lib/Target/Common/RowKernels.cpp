@@ -33,6 +33,8 @@
 
 #include "cleave/Target/Common/Passes.h"
 
+#include "Cleave/IR/CleaveMetadata.h"
+
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -54,7 +56,6 @@ namespace cleave {
 } // namespace cleave
 
 using namespace mlir;
-using ::cleave::kRowKernelAttr;
 
 namespace {
 
@@ -559,7 +560,7 @@ void RowKernelBuilder::splitFull(OpPlan &plan) {
     auto rows = scf::ParallelOp::create(
         b, loc, bounds.lbs, bounds.ubs, bounds.steps,
         [&](OpBuilder &nb, Location, ValueRange ivs) { body(nb, ivs[0]); });
-    rows->setAttr(kRowKernelAttr, b.getUnitAttr());
+    rows->setAttr(mlir::cleave::attr::kRowKernel, b.getUnitAttr());
   };
   // Loop point of the linear iteration `linear` (row-major over the op's
   // loops).
@@ -645,7 +646,7 @@ void RowKernelBuilder::emit() {
                                 for (OpPlan &plan : plans)
                                   emitOp(nb, plan, rowIvs);
                               });
-  rows->setAttr(kRowKernelAttr, b.getUnitAttr());
+  rows->setAttr(mlir::cleave::attr::kRowKernel, b.getUnitAttr());
   for (Operation *dealloc : deallocs)
     dealloc->moveAfter(rows);
   for (OpPlan &plan : plans)

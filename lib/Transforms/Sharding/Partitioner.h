@@ -18,6 +18,7 @@
 #include "ReshardPlan.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveMetadata.h"
 #include "Cleave/IR/CleaveOps.h"
 #include "Cleave/IR/CleaveSharding.h"
 
@@ -120,7 +121,7 @@ public:
   /// Records why a collective exists (`cleave.phase`), with the conflicts
   /// settled on the op being partitioned.
   Operation *tag(Operation *op, const Twine &why) {
-    op->setAttr("cleave.phase", StringAttr::get(op->getContext(), why));
+    mlir::cleave::setPhase(op, why);
     if (conflicts)
       op->setAttr(kConflictsAttrName, conflicts);
     return op;

@@ -24,6 +24,7 @@
 #include "cleave/Transforms/Sharding/Passes.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveMetadata.h"
 #include "Cleave/IR/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -79,11 +80,9 @@ static SmallVector<Operation *> packBucket(ArrayRef<AllReduceOp> members) {
   auto reduced =
       AllReduceOp::create(b, loc, packedType, last.getKindAttr(), packed,
                           last.getMeshAttr(), last.getMeshAxesAttr());
-  reduced->setAttr(
-      "cleave.phase",
-      b.getStringAttr("bucket of " + Twine(members.size()) + " all_reduces (" +
-                      Twine(total * et.getIntOrFloatBitWidth() / 8) +
-                      " bytes)"));
+  setPhase(reduced, "bucket of " + Twine(members.size()) + " all_reduces (" +
+                        Twine(total * et.getIntOrFloatBitWidth() / 8) +
+                        " bytes)");
   int64_t offset = 0;
   for (AllReduceOp m : members) {
     int64_t n = m.getType().getNumElements();

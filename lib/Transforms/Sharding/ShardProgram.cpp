@@ -5,6 +5,7 @@
 #include "cleave/Transforms/Sharding/Passes.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveMetadata.h"
 #include "Cleave/IR/CleaveOps.h"
 #include "Cleave/IR/CleaveSharding.h"
 
@@ -91,7 +92,7 @@ LogicalResult shardProgram(ModuleOp module,
   MLIRContext *ctx = module.getContext();
   auto dryMain = dry->lookupSymbol<func::FuncOp>("main");
   for (unsigned i = 0; i < dryMain.getNumArguments(); ++i) {
-    auto param = dryMain.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
+    auto param = getArgParameter(dryMain, i);
     auto sharding = getSharding(dryMain.getArgument(i));
     auto type = dyn_cast<RankedTensorType>(dryMain.getArgument(i).getType());
     if (!isParameterArg(dryMain, i) || !param || !sharding || !type)
@@ -238,8 +239,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
     auto type = dyn_cast<RankedTensorType>(main.getArgument(i).getType());
     if (!type)
       continue;
-    auto name = main.getArgAttrOfType<StringAttr>(i, "cleave.name");
-    auto param = main.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
+    auto name = getArgName(main, i);
+    auto param = getArgParameter(main, i);
     StringRef key = param  ? param.getValue()
                     : name ? name.getValue()
                            : StringRef();
@@ -257,12 +258,12 @@ static LogicalResult seedAndPartition(ModuleOp module,
     // program, every input that is not a parameter or state.
     std::optional<Role> role = getArgRole(main, i);
     bool isData = role ? role == Role::data
-                       : !main.getArgAttr(i, "cleave.state") &&
-                             !main.getArgAttr(i, "cleave.initial_value");
+                       : !hasArgState(main, i) &&
+                             !main.getArgAttr(i, attr::kInitialValue);
     // With microbatches (rows k, k + m, ... of the batch), each
     // microbatch's rows must divide over dp too, or every dp rank would
     // compute the whole microbatch.
-    if (auto micro = main->getAttrOfType<IntegerAttr>("cleave.microbatches");
+    if (auto micro = main->getAttrOfType<IntegerAttr>(attr::kMicrobatches);
         micro && hasDp && isData && type.getRank() > 0 &&
         type.getDimSize(0) % micro.getInt() == 0 &&
         (type.getDimSize(0) / micro.getInt()) % dpSize != 0)
@@ -430,7 +431,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
   // ZeRO lays gradients out too: whole over dp at stage 1, split at 2 and 3.
   if (options.zero > 0)
     main.walk([&](Operation *op) {
-      auto of = op->getAttrOfType<StringAttr>(mlir::cleave::attr::kGradientOf);
+      auto of = op->getAttrOfType<StringAttr>(attr::kGradientOf);
       if (!of || op->getNumResults() != 1)
         return;
       auto it = paramBase.find(of.getValue());
@@ -465,9 +466,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
     return failure();
   // A result that updates a state is laid out like the state.
   for (unsigned i = 0; i < main.getNumResults(); ++i)
-    if (auto updates =
-            main.getResultAttrOfType<IntegerAttr>(i, "cleave.updates")) {
-      int64_t arg = updates.getInt();
+    if (std::optional<int64_t> updates = getResultUpdates(main, i)) {
+      int64_t arg = *updates;
       if (arg < 0 || arg >= (int64_t)main.getNumArguments())
         return mlir::emitError(main.getLoc())
                << "result " << i << ": cleave.updates = " << arg
@@ -530,7 +530,7 @@ std::string explainSharding(ModuleOp module) {
     os << "collective " << index++ << ": " << op->getName().getStringRef()
        << " over [" << axes << "] of " << data.getType() << ", " << bytes
        << " bytes sent per rank per step\n";
-    if (auto why = op->getAttrOfType<StringAttr>("cleave.phase"))
+    if (StringAttr why = getPhase(op))
       os << "  because: " << why.getValue() << "\n";
     if (std::string where = describeLocation(op->getLoc()); !where.empty())
       os << "  from: " << where << "\n";

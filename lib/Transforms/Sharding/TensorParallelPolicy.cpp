@@ -26,6 +26,7 @@
 #include "cleave/Transforms/Sharding/ShardProgram.h"
 
 #include "Cleave/IR/CleaveDialect.h"
+#include "Cleave/IR/CleaveMetadata.h"
 #include "Cleave/IR/CleaveOps.h"
 #include "Cleave/IR/ShardingRule.h"
 
@@ -63,9 +64,9 @@ DenseSet<Operation *> forwardOps(func::FuncOp main) {
 }
 
 StringRef parameterName(func::FuncOp main, unsigned i) {
-  if (auto p = main.getArgAttrOfType<StringAttr>(i, "cleave.parameter"))
+  if (StringAttr p = getArgParameter(main, i))
     return p.getValue();
-  if (auto n = main.getArgAttrOfType<StringAttr>(i, "cleave.name"))
+  if (StringAttr n = getArgName(main, i))
     return n.getValue();
   return "";
 }
@@ -222,7 +223,7 @@ private:
       if (auto arg = dyn_cast<BlockArgument>(x)) {
         unsigned i = arg.getArgNumber();
         std::optional<Role> role = getArgRole(main, i);
-        if (role ? role == Role::data : !main.getArgAttr(i, "cleave.state"))
+        if (role ? role == Role::data : !hasArgState(main, i))
           return true;
         continue;
       }

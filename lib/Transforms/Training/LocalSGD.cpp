@@ -14,6 +14,7 @@
 #include "cleave/Transforms/Training/Passes.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveMetadata.h"
 #include "Cleave/IR/CleaveOps.h"
 #include "Cleave/IR/CleaveSharding.h"
 #include "cleave/Transforms/Sharding/Passes.h"
@@ -87,7 +88,7 @@ Value allReduceAvg(OpBuilder &b, Location loc, Value v) {
   state.addAttribute("mesh", FlatSymbolRefAttr::get(b.getContext(), "mesh"));
   state.addAttribute("mesh_axes", b.getStrArrayAttr({"dp"}));
   Operation *op = b.create(state);
-  op->setAttr("cleave.phase", b.getStringAttr("local SGD averaging"));
+  setPhase(op, "local SGD averaging");
   return op->getResult(0);
 }
 
@@ -112,7 +113,7 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
   ArrayAttr dpAxes = b.getStrArrayAttr({"dp"});
   // Every state of the step is its replica's own.
   for (unsigned i = 0; i < step.getNumArguments(); ++i)
-    if (step.getArgAttr(i, "cleave.state"))
+    if (hasArgState(step, i))
       step.setArgAttr(i, kVaryingAttrName, dpAxes);
 
   SmallVector<SyncedParameter> params;
@@ -123,7 +124,7 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
     if (!isa<FloatType>(type.getElementType()))
       return step.emitError()
              << "local SGD averages float parameters; '"
-             << step.getArgAttr(i, "cleave.name") << "' is " << type;
+             << step.getArgAttr(i, attr::kName) << "' is " << type;
     params.push_back({i, type});
   }
 
@@ -150,20 +151,20 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
           p.splitDim = d;
           break;
         }
-      StringAttr name = step.getArgAttrOfType<StringAttr>(p.arg, "cleave.name");
+      StringAttr name = getArgName(step, p.arg);
       for (StringRef slot : {"outer_params", "outer_momentum"}) {
         unsigned index = step.getNumArguments();
         SmallVector<NamedAttribute> attrs{
-            b.getNamedAttr("cleave.name",
+            b.getNamedAttr(attr::kName,
                            b.getStringAttr(name.getValue() + "." + slot)),
-            b.getNamedAttr("cleave.state",
+            b.getNamedAttr(attr::kState,
                            StateKindAttr::get(ctx, StateKind::optimizer_state)),
-            b.getNamedAttr("cleave.parameter", name),
-            b.getNamedAttr("cleave.slot", b.getStringAttr(slot))};
+            b.getNamedAttr(attr::kParameter, name),
+            b.getNamedAttr(attr::kSlot, b.getStringAttr(slot))};
         // The global copy starts as the parameter (the same initial value,
         // or the same bytes of the model's external data).
         if (slot == "outer_params")
-          for (StringRef a : {StringRef("cleave.initial_value"),
+          for (StringRef a : {StringRef(attr::kInitialValue),
                               StringRef(kExternalDataAttrName)})
             if (Attribute v = step.getArgAttr(p.arg, a))
               attrs.push_back(b.getNamedAttr(a, v));
@@ -217,7 +218,7 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
       auto op =
           ReduceScatterOp::create(b, loc, shard, CollectiveReduceKind::avg,
                                   param, "mesh", dpAxes, p.splitDim);
-      op->setAttr("cleave.phase", b.getStringAttr("DiLoCo outer step"));
+      setPhase(op, "DiLoCo outer step");
       average = op->getResult(0);
     } else {
       average = allReduceAvg(b, loc, param);
@@ -236,7 +237,7 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
     if (p.splitDim >= 0) {
       auto op = AllGatherOp::create(b, loc, p.type, newGlobal, "mesh", dpAxes,
                                     p.splitDim);
-      op->setAttr("cleave.phase", b.getStringAttr("DiLoCo outer step"));
+      setPhase(op, "DiLoCo outer step");
       newParam = op->getResult(0);
     }
     results.push_back(newParam);
@@ -256,9 +257,8 @@ LogicalResult buildLocalSGD(ModuleOp module, func::FuncOp step,
     for (NamedAttribute a : step.getArgAttrDict(from).getValue())
       sync.setArgAttr(i, a.getName(), a.getValue());
   for (auto [r, u] : llvm::enumerate(updates)) {
-    sync.setResultAttr(r, "cleave.updates", b.getI64IntegerAttr(u));
-    sync.setResultAttr(r, "cleave.name",
-                       sync.getArgAttrOfType<StringAttr>(u, "cleave.name"));
+    setResultUpdates(sync, r, u);
+    sync.setResultAttr(r, attr::kName, getArgName(sync, u));
   }
   module.push_back(sync);
   step->setAttr(kSyncEveryAttrName, b.getI64IntegerAttr(mode.every));

@@ -10,6 +10,7 @@
 #include "cleave/Transforms/Training/Pipeline.h"
 
 #include "Cleave/IR/CleaveCollectives.h"
+#include "Cleave/IR/CleaveMetadata.h"
 #include "Cleave/IR/CleaveOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -248,9 +249,8 @@ splitPipelineRanks(ModuleOp module) {
   }
   // 2. The states each rank keeps: those of the parameters it reads (a
   // parameter's optimizer state goes with it), and the step's own.
-  auto stateOf = [&](unsigned i) { return main.getArgAttr(i, "cleave.state"); };
   auto parameterOf = [&](unsigned i) -> StringRef {
-    auto name = main.getArgAttrOfType<StringAttr>(i, "cleave.parameter");
+    auto name = getArgParameter(main, i);
     return name ? name.getValue() : StringRef();
   };
   std::vector<llvm::StringSet<>> keptParameters(p);
@@ -259,15 +259,14 @@ splitPipelineRanks(ModuleOp module) {
       if (mlir::cleave::isParameterArg(main, i) && needs.reads(r, i))
         keptParameters[r].insert(parameterOf(i));
   auto keeps = [&](int64_t r, unsigned arg) {
-    if (!stateOf(arg))
+    if (!hasArgState(main, arg))
       return true; // Data, learning rate, step: every rank has them.
     StringRef parameter = parameterOf(arg);
     return parameter == "__trainer__" || keptParameters[r].contains(parameter);
   };
   auto updatedArg = [&](unsigned result) -> std::optional<unsigned> {
-    if (auto a =
-            main.getResultAttrOfType<IntegerAttr>(result, "cleave.updates"))
-      return a.getInt();
+    if (std::optional<int64_t> a = getResultUpdates(main, result))
+      return *a;
     return std::nullopt;
   };
   // 3. Each rank's results: its states' new values and every reported
@@ -307,7 +306,7 @@ splitPipelineRanks(ModuleOp module) {
   };
   auto tag = [&](Operation *op, int64_t message) {
     op->setAttr(
-        "cleave.message",
+        attr::kMessage,
         IntegerAttr::get(IntegerType::get(op->getContext(), 64), message));
   };
   auto pp = ArrayAttr::get(module.getContext(),
@@ -441,16 +440,14 @@ splitPipelineRanks(ModuleOp module) {
     SmallVector<unsigned> newIndex(dropArgs.size());
     for (unsigned i = 0, n = 0; i < dropArgs.size(); ++i)
       newIndex[i] = dropArgs[i] ? 0 : n++;
-    OpBuilder b(copy->getContext());
     for (unsigned i = 0; i < rankMain.getNumResults(); ++i)
-      if (auto a =
-              rankMain.getResultAttrOfType<IntegerAttr>(i, "cleave.updates"))
-        rankMain.setResultAttr(i, "cleave.updates",
-                               b.getI64IntegerAttr(newIndex[a.getInt()]));
+      if (std::optional<int64_t> a = getResultUpdates(rankMain, i))
+        setResultUpdates(rankMain, i, newIndex[*a]);
     if (failed(rankMain.eraseArguments(dropArgs)))
       return failure();
     rankMain->removeAttr(kPipelineRanksAttr);
-    rankMain->setAttr(kPipelineRankAttr, b.getI64IntegerAttr(r));
+    rankMain->setAttr(kPipelineRankAttr,
+                      Builder(copy->getContext()).getI64IntegerAttr(r));
     result.push_back(std::move(copy));
   }
   return result;

@@ -19,12 +19,46 @@
 
 namespace cleave::data {
 
+/// The values an integer data input may hold, from the plan's
+/// `valid_range.<input>` metadata: [lo, hi), or `extra` (a loss's ignore
+/// index). For a token embedding's ids, hi is the model's vocabulary (lo is
+/// -hi: Gather counts negative ids from the end); for cross-entropy labels,
+/// [0, classes).
+struct ValueRange {
+  bool known = false; ///< False: the plan says nothing, any value goes.
+  bool hasExtra = false;
+  int64_t lo = 0, hi = 0, extra = 0;
+
+  bool contains(int64_t v) const {
+    return !known || (v >= lo && v < hi) || (hasExtra && v == extra);
+  }
+  /// "[lo, hi)", or "[lo, hi) (or extra)".
+  std::string describe() const;
+};
+
 /// A plan data input: its name, dtype and shape (batch dimension first).
 struct InputSpec {
   std::string name;
   plan::DType dtype = plan::DType::F32;
   std::vector<int64_t> shape;
+  /// What it may hold; openNpy, openArrays, openTokens and openSynthetic
+  /// refuse data outside it.
+  ValueRange range = {};
 };
+
+/// Element `i` of `data`, an array of integer dtype `t`, as an int64 (a
+/// uint64 above INT64_MAX reads as INT64_MAX); 0 for other dtypes.
+int64_t integerAt(plan::DType t, const void *data, size_t i);
+
+/// The index of the first of the `count` elements of `data` (integer dtype
+/// `t`) that `range` does not contain; -1 when it contains them all.
+int64_t findOutsideRange(const ValueRange &range, plan::DType t,
+                         const void *data, size_t count);
+
+/// "holds V at WHERE, outside [lo, hi), the values the model takes there
+/// (...)": the end of the message that refuses value `v` at `where`.
+std::string describeOutside(const ValueRange &range, int64_t v,
+                            const std::string &where);
 
 class Dataset {
 public:
@@ -52,6 +86,8 @@ uint64_t tokenWindowOffset(uint64_t seed, int64_t step, int64_t row,
 
 /// One .npy file per data input, in order; each holds [N, ...] with the
 /// input's shape after the batch dimension and its dtype; N equal for all.
+/// An element outside its input's range is refused, naming the value, its
+/// element index in the file and its sample.
 bool openNpy(const std::vector<InputSpec> &inputs,
              const std::vector<std::string> &files, uint64_t seed,
              std::unique_ptr<Dataset> *out, std::string *error);
@@ -65,12 +101,17 @@ bool openArrays(const std::vector<InputSpec> &inputs,
 /// A flat token file (`tokenDType` U16 or U32). The first data input
 /// ([B, T], an integer dtype) gets window[:T] of a T+1-token window per row,
 /// the second (if any, same shape) window[1:]; values are cast to the
-/// inputs' dtypes. Vocabulary bounds are not checked.
+/// inputs' dtypes. A token that an input reads (the first input reads every
+/// token but the last, the second every token but the first) outside the
+/// input's range is refused, naming the first such token, its position in
+/// the file (token and byte) and the input.
 bool openTokens(const std::vector<InputSpec> &inputs, const std::string &file,
                 plan::DType tokenDType, uint64_t seed,
                 std::unique_ptr<Dataset> *out, std::string *error);
 
 /// Random data by (seed, step): integers in [0, vocab), floats in [-1, 1).
+/// A `vocab` above what an input's range holds (its hi, where its lo is at
+/// most 0) is refused, naming both.
 bool openSynthetic(const std::vector<InputSpec> &inputs, uint64_t seed,
                    int64_t vocab, std::unique_ptr<Dataset> *out,
                    std::string *error);

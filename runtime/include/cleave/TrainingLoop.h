@@ -27,7 +27,9 @@ struct TrainOptions {
   std::vector<std::pair<std::string, std::string>> data; ///< --data NAME=FILE
   std::string tokens, tokenDType = "uint16";
   bool synthetic = false;
-  long syntheticVocab = -1; ///< -1: metadata "vocab_size", else 256.
+  /// -1: the model's vocabulary (the fewest values a data input's valid
+  /// range holds), else 256.
+  long syntheticVocab = -1;
   uint64_t seed = 0;
   bool seedGiven = false;
   long logEvery = 1;

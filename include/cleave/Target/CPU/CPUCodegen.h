@@ -83,9 +83,6 @@ struct CPUCodegenStats {
 /// ~/.cache); empty when there is none.
 std::string defaultKernelCacheDir();
 
-/// The attribute `--cleave-cpu-temporaries-to-scratch` sets on a kernel
-/// that takes a scratch buffer: its bytes.
-constexpr const char *kCPUScratchBytesAttr = "cleave.scratch_bytes";
 /// Alignment of each temporary in a kernel's scratch buffer (and of the
 /// buffer's size).
 constexpr uint64_t kCPUScratchAlignment = 64;

@@ -17,10 +17,6 @@
 
 namespace cleave {
 
-/// The unit attribute `--cleave-row-kernels` puts on the scf.parallel over
-/// rows it builds, which `--cleave-cuda-rows-to-launch` maps to blocks.
-constexpr llvm::StringLiteral kRowKernelAttr = "cleave.row_kernel";
-
 #define GEN_PASS_DECL
 #include "cleave/Target/Common/Passes.h.inc"
 
