@@ -259,6 +259,17 @@ const char *cleave_rt_communicator_kind(cleave_rt_communicator comm);
 void cleave_rt_communicator_abort(cleave_rt_communicator comm,
                                   const char *reason);
 
+/* The communication timeout (seconds) `comm` was made with; 0 for NULL. */
+double cleave_rt_communicator_timeout(cleave_rt_communicator comm);
+
+/* --flight-recorder: `comm` keeps a ring of its last `capacity` collectives,
+ * sends and receives, dumped as DIR/rank-<r>.json when one of them fails,
+ * when the rank aborts, on SIGUSR1 and on SIGSEGV, SIGBUS or SIGABRT (the
+ * process's handlers are installed by the first recorder). */
+cleave_rt_status
+cleave_rt_communicator_set_flight_recorder(cleave_rt_communicator comm,
+                                           const char *dir, size_t capacity);
+
 /* Every rank contributes `bytes` bytes of `data`; `out` (size * bytes) gets
  * all contributions in rank order, on every rank. For drivers (assembling
  * outputs); a collective over the whole world, with the usual timeout. */
@@ -465,6 +476,15 @@ cleave_rt_status cleave_rt_executor_read_state(cleave_rt_executor executor,
 cleave_rt_status cleave_rt_executor_write_state(cleave_rt_executor executor,
                                                 size_t index, const void *src,
                                                 size_t bytes);
+
+/* Host memory for copies of states: page-locked on the cuda backend
+ * (cuMemHostAlloc), so that cleave_rt_executor_read_state into it is one
+ * device-to-host DMA; plain memory on the CPU. Freed with
+ * cleave_rt_executor_host_free on the same executor, before it is
+ * destroyed. */
+cleave_rt_status cleave_rt_executor_host_alloc(cleave_rt_executor executor,
+                                               size_t bytes, void **out_data);
+void cleave_rt_executor_host_free(cleave_rt_executor executor, void *data);
 
 #ifdef __cplusplus
 } /* extern "C" */

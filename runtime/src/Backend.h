@@ -16,6 +16,8 @@
 #include "Status.h"
 #include "cleave/PlanFormat.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,6 +37,28 @@ public:
   /// Host-readable pointer to the tensor's bytes, valid until the next run.
   virtual cleave_rt_status readTensor(const plan::TensorInfo &tensor,
                                       const void **out_data) = 0;
+  /// Copies the tensor's bytes into host `dst` (tensor.byteSize() bytes):
+  /// readTensor and a copy, unless the backend copies straight into `dst`.
+  virtual cleave_rt_status readTensorInto(const plan::TensorInfo &tensor,
+                                          void *dst) {
+    const void *src = nullptr;
+    if (cleave_rt_status s = readTensor(tensor, &src))
+      return s;
+    if (tensor.byteSize())
+      std::memcpy(dst, src, tensor.byteSize());
+    return nullptr;
+  }
+  /// Host memory that readTensorInto fills at the device's full speed
+  /// (page-locked on a GPU); freed with freeHost.
+  virtual cleave_rt_status allocHost(size_t bytes, void **out) {
+    *out = std::malloc(bytes ? bytes : 1);
+    return *out ? nullptr
+                : makeStatus(CLEAVE_RT_RESOURCE_EXHAUSTED,
+                             "cannot allocate " + std::to_string(bytes) +
+                                 " bytes of host memory");
+  }
+  virtual void freeHost(void *data) { std::free(data); }
+
   /// One line for cleave_rt_executor_device_info; the backend's name unless
   /// it says more.
   virtual std::string deviceInfo() const { return name(); }

@@ -3,6 +3,9 @@
 #include "Communicator.h"
 #include "Launch.h"
 
+#include "cleave/FileUtil.h"
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -109,8 +112,37 @@ cleave_rt_status cleave_rt_read_launch_env(cleave_rt_launch_env_t *out) {
 
 void cleave_rt_communicator_abort(cleave_rt_communicator comm,
                                   const char *reason) {
-  if (comm)
-    comm->impl->abort(reason ? reason : "aborted");
+  if (!comm)
+    return;
+  // Before MPI's abort ends the process.
+  if (FlightRecorder *r = comm->impl->flightRecorder()) {
+    std::string err;
+    if (!r->dump(std::string("abort: ") + (reason ? reason : "aborted"), &err))
+      std::fprintf(stderr, "cleave: flight recorder: %s\n", err.c_str());
+  }
+  comm->impl->abort(reason ? reason : "aborted");
+}
+
+cleave_rt_status
+cleave_rt_communicator_set_flight_recorder(cleave_rt_communicator comm,
+                                           const char *dir, size_t capacity) {
+  if (!comm || !dir || !*dir)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "comm and dir must not be NULL or empty");
+  if (capacity < 1 || capacity > (size_t(1) << 24))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "a flight recorder keeps 1 to 16777216 records, not " +
+                          std::to_string(capacity));
+  std::string err;
+  if (!cleave::makeDirectories(dir, &err))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "--flight-recorder: " + err);
+  comm->impl->setFlightRecorder(std::make_unique<FlightRecorder>(
+      dir, comm->impl->rank(), comm->impl->worldSize(), capacity));
+  return nullptr;
+}
+
+double cleave_rt_communicator_timeout(cleave_rt_communicator comm) {
+  return comm ? comm->impl->timeoutSeconds() : 0;
 }
 
 } // extern "C"

@@ -16,6 +16,7 @@
 #ifndef CLEAVE_RUNTIME_COMMUNICATOR_H
 #define CLEAVE_RUNTIME_COMMUNICATOR_H
 
+#include "FlightRecorder.h"
 #include "Status.h"
 #include "cleave/PlanFormat.h"
 
@@ -38,9 +39,12 @@ public:
   /// send). Blocks until this rank's part is done, except a send, which
   /// never waits for its receiver: the communicator keeps a copy of the
   /// data until it is delivered (flush). Buffers are host memory.
-  virtual cleave_rt_status run(const plan::CollectiveInfo &c,
-                               const plan::Group &group, const void *src,
-                               void *dst) = 0;
+  /// With a flight recorder, the collective is recorded around
+  /// runCollective, and a failure dumps every recorder of the process;
+  /// `enqueuedNs` (FlightRecorder::nowNs) is when the caller queued it, if
+  /// earlier than this call (0: now).
+  cleave_rt_status run(const plan::CollectiveInfo &c, const plan::Group &group,
+                       const void *src, void *dst, int64_t enqueuedNs = 0);
   /// Waits until every message this rank has sent has been delivered, at
   /// most the communication timeout; the error names a receiver that never
   /// took its message. Executors call it at the end of each run, so the
@@ -50,6 +54,21 @@ public:
   /// naming this rank and `reason` (a rank that hit an error calls it so
   /// that its peers stop waiting for it).
   virtual void abort(const std::string &reason) = 0;
+
+  /// --flight-recorder: this rank's recorder (FlightRecorder.h), or null.
+  void setFlightRecorder(std::unique_ptr<FlightRecorder> r) {
+    recorder = std::move(r);
+  }
+  FlightRecorder *flightRecorder() const { return recorder.get(); }
+
+protected:
+  /// The implementation's run(), unrecorded.
+  virtual cleave_rt_status runCollective(const plan::CollectiveInfo &c,
+                                         const plan::Group &group,
+                                         const void *src, void *dst) = 0;
+
+private:
+  std::unique_ptr<FlightRecorder> recorder;
 };
 
 /// The local world: `size` ranks as threads of this process. Collectives

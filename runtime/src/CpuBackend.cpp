@@ -389,14 +389,17 @@ cleave_rt_status CpuBackend::runCollective(size_t index, const Command &c) {
                src, dst);
     return nullptr;
   }
-  auto task = [this, &info, &group, src, dst]() -> cleave_rt_status {
+  // Queued now; the communication thread may start it later.
+  int64_t enqueued =
+      comm && comm->flightRecorder() ? FlightRecorder::nowNs() : 0;
+  auto task = [this, &info, &group, src, dst, enqueued]() -> cleave_rt_status {
     if (!comm) {
       // A one-rank mesh: every group is this rank alone.
       if (dst)
         computeCollective(info, 0, 1, &src, dst);
       return nullptr;
     }
-    return comm->run(info, group, src, dst);
+    return comm->run(info, group, src, dst, enqueued);
   };
   if (!comms)
     return task();

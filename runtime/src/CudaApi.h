@@ -75,6 +75,8 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
   X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult (*)(size_t *, size_t *))         \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr *, size_t))          \
   X(cuMemFree, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                      \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult (*)(void **, size_t, unsigned)) \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult (*)(void *))                      \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2",                                           \
     CUresult (*)(CUdeviceptr, const void *, size_t))                           \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2",                                           \

@@ -135,6 +135,9 @@ public:
                                const void *data) override;
   cleave_rt_status readTensor(const TensorInfo &tensor,
                               const void **out_data) override;
+  cleave_rt_status readTensorInto(const TensorInfo &tensor, void *dst) override;
+  cleave_rt_status allocHost(size_t bytes, void **out) override;
+  void freeHost(void *data) override;
   cleave_rt_status run() override;
   std::string deviceInfo() const override;
 
@@ -873,6 +876,31 @@ cleave_rt_status CudaBackend::readTensor(const TensorInfo &tensor,
   }
   *out_data = buf.data();
   return nullptr;
+}
+
+cleave_rt_status CudaBackend::readTensorInto(const TensorInfo &tensor,
+                                             void *dst) {
+  // Straight into `dst`: from page-locked memory (allocHost) a DMA.
+  if (!tensor.byteSize())
+    return nullptr;
+  CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
+  return check(cu.cuMemcpyDtoH(dst, arena + tensor.offset, tensor.byteSize()),
+               "cuMemcpyDtoH");
+}
+
+cleave_rt_status CudaBackend::allocHost(size_t bytes, void **out) {
+  CLEAVE_RT_RETURN_IF_ERROR(makeCurrent());
+  return check(cu.cuMemHostAlloc(out, bytes ? bytes : 1, 0), "cuMemHostAlloc");
+}
+
+void CudaBackend::freeHost(void *data) {
+  if (!data)
+    return;
+  if (cleave_rt_status s = makeCurrent()) {
+    cleave_rt_status_free(s);
+    return;
+  }
+  cu.cuMemFreeHost(data);
 }
 
 std::string CudaBackend::deviceInfo() const {

@@ -282,11 +282,20 @@ cleave_rt_status cleave_rt_executor_read_state(cleave_rt_executor executor,
                                                size_t bytes) {
   const plan::TensorInfo *t = nullptr;
   CLEAVE_RT_RETURN_IF_ERROR(stateAccess(executor, index, dst, bytes, &t));
-  const void *src = nullptr;
-  CLEAVE_RT_RETURN_IF_ERROR(executor->backend->readTensor(*t, &src));
-  if (bytes)
-    std::memcpy(dst, src, bytes);
-  return nullptr;
+  return executor->backend->readTensorInto(*t, dst);
+}
+
+cleave_rt_status cleave_rt_executor_host_alloc(cleave_rt_executor executor,
+                                               size_t bytes, void **out_data) {
+  if (!executor || !out_data)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "executor and out_data must not be NULL");
+  return executor->backend->allocHost(bytes, out_data);
+}
+
+void cleave_rt_executor_host_free(cleave_rt_executor executor, void *data) {
+  if (executor && data)
+    executor->backend->freeHost(data);
 }
 
 cleave_rt_status cleave_rt_executor_write_state(cleave_rt_executor executor,

@@ -363,12 +363,14 @@ public:
   int64_t rank() const override { return myRank; }
   int64_t worldSize() const override { return size; }
   double timeoutSeconds() const override { return world->timeoutSeconds(); }
-  cleave_rt_status run(const CollectiveInfo &c, const Group &group,
-                       const void *src, void *dst) override {
-    return world->run(myRank, c, group, src, dst);
-  }
   void abort(const std::string &reason) override {
     world->abort(myRank, reason);
+  }
+
+protected:
+  cleave_rt_status runCollective(const CollectiveInfo &c, const Group &group,
+                                 const void *src, void *dst) override {
+    return world->run(myRank, c, group, src, dst);
   }
 
 private:

@@ -71,8 +71,8 @@ public:
   double timeoutSeconds() const override { return timeoutSecs; }
   int64_t rank() const override { return myRank; }
   int64_t worldSize() const override { return size; }
-  cleave_rt_status run(const CollectiveInfo &c, const Group &group,
-                       const void *src, void *dst) override;
+  cleave_rt_status runCollective(const CollectiveInfo &c, const Group &group,
+                                 const void *src, void *dst) override;
   cleave_rt_status flush() override;
   void abort(const std::string &) override {
     // The job ends: mpirun reports the abort and stops every rank (the
@@ -165,9 +165,9 @@ cleave_rt_status MpiCommunicator::timedOut(const std::string &what,
   return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + buf);
 }
 
-cleave_rt_status MpiCommunicator::run(const CollectiveInfo &c,
-                                      const Group &group, const void *src,
-                                      void *dst) {
+cleave_rt_status MpiCommunicator::runCollective(const CollectiveInfo &c,
+                                                const Group &group,
+                                                const void *src, void *dst) {
   const int64_t g = static_cast<int64_t>(group.ranks.size());
   const int64_t me = group.index;
   const uint64_t bytes64 = static_cast<uint64_t>(c.count) * dtypeSize(c.dtype);

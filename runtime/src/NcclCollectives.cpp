@@ -486,6 +486,8 @@ cleave_rt_status CudaCollectives::enqueue(const std::vector<Command> &list,
     CLEAVE_RT_RETURN_IF_ERROR(
         check(cu.cuEventRecord(done, comm), "cuEventRecord (collective)"));
   inFlight.push_back({&c, p.comm, done, !capturing});
+  if (recorder())
+    inFlight.back().enqueuedNs = FlightRecorder::nowNs();
   CUevent join = async ? planEvents[static_cast<size_t>(c.event)] : commJoined;
   CLEAVE_RT_RETURN_IF_ERROR(
       check(cu.cuEventRecord(join, comm), "cuEventRecord (collective)"));
@@ -534,6 +536,8 @@ cleave_rt_status CudaCollectives::enqueuePointToPoint(const Command &c,
     CLEAVE_RT_RETURN_IF_ERROR(
         check(cu.cuEventRecord(done, stream), "cuEventRecord (collective)"));
   inFlight.push_back({&c, p.comm, done, !capturing});
+  if (recorder())
+    inFlight.back().enqueuedNs = FlightRecorder::nowNs();
   if (send)
     return nullptr; // Joined at the end of the list.
   bool async = c.stream == kCommStream;
@@ -584,9 +588,12 @@ cleave_rt_status CudaCollectives::fail(const std::string &what,
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // After the abort, so that peers blocked in a collective with this rank
   // are released and can make the check too.
+  recordEnd(0, inFlight.size(), /*ok=*/false);
   std::string message = what + (checkPeers ? lostRanks() : std::string());
   if (failure.empty())
     failure = message;
+  if (recorder())
+    FlightRecorder::dumpAll("rank " + std::to_string(myRank) + ": " + message);
   return makeStatus(CLEAVE_RT_UNAVAILABLE,
                     "rank " + std::to_string(myRank) + ": " + message);
 }
@@ -595,6 +602,7 @@ cleave_rt_status CudaCollectives::wait(const char *what) {
   using Clock = std::chrono::steady_clock;
   if (groups.empty())
     return check(cu.cuStreamSynchronize(compute), what);
+  recordStart();
   auto progressAt = Clock::now();
   // inFlight[pending] is the first collective not known complete; `before`
   // is what pending was at the previous poll.
@@ -651,12 +659,16 @@ cleave_rt_status CudaCollectives::wait(const char *what) {
     }
     // Failed (or aborted) NCCL calls complete too: idle streams are a
     // success only without an asynchronous error.
-    if (allIdle)
-      return asyncFailure();
+    if (allIdle) {
+      cleave_rt_status s = asyncFailure();
+      recordEnd(0, inFlight.size(), /*ok=*/true);
+      return s;
+    }
     CLEAVE_RT_RETURN_IF_ERROR(asyncFailure());
     before = pending;
     while (trackable && pending < inFlight.size() &&
            cu.cuEventQuery(inFlight[pending].done) == CUDA_SUCCESS) {
+      recordEnd(pending, pending + 1, /*ok=*/true);
       ++pending;
       progressAt = Clock::now();
     }
@@ -679,6 +691,27 @@ cleave_rt_status CudaCollectives::wait(const char *what) {
     std::this_thread::sleep_for(polls < 200 ? std::chrono::microseconds(20)
                                             : std::chrono::microseconds(500));
   }
+}
+
+void CudaCollectives::recordStart() {
+  FlightRecorder *r = recorder();
+  if (!r || !file)
+    return;
+  for (InFlight &f : inFlight) {
+    const CollectiveInfo &c = f.command->collective;
+    f.record = r->begin(c, groupOf(file->mesh, c.axes, myRank),
+                        static_cast<uint64_t>(c.count) * dtypeSize(c.dtype),
+                        f.tracked ? f.enqueuedNs : 0);
+  }
+}
+
+void CudaCollectives::recordEnd(size_t from, size_t to, bool ok) {
+  FlightRecorder *r = recorder();
+  for (size_t k = from; r && k < to && k < inFlight.size(); ++k)
+    if (inFlight[k].record) {
+      r->end(inFlight[k].record, ok);
+      inFlight[k].record = 0;
+    }
 }
 
 std::string CudaCollectives::lostRanks() {

@@ -237,6 +237,15 @@ private:
   /// communicator, as in CPU runs). "; <what it found>", or "" without a
   /// CPU communicator. NCCL cannot say which peer it waits for.
   std::string lostRanks();
+  /// --flight-recorder (the recorder of this rank's CPU communicator): the
+  /// run's collectives start being recorded when wait() begins (enqueued
+  /// when they were enqueued eagerly, or at the graph's launch); end each
+  /// record in inFlight[from, to).
+  FlightRecorder *recorder() const {
+    return rankComm ? rankComm->flightRecorder() : nullptr;
+  }
+  void recordStart();
+  void recordEnd(size_t from, size_t to, bool ok);
 
   const DriverApi &cu;
   const NcclLibrary *library = nullptr;
@@ -273,6 +282,10 @@ private:
     /// `done` is recorded when the work runs (not in a graph replay, which
     /// re-records nothing the host can tell apart from the last run).
     bool tracked;
+    /// --flight-recorder: when it was enqueued (eager runs), and its open
+    /// record (0: none).
+    int64_t enqueuedNs = 0;
+    uint64_t record = 0;
   };
   std::vector<InFlight> inFlight;
   /// Events for inFlight, reused across runs.

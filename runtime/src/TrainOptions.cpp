@@ -32,6 +32,7 @@ constexpr TrainOptionSpec kTrainOptions[] = {
     {"log-json", true},
     {"save-every", true},
     {"checkpoint-dir", true},
+    {"async-checkpoint", false},
     {"resume", true},
     {"export-safetensors", true},
     {"export-onnx", true},
@@ -92,6 +93,8 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
       t.synthetic = true;
     else if (name == "profile")
       t.profile = true;
+    else if (name == "async-checkpoint")
+      t.asyncCheckpoint = true;
     else
       t.measureMemory = true;
     return true;
@@ -113,12 +116,15 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
   }
   if (name == "debug-fault") {
     long r = 0, step = 0;
-    char mode[16] = {0};
-    if (std::sscanf(v, "%ld:%ld:%15s", &r, &step, mode) != 3 || r < 0 ||
+    char mode[24] = {0};
+    if (std::sscanf(v, "%ld:%ld:%23s", &r, &step, mode) != 3 || r < 0 ||
         step < 1 ||
         (std::strcmp(mode, "exit") && std::strcmp(mode, "hang") &&
-         std::strcmp(mode, "stop") && std::strcmp(mode, "crash"))) {
-      *error = "--debug-fault expects RANK:STEP:exit|hang|stop|crash, got '" +
+         std::strcmp(mode, "stop") && std::strcmp(mode, "crash") &&
+         std::strcmp(mode, "crash-during-save") &&
+         std::strcmp(mode, "fail-during-save"))) {
+      *error = "--debug-fault expects RANK:STEP:exit|hang|stop|crash|"
+               "crash-during-save|fail-during-save, got '" +
                std::string(v) + "'";
       return false;
     }

@@ -10,6 +10,7 @@
 #ifndef CLEAVE_RUNTIME_TRAINERIMPL_H
 #define CLEAVE_RUNTIME_TRAINERIMPL_H
 
+#include "AsyncCheckpoint.h"
 #include "TrainingSupport.h"
 
 #include "cleave/Data.h"
@@ -93,6 +94,9 @@ struct Trainer::Impl {
   cleave_rt::Executor syncExec;
   std::vector<std::pair<size_t, size_t>> syncStates; // (step's, entry's)
   std::vector<uint8_t> syncBytes;
+  /// --async-checkpoint's writer (after the executors, so that it is
+  /// joined and its host buffers freed before they are destroyed).
+  std::unique_ptr<AsyncCheckpointer> asyncSave;
 
   uint64_t seed = 0;
   int64_t firstStep = 0, stepsDone = 0;

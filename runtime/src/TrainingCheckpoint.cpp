@@ -168,9 +168,9 @@ int snapshot(cleave_rt_executor e, const CheckpointLayout &layout,
   return -1;
 }
 
-int saveSharded(cleave_rt_executor e, const CheckpointLayout &layout,
-                const RankContext &ctx, const std::string &dir,
-                checkpoint::Checkpoint &c, std::string *path) {
+int beginSave(const CheckpointLayout &layout, const RankContext &ctx,
+              const std::string &dir, checkpoint::Checkpoint &c,
+              checkpoint::ShardedSave *save) {
   c.states.clear();
   for (const CheckpointLayout::Entry &entry : layout.entries) {
     const StateInfo &st = entry.info;
@@ -183,15 +183,14 @@ int saveSharded(cleave_rt_executor e, const CheckpointLayout &layout,
     r.shape = st.global;
     c.states.push_back(std::move(r));
   }
-  checkpoint::ShardedSave save;
   std::string err, file;
-  bool ok = ctx.rank == 0 ? checkpoint::beginShardedSave(dir, c, &save, &err)
-                          : checkpoint::layoutShardedSave(c, &save, &err);
-  if (ctx.rank == 0 && ok && save.tensorFile.size() > kMaxPath) {
+  bool ok = ctx.rank == 0 ? checkpoint::beginShardedSave(dir, c, save, &err)
+                          : checkpoint::layoutShardedSave(c, save, &err);
+  if (ctx.rank == 0 && ok && save->tensorFile.size() > kMaxPath) {
     ok = false;
-    err = "the checkpoint path '" + save.tensorFile + "' is too long";
+    err = "the checkpoint path '" + save->tensorFile + "' is too long";
   }
-  file = ok ? save.tensorFile : "";
+  file = ok ? save->tensorFile : "";
   int rc = shareFromRank0(ctx, &file);
   if (rc >= 0)
     return rc;
@@ -199,13 +198,14 @@ int saveSharded(cleave_rt_executor e, const CheckpointLayout &layout,
     return fail(err);
   if (file.empty())
     return fail("rank 0 could not start the checkpoint in '" + dir + "'");
-  save.tensorFile = file;
-  int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
-  ok = fd >= 0;
-  if (!ok)
-    err = "cannot open '" + file + "': " + std::strerror(errno);
-  std::vector<uint8_t> local;
-  for (size_t i = 0; ok && i < layout.entries.size(); ++i) {
+  save->tensorFile = file;
+  return -1;
+}
+
+std::vector<OwnedShard> ownedShards(const CheckpointLayout &layout,
+                                    const RankContext &ctx) {
+  std::vector<OwnedShard> owned;
+  for (size_t i = 0; i < layout.entries.size(); ++i) {
     const CheckpointLayout::Entry &entry = layout.entries[i];
     if (entry.stage != layout.myStage)
       continue;
@@ -216,8 +216,29 @@ int saveSharded(cleave_rt_executor e, const CheckpointLayout &layout,
     bool owner = true;
     for (int64_t k = 0; owner && k < ctx.rank; ++k)
       owner = layout.stageOfRank[k] != entry.stage || shardStart(st, k) != mine;
-    if (!owner)
-      continue;
+    if (owner)
+      owned.push_back({i, std::move(mine)});
+  }
+  return owned;
+}
+
+int saveSharded(cleave_rt_executor e, const CheckpointLayout &layout,
+                const RankContext &ctx, const std::string &dir,
+                checkpoint::Checkpoint &c, std::string *path) {
+  checkpoint::ShardedSave save;
+  if (int rc = beginSave(layout, ctx, dir, c, &save); rc >= 0)
+    return rc;
+  const std::string &file = save.tensorFile;
+  std::string err;
+  int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  bool ok = fd >= 0;
+  if (!ok)
+    err = "cannot open '" + file + "': " + std::strerror(errno);
+  std::vector<uint8_t> local;
+  for (const OwnedShard &shard :
+       ok ? ownedShards(layout, ctx) : std::vector<OwnedShard>()) {
+    const CheckpointLayout::Entry &entry = layout.entries[shard.entry];
+    const StateInfo &st = entry.info;
     local.resize(st.desc.tensor.byte_size);
     // A failure here still reaches allAgree below, so no rank waits for
     // one that gave up.
@@ -228,16 +249,18 @@ int saveSharded(cleave_rt_executor e, const CheckpointLayout &layout,
       ok = false;
       break;
     }
-    ok = checkpoint::writeShard(fd, save, i, st.global, st.shape, mine,
-                                cleave_rt_dtype_size(st.desc.tensor.dtype),
-                                local.data(), &err);
+    ok = checkpoint::writeShard(
+        fd, save, shard.entry, st.global, st.shape, shard.start,
+        cleave_rt_dtype_size(st.desc.tensor.dtype), local.data(), &err);
+    if (!ok)
+      break;
   }
   if (fd >= 0 && (::fsync(fd) != 0 || ::close(fd) != 0) && ok) {
     ok = false;
     err = "cannot fsync '" + file + "': " + std::strerror(errno);
   }
   bool all = false;
-  rc = allAgree(ctx, ok, &all);
+  int rc = allAgree(ctx, ok, &all);
   if (rc >= 0)
     return rc;
   if (!ok)

@@ -150,6 +150,10 @@ int Trainer::finish() { return impl->finish(); }
 
 int Trainer::saveCheckpoint(const std::string &dir, std::string *path) {
   Impl &t = *impl;
+  // Not beside an --async-checkpoint save, which may be of the same step.
+  if (t.asyncSave)
+    if (int rc = t.asyncSave->wait(); rc >= 0)
+      return rc;
   checkpoint::Checkpoint c;
   c.step = t.stepsDone;
   c.seed = t.seed;
@@ -304,7 +308,8 @@ void Trainer::Impl::log(const StepMetrics &m) {
 int Trainer::Impl::step(const std::vector<const void *> *given,
                         StepMetrics *out) {
   int64_t step = stepsDone;
-  if (ctx.rank == o.faultRank && step + 1 == o.faultStep) {
+  if (ctx.rank == o.faultRank && step + 1 == o.faultStep &&
+      o.faultMode.find("-during-save") == std::string::npos) {
     std::fprintf(stderr, "%s: %sinjected fault at step %" PRId64 ": %s\n",
                  programName().c_str(), rankPrefix().c_str(), step + 1,
                  o.faultMode.c_str());
@@ -319,6 +324,10 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
     setLeftByFault();
     return 1;
   }
+  // A background checkpoint write that failed ends the run.
+  if (asyncSave)
+    if (int rc = asyncSave->poll(); rc >= 0)
+      return rc;
   auto t0 = std::chrono::steady_clock::now();
   if (int rc = setBatch(given); rc >= 0)
     return rc;
@@ -409,15 +418,22 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
     c.seed = seed;
     c.optimizer = info.optimizer;
     c.samplesConsumed = m.step * batch;
-    std::string path;
-    if (int rc = saveSharded(exec, states, ctx, o.checkpointDir, c, &path);
-        rc >= 0)
-      return rc;
-    if (isLeader()) {
-      if (progress)
-        std::fprintf(stderr, "\r\033[K");
-      std::fprintf(stderr, "%s: saved checkpoint '%s'\n", programName().c_str(),
-                   path.c_str());
+    // --async-checkpoint: rank 0's writer says when the checkpoint is saved.
+    if (asyncSave) {
+      if (int rc = asyncSave->save(exec, states, ctx, o.checkpointDir, c);
+          rc >= 0)
+        return rc;
+    } else {
+      std::string path;
+      if (int rc = saveSharded(exec, states, ctx, o.checkpointDir, c, &path);
+          rc >= 0)
+        return rc;
+      if (isLeader()) {
+        if (progress)
+          std::fprintf(stderr, "\r\033[K");
+        std::fprintf(stderr, "%s: saved checkpoint '%s'\n",
+                     programName().c_str(), path.c_str());
+      }
     }
   }
   if (out)
@@ -428,6 +444,10 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
 int Trainer::Impl::finish() {
   if (progress)
     std::fprintf(stderr, "\r\033[K");
+  // The checkpoint in flight is complete (or its failure reported) first.
+  if (asyncSave)
+    if (int rc = asyncSave->wait(); rc >= 0)
+      return rc;
   bool ran = stepsDone > firstStep;
   if (!ran && o.steps >= 0)
     warn("nothing to do: already at step " + std::to_string(firstStep) +

@@ -95,6 +95,21 @@ int Trainer::Impl::open() {
                 "(--steps, --data, --resume, ...) do not apply");
   if (o.saveEvery > 0 && o.checkpointDir.empty())
     return fail("--save-every needs --checkpoint-dir DIR");
+  if (o.asyncCheckpoint && o.saveEvery <= 0)
+    return fail("--async-checkpoint needs --save-every K and --checkpoint-dir "
+                "DIR");
+  bool saveFault =
+      o.faultMode == "crash-during-save" || o.faultMode == "fail-during-save";
+  if (saveFault && !o.asyncCheckpoint)
+    return fail("--debug-fault ...:" + o.faultMode +
+                " needs --async-checkpoint");
+  if (o.asyncCheckpoint && saveFault && o.faultRank == ctx.rank)
+    asyncSave = std::make_unique<AsyncCheckpointer>(
+        o.faultMode == "crash-during-save" ? AsyncCheckpointer::Fault::Crash
+                                           : AsyncCheckpointer::Fault::Fail,
+        o.faultStep);
+  else if (o.asyncCheckpoint)
+    asyncSave = std::make_unique<AsyncCheckpointer>();
   if (o.slowRank >= ctx.worldSize)
     return fail("--slow-rank " + std::to_string(o.slowRank) + ": the run has " +
                 std::to_string(ctx.worldSize) +

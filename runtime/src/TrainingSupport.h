@@ -105,6 +105,25 @@ private:
 int snapshot(cleave_rt_executor e, const CheckpointLayout &layout,
              const RankContext &ctx, std::vector<checkpoint::StateRecord> *out);
 
+/// Starts a checkpoint of `c`'s step (its records get the states' names,
+/// dtypes and global shapes, without data): rank 0 lays out the tensor file
+/// in a temporary directory (beginShardedSave) and every rank gets its
+/// path in save->tensorFile. A collective over the world.
+int beginSave(const CheckpointLayout &layout, const RankContext &ctx,
+              const std::string &dir, checkpoint::Checkpoint &c,
+              checkpoint::ShardedSave *save);
+
+/// A shard this rank writes into a checkpoint: entry `entry` of the
+/// layout, at `start` of its global tensor.
+struct OwnedShard {
+  size_t entry;
+  std::vector<int64_t> start;
+};
+/// The shards this rank writes: those of its stage's entries of which it
+/// is the lowest holding rank.
+std::vector<OwnedShard> ownedShards(const CheckpointLayout &layout,
+                                    const RankContext &ctx);
+
 /// Saves a checkpoint with every rank writing the shards it owns (the
 /// lowest rank of the saving stage holding each distinct shard) into one
 /// tensor file that rank 0 laid out; no rank gathers a global tensor.

@@ -366,6 +366,46 @@ CLEAVE_DOUBLE_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   return kSuccess;
 }
 
+CLEAVE_DOUBLE_EXPORT CUresult cuMemHostAlloc(void **out, size_t bytes,
+                                             unsigned flags) {
+  State &s = state();
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!currentContext())
+    return noContext("cuMemHostAlloc");
+  if (!out)
+    return refuse(kInvalidValue, "cuMemHostAlloc: null pointer");
+  if (!bytes)
+    return refuse(kInvalidValue, "cuMemHostAlloc: 0 bytes requested");
+  if (flags & ~0x7u)
+    return refuse(kInvalidValue,
+                  "cuMemHostAlloc: unknown flags " + std::to_string(flags));
+  if (CUresult r = syncCallDuringCapture(s, "cuMemHostAlloc"))
+    return r;
+  void *p = std::malloc(bytes);
+  if (!p)
+    return refuse(kOutOfMemory, "cuMemHostAlloc: " + std::to_string(bytes) +
+                                    " bytes of host memory");
+  s.hostBlocks[p] = bytes;
+  *out = p;
+  return kSuccess;
+}
+
+CLEAVE_DOUBLE_EXPORT CUresult cuMemFreeHost(void *p) {
+  State &s = state();
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!currentContext())
+    return noContext("cuMemFreeHost");
+  auto it = s.hostBlocks.find(p);
+  if (it == s.hostBlocks.end())
+    fail("cuMemFreeHost: " + std::string(p ? "a pointer" : "null") +
+         " that cuMemHostAlloc did not return");
+  if (CUresult r = syncCallDuringCapture(s, "cuMemFreeHost"))
+    return r;
+  s.hostBlocks.erase(it);
+  std::free(p);
+  return kSuccess;
+}
+
 /// A synchronous copy: an access of the calling thread, checked like any
 /// other, then done on this thread.
 static CUresult hostCopy(const char *call, Access access, void *dst,

@@ -213,6 +213,29 @@ TEST_F(DriverDouble, UseAfterFreeFails) {
                "cuMemsetD8Async.*freed by cuMemFree.*use after free");
 }
 
+TEST_F(DriverDouble, PageLockedHostMemoryTakesCopies) {
+  CUdeviceptr d = alloc(64);
+  void *host = nullptr;
+  ASSERT_EQ(cu.cuMemHostAlloc(&host, 64, 0), CUDA_SUCCESS);
+  std::vector<uint8_t> pattern(64);
+  for (size_t i = 0; i < pattern.size(); ++i)
+    pattern[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_EQ(cu.cuMemcpyHtoD(d, pattern.data(), 64), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemcpyDtoH(host, d, 64), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(host, pattern.data(), 64), 0);
+  EXPECT_EQ(cu.cuMemFreeHost(host), CUDA_SUCCESS);
+  EXPECT_NE(cu.cuMemHostAlloc(&host, 0, 0), CUDA_SUCCESS);
+  cu.cuMemFree(d);
+}
+
+TEST_F(DriverDouble, FreeingHostMemoryNotFromHostAllocFails) {
+  EXPECT_DEATH(([&] {
+                 std::vector<uint8_t> pageable(16);
+                 cu.cuMemFreeHost(pageable.data());
+               })(),
+               "cuMemFreeHost: a pointer that cuMemHostAlloc did not return");
+}
+
 TEST_F(DriverDouble, FreedMemoryIsPoisoned) {
   CUdeviceptr p = alloc(16);
   ASSERT_EQ(cu.cuMemFree(p), CUDA_SUCCESS);

@@ -256,6 +256,8 @@ struct State {
   std::deque<Agent> agents;
 
   std::map<CUdeviceptr, Allocation> allocations;
+  /// Page-locked host blocks (cuMemHostAlloc) and their sizes.
+  std::map<void *, size_t> hostBlocks;
   std::unordered_map<uint64_t, CUdeviceptr> allocationById;
   uint64_t nextAllocationId = 1;
   std::deque<FreedBlock> freed;

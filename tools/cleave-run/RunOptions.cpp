@@ -136,6 +136,14 @@ const TrainOptionHelp kTrainHelp[] = {
      "DIR/step-<N>/ (model.safetensors, index.json,\n"
      "manifest.json with SHA-256s), written\n"
      "atomically; DIR/latest names the newest"},
+    {"async-checkpoint", "", kTraining,
+     "a save blocks the step only to copy its states\n"
+     "to host memory (page-locked on a GPU); a\n"
+     "thread of each rank writes the checkpoint\n"
+     "beside the next steps, then renames it into\n"
+     "place. One save in flight: the next waits for\n"
+     "it. A failed write ends the run non-zero at the\n"
+     "next step"},
     {"resume", "PATH", kTraining,
      "continue from a checkpoint: PATH/step-<N>, or\n"
      "the newest complete one in PATH (incomplete or\n"
@@ -158,8 +166,11 @@ const TrainOptionHelp kTrainHelp[] = {
      "testing aid: rank R fails at the start of\n"
      "training step STEP; MODE exit (leaves\n"
      "silently), hang (stops answering), stop\n"
-     "(SIGSTOP: the whole process) or crash\n"
-     "(SIGKILL)"},
+     "(SIGSTOP: the whole process), crash\n"
+     "(SIGKILL); with --async-checkpoint, crash-\n"
+     "during-save (SIGKILL) or fail-during-save (a\n"
+     "write error) halfway through writing step\n"
+     "STEP's checkpoint"},
 };
 // clang-format on
 
@@ -182,7 +193,7 @@ public:
 struct RawArgs {
   std::vector<std::string> positional, inputs;
   std::string outputDir, backend, weightsDir, warmup, repeat, ranks, threads,
-      bind, commTimeout;
+      bind, commTimeout, flightRecorder, flightRecorderSize;
   bool noOutput = false, printOutputs = false, printStats = false;
   /// The values of each training option given, in command-line order (an
   /// empty string for each use of a flag).
@@ -311,6 +322,19 @@ void declareOptions(CLI::App &app, RawArgs &raw) {
        "peer (default 300), then every rank stops with\n"
        "a message naming the rank that never came and\n"
        "the collective");
+  text("--flight-recorder", raw.flightRecorder, "DIR", kRanks,
+       "every rank keeps a ring of its last\n"
+       "collectives, sends and receives (number, kind,\n"
+       "group, bytes, source node, enqueue, start and\n"
+       "end times) and writes it as DIR/rank-<r>.json\n"
+       "when a collective fails or times out, when it\n"
+       "aborts, on SIGUSR1 and on SIGSEGV, SIGBUS or\n"
+       "SIGABRT; tools/cleave-flight DIR names the\n"
+       "first collective where the ranks disagree and\n"
+       "the rank that never arrived");
+  text("--flight-recorder-size", raw.flightRecorderSize, "N", kRanks,
+       "records the ring keeps per rank (default\n"
+       "2048)");
   // Last in the help, as its own group.
   app.set_help_flag("-h,--help", "print this help")->group("Help");
 }
@@ -427,6 +451,20 @@ bool checkValues(const CLI::App &app, const RawArgs &raw, bool embedded,
                    raw.commTimeout + "'");
     o->commTimeout = t;
   }
+  if (given("--flight-recorder")) {
+    if (raw.flightRecorder.empty())
+      return usage("--flight-recorder expects a directory");
+    o->flightRecorder = raw.flightRecorder;
+  }
+  if (given("--flight-recorder-size") &&
+      (!training::parseCount(raw.flightRecorderSize.c_str(),
+                             &o->flightRecorderSize) ||
+       o->flightRecorderSize < 1 || o->flightRecorderSize > (1 << 24)))
+    return usage("--flight-recorder-size expects a record count from 1 to "
+                 "16777216, got '" +
+                 raw.flightRecorderSize + "'");
+  if (given("--flight-recorder-size") && o->flightRecorder.empty())
+    return usage("--flight-recorder-size needs --flight-recorder DIR");
   // The training options: one table with the Python module's.
   for (const auto &[name, values] : raw.train)
     for (const std::string &v : values) {

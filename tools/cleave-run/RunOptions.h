@@ -28,10 +28,12 @@ struct RunOptions {
   std::string weightsDir; ///< --weights-dir DIR
   bool noOutput = false, printOutputs = false, printStats = false;
   long warmup = 0, repeat = 1;
-  long ranks = 0;             ///< --ranks N (0: not given)
-  long threads = 0;           ///< --threads N per rank (0: not given)
-  bool bindRanks = true;      ///< --bind core (true) or none
-  double commTimeout = 300.0; ///< --comm-timeout S
+  long ranks = 0;                 ///< --ranks N (0: not given)
+  long threads = 0;               ///< --threads N per rank (0: not given)
+  bool bindRanks = true;          ///< --bind core (true) or none
+  double commTimeout = 300.0;     ///< --comm-timeout S
+  std::string flightRecorder;     ///< --flight-recorder DIR
+  long flightRecorderSize = 2048; ///< --flight-recorder-size N
   training::TrainOptions train;
 };
 

@@ -383,6 +383,16 @@ static std::vector<int> allowedCpus() {
   return cpus;
 }
 
+/// --flight-recorder DIR: `comm` records its collectives.
+static cleave_rt_status setFlightRecorder(const RunOptions &o,
+                                          cleave_rt_communicator comm) {
+  if (o.flightRecorder.empty())
+    return nullptr;
+  return cleave_rt_communicator_set_flight_recorder(
+      comm, o.flightRecorder.c_str(),
+      static_cast<size_t>(o.flightRecorderSize));
+}
+
 /// Runs every rank of a plan over a mesh as a thread of this process, rank
 /// r bound to rankCpus(..., r, threadsPerRank) unless --bind none.
 static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
@@ -430,6 +440,8 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
       if (cleave_rt::Communicator comm;
           cleave_rt_status s = cleave_rt_communicator_create_local(
               localWorld, static_cast<size_t>(r), comm.out())) {
+        code = statusError(s);
+      } else if (cleave_rt_status s = setFlightRecorder(o, comm)) {
         code = statusError(s);
       } else {
         run::RankContext ctx{comm, r, world};
@@ -555,6 +567,8 @@ static int runMpiRank(const RunOptions &o, cleave_rt_program program,
     return statusError(s);
   int64_t rank = static_cast<int64_t>(cleave_rt_communicator_rank(comm));
   run::setRank(rank, world);
+  if (cleave_rt_status s = setFlightRecorder(o, comm))
+    return statusError(s);
   if (static_cast<int64_t>(cleave_rt_communicator_size(comm)) != world)
     return error("MPI_COMM_WORLD has " +
                  std::to_string(cleave_rt_communicator_size(comm)) +

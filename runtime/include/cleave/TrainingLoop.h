@@ -36,12 +36,18 @@ struct TrainOptions {
   std::string logJson;
   long saveEvery = 0;
   std::string checkpointDir, resume, exportPath;
+  /// --async-checkpoint: a save blocks the step only to copy its states to
+  /// host memory; a thread of each rank writes them (AsyncCheckpoint.h).
+  bool asyncCheckpoint = false;
   /// --export-onnx OUT: the source model (--onnx-model, default the plan's
   /// `source_model` metadata) with the trained parameters written back.
   std::string exportOnnx, onnxModel;
   /// --debug-fault RANK:STEP:MODE (for tests of failure handling): rank RANK
   /// fails at the start of step STEP (1-based): `exit` leaves without a
-  /// word to its peers, `hang` stops answering, `crash` kills the process.
+  /// word to its peers, `hang` stops answering, `crash` kills the process;
+  /// `crash-during-save` kills it and `fail-during-save` fails the write
+  /// halfway through writing the checkpoint of step STEP (with
+  /// --async-checkpoint, in the background write).
   int64_t faultRank = -1, faultStep = 0;
   std::string faultMode;
   /// --output-dir DIR: every output of the last step (loss, grad_norm and,
