@@ -27,52 +27,59 @@ namespace cleave::training {
 
 using namespace cleave::plan;
 
-bool readUntiedParameters(cleave_rt_program program, UntiedParameters *out,
-                          std::string *error) {
-  const char *text = cleave_rt_program_metadata(program, meta::kUntied.name);
+/// Reads the JSON array of objects in the plan's metadata `key` (absent:
+/// nothing to read), calling `entry` on each; `entry` returns false for an
+/// entry without the fields it needs, which `fields` describes.
+template <typename Fn>
+static bool readMetadataArray(cleave_rt_program program, const char *key,
+                              const char *fields, std::string *error,
+                              Fn entry) {
+  const char *text = cleave_rt_program_metadata(program, key);
   if (!text)
     return true;
   json::Value doc;
   if (!json::parse(text, &doc, error) || !doc.is_array()) {
-    *error = "the plan's 'untied' metadata is not a JSON array";
+    *error =
+        std::string("the plan's '") + key + "' metadata is not a JSON array";
     return false;
   }
-  for (const json::Value &entry : doc) {
-    const std::string *name = json::asString(json::get(entry, "name")),
-                      *from = json::asString(json::get(entry, "from")),
-                      *node = json::asString(json::get(entry, "node"));
-    if (!name || !from || !node) {
-      *error = "the plan's 'untied' metadata has an entry without string "
-               "name, from and node";
+  for (const json::Value &e : doc)
+    if (!entry(e)) {
+      *error = std::string("the plan's '") + key +
+               "' metadata has an entry without " + fields;
       return false;
     }
-    (*out)[*name] = {*from, *node};
-  }
   return true;
+}
+
+bool readUntiedParameters(cleave_rt_program program, UntiedParameters *out,
+                          std::string *error) {
+  return readMetadataArray(
+      program, meta::kUntied.name, "string name, from and node", error,
+      [&](const json::Value &entry) {
+        const std::string *name = json::asString(json::get(entry, "name")),
+                          *from = json::asString(json::get(entry, "from")),
+                          *node = json::asString(json::get(entry, "node"));
+        if (!name || !from || !node)
+          return false;
+        (*out)[*name] = {*from, *node};
+        return true;
+      });
 }
 
 bool readFoldedParameters(cleave_rt_program program, FoldedParameters *out,
                           std::string *error) {
-  const char *text = cleave_rt_program_metadata(program, meta::kFolded.name);
-  if (!text)
-    return true;
-  json::Value doc;
-  if (!json::parse(text, &doc, error) || !doc.is_array()) {
-    *error = "the plan's 'folded' metadata is not a JSON array";
-    return false;
-  }
-  for (const json::Value &entry : doc) {
-    const std::string *name = json::asString(json::get(entry, "name")),
-                      *copy = json::asString(json::get(entry, "copy"));
-    const json::Value *inSource = json::get(entry, "in_source");
-    if (!name || !copy || !inSource || !inSource->is_boolean()) {
-      *error = "the plan's 'folded' metadata has an entry without string "
-               "name and copy and boolean in_source";
-      return false;
-    }
-    (*out)[*name] = {*copy, inSource->get<bool>()};
-  }
-  return true;
+  return readMetadataArray(
+      program, meta::kFolded.name, "string name and copy and boolean in_source",
+      error, [&](const json::Value &entry) {
+        const std::string *name = json::asString(json::get(entry, "name")),
+                          *copy = json::asString(json::get(entry, "copy"));
+        const json::Value *inSource = json::get(entry, "in_source");
+        if (!name || !copy || !inSource || !inSource->is_boolean())
+          return false;
+        (*out)[*name] = {*copy, inSource->get<bool>()};
+        return true;
+      });
 }
 
 int checkOnnxExportable(const UntiedParameters &untied) {

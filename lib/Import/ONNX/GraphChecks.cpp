@@ -195,4 +195,20 @@ LogicalResult checkGraphStructure(const onnx::GraphProto &graph, StringRef path,
   return GraphChecker(path, ctx).check(graph, outers, "");
 }
 
+void addDeclaredRanks(const onnx::GraphProto &graph,
+                      llvm::StringMap<int> &ranks) {
+  auto declare = [&](const onnx::ValueInfoProto &v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto &v : graph.input())
+    declare(v);
+  for (const auto &v : graph.value_info())
+    declare(v);
+  for (const auto &v : graph.output())
+    declare(v);
+  for (const auto &t : graph.initializer())
+    ranks[t.name()] = t.dims_size();
+}
+
 } // namespace cleave::onnximport

@@ -14,6 +14,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/LLVM.h"
 
+#include "llvm/ADT/StringMap.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <string>
@@ -41,6 +43,11 @@ mlir::LogicalResult checkGraphStructure(const onnx::GraphProto &graph,
 mlir::LogicalResult checkNodeAttributes(const onnx::GraphProto &graph,
                                         int64_t opset, llvm::StringRef path,
                                         mlir::MLIRContext *ctx);
+
+/// Adds the rank of every value of `graph` whose rank is declared (graph
+/// inputs, value_info and outputs with a shape, initializers) to `ranks`.
+void addDeclaredRanks(const onnx::GraphProto &graph,
+                      llvm::StringMap<int> &ranks);
 
 /// "an integer", "a list of floats", ... for an AttributeProto type.
 std::string attributeTypeNoun(int type);

@@ -331,18 +331,7 @@ static LogicalResult checkWindowAttributes(const onnx::GraphProto &graph,
   // from W's dimensions 2.. for each spatial dimension of X, past the end
   // of a W of lower rank (a null read in libonnx).
   llvm::StringMap<int> ranks;
-  auto declare = [&](const onnx::ValueInfoProto &v) {
-    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
-  };
-  for (const auto &v : graph.input())
-    declare(v);
-  for (const auto &v : graph.value_info())
-    declare(v);
-  for (const auto &v : graph.output())
-    declare(v);
-  for (const auto &t : graph.initializer())
-    ranks[t.name()] = t.dims_size();
+  addDeclaredRanks(graph, ranks);
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto &node = graph.node(i);
     std::string where = node.name().empty()

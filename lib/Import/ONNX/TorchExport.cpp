@@ -146,7 +146,8 @@ int64_t numElements(const onnx::TensorProto &t) {
 bool readBytes(const onnx::TensorProto &t, std::string &out) {
   size_t size = elementBytes(t.data_type());
   int64_t n = numElements(t);
-  if (!size || t.data_location() == onnx::TensorProto::EXTERNAL)
+  if (!size || t.data_location() == onnx::TensorProto::EXTERNAL ||
+      llvm::any_of(t.dims(), [](int64_t d) { return d < 0; }))
     return false;
   if (t.has_raw_data()) {
     out = t.raw_data();
