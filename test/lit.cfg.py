@@ -28,6 +28,16 @@ if getattr(config, "cleave_have_mpi", False) and shutil.which("mpirun"):
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
     config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
+# Processes that meet over Gloo as torchrun's workers do (launch_ranks.py
+# sets torchrun's variables by hand), and torchrun itself: $CLEAVE_TORCHRUN,
+# else torchrun on the PATH (installed with PyTorch; absent, its test is
+# skipped).
+if getattr(config, "cleave_have_gloo", False):
+    config.available_features.add("gloo")
+    torchrun = os.environ.get("CLEAVE_TORCHRUN") or shutil.which("torchrun")
+    if torchrun and os.access(torchrun, os.X_OK):
+        config.available_features.add("torchrun")
+        config.substitutions.append(("%torchrun", torchrun))
 if shutil.which("onnxruntime_test", path=config.environment["PATH"]) or os.path.exists(config.python_executable):
     config.available_features.add("python")
 # CUDA codegen tests that assemble cubins need ptxas (the CUDA toolkit).

@@ -119,13 +119,14 @@ cp "$build/bin/cleave-run" "$out/bin/"
 [ -x "$build/test/runtime/cleave-runtime-tests" ] &&
   cp "$build/test/runtime/cleave-runtime-tests" "$out/bin/"
 # OpenBLAS, libgfortran, libquadmath, OpenSSL's libcrypto (checkpoint
-# hashes) and OpenMPI's libraries (libmpi, libopen-rte/pal, hwloc,
-# libevent): what cleave-run links beyond the C and C++ runtimes
+# hashes), OpenMPI's libraries (libmpi, libopen-rte/pal, hwloc, libevent)
+# and Gloo's (libgloo, hiredis, ibverbs, libnl): what cleave-run links
+# beyond the C and C++ runtimes
 # (gpu-check.sh unpacks them if cleave-run does not start; MPI is only
 # initialized under mpirun, so its plugins are not needed).
 mkdir -p "$out/lib"
 extra=$(ldd "$build/bin/cleave-run" | awk '$3 ~ /^\// {print $3}' |
-        grep -E 'libopenblas|libgfortran|libquadmath|libblas|libgomp|libcrypto|libmpi|libopen-rte|libopen-pal|libhwloc|libevent|libudev|libz\.so' || true)
+        grep -E 'libopenblas|libgfortran|libquadmath|libblas|libgomp|libcrypto|libmpi|libopen-rte|libopen-pal|libhwloc|libevent|libudev|libz\.so|libgloo|libhiredis|libibverbs|libnl-' || true)
 if [ -n "$extra" ]; then
   staging="$tmp/libs"; mkdir -p "$staging"
   for f in $extra; do cp -L "$f" "$staging/$(basename "$f")"; done

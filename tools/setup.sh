@@ -12,7 +12,7 @@ packages=(
   libclang-rt-22-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libdnnl2 libgtest-dev
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin libgloo-dev
   cmake ninja-build ccache
   python3-venv python3-pip python3-dev
   libonnx-testdata

@@ -248,11 +248,22 @@ cleave_rt_communicator_create_local(cleave_rt_local_world world, size_t rank,
 cleave_rt_status
 cleave_rt_communicator_create_mpi(double timeout_seconds,
                                   cleave_rt_communicator *out_comm);
+/* Gloo: this process is one rank of a job started without MPI (torchrun, a
+ * Kubernetes job): rank RANK of WORLD_SIZE, connected over TCP (libgloo)
+ * after a rendezvous through a store that rank 0 serves at MASTER_ADDR, on
+ * CLEAVE_STORE_PORT if set, else MASTER_PORT+1 when torchrun's agent holds
+ * MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), else MASTER_PORT. Under
+ * mpirun or srun the job exports MASTER_ADDR and MASTER_PORT. UNAVAILABLE
+ * in a runtime built without Gloo. An abort closes this rank's connections,
+ * so that its peers' collectives fail at once. */
+cleave_rt_status
+cleave_rt_communicator_create_gloo(double timeout_seconds,
+                                   cleave_rt_communicator *out_comm);
 /* Destroying a communicator tells its peers that the rank has exited. */
 void cleave_rt_communicator_destroy(cleave_rt_communicator comm);
 size_t cleave_rt_communicator_rank(cleave_rt_communicator comm);
 size_t cleave_rt_communicator_size(cleave_rt_communicator comm);
-/* "local" or "mpi". */
+/* "local", "mpi" or "gloo". */
 const char *cleave_rt_communicator_kind(cleave_rt_communicator comm);
 /* Makes the peers' pending and later collectives fail, naming this rank and
  * `reason` (call it when this rank hits an error). */

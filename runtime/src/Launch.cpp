@@ -1,24 +1,17 @@
 //===- Launch.cpp - Launcher environment and the TCP bootstrap ------------===//
 
 #include "Launch.h"
+#include "Tcp.h"
 
-#include <arpa/inet.h>
 #include <cerrno>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <set>
 #include <sys/socket.h>
-#include <thread>
-#include <unistd.h>
 
 namespace cleave::rt {
-
-using Clock = std::chrono::steady_clock;
 
 //===----------------------------------------------------------------------===//
 // Environment
@@ -82,22 +75,59 @@ bool readLaunchEnv(const std::function<const char *(const char *)> &getenv,
     }
     if (!need(n.local, getenv(n.local), 0, env.worldSize - 1, &env.localRank))
       return false;
-    if (env.launcher == "torchrun") {
-      const char *addr = getenv("MASTER_ADDR");
-      if (!addr || !*addr) {
-        *error = "torchrun launch: MASTER_ADDR is not set";
-        return false;
-      }
-      env.masterAddr = addr;
-      int64_t port = 0;
-      if (!need("MASTER_PORT", getenv("MASTER_PORT"), 1, 65535, &port))
-        return false;
-      env.masterPort = static_cast<int>(port);
-    }
+    if (env.launcher == "torchrun" && !readRendezvous(getenv, &env, error))
+      return false;
     *out = env;
     return true;
   }
   *out = env; // no launcher: one rank
+  return true;
+}
+
+bool readRendezvous(const std::function<const char *(const char *)> &getenv,
+                    LaunchEnv *env, std::string *error) {
+  const char *addr = getenv("MASTER_ADDR");
+  if (!addr || !*addr) {
+    *error = env->launcher + " launch: MASTER_ADDR is not set";
+    return false;
+  }
+  int64_t port = 0;
+  const char *portText = getenv("MASTER_PORT");
+  if (!portText) {
+    *error = env->launcher + " launch: MASTER_PORT is not set";
+    return false;
+  }
+  if (!parseInt(portText, 1, 65535, &port)) {
+    *error = std::string("MASTER_PORT='") + portText +
+             "' is not an integer in [1, 65535]";
+    return false;
+  }
+  env->masterAddr = addr;
+  env->masterPort = static_cast<int>(port);
+  env->storePort = 0;
+  env->storePortName = "MASTER_PORT";
+  if (const char *text = getenv("CLEAVE_STORE_PORT")) {
+    int64_t store = 0;
+    if (!parseInt(text, 1, 65535, &store)) {
+      *error = std::string("CLEAVE_STORE_PORT='") + text +
+               "' is not an integer in [1, 65535]";
+      return false;
+    }
+    env->storePort = static_cast<int>(store);
+    env->storePortName = "CLEAVE_STORE_PORT";
+  } else if (const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+             agent && std::string(agent) == "True") {
+    // torchrun's agent serves its own store (c10d's TCPStore) on
+    // MASTER_PORT: rank 0 takes the next port.
+    if (port == 65535) {
+      *error = "torchrun's agent serves its store on MASTER_PORT=65535 and "
+               "rank 0's store takes the next port, which does not exist: "
+               "set CLEAVE_STORE_PORT";
+      return false;
+    }
+    env->storePort = static_cast<int>(port + 1);
+    env->storePortName = "MASTER_PORT+1";
+  }
   return true;
 }
 
@@ -128,70 +158,27 @@ bool cudaDeviceOf(const LaunchEnv &env, const char *value, int deviceCount,
 namespace {
 constexpr char kHello[4] = {'C', 'L', 'V', 'B'};
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
-int msLeft(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  deadline - Clock::now())
-                  .count();
-  return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, INT_MAX));
-}
-
-/// Reads or writes exactly n bytes before the deadline.
-bool transfer(int fd, void *buf, size_t n, bool write,
-              Clock::time_point deadline) {
-  auto *p = static_cast<uint8_t *>(buf);
-  while (n > 0) {
-    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
-    int r = ::poll(&pfd, 1, msLeft(deadline));
-    if (r <= 0)
-      return false;
-    ssize_t k = write ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
-    if (k <= 0)
-      return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
 std::string endpoint(const LaunchEnv &env) {
-  return env.masterAddr + ":" + std::to_string(env.masterPort);
+  return env.masterAddr + ":" + std::to_string(env.rendezvousPort());
 }
 } // namespace
 
 static cleave_rt_status serve(const LaunchEnv &env,
                               const std::vector<uint8_t> &blob,
                               double timeoutSeconds) {
-  Fd listener;
-  listener.fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ::setsockopt(listener.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(env.masterPort));
-  if (listener.fd < 0 ||
-      ::bind(listener.fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) ||
-      ::listen(listener.fd, 128))
+  const int port = env.rendezvousPort();
+  tcp::Fd listener;
+  std::string why;
+  if (!tcp::listenOn(port, &listener, &why))
     return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                      "rank 0 cannot listen on port " +
-                          std::to_string(env.masterPort) +
-                          " (MASTER_PORT): " + std::strerror(errno));
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
+                      "rank 0 cannot listen on port " + std::to_string(port) +
+                          " (" + env.storePortName + "): " + why);
+  auto deadline = tcp::deadlineIn(timeoutSeconds);
   std::set<int64_t> served;
   uint64_t size = blob.size();
   while (static_cast<int64_t>(served.size()) < env.worldSize - 1) {
     pollfd pfd{listener.fd, POLLIN, 0};
-    if (::poll(&pfd, 1, msLeft(deadline)) <= 0) {
+    if (::poll(&pfd, 1, tcp::msLeft(deadline)) <= 0) {
       std::string missing;
       int shown = 0;
       for (int64_t r = 1; r < env.worldSize; ++r)
@@ -204,17 +191,17 @@ static cleave_rt_status serve(const LaunchEnv &env,
       return makeStatus(CLEAVE_RT_UNAVAILABLE,
                         "bootstrap: rank(s) " + missing +
                             " never connected to rank 0 on port " +
-                            std::to_string(env.masterPort) + buf);
+                            std::to_string(port) + buf);
     }
-    Fd conn;
+    tcp::Fd conn;
     conn.fd = ::accept(listener.fd, nullptr, nullptr);
     if (conn.fd < 0)
       continue;
     char hello[4];
     uint32_t rank = 0;
-    if (!transfer(conn.fd, hello, 4, false, deadline) ||
+    if (!tcp::transfer(conn.fd, hello, 4, false, deadline) ||
         std::memcmp(hello, kHello, 4) != 0 ||
-        !transfer(conn.fd, &rank, 4, false, deadline))
+        !tcp::transfer(conn.fd, &rank, 4, false, deadline))
       continue; // not one of ours (a port scanner, a stale client)
     if (rank < 1 || rank >= env.worldSize)
       return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
@@ -228,9 +215,9 @@ static cleave_rt_status serve(const LaunchEnv &env,
                         "bootstrap: two processes claim rank " +
                             std::to_string(rank) +
                             " (RANK is set twice the same)");
-    if (!transfer(conn.fd, &size, 8, true, deadline) ||
-        !transfer(conn.fd, const_cast<uint8_t *>(blob.data()), blob.size(),
-                  true, deadline))
+    if (!tcp::transfer(conn.fd, &size, 8, true, deadline) ||
+        !tcp::transfer(conn.fd, const_cast<uint8_t *>(blob.data()), blob.size(),
+                       true, deadline))
       return makeStatus(CLEAVE_RT_UNAVAILABLE, "bootstrap: lost rank " +
                                                    std::to_string(rank) +
                                                    " while sending it the id");
@@ -240,60 +227,44 @@ static cleave_rt_status serve(const LaunchEnv &env,
 
 static cleave_rt_status fetch(const LaunchEnv &env, std::vector<uint8_t> *blob,
                               double timeoutSeconds) {
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  std::string port = std::to_string(env.masterPort);
-  if (int rc =
-          ::getaddrinfo(env.masterAddr.c_str(), port.c_str(), &hints, &res))
+  auto deadline = tcp::deadlineIn(timeoutSeconds);
+  tcp::Fd conn;
+  std::string why;
+  bool unresolved = false;
+  if (!tcp::connectTo(env.masterAddr, env.rendezvousPort(), deadline, &conn,
+                      &why, &unresolved)) {
+    if (unresolved)
+      return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                        "bootstrap: cannot resolve MASTER_ADDR '" +
+                            env.masterAddr + "': " + why);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " within %g s", timeoutSeconds);
     return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                      "bootstrap: cannot resolve MASTER_ADDR '" +
-                          env.masterAddr + "': " + gai_strerror(rc));
-  struct Freer {
-    addrinfo *a;
-    ~Freer() { ::freeaddrinfo(a); }
-  } freer{res};
-  std::string lastError = "timed out";
-  for (;;) {
-    Fd conn;
-    conn.fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (conn.fd >= 0 &&
-        ::connect(conn.fd, res->ai_addr, res->ai_addrlen) == 0) {
-      uint32_t rank = static_cast<uint32_t>(env.rank);
-      uint64_t size = 0;
-      if (!transfer(conn.fd, const_cast<char *>(kHello), 4, true, deadline) ||
-          !transfer(conn.fd, &rank, 4, true, deadline) ||
-          !transfer(conn.fd, &size, 8, false, deadline) || size > (1u << 20))
-        return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                          "bootstrap: rank " + std::to_string(env.rank) +
-                              " reached rank 0 at " + endpoint(env) +
-                              " but received no id");
-      blob->resize(size);
-      if (!transfer(conn.fd, blob->data(), size, false, deadline))
-        return makeStatus(CLEAVE_RT_UNAVAILABLE, "bootstrap: rank 0 at " +
-                                                     endpoint(env) +
-                                                     " stopped sending the id");
-      return nullptr;
-    }
-    lastError = std::strerror(errno);
-    if (msLeft(deadline) == 0)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                      "bootstrap: rank " + std::to_string(env.rank) +
+                          " could not reach rank 0 at " + endpoint(env) +
+                          " (MASTER_ADDR:" + env.storePortName + ")" + buf +
+                          ": " + why);
   }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, " within %g s", timeoutSeconds);
-  return makeStatus(CLEAVE_RT_UNAVAILABLE,
-                    "bootstrap: rank " + std::to_string(env.rank) +
-                        " could not reach rank 0 at " + endpoint(env) +
-                        " (MASTER_ADDR:MASTER_PORT)" + buf + ": " + lastError);
+  uint32_t rank = static_cast<uint32_t>(env.rank);
+  uint64_t size = 0;
+  if (!tcp::transfer(conn.fd, const_cast<char *>(kHello), 4, true, deadline) ||
+      !tcp::transfer(conn.fd, &rank, 4, true, deadline) ||
+      !tcp::transfer(conn.fd, &size, 8, false, deadline) || size > (1u << 20))
+    return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                      "bootstrap: rank " + std::to_string(env.rank) +
+                          " reached rank 0 at " + endpoint(env) +
+                          " but received no id");
+  blob->resize(size);
+  if (!tcp::transfer(conn.fd, blob->data(), size, false, deadline))
+    return makeStatus(CLEAVE_RT_UNAVAILABLE, "bootstrap: rank 0 at " +
+                                                 endpoint(env) +
+                                                 " stopped sending the id");
+  return nullptr;
 }
 
 cleave_rt_status tcpBroadcast(const LaunchEnv &env, std::vector<uint8_t> *blob,
                               double timeoutSeconds) {
-  if (env.masterPort <= 0 || env.masterAddr.empty())
+  if (env.rendezvousPort() <= 0 || env.masterAddr.empty())
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                       "the TCP bootstrap needs MASTER_ADDR and MASTER_PORT");
   if (env.worldSize == 1)

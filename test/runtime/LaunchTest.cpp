@@ -100,6 +100,56 @@ TEST(Launch, BadEnvironmentsNameTheVariable) {
             "mpirun launch: OMPI_COMM_WORLD_SIZE is not set");
 }
 
+// Rank 0's own server (the NCCL id, the Gloo store) listens on MASTER_PORT,
+// except where torchrun's agent serves its store there.
+TEST(Launch, RankZerosPortStepsAsideForTorchrunsAgent) {
+  Env torchrun = {{"RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"LOCAL_RANK", "0"},
+                  {"MASTER_ADDR", "h"},
+                  {"MASTER_PORT", "29500"}};
+  LaunchEnv l;
+  std::string error;
+  ASSERT_TRUE(read(torchrun, &l, &error)) << error;
+  EXPECT_EQ(l.rendezvousPort(), 29500);
+  EXPECT_EQ(l.storePortName, "MASTER_PORT");
+  Env e = torchrun;
+  e["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  ASSERT_TRUE(read(e, &l, &error)) << error;
+  EXPECT_EQ(l.masterPort, 29500);
+  EXPECT_EQ(l.rendezvousPort(), 29501);
+  EXPECT_EQ(l.storePortName, "MASTER_PORT+1");
+  e["CLEAVE_STORE_PORT"] = "31000"; // wins
+  ASSERT_TRUE(read(e, &l, &error)) << error;
+  EXPECT_EQ(l.rendezvousPort(), 31000);
+  EXPECT_EQ(l.storePortName, "CLEAVE_STORE_PORT");
+  e["CLEAVE_STORE_PORT"] = "0";
+  EXPECT_EQ(readError(e), "CLEAVE_STORE_PORT='0' is not an integer in "
+                          "[1, 65535]");
+  e = torchrun;
+  e["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  e["MASTER_PORT"] = "65535";
+  EXPECT_NE(readError(e).find("set CLEAVE_STORE_PORT"), std::string::npos);
+
+  // An MPI launch reads the rendezvous only when asked to (CLEAVE_COMM=gloo).
+  Env mpi = {{"OMPI_COMM_WORLD_RANK", "1"},
+             {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
+  ASSERT_TRUE(read(mpi, &l, &error)) << error;
+  EXPECT_EQ(l.masterAddr, "");
+  auto lookup = [&](const char *name) -> const char * {
+    auto it = mpi.find(name);
+    return it == mpi.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_FALSE(readRendezvous(lookup, &l, &error));
+  EXPECT_EQ(error, "mpirun launch: MASTER_ADDR is not set");
+  mpi["MASTER_ADDR"] = "node0";
+  mpi["MASTER_PORT"] = "29400";
+  ASSERT_TRUE(readRendezvous(lookup, &l, &error)) << error;
+  EXPECT_EQ(l.masterAddr, "node0");
+  EXPECT_EQ(l.rendezvousPort(), 29400);
+}
+
 TEST(Launch, OneGpuPerLocalRank) {
   LaunchEnv l;
   l.rank = 5;

@@ -56,6 +56,10 @@ const char kFooter[] =
     "srun (OpenMPI), each process is one rank: run\n"
     "'mpirun -np N cleave-run MODEL.cleave ...' without --ranks. Rank 0\n"
     "writes the outputs; an error on any rank ends the job (MPI_Abort).\n"
+    "Under torchrun ('torchrun --nproc-per-node=N --no-python cleave-run\n"
+    "...'), or with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT\n"
+    "set, the ranks meet over Gloo (CLEAVE_COMM=gloo asks for it under\n"
+    "mpirun or srun); see docs/guide/cleave-run.md.\n"
     "\n"
     "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
 

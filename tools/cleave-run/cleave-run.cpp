@@ -522,11 +522,11 @@ static long shareThreads(long ranksOnThisMachine, long threads) {
   return team > 0 ? team : threads;
 }
 
-/// How many processes of this MPI job run on this machine (1 if the
-/// launcher does not say).
+/// How many processes of this job run on this machine (1 if the launcher
+/// does not say).
 static long localRanks() {
   for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                           "SLURM_NTASKS_PER_NODE"}) {
+                           "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"}) {
     const char *value = std::getenv(name);
     char *end = nullptr;
     long n = value ? std::strtol(value, &end, 10) : 0;
@@ -536,42 +536,45 @@ static long localRanks() {
   return 1;
 }
 
-/// The size of the MPI job this process was started in (mpirun or srun),
-/// 0 without one, or -1 after printing why the launcher's environment is
-/// unusable.
-static long mpiWorldSize() {
+/// The size of the job this process was started in (mpirun, srun or
+/// torchrun), 0 without one, or -1 after printing why the launcher's
+/// environment is unusable. *gloo: whether its ranks talk over Gloo
+/// (torchrun, or CLEAVE_COMM=gloo) rather than MPI (CLEAVE_COMM=mpi).
+static long launchedWorldSize(bool *gloo) {
   cleave_rt_launch_env_t env;
   if (cleave_rt_status s = cleave_rt_read_launch_env(&env)) {
     statusError(s);
     return -1;
   }
   std::string launcher = env.launcher;
-  if (launcher == "torchrun") {
-    error("launched by torchrun (RANK=" + std::to_string(env.rank) +
-          ", WORLD_SIZE=" + std::to_string(env.world_size) +
-          "): CPU plans run their ranks under mpirun or srun (MPI) or with "
-          "--ranks, and so does the cuda backend (its NCCL communicators "
-          "bootstrap over MPI or the --ranks threads); torchrun launches, "
-          "without MPI, are not supported yet");
-    return -1;
+  *gloo = launcher == "torchrun";
+  if (const char *comm = std::getenv("CLEAVE_COMM"); comm && *comm) {
+    if (std::string(comm) != "gloo" && std::string(comm) != "mpi") {
+      error(std::string("CLEAVE_COMM='") + comm +
+            "': the ranks of a launched job communicate over 'mpi' or "
+            "'gloo'");
+      return -1;
+    }
+    *gloo = std::string(comm) == "gloo";
   }
   return launcher.empty() ? 0 : static_cast<long>(env.world_size);
 }
 
-/// This process is one rank of an MPI job.
-static int runMpiRank(const RunOptions &o, cleave_rt_program program,
-                      int64_t world, double loadMs) {
+/// This process is one rank of a launched job: over Gloo, else MPI.
+static int runLaunchedRank(const RunOptions &o, cleave_rt_program program,
+                           int64_t world, double loadMs, bool gloo) {
   cleave_rt::Communicator comm;
   if (cleave_rt_status s =
-          cleave_rt_communicator_create_mpi(o.commTimeout, comm.out()))
+          gloo ? cleave_rt_communicator_create_gloo(o.commTimeout, comm.out())
+               : cleave_rt_communicator_create_mpi(o.commTimeout, comm.out()))
     return statusError(s);
   int64_t rank = static_cast<int64_t>(cleave_rt_communicator_rank(comm));
   run::setRank(rank, world);
   if (cleave_rt_status s = setFlightRecorder(o, comm))
     return statusError(s);
   if (static_cast<int64_t>(cleave_rt_communicator_size(comm)) != world)
-    return error("MPI_COMM_WORLD has " +
-                 std::to_string(cleave_rt_communicator_size(comm)) +
+    return error(std::string(gloo ? "the launcher's world" : "MPI_COMM_WORLD") +
+                 " has " + std::to_string(cleave_rt_communicator_size(comm)) +
                  " ranks but the plan's mesh " +
                  cleave_rt_program_mesh(program) + " has " +
                  std::to_string(world));
@@ -629,12 +632,14 @@ int main(int argc, char **argv) {
   // A plan over a mesh runs as many ranks as the mesh has, no more, no less.
   int64_t world = static_cast<int64_t>(cleave_rt_program_world_size(program));
   std::string mesh = cleave_rt_program_mesh(program);
-  long launched = mpiWorldSize();
+  bool gloo = false;
+  long launched = launchedWorldSize(&gloo);
   if (launched < 0)
     return 1;
   if (launched > 0 && o.ranks > 0)
     return error("--ranks runs ranks as threads of one process; under "
-                 "mpirun or srun every process is one rank: drop --ranks");
+                 "mpirun, srun or torchrun every process is one rank: drop "
+                 "--ranks");
   if (launched > 0 && launched != world)
     return error("the launcher started " + std::to_string(launched) +
                  " processes but the plan's mesh " +
@@ -684,7 +689,7 @@ int main(int argc, char **argv) {
   long threadsPerRank =
       shareThreads(launched > 0 ? localRanks() : world, o.threads);
   if (world > 1 && launched > 0)
-    return runMpiRank(o, program, world, loadMs);
+    return runLaunchedRank(o, program, world, loadMs, gloo);
   if (world > 1)
     return runLocalRanks(o, program, world, loadMs, threadsPerRank);
   return runRank(o, program, {}, loadMs);

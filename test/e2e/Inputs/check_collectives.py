@@ -8,9 +8,11 @@ that input (all_reduce of each kind, all_gather on both dims,
 reduce_scatter, all_to_all, broadcast, a permute that leaves one rank
 without a source, send/recv in both directions), each sharded the same way
 so the assembled output file stacks the ranks' results. Runs it with the
-given launcher and compares every output bit for bit with numpy.
+given launcher and compares every output bit for bit with numpy. `gloo`
+starts the ranks as torchrun would (launch_ranks.py), so they meet over
+the Gloo communicator.
 
-  check_collectives.py CLEAVE_BIN_DIR WORK_DIR [local|mpi]
+  check_collectives.py CLEAVE_BIN_DIR WORK_DIR [local|mpi|gloo]
 """
 import os
 import subprocess
@@ -239,6 +241,10 @@ for mesh_name, (names, shape, groups) in MESHES.items():
             cmd += ["--input", f"in_{dt}={os.path.join(d, f'in_{dt}.npy')}"]
         if launcher == "local":
             cmd += ["--ranks", str(world)]
+        elif launcher == "gloo":
+            cmd = [sys.executable, os.path.join(os.path.dirname(__file__),
+                                                "launch_ranks.py"),
+                   str(world), "--"] + cmd
         else:
             cmd = ["mpirun", "-np", str(world), "--oversubscribe"] + cmd
         run(cmd)
