@@ -1,7 +1,8 @@
 //===- PhasePipelines.cpp - The compile's phases as registered pipelines --===//
 //
-// --cleave-train-step-pipeline, --cleave-partitioned-pipeline and
-// --cleave-prepared-pipeline take cleave-compile's options as pipeline
+// --cleave-train-step-pipeline, --cleave-partitioned-pipeline,
+// --cleave-prepared-pipeline, --cleave-kernels-pipeline and
+// --cleave-llvm-pipeline take cleave-compile's options as pipeline
 // options (`{train=true loss=mse:y,t mesh=dp=2,tp=2}`) and add the passes
 // that take an imported program to that phase: what `cleave-compile ARGS
 // --print-pipeline=PHASE` prints, built from the same CompileOptions and
@@ -179,6 +180,17 @@ void registerPhasePipelines() {
       "From an imported program to cleave-compile's prepared phase (ready "
       "for planning); takes cleave-compile's options",
       CompilePhase::Prepared);
+  registerPhasePipeline(
+      "cleave-kernels-pipeline",
+      "From an imported program to cleave-compile's kernels phase (the plan "
+      "builder's grouping, kernels outlined into module @kernels); takes "
+      "cleave-compile's options",
+      CompilePhase::Kernels);
+  registerPhasePipeline(
+      "cleave-llvm-pipeline",
+      "From an imported program to cleave-compile's llvm phase (every kernel "
+      "module lowered to the LLVM dialect); takes cleave-compile's options",
+      CompilePhase::LLVM);
 }
 
 } // namespace cleave

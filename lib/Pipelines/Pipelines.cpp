@@ -158,17 +158,22 @@ void addKernelOutlining(OpPassManager &pm, const PhaseOptions &options) {
   outline.gemmEpilogues = plan.useGemmEpilogues;
   outline.inlineConstantLimit = plan.inlineConstantLimit;
   OpPassManager &program = isPipelined(options) ? pm.nest<ModuleOp>() : pm;
+  if (options.localSGD) {
+    // `module @sync` first, while it is the only nested module: it becomes
+    // the plan's "sync" entry, with a kernel module of its own.
+    OutlineKernelsPassOptions sync = outline;
+    sync.entry = kSyncFunctionName.str();
+    program.nest<ModuleOp>().addPass(createOutlineKernelsPass(sync));
+  }
   program.addPass(createOutlineKernelsPass(outline));
 }
 
-/// The llvm phase of one program's kernel module: the CPU kernel pipeline.
-static void addProgramKernelLowering(OpPassManager &kernels) {
-  buildCPUKernelPipeline(kernels);
-}
-
 void addKernelLowering(OpPassManager &pm, const PhaseOptions &options) {
-  OpPassManager &program = isPipelined(options) ? pm.nest<ModuleOp>() : pm;
-  addProgramKernelLowering(program.nest<ModuleOp>());
+  // The CPU kernel pipeline on every kernel module: the step's, each
+  // pipeline rank's, local SGD's @sync's.
+  OpPassManager lowering(ModuleOp::getOperationName());
+  buildCPUKernelPipeline(lowering);
+  pm.addPass(createKernelModulesPass(std::move(lowering)));
 }
 
 LogicalResult addPhasePasses(OpPassManager &pm, const PhaseOptions &options,
@@ -189,14 +194,6 @@ LogicalResult addPhasePasses(OpPassManager &pm, const PhaseOptions &options,
     return success();
   case CompilePhase::Kernels:
   case CompilePhase::LLVM:
-    if (options.localSGD) {
-      // `module @sync` would need its own kernel module, and the CPU kernel
-      // pipeline nested under the step's module would run on it too.
-      error = "the kernels and llvm phases of a local-SGD step are not pass "
-              "pipelines: module @sync is outlined and planned as a program "
-              "of its own";
-      return failure();
-    }
     if (failed(addPhasePasses(pm, options, CompilePhase::Prepared, error)))
       return failure();
     addKernelOutlining(pm, options);
@@ -436,19 +433,9 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
   if (stopHere(CompilePhase::Kernels, module))
     return plan::Plan();
   if (options.stopAfter == CompilePhase::LLVM) {
-    if (options.localSGD) {
-      // The step's kernel module only: `module @sync` is outlined when it
-      // is planned.
-      PassManager pm(module.getContext());
-      configurePassManager(pm, options);
-      addProgramKernelLowering(pm);
-      if (failed(pm.run(module.lookupSymbol<ModuleOp>(kKernelModuleName))))
-        return failure();
-    } else if (failed(runPhase([&](OpPassManager &pm) {
-                 addKernelLowering(pm, options);
-               }))) {
+    if (failed(runPhase(
+            [&](OpPassManager &pm) { addKernelLowering(pm, options); })))
       return failure();
-    }
     stopHere(CompilePhase::LLVM, module);
     return plan::Plan();
   }

@@ -238,18 +238,19 @@ FailureOr<BuiltPlan> PlanBuilder::run() {
   return result;
 }
 
-static func::FuncOp findMain(ModuleOp module) {
-  auto main = module.lookupSymbol<func::FuncOp>("main");
+static func::FuncOp findMain(ModuleOp module, StringRef entry = "main") {
+  auto main = module.lookupSymbol<func::FuncOp>(entry);
   if (!main || main.getBody().getBlocks().size() != 1) {
-    module.emitError() << "expected a single-block func.func @main";
+    module.emitError() << "expected a single-block func.func @" << entry;
     return nullptr;
   }
   return main;
 }
 
 LogicalResult(::cleave::outlineKernels)(ModuleOp module,
-                                        const PlanBuildOptions &options) {
-  func::FuncOp main = findMain(module);
+                                        const PlanBuildOptions &options,
+                                        StringRef entry) {
+  func::FuncOp main = findMain(module, entry);
   if (!main)
     return failure();
   return PlanBuilder(main, options).outlineKernels();

@@ -93,18 +93,24 @@ constexpr uint32_t kBootstrapId = 0xfffffffeu;
 /// collective timed out: the ranks that never reach it are the lost ones.
 constexpr uint32_t kLivenessCheckId = 0xfffffffdu;
 
+/// The part of a communication timeout of `timeoutSeconds` that the
+/// liveness check after an NCCL failure waits: a tenth, at least half a
+/// second (the live ranks arrive within moments of each other, each right
+/// after its own NCCL failure or timeout), at most half. The CUDA backend
+/// gives its NCCL collectives the rest, so that a lost rank is named within
+/// the timeout.
+inline double livenessCheckSeconds(double timeoutSeconds) {
+  double check = timeoutSeconds / 10 > 0.5 ? timeoutSeconds / 10 : 0.5;
+  return check < timeoutSeconds / 2 ? check : timeoutSeconds / 2;
+}
+
 /// How long a rank waits for its peers to reach collective `c` under a
 /// communication timeout of `timeoutSeconds`: the timeout, except for the
-/// liveness check (kLivenessCheckId), whose live peers arrive within
-/// moments of each other (each right after its own NCCL failure or
-/// timeout): a tenth of the timeout, at least half a second, so that a lost
-/// rank is named soon after the collective's own timeout.
+/// liveness check (kLivenessCheckId): livenessCheckSeconds.
 inline double arrivalSeconds(const plan::CollectiveInfo &c,
                              double timeoutSeconds) {
-  if (c.id != kLivenessCheckId)
-    return timeoutSeconds;
-  double check = timeoutSeconds / 10 > 0.5 ? timeoutSeconds / 10 : 0.5;
-  return check < timeoutSeconds ? check : timeoutSeconds;
+  return c.id == kLivenessCheckId ? livenessCheckSeconds(timeoutSeconds)
+                                  : timeoutSeconds;
 }
 
 /// " within the 2 s communication timeout", or for the liveness check

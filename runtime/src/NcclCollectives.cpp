@@ -316,6 +316,12 @@ CudaCollectives::init(const Plan &plan, const Plan &wholeFile, int64_t rank,
   dropFirstWait = mutation == "drop-event-wait";
   swapOnRank1 = mutation == "swap-collectives";
   timeout = timeoutSeconds > 0 ? timeoutSeconds : 300;
+  // With a CPU communicator, a timed-out collective is followed by the
+  // liveness check that names the lost ranks: both fit in the timeout.
+  ncclWait = timeout;
+  if (comm)
+    ncclWait = std::max(timeout - livenessCheckSeconds(comm->timeoutSeconds()),
+                        timeout / 2);
   compute = computeStream;
   this->comm = commStream;
   arena = arenaBase;
@@ -679,13 +685,11 @@ cleave_rt_status CudaCollectives::wait(const char *what) {
       progressAt = Clock::now();
     double idle =
         std::chrono::duration<double>(Clock::now() - progressAt).count();
-    if (inCollective && idle > timeout) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%g", timeout);
+    if (inCollective && idle > ncclWait) {
       std::string stuck =
           (trackable ? describe(inFlight[pending].command->collective)
                      : untracked()) +
-          " did not complete within the " + buf + " s communication timeout";
+          " did not complete within " + timeoutText();
       return fail(stuck, /*checkPeers=*/true);
     }
     std::this_thread::sleep_for(polls < 200 ? std::chrono::microseconds(20)
@@ -712,6 +716,18 @@ void CudaCollectives::recordEnd(size_t from, size_t to, bool ok) {
       r->end(inFlight[k].record, ok);
       inFlight[k].record = 0;
     }
+}
+
+std::string CudaCollectives::timeoutText() const {
+  char buf[160];
+  if (ncclWait < timeout)
+    std::snprintf(buf, sizeof buf,
+                  "%g s (the %g s communication timeout less the %g s of the "
+                  "liveness check)",
+                  ncclWait, timeout, timeout - ncclWait);
+  else
+    std::snprintf(buf, sizeof buf, "the %g s communication timeout", timeout);
+  return buf;
 }
 
 std::string CudaCollectives::lostRanks() {

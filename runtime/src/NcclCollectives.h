@@ -237,6 +237,9 @@ private:
   /// communicator, as in CPU runs). "; <what it found>", or "" without a
   /// CPU communicator. NCCL cannot say which peer it waits for.
   std::string lostRanks();
+  /// "1.5 s (the 2 s communication timeout less the 0.5 s of the liveness
+  /// check)", or "the 2 s communication timeout" without the check.
+  std::string timeoutText() const;
   /// --flight-recorder (the recorder of this rank's CPU communicator): the
   /// run's collectives start being recorded when wait() begins (enqueued
   /// when they were enqueued eagerly, or at the graph's launch); end each
@@ -257,6 +260,10 @@ private:
   std::vector<Prepared> initPrepared, runPrepared;
   int64_t myRank = 0;
   double timeout = 300;
+  /// How long wait() lets a collective go without progress: the timeout,
+  /// less the liveness check's part (livenessCheckSeconds) when there is a
+  /// CPU communicator to make it over.
+  double ncclWait = 300;
   CUstream compute = nullptr, comm = nullptr;
   CUdeviceptr staging = 0;
   /// Sends and receives: the streams of messages going down and up, and

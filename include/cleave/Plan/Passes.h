@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,11 @@ namespace cleave {
 
 #define GEN_PASS_REGISTRATION
 #include "cleave/Plan/Passes.h.inc"
+
+/// --cleave-kernel-modules with `pipeline` (anchored on builtin.module)
+/// itself rather than its text, whose passes must then be registered.
+std::unique_ptr<mlir::Pass>
+createKernelModulesPass(mlir::OpPassManager pipeline);
 
 } // namespace cleave
 

@@ -69,6 +69,30 @@ def OutlineKernelsPass : Pass<"cleave-outline-kernels", "::mlir::ModuleOp"> {
            /*default=*/"16",
            "Dense constants with at most this many elements (and splats) "
            "are rebuilt inside the kernels that read them">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"main\"",
+           "The function to plan (local SGD's `module @sync` holds @sync)">,
+  ];
+}
+
+def KernelModulesPass : Pass<"cleave-kernel-modules", "::mlir::ModuleOp"> {
+  let summary = "Run a pipeline on every kernel module of a program";
+  let description = [{
+    Runs `pipeline` (a `builtin.module` pipeline: the target's kernel
+    lowering) on each `module @kernels` that --cleave-outline-kernels made,
+    at any depth below the program module: the step's, each pipeline
+    rank's, and that of local SGD's `module @sync`. The other nested
+    modules (pipeline ranks, `@sync` itself) hold programs, not kernels,
+    and are left alone, which nesting the pipeline under `builtin.module`
+    would not do.
+
+    ```
+    cleave-opt --pass-pipeline='builtin.module(cleave-kernel-modules{pipeline=builtin.module(convert-cleave-to-linalg)})'
+    ```
+  }];
+  let options = [
+    Option<"pipeline", "pipeline", "std::string", /*default=*/"",
+           "The pipeline to run on each kernel module, as text "
+           "(builtin.module(...))">,
   ];
 }
 

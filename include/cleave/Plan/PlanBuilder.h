@@ -87,10 +87,13 @@ struct BuiltPlan {
 /// a new `module @kernels` (kKernelModuleName) at the end of `module`, and
 /// tags each op of a kernel group with its kernel (cleave.kernel) and group
 /// (cleave.kernel_group). Only `options`' grouping choices (library GEMMs,
-/// epilogues, inlined constants) matter. Fails when `module` already has a
-/// `@kernels` symbol or @main cannot be planned.
+/// epilogues, inlined constants) matter. `entry` names the function planned
+/// instead of @main (local SGD's `module @sync` holds @sync, renamed @main
+/// when it is planned). Fails when `module` already has a `@kernels` symbol
+/// or the function cannot be planned.
 mlir::LogicalResult outlineKernels(mlir::ModuleOp module,
-                                   const PlanBuildOptions &options);
+                                   const PlanBuildOptions &options,
+                                   llvm::StringRef entry = "main");
 
 /// Plans `module`'s @main with the grouping outlineKernels recorded (it runs
 /// outlineKernels first when `module` has no kernel module) and takes the

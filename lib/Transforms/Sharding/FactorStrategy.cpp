@@ -91,7 +91,8 @@ int64_t Partitioner::gatherBytes(RankedTensorType type,
                                  ArrayRef<ReshardStep> steps) {
   int64_t bytes = 0;
   for (const ReshardStep &step : steps) {
-    if (step.kind != ReshardStep::Kind::AllGather)
+    if (step.kind != ReshardStep::Kind::AllGather &&
+        step.kind != ReshardStep::Kind::AllToAll)
       continue;
     int64_t g = axes.size(step.axes);
     bytes += mlir::cleave::detail::getSizeInBytes(localType(type, step.after)) *

@@ -169,7 +169,8 @@ public:
                                        PipelineTransferOp transfer);
 
 private:
-  /// Emits the gathers and slices of a planned reshard (planReshard) of a
+  /// Emits the gathers, slices and all-to-alls of a planned reshard
+  /// (planReshard) of a
   /// local value of `globalType`, each tagged with `why`.
   Value emitReshard(OpBuilder &b, Location loc, Value local,
                     RankedTensorType globalType, ArrayRef<ReshardStep> steps,
@@ -228,7 +229,8 @@ private:
   /// Bytes a rank sends to reshard a tensor from `from` to `to`.
   int64_t reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
                        ArrayRef<Axes> to);
-  /// Bytes a rank sends for the gathers among `steps` (slices are local).
+  /// Bytes a rank sends for the gathers and all-to-alls among `steps`
+  /// (slices are local).
   int64_t gatherBytes(RankedTensorType type, ArrayRef<ReshardStep> steps);
 
   MeshOp mesh;

@@ -55,9 +55,17 @@ Value Partitioner::emitReshard(OpBuilder &b, Location loc, Value local,
     case ReshardStep::Kind::AllSlice:
       emit(AllSliceOp(), "all_slice");
       break;
+    case ReshardStep::Kind::AllToAll:
+      local = tag(AllToAllOp::create(b, loc, type, local, meshName,
+                                     axesAttr(step.axes), step.toDim, step.dim),
+                  "all_to_all " + axesToString(step.axes) + " from dimension " +
+                      Twine(step.dim) + " to " + Twine(step.toDim) + ": " + why)
+                  ->getResult(0);
+      break;
     case ReshardStep::Kind::ReduceScatter:
     case ReshardStep::Kind::AllReduce:
-      llvm_unreachable("planReshard plans gathers and slices only");
+      llvm_unreachable("planReshard plans gathers, slices and all-to-alls "
+                       "only");
     }
   }
   return local;

@@ -24,6 +24,34 @@ SmallVector<ReshardStep> partition::planReshard(ArrayRef<Axes> from,
                                                 ArrayRef<Axes> to) {
   SmallVector<ReshardStep> steps;
   DimAxes current(from.begin(), from.end());
+  // Moves: the axes `to` drops from the end of dimension a and appends, in
+  // the same order, to dimension b (whose axes so far `to` keeps), change
+  // dimension in one all-to-all. The group index orders both sides as a
+  // gather and a slice over the same axes would.
+  for (int64_t a = 0, e = current.size(); a < e; ++a) {
+    if (isPrefix(current[a], to[a]))
+      continue;
+    size_t keep = commonPrefix(current[a], to[a]);
+    if (keep != to[a].size())
+      continue; // `to` puts other axes there: gather, then slice.
+    ArrayRef<StringAttr> moved = ArrayRef(current[a]).drop_front(keep);
+    for (int64_t b = 0; b < e; ++b) {
+      if (b == a || !isPrefix(current[b], to[b]) ||
+          to[b].size() < current[b].size() + moved.size() ||
+          !llvm::equal(ArrayRef(to[b]).slice(current[b].size(), moved.size()),
+                       moved))
+        continue;
+      DimAxes before = current;
+      Axes axes(moved.begin(), moved.end());
+      llvm::append_range(current[b], axes);
+      current[a].resize(keep);
+      ReshardStep step{ReshardStep::Kind::AllToAll, a, std::move(axes),
+                       std::move(before), current};
+      step.toDim = b;
+      steps.push_back(std::move(step));
+      break;
+    }
+  }
   // Gathers first, so that an axis moving between dimensions is free before
   // a slice takes it. Each keeps the common prefix and gathers the rest.
   for (int64_t d = 0, e = current.size(); d < e; ++d) {

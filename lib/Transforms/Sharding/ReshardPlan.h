@@ -31,6 +31,10 @@ struct ReshardStep {
     ReduceScatter,
     /// Sums partial values over `axes` (sends: the value x 2(n-1)/n).
     AllReduce,
+    /// Moves `axes` from the end of `dim` to the end of `toDim`: `dim` is
+    /// gathered while `toDim` is split, in one exchange (sends: the value x
+    /// (n-1)/n, a gather-then-slice's 1/n).
+    AllToAll,
   };
   Kind kind;
   /// The dimension gathered, sliced or scattered; -1 for an all-reduce.
@@ -38,12 +42,16 @@ struct ReshardStep {
   ::cleave::sharding::Axes axes;
   /// The layout before and after the step.
   DimAxes before, after;
+  /// AllToAll: the dimension that gains `axes`.
+  int64_t toDim = -1;
 };
 
-/// The steps from layout `from` to `to`: first, per dimension, a gather of
-/// the axes after the common prefix of the two (so that an axis moving
-/// between dimensions is free before a slice takes it), then, per
-/// dimension, a slice over the axes `to` adds. Empty when they are equal.
+/// The steps from layout `from` to `to`: first the axes that only move,
+/// from the end of one dimension to the end of another (an all-to-all
+/// each), then, per dimension, a gather of the axes after the common prefix
+/// of the two (so that an axis moving between dimensions is free before a
+/// slice takes it), then, per dimension, a slice over the axes `to` adds.
+/// Empty when they are equal.
 SmallVector<ReshardStep> planReshard(ArrayRef<::cleave::sharding::Axes> from,
                                      ArrayRef<::cleave::sharding::Axes> to);
 

@@ -477,6 +477,26 @@ static LogicalResult seedAndPartition(ModuleOp module,
     }
   if (propagateOnly)
     return success();
+  // An axis that splits no input replicates the whole program over its
+  // ranks: refused, so that a mesh says what it does (pp is the pipeline's,
+  // cut before this pass).
+  llvm::StringSet<> used;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i)
+    if (TensorShardingAttr sharding = getSharding(main.getArgument(i)))
+      for (DimShardingAttr dim : sharding.getDims())
+        for (StringAttr axis : dim.getAxes())
+          used.insert(axis.getValue());
+  for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
+    StringRef axis = cast<StringAttr>(name).getValue();
+    if (size > 1 && axis != "pp" && !used.contains(axis))
+      return mlir::emitError(module.getLoc())
+             << "mesh axis " << axis << " (" << size
+             << " ranks) splits nothing: no input of @main is split over "
+                "it (dp splits the data inputs' batch, tp the weights "
+                "its policy finds, --shard rules what they name); drop "
+                "the axis or give --shard rules that use it";
+  }
+
   if (failed(runPasses([&](OpPassManager &pm) {
         pm.addPass(createPartitionPass());
         if (options.overlap) {

@@ -49,6 +49,40 @@ func.func @reshard(%a: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh
   return %1, %2 : tensor<8x8xf32>, tensor<8xf32>
 }
 
+// An axis that only moves between dimensions is one all_to_all (split along
+// the dimension that gains it, concatenated along the one that loses it),
+// not a gather and a slice: each rank sends (n-1)/n of its local value
+// instead of a whole gathered one. Where the target puts another axis
+// before the moved one, it gathers and slices.
+// CHECK-LABEL: func.func @move(
+// CHECK: %[[M:.*]] = cleave.all_to_all %arg0 over @mesh ["tp"] split = 1 concat = 0 {cleave.phase = "all_to_all [\22tp\22] from dimension 0 to 1: {{.*}}"} : tensor<4x8xf32> -> tensor<8x4xf32>
+// CHECK-NOT: cleave.all_gather
+// CHECK: return %[[M]]
+func.func @move(%a: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp"}]>}) {
+  return %a : tensor<8x8xf32>
+}
+// CHECK-LABEL: func.func @move_two_axes(
+// CHECK: cleave.all_to_all %arg0 over @mesh ["dp", "tp"] split = 2 concat = 1 {{.*}} : tensor<2x2x16xf32> -> tensor<2x8x4xf32>
+func.func @move_two_axes(%a: tensor<2x8x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"dp", "tp"}, {}]>})
+    -> (tensor<2x8x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {}, {"dp", "tp"}]>}) {
+  return %a : tensor<2x8x16xf32>
+}
+// CHECK-LABEL: func.func @move_then_slice(
+// CHECK: cleave.all_to_all %arg0 over @mesh ["tp"] split = 1 concat = 0
+// CHECK-NEXT: cleave.all_slice {{.*}} over @mesh ["dp"] dim = 1
+func.func @move_then_slice(%a: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp", "dp"}]>}) {
+  return %a : tensor<8x8xf32>
+}
+// CHECK-LABEL: func.func @move_behind_another(
+// CHECK: cleave.all_gather %arg0 over @mesh ["tp"] dim = 0
+// CHECK-NEXT: cleave.all_slice {{.*}} over @mesh ["dp", "tp"] dim = 1
+func.func @move_behind_another(%a: tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {}]>})
+    -> (tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"dp", "tp"}]>}) {
+  return %a : tensor<8x8xf32>
+}
+
 // A table split over tp along the gathered axis: indices become local rows
 // (negative ones counted from the end of the whole table, rows other ranks
 // hold mapped out of range, which reads zero) and the partial embeddings are
