@@ -10,6 +10,7 @@
 #ifndef CLEAVE_LIB_TRANSFORMS_RECOGNIZE_H
 #define CLEAVE_LIB_TRANSFORMS_RECOGNIZE_H
 
+#include "Cleave/IR/CleaveMetadata.h"
 #include "Cleave/IR/CleaveOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -17,8 +18,10 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 namespace cleave::recognize {
 
@@ -127,6 +130,19 @@ private:
   ArrayRef<char> raw;
 };
 
+/// Whether training may change the constant `op`: an initializer that a
+/// PyTorch export signature calls a parameter, or, where the file does not
+/// say, a float initializer of more than one element (what training takes
+/// for one by default). Its elements are then not the program's to read.
+inline bool mayBeTrained(ConstantOp op) {
+  if (!op->hasAttr(attr::kInitializer))
+    return false;
+  if (std::optional<InitializerKind> kind = getInitializerKind(op))
+    return *kind == InitializerKind::parameter;
+  auto type = cast<RankedTensorType>(op.getType());
+  return isa<FloatType>(type.getElementType()) && type.getNumElements() > 1;
+}
+
 inline RankedTensorType typeOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
@@ -143,6 +159,14 @@ void eraseDead(ArrayRef<Operation *> ops);
 /// returns failure.
 LogicalResult miss(Operation *op, StringRef why);
 
+/// The elements of `v`, row-major, when the program computes it from
+/// constants alone (not parameters) through broadcasts, reshapes,
+/// transposes, iotas, conversions, negations, comparisons, selects and
+/// exact arithmetic of f32, f64, i1 or integer tensors of at most 2^23
+/// elements: each element as the program computes it. nullopt for anything
+/// else, and for a constant itself (read it with ConstantElements).
+std::optional<std::vector<double>> evaluateConstantTensor(Value v);
+
 /// What the attention matcher found of the constant masks it read (their
 /// causal offsets), so that a mask every layer shares is read once.
 struct MaskCache {
@@ -150,11 +174,21 @@ struct MaskCache {
                       int>,
            std::optional<int64_t>>
       offsets;
+  /// The masks evaluated by evaluateConstantTensor, by value (null: not
+  /// computed from constants). The values are ops of the program as
+  /// imported, alive while a later softmax can read them: an address is
+  /// not reused for another mask within a pass.
+  std::map<const void *, std::shared_ptr<const std::vector<double>>> evaluated;
 };
 
 /// Rewrites the attention whose softmax is `softmax` into cleave.attention;
-/// false if it is not one the op computes the same.
-bool recognizeAttention(SoftmaxOp softmax, MaskCache &masks);
+/// false if it is not one the op computes the same. Sets `causal` when the
+/// op takes its causal form.
+bool recognizeAttention(SoftmaxOp softmax, MaskCache &masks, bool &causal);
+
+/// Rewrites the rotary position embedding whose sum is `sum` into
+/// cleave.rotary; false if it is not one the op computes the same.
+bool recognizeRotary(BinaryOp sum);
 
 /// Rewrites the RMS normalization whose sum of squares is `reduce` into
 /// cleave.rms_norm; false if it is not one.

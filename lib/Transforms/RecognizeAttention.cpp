@@ -156,16 +156,21 @@ static int64_t freeDim(ArrayRef<int64_t> batch, ArrayRef<int64_t> contract) {
   return -1;
 }
 
-/// A constant mask over the scores `B x H x Sq x Skv`: a constant reached
+/// A constant mask over the scores `B x H x Sq x Skv`: a constant, or a
+/// tensor computed from constants alone (evaluateConstantTensor), reached
 /// through at most one reshape and one broadcast, whose elements map to
 /// (query i, key j).
 struct ConstantMask {
   std::optional<ConstantElements> data;
+  /// The elements of a mask computed from constants (when `data` is not
+  /// set), and the value they are of.
+  std::shared_ptr<const std::vector<double>> evaluated;
+  Value evaluatedValue;
   /// The strides and sizes of the dimensions of the (reshaped) constant that
   /// the query and key dimensions of the scores come from.
   int64_t rowStride = 0, rows = 0, colStride = 0, cols = 0;
 
-  static std::optional<ConstantMask> get(Value mask) {
+  static std::optional<ConstantMask> get(Value mask, MaskCache &cache) {
     ArrayRef<int64_t> full = typeOf(mask).getShape();
     Value v = mask;
     SmallVector<int64_t> dims = {0, 1, 2, 3};
@@ -178,8 +183,17 @@ struct ConstantMask {
       v = r.getOperand();
     ConstantMask m;
     m.data = ConstantElements::get(v);
-    if (!m.data)
-      return std::nullopt;
+    if (!m.data) {
+      auto [it, added] = cache.evaluated.try_emplace(v.getAsOpaquePointer());
+      if (added)
+        if (std::optional<std::vector<double>> e = evaluateConstantTensor(v))
+          it->second =
+              std::make_shared<const std::vector<double>>(std::move(*e));
+      if (!it->second)
+        return std::nullopt;
+      m.evaluated = it->second;
+      m.evaluatedValue = v;
+    }
     // The strides of the view the broadcast reads (a reshape keeps the
     // row-major order of the elements).
     SmallVector<int64_t> strides(view.size(), 1);
@@ -202,9 +216,20 @@ struct ConstantMask {
     return m;
   }
 
+  /// Calls `fn(index, value)` for every element, in order, until it
+  /// returns false.
+  bool allElements(llvm::function_ref<bool(int64_t, double)> fn) const {
+    if (data)
+      return data->all(fn);
+    for (auto [index, value] : llvm::enumerate(*evaluated))
+      if (!fn(static_cast<int64_t>(index), value))
+        return false;
+    return true;
+  }
+
   /// Calls `fn(i, j, value)` for every element.
   bool all(llvm::function_ref<bool(int64_t, int64_t, double)> fn) const {
-    return data->all([&](int64_t index, double value) {
+    return allElements([&](int64_t index, double value) {
       int64_t i = rows ? index / rowStride % rows : 0;
       int64_t j = cols ? index / colStride % cols : 0;
       return fn(i, j, value);
@@ -218,14 +243,21 @@ struct ConstantMask {
   std::optional<int64_t> cachedCausalOffset(
       MaskCache &cache, int kind, int64_t keys,
       llvm::function_ref<std::optional<bool>(double)> allowed) const {
-    auto key = std::make_tuple(data->getValue().getAsOpaquePointer(), rowStride,
-                               rows, colStride, cols, keys, kind);
+    const void *id = data ? data->getValue().getAsOpaquePointer()
+                          : evaluatedValue.getAsOpaquePointer();
+    auto key =
+        std::make_tuple(id, rowStride, rows, colStride, cols, keys, kind);
     auto it = cache.offsets.find(key);
     if (it != cache.offsets.end())
       return it->second;
     std::string type;
-    llvm::raw_string_ostream(type) << data->getType();
-    ArrayRef<char> bytes = data->getBytes();
+    llvm::raw_string_ostream(type)
+        << (data ? data->getType() : typeOf(evaluatedValue))
+        << (data ? "" : " evaluated");
+    ArrayRef<char> bytes =
+        data ? data->getBytes()
+             : ArrayRef<char>(reinterpret_cast<const char *>(evaluated->data()),
+                              evaluated->size() * sizeof(double));
     ContentKey content{type,
                        llvm::hash_value(bytes),
                        {rowStride, rows, colStride, cols, keys, kind}};
@@ -413,7 +445,8 @@ static LogicalResult matchAttention(SoftmaxOp softmax, AttentionMatch &m,
       }
       if (!fill || !fillOk(*fill))
         return miss(op, "the mask's fill is not -inf or below -1e4");
-      std::optional<ConstantMask> mask = ConstantMask::get(select.getCond());
+      std::optional<ConstantMask> mask =
+          ConstantMask::get(select.getCond(), masks);
       if (!mask)
         return miss(op, "the mask is not a constant");
       std::optional<int64_t> offset = mask->cachedCausalOffset(
@@ -440,7 +473,7 @@ static LogicalResult matchAttention(SoftmaxOp softmax, AttentionMatch &m,
     Value mask = lhsScores ? add.getRhs() : add.getLhs();
     m.ops.push_back(op);
     x = lhsScores ? add.getLhs() : add.getRhs();
-    if (std::optional<ConstantMask> c = ConstantMask::get(mask)) {
+    if (std::optional<ConstantMask> c = ConstantMask::get(mask, masks)) {
       // (kind 2: the additive form, whose test is always the same.)
       std::optional<int64_t> offset = c->cachedCausalOffset(
           masks, 2, keys, [&](double v) -> std::optional<bool> {
@@ -565,12 +598,13 @@ static LogicalResult checkAttentionShapes(AttentionMatch &m) {
   return success();
 }
 
-bool recognizeAttention(SoftmaxOp softmax, MaskCache &masks) {
+bool recognizeAttention(SoftmaxOp softmax, MaskCache &masks, bool &causal) {
   AttentionMatch m;
   if (failed(matchAttention(softmax, m, masks)) ||
       failed(checkAttentionShapes(m)))
     return false;
   rewriteAttention(m);
+  causal = m.causal;
   return true;
 }
 

@@ -127,8 +127,12 @@ struct RecognizeCompositesPass
       getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
       ::cleave::recognize::MaskCache masks;
       for (SoftmaxOp op : softmaxes) {
-        if (::cleave::recognize::recognizeAttention(op, masks))
+        bool causal = false;
+        if (::cleave::recognize::recognizeAttention(op, masks, causal)) {
           ++numAttention;
+          if (causal)
+            ++numCausal;
+        }
       }
     }
     if (silu) {
@@ -137,6 +141,16 @@ struct RecognizeCompositesPass
       for (BinaryOp op : products)
         if (recognizeSilu(op))
           ++numSilu;
+    }
+    if (rotary) {
+      SmallVector<BinaryOp> sums;
+      getOperation().walk([&](BinaryOp op) {
+        if (op.getKind() == BinaryKind::add)
+          sums.push_back(op);
+      });
+      for (BinaryOp op : sums)
+        if (::cleave::recognize::recognizeRotary(op))
+          ++numRotary;
     }
     if (rmsNorm) {
       SmallVector<ReduceOp> reductions;

@@ -114,7 +114,7 @@ def ConvolutionsToGemmPass : Pass<"cleave-convolutions-to-gemm", "::mlir::func::
 }
 
 def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func::FuncOp"> {
-  let summary = "Rewrite spelled-out attention and RMS normalization as ops";
+  let summary = "Rewrite spelled-out attention, RMS normalization and rotary embedding as ops";
   let description = [{
     Finds the forms exporters write for attention and RMS normalization and
     rewrites each into `cleave.attention` or `cleave.rms_norm`, the ops
@@ -129,9 +129,20 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
     constant causal pattern (`j > i + offset`, offset >= 0) and a fill at
     or below -1e4 (-inf, -1e9, the type's lowest value), an additive
     constant of that pattern (0 where allowed), an additive constant of
-    zeros (no mask), or any other additive tensor (the bias). Key/value
+    zeros (no mask), or any other additive tensor (the bias). A mask the
+    program computes from constants alone (iotas or index constants
+    compared, combined with `and`/`or`/`not`, a `select` of 0 and the fill,
+    as exports materialize `[B, 1, T, T]` masks they do not fold) is
+    evaluated exactly and read as a constant: causal or the bias. Key/value
     heads repeated for grouped queries (reshape, broadcast, reshape) become
     the op's grouped heads.
+
+    Rotary position embedding, as `apply_rotary_pos_emb` exports it:
+    `x * cos + cat(-x[..., R:], x[..., :R]) * sin` over `B x H x S x 2R`,
+    with cos and sin broadcast over the heads from `B' x S x 2R` and their
+    two halves provably equal (a constant's elements, or `cat(f, f)` through
+    elementwise ops): `cleave.rotary` of their first halves, which gives
+    every element bitwise the same.
 
     RMS normalization: `x * rsqrt(mean(x^2) + eps) * scale` over the
     trailing dimensions, with the square as `pow(x, 2)` or `x * x`, the mean
@@ -140,7 +151,8 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
     and the scale optional (ones).
 
     Anything else stays as it is: a non-constant scale, a mask that is not
-    causal in a `select`, a fill that exp does not take to 0, a softmax
+    causal in a `select` (or reads a trained initializer), rotate-half with
+    its halves swapped, cos or sin whose halves differ, a fill that exp does not take to 0, a softmax
     over another axis or over a tensor other than the scores, mixed element
     types, intermediate values read elsewhere.
 
@@ -169,9 +181,16 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
            "Recognize RMS normalization">,
     Option<"silu", "silu", "bool", /*default=*/"true",
            "Recognize x * sigmoid(x) as SiLU (swish)">,
+    Option<"rotary", "rotary", "bool", /*default=*/"false",
+           "Recognize rotary position embeddings (off by default: under "
+           "tensor and sequence parallelism the recognized op's angle "
+           "gradients cost more than the spelled-out form's)">,
   ];
   let statistics = [
     Statistic<"numAttention", "attention", "Attentions recognized">,
+    Statistic<"numCausal", "causal",
+              "Attentions recognized in their causal form">,
+    Statistic<"numRotary", "rotary", "Rotary embeddings recognized">,
     Statistic<"numRmsNorm", "rms-norm", "RMS normalizations recognized">,
     Statistic<"numSilu", "silu", "SiLU activations recognized">,
   ];
