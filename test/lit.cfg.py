@@ -28,6 +28,10 @@ if getattr(config, "cleave_have_mpi", False) and shutil.which("mpirun"):
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
     config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
+# The chaos tests of restarts (e2e/chaos*.test, ~35 s together on 2 cores):
+# `lit --param skip_chaos=1` leaves them out.
+if not lit_config.params.get("skip_chaos"):
+    config.available_features.add("chaos")
 if shutil.which("onnxruntime_test", path=config.environment["PATH"]) or os.path.exists(config.python_executable):
     config.available_features.add("python")
 # CUDA codegen tests that assemble cubins need ptxas (the CUDA toolkit).
