@@ -38,6 +38,11 @@ if getattr(config, "cleave_have_gloo", False):
     if torchrun and os.access(torchrun, os.X_OK):
         config.available_features.add("torchrun")
         config.substitutions.append(("%torchrun", torchrun))
+
+# The chaos tests of restarts (e2e/chaos*.test, ~35 s together on 2 cores):
+# `lit --param skip_chaos=1` leaves them out.
+if not lit_config.params.get("skip_chaos"):
+    config.available_features.add("chaos")
 if shutil.which("onnxruntime_test", path=config.environment["PATH"]) or os.path.exists(config.python_executable):
     config.available_features.add("python")
 # CUDA codegen tests that assemble cubins need ptxas (the CUDA toolkit).

@@ -269,6 +269,10 @@ const char *cleave_rt_communicator_kind(cleave_rt_communicator comm);
  * `reason` (call it when this rank hits an error). */
 void cleave_rt_communicator_abort(cleave_rt_communicator comm,
                                   const char *reason);
+/* As _abort; an MPI job then ends with exit status `exit_code` (MPI_Abort's
+ * error code; cleave/ExitCodes.h says which a driver uses). */
+void cleave_rt_communicator_abort_with_code(cleave_rt_communicator comm,
+                                            const char *reason, int exit_code);
 
 /* The communication timeout (seconds) `comm` was made with; 0 for NULL. */
 double cleave_rt_communicator_timeout(cleave_rt_communicator comm);

@@ -136,8 +136,8 @@ void AsyncCheckpointer::write(checkpoint::ShardedSave save,
     good = checkpoint::writeShard(fd, save, s.entry, s.global, s.shape, s.start,
                                   s.elemSize,
                                   static_cast<const uint8_t *>(s.data), &err);
-    // --debug-fault R:STEP:{crash,fail}-during-save: half of the shards
-    // written.
+    // --inject-fault rank=R,step=S,kind={crash,fail}-during-save: half of the
+    // shards written.
     if (fault != Fault::None && c.step == faultStep &&
         i + 1 == (shards.size() + 1) / 2) {
       const char *mode =
@@ -149,7 +149,7 @@ void AsyncCheckpointer::write(checkpoint::ShardedSave save,
       if (fault == Fault::Crash)
         ::raise(SIGKILL);
       good = false;
-      err = "the write failed (--debug-fault ...:fail-during-save)";
+      err = "the write failed (--inject-fault ...,kind=fail-during-save)";
     }
   }
   if (fd >= 0 && (::fsync(fd) != 0 || ::close(fd) != 0) && good) {

@@ -30,9 +30,9 @@ namespace cleave::training {
 
 class AsyncCheckpointer {
 public:
-  /// Testing faults (--debug-fault R:STEP:MODE on this rank), halfway
-  /// through the write of step STEP's checkpoint: `crash-during-save` kills
-  /// the process, `fail-during-save` fails the write.
+  /// Testing faults (--inject-fault rank=R,step=S,kind=K on this rank),
+  /// halfway through the write of step S's checkpoint: `crash-during-save`
+  /// kills the process, `fail-during-save` fails the write.
   enum class Fault { None, Crash, Fail };
   explicit AsyncCheckpointer(Fault fault = Fault::None, int64_t faultStep = 0)
       : fault(fault), faultStep(faultStep) {}

@@ -649,6 +649,17 @@ bool findResumePoint(const std::string &path, std::string *stepDir,
   return false;
 }
 
+bool hasCompleteCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string(), err;
+    if (stepOf(name) >= 0 && verify(dir + "/" + name, &err, /*hashes=*/false))
+      return true;
+  }
+  return false;
+}
+
 bool writeSafetensorsFile(
     const std::string &path,
     const std::vector<safetensors::HostTensorRef> &tensors,

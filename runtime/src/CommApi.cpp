@@ -123,6 +123,14 @@ void cleave_rt_communicator_abort(cleave_rt_communicator comm,
   comm->impl->abort(reason ? reason : "aborted");
 }
 
+void cleave_rt_communicator_abort_with_code(cleave_rt_communicator comm,
+                                            const char *reason, int exit_code) {
+  if (!comm)
+    return;
+  comm->impl->setAbortExitCode(exit_code);
+  cleave_rt_communicator_abort(comm, reason);
+}
+
 cleave_rt_status
 cleave_rt_communicator_set_flight_recorder(cleave_rt_communicator comm,
                                            const char *dir, size_t capacity) {

@@ -54,6 +54,10 @@ public:
   /// naming this rank and `reason` (a rank that hit an error calls it so
   /// that its peers stop waiting for it).
   virtual void abort(const std::string &reason) = 0;
+  /// The exit status a communicator whose abort ends the process (MPI's)
+  /// ends it with (ExitCodes.h); 1 unless the caller says otherwise.
+  void setAbortExitCode(int code) { abortCode = code; }
+  int abortExitCode() const { return abortCode; }
 
   /// --flight-recorder: this rank's recorder (FlightRecorder.h), or null.
   void setFlightRecorder(std::unique_ptr<FlightRecorder> r) {
@@ -69,6 +73,7 @@ protected:
 
 private:
   std::unique_ptr<FlightRecorder> recorder;
+  int abortCode = 1;
 };
 
 /// The local world: `size` ranks as threads of this process. Collectives

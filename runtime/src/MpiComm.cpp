@@ -79,7 +79,7 @@ public:
     // caller has printed the reason).
     std::fflush(stdout);
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Abort(MPI_COMM_WORLD, abortExitCode());
   }
 
 private:

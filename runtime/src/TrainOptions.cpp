@@ -6,12 +6,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FaultInjection.h"
+
 #include "cleave/TrainingLoop.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 namespace cleave::training {
 
@@ -40,11 +44,78 @@ constexpr TrainOptionSpec kTrainOptions[] = {
     {"measure-memory", false},
     {"trace", true},
     {"slow-rank", true},
-    {"debug-fault", true},
+    {"inject-fault", true},
     {"profile", false},
     {"profile-json", true},
 };
+struct KindName {
+  InjectedFault::Kind kind;
+  const char *name;
+};
+constexpr KindName kKinds[] = {
+    {InjectedFault::Kind::Crash, "crash"},
+    {InjectedFault::Kind::Hang, "hang"},
+    {InjectedFault::Kind::Stop, "stop"},
+    {InjectedFault::Kind::Slow, "slow"},
+    {InjectedFault::Kind::CorruptCheckpoint, "corrupt-checkpoint"},
+    {InjectedFault::Kind::CrashDuringSave, "crash-during-save"},
+    {InjectedFault::Kind::FailDuringSave, "fail-during-save"},
+};
+
 } // namespace
+
+const char *faultKindName(InjectedFault::Kind kind) {
+  for (const KindName &k : kKinds)
+    if (k.kind == kind)
+      return k.name;
+  return "?";
+}
+
+bool parseInjectedFault(const std::string &text, InjectedFault *out,
+                        std::string *error) {
+  std::string kinds;
+  for (const KindName &k : kKinds)
+    kinds += (kinds.empty() ? "" : "|") + std::string(k.name);
+  *error = "--inject-fault expects rank=R,step=S,kind=" + kinds +
+           " (S from 1), got '" + text + "'";
+  bool rank = false, step = false, kind = false;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = std::min(text.find(',', pos), text.size());
+    std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      return false;
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "kind" && !kind) {
+      auto it =
+          std::find_if(std::begin(kKinds), std::end(kKinds),
+                       [&](const KindName &k) { return value == k.name; });
+      if (it == std::end(kKinds))
+        return false;
+      out->kind = it->kind;
+      kind = true;
+      continue;
+    }
+    long n = 0;
+    if (!parseCount(value.c_str(), &n))
+      return false;
+    if (key == "rank" && !rank) {
+      out->rank = n;
+      rank = true;
+    } else if (key == "step" && !step && n >= 1) {
+      out->step = n;
+      step = true;
+    } else {
+      return false;
+    }
+  }
+  if (!rank || !step || !kind)
+    return false;
+  error->clear();
+  return true;
+}
 
 bool parseCount(const char *text, long *out) {
   char *end = nullptr;
@@ -114,23 +185,11 @@ bool applyTrainOption(const std::string &name, const char *v, TrainOptions &t,
     t.slowFactor = f;
     return true;
   }
-  if (name == "debug-fault") {
-    long r = 0, step = 0;
-    char mode[24] = {0};
-    if (std::sscanf(v, "%ld:%ld:%23s", &r, &step, mode) != 3 || r < 0 ||
-        step < 1 ||
-        (std::strcmp(mode, "exit") && std::strcmp(mode, "hang") &&
-         std::strcmp(mode, "stop") && std::strcmp(mode, "crash") &&
-         std::strcmp(mode, "crash-during-save") &&
-         std::strcmp(mode, "fail-during-save"))) {
-      *error = "--debug-fault expects RANK:STEP:exit|hang|stop|crash|"
-               "crash-during-save|fail-during-save, got '" +
-               std::string(v) + "'";
+  if (name == "inject-fault") {
+    InjectedFault f;
+    if (!parseInjectedFault(v, &f, error))
       return false;
-    }
-    t.faultRank = r;
-    t.faultStep = step;
-    t.faultMode = mode;
+    t.faults.push_back(f);
     return true;
   }
   long n = 0;

@@ -11,6 +11,7 @@
 #define CLEAVE_RUNTIME_TRAINERIMPL_H
 
 #include "AsyncCheckpoint.h"
+#include "FaultInjection.h"
 #include "TrainingSupport.h"
 
 #include "cleave/Data.h"
@@ -58,9 +59,6 @@ int checkOnnxExportable(const UntiedParameters &untied);
 /// "in_source"} objects).
 bool readFoldedParameters(cleave_rt_program program, FoldedParameters *out,
                           std::string *error);
-
-/// Records that this rank left on purpose (--debug-fault), for leftByFault.
-void setLeftByFault();
 
 struct Trainer::Impl {
   TrainOptions o;
@@ -122,6 +120,7 @@ struct Trainer::Impl {
   int setBatch(const std::vector<const void *> *given);
   void log(const StepMetrics &m);
   int step(const std::vector<const void *> *given, StepMetrics *m);
+  int corruptNewestCheckpoint(const InjectedFault &f);
   int finish();
   int exportParameters(const std::string &safetensorsPath,
                        const std::string &onnxPath,

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FaultInjection.h"
 #include "TrainerImpl.h"
 #include "TrainingSupport.h"
 
@@ -23,8 +24,6 @@
 #include <vector>
 
 namespace cleave::training {
-
-using namespace cleave::plan;
 
 using namespace cleave::plan;
 
@@ -63,7 +62,13 @@ void warn(const std::string &message) {
                  message.c_str());
 }
 
+static thread_local cleave_rt_status_code_t gLastStatusCode = CLEAVE_RT_OK;
+cleave_rt_status_code_t takeLastStatusCode() {
+  return std::exchange(gLastStatusCode, CLEAVE_RT_OK);
+}
+
 int statusFail(cleave_rt_status s) {
+  gLastStatusCode = cleave_rt_status_code(s);
   std::string msg = cleave_rt_status_message(s);
   cleave_rt_status_free(s);
   return fail(msg);

@@ -13,6 +13,7 @@
 #include "TrainingSupport.h"
 
 #include "cleave/CommandProfile.h"
+#include "cleave/ExitCodes.h"
 #include "cleave/TrainingLoop.h"
 
 #include <csignal>
@@ -28,6 +29,7 @@
 #include "cleave/TensorFile.h"
 #include "cleave/cleave_rt.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -128,6 +130,9 @@ Trainer::~Trainer() = default;
 int Trainer::open(const TrainOptions &o, cleave_rt_program file,
                   const std::string &backend, const RankContext &ctx) {
   impl->o = o;
+  std::string err;
+  if (!resolveAutoResume(&impl->o, &err))
+    return fail(err);
   impl->file = file;
   impl->backend = backend;
   impl->ctx = ctx;
@@ -308,21 +313,19 @@ void Trainer::Impl::log(const StepMetrics &m) {
 int Trainer::Impl::step(const std::vector<const void *> *given,
                         StepMetrics *out) {
   int64_t step = stepsDone;
-  if (ctx.rank == o.faultRank && step + 1 == o.faultStep &&
-      o.faultMode.find("-during-save") == std::string::npos) {
-    std::fprintf(stderr, "%s: %sinjected fault at step %" PRId64 ": %s\n",
-                 programName().c_str(), rankPrefix().c_str(), step + 1,
-                 o.faultMode.c_str());
-    std::fflush(stderr);
-    if (o.faultMode == "crash")
-      ::raise(SIGKILL);
-    if (o.faultMode == "stop")
-      ::raise(SIGSTOP);
-    if (o.faultMode == "hang")
-      for (;;)
-        std::this_thread::sleep_for(std::chrono::hours(1));
-    setLeftByFault();
-    return 1;
+  // --inject-fault: the faults of the start of this step on this rank.
+  for (const InjectedFault &f : o.faults) {
+    bool atStart = f.kind == InjectedFault::Kind::Crash ||
+                   f.kind == InjectedFault::Kind::Hang ||
+                   f.kind == InjectedFault::Kind::Stop ||
+                   f.kind == InjectedFault::Kind::Slow;
+    if (!atStart || f.rank != ctx.rank || f.step != step + 1 ||
+        !claimInjectedFault(f))
+      continue;
+    // A straggler stays well within the communication timeout.
+    double timeout = ctx.comm ? cleave_rt_communicator_timeout(ctx.comm) : 2;
+    if (int rc = fireStepFault(f, ctx, std::min(1.0, timeout / 2)); rc >= 0)
+      return rc;
   }
   // A background checkpoint write that failed ends the run.
   if (asyncSave)
@@ -436,8 +439,30 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
       }
     }
   }
+  for (const InjectedFault &f : o.faults)
+    if (f.kind == InjectedFault::Kind::CorruptCheckpoint &&
+        f.rank == ctx.rank && f.step == m.step && claimInjectedFault(f))
+      if (int rc = corruptNewestCheckpoint(f); rc >= 0)
+        return rc;
   if (out)
     *out = m;
+  return -1;
+}
+
+/// --inject-fault ...,kind=corrupt-checkpoint: damages the newest
+/// checkpoint at or before the fault's step (after the save in flight).
+int Trainer::Impl::corruptNewestCheckpoint(const InjectedFault &f) {
+  if (asyncSave)
+    if (int rc = asyncSave->wait(); rc >= 0)
+      return rc;
+  std::string damaged, err;
+  if (!corruptCheckpoint(o.checkpointDir, f.step, &damaged, &err))
+    return fail("--inject-fault ...,kind=corrupt-checkpoint: " + err);
+  std::fprintf(stderr,
+               "%s: %sinjected fault at step %lld: "
+               "corrupt-checkpoint (damaged '%s')\n",
+               programName().c_str(), rankPrefix().c_str(),
+               static_cast<long long>(f.step), damaged.c_str());
   return -1;
 }
 
@@ -532,6 +557,23 @@ int Trainer::Impl::exportParameters(const std::string &safetensorsPath,
   return -1;
 }
 
+static thread_local int64_t gLastStepsDone = 0;
+int64_t lastStepsDone() { return gLastStepsDone; }
+
+bool resolveAutoResume(TrainOptions *o, std::string *error) {
+  if (o->resume != "auto")
+    return true;
+  if (o->checkpointDir.empty()) {
+    *error = "--resume=auto resumes from --checkpoint-dir DIR: give it";
+    return false;
+  }
+  o->resumeAuto = true;
+  o->resume = checkpoint::hasCompleteCheckpoint(o->checkpointDir)
+                  ? o->checkpointDir
+                  : "";
+  return true;
+}
+
 int runTraining(const TrainOptions &o, cleave_rt_program file,
                 const std::string &backend, const RankContext &ctx) {
   if (o.steps < 0) {
@@ -545,13 +587,22 @@ int runTraining(const TrainOptions &o, cleave_rt_program file,
       return fail("this is a training plan: give --steps N");
   }
   Trainer trainer;
+  takeLastStatusCode();
+  gLastStepsDone = 0;
   if (int rc = trainer.open(o, file, backend, ctx); rc >= 0)
     return rc;
-  while (trainer.stepsDone() < o.steps)
+  // Once the ranks run, a communicator that reports a peer unavailable
+  // (failed, exited, hung past the timeout, aborted) is a retryable end.
+  auto retryable = [](int rc) {
+    return rc == kExitError && takeLastStatusCode() == CLEAVE_RT_UNAVAILABLE
+               ? kExitPeerFailure
+               : rc;
+  };
+  while ((gLastStepsDone = trainer.stepsDone()) < o.steps)
     if (int rc = trainer.step(nullptr, nullptr); rc >= 0)
-      return rc;
+      return retryable(rc);
   int rc = trainer.finish();
-  return rc >= 0 ? rc : 0;
+  return rc >= 0 ? retryable(rc) : kExitOk;
 }
 
 } // namespace cleave::training

@@ -105,16 +105,34 @@ int Trainer::Impl::open() {
   if (o.asyncCheckpoint && o.saveEvery <= 0)
     return fail("--async-checkpoint needs --save-every K and --checkpoint-dir "
                 "DIR");
-  bool saveFault =
-      o.faultMode == "crash-during-save" || o.faultMode == "fail-during-save";
-  if (saveFault && !o.asyncCheckpoint)
-    return fail("--debug-fault ...:" + o.faultMode +
-                " needs --async-checkpoint");
-  if (o.asyncCheckpoint && saveFault && o.faultRank == ctx.rank)
+  // --inject-fault: checked against the run; a fault in the background
+  // write goes to this rank's writer.
+  const InjectedFault *saveFault = nullptr;
+  for (const InjectedFault &f : o.faults) {
+    bool inSave = f.kind == InjectedFault::Kind::CrashDuringSave ||
+                  f.kind == InjectedFault::Kind::FailDuringSave;
+    std::string what = "--inject-fault rank=" + std::to_string(f.rank) +
+                       ",step=" + std::to_string(f.step) +
+                       ",kind=" + faultKindName(f.kind);
+    if (f.rank >= ctx.worldSize)
+      return fail(what + ": the run has " + std::to_string(ctx.worldSize) +
+                  (ctx.worldSize == 1 ? " rank" : " ranks"));
+    if (inSave && !o.asyncCheckpoint)
+      return fail(what + " needs --async-checkpoint");
+    if (f.kind == InjectedFault::Kind::CorruptCheckpoint && o.saveEvery <= 0)
+      return fail(what + " needs --save-every K and --checkpoint-dir DIR");
+    // Rank 0 completes each checkpoint, so it is the one that sees it.
+    if (f.kind == InjectedFault::Kind::CorruptCheckpoint && f.rank != 0)
+      return fail(what + ": a checkpoint is damaged by rank 0 (rank=0)");
+    if (inSave && f.rank == ctx.rank && claimInjectedFault(f))
+      saveFault = &f;
+  }
+  if (saveFault)
     asyncSave = std::make_unique<AsyncCheckpointer>(
-        o.faultMode == "crash-during-save" ? AsyncCheckpointer::Fault::Crash
-                                           : AsyncCheckpointer::Fault::Fail,
-        o.faultStep);
+        saveFault->kind == InjectedFault::Kind::CrashDuringSave
+            ? AsyncCheckpointer::Fault::Crash
+            : AsyncCheckpointer::Fault::Fail,
+        saveFault->step);
   else if (o.asyncCheckpoint)
     asyncSave = std::make_unique<AsyncCheckpointer>();
   if (o.slowRank >= ctx.worldSize)
@@ -214,6 +232,11 @@ int Trainer::Impl::open() {
 
   // Resume before opening the data: the checkpoint carries the seed.
   seed = o.seed;
+  if (o.resumeAuto && o.resume.empty() && isLeader())
+    std::fprintf(stderr,
+                 "%s: --resume=auto: no complete checkpoint in '%s'; "
+                 "starting fresh\n",
+                 programName().c_str(), o.checkpointDir.c_str());
   if (!o.resume.empty())
     if (int rc = resume(); rc >= 0)
       return rc;
@@ -290,7 +313,9 @@ int Trainer::Impl::resume() {
   // reads more than its own shards of the tensors.
   std::string dir, err;
   bool found = true;
-  if (ctx.rank == 0) {
+  if (ctx.rank == 0 && o.resumeVerified) {
+    dir = o.resume;
+  } else if (ctx.rank == 0) {
     std::vector<std::string> notes;
     found = checkpoint::findResumePoint(o.resume, &dir, &notes, &err);
     for (const std::string &n : notes)
@@ -316,7 +341,8 @@ int Trainer::Impl::resume() {
   if (!found)
     return fail(err);
   checkpoint::LoadOptions load;
-  load.verifyHashes = false; // Rank 0 just did, in findResumePoint.
+  // Rank 0 just did, in findResumePoint (or the restart that chose it).
+  load.verifyHashes = false;
   load.readData = false;
   checkpoint::Checkpoint c;
   if (!checkpoint::load(dir, &c, &err, load))

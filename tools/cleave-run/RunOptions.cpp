@@ -61,7 +61,19 @@ const char kFooter[] =
     "set, the ranks meet over Gloo (CLEAVE_COMM=gloo asks for it under\n"
     "mpirun or srun); see docs/guide/cleave-run.md.\n"
     "\n"
-    "Exit status: 0 on success, 1 on any error, 2 on a bad command line.\n";
+    "Exit status (stable; cleave/ExitCodes.h):\n"
+    "  0   success\n"
+    "  1   a user or input error (plan, data, option value, checkpoint\n"
+    "      directory): running again will not help\n"
+    "  2   a bad command line\n"
+    "  75  retryable: a rank stopped because a peer failed, exited, hung\n"
+    "      past --comm-timeout or aborted (EX_TEMPFAIL); run again with\n"
+    "      --resume=auto\n"
+    "  76  retryable: a rank failed by --inject-fault (testing)\n"
+    "  >128  a rank killed by a signal (128 + its number): retryable\n"
+    "With --ranks, --max-restarts N restarts every rank from the newest\n"
+    "complete checkpoint after a retryable failure; under mpirun or srun\n"
+    "the job script does (docs/guide/cleave-run.md#restarts).\n";
 
 /// Help of the training options (training::trainOptionNames()): the
 /// value's name (empty for a flag), the help group and the text.
@@ -148,10 +160,13 @@ const TrainOptionHelp kTrainHelp[] = {
      "place. One save in flight: the next waits for\n"
      "it. A failed write ends the run non-zero at the\n"
      "next step"},
-    {"resume", "PATH", kTraining,
+    {"resume", "PATH|auto", kTraining,
      "continue from a checkpoint: PATH/step-<N>, or\n"
      "the newest complete one in PATH (incomplete or\n"
-     "damaged ones are skipped with a warning)"},
+     "damaged ones are skipped with a warning);\n"
+     "auto: the newest complete one in\n"
+     "--checkpoint-dir, or a fresh start if it holds\n"
+     "none (for job scripts that run a job again)"},
     {"export-safetensors", "FILE", kTraining,
      "write the trained parameters at the end"},
     {"export-onnx", "FILE", kTraining,
@@ -166,15 +181,21 @@ const TrainOptionHelp kTrainHelp[] = {
      "rank R sleeps F - 1 times the wall time that\n"
      "run took on it, so its steps take F times as\n"
      "long (F >= 1; for measurements)"},
-    {"debug-fault", "R:STEP:MODE", kRanks,
-     "testing aid: rank R fails at the start of\n"
-     "training step STEP; MODE exit (leaves\n"
-     "silently), hang (stops answering), stop\n"
-     "(SIGSTOP: the whole process), crash\n"
-     "(SIGKILL); with --async-checkpoint, crash-\n"
-     "during-save (SIGKILL) or fail-during-save (a\n"
-     "write error) halfway through writing step\n"
-     "STEP's checkpoint"},
+    {"inject-fault", "rank=R,step=S,kind=K", kRanks,
+     "TESTING ONLY: rank R fails at the start of\n"
+     "training step S (repeatable; each fault fires\n"
+     "once per process). K: crash (under mpirun or\n"
+     "srun SIGKILL; with --ranks a simulated rank\n"
+     "death its peers detect), hang (stops\n"
+     "answering; with --ranks until a restart\n"
+     "releases it), stop (SIGSTOP: the process),\n"
+     "slow (sleeps half --comm-timeout, at most\n"
+     "1 s), corrupt-checkpoint (after step S, damages\n"
+     "the newest checkpoint at or before it), and\n"
+     "with --async-checkpoint crash-during-save\n"
+     "(SIGKILL) or fail-during-save (a write error)\n"
+     "halfway through writing step S's checkpoint.\n"
+     "Replaces --debug-fault"},
 };
 // clang-format on
 
@@ -197,7 +218,7 @@ public:
 struct RawArgs {
   std::vector<std::string> positional, inputs;
   std::string outputDir, backend, weightsDir, warmup, repeat, ranks, threads,
-      bind, commTimeout, flightRecorder, flightRecorderSize;
+      bind, commTimeout, flightRecorder, flightRecorderSize, maxRestarts;
   bool noOutput = false, printOutputs = false, printStats = false;
   /// The values of each training option given, in command-line order (an
   /// empty string for each use of a flag).
@@ -326,6 +347,17 @@ void declareOptions(CLI::App &app, RawArgs &raw) {
        "peer (default 300), then every rank stops with\n"
        "a message naming the rank that never came and\n"
        "the collective");
+  text("--max-restarts", raw.maxRestarts, "N", kRanks,
+       "with --ranks (and in a one-rank run): after a\n"
+       "retryable failure (a rank crashed, hung past\n"
+       "--comm-timeout, exited) bring every rank back\n"
+       "from the newest complete checkpoint in\n"
+       "--checkpoint-dir, with a fresh communicator, up\n"
+       "to N times (default 0); a line per restart\n"
+       "names the rank, why, the step resumed from and\n"
+       "the steps lost. Needs --checkpoint-dir. Under\n"
+       "mpirun or srun the job script restarts (exit\n"
+       "status 75, --resume=auto)");
   text("--flight-recorder", raw.flightRecorder, "DIR", kRanks,
        "every rank keeps a ring of its last\n"
        "collectives, sends and receives (number, kind,\n"
@@ -392,7 +424,11 @@ bool checkValues(const CLI::App &app, const RawArgs &raw, bool embedded,
   // Unknown options (CLI11's extras, in order); other extras are
   // positional arguments CLI11 saw after an unknown one.
   for (const std::string &extra : app.remaining())
-    if (extra.size() > 1 && extra[0] == '-')
+    if (extra.rfind("--debug-fault", 0) == 0)
+      return usage("--debug-fault was replaced by --inject-fault "
+                   "rank=R,step=S,kind=K (e.g. --inject-fault "
+                   "rank=1,step=3,kind=hang)");
+    else if (extra.size() > 1 && extra[0] == '-')
       return usage("unknown option '" + extra + "'");
   std::vector<std::string> positional = raw.positional;
   for (const std::string &extra : app.remaining())
@@ -469,6 +505,10 @@ bool checkValues(const CLI::App &app, const RawArgs &raw, bool embedded,
                  raw.flightRecorderSize + "'");
   if (given("--flight-recorder-size") && o->flightRecorder.empty())
     return usage("--flight-recorder-size needs --flight-recorder DIR");
+  if (given("--max-restarts") &&
+      !training::parseCount(raw.maxRestarts.c_str(), &o->maxRestarts))
+    return usage("--max-restarts expects a non-negative integer, got '" +
+                 raw.maxRestarts + "'");
   // The training options: one table with the Python module's.
   for (const auto &[name, values] : raw.train)
     for (const std::string &v : values) {
@@ -483,6 +523,9 @@ bool checkValues(const CLI::App &app, const RawArgs &raw, bool embedded,
     return usage("no model given");
   if (o->repeat < 1)
     return usage("--repeat must be at least 1");
+  if (o->maxRestarts > 0 && o->train.checkpointDir.empty())
+    return usage("--max-restarts restarts from the checkpoints in "
+                 "--checkpoint-dir DIR: give it (and --save-every K)");
   if (o->train.profile && o->backend != "cpu")
     return usage("--profile times commands on the cpu backend only, not on "
                  "--backend " +

@@ -34,6 +34,7 @@ struct RunOptions {
   double commTimeout = 300.0;     ///< --comm-timeout S
   std::string flightRecorder;     ///< --flight-recorder DIR
   long flightRecorderSize = 2048; ///< --flight-recorder-size N
+  long maxRestarts = 0;           ///< --max-restarts N
   training::TrainOptions train;
 };
 

@@ -5,9 +5,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Restarts.h"
 #include "RunOptions.h"
 
 #include "cleave/CommandProfile.h"
+#include "cleave/ExitCodes.h"
 #include "cleave/FileUtil.h"
 #include "cleave/MemoryReport.h"
 #include "cleave/PipelineTrace.h"
@@ -50,7 +52,7 @@ static int usageError(const std::string &message) {
                "cleave-run: error: %s\n%sRun 'cleave-run --help' for "
                "the options.\n",
                message.c_str(), runUsage());
-  return 2;
+  return kExitUsage;
 }
 
 /// Converts a failed status to an error exit; frees it.
@@ -393,25 +395,41 @@ static cleave_rt_status setFlightRecorder(const RunOptions &o,
       static_cast<size_t>(o.flightRecorderSize));
 }
 
+/// How this thread's rank ended, from runRank's code.
+static RankOutcome rankOutcome(int code) {
+  RankOutcome out;
+  out.code = code;
+  out.stepsDone = run::lastStepsDone();
+  std::string error = run::takeLastError(), note = run::takeInjectedFaultNote();
+  out.reason = !note.empty() ? note : error;
+  return out;
+}
+
 /// Runs every rank of a plan over a mesh as a thread of this process, rank
-/// r bound to rankCpus(..., r, threadsPerRank) unless --bind none.
-static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
-                         int64_t world, double loadMs, long threadsPerRank) {
+/// r bound to rankCpus(..., r, threadsPerRank) unless --bind none; one
+/// attempt of runWithRestarts. With `retry`, a failure releases the ranks
+/// an injected hang holds, for the restart.
+static std::vector<RankOutcome> runLocalRanks(const RunOptions &o,
+                                              cleave_rt_program program,
+                                              int64_t world, double loadMs,
+                                              long threadsPerRank, bool retry) {
   cleave_rt::LocalWorld localWorld;
   if (cleave_rt_status s = cleave_rt_local_world_create(
           static_cast<size_t>(world), o.commTimeout, localWorld.out()))
-    return statusError(s);
+    return {RankOutcome{statusError(s), 0, ""}};
   // Shared with the rank threads, which may outlive this function when one
   // of them hangs (see below).
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;
-    std::vector<int> codes;
+    std::vector<RankOutcome> outcomes;
+    std::vector<bool> done;
     int64_t finished = 0;
     bool failed = false;
   };
   auto shared = std::make_shared<Shared>();
-  shared->codes.assign(world, 0);
+  shared->outcomes.resize(world);
+  shared->done.assign(world, false);
   std::vector<std::thread> threads;
   std::vector<int> cpus = o.bindRanks ? allowedCpus() : std::vector<int>();
   if (o.bindRanks && o.printStats && !cpus.empty()) {
@@ -450,8 +468,10 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
         if (code != 0 && !run::leftByFault())
           cleave_rt_communicator_abort(comm, "it stopped with an error");
       }
+      RankOutcome outcome = rankOutcome(code);
       std::lock_guard<std::mutex> lock(shared->mu);
-      shared->codes[r] = code;
+      shared->outcomes[r] = outcome;
+      shared->done[r] = true;
       shared->failed |= code != 0;
       ++shared->finished;
       shared->cv.notify_all();
@@ -459,32 +479,32 @@ static int runLocalRanks(const RunOptions &o, cleave_rt_program program,
   {
     // After a failure the other ranks stop within the communication
     // timeout; one that does not (it hangs outside any collective) is
-    // reported, and the process ends without it.
+    // reported, and the process ends without it. Before a restart, the
+    // ranks an injected hang holds are released.
     std::unique_lock<std::mutex> lock(shared->mu);
     shared->cv.wait(
         lock, [&] { return shared->failed || shared->finished == world; });
+    if (shared->finished < world && retry)
+      run::releaseInjectedHangs();
     if (shared->finished < world &&
         !shared->cv.wait_for(
             lock, std::chrono::duration<double>(o.commTimeout + 5.0),
             [&] { return shared->finished == world; })) {
       std::string hung;
       for (int64_t r = 0; r < world; ++r)
-        if (shared->codes[r] == 0)
+        if (!shared->done[r])
           hung += (hung.empty() ? "" : ", ") + std::to_string(r);
       std::fprintf(stderr,
                    "cleave-run: error: rank(s) %s did not stop after "
                    "the failure; exiting without them\n",
                    hung.c_str());
       std::fflush(stdout);
-      std::_Exit(1);
+      std::_Exit(combinedExit(shared->outcomes));
     }
   }
   for (std::thread &t : threads)
     t.join();
-  for (int code : shared->codes)
-    if (code != 0)
-      return code;
-  return 0;
+  return shared->outcomes;
 }
 
 /// Sets how many threads each rank on this machine runs: the generated
@@ -580,8 +600,10 @@ static int runLaunchedRank(const RunOptions &o, cleave_rt_program program,
                  std::to_string(world));
   run::RankContext ctx{comm, rank, world};
   int rc = runRank(o, program, ctx, loadMs);
+  // The job ends with this rank's code: a peer failure stays retryable.
   if (rc > 0 && !run::leftByFault())
-    cleave_rt_communicator_abort(comm, "it stopped with an error");
+    cleave_rt_communicator_abort_with_code(comm, "it stopped with an error",
+                                           rc);
   return rc > 0 ? rc : 0;
 }
 
@@ -623,6 +645,9 @@ int main(int argc, char **argv) {
     if (cleave_rt_status s =
             cleave_rt_program_set_weights_dir(program, o.weightsDir.c_str()))
       return statusError(s);
+  // --resume=auto: a checkpoint directory, or a fresh start.
+  if (std::string err; !run::resolveAutoResume(&o.train, &err))
+    return error(err);
   // A resumed run overwrites every state: the initial values the plan
   // references from the model's files are not read.
   if (!o.train.resume.empty())
@@ -688,9 +713,22 @@ int main(int argc, char **argv) {
   }
   long threadsPerRank =
       shareThreads(launched > 0 ? localRanks() : world, o.threads);
+  if (launched > 0 && o.maxRestarts > 0)
+    return error("--max-restarts restarts ranks of this process (--ranks); "
+                 "under mpirun or srun the job script restarts the job: "
+                 "loop on exit status 75 with --resume=auto "
+                 "(docs/guide/cleave-run.md#restarts)");
+  if (o.maxRestarts > 0 && !isTraining)
+    return error("--max-restarts restarts training runs, and this plan is "
+                 "not a training plan");
   if (world > 1 && launched > 0)
     return runLaunchedRank(o, program, world, loadMs, gloo);
   if (world > 1)
-    return runLocalRanks(o, program, world, loadMs, threadsPerRank);
-  return runRank(o, program, {}, loadMs);
+    return runWithRestarts(o, [&](const RunOptions &now, bool retry) {
+      return runLocalRanks(now, program, world, loadMs, threadsPerRank, retry);
+    });
+  return runWithRestarts(o, [&](const RunOptions &now, bool) {
+    int rc = runRank(now, program, {}, loadMs);
+    return std::vector<RankOutcome>{rankOutcome(rc < 0 ? 0 : rc)};
+  });
 }

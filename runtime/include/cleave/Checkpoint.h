@@ -112,6 +112,10 @@ bool readShard(int fd, const Checkpoint &c, const StateRecord &r,
 bool findResumePoint(const std::string &path, std::string *stepDir,
                      std::vector<std::string> *notes, std::string *error);
 
+/// Whether `dir` holds a step-<N> checkpoint whose files all have the
+/// sizes its manifest says (their SHA-256s are not read).
+bool hasCompleteCheckpoint(const std::string &dir);
+
 /// Writes a safetensors file atomically (for --export-safetensors).
 bool writeSafetensorsFile(
     const std::string &path,

@@ -22,6 +22,49 @@
 
 namespace cleave::training {
 
+/// A fault --inject-fault makes happen (for tests of failure handling and
+/// restarts): rank `rank` fails at the start of step `step` (1-based). Each
+/// fires once per process, so a rank that --max-restarts brings back does
+/// not fail again where it failed before.
+struct InjectedFault {
+  enum class Kind {
+    /// The rank dies: under mpirun or srun the process is killed (SIGKILL);
+    /// with --ranks, where a rank is a thread, the rank leaves without a
+    /// word to its peers (they find out at once) and ends with
+    /// kExitInjectedFault.
+    Crash,
+    /// The rank stops answering. With --ranks the thread waits until a
+    /// restart releases it (releaseInjectedHangs); else for ever.
+    Hang,
+    /// The whole process stops (SIGSTOP; under a launcher).
+    Stop,
+    /// A straggler for that step: the rank sleeps half the communication
+    /// timeout (at most 1 s) before it.
+    Slow,
+    /// After the step, the newest checkpoint written at or before it is
+    /// damaged (a resume skips it and takes the one before).
+    CorruptCheckpoint,
+    /// With --async-checkpoint, halfway through the background write of
+    /// step `step`'s checkpoint: the process is killed, or the write fails.
+    CrashDuringSave,
+    FailDuringSave,
+  };
+  int64_t rank = 0, step = 0;
+  Kind kind = Kind::Crash;
+};
+
+/// The name --inject-fault spells `kind` with ("crash", "hang", ...).
+const char *faultKindName(InjectedFault::Kind kind);
+
+/// Wakes every rank thread that an injected hang holds (it then ends with
+/// kExitInjectedFault): a restart under --ranks calls it, as a thread cannot
+/// be killed. A real hang is not released.
+void releaseInjectedHangs();
+
+/// "injected crash" (the kind) if this thread's rank last ended by an
+/// injected fault, else ""; forgets it.
+std::string takeInjectedFaultNote();
+
 struct TrainOptions {
   long steps = -1; ///< Total steps to reach (a resumed run continues to it).
   std::vector<std::pair<std::string, std::string>> data; ///< --data NAME=FILE
@@ -36,20 +79,21 @@ struct TrainOptions {
   std::string logJson;
   long saveEvery = 0;
   std::string checkpointDir, resume, exportPath;
+  /// --resume=auto, resolved by resolveAutoResume: `resume` is then the
+  /// checkpoint directory, or empty to start fresh.
+  bool resumeAuto = false;
+  /// `resume` is a step directory whose files were just verified (a
+  /// restart chose it), so rank 0 does not read them twice.
+  bool resumeVerified = false;
   /// --async-checkpoint: a save blocks the step only to copy its states to
   /// host memory; a thread of each rank writes them (AsyncCheckpoint.h).
   bool asyncCheckpoint = false;
   /// --export-onnx OUT: the source model (--onnx-model, default the plan's
   /// `source_model` metadata) with the trained parameters written back.
   std::string exportOnnx, onnxModel;
-  /// --debug-fault RANK:STEP:MODE (for tests of failure handling): rank RANK
-  /// fails at the start of step STEP (1-based): `exit` leaves without a
-  /// word to its peers, `hang` stops answering, `crash` kills the process;
-  /// `crash-during-save` kills it and `fail-during-save` fails the write
-  /// halfway through writing the checkpoint of step STEP (with
-  /// --async-checkpoint, in the background write).
-  int64_t faultRank = -1, faultStep = 0;
-  std::string faultMode;
+  /// --inject-fault rank=R,step=S,kind=K (testing only), each use one
+  /// fault; see InjectedFault.
+  std::vector<InjectedFault> faults;
   /// --output-dir DIR: every output of the last step (loss, grad_norm and,
   /// in plans compiled with --return-gradients, grad.<name>) as .npy.
   std::string outputDir;
@@ -216,9 +260,24 @@ void setQuietErrors(bool quiet);
 /// The last message fail() recorded on this thread ("rank R: ..." over
 /// several ranks), and forgets it.
 std::string takeLastError();
-/// True if this thread's rank left through --debug-fault ...:exit (its
-/// driver must not abort the peers: they are to find out by themselves).
+/// True if this thread's rank left through an injected crash (its driver
+/// must not abort the peers: they are to find out by themselves).
 bool leftByFault();
+/// The status code of the last error that fail() reported on this thread
+/// through a cleave_rt_status (CLEAVE_RT_OK if none), and forgets it.
+cleave_rt_status_code_t takeLastStatusCode();
+
+/// --resume=auto: without a complete checkpoint in --checkpoint-dir (every
+/// file of a step-<N> there of the size its manifest says) the run starts
+/// fresh (o->resume cleared), else it resumes from the newest complete one
+/// (o->resume set to the directory; a damaged one is skipped then). False
+/// with *error when --checkpoint-dir is missing. Does nothing for another
+/// --resume.
+bool resolveAutoResume(TrainOptions *o, std::string *error);
+
+/// The steps this thread's last runTraining had done when it returned (its
+/// progress at a failure).
+int64_t lastStepsDone();
 
 /// Runs the training loop of a training plan for `ctx`'s rank; returns the
 /// exit code. `program` is the plan as loaded (of a pipelined plan the
