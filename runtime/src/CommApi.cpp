@@ -18,20 +18,29 @@ struct cleave_rt_local_world_t {
   size_t size;
 };
 
+/// The arguments every communicator constructor of the C API checks.
+static cleave_rt_status checkCreateArgs(double timeoutSeconds, const void *out,
+                                        const char *outName) {
+  if (!out)
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      std::string(outName) + " is NULL");
+  if (!(timeoutSeconds > 0))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                      "the communication timeout must be positive");
+  return nullptr;
+}
+
 extern "C" {
 
 cleave_rt_status
 cleave_rt_local_world_create(size_t ranks, double timeout_seconds,
                              cleave_rt_local_world *out_world) {
-  if (!out_world)
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "out_world is NULL");
+  CLEAVE_RT_RETURN_IF_ERROR(
+      checkCreateArgs(timeout_seconds, out_world, "out_world"));
   if (ranks < 1 || ranks > 4096)
     return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                       "a local world has 1 to 4096 ranks, not " +
                           std::to_string(ranks));
-  if (!(timeout_seconds > 0))
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
-                      "the communication timeout must be positive");
   *out_world = new cleave_rt_local_world_t{
       createLocalWorld(static_cast<int64_t>(ranks), timeout_seconds), ranks};
   return nullptr;
@@ -54,6 +63,43 @@ cleave_rt_communicator_create_local(cleave_rt_local_world world, size_t rank,
                           std::to_string(world->size) + " ranks)");
   *out_comm = new cleave_rt_communicator_t{
       localCommunicator(world->world, static_cast<int64_t>(rank))};
+  return nullptr;
+}
+
+cleave_rt_status
+cleave_rt_communicator_create_mpi(double timeout_seconds,
+                                  cleave_rt_communicator *out_comm) {
+  CLEAVE_RT_RETURN_IF_ERROR(
+      checkCreateArgs(timeout_seconds, out_comm, "out_comm"));
+  std::unique_ptr<Communicator> impl;
+  CLEAVE_RT_RETURN_IF_ERROR(createMpiCommunicator(timeout_seconds, &impl));
+  *out_comm = new cleave_rt_communicator_t{std::move(impl)};
+  return nullptr;
+}
+
+cleave_rt_status
+cleave_rt_communicator_create_gloo(double timeout_seconds,
+                                   cleave_rt_communicator *out_comm) {
+  CLEAVE_RT_RETURN_IF_ERROR(
+      checkCreateArgs(timeout_seconds, out_comm, "out_comm"));
+  auto getenv = [](const char *v) { return std::getenv(v); };
+  LaunchEnv env;
+  std::string error;
+  if (!readLaunchEnv(getenv, &env, &error))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, error);
+  if (env.launcher.empty())
+    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
+                      "the gloo communicator needs a launch: RANK, "
+                      "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT "
+                      "(torchrun sets them)");
+  // mpirun and srun say nothing of a rendezvous: the job script exports
+  // MASTER_ADDR and MASTER_PORT.
+  if (env.masterAddr.empty() && !readRendezvous(getenv, &env, &error))
+    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, error);
+  std::unique_ptr<Communicator> impl;
+  CLEAVE_RT_RETURN_IF_ERROR(
+      createGlooCommunicator(env, timeout_seconds, &impl));
+  *out_comm = new cleave_rt_communicator_t{std::move(impl)};
   return nullptr;
 }
 

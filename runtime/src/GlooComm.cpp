@@ -468,33 +468,3 @@ cleave_rt_status createGlooCommunicator(const LaunchEnv &, double,
 } // namespace cleave::rt
 
 #endif // CLEAVE_HAVE_GLOO
-
-extern "C" cleave_rt_status
-cleave_rt_communicator_create_gloo(double timeout_seconds,
-                                   cleave_rt_communicator *out_comm) {
-  using namespace cleave::rt;
-  if (!out_comm)
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "out_comm is NULL");
-  if (!(timeout_seconds > 0))
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
-                      "the communication timeout must be positive");
-  auto getenv = [](const char *v) { return std::getenv(v); };
-  LaunchEnv env;
-  std::string error;
-  if (!readLaunchEnv(getenv, &env, &error))
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, error);
-  if (env.launcher.empty())
-    return makeStatus(CLEAVE_RT_FAILED_PRECONDITION,
-                      "the gloo communicator needs a launch: RANK, "
-                      "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT "
-                      "(torchrun sets them)");
-  // mpirun and srun say nothing of a rendezvous: the job script exports
-  // MASTER_ADDR and MASTER_PORT.
-  if (env.masterAddr.empty() && !readRendezvous(getenv, &env, &error))
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, error);
-  std::unique_ptr<Communicator> impl;
-  CLEAVE_RT_RETURN_IF_ERROR(
-      createGlooCommunicator(env, timeout_seconds, &impl));
-  *out_comm = new cleave_rt_communicator_t{std::move(impl)};
-  return nullptr;
-}

@@ -395,18 +395,3 @@ cleave_rt_status createMpiCommunicator(double,
 } // namespace cleave::rt
 
 #endif // CLEAVE_HAVE_MPI
-
-extern "C" cleave_rt_status
-cleave_rt_communicator_create_mpi(double timeout_seconds,
-                                  cleave_rt_communicator *out_comm) {
-  using namespace cleave::rt;
-  if (!out_comm)
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT, "out_comm is NULL");
-  if (!(timeout_seconds > 0))
-    return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
-                      "the communication timeout must be positive");
-  std::unique_ptr<Communicator> impl;
-  CLEAVE_RT_RETURN_IF_ERROR(createMpiCommunicator(timeout_seconds, &impl));
-  *out_comm = new cleave_rt_communicator_t{std::move(impl)};
-  return nullptr;
-}
