@@ -34,6 +34,21 @@ std::string withinText(const CollectiveInfo &c, double timeoutSeconds) {
   return buf;
 }
 
+std::string neverReachedText(const std::string &what,
+                             const std::vector<int64_t> &ranks,
+                             const CollectiveInfo *c, double timeoutSeconds) {
+  std::string msg;
+  for (int64_t r : ranks)
+    msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
+           std::to_string(r) + " never reached " + what;
+  if (c)
+    return msg + withinText(*c, timeoutSeconds);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
+                timeoutSeconds);
+  return msg + buf;
+}
+
 namespace {
 template <typename T> struct Combine {
   static T apply(ReduceOp op, T a, T b) {

@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cleave::rt {
 
@@ -121,6 +122,14 @@ inline double arrivalSeconds(const plan::CollectiveInfo &c,
 /// " within the 2 s communication timeout", or for the liveness check
 /// " within the 0.5 s the liveness check waits".
 std::string withinText(const plan::CollectiveInfo &c, double timeoutSeconds);
+
+/// "rank 1 never reached all_reduce #3 (source); rank 2 never reached ..."
+/// for the ranks missing from `what`, then withinText (`c` null: the plain
+/// communication timeout).
+std::string neverReachedText(const std::string &what,
+                             const std::vector<int64_t> &ranks,
+                             const plan::CollectiveInfo *c,
+                             double timeoutSeconds);
 
 /// "all_reduce #3 (source)" for messages ("all_gather (output gather)" for
 /// the drivers' own).

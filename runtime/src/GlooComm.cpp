@@ -164,14 +164,8 @@ bool GlooCommunicator::wait(gloo::transport::UnboundBuffer &b, bool recv,
 cleave_rt_status GlooCommunicator::timedOut(const std::string &what,
                                             const std::vector<int64_t> &ranks,
                                             const CollectiveInfo *c) {
-  std::string msg;
-  for (int64_t r : ranks)
-    msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
-           std::to_string(r) + " never reached " + what;
   return fail(makeStatus(CLEAVE_RT_UNAVAILABLE,
-                         msg + (c ? withinText(*c, timeoutSecs)
-                                  : " within the " + seconds(timeoutSecs) +
-                                        " communication timeout")));
+                         neverReachedText(what, ranks, c, timeoutSecs)));
 }
 
 cleave_rt_status GlooCommunicator::runCollective(const CollectiveInfo &c,

@@ -153,16 +153,8 @@ bool MpiCommunicator::waitAll(std::vector<MPI_Request> &requests,
 cleave_rt_status MpiCommunicator::timedOut(const std::string &what,
                                            const std::vector<int64_t> &ranks,
                                            const CollectiveInfo *c) {
-  std::string msg;
-  for (int64_t r : ranks)
-    msg += (msg.empty() ? "" : "; ") + std::string("rank ") +
-           std::to_string(r) + " never reached " + what;
-  if (c)
-    return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + withinText(*c, timeoutSecs));
-  char buf[64];
-  std::snprintf(buf, sizeof buf, " within the %g s communication timeout",
-                timeoutSecs);
-  return makeStatus(CLEAVE_RT_UNAVAILABLE, msg + buf);
+  return makeStatus(CLEAVE_RT_UNAVAILABLE,
+                    neverReachedText(what, ranks, c, timeoutSecs));
 }
 
 cleave_rt_status MpiCommunicator::runCollective(const CollectiveInfo &c,
