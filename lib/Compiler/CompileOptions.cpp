@@ -310,6 +310,15 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "tensor-parallel regions work on sequence slices over tp, and "
       "the all-reduces around those regions become reduce-scatters "
       "and all-gathers");
+  add(o.contextParallel, "context-parallel", "all-to-all|auto",
+      "With --mesh and a cp axis (which splits the data inputs' "
+      "sequence, dimension 1): how attention works on a split "
+      "sequence. all-to-all (Ulysses) exchanges the sequence split "
+      "for a split of the key/value heads before each attention and "
+      "back after it, and refuses an attention whose heads do not "
+      "divide over cp; auto (the default) does that where it sends "
+      "fewer bytes than gathering the keys and values, and gathers "
+      "otherwise. ring is not built yet");
   add(o.overlapCollectives, "overlap-collectives", "",
       "With --mesh: pack consecutive gradient all-reduces into "
       "buckets of --bucket-mb MiB and run every collective "

@@ -331,6 +331,12 @@ int Driver::configurePartitioning() {
     shardOptions.dropCollective = opts.debugDropCollective;
     shardOptions.overlap = opts.overlapCollectives;
     shardOptions.sequenceParallel = opts.sequenceParallel;
+    if (!opts.contextParallel.empty() &&
+        llvm::none_of(shardOptions.mesh,
+                      [](const auto &axis) { return axis.first == "cp"; }))
+      return fail("--context-parallel needs --mesh with a cp axis");
+    if (!opts.contextParallel.empty())
+      shardOptions.contextParallel = opts.contextParallel;
     if (!(opts.bucketMB >= 0.0) || opts.bucketMB > 65536.0)
       return fail("--bucket-mb must be from 0 to 65536");
     shardOptions.bucketMB = opts.bucketMB;
@@ -351,6 +357,8 @@ int Driver::configurePartitioning() {
     return fail("--overlap-collectives needs --mesh");
   } else if (opts.sequenceParallel) {
     return fail("--sequence-parallel needs --mesh with a tp axis");
+  } else if (!opts.contextParallel.empty()) {
+    return fail("--context-parallel needs --mesh with a cp axis");
   }
   return 0;
 }

@@ -52,6 +52,13 @@ int64_t ShardingRule::addReduction(int64_t size, ReduceKind kind) {
   return factors.size() - 1;
 }
 
+void ShardingRule::setExchange(int64_t factor, int64_t with) {
+  assert(factors[factor].kind == FactorKind::NeedReplication &&
+         factors[with].kind == FactorKind::Parallel &&
+         "an exchange trades a need-replication factor for a parallel one");
+  factors[factor].exchangeWith = with;
+}
+
 void ShardingRule::mapOperand(unsigned index, int64_t dim, int64_t factor) {
   operands[index][dim].push_back(factor);
 }
@@ -164,6 +171,17 @@ void ShardingRule::print(raw_ostream &os) const {
   };
   printKind(FactorKind::Reduction, "reduction");
   printKind(FactorKind::NeedReplication, "need_replication");
+  SmallVector<int64_t> exchanged;
+  for (int64_t f = 0, e = factors.size(); f < e; ++f)
+    if (factors[f].exchangeWith >= 0)
+      exchanged.push_back(f);
+  if (exchanged.empty())
+    return;
+  os << " exchange={";
+  llvm::interleaveComma(exchanged, os, [&](int64_t f) {
+    os << getFactorName(f) << ":" << getFactorName(factors[f].exchangeWith);
+  });
+  os << "}";
 }
 
 std::string ShardingRule::str() const {
@@ -699,6 +717,12 @@ AttentionFactors addAttentionFactors(ShardingRule &rule, OpTy op,
       rule.addFactor(q[2], queriesNeedReplication ? FactorKind::NeedReplication
                                                   : FactorKind::Parallel);
   f.skv = rule.addFactor(k[2], FactorKind::NeedReplication);
+  // All-to-all context parallelism: a sequence split over an axis the
+  // partitioner may exchange becomes a split of the key/value heads (each
+  // rank attends over the whole sequence for its heads).
+  rule.setExchange(f.skv, f.kvHeads);
+  if (queriesNeedReplication)
+    rule.setExchange(f.sq, f.kvHeads);
   return f;
 }
 } // namespace

@@ -47,6 +47,11 @@ struct ShardingFactor {
   FactorKind kind = FactorKind::Parallel;
   /// For reductions: how partial results combine (sum for contractions).
   ReduceKind reduceKind{};
+  /// For need-replication factors: a parallel factor the op may be split
+  /// along instead, the tensors exchanging the axes of this one for that
+  /// one with all_to_all (an attention's sequence for its heads: all-to-all
+  /// context parallelism). -1 for none.
+  int64_t exchangeWith = -1;
 };
 
 /// One tensor's dimensions, each a list of factor indices (major first).
@@ -63,6 +68,9 @@ public:
 
   int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Parallel);
   int64_t addReduction(int64_t size, ReduceKind kind);
+  /// Lets need-replication factor `factor` exchange its axes for parallel
+  /// factor `with` (ShardingFactor::exchangeWith).
+  void setExchange(int64_t factor, int64_t with);
   /// Maps dimension `dim` of operand (or result) `index` to `factor`,
   /// appended as the dimension's most minor factor so far.
   void mapOperand(unsigned index, int64_t dim, int64_t factor);

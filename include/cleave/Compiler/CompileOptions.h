@@ -99,6 +99,7 @@ struct CompileOptions {
   std::string mesh;
   int64_t zero = 0;
   bool sequenceParallel = false;
+  std::string contextParallel;
   bool overlapCollectives = false;
   double bucketMB = 25.0;
   bool explainSharding = false;

@@ -82,6 +82,70 @@ SmallVector<Axes> Partitioner::assignFactors(Operation *op,
   return factorAxes;
 }
 
+FailureOr<std::optional<SmallVector<Axes>>>
+Partitioner::exchangeLayout(Operation *op, const ShardingRule &rule,
+                            ArrayRef<Axes> base) {
+  if (exchangeAxes.empty())
+    return std::optional<SmallVector<Axes>>();
+  // The exchange axes that split an exchangeable factor of some operand
+  // (as it arrives) or result (as it is wanted), and where each goes.
+  SmallVector<std::pair<StringAttr, int64_t>> moves;
+  auto scan = [&](const TensorFactors &t, ArrayRef<Axes> dims) {
+    for (auto [d, factors] : llvm::enumerate(t)) {
+      SmallVector<Axes> split = splitDimAxes(dims[d], factors, rule, axes);
+      for (auto [i, f] : llvm::enumerate(factors)) {
+        int64_t to = rule.getFactor(f).exchangeWith;
+        if (to < 0)
+          continue;
+        for (StringAttr a : split[i])
+          if (llvm::is_contained(exchangeAxes, a.getValue()) &&
+              !llvm::any_of(moves, [&](auto &m) { return m.first == a; }))
+            moves.emplace_back(a, to);
+      }
+    }
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (tensorType(v))
+      scan(rule.getOperand(i), locals[v].dims);
+  for (auto [i, r] : llvm::enumerate(op->getResults()))
+    if (tensorType(r))
+      scan(rule.getResult(i), targetOf(r));
+  if (moves.empty())
+    return std::optional<SmallVector<Axes>>();
+
+  SmallVector<Axes> out(base.begin(), base.end());
+  for (auto [a, to] : moves) {
+    for (Axes &f : out)
+      llvm::erase(f, a);
+    int64_t n = axes.size(Axes{a});
+    int64_t size = rule.getFactor(to).size;
+    if (size % (axes.size(out[to]) * n) != 0) {
+      if (!requireExchange)
+        return std::optional<SmallVector<Axes>>();
+      // Name a dimension that is the factor alone, for the message.
+      std::string where = "factor " + ShardingRule::getFactorName(to);
+      for (int64_t t = rule.getNumTensors() - 1; t >= 0; --t)
+        for (auto [d, dim] : llvm::enumerate(rule.getTensor(t)))
+          if (dim.size() == 1 && dim.front() == to) {
+            int64_t numOperands = rule.getOperandMappings().size();
+            where =
+                "dimension " + std::to_string(d) + " of " +
+                (t < numOperands ? "operand " + std::to_string(t)
+                                 : "result " + std::to_string(t - numOperands));
+          }
+      return op->emitError()
+             << "cannot be partitioned all-to-all over mesh axis '"
+             << a.getValue() << "' (" << n << " ranks): the dimension it "
+             << "would split instead, " << where << " (size " << size
+             << ", split " << axes.size(out[to])
+             << "-way already), does not divide over them; "
+                "--context-parallel=auto gathers the sequence instead";
+    }
+    out[to].push_back(a);
+  }
+  return std::optional<SmallVector<Axes>>(std::move(out));
+}
+
 int64_t Partitioner::reshardBytes(RankedTensorType type, ArrayRef<Axes> from,
                                   ArrayRef<Axes> to) {
   return gatherBytes(type, planReshard(from, to));

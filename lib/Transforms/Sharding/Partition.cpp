@@ -244,7 +244,11 @@ struct PartitionPass : ::cleave::impl::PartitionPassBase<PartitionPass> {
       LLVM_DEBUG(llvm::dbgs()
                  << "partitioning @" << func.getSymName() << " over @"
                  << meshes.front().getSymName() << "\n");
-      Partitioner p(meshes.front(), interleavedAxes);
+      Partitioner::Options options;
+      options.interleaved = interleavedAxes;
+      options.exchangeAxes = exchangeAxes;
+      options.requireExchange = requireExchange;
+      Partitioner p(meshes.front(), options);
       if (failed(p.run(func)))
         return signalPassFailure();
     }

@@ -72,8 +72,12 @@ LogicalResult Partitioner::partitionWithRule(OpBuilder &b, Operation *op) {
                    [](Type t) { return !isa<RankedTensorType>(t); });
 
   SmallVector<Axes> factorAxes(rule.getNumFactors());
-  if (!wholeOnly)
-    factorAxes = chooseFactorAxes(op, rule);
+  if (!wholeOnly) {
+    FailureOr<SmallVector<Axes>> chosen = chooseFactorAxes(op, rule);
+    if (failed(chosen))
+      return failure();
+    factorAxes = std::move(*chosen);
+  }
   SmallVector<Value> operands =
       reshardOperands(b, op, rule, factorAxes, wholeOnly);
 
@@ -143,8 +147,8 @@ void Partitioner::reshardOnce(OpBuilder &b, Operation *op) {
   }
 }
 
-SmallVector<Axes> Partitioner::chooseFactorAxes(Operation *op,
-                                                const ShardingRule &rule) {
+FailureOr<SmallVector<Axes>>
+Partitioner::chooseFactorAxes(Operation *op, const ShardingRule &rule) {
   // 1. Factor axes, three ways: results first (operands are resharded
   //    to what the results need), operands first (results may be
   //    partial and then reduced, or resharded), or results first with
@@ -173,10 +177,22 @@ SmallVector<Axes> Partitioner::chooseFactorAxes(Operation *op,
     int64_t bytes = estimateBytes(op, rule, gathered);
     layouts.push_back({"reductions gathered", std::move(gathered), bytes});
   }
+  // Exchanged axes (all-to-all context parallelism): the op split along
+  // the factor its rule trades for one it needs whole.
+  FailureOr<std::optional<SmallVector<Axes>>> exchanged =
+      exchangeLayout(op, rule, layouts[0].factors);
+  if (failed(exchanged))
+    return failure();
+  if (*exchanged) {
+    int64_t bytes = estimateBytes(op, rule, **exchanged);
+    layouts.push_back({"all-to-all exchange", std::move(**exchanged), bytes});
+  }
   const Layout *best = &layouts[0];
   for (const Layout &l : layouts)
     if (l.bytes < best->bytes)
       best = &l;
+  if (*exchanged && requireExchange)
+    best = &layouts.back();
   LLVM_DEBUG({
     llvm::dbgs() << op->getName() << " at " << op->getLoc() << ":";
     for (const Layout &l : layouts)

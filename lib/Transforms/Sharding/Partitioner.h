@@ -70,8 +70,22 @@ bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over);
 
 class Partitioner {
 public:
-  Partitioner(MeshOp mesh, ArrayRef<std::string> interleaved)
-      : mesh(mesh), axes(mesh), interleaved(interleaved) {}
+  /// What the pass's options ask of every function's partitioning.
+  struct Options {
+    /// Axes whose ranks hold interleaved elements of a split dimension.
+    ArrayRef<std::string> interleaved;
+    /// Axes a need-replication factor may exchange for the parallel factor
+    /// its rule names (ShardingFactor::exchangeWith) with all_to_all.
+    ArrayRef<std::string> exchangeAxes;
+    /// Exchange whenever an op can, and refuse an op that cannot, instead
+    /// of taking the cheapest layout.
+    bool requireExchange = false;
+  };
+
+  Partitioner(MeshOp mesh, const Options &options)
+      : mesh(mesh), axes(mesh), interleaved(options.interleaved),
+        exchangeAxes(options.exchangeAxes),
+        requireExchange(options.requireExchange) {}
 
   LogicalResult run(func::FuncOp func);
 
@@ -179,7 +193,14 @@ private:
   /// (kReshardOnceAttr) to the layout the attribute names.
   void reshardOnce(OpBuilder &b, Operation *op);
   /// The steps of the generic path.
-  SmallVector<Axes> chooseFactorAxes(Operation *op, const ShardingRule &rule);
+  FailureOr<SmallVector<Axes>> chooseFactorAxes(Operation *op,
+                                                const ShardingRule &rule);
+  /// `base` with each exchange axis that splits an exchangeable factor of
+  /// `op`'s operands or results moved to the factor it exchanges with:
+  /// none when no such axis splits one, failure (reported) when one does
+  /// but the other factor does not divide over it.
+  FailureOr<std::optional<SmallVector<Axes>>>
+  exchangeLayout(Operation *op, const ShardingRule &rule, ArrayRef<Axes> base);
   SmallVector<Value> reshardOperands(OpBuilder &b, Operation *op,
                                      const ShardingRule &rule,
                                      ArrayRef<Axes> factorAxes, bool wholeOnly);
@@ -237,6 +258,9 @@ private:
   MeshAxes axes;
   /// Axes whose ranks hold interleaved elements (PartitionPass option).
   ArrayRef<std::string> interleaved;
+  /// Axes factors may exchange, and whether they must (Options).
+  ArrayRef<std::string> exchangeAxes;
+  bool requireExchange;
   DenseMap<Value, Local> locals;
   /// Per set of mesh axes: a scalar, true on the first rank of the axes.
   DenseMap<Attribute, Value> firstRankFlags;

@@ -153,6 +153,15 @@ static LogicalResult seedAndPartition(ModuleOp module,
     rules.emplace_back(std::move(re), sharding);
   }
   bool hasDp = mesh.getAxisIndex("dp") >= 0;
+  if (options.contextParallel == "ring")
+    return mlir::emitError(module.getLoc())
+           << "--context-parallel=ring is not built yet; use all-to-all or "
+              "auto";
+  if (options.contextParallel != "all-to-all" &&
+      options.contextParallel != "auto")
+    return mlir::emitError(module.getLoc())
+           << "--context-parallel='" << options.contextParallel
+           << "': expected all-to-all or auto";
   if (options.zero < 0 || options.zero > 3)
     return mlir::emitError(module.getLoc()) << "--zero must be 0, 1, 2 or 3";
   if (options.zero > 0 && !hasDp)
@@ -161,6 +170,9 @@ static LogicalResult seedAndPartition(ModuleOp module,
            << " splits over the dp axis, which --mesh "
               "does not have";
   int64_t dpSize = hasDp ? mesh.getShape()[mesh.getAxisIndex("dp")] : 1;
+  int64_t cpAxis = mesh.getAxisIndex("cp");
+  int64_t cpSize = cpAxis >= 0 ? mesh.getShape()[cpAxis] : 1;
+  bool hasCp = cpSize > 1;
   StringAttr dpName = b.getStringAttr("dp");
   // A tensor's layout with dp added (ZeRO): on the first dimension whose
   // local size divides by dp; a tensor with none stays whole over dp.
@@ -273,12 +285,25 @@ static LogicalResult seedAndPartition(ModuleOp module,
              << " of its " << type.getDimSize(0)
              << " rows, which do not divide over mesh axis dp (" << dpSize
              << " ranks)";
-    if (!chosen && hasDp && isData && type.getRank() > 0) {
-      // The batch dimension over dp, below user rules in priority.
+    // Context parallelism: the sequence (dimension 1 of a data input of
+    // rank 2 or more: tokens, labels, masks) over cp.
+    bool cpSplits = hasCp && isData && type.getRank() >= 2;
+    if (!chosen && cpSplits && type.getDimSize(1) % cpSize != 0)
+      return mlir::emitError(main.getLoc())
+             << what << ": its sequence dimension (dimension 1, "
+             << type.getDimSize(1) << ") does not divide over mesh axis cp ("
+             << cpSize << " ranks)";
+    if (!chosen && (hasDp || cpSplits) && isData && type.getRank() > 0) {
+      // The batch dimension over dp, the sequence over cp, below user
+      // rules in priority.
       SmallVector<DimShardingAttr> dims(
           type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
-      dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("dp")}, false,
-                                     kBatchPriority);
+      if (hasDp)
+        dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("dp")}, false,
+                                       kBatchPriority);
+      if (cpSplits)
+        dims[1] = DimShardingAttr::get(ctx, {b.getStringAttr("cp")}, false,
+                                       kBatchPriority);
       chosen = TensorShardingAttr::get(ctx, meshRef, dims);
     }
     std::optional<StateKind> state = getArgState(main, i);
@@ -345,7 +370,15 @@ static LogicalResult seedAndPartition(ModuleOp module,
              << "--sequence-parallel splits over the tp axis, which --mesh "
                 "does not have";
     int64_t tp = mesh.getShape()[mesh.getAxisIndex("tp")];
-    StringAttr tpName = b.getStringAttr("tp");
+    // Under context parallelism each rank's part of the sequence is split
+    // further over tp: the sequence over cp (major) and tp.
+    SmallVector<StringAttr> seqAxes = {b.getStringAttr("tp")};
+    std::string seqAxesText = "mesh axis tp";
+    if (hasCp) {
+      seqAxes.insert(seqAxes.begin(), b.getStringAttr("cp"));
+      tp *= cpSize;
+      seqAxesText = "mesh axes cp, tp";
+    }
     int64_t seeded = 0;
     // Layer norms and RMS norms over the hidden dimension of a [batch,
     // sequence, hidden] activation.
@@ -364,12 +397,13 @@ static LogicalResult seedAndPartition(ModuleOp module,
         mlir::emitError(ln->getLoc())
             << "--sequence-parallel: the sequence dimension (1) of this "
             << (isa<LayerNormOp>(ln) ? "layer" : "RMS") << " norm's " << type
-            << " does not divide over mesh axis tp (" << tp << " ranks)";
+            << " does not divide over " << seqAxesText << " (" << tp
+            << " ranks)";
         return WalkResult::interrupt();
       }
       SmallVector<DimShardingAttr> dims = {
           DimShardingAttr::get(ctx, {}, false, -1),
-          DimShardingAttr::get(ctx, {tpName}, true, kSequencePriority),
+          DimShardingAttr::get(ctx, seqAxes, true, kSequencePriority),
           DimShardingAttr::get(ctx, {}, false, -1)};
       setSharding(ln->getResult(0),
                   TensorShardingAttr::get(ctx, meshRef, dims));
@@ -408,12 +442,13 @@ static LogicalResult seedAndPartition(ModuleOp module,
         mlir::emitError(reduce.getLoc())
             << "--sequence-parallel: the sequence dimension (1) of this "
                "RMS normalization's "
-            << in << " does not divide over mesh axis tp (" << tp << " ranks)";
+            << in << " does not divide over " << seqAxesText << " (" << tp
+            << " ranks)";
         return WalkResult::interrupt();
       }
       SmallVector<DimShardingAttr> dims = {
           DimShardingAttr::get(ctx, {}, false, -1),
-          DimShardingAttr::get(ctx, {tpName}, true, kSequencePriority)};
+          DimShardingAttr::get(ctx, seqAxes, true, kSequencePriority)};
       setSharding(reduce.getResult(),
                   TensorShardingAttr::get(ctx, meshRef, dims));
       ++seeded;
@@ -492,13 +527,19 @@ static LogicalResult seedAndPartition(ModuleOp module,
       return mlir::emitError(module.getLoc())
              << "mesh axis " << axis << " (" << size
              << " ranks) splits nothing: no input of @main is split over "
-                "it (dp splits the data inputs' batch, tp the weights "
-                "its policy finds, --shard rules what they name); drop "
+                "it (dp splits the data inputs' batch, cp their sequence, tp "
+                "the weights its policy finds, --shard rules what they "
+                "name); drop "
                 "the axis or give --shard rules that use it";
   }
 
   if (failed(runPasses([&](OpPassManager &pm) {
-        pm.addPass(createPartitionPass());
+        PartitionPassOptions partition;
+        if (hasCp) {
+          partition.exchangeAxes = {"cp"};
+          partition.requireExchange = options.contextParallel == "all-to-all";
+        }
+        pm.addPass(createPartitionPass(partition));
         if (options.overlap) {
           ScheduleCollectivesPassOptions schedule;
           schedule.bucketMB = options.bucketMB;

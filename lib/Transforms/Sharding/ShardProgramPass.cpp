@@ -66,6 +66,7 @@ struct ShardProgramPass : impl::ShardProgramPassBase<ShardProgramPass> {
     }
     options.zero = static_cast<int>(zero);
     options.sequenceParallel = sequenceParallel;
+    options.contextParallel = contextParallel;
     options.overlap = overlap;
     options.bucketMB = bucketMB;
     options.dropCollective = dropCollective;
@@ -90,6 +91,7 @@ std::unique_ptr<Pass> createShardProgramPass(const ShardProgramOptions &o) {
   }
   options.zero = o.zero;
   options.sequenceParallel = o.sequenceParallel;
+  options.contextParallel = o.contextParallel;
   options.overlap = o.overlap;
   options.bucketMB = o.bucketMB;
   options.dropCollective = o.dropCollective;

@@ -111,13 +111,13 @@ func.func @windows(%img: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %wg: tens
 // the head size need replication, and so do the queries under a causal
 // mask. A bias maps only its full-size dimensions.
 func.func @attention(%q: tensor<2x8x16x4xf32>, %k: tensor<2x2x12x4xf32>, %v: tensor<2x2x12x6xf32>, %m: tensor<2x1x1x12xf32>, %qm: tensor<2x2x16x4xf32>) {
-  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [i, _, _, m]) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=12, n=4, o=6} need_replication={l, m, n}
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [i, _, _, m]) -> ([i, jk, l, o]) {i=2, j=2, k=4, l=16, m=12, n=4, o=6} need_replication={l, m, n} exchange={l:j, m:j}
   %0 = cleave.attention %q, %k, %v bias %m scale = 5.000000e-01 causal : (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>, tensor<2x1x1x12xf32>) -> tensor<2x8x16x6xf32>
-  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, k, m], [i, j, l, m], [i, j, l, n]) -> ([i, j, k, n]) {i=2, j=2, k=16, l=12, m=4, n=6} need_replication={l, m}
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, j, k, m], [i, j, l, m], [i, j, l, n]) -> ([i, j, k, n]) {i=2, j=2, k=16, l=12, m=4, n=6} need_replication={l, m} exchange={l:j}
   %1 = cleave.attention %qm, %k, %v scale = 5.000000e-01 : (tensor<2x2x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>) -> tensor<2x2x16x6xf32>
   // The gradient splits batch and heads only: each of dq, dk and dv sums
   // over what the others keep.
-  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [i, jk, l, o], [i, jk, l, o], [i, _, _, m]) -> ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) {i=2, j=2, k=4, l=16, m=12, n=4, o=6} need_replication={l, m, n, o}
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [i, jk, l, o], [i, jk, l, o], [i, _, _, m]) -> ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) {i=2, j=2, k=4, l=16, m=12, n=4, o=6} need_replication={l, m, n, o} exchange={l:j, m:j}
   %2:3 = cleave.attention_grad %q, %k, %v, %0, %0 bias %m scale = 5.000000e-01 causal : (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>, tensor<2x8x16x6xf32>, tensor<2x8x16x6xf32>, tensor<2x1x1x12xf32>) -> (tensor<2x8x16x4xf32>, tensor<2x2x12x4xf32>, tensor<2x2x12x6xf32>)
   return
 }

@@ -20,10 +20,14 @@ def ShardProgramPass : Pass<"cleave-shard-program", "::mlir::ModuleOp"> {
     ...]`, the first rule whose regular expression matches the whole
     parameter name wins); on a mesh with a `tp` axis and no rules,
     Megatron's tensor-parallel regions found from the program; on a `dp`
-    axis, the batch dimension of every data input. ZeRO (`zero` 1-3) adds
-    `dp` to the optimizer states, then the gradients, then the parameters,
-    on top of each parameter's layout without ZeRO; `sequence-parallel`
-    splits the sequence dimension of every layer norm's result over `tp`.
+    axis, the batch dimension of every data input; on a `cp` axis, the
+    sequence dimension (1) of every data input of rank 2 or more, with
+    attention exchanging it for heads over `all_to_all` as
+    `context-parallel` says (`--cleave-partition`'s `exchange-axes`). ZeRO
+    (`zero` 1-3) adds `dp` to the optimizer states, then the gradients,
+    then the parameters, on top of each parameter's layout without ZeRO;
+    `sequence-parallel` splits the sequence dimension of every layer norm's
+    result over `tp` (over `cp` and `tp` on a mesh with both).
 
     ```mlir
     // Before (mesh=dp=2): a global step on a batch of 8.
@@ -47,6 +51,9 @@ def ShardProgramPass : Pass<"cleave-shard-program", "::mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", "0", "ZeRO stage over dp (0-3)">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "Megatron's sequence parallelism over tp">,
+    Option<"contextParallel", "context-parallel", "std::string", "\"auto\"",
+           "How attention works on a sequence split over cp: all-to-all "
+           "or auto">,
     Option<"overlap", "overlap", "bool", "false",
            "Bucket gradient all-reduces and run collectives asynchronously">,
     Option<"bucketMB", "bucket-mb", "::cleave::ExactDouble", "25.0",
@@ -134,11 +141,27 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
     `interleaved-axes` (BuildTrainStep's microbatches, which take rows
     k, k + m, k + 2m, ...) rank r's elements are r, r + n, r + 2n, ...:
     an iota along it is n * iota + r instead of iota + r * size / n.
+
+    Over `exchange-axes` (the `cp` axis of all-to-all context
+    parallelism), an op whose rule lets a factor it needs whole trade its
+    axes for another factor (an attention's sequence for its key/value
+    heads) may compute split along that one instead: its operands move the
+    axis between dimensions with one `all_to_all` each, and its results
+    move it back. The layout that sends the fewest bytes wins, or, with
+    `require-exchange`, the exchanged one always (an op whose other factor
+    does not divide over the axis is then an error).
   }];
   let options = [
     ListOption<"interleavedAxes", "interleaved-axes", "std::string",
                "Mesh axes whose ranks hold interleaved elements of a split "
-               "dimension instead of blocks">
+               "dimension instead of blocks">,
+    ListOption<"exchangeAxes", "exchange-axes", "std::string",
+               "Mesh axes an op may move from a factor it needs whole to "
+               "the factor its rule exchanges it for, with all_to_all "
+               "(an attention's sequence for its heads)">,
+    Option<"requireExchange", "require-exchange", "bool", "false",
+           "Exchange exchange-axes wherever an op's rule allows, and refuse "
+           "an op that cannot, instead of taking the cheapest layout">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }

@@ -49,6 +49,11 @@ struct ShardProgramOptions {
   /// RMS norm's result is split over tp, and propagation carries that
   /// through the regions between the tensor-parallel ones.
   bool sequenceParallel = false;
+  /// How attention works on a sequence split over a `cp` axis: "auto"
+  /// (exchange the sequence for heads with all_to_all where that sends
+  /// fewer bytes than gathering it), "all-to-all" (always, refusing an
+  /// attention whose heads do not divide); "ring" is not built.
+  std::string contextParallel = "auto";
   /// Run --cleave-schedule-collectives after partitioning: gradient
   /// all-reduces in buckets of `bucketMB` MiB, collectives asynchronous.
   bool overlap = false;
