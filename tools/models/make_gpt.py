@@ -104,7 +104,7 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
     if encoder:
         x = layer_norm(x, "embed_ln")
 
-    if not encoder:
+    if not encoder and not attention_op:
         mask = const("causal_mask", np.tril(np.ones((seq, seq), dtype=bool)))
         neg = const("neg_inf", np.array(-1e9, dtype=np.float32))
     scale = const("attn_scale", np.array(1.0 / np.sqrt(hd), dtype=np.float32))
