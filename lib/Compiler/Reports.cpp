@@ -247,18 +247,23 @@ void Driver::printReports(const plan::Plan &plan, llvm::raw_ostream &os) {
       os << "pipeline stage " << c << " (pp rank " << c << "):\n";
     printStepReport(report, os);
     if (program.training.enabled && !program.mesh.empty()) {
+      // ZeRO splits over dp and cp (ShardProgram's zero axes).
       int64_t dpRanks = 1;
+      std::string zeroAxes;
       for (auto [name, size] :
            llvm::zip(program.mesh.axisNames, program.mesh.shape))
-        if (name == "dp")
-          dpRanks = size;
+        if ((name == "dp" || name == "cp") && size > 1) {
+          dpRanks *= size;
+          zeroAxes += (zeroAxes.empty() ? "" : ", ") + name;
+        }
       StringRef optimizer = program.training.optimizer;
       unsigned optimizerBytes =
           optimizer == "adam" || optimizer == "adamw"          ? 8
           : optimizer == "momentum" || optimizer == "nesterov" ? 4
                                                                : 0;
       if (dpRanks > 1)
-        printZeroFormula(report, opts.zero, dpRanks, optimizerBytes, os);
+        printZeroFormula(report, opts.zero, dpRanks, zeroAxes, optimizerBytes,
+                         os);
     }
   }
   if (plan.isPipelined())

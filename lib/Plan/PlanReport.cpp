@@ -269,7 +269,10 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
         for (StringAttr axis : dim.getAxes()) {
           int64_t size = getAxesSize(mesh, axis);
           elements *= size;
-          replica *= axis.getValue() == "dp" ? size : 1;
+          // ZeRO's axes: the replicas of the parameters (data and
+          // context parallel ranks).
+          replica *=
+              axis.getValue() == "dp" || axis.getValue() == "cp" ? size : 1;
         }
     report.parameterElements += elements;
     report.replicaParameterElements += replica;

@@ -211,7 +211,8 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
 }
 
 void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
-                      unsigned optimizerBytes, llvm::raw_ostream &os) {
+                      llvm::StringRef axes, unsigned optimizerBytes,
+                      llvm::raw_ostream &os) {
   auto at = [&](MemoryClass cls) { return r.held[static_cast<unsigned>(cls)]; };
   // Mixed precision (some parameters have f32 masters): the paper's
   // variant, 2-byte parameters and gradients, the master with the
@@ -228,12 +229,12 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
   uint64_t measured =
       at(MemoryClass::Parameters) + at(MemoryClass::Gradients) + states;
   os << llvm::formatv(
-      "model states per rank, ZeRO-{0} with N = {1} over dp and Ψ = {2} "
+      "model states per rank, ZeRO-{0} with N = {1} over {7} and Ψ = {2} "
       "({3} variant: {4}-byte parameters and gradients, {5} bytes of {6}"
       "optimizer state per parameter):\n",
       stage, dpRanks, r.replicaParameterElements,
       mixed ? "mixed-precision" : "fp32", paramBytes, stateBytes,
-      mixed ? "f32 master and " : "");
+      mixed ? "f32 master and " : "", axes);
   auto line = [&](llvm::StringRef what, llvm::StringRef formula,
                   double expected, uint64_t got) {
     os << llvm::formatv("  {0,-18} {1,-10} {2,16:F0} expected {3,16} "

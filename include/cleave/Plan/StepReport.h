@@ -124,11 +124,13 @@ void printStepReport(const StepReport &report, llvm::raw_ostream &os);
 /// ZeRO's model states per rank (Rajbhandari et al.) beside the measured
 /// ones, for the fp32 variant Cleave keeps: 4-byte parameters (the f32
 /// master weights), 4-byte gradients and `optimizerBytes` of optimizer
-/// state per parameter, Ψ = replicaParameterElements, N = `dpRanks`.
+/// state per parameter, Ψ = replicaParameterElements, N = `dpRanks` (the
+/// ranks of the ZeRO `axes`: dp, and cp).
 /// Stage 1 divides the optimizer states by N, 2 also the gradients, 3 also
 /// the parameters.
 void printZeroFormula(const StepReport &report, int stage, int64_t dpRanks,
-                      unsigned optimizerBytes, llvm::raw_ostream &os);
+                      llvm::StringRef axes, unsigned optimizerBytes,
+                      llvm::raw_ostream &os);
 
 } // namespace cleave
 

@@ -164,30 +164,46 @@ static LogicalResult seedAndPartition(ModuleOp module,
            << "': expected all-to-all or auto";
   if (options.zero < 0 || options.zero > 3)
     return mlir::emitError(module.getLoc()) << "--zero must be 0, 1, 2 or 3";
-  if (options.zero > 0 && !hasDp)
-    return mlir::emitError(module.getLoc())
-           << "--zero=" << options.zero
-           << " splits over the dp axis, which --mesh "
-              "does not have";
   int64_t dpSize = hasDp ? mesh.getShape()[mesh.getAxisIndex("dp")] : 1;
   int64_t cpAxis = mesh.getAxisIndex("cp");
   int64_t cpSize = cpAxis >= 0 ? mesh.getShape()[cpAxis] : 1;
   bool hasCp = cpSize > 1;
-  StringAttr dpName = b.getStringAttr("dp");
-  // A tensor's layout with dp added (ZeRO): on the first dimension whose
-  // local size divides by dp; a tensor with none stays whole over dp.
+  // ZeRO splits over the axes whose ranks hold the same parameters and
+  // see different data: dp, and cp (which splits each sequence).
+  SmallVector<StringAttr> zeroAxes;
+  if (hasDp)
+    zeroAxes.push_back(b.getStringAttr("dp"));
+  if (hasCp)
+    zeroAxes.push_back(b.getStringAttr("cp"));
+  if (options.zero > 0 && zeroAxes.empty())
+    return mlir::emitError(module.getLoc())
+           << "--zero=" << options.zero
+           << " splits over the dp axis, which --mesh does not have "
+              "(nor a cp axis, which it splits over too)";
+  // A tensor's layout with the ZeRO axes added: on the first dimension
+  // whose local size divides by all of them, else (with cp) by dp alone;
+  // a tensor with none stays whole over them.
   auto withDp = [&](TensorShardingAttr base, RankedTensorType type) {
     SmallVector<SmallVector<StringAttr>> axes(type.getRank());
     if (base)
       for (auto [d, dim] : llvm::enumerate(base.getDims()))
         axes[d].assign(dim.getAxes().begin(), dim.getAxes().end());
-    bool has = llvm::any_of(
-        axes, [&](auto &a) { return llvm::is_contained(a, dpName); });
-    for (int64_t d = 0; !has && d < type.getRank(); ++d)
-      if ((type.getDimSize(d) / getAxesSize(mesh, axes[d])) % dpSize == 0) {
-        axes[d].push_back(dpName);
-        has = true;
-      }
+    bool has = llvm::any_of(axes, [&](auto &a) {
+      return llvm::any_of(
+          zeroAxes, [&](StringAttr z) { return llvm::is_contained(a, z); });
+    });
+    for (ArrayRef<StringAttr> add :
+         {ArrayRef<StringAttr>(zeroAxes),
+          ArrayRef<StringAttr>(zeroAxes).take_front(hasDp && hasCp ? 1 : 0)}) {
+      if (add.empty())
+        continue;
+      int64_t size = getAxesSize(mesh, add);
+      for (int64_t d = 0; !has && d < type.getRank(); ++d)
+        if ((type.getDimSize(d) / getAxesSize(mesh, axes[d])) % size == 0) {
+          llvm::append_range(axes[d], add);
+          has = true;
+        }
+    }
     // The lowest priority: ZeRO lays out these tensors but must not move
     // the activations' batch split (a parameter split over dp would
     // otherwise split the hidden dimension of everything it multiplies).
