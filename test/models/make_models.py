@@ -9,6 +9,10 @@ For every model in MODELS this writes, next to this script:
                 static shapes, one self-contained file (no external data), one output,
                 "logits". Weights are random (fixed seeds) and made pairwise distinct so
                 that every PyTorch parameter and buffer is its own ONNX initializer.
+                The exporter's optimizer then runs with the parameters protected,
+                except for the mixture-of-experts models (Mixtral, Qwen2-MoE, experts
+                implementation "batched_mm"), which stay exactly as
+                torch.onnx.export(optimize=False) writes them, sequence ops included.
   <name>_default.onnx
                 (GPT-2, Llama, BERT, Qwen2) The same weights exported with
                 torch.onnx.export's defaults, its optimizer on: parameters folded into
@@ -162,6 +166,12 @@ class Case:
     # Also export with torch.onnx.export's defaults (its optimizer on), as
     # <name>_default.onnx: what a user who does not protect the parameters gets.
     default_export: bool = False
+    # Run the optimizer of torch.onnx.export(optimize=True) on the export,
+    # parameters protected (optimize_keeping_state). Without it the file is
+    # exactly what torch.onnx.export(optimize=False) writes (the MoE models:
+    # their torch.split stays SplitToSequence and SequenceAt, which the
+    # optimizer would rewrite into Split).
+    optimize: bool = True
 
 
 LM_BATCH, LM_SEQ, VOCAB = 2, 8, 96
@@ -234,6 +244,56 @@ def qwen2(gen: torch.Generator) -> Case:
                 default_export=True)
 
 
+# Mixture-of-experts models: 4 experts, top-2. transformers' default experts
+# implementation loops over the experts hit (data-dependent shapes, which the
+# exporter cannot write); "batched_mm" gathers every token's top-k expert weights
+# and multiplies them in one batched MatMul, a static graph that computes every
+# token's experts exactly (dropless).
+MOE_EXPERTS, MOE_TOP_K = 4, 2
+
+
+def mixtral(gen: torch.Generator) -> Case:
+    cfg = transformers.MixtralConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, num_local_experts=MOE_EXPERTS, num_experts_per_tok=MOE_TOP_K,
+        vocab_size=VOCAB, max_position_embeddings=16, bos_token_id=0, eos_token_id=0,
+        pad_token_id=None, tie_word_embeddings=False, attention_dropout=0.0,
+        router_jitter_noise=0.0, use_cache=False, attn_implementation="eager")
+    cfg._experts_implementation = "batched_mm"
+    model = transformers.MixtralForCausalLM(cfg)
+    return Case(Logits(model, "input_ids"), "input_ids",
+                random_tokens(gen, (LM_BATCH, LM_SEQ)), random_tokens(gen, (LM_BATCH, LM_SEQ)),
+                "Mixtral (transformers MixtralForCausalLM): RMSNorm, rotary embeddings, "
+                "grouped-query attention (4 heads, 2 kv heads), a sparse MoE block per layer "
+                f"({MOE_EXPERTS} SwiGLU experts of intermediate 64, softmax router, top-"
+                f"{MOE_TOP_K}, top-k weights renormalized), experts implementation "
+                "\"batched_mm\" (dropless), 2 layers, hidden 32, "
+                f"vocab {VOCAB}, untied embeddings; exported without the optimizer",
+                optimize=False)
+
+
+def qwen2_moe(gen: torch.Generator) -> Case:
+    cfg = transformers.Qwen2MoeConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+        num_experts=MOE_EXPERTS, num_experts_per_tok=MOE_TOP_K, norm_topk_prob=False,
+        vocab_size=VOCAB, max_position_embeddings=16, bos_token_id=0, eos_token_id=0,
+        tie_word_embeddings=False, attention_dropout=0.0, use_cache=False,
+        attn_implementation="eager")
+    cfg._experts_implementation = "batched_mm"
+    model = transformers.Qwen2MoeForCausalLM(cfg)
+    return Case(Logits(model, "input_ids"), "input_ids",
+                random_tokens(gen, (LM_BATCH, LM_SEQ)), random_tokens(gen, (LM_BATCH, LM_SEQ)),
+                "Qwen2-MoE (transformers Qwen2MoeForCausalLM): RMSNorm, rotary embeddings, "
+                "grouped-query attention (4 heads, 2 kv heads) with q/k/v biases, a sparse "
+                f"MoE block per layer ({MOE_EXPERTS} SwiGLU experts of intermediate 32, "
+                f"softmax router, top-{MOE_TOP_K}, weights not renormalized, plus a shared "
+                "SwiGLU expert of intermediate 64 scaled by a sigmoid gate), experts "
+                "implementation \"batched_mm\" (dropless), 2 layers, hidden 32, "
+                f"vocab {VOCAB}, untied embeddings; exported without the optimizer",
+                optimize=False)
+
+
 BERT_SEQ, BERT_MASKED_PER_ROW, BERT_MASK_ID, BERT_FIRST_WORD = 16, 3, 3, 4
 
 
@@ -296,6 +356,8 @@ MODELS: dict[str, Callable[[torch.Generator], Case]] = {
     "bert_mlm": bert_mlm,
     "vit": vit,
     "resnet18": resnet18,
+    "mixtral": mixtral,
+    "qwen2_moe": qwen2_moe,
 }
 
 
@@ -415,9 +477,11 @@ def optimize_keeping_state(model: ir.Model, state_names: set[str]) -> None:
 
 def export(model: nn.Module, example: torch.Tensor, input_name: str,
            state: list[StateTensor], path: Path,
-           max_bytes: int | None = MAX_FILE_BYTES, opset: int = OPSET) -> onnx.ModelProto:
+           max_bytes: int | None = MAX_FILE_BYTES, opset: int = OPSET,
+           optimize: bool = True) -> onnx.ModelProto:
     """Exports model (one input, returns the logits) in eval mode to one self-contained
-    ONNX file in which every tensor of state is its own initializer; checks the file."""
+    ONNX file in which every tensor of state is its own initializer; checks the file.
+    With optimize, runs the exporter's optimizer with the state protected."""
     model.eval()
     program = torch.onnx.export(
         model, (example,), dynamo=True, opset_version=opset, input_names=[input_name],
@@ -426,7 +490,8 @@ def export(model: nn.Module, example: torch.Tensor, input_name: str,
                  for name, v in program.model.graph.initializers.items()
                  if v.const_value is not None and v.const_value.dtype.is_floating_point()}
     state_names = set(match_initializers(state, raw_inits).values())
-    optimize_keeping_state(program.model, state_names)
+    if optimize:
+        optimize_keeping_state(program.model, state_names)
     for node in program.model.graph:  # source locations of this machine's Python files
         node.metadata_props.pop("pkg.torch.onnx.stack_trace", None)
     program.save(str(path), external_data=False)
@@ -537,7 +602,8 @@ def generate(name: str) -> dict:
     state = state_tensors(model.model)  # names relative to the wrapped model
 
     onnx_path = OUT_DIR / f"{name}.onnx"
-    proto = export(model, case.input, case.input_name, state, onnx_path, opset=case.opset)
+    proto = export(model, case.input, case.input_name, state, onnx_path, opset=case.opset,
+                   optimize=case.optimize)
     inits = float_initializers(proto)
     names = match_initializers(state, inits)
     exported = copy.deepcopy(model)  # every run starts from these weights

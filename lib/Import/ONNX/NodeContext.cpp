@@ -128,6 +128,11 @@ Value NodeContext::input(int i) {
     error() << "input '" << node.input(i) << "' is not defined";
     return {};
   }
+  if (e->sequence) {
+    error() << "input " << i << " ('" << node.input(i)
+            << "') is a sequence, which only the sequence ops take";
+    return {};
+  }
   if (!e->value && e->known) {
     OpBuilder::InsertionGuard g(b);
     e->value = ConstantOp::create(b, loc, toAttr(*e->known)).getResult();
@@ -233,6 +238,7 @@ void NodeContext::setOutput(int i, Value v) {
   TensorEntry &e = tensors[node.output(i)];
   e.value = v;
   e.known.reset();
+  e.sequence.reset();
   if (auto cst = v.getDefiningOp<ConstantOp>())
     e.known = fromAttr(cst.getValue());
 }
@@ -243,6 +249,16 @@ void NodeContext::setConstOutput(int i, ConstTensor c) {
   TensorEntry &e = tensors[node.output(i)];
   e.value = {};
   e.known = std::move(c);
+  e.sequence.reset();
+}
+
+void NodeContext::setSequenceOutput(int i, std::vector<TensorEntry> elements) {
+  if (!hasOutput(i))
+    return;
+  TensorEntry &e = tensors[node.output(i)];
+  e.value = {};
+  e.known.reset();
+  e.sequence = std::move(elements);
 }
 
 //===----------------------------------------------------------------------===//

@@ -162,6 +162,10 @@ mlir::FailureOr<ExternalData> mapExternalData(const onnx::TensorProto &tensor,
 struct TensorEntry {
   Value value;                      // materialized value, if any
   std::optional<ConstTensor> known; // known constant value, if any
+  /// The elements of an ONNX sequence value (SplitToSequence,
+  /// SequenceConstruct), which has neither `value` nor `known`: a sequence
+  /// of static length folds to its tensors at import (SequenceOps.cpp).
+  std::optional<std::vector<TensorEntry>> sequence;
 };
 
 /// What every converter of one import sees besides its node: the model's
@@ -190,6 +194,7 @@ void registerTensorConverters(llvm::StringMap<ConverterFn> &table);
 void registerShapeConverters(llvm::StringMap<ConverterFn> &table);
 void registerReductionConverters(llvm::StringMap<ConverterFn> &table);
 void registerLossConverters(llvm::StringMap<ConverterFn> &table);
+void registerSequenceConverters(llvm::StringMap<ConverterFn> &table);
 
 /// Tries to evaluate a node whose inputs are all known constants; on success
 /// sets the node's outputs as constants and returns true.
@@ -271,6 +276,8 @@ public:
     return mlir::success();
   }
   void setConstOutput(int i, ConstTensor c);
+  /// Makes output `i` the sequence of `elements` (SequenceOps.cpp).
+  void setSequenceOutput(int i, std::vector<TensorEntry> elements);
 
   // Helpers ---------------------------------------------------------------
   /// Normalizes a possibly negative axis into [0, rank); error when out of

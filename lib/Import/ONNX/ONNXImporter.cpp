@@ -138,6 +138,8 @@ LogicalResult GraphImporter::crossCheck(NodeContext &node) {
       continue;
     const std::string &name = node.node.output(i);
     TensorEntry *e = node.lookup(name);
+    if (e && e->sequence)
+      continue; // a sequence: its elements are the importer's tensors
     if (!e || (!e->value && !e->known)) {
       node.error() << "output " << i << " ('" << name
                    << "') is not supported by the importer";
@@ -286,6 +288,11 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
       return failure();
     }
     TensorEntry &e = it->second;
+    if (e.sequence) {
+      mlir::emitError(loc) << "graph output '" << out.name()
+                           << "' is a sequence; Cleave's outputs are tensors";
+      return failure();
+    }
     if (!e.value)
       e.value = mlir::cleave::ConstantOp::create(b, loc, toAttr(*e.known));
     results.push_back(e.value);

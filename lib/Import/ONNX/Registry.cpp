@@ -28,6 +28,7 @@ const llvm::StringMap<ConverterFn> &getConverterRegistry() {
     registerShapeConverters(t);
     registerReductionConverters(t);
     registerLossConverters(t);
+    registerSequenceConverters(t);
     registerMoreNNConverters(t);
     registerRecurrentConverters(t);
     registerResizeConverters(t);
