@@ -126,9 +126,16 @@ CommCost hierarchicalCost(CollectiveOp op, double bytes, int64_t nodes,
                           double overhead) {
   double share = perNode > 0 ? bytes / double(perNode) : bytes;
   CommCost c;
+  // NCCL streams a collective through its phases in chunks: every phase
+  // pays its steps' latency, but the bytes move on the node's fabric and
+  // the network at once, so the slowest phase's transfer sets the time.
+  double transfer = 0;
   auto add = [&](CollectiveOp phase, double s, int64_t n, const Link &link) {
     CommCost part = collectiveCost(phase, s, n, link, Algorithm::Ring);
-    c.seconds += part.seconds;
+    double bandwidthSeconds =
+        link.bandwidth > 0 ? part.bytesSent / link.bandwidth : 0;
+    c.seconds += part.seconds - bandwidthSeconds;
+    transfer = std::max(transfer, bandwidthSeconds);
     c.bytesSent += part.bytesSent;
     c.steps += part.steps;
   };
@@ -152,6 +159,7 @@ CommCost hierarchicalCost(CollectiveOp op, double bytes, int64_t nodes,
                           overhead);
   }
   c.algorithm = Algorithm::Hierarchical;
+  c.seconds += transfer;
   if (nodes * perNode > 1)
     c.seconds += overhead;
   return c;

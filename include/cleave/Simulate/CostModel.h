@@ -82,8 +82,10 @@ CommCost collectiveCost(plan::CollectiveOp op, double bytes, int64_t n,
 /// network link, in parallel), and an all-gather inside each node;
 /// all-gather and reduce-scatter are their halves (the network phase on
 /// S / perNode). Other collectives cost their ring over the network.
-///   all-reduce: 2(g-1) + 2(k-1) steps; 2(g-1)/g S over the node's fabric,
-///               2(k-1)/k S/g over the network (k nodes, g per node)
+/// The phases are pipelined, as NCCL streams chunks through them: each
+/// pays its steps' latency, and the slowest phase's transfer sets the rest.
+///   all-reduce: 2(g-1) + 2(k-1) steps; max((g-1)/g S over the node's
+///               fabric, 2(k-1)/k S/g over the network) (k nodes, g per node)
 CommCost hierarchicalCost(plan::CollectiveOp op, double bytes, int64_t nodes,
                           int64_t perNode, const Link &intra, const Link &inter,
                           double overhead = 0);
