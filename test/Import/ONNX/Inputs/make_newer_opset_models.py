@@ -14,22 +14,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_models import F, I64, vi, writer
+
 OUT = sys.argv[1]
-os.makedirs(OUT, exist_ok=True)
-F = TensorProto.FLOAT
-I64 = TensorProto.INT64
-
-
-def save(name, nodes, inputs, outputs, inits=(), opset=21):
-    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    onnx.save(model, os.path.join(OUT, name + ".onnx"))
-
-
-def vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, elem, shape)
+save = writer(OUT, opset=21, ir_version=10)
 
 
 def const(name, array):

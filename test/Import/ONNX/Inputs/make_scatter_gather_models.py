@@ -10,22 +10,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_models import F, I64, vi, writer
+
 OUT = sys.argv[1]
-os.makedirs(OUT, exist_ok=True)
-F = TensorProto.FLOAT
-I64 = TensorProto.INT64
-
-
-def save(name, nodes, inputs, outputs, inits=(), opset=18):
-    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.save(model, os.path.join(OUT, name + ".onnx"))
-
-
-def vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, elem, shape)
+save = writer(OUT, opset=18, ir_version=8)
 
 
 def i64(name, values):

@@ -14,6 +14,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_models import F, I64, vi, writer
+
 if sys.argv[1] == "check":
     import onnxruntime
     out, got_dir = sys.argv[2], sys.argv[3]
@@ -28,21 +30,7 @@ if sys.argv[1] == "check":
     sys.exit(0)
 
 OUT = sys.argv[1]
-os.makedirs(OUT, exist_ok=True)
-F = TensorProto.FLOAT
-I64 = TensorProto.INT64
-
-
-def save(name, nodes, inputs, outputs, inits=(), opset=17):
-    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.save(model, os.path.join(OUT, name + ".onnx"))
-
-
-def vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, elem, shape)
+save = writer(OUT, opset=17, ir_version=8)
 
 
 def seq(name, elem):
