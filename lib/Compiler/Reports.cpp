@@ -11,6 +11,7 @@
 #include "cleave/Transforms/Training/Passes.h"
 
 #include "Cleave/IR/CleaveOps.h"
+#include "Cleave/IR/CleaveSharding.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -247,12 +248,11 @@ void Driver::printReports(const plan::Plan &plan, llvm::raw_ostream &os) {
       os << "pipeline stage " << c << " (pp rank " << c << "):\n";
     printStepReport(report, os);
     if (program.training.enabled && !program.mesh.empty()) {
-      // ZeRO splits over dp and cp (ShardProgram's zero axes).
       int64_t dpRanks = 1;
       std::string zeroAxes;
       for (auto [name, size] :
            llvm::zip(program.mesh.axisNames, program.mesh.shape))
-        if ((name == "dp" || name == "cp") && size > 1) {
+        if (mlir::cleave::isReplicaAxis(name) && size > 1) {
           dpRanks *= size;
           zeroAxes += (zeroAxes.empty() ? "" : ", ") + name;
         }

@@ -269,10 +269,7 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
         for (StringAttr axis : dim.getAxes()) {
           int64_t size = getAxesSize(mesh, axis);
           elements *= size;
-          // ZeRO's axes: the replicas of the parameters (data and
-          // context parallel ranks).
-          replica *=
-              axis.getValue() == "dp" || axis.getValue() == "cp" ? size : 1;
+          replica *= isReplicaAxis(axis.getValue()) ? size : 1;
         }
     report.parameterElements += elements;
     report.replicaParameterElements += replica;

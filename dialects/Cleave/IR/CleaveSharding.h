@@ -48,6 +48,14 @@ LogicalResult verifySharding(TensorShardingAttr sharding, Type type,
                              function_ref<InFlightDiagnostic()> emitError,
                              StringRef what);
 
+/// Whether the ranks along mesh axis `name` hold the same parameters and
+/// see different data: dp, and cp (which splits each sequence). ZeRO
+/// splits the training states over these axes, and its report counts the
+/// replicas along them.
+inline bool isReplicaAxis(StringRef name) {
+  return name == "dp" || name == "cp";
+}
+
 /// The number of ranks the axes split a dimension into.
 int64_t getAxesSize(MeshOp mesh, ArrayRef<StringAttr> axes);
 /// The shape each rank holds of a tensor of `globalShape`.

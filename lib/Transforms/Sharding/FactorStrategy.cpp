@@ -123,16 +123,19 @@ Partitioner::exchangeLayout(Operation *op, const ShardingRule &rule,
       if (!requireExchange)
         return std::optional<SmallVector<Axes>>();
       // Name a dimension that is the factor alone, for the message.
-      std::string where = "factor " + ShardingRule::getFactorName(to);
-      for (int64_t t = rule.getNumTensors() - 1; t >= 0; --t)
+      std::string where;
+      int64_t numOperands = rule.getOperandMappings().size();
+      for (int64_t t = 0; t < rule.getNumTensors() && where.empty(); ++t)
         for (auto [d, dim] : llvm::enumerate(rule.getTensor(t)))
           if (dim.size() == 1 && dim.front() == to) {
-            int64_t numOperands = rule.getOperandMappings().size();
             where =
                 "dimension " + std::to_string(d) + " of " +
                 (t < numOperands ? "operand " + std::to_string(t)
                                  : "result " + std::to_string(t - numOperands));
+            break;
           }
+      if (where.empty())
+        where = "factor " + ShardingRule::getFactorName(to);
       return op->emitError()
              << "cannot be partitioned all-to-all over mesh axis '"
              << a.getValue() << "' (" << n << " ranks): the dimension it "

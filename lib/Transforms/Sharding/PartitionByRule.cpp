@@ -183,7 +183,8 @@ Partitioner::chooseFactorAxes(Operation *op, const ShardingRule &rule) {
       exchangeLayout(op, rule, layouts[0].factors);
   if (failed(exchanged))
     return failure();
-  if (*exchanged) {
+  bool haveExchange = exchanged->has_value();
+  if (haveExchange) {
     int64_t bytes = estimateBytes(op, rule, **exchanged);
     layouts.push_back({"all-to-all exchange", std::move(**exchanged), bytes});
   }
@@ -191,8 +192,8 @@ Partitioner::chooseFactorAxes(Operation *op, const ShardingRule &rule) {
   for (const Layout &l : layouts)
     if (l.bytes < best->bytes)
       best = &l;
-  if (*exchanged && requireExchange)
-    best = &layouts.back();
+  if (haveExchange && requireExchange)
+    best = &layouts.back(); // the exchange, pushed last
   LLVM_DEBUG({
     llvm::dbgs() << op->getName() << " at " << op->getLoc() << ":";
     for (const Layout &l : layouts)

@@ -169,7 +169,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
   int64_t cpSize = cpAxis >= 0 ? mesh.getShape()[cpAxis] : 1;
   bool hasCp = cpSize > 1;
   // ZeRO splits over the axes whose ranks hold the same parameters and
-  // see different data: dp, and cp (which splits each sequence).
+  // see different data (isReplicaAxis): dp, then cp, the order in which
+  // the gradients' partial sums over the batch and the sequence come.
   SmallVector<StringAttr> zeroAxes;
   if (hasDp)
     zeroAxes.push_back(b.getStringAttr("dp"));
@@ -181,22 +182,21 @@ static LogicalResult seedAndPartition(ModuleOp module,
            << " splits over the dp axis, which --mesh does not have "
               "(nor a cp axis, which it splits over too)";
   // A tensor's layout with the ZeRO axes added: on the first dimension
-  // whose local size divides by all of them, else (with cp) by dp alone;
-  // a tensor with none stays whole over them.
-  auto withDp = [&](TensorShardingAttr base, RankedTensorType type) {
+  // whose local size divides by all of them, else by the first of them
+  // alone; a tensor with neither stays whole over them.
+  auto withZeroAxes = [&](TensorShardingAttr base, RankedTensorType type) {
     SmallVector<SmallVector<StringAttr>> axes(type.getRank());
     if (base)
       for (auto [d, dim] : llvm::enumerate(base.getDims()))
         axes[d].assign(dim.getAxes().begin(), dim.getAxes().end());
-    bool has = llvm::any_of(axes, [&](auto &a) {
-      return llvm::any_of(
-          zeroAxes, [&](StringAttr z) { return llvm::is_contained(a, z); });
+    bool has = llvm::any_of(zeroAxes, [&](StringAttr z) {
+      return llvm::any_of(axes,
+                          [&](auto &a) { return llvm::is_contained(a, z); });
     });
-    for (ArrayRef<StringAttr> add :
-         {ArrayRef<StringAttr>(zeroAxes),
-          ArrayRef<StringAttr>(zeroAxes).take_front(hasDp && hasCp ? 1 : 0)}) {
-      if (add.empty())
-        continue;
+    SmallVector<ArrayRef<StringAttr>> tries = {zeroAxes};
+    if (zeroAxes.size() > 1)
+      tries.push_back(ArrayRef<StringAttr>(zeroAxes).take_front(1));
+    for (ArrayRef<StringAttr> add : tries) {
       int64_t size = getAxesSize(mesh, add);
       for (int64_t d = 0; !has && d < type.getRank(); ++d)
         if ((type.getDimSize(d) / getAxesSize(mesh, axes[d])) % size == 0) {
@@ -356,7 +356,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
           chosen ? chosen
                  : TensorShardingAttr::getReplicated(ctx, meshRef,
                                                      type.getRank(), true);
-      chosen = withDp(chosen, type);
+      chosen = withZeroAxes(chosen, type);
       // The copy is split like the master, so that it is gathered in low
       // precision rather than converted after an f32 gather.
       // ZeRO-1 and -2 gather it once per step and keep it (2 bytes per
@@ -385,16 +385,13 @@ static LogicalResult seedAndPartition(ModuleOp module,
       return mlir::emitError(module.getLoc())
              << "--sequence-parallel splits over the tp axis, which --mesh "
                 "does not have";
-    int64_t tp = mesh.getShape()[mesh.getAxisIndex("tp")];
     // Under context parallelism each rank's part of the sequence is split
     // further over tp: the sequence over cp (major) and tp.
     SmallVector<StringAttr> seqAxes = {b.getStringAttr("tp")};
-    std::string seqAxesText = "mesh axis tp";
-    if (hasCp) {
+    if (hasCp)
       seqAxes.insert(seqAxes.begin(), b.getStringAttr("cp"));
-      tp *= cpSize;
-      seqAxesText = "mesh axes cp, tp";
-    }
+    int64_t seqRanks = getAxesSize(mesh, seqAxes);
+    std::string seqAxesText = hasCp ? "mesh axes cp, tp" : "mesh axis tp";
     int64_t seeded = 0;
     // Layer norms and RMS norms over the hidden dimension of a [batch,
     // sequence, hidden] activation.
@@ -409,11 +406,11 @@ static LogicalResult seedAndPartition(ModuleOp module,
       auto type = cast<RankedTensorType>(ln->getResult(0).getType());
       if (type.getRank() != 3 || *axis != 2)
         return WalkResult::advance();
-      if (type.getDimSize(1) % tp != 0) {
+      if (type.getDimSize(1) % seqRanks != 0) {
         mlir::emitError(ln->getLoc())
             << "--sequence-parallel: the sequence dimension (1) of this "
             << (isa<LayerNormOp>(ln) ? "layer" : "RMS") << " norm's " << type
-            << " does not divide over " << seqAxesText << " (" << tp
+            << " does not divide over " << seqAxesText << " (" << seqRanks
             << " ranks)";
         return WalkResult::interrupt();
       }
@@ -454,11 +451,11 @@ static LogicalResult seedAndPartition(ModuleOp module,
           reduce.getDimensions() != ArrayRef<int64_t>{2} ||
           !isSquare(reduce.getOperand()) || getSharding(reduce.getResult()))
         return WalkResult::advance();
-      if (in.getDimSize(1) % tp != 0) {
+      if (in.getDimSize(1) % seqRanks != 0) {
         mlir::emitError(reduce.getLoc())
             << "--sequence-parallel: the sequence dimension (1) of this "
                "RMS normalization's "
-            << in << " does not divide over " << seqAxesText << " (" << tp
+            << in << " does not divide over " << seqAxesText << " (" << seqRanks
             << " ranks)";
         return WalkResult::interrupt();
       }
@@ -494,7 +491,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
         return;
       TensorShardingAttr base = it->second.first;
       setSharding(op->getResult(0), options.zero >= 2
-                                        ? withDp(base, type)
+                                        ? withZeroAxes(base, type)
                                         : closedLayout(base, type.getRank()));
     });
 
