@@ -12,10 +12,11 @@
 using namespace mlir;
 
 bool cleave::hasFusedAttentionKernel(Operation *op, int64_t maxHeadDim) {
-  // The kernels compute in f32 from f32, bf16 or f16 operands.
+  // The kernels compute in f32 from f32, bf16 or f16 operands (and the
+  // block forms' i64 positions).
   auto fits = [](Value v) {
     Type t = cast<RankedTensorType>(v.getType()).getElementType();
-    return t.isF32() || t.isBF16() || t.isF16();
+    return t.isF32() || t.isBF16() || t.isF16() || t.isInteger(64);
   };
   // q (operand 0) and v (operand 2) end in their head dimensions.
   auto headDim = [&](unsigned i) {

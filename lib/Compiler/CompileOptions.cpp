@@ -310,15 +310,17 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "tensor-parallel regions work on sequence slices over tp, and "
       "the all-reduces around those regions become reduce-scatters "
       "and all-gathers");
-  add(o.contextParallel, "context-parallel", "all-to-all|auto",
+  add(o.contextParallel, "context-parallel", "all-to-all|ring|auto",
       "With --mesh and a cp axis (which splits the data inputs' "
       "sequence, dimension 1): how attention works on a split "
       "sequence. all-to-all (Ulysses) exchanges the sequence split "
       "for a split of the key/value heads before each attention and "
       "back after it, and refuses an attention whose heads do not "
-      "divide over cp; auto (the default) does that where it sends "
-      "fewer bytes than gathering the keys and values, and gathers "
-      "otherwise. ring is not built yet");
+      "divide over cp; ring keeps the sequence split and passes "
+      "key/value blocks around the cp ranks, merging the blocks' "
+      "attention by log-sum-exp (any head count; CPU ranks only); "
+      "auto (the default) exchanges where that sends fewer bytes "
+      "than gathering the keys and values, and gathers otherwise");
   add(o.overlapCollectives, "overlap-collectives", "",
       "With --mesh: pack consecutive gradient all-reduces into "
       "buckets of --bucket-mb MiB and run every collective "
@@ -337,6 +339,11 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "Testing only: with --mesh, drop the N-th all_reduce of the "
       "partitioned program (so a parity check has something to "
       "find)",
+      /*hidden=*/true);
+  add(o.debugRingFault, "debug-ring-fault", "",
+      "Testing only: with --context-parallel=ring, the keys' "
+      "positions at ring step N are the neighbouring block's (so "
+      "that a parity check has something to find)",
       /*hidden=*/true);
   add(o.explainSharding, "explain-sharding", "",
       "With --mesh: print every collective the partitioner "

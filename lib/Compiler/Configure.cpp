@@ -329,6 +329,7 @@ int Driver::configurePartitioning() {
       return fail("--zero must be 0, 1, 2 or 3");
     shardOptions.zero = static_cast<int>(opts.zero);
     shardOptions.dropCollective = opts.debugDropCollective;
+    shardOptions.ringFault = opts.debugRingFault;
     shardOptions.overlap = opts.overlapCollectives;
     shardOptions.sequenceParallel = opts.sequenceParallel;
     if (!opts.contextParallel.empty() &&
@@ -337,6 +338,12 @@ int Driver::configurePartitioning() {
       return fail("--context-parallel needs --mesh with a cp axis");
     if (!opts.contextParallel.empty())
       shardOptions.contextParallel = opts.contextParallel;
+    if (opts.contextParallel == "ring" && opts.target == "cuda")
+      return fail("--context-parallel=ring runs on CPU ranks only (the CUDA "
+                  "attention kernels take no block positions); use "
+                  "all-to-all on --target=cuda");
+    if (opts.debugRingFault >= 0 && opts.contextParallel != "ring")
+      return fail("--debug-ring-fault needs --context-parallel=ring");
     if (!(opts.bucketMB >= 0.0) || opts.bucketMB > 65536.0)
       return fail("--bucket-mb must be from 0 to 65536");
     shardOptions.bucketMB = opts.bucketMB;

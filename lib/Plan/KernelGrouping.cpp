@@ -88,10 +88,12 @@ void PlanBuilder::matchEpilogues() {
 
 void PlanBuilder::markRematerializedBroadcasts() {
   // Readers that become ops of a kernel (addKernelOp): not GEMMs, epilogues,
-  // communication, reshapes (aliases), other broadcasts or the return.
+  // fused attention commands, communication, reshapes (aliases), other
+  // broadcasts or the return.
   auto inKernel = [&](Operation *user) {
     if (isa<func::ReturnOp, ConstantOp, ReshapeOp, DoneOp, PipelineMarkerOp,
-            BroadcastInDimOp, CollectiveOpInterface>(user) ||
+            BroadcastInDimOp, CollectiveOpInterface, AttentionOp,
+            AttentionGradOp, AttentionBlockOp, AttentionBlockGradOp>(user) ||
         absorbedBy.count(user) || isGemm(user) ||
         user->getDialect() !=
             user->getContext()->getLoadedDialect<CleaveDialect>())

@@ -57,7 +57,10 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels, bool create) {
       // In the command's buffer order: q, k, v, [bias], then out and dout
       // (the gradient), then the results.
       Operation *op = node.ops.front();
-      if (auto a = dyn_cast<AttentionOp>(op)) {
+      if (isa<AttentionBlockOp, AttentionBlockGradOp>(op)) {
+        // The block forms' operands are in the command's order.
+        node.inputs.assign(op->operand_begin(), op->operand_end());
+      } else if (auto a = dyn_cast<AttentionOp>(op)) {
         node.inputs = {a.getQ(), a.getK(), a.getV()};
         if (a.getBias())
           node.inputs.push_back(a.getBias());

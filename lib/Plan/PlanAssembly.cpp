@@ -107,13 +107,24 @@ static int64_t transcendentals(Operation *op) {
   return 0;
 }
 
+/// The Attention or AttentionBackward command of an attention op: the
+/// whole forms (cleave.attention, attention_grad) or the block forms of
+/// ring attention (attention_block, attention_block_grad; kAttnBlock).
 static plan::Command attentionCommand(Operation *op) {
-  auto grad = dyn_cast<AttentionGradOp>(op);
-  auto fwd = dyn_cast<AttentionOp>(op);
-  Value q = grad ? grad.getQ() : fwd.getQ();
-  Value k = grad ? grad.getK() : fwd.getK();
-  Value v = grad ? grad.getV() : fwd.getV();
-  Value bias = grad ? grad.getBias() : fwd.getBias();
+  bool backward = isa<AttentionGradOp, AttentionBlockGradOp>(op);
+  bool block = isa<AttentionBlockOp, AttentionBlockGradOp>(op);
+  // q, k and v lead every form's operands; dout follows out in the
+  // gradients', whose first result is dq.
+  Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
+  Value bias, dout;
+  if (auto fwd = dyn_cast<AttentionOp>(op))
+    bias = fwd.getBias();
+  if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+    bias = grad.getBias();
+    dout = grad.getDout();
+  }
+  if (auto grad = dyn_cast<AttentionBlockGradOp>(op))
+    dout = grad.getDout();
   auto shape = [](Value x) {
     return cast<RankedTensorType>(x.getType()).getShape();
   };
@@ -122,13 +133,14 @@ static plan::Command attentionCommand(Operation *op) {
         *toDType(cast<RankedTensorType>(x.getType()).getElementType()));
   };
   plan::Command cmd;
-  cmd.kind = grad ? plan::CommandKind::AttentionBackward
-                  : plan::CommandKind::Attention;
+  cmd.kind = backward ? plan::CommandKind::AttentionBackward
+                      : plan::CommandKind::Attention;
   std::vector<int64_t> &p = cmd.params;
-  p.assign(plan::kAttnNumParams, 0);
+  // The whole forms leave kAttnBlock out, as plans did before it.
+  p.assign(block ? plan::kAttnNumParams : plan::kAttnBlock, 0);
   p[plan::kAttnDType] = dtype(q);
-  p[plan::kAttnDoutDType] = grad ? dtype(grad.getDout()) : dtype(q);
-  p[plan::kAttnGradDType] = grad ? dtype(grad.getDq()) : dtype(q);
+  p[plan::kAttnDoutDType] = backward ? dtype(dout) : dtype(q);
+  p[plan::kAttnGradDType] = backward ? dtype(op->getResult(0)) : dtype(q);
   p[plan::kAttnBatch] = shape(q)[0];
   p[plan::kAttnQHeads] = shape(q)[1];
   p[plan::kAttnKVHeads] = shape(k)[1];
@@ -136,20 +148,22 @@ static plan::Command attentionCommand(Operation *op) {
   p[plan::kAttnKVLen] = shape(k)[2];
   p[plan::kAttnHeadDim] = shape(q)[3];
   p[plan::kAttnValueDim] = shape(v)[3];
-  p[plan::kAttnCausal] = grad ? grad.getCausal() : fwd.getCausal();
-  // The I64Attr getters are unsigned: read the offset signed.
-  p[plan::kAttnCausalOffset] = static_cast<int64_t>(
-      grad ? grad.getCausalOffset() : fwd.getCausalOffset());
+  p[plan::kAttnCausal] = op->hasAttr("causal");
+  // The I64Attr is unsigned: read the offset signed.
+  if (auto offset = op->getAttrOfType<IntegerAttr>("causal_offset"))
+    p[plan::kAttnCausalOffset] = offset.getValue().getSExtValue();
   p[plan::kAttnScaleBits] = plan::doubleToBits(
-      (grad ? grad.getScale() : fwd.getScale()).convertToDouble());
-  p[plan::kAttnSoftcapBits] = plan::doubleToBits(
-      (grad ? grad.getSoftcap() : fwd.getSoftcap()).convertToDouble());
+      op->getAttrOfType<FloatAttr>("scale").getValueAsDouble());
+  if (auto softcap = op->getAttrOfType<FloatAttr>("softcap"))
+    p[plan::kAttnSoftcapBits] = plan::doubleToBits(softcap.getValueAsDouble());
   if (bias) {
     p[plan::kAttnBiasDType] = dtype(bias);
     p[plan::kAttnBiasBatch] = shape(bias)[0];
     p[plan::kAttnBiasHeads] = shape(bias)[1];
     p[plan::kAttnBiasQLen] = shape(bias)[2];
   }
+  if (block)
+    p[plan::kAttnBlock] = 1;
   return cmd;
 }
 

@@ -157,7 +157,8 @@ LogicalResult PlanBuilder::group(bool recorded) {
         addGemm(cast<ContractOp>(op));
       continue;
     }
-    if (isa<AttentionOp, AttentionGradOp>(op)) {
+    if (isa<AttentionOp, AttentionGradOp, AttentionBlockOp,
+            AttentionBlockGradOp>(op)) {
       // Left whole by the prepare pipeline for the fused command (CPU and
       // CUDA).
       if (!::cleave::hasFusedAttentionKernel(&op))

@@ -217,12 +217,14 @@ double gemmSeconds(const Device &d, int64_t m, int64_t n, int64_t k,
 /// that causal masking leaves, forward q k^T and p v; backward the
 /// log-sum-exp pass's q k^T, then q k^T, dv += p^T dout, dp = dout v^T,
 /// dq += ds k and dk += ds^T q. In f32 whatever the operands' type.
-static double tileAttentionSeconds(const Device &d,
-                                   const std::vector<int64_t> &p,
+static double tileAttentionSeconds(const Device &d, const plan::Command &c,
                                    bool backward) {
+  const std::vector<int64_t> &p = c.params;
   const int64_t sq = p[plan::kAttnQLen], skv = p[plan::kAttnKVLen];
   const int64_t dk = p[plan::kAttnHeadDim], dv = p[plan::kAttnValueDim];
-  const bool causal = p[plan::kAttnCausal] != 0;
+  // A block's positions are data: its tiles are all counted (the most
+  // that masking can leave).
+  const bool causal = p[plan::kAttnCausal] != 0 && !plan::attentionIsBlock(c);
   const int64_t offset = p[plan::kAttnCausalOffset];
   auto gemm = [&](int64_t m, int64_t n, int64_t k) {
     return gemmSeconds(d, m, n, k, 1, DType::F32, DType::F32);
@@ -247,7 +249,8 @@ static double tileAttentionSeconds(const Device &d,
 
 double attentionSeconds(const Device &d, const plan::Command &c) {
   const std::vector<int64_t> &p = c.params;
-  if (p.size() != plan::kAttnNumParams)
+  // Plans written before the block flag have one parameter less.
+  if (p.size() != plan::kAttnNumParams && p.size() != plan::kAttnNumParams - 1)
     return d.kernelOverhead;
   double bh = double(p[plan::kAttnBatch]) * double(p[plan::kAttnQHeads]);
   double sq = double(p[plan::kAttnQLen]), skv = double(p[plan::kAttnKVLen]);
@@ -255,7 +258,9 @@ double attentionSeconds(const Device &d, const plan::Command &c) {
          dv = double(p[plan::kAttnValueDim]);
   // The share of scores a causal mask leaves: keys j <= i + offset.
   double live = 1;
-  if (p[plan::kAttnCausal] && sq > 0 && skv > 0) {
+  // A block's positions are data: every score counts (the most that
+  // masking can leave).
+  if (p[plan::kAttnCausal] && !plan::attentionIsBlock(c) && sq > 0 && skv > 0) {
     double kept = 0;
     for (int64_t i = 0; i < p[plan::kAttnQLen]; ++i)
       kept += std::clamp<double>(double(i + p[plan::kAttnCausalOffset] + 1), 0,
@@ -269,7 +274,7 @@ double attentionSeconds(const Device &d, const plan::Command &c) {
   double softmax =
       d.fp32Flops > 0 ? scores * (backward ? 16 : 8) / d.fp32Flops : 0;
   if (d.attentionTileGemms)
-    return tileAttentionSeconds(d, p, backward) + softmax + d.kernelOverhead;
+    return tileAttentionSeconds(d, c, backward) + softmax + d.kernelOverhead;
   double productFlops =
       scores * (backward ? 2 * (4 * dk + 2 * dv) : 2 * (dk + dv));
   auto dtype = static_cast<DType>(p[plan::kAttnDType]);

@@ -27,6 +27,15 @@
 // GEMMs inside a task run on its thread, so results are bitwise the same for
 // any thread count.
 //
+// The block form (one step of ring attention, kAttnBlock = 1) takes the
+// global positions of its query and key rows and masks by them; a key tile
+// is skipped for a query tile when its least key position is past the
+// tile's greatest query position plus the offset (positions need not be
+// sorted). The forward also writes each row's log-sum-exp m + log(l)
+// (-FLT_MAX for a row with no key); the backward reads the whole row's
+// log-sum-exp instead of recomputing it. With positions i and j and the
+// forward's lse, both give bitwise the plain form's results.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Attention.h"
@@ -49,12 +58,14 @@ namespace {
 constexpr int64_t kQueryTile = kCpuAttentionQueryTile;
 constexpr int64_t kKeyTile = kCpuAttentionKeyTile;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+/// The block form's log-sum-exp of a row with no unmasked key.
+constexpr float kEmptyRowLse = -std::numeric_limits<float>::max();
 
 /// A command's parameters, decoded.
 struct Shape {
   DType dtype, doutDType, gradDType, biasDType;
   int64_t B, Hq, Hkv, G, Sq, Skv, D, Dv;
-  bool causal, hasBias;
+  bool causal, hasBias, block;
   int64_t offset;
   float scale, softcap;
   int64_t biasB, biasH, biasSq;
@@ -84,12 +95,33 @@ struct Shape {
     biasB = p[kAttnBiasBatch];
     biasH = p[kAttnBiasHeads];
     biasSq = p[kAttnBiasQLen];
+    block = attentionIsBlock(c);
   }
+};
 
-  /// Whether every key of [j0, j0 + cols) is masked for every query of
-  /// [i0, i0 + rows).
-  bool tileMasked(int64_t i0, int64_t rows, int64_t j0) const {
-    return causal && j0 > i0 + rows - 1 + offset;
+/// Whether the key at position kp is masked for the query at position qp
+/// (kp > qp + offset, exact for any int64 positions and offset).
+bool keyMasked(int64_t kp, int64_t qp, int64_t offset) {
+  return static_cast<__int128>(kp) > static_cast<__int128>(qp) + offset;
+}
+
+/// The global positions of the query and key rows (the block form's qpos
+/// and kpos, else the rows' indices), with each query tile's greatest and
+/// each key tile's least for skipping masked tiles.
+struct Positions {
+  const int64_t *q = nullptr, *k = nullptr; ///< Null: the indices.
+  std::vector<int64_t> queryTileMax, keyTileMin;
+
+  Positions(const Shape &sh, const int64_t *qpos, const int64_t *kpos)
+      : q(qpos), k(kpos) {
+    for (int64_t i0 = 0; i0 < sh.Sq; i0 += kQueryTile) {
+      int64_t end = std::min(i0 + kQueryTile, sh.Sq);
+      queryTileMax.push_back(q ? *std::max_element(q + i0, q + end) : end - 1);
+    }
+    for (int64_t j0 = 0; j0 < sh.Skv; j0 += kKeyTile) {
+      int64_t end = std::min(j0 + kKeyTile, sh.Skv);
+      keyTileMin.push_back(k ? *std::min_element(k + j0, k + end) : j0);
+    }
   }
 };
 
@@ -256,14 +288,66 @@ float dotRow(const float *a, const float *b, int64_t n) {
 // Scores
 //===----------------------------------------------------------------------===//
 
+struct Buffers {
+  const uint8_t *q, *k, *v, *bias, *out, *dout;
+  const int64_t *qpos, *kpos; ///< The block form's, else null.
+  const float *lseIn;         ///< The block form's backward: the whole rows'.
+  float *lseOut;              ///< The block form's forward.
+  uint8_t *result, *dq, *dk, *dv;
+};
+
+Buffers buffersOf(const Command &c, const Shape &sh, uint8_t *arena) {
+  Buffers r{};
+  size_t i = 0;
+  auto next = [&] { return arena + c.buffers[i++]; };
+  r.q = next();
+  r.k = next();
+  r.v = next();
+  r.bias = sh.hasBias ? next() : nullptr;
+  if (sh.block) {
+    r.qpos = reinterpret_cast<const int64_t *>(next());
+    r.kpos = reinterpret_cast<const int64_t *>(next());
+  }
+  if (c.kind == CommandKind::Attention) {
+    r.result = next();
+    if (sh.block)
+      r.lseOut = reinterpret_cast<float *>(next());
+    return r;
+  }
+  if (sh.block)
+    r.lseIn = reinterpret_cast<const float *>(next());
+  r.out = next();
+  r.dout = next();
+  r.dq = next();
+  r.dk = next();
+  r.dv = next();
+  return r;
+}
+
+struct Job {
+  const Shape *shape;
+  const Buffers *buffers;
+  const Positions *positions;
+};
+
+/// Whether every key of the tile from j0 is masked for every query of the
+/// tile from i0.
+bool tileMasked(const Job &job, int64_t i0, int64_t j0) {
+  return job.shape->causal &&
+         keyMasked(job.positions->keyTileMin[j0 / kKeyTile],
+                   job.positions->queryTileMax[i0 / kQueryTile],
+                   job.shape->offset);
+}
+
 /// The masked scores of `rows` queries from i0 (q: rows x D, f32) against
 /// `cols` keys from j0 (k: cols x D) of batch b and query head h, into s
 /// (rows x cols, leading dimension kKeyTile); t (if not null) gets
 /// tanh(scale q.k / softcap) for the softcap's derivative.
-void scoreTile(const Shape &sh, const uint8_t *bias, int64_t b, int64_t h,
-               int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-               const float *q, const float *k, float *s, float *t,
-               std::vector<float> &biasRow) {
+void scoreTile(const Job &job, int64_t b, int64_t h, int64_t i0, int64_t rows,
+               int64_t j0, int64_t cols, const float *q, const float *k,
+               float *s, float *t, std::vector<float> &biasRow) {
+  const Shape &sh = *job.shape;
+  const Positions &pos = *job.positions;
   sgemm(false, true, rows, cols, sh.D, sh.scale, q, sh.D, k, sh.D, 0.0f, s,
         kKeyTile);
   for (int64_t r = 0; r < rows; ++r) {
@@ -276,11 +360,16 @@ void scoreTile(const Shape &sh, const uint8_t *bias, int64_t b, int64_t h,
               ii = sh.biasSq == 1 ? 0 : i;
       int64_t first = ((bb * sh.biasH + hh) * sh.biasSq + ii) * sh.Skv + j0;
       biasRow.resize(static_cast<size_t>(cols));
-      load(sh.biasDType, bias, first, cols, biasRow.data());
+      load(sh.biasDType, job.buffers->bias, first, cols, biasRow.data());
       for (int64_t j = 0; j < cols; ++j)
         row[j] += biasRow[j];
     }
-    if (sh.causal) {
+    if (sh.causal && pos.k) {
+      // Keys at positions past the query's position + offset are masked.
+      for (int64_t j = 0; j < cols; ++j)
+        if (keyMasked(pos.k[j0 + j], pos.q[i], sh.offset))
+          row[j] = kNegInf;
+    } else if (sh.causal) {
       // Keys j > i + offset are masked.
       int64_t firstMasked = std::max<int64_t>(i + sh.offset + 1 - j0, 0);
       for (int64_t j = firstMasked; j < cols; ++j)
@@ -293,38 +382,10 @@ void scoreTile(const Shape &sh, const uint8_t *bias, int64_t b, int64_t h,
 // Forward
 //===----------------------------------------------------------------------===//
 
-struct Buffers {
-  const uint8_t *q, *k, *v, *bias, *out, *dout;
-  uint8_t *result, *dq, *dk, *dv;
-};
-
-Buffers buffersOf(const Command &c, const Shape &sh, uint8_t *arena) {
-  Buffers r{};
-  size_t i = 0;
-  r.q = arena + c.buffers[i++];
-  r.k = arena + c.buffers[i++];
-  r.v = arena + c.buffers[i++];
-  r.bias = sh.hasBias ? arena + c.buffers[i++] : nullptr;
-  if (c.kind == CommandKind::Attention) {
-    r.result = arena + c.buffers[i++];
-    return r;
-  }
-  r.out = arena + c.buffers[i++];
-  r.dout = arena + c.buffers[i++];
-  r.dq = arena + c.buffers[i++];
-  r.dk = arena + c.buffers[i++];
-  r.dv = arena + c.buffers[i++];
-  return r;
-}
-
-struct Job {
-  const Shape *shape;
-  const Buffers *buffers;
-};
-
 void forwardTasks(void *frame, int64_t begin, int64_t end) {
-  const Shape &sh = *static_cast<Job *>(frame)->shape;
-  const Buffers &buf = *static_cast<Job *>(frame)->buffers;
+  const Job &job = *static_cast<Job *>(frame);
+  const Shape &sh = *job.shape;
+  const Buffers &buf = *job.buffers;
   int64_t tiles = (sh.Sq + kQueryTile - 1) / kQueryTile;
   std::vector<float> q(kQueryTile * sh.D), k(kKeyTile * sh.D),
       v(kKeyTile * sh.Dv), s(kQueryTile * kKeyTile), acc(kQueryTile * sh.Dv),
@@ -340,15 +401,15 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     int64_t kvBase = (b * sh.Hkv + hk) * sh.Skv;
     for (int64_t j0 = 0; j0 < sh.Skv; j0 += kKeyTile) {
-      if (sh.tileMasked(i0, rows, j0))
-        break;
+      if (tileMasked(job, i0, j0))
+        continue;
       int64_t cols = std::min(kKeyTile, sh.Skv - j0);
       const float *kt =
           view(sh.dtype, buf.k, (kvBase + j0) * sh.D, cols * sh.D, k.data());
       const float *vt =
           view(sh.dtype, buf.v, (kvBase + j0) * sh.Dv, cols * sh.Dv, v.data());
-      scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, qt, kt, s.data(),
-                nullptr, biasRow);
+      scoreTile(job, b, h, i0, rows, j0, cols, qt, kt, s.data(), nullptr,
+                biasRow);
       for (int64_t r = 0; r < rows; ++r) {
         float *row = s.data() + r * kKeyTile;
         float mNew = std::max(m[r], rowMax(row, cols));
@@ -370,6 +431,10 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
       scaleRow(acc.data() + r * sh.Dv, sh.Dv, l[r] > 0 ? 1.0f / l[r] : 0.0f);
     store(sh.dtype, buf.result, (bh * sh.Sq + i0) * sh.Dv, rows * sh.Dv,
           acc.data());
+    if (buf.lseOut)
+      for (int64_t r = 0; r < rows; ++r)
+        buf.lseOut[bh * sh.Sq + i0 + r] =
+            l[r] > 0 ? m[r] + std::log(l[r]) : kEmptyRowLse;
   }
 }
 
@@ -377,9 +442,43 @@ void forwardTasks(void *frame, int64_t begin, int64_t end) {
 // Backward
 //===----------------------------------------------------------------------===//
 
+/// Each row's log-sum-exp over its unmasked keys (-inf if none) of query
+/// head h (queries qh: Sq x D, keys k: Skv x D, f32) into lse (Sq).
+void rowLogSumExp(const Job &job, int64_t b, int64_t h, const float *qh,
+                  const float *k, float *lse, float *p,
+                  std::vector<float> &biasRow) {
+  const Shape &sh = *job.shape;
+  for (int64_t i0 = 0; i0 < sh.Sq; i0 += kQueryTile) {
+    int64_t rows = std::min(kQueryTile, sh.Sq - i0);
+    float *m = lse + i0;
+    float l[kQueryTile];
+    std::fill(m, m + rows, kNegInf);
+    std::fill(l, l + rows, 0.0f);
+    for (int64_t j0 = 0; j0 < sh.Skv; j0 += kKeyTile) {
+      if (tileMasked(job, i0, j0))
+        continue;
+      int64_t cols = std::min(kKeyTile, sh.Skv - j0);
+      scoreTile(job, b, h, i0, rows, j0, cols, qh + i0 * sh.D, k + j0 * sh.D, p,
+                nullptr, biasRow);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *row = p + r * kKeyTile;
+        float mNew = std::max(m[r], rowMax(row, cols));
+        if (mNew == kNegInf)
+          continue;
+        float alpha = m[r] == kNegInf ? 0.0f : expF32(m[r] - mNew);
+        l[r] = l[r] * alpha + expShifted(row, cols, mNew);
+        m[r] = mNew;
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      m[r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
+  }
+}
+
 void backwardTasks(void *frame, int64_t begin, int64_t end) {
-  const Shape &sh = *static_cast<Job *>(frame)->shape;
-  const Buffers &buf = *static_cast<Job *>(frame)->buffers;
+  const Job &job = *static_cast<Job *>(frame);
+  const Shape &sh = *job.shape;
+  const Buffers &buf = *job.buffers;
   const int64_t Sq = sh.Sq, Skv = sh.Skv, D = sh.D, Dv = sh.Dv, G = sh.G;
   std::vector<float> q(G * Sq * D), dout(G * Sq * Dv), dq(G * Sq * D),
       lse(G * Sq), rowDot(G * Sq), k(Skv * D), v(Skv * Dv), dk(kKeyTile * D),
@@ -393,7 +492,8 @@ void backwardTasks(void *frame, int64_t begin, int64_t end) {
     load(sh.dtype, buf.v, kvBase * Dv, Skv * Dv, v.data());
     std::fill(dq.begin(), dq.end(), 0.0f);
     // Per query head of the group: q, dout, D = rowsum(dout * out), and
-    // each row's log-sum-exp over the unmasked keys (-inf if none).
+    // each row's log-sum-exp: the block form's given one (over every
+    // block), else recomputed over the unmasked keys.
     for (int64_t g = 0; g < G; ++g) {
       int64_t h = hk * G + g, bh = b * sh.Hq + h;
       float *qh = q.data() + g * Sq * D, *doh = dout.data() + g * Sq * Dv;
@@ -403,31 +503,12 @@ void backwardTasks(void *frame, int64_t begin, int64_t end) {
         load(sh.dtype, buf.out, (bh * Sq + i) * Dv, Dv, outRow.data());
         rowDot[g * Sq + i] = dotRow(doh + i * Dv, outRow.data(), Dv);
       }
-      for (int64_t i0 = 0; i0 < Sq; i0 += kQueryTile) {
-        int64_t rows = std::min(kQueryTile, Sq - i0);
-        float *m = lse.data() + g * Sq + i0;
-        float l[kQueryTile];
-        std::fill(m, m + rows, kNegInf);
-        std::fill(l, l + rows, 0.0f);
-        for (int64_t j0 = 0; j0 < Skv; j0 += kKeyTile) {
-          if (sh.tileMasked(i0, rows, j0))
-            break;
-          int64_t cols = std::min(kKeyTile, Skv - j0);
-          scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, qh + i0 * D,
-                    k.data() + j0 * D, p.data(), nullptr, biasRow);
-          for (int64_t r = 0; r < rows; ++r) {
-            float *row = p.data() + r * kKeyTile;
-            float mNew = std::max(m[r], rowMax(row, cols));
-            if (mNew == kNegInf)
-              continue;
-            float alpha = m[r] == kNegInf ? 0.0f : expF32(m[r] - mNew);
-            l[r] = l[r] * alpha + expShifted(row, cols, mNew);
-            m[r] = mNew;
-          }
-        }
-        for (int64_t r = 0; r < rows; ++r)
-          m[r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
-      }
+      if (buf.lseIn)
+        std::copy(buf.lseIn + bh * Sq, buf.lseIn + (bh + 1) * Sq,
+                  lse.data() + g * Sq);
+      else
+        rowLogSumExp(job, b, h, qh, k.data(), lse.data() + g * Sq, p.data(),
+                     biasRow);
     }
     // Gradients, a key tile at a time.
     for (int64_t j0 = 0; j0 < Skv; j0 += kKeyTile) {
@@ -441,14 +522,15 @@ void backwardTasks(void *frame, int64_t begin, int64_t end) {
                     *doh = dout.data() + g * Sq * Dv;
         for (int64_t i0 = 0; i0 < Sq; i0 += kQueryTile) {
           int64_t rows = std::min(kQueryTile, Sq - i0);
-          if (sh.tileMasked(i0, rows, j0))
+          if (tileMasked(job, i0, j0))
             continue;
-          scoreTile(sh, buf.bias, b, h, i0, rows, j0, cols, qh + i0 * D, kt,
-                    p.data(), tanhTile, biasRow);
+          scoreTile(job, b, h, i0, rows, j0, cols, qh + i0 * D, kt, p.data(),
+                    tanhTile, biasRow);
           for (int64_t r = 0; r < rows; ++r) {
             float *row = p.data() + r * kKeyTile;
             float rowLse = lse[g * Sq + i0 + r];
-            if (rowLse == kNegInf)
+            // A row without keys: -inf, or the block form's -FLT_MAX.
+            if (rowLse == kNegInf || (sh.block && rowLse == kEmptyRowLse))
               std::fill(row, row + cols, 0.0f);
             else
               expShifted(row, cols, rowLse);
@@ -486,7 +568,8 @@ void runAttention(const Command &command, uint8_t *arena,
                   KernelThreads &threads) {
   Shape sh(command);
   Buffers buf = buffersOf(command, sh, arena);
-  Job job{&sh, &buf};
+  Positions pos(sh, buf.qpos, buf.kpos);
+  Job job{&sh, &buf, &pos};
   if (command.kind == CommandKind::Attention) {
     int64_t tiles = (sh.Sq + kQueryTile - 1) / kQueryTile;
     KernelThreads::parallelFor(&threads, forwardTasks, &job,

@@ -670,6 +670,10 @@ bool Validator::checkCommand(const char *label, size_t index,
   case CommandKind::AttentionBackward:
     if (!checkAttention(what, c))
       return false;
+    // The CUDA kernels take no positions and write no lse.
+    if (cuda && attentionIsBlock(c))
+      return fail(what + ": block attention (ring context parallelism) runs "
+                         "on the CPU backend only");
     // The CUDA kernels keep a row of q/k and of v in registers.
     if (cuda && (c.params[kAttnBatch] > 65535 || c.params[kAttnQHeads] > 65535))
       return fail(what + ": the CUDA attention kernels take up to 65535 "

@@ -102,17 +102,31 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
 
 bool Validator::checkAttention(const std::string &what, const Command &c) {
   const std::vector<int64_t> &p = c.params;
-  if (p.size() != kAttnNumParams)
+  // Plans written before the block flag have one parameter less.
+  if (p.size() != kAttnNumParams && p.size() != kAttnNumParams - 1)
     return fail(what + ": has " + std::to_string(p.size()) +
-                " parameters, expected " + std::to_string(kAttnNumParams));
+                " parameters, expected " + std::to_string(kAttnNumParams) +
+                " (" + std::to_string(kAttnNumParams - 1) +
+                " without the block flag)");
+  if (p.size() > kAttnBlock && p[kAttnBlock] != 0 && p[kAttnBlock] != 1)
+    return fail(what + ": block flag " + std::to_string(p[kAttnBlock]) +
+                " is not 0 (attention) or 1 (block attention)");
+  bool block = attentionIsBlock(c);
   bool backward = c.kind == CommandKind::AttentionBackward;
   bool hasBias = p[kAttnBiasDType] != 0;
-  size_t buffers = (backward ? 8 : 4) + (hasBias ? 1 : 0);
-  if (c.buffers.size() != buffers)
+  // The block form adds the positions of the queries and keys, and lse.
+  size_t buffers = (backward ? 8 : 4) + (hasBias ? 1 : 0) + (block ? 3 : 0);
+  if (c.buffers.size() != buffers) {
+    const char *names =
+        backward ? (block ? " (q, k, v, [bias], qpos, kpos, lse, out, dout, "
+                            "dq, dk, dv)"
+                          : " (q, k, v, [bias], out, dout, dq, dk, dv)")
+                 : (block ? " (q, k, v, [bias], qpos, kpos, out, lse)"
+                          : " (q, k, v, [bias], out)");
     return fail(what + ": has " + std::to_string(c.buffers.size()) +
                 " buffers, expected " + std::to_string(buffers) +
-                (backward ? " (q, k, v, [bias], out, dout, dq, dk, dv)"
-                          : " (q, k, v, [bias], out)"));
+                (block ? " for block attention" : "") + names);
+  }
   auto isFloat = [](int64_t v) {
     return v == static_cast<int64_t>(DType::F32) ||
            v == static_cast<int64_t>(DType::BF16) ||
@@ -189,7 +203,16 @@ bool Validator::checkAttention(const std::string &what, const Command &c) {
   if (hasBias)
     operands.push_back({"bias", count(biasDims.b, biasDims.h, biasDims.s, Skv),
                         code(p[kAttnBiasDType])});
+  if (block) {
+    operands.push_back({"qpos", count(1, 1, 1, Sq), DType::I64});
+    operands.push_back({"kpos", count(1, 1, 1, Skv), DType::I64});
+  }
+  Operand lse = {"lse", count(1, B, Hq, Sq), DType::F32};
+  if (block && backward)
+    operands.push_back(lse);
   operands.push_back({"out", count(B, Hq, Sq, Dv), code(p[kAttnDType])});
+  if (block && !backward)
+    operands.push_back(lse);
   if (backward) {
     operands.push_back({"dout", count(B, Hq, Sq, Dv), code(p[kAttnDoutDType])});
     operands.push_back({"dq", count(B, Hq, Sq, D), code(p[kAttnGradDType])});

@@ -104,6 +104,32 @@ int64_t AttentionGradOp::getFlops() {
   return scores * (8 * q.getDimSize(3) + 4 * v.getDimSize(3) + 10);
 }
 
+/// A ring attention's block: the forward's work on its scores. A causal
+/// block's share of unmasked scores depends on the ranks' positions; half
+/// is the average over a ring's blocks.
+int64_t AttentionBlockOp::getFlops() {
+  auto q = cast<RankedTensorType>(getQ().getType());
+  auto v = cast<RankedTensorType>(getV().getType());
+  int64_t scores =
+      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
+  if (getCausal())
+    scores /= 2;
+  return scores * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
+}
+
+/// The backward kernel on a block, given the rows' log-sum-exp: the scores
+/// once (2 * D), dv and dp (2 * Dv each), dq and dk (2 * D each) and the
+/// elementwise work between; half the scores when causal (as above).
+int64_t AttentionBlockGradOp::getFlops() {
+  auto q = cast<RankedTensorType>(getQ().getType());
+  auto v = cast<RankedTensorType>(getV().getType());
+  int64_t scores =
+      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
+  if (getCausal())
+    scores /= 2;
+  return scores * (6 * q.getDimSize(3) + 4 * v.getDimSize(3) + 10);
+}
+
 /// Two products and a sum per rotated feature.
 int64_t RotaryOp::getFlops() {
   auto x = cast<RankedTensorType>(getX().getType());

@@ -611,36 +611,86 @@ LogicalResult AttentionOp::verify() {
                          static_cast<int64_t>(getCausalOffset()));
 }
 
+/// The checks of an attention gradient's `dout` and results against its
+/// operands (attention_grad and attention_block_grad).
+static LogicalResult verifyAttentionGrads(Operation *op, Value q, Value k,
+                                          Value v, Value out, Value dout,
+                                          Value dq, Value dk, Value dv) {
+  if (tensorType(dout).getShape() != tensorType(out).getShape())
+    return op->emitOpError()
+           << "dout " << dout.getType() << " does not have out's shape "
+           << shapeStr(tensorType(out).getShape());
+  Type gradType = tensorType(dq).getElementType();
+  Type qType = tensorType(q).getElementType();
+  if (gradType != qType && !gradType.isF32())
+    return op->emitOpError() << "gradients must be " << qType
+                             << " (q's element type) or f32, got " << gradType;
+  for (auto [name, grad, of] :
+       {std::tuple<StringRef, Value, Value>{"dq", dq, q},
+        {"dk", dk, k},
+        {"dv", dv, v}}) {
+    if (tensorType(grad).getShape() != tensorType(of).getShape())
+      return op->emitOpError()
+             << name << " " << grad.getType() << " does not have the shape of "
+             << name.drop_front() << " " << shapeStr(tensorType(of).getShape());
+    if (tensorType(grad).getElementType() != gradType)
+      return op->emitOpError()
+             << name << " has element type "
+             << tensorType(grad).getElementType() << ", dq has " << gradType;
+  }
+  return success();
+}
+
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQ(), getK(), getV(), getBias(), getOut(),
                              "out", getScale().convertToDouble(),
                              getSoftcap().convertToDouble(), getCausal(),
                              static_cast<int64_t>(getCausalOffset()))))
     return failure();
-  if (tensorType(getDout()).getShape() != tensorType(getOut()).getShape())
-    return emitOpError() << "dout " << getDout().getType()
-                         << " does not have out's shape "
-                         << shapeStr(tensorType(getOut()).getShape());
-  Type gradType = tensorType(getDq()).getElementType();
-  Type qType = tensorType(getQ()).getElementType();
-  if (gradType != qType && !gradType.isF32())
-    return emitOpError() << "gradients must be " << qType
-                         << " (q's element type) or f32, got " << gradType;
-  for (auto [name, grad, of] :
-       {std::tuple<StringRef, Value, Value>{"dq", getDq(), getQ()},
-        {"dk", getDk(), getK()},
-        {"dv", getDv(), getV()}}) {
-    if (tensorType(grad).getShape() != tensorType(of).getShape())
-      return emitOpError() << name << " " << grad.getType()
-                           << " does not have the shape of "
-                           << name.drop_front() << " "
-                           << shapeStr(tensorType(of).getShape());
-    if (tensorType(grad).getElementType() != gradType)
-      return emitOpError() << name << " has element type "
-                           << tensorType(grad).getElementType() << ", dq has "
-                           << gradType;
-  }
+  return verifyAttentionGrads(*this, getQ(), getK(), getV(), getOut(),
+                              getDout(), getDq(), getDk(), getDv());
+}
+
+/// A block attention's positions (one per query row and key row) and the
+/// rows' log-sum-exp (B x Hq x Sq).
+static LogicalResult verifyBlockPositions(Operation *op, Value q, Value k,
+                                          Value qPositions, Value kPositions,
+                                          Value lse) {
+  ArrayRef<int64_t> qs = tensorType(q).getShape();
+  for (auto [name, positions, length] :
+       {std::tuple<StringRef, Value, int64_t>{"q_positions", qPositions, qs[2]},
+        {"k_positions", kPositions, tensorType(k).getDimSize(2)}})
+    if (tensorType(positions).getShape() != ArrayRef<int64_t>{length})
+      return op->emitOpError()
+             << name << " " << positions.getType()
+             << " should have one position per row (" << length << ")";
+  SmallVector<int64_t> rows = {qs[0], qs[1], qs[2]};
+  if (tensorType(lse).getShape() != ArrayRef<int64_t>(rows))
+    return op->emitOpError() << "lse " << lse.getType() << " should be "
+                             << shapeStr(rows) << " (one per query row)";
   return success();
+}
+
+LogicalResult AttentionBlockOp::verify() {
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), Value(), getOut(),
+                             "out", getScale().convertToDouble(),
+                             getSoftcap().convertToDouble(), getCausal(),
+                             static_cast<int64_t>(getCausalOffset()))))
+    return failure();
+  return verifyBlockPositions(*this, getQ(), getK(), getQPositions(),
+                              getKPositions(), getLse());
+}
+
+LogicalResult AttentionBlockGradOp::verify() {
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), Value(), getOut(),
+                             "out", getScale().convertToDouble(),
+                             getSoftcap().convertToDouble(), getCausal(),
+                             static_cast<int64_t>(getCausalOffset()))) ||
+      failed(verifyBlockPositions(*this, getQ(), getK(), getQPositions(),
+                                  getKPositions(), getLse())))
+    return failure();
+  return verifyAttentionGrads(*this, getQ(), getK(), getV(), getOut(),
+                              getDout(), getDq(), getDk(), getDv());
 }
 
 LogicalResult RotaryOp::verify() {

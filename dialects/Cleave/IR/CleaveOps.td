@@ -626,118 +626,6 @@ def Cleave_RmsNormOp : Cleave_Op<"rms_norm", [], ["getFlops"]> {
   let hasVerifier = 1;
 }
 
-def Cleave_AttentionOp : Cleave_Op<"attention", [],
-                                    ["getFlops"]> {
-  let summary = "Scaled dot-product attention with grouped key/value heads";
-  let description = [{
-    `q` is `B x Hq x Sq x D`, `k` is `B x Hkv x Skv x D` and `v` is
-    `B x Hkv x Skv x Dv`, with `Hq` a multiple of `Hkv`: query head `h`
-    reads key/value head `h / (Hq / Hkv)` (grouped-query attention; `Hq =
-    Hkv` is multi-head attention). The result is `B x Hq x Sq x Dv`:
-
-      s[b, h, i, j] = scale * sum_d q[b, h, i, d] * k[b, h / G, j, d]
-      s = softcap * tanh(s / softcap)               (when softcap > 0)
-      s = s + bias[b, h, i, j]                      (bias broadcast, if given)
-      s[b, h, i, j] = -inf where j > i + causal_offset   (when causal)
-      p = softmax over j of s; a row with no finite score gives zeros
-      result[b, h, i, e] = sum_j p[b, h, i, j] * v[b, h / G, j, e]
-
-    The optional additive `bias` is `B' x H' x Sq' x Skv` with each of
-    `B'`, `H'`, `Sq'` either 1 (broadcast) or the full size: masks are
-    biases of 0 and -inf. With bf16 or f16 operands the scores and the
-    softmax are computed in f32; spelled out, the probabilities are rounded
-    to the operands' type for the second product (as FlashAttention does on
-    GPUs), while the CPU's fused kernel keeps them in f32.
-
-    The op is kept whole through autodiff (its VJP is a
-    `cleave.attention_grad`, which recomputes the probabilities from `q`
-    and `k` rather than saving them), mixed precision and partitioning
-    (heads and batch are parallel). On the CPU it becomes one fused
-    attention command (tiles of the scores, an online softmax); elsewhere
-    `--cleave-decompose-attention` expands it into contractions and a
-    softmax before planning.
-
-    ```mlir
-    %0 = cleave.attention %q, %k, %v scale = 0.125 causal
-        : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
-           tensor<2x2x16x64xf32>) -> tensor<2x8x16x64xf32>
-    %1 = cleave.attention %q, %k, %v bias %m scale = 0.125
-        : (tensor<2x8x16x64xf32>, tensor<2x8x16x64xf32>,
-           tensor<2x8x16x64xf32>, tensor<2x1x1x16xf32>) -> tensor<2x8x16x64xf32>
-    ```
-  }];
-  let arguments = (ins RankedTensorOf<[AnyFloat]>:$q,
-                       RankedTensorOf<[AnyFloat]>:$k,
-                       RankedTensorOf<[AnyFloat]>:$v,
-                       Optional<RankedTensorOf<[AnyFloat]>>:$bias,
-                       F64Attr:$scale, UnitAttr:$causal,
-                       DefaultValuedAttr<I64Attr, "0">:$causal_offset,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
-  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
-  let assemblyFormat = [{
-    $q `,` $k `,` $v (`bias` $bias^)? `scale` `=` $scale (`causal` $causal^)?
-    attr-dict `:` functional-type(operands, results)
-  }];
-  let extraClassDeclaration = [{
-    /// Query heads per key/value head.
-    int64_t getGroupSize();
-  }];
-  let hasVerifier = 1;
-}
-
-def Cleave_AttentionGradOp : Cleave_Op<"attention_grad", [],
-                                        ["getFlops"]> {
-  let summary = "Gradients of cleave.attention with respect to q, k and v";
-  let description = [{
-    Given the operands and attributes of a `cleave.attention`, its result
-    `out` and the cotangent `dout` of that result, gives `dq`, `dk` and
-    `dv` (the shapes of `q`, `k` and `v`, all of one element type: `q`'s or
-    f32). The probabilities are recomputed from `q` and `k` rather than
-    saved, as FlashAttention's backward pass does:
-
-      p = the forward's probabilities (rows with no finite score: zeros)
-      dv = p^T dout,  dp = dout v^T,  ds = p * (dp - rowsum(dout * out))
-      ds' = ds * (1 - tanh^2) (softcap) * scale
-      dq = ds' k,  dk = ds'^T q   (query heads summed into their kv head)
-
-    The bias's gradient is not a result: the VJP rule spells it out beside
-    this op when the bias needs one. On the CPU the op is one fused kernel
-    that never holds more than a tile of the scores; elsewhere
-    `--cleave-decompose-attention` spells it out.
-
-    ```mlir
-    %dq, %dk, %dv = cleave.attention_grad %q, %k, %v, %out, %dout
-        scale = 0.125 causal
-        : (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
-           tensor<2x2x16x64xf32>, tensor<2x8x16x64xf32>,
-           tensor<2x8x16x64xf32>)
-        -> (tensor<2x8x16x64xf32>, tensor<2x2x16x64xf32>,
-            tensor<2x2x16x64xf32>)
-    ```
-  }];
-  let arguments = (ins RankedTensorOf<[AnyFloat]>:$q,
-                       RankedTensorOf<[AnyFloat]>:$k,
-                       RankedTensorOf<[AnyFloat]>:$v,
-                       RankedTensorOf<[AnyFloat]>:$out,
-                       RankedTensorOf<[AnyFloat]>:$dout,
-                       Optional<RankedTensorOf<[AnyFloat]>>:$bias,
-                       F64Attr:$scale, UnitAttr:$causal,
-                       DefaultValuedAttr<I64Attr, "0">:$causal_offset,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
-  let results = (outs RankedTensorOf<[AnyFloat]>:$dq,
-                      RankedTensorOf<[AnyFloat]>:$dk,
-                      RankedTensorOf<[AnyFloat]>:$dv);
-  let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $out `,` $dout (`bias` $bias^)? `scale` `=` $scale
-    (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
-  }];
-  let extraClassDeclaration = [{
-    /// Query heads per key/value head.
-    int64_t getGroupSize();
-  }];
-  let hasVerifier = 1;
-}
-
 def Cleave_RotaryOp : Cleave_Op<"rotary", [], ["getFlops"]> {
   let summary = "Rotary position embedding";
   let description = [{
@@ -926,6 +814,7 @@ def Cleave_PipelineSumOp : Cleave_Op<"pipeline_sum",
   let hasVerifier = 1;
 }
 
+include "Cleave/IR/CleaveAttention.td"
 include "Cleave/IR/CleaveGradient.td"
 
 #endif // CLEAVE_IR_CLEAVEOPS_TD

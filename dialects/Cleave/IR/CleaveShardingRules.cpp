@@ -794,6 +794,20 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return rule;
 }
 
+// The block forms exist only on local shapes: the partitioner makes them
+// from a sequence already split over the ring.
+ShardingRule AttentionBlockOp::getShardingRule() {
+  return ShardingRule::replicatedOnly(
+      *this, "a ring attention block is made on local shapes, after "
+             "partitioning");
+}
+
+ShardingRule AttentionBlockGradOp::getShardingRule() {
+  return ShardingRule::replicatedOnly(
+      *this, "a ring attention block is made on local shapes, after "
+             "partitioning");
+}
+
 ShardingRule RotaryOp::getShardingRule() {
   // Batch, heads and positions are parallel (the angles follow the
   // positions); a feature's partner lies across the feature dimension.

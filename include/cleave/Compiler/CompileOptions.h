@@ -106,6 +106,7 @@ struct CompileOptions {
   std::vector<std::string> shard;
   std::string shardingFile;
   int64_t debugDropCollective = -1;
+  int64_t debugRingFault = -1;
   // Memory, reports and simulation.
   std::string maxMemory;
   bool printMemoryPlan = false;

@@ -248,6 +248,8 @@ struct PartitionPass : ::cleave::impl::PartitionPassBase<PartitionPass> {
       options.interleaved = interleavedAxes;
       options.exchangeAxes = exchangeAxes;
       options.requireExchange = requireExchange;
+      options.ringAxes = ringAxes;
+      options.ringFault = ringFault;
       Partitioner p(meshes.front(), options);
       if (failed(p.run(func)))
         return signalPassFailure();

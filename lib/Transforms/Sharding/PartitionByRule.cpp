@@ -78,6 +78,14 @@ LogicalResult Partitioner::partitionWithRule(OpBuilder &b, Operation *op) {
       return failure();
     factorAxes = std::move(*chosen);
   }
+  return partitionWithFactors(b, op, rule, factorAxes, wholeOnly);
+}
+
+LogicalResult Partitioner::partitionWithFactors(OpBuilder &b, Operation *op,
+                                                const ShardingRule &rule,
+                                                ArrayRef<Axes> factorAxes,
+                                                bool wholeOnly,
+                                                BuildLocal build) {
   SmallVector<Value> operands =
       reshardOperands(b, op, rule, factorAxes, wholeOnly);
 
@@ -107,12 +115,21 @@ LogicalResult Partitioner::partitionWithRule(OpBuilder &b, Operation *op) {
     partialKind = rule.getFactor(f).reduceKind;
     llvm::append_range(partial, factorAxes[f]);
   }
-  LocalLayout layout{rule, factorAxes, produced, partial};
-  auto iface = dyn_cast<PartitionOpInterface>(op);
-  Operation *local =
-      iface ? iface.buildLocalOp(*this, b, layout, operands, resultTypes)
-            : cloneOnLocalShapes(b, op, operands, resultTypes);
-  finishResults(b, op, local, produced, partial, partialKind);
+  SmallVector<Value> results;
+  if (build) {
+    FailureOr<SmallVector<Value>> built = build(operands, resultTypes);
+    if (failed(built))
+      return failure();
+    results = std::move(*built);
+  } else {
+    LocalLayout layout{rule, factorAxes, produced, partial};
+    auto iface = dyn_cast<PartitionOpInterface>(op);
+    Operation *local =
+        iface ? iface.buildLocalOp(*this, b, layout, operands, resultTypes)
+              : cloneOnLocalShapes(b, op, operands, resultTypes);
+    results.assign(local->result_begin(), local->result_end());
+  }
+  finishResults(b, op, results, produced, partial, partialKind);
   return success();
 }
 
@@ -258,7 +275,7 @@ SmallVector<Value> Partitioner::reshardOperands(OpBuilder &b, Operation *op,
   return operands;
 }
 
-void Partitioner::finishResults(OpBuilder &b, Operation *op, Operation *local,
+void Partitioner::finishResults(OpBuilder &b, Operation *op, ValueRange local,
                                 ArrayRef<DimAxes> produced, const Axes &partial,
                                 std::optional<ReduceKind> partialKind) {
   Location loc = op->getLoc();
@@ -266,7 +283,7 @@ void Partitioner::finishResults(OpBuilder &b, Operation *op, Operation *local,
   // 4. Complete partial results, or leave sums for their adds; 5. the
   // result's own sharding.
   for (auto [i, r] : llvm::enumerate(op->getResults())) {
-    Value v = local->getResult(i);
+    Value v = local[i];
     auto type = tensorType(r);
     DimAxes target = type ? targetOf(r) : DimAxes();
     if (partial.empty() || !type) {

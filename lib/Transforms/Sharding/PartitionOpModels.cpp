@@ -381,5 +381,6 @@ void partition::registerPartitionExternalModels(DialectRegistry &registry) {
     GatherOp::attachInterface<GatherModel>(*ctx);
     SliceOp::attachInterface<SliceModel>(*ctx);
     ConvOp::attachInterface<ConvModel>(*ctx);
+    registerRingAttentionModels(ctx);
   });
 }

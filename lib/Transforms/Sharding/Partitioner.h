@@ -26,6 +26,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include <optional>
@@ -68,6 +69,10 @@ inline DimAxes targetOf(Value r) {
 /// True if any dimension of `dims` is split over one of `over`.
 bool splitsOver(ArrayRef<Axes> dims, ArrayRef<StringAttr> over);
 
+/// Attaches the ring attention models (RingAttention.cpp) of
+/// cleave.attention and attention_grad.
+void registerRingAttentionModels(MLIRContext *ctx);
+
 class Partitioner {
 public:
   /// What the pass's options ask of every function's partitioning.
@@ -80,12 +85,20 @@ public:
     /// Exchange whenever an op can, and refuse an op that cannot, instead
     /// of taking the cheapest layout.
     bool requireExchange = false;
+    /// Axes over which an attention whose sequence is split runs as a
+    /// ring (RingAttention.cpp): key/value blocks rotate over them.
+    ArrayRef<std::string> ringAxes;
+    /// Testing only: at this ring step (>= 1) the keys' positions are
+    /// those of the neighbouring block, so that a parity check has
+    /// something to find. -1: none.
+    int64_t ringFault = -1;
   };
 
   Partitioner(MeshOp mesh, const Options &options)
       : mesh(mesh), axes(mesh), interleaved(options.interleaved),
         exchangeAxes(options.exchangeAxes),
-        requireExchange(options.requireExchange) {}
+        requireExchange(options.requireExchange), ringAxes(options.ringAxes),
+        ringFault(options.ringFault) {}
 
   LogicalResult run(func::FuncOp func);
 
@@ -114,6 +127,16 @@ public:
 
   MeshOp getMesh() const { return mesh; }
   const MeshAxes &getMeshAxes() const { return axes; }
+  /// The ring axes and fault (Options).
+  ArrayRef<std::string> getRingAxes() const { return ringAxes; }
+  int64_t getRingFault() const { return ringFault; }
+  /// The rows' log-sum-exp of a ring attention (a global cleave.attention)
+  /// in its local layout, for its gradient.
+  struct RingRows {
+    Value lse;
+    DimAxes dims;
+  };
+  DenseMap<Operation *, RingRows> &getRingRows() { return ringRows; }
   /// Whether ranks along `axis` hold interleaved elements of a split
   /// dimension instead of blocks (PartitionPass's interleaved-axes).
   bool isInterleaved(StringAttr axis) const {
@@ -152,6 +175,23 @@ public:
   /// (PartitionOpInterface::buildLocalOp); 4. and 5. its results completed
   /// and resharded to their shardings.
   LogicalResult partitionWithRule(OpBuilder &b, Operation *op);
+  /// The op's local results from its resharded operands and their local
+  /// types, or failure (reported).
+  using BuildLocal = llvm::function_ref<FailureOr<SmallVector<Value>>(
+      ValueRange operands, TypeRange resultTypes)>;
+  /// Steps 2-5 of the generic path with the factor axes given: the
+  /// operands resharded to them, the local results built by `build` (by
+  /// default the model's buildLocalOp, or a clone), and the results
+  /// completed and resharded.
+  LogicalResult partitionWithFactors(OpBuilder &b, Operation *op,
+                                     const ShardingRule &rule,
+                                     ArrayRef<Axes> factorAxes, bool wholeOnly,
+                                     BuildLocal build = nullptr);
+  /// Step 1 of the generic path: the factor axes of the layout that sends
+  /// the fewest bytes (failure, reported, where an exchange must but
+  /// cannot be made).
+  FailureOr<SmallVector<Axes>> chooseFactorAxes(Operation *op,
+                                                const ShardingRule &rule);
 
   /// The local value of `global` resharded from `from` to `to`.
   Value reshard(OpBuilder &b, Location loc, Value local,
@@ -161,6 +201,11 @@ public:
   /// over `over`: a 0-d tensor of `elementType` (an int or float type).
   Value rankOffset(OpBuilder &b, Location loc, Type elementType, int64_t size,
                    ArrayRef<StringAttr> over, const Twine &why);
+  /// This rank's element of `perRank` (one value per rank of the group
+  /// `over`, by group index): a 0-d tensor of `elementType`.
+  Value rankValue(OpBuilder &b, Location loc, Type elementType,
+                  ArrayRef<int64_t> perRank, ArrayRef<StringAttr> over,
+                  const Twine &why);
   /// Completes `v`'s local value if it is a deferred partial sum, before
   /// the op `b` inserts at reads it.
   void completeDeferred(OpBuilder &b, Value v);
@@ -192,9 +237,6 @@ private:
   /// Reshards the operands of `op` made once for all their users
   /// (kReshardOnceAttr) to the layout the attribute names.
   void reshardOnce(OpBuilder &b, Operation *op);
-  /// The steps of the generic path.
-  FailureOr<SmallVector<Axes>> chooseFactorAxes(Operation *op,
-                                                const ShardingRule &rule);
   /// `base` with each exchange axis that splits an exchangeable factor of
   /// `op`'s operands or results moved to the factor it exchanges with:
   /// none when no such axis splits one, failure (reported) when one does
@@ -204,7 +246,7 @@ private:
   SmallVector<Value> reshardOperands(OpBuilder &b, Operation *op,
                                      const ShardingRule &rule,
                                      ArrayRef<Axes> factorAxes, bool wholeOnly);
-  void finishResults(OpBuilder &b, Operation *op, Operation *local,
+  void finishResults(OpBuilder &b, Operation *op, ValueRange local,
                      ArrayRef<DimAxes> produced, const Axes &partial,
                      std::optional<ReduceKind> partialKind);
 
@@ -261,6 +303,10 @@ private:
   /// Axes factors may exchange, and whether they must (Options).
   ArrayRef<std::string> exchangeAxes;
   bool requireExchange;
+  /// Ring attention's axes and testing fault (Options).
+  ArrayRef<std::string> ringAxes;
+  int64_t ringFault;
+  DenseMap<Operation *, RingRows> ringRows;
   DenseMap<Value, Local> locals;
   /// Per set of mesh axes: a scalar, true on the first rank of the axes.
   DenseMap<Attribute, Value> firstRankFlags;

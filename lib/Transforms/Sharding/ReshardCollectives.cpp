@@ -126,15 +126,24 @@ Value Partitioner::rankOffset(OpBuilder &b, Location loc, Type elementType,
   int64_t parts = axes.size(over);
   int64_t local = size / parts;
   // This rank's element of [0, local, 2 * local, ...].
-  auto startsType = RankedTensorType::get({parts}, elementType);
-  SmallVector<Attribute> starts;
+  SmallVector<int64_t> starts;
   for (int64_t i = 0; i < parts; ++i)
-    starts.push_back(
-        isa<FloatType>(elementType)
-            ? Attribute(b.getFloatAttr(elementType, double(i * local)))
-            : Attribute(b.getIntegerAttr(elementType, i * local)));
-  Value all = ConstantOp::create(b, loc, startsType,
-                                 DenseElementsAttr::get(startsType, starts));
+    starts.push_back(i * local);
+  return rankValue(b, loc, elementType, starts, over, why);
+}
+
+Value Partitioner::rankValue(OpBuilder &b, Location loc, Type elementType,
+                             ArrayRef<int64_t> perRank,
+                             ArrayRef<StringAttr> over, const Twine &why) {
+  int64_t parts = perRank.size();
+  auto allType = RankedTensorType::get({parts}, elementType);
+  SmallVector<Attribute> values;
+  for (int64_t v : perRank)
+    values.push_back(isa<FloatType>(elementType)
+                         ? Attribute(b.getFloatAttr(elementType, double(v)))
+                         : Attribute(b.getIntegerAttr(elementType, v)));
+  Value all = ConstantOp::create(b, loc, allType,
+                                 DenseElementsAttr::get(allType, values));
   Value mine =
       tag(AllSliceOp::create(b, loc, RankedTensorType::get({1}, elementType),
                              all, mesh.getSymName(), axesAttr(over), 0),

@@ -153,15 +153,11 @@ static LogicalResult seedAndPartition(ModuleOp module,
     rules.emplace_back(std::move(re), sharding);
   }
   bool hasDp = mesh.getAxisIndex("dp") >= 0;
-  if (options.contextParallel == "ring")
-    return mlir::emitError(module.getLoc())
-           << "--context-parallel=ring is not built yet; use all-to-all or "
-              "auto";
   if (options.contextParallel != "all-to-all" &&
-      options.contextParallel != "auto")
+      options.contextParallel != "ring" && options.contextParallel != "auto")
     return mlir::emitError(module.getLoc())
            << "--context-parallel='" << options.contextParallel
-           << "': expected all-to-all or auto";
+           << "': expected all-to-all, ring or auto";
   if (options.zero < 0 || options.zero > 3)
     return mlir::emitError(module.getLoc()) << "--zero must be 0, 1, 2 or 3";
   int64_t dpSize = hasDp ? mesh.getShape()[mesh.getAxisIndex("dp")] : 1;
@@ -548,7 +544,10 @@ static LogicalResult seedAndPartition(ModuleOp module,
 
   if (failed(runPasses([&](OpPassManager &pm) {
         PartitionPassOptions partition;
-        if (hasCp) {
+        if (hasCp && options.contextParallel == "ring") {
+          partition.ringAxes = {"cp"};
+          partition.ringFault = options.ringFault;
+        } else if (hasCp) {
           partition.exchangeAxes = {"cp"};
           partition.requireExchange = options.contextParallel == "all-to-all";
         }

@@ -70,6 +70,7 @@ struct ShardProgramPass : impl::ShardProgramPassBase<ShardProgramPass> {
     options.overlap = overlap;
     options.bucketMB = bucketMB;
     options.dropCollective = dropCollective;
+    options.ringFault = ringFault;
     options.explain = explain;
     options.runPipeline = [&](OpPassManager &pm) {
       return runPipeline(pm, module);
@@ -95,6 +96,7 @@ std::unique_ptr<Pass> createShardProgramPass(const ShardProgramOptions &o) {
   options.overlap = o.overlap;
   options.bucketMB = o.bucketMB;
   options.dropCollective = o.dropCollective;
+  options.ringFault = o.ringFault;
   auto pass = std::make_unique<ShardProgramPass>(options);
   pass->explain = o.explain;
   return pass;

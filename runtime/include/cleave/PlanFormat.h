@@ -178,9 +178,25 @@ const char *commandKindName(CommandKind);
 ///          One fused kernel: scores a tile at a time with an online
 ///          softmax, computed in f32. In CUDA plans, head dimensions up to
 ///          128 (the runtime's kernels keep a row in registers).
+///          The block form (kAttnBlock = 1, cleave.attention_block: one
+///          step of ring attention) has buffers = {q, k, v, [bias], qpos,
+///          kpos, out, lse}: qpos (int64 x Sq) and kpos (int64 x Skv) are
+///          the global positions of the block's query and key rows (the
+///          plain form's are i and j): when causal, key j is masked for
+///          query i iff kpos[j] > qpos[i] + offset. lse (F32, B x Hq x Sq)
+///          gets each row's log-sum-exp of its scaled, softcapped, biased
+///          and masked scores; a row with no unmasked key gets out = 0 and
+///          lse = -FLT_MAX (finite, so that blocks merge with elementwise
+///          max, sub, exp and log without NaNs). CPU plans only.
 ///  AttentionBackward: the same params; buffers = {q, k, v,
 ///          [bias], out, dout, dq, dk, dv}: cleave.attention_grad, dout in
 ///          doutDType, dq/dk/dv in gradDType (dtype or F32).
+///          The block form (kAttnBlock = 1, cleave.attention_block_grad)
+///          has buffers = {q, k, v, [bias], qpos, kpos, lse, out, dout, dq,
+///          dk, dv}: lse (F32, B x Hq x Sq) and out are the whole row's,
+///          merged over every block, so P = exp(s - lse) is not
+///          renormalized here; dq, dk and dv are this block's
+///          contributions (written, not accumulated into). CPU plans only.
 ///
 ///  Collective: params and buffers empty except {src, dst} buffers (send:
 ///          {src}; recv: {dst}); the operation is Command::collective. On
@@ -459,6 +475,7 @@ enum AttentionParam : size_t {
   kAttnHeadDim,
   kAttnValueDim,
   kAttnCausal,       ///< 0 or 1: key j is masked for query i if j > i + offset
+                     ///< (block form: kpos[j] > qpos[i] + offset)
   kAttnCausalOffset, ///< signed
   kAttnScaleBits,    ///< a double's bits: scores = scale * q . k
   kAttnSoftcapBits,  ///< a double's bits: 0, or s = softcap tanh(s / softcap)
@@ -466,8 +483,18 @@ enum AttentionParam : size_t {
   kAttnBiasBatch,
   kAttnBiasHeads,
   kAttnBiasQLen,
+  /// 0: the plain command; 1: the block form (ring attention's step, see
+  /// the command comment). Plans written before it have kAttnNumParams - 1
+  /// parameters: a missing kAttnBlock reads as 0 (attentionIsBlock).
+  kAttnBlock,
   kAttnNumParams
 };
+
+/// Whether an Attention or AttentionBackward command is the block form
+/// (false for plans written before kAttnBlock).
+inline bool attentionIsBlock(const Command &c) {
+  return c.params.size() > kAttnBlock && c.params[kAttnBlock] != 0;
+}
 
 /// What a Gemm command applies to C after the product (kGemmEpilogue).
 /// GELU is the tanh approximation, computed in f32 (f64 for f64 GEMMs):

@@ -1665,3 +1665,30 @@ func.func @bitcast_shape(%x: tensor<4xf32>) {
   %0 = cleave.bitcast %x : tensor<4xf32> -> tensor<2x2xi32>
   return
 }
+
+// -----
+
+func.func @attention_block_positions(%q: tensor<1x2x4x8xf32>, %p: tensor<3xi64>) {
+  // expected-error @+1 {{q_positions 'tensor<3xi64>' should have one position per row (4)}}
+  %o, %l = cleave.attention_block %q, %q, %q positions %p, %p scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_block_lse(%q: tensor<1x2x4x8xf32>, %p: tensor<4xi64>) {
+  // expected-error @+1 {{lse 'tensor<1x2x8xf32>' should be [1, 2, 4] (one per query row)}}
+  %o, %l = cleave.attention_block %q, %q, %q positions %p, %p scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4xi64>, tensor<4xi64>) -> (tensor<1x2x4x8xf32>, tensor<1x2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_block_grad_shape(%q: tensor<1x2x4x8xf32>, %p: tensor<4xi64>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{dk 'tensor<1x2x4x4xf32>' does not have the shape of k [1, 2, 4, 8]}}
+  %g:3 = cleave.attention_block_grad %q, %q, %q positions %p, %p lse %l out %q dout %q scale = 0.5
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4xi64>, tensor<4xi64>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>)
+  return
+}

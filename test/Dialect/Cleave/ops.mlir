@@ -508,6 +508,20 @@ func.func @softmax(%x: tensor<4x8xf32>, %h: tensor<2x3xf16>, %b: tensor<6xbf16>)
   return
 }
 
+// Ring attention's block forms: one key block with positions, the rows'
+// log-sum-exp; the block's gradients given the whole rows' lse and out.
+// CHECK-LABEL: func.func @attention_block
+func.func @attention_block(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>,
+                           %qp: tensor<8xi64>, %kp: tensor<8xi64>) {
+  // CHECK: %[[O:.*]], %[[L:.*]] = cleave.attention_block %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}}, %{{.*}} scale = 1.250000e-01 causal : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<8xi64>, tensor<8xi64>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  %o, %lse = cleave.attention_block %q, %k, %k positions %qp, %kp scale = 0.125 causal
+      : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<8xi64>, tensor<8xi64>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+  // CHECK: cleave.attention_block_grad %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}}, %{{.*}} lse %[[L]] out %[[O]] dout %[[O]] scale = 1.250000e-01 causal
+  %g:3 = cleave.attention_block_grad %q, %k, %k positions %qp, %kp lse %lse out %o dout %o scale = 0.125 causal
+      : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<8xi64>, tensor<8xi64>, tensor<1x4x8xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>)
+  return
+}
+
 // Attention: multi-head, grouped-query with a broadcast bias, a causal mask
 // with an offset and a softcap, bf16 operands.
 // CHECK-LABEL: func.func @attention

@@ -52,12 +52,15 @@ def ShardProgramPass : Pass<"cleave-shard-program", "::mlir::ModuleOp"> {
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "Megatron's sequence parallelism over tp">,
     Option<"contextParallel", "context-parallel", "std::string", "\"auto\"",
-           "How attention works on a sequence split over cp: all-to-all "
-           "or auto">,
+           "How attention works on a sequence split over cp: all-to-all, "
+           "ring or auto">,
     Option<"overlap", "overlap", "bool", "false",
            "Bucket gradient all-reduces and run collectives asynchronously">,
     Option<"bucketMB", "bucket-mb", "::cleave::ExactDouble", "25.0",
            "MiB per all-reduce bucket with overlap">,
+    Option<"ringFault", "ring-fault", "int64_t", "-1",
+           "Testing only: with context-parallel=ring, the keys' positions "
+           "at this ring step are the neighbouring block's">,
     Option<"dropCollective", "drop-collective", "int64_t", "-1",
            "Testing only: drop the N-th all_reduce after partitioning">,
   ];
@@ -150,6 +153,14 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
     move it back. The layout that sends the fewest bytes wins, or, with
     `require-exchange`, the exchanged one always (an op whose other factor
     does not divide over the axis is then an error).
+
+    Over `ring-axes` (the `cp` axis of ring context parallelism), an
+    attention whose queries' sequence is split keeps it split and splits
+    the keys' alike: each rank attends its queries to its key/value block,
+    passes the block on with a `collective_permute` and attends to the
+    next, `cleave.attention_block`s merged by their rows' log-sum-exp;
+    the gradient rotates the blocks again, their `dk` and `dv` travelling
+    with them (`cleave.attention_block_grad`).
   }];
   let options = [
     ListOption<"interleavedAxes", "interleaved-axes", "std::string",
@@ -162,6 +173,12 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
     Option<"requireExchange", "require-exchange", "bool", "false",
            "Exchange exchange-axes wherever an op's rule allows, and refuse "
            "an op that cannot, instead of taking the cheapest layout">,
+    ListOption<"ringAxes", "ring-axes", "std::string",
+               "Mesh axes over which an attention on a split sequence runs "
+               "as a ring of key/value blocks">,
+    Option<"ringFault", "ring-fault", "int64_t", "-1",
+           "Testing only: at this ring step the keys' positions are the "
+           "neighbouring block's">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }

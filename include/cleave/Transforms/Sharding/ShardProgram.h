@@ -52,7 +52,8 @@ struct ShardProgramOptions {
   /// How attention works on a sequence split over a `cp` axis: "auto"
   /// (exchange the sequence for heads with all_to_all where that sends
   /// fewer bytes than gathering it), "all-to-all" (always, refusing an
-  /// attention whose heads do not divide); "ring" is not built.
+  /// attention whose heads do not divide), "ring" (key/value blocks
+  /// rotate over cp; RingAttention.cpp).
   std::string contextParallel = "auto";
   /// Run --cleave-schedule-collectives after partitioning: gradient
   /// all-reduces in buckets of `bucketMB` MiB, collectives asynchronous.
@@ -64,6 +65,9 @@ struct ShardProgramOptions {
   /// For testing the parity check: after partitioning, drop the all_reduce
   /// with this index in program order (its result becomes its operand).
   int64_t dropCollective = -1;
+  /// For testing the parity check: with contextParallel "ring", the keys'
+  /// positions at this ring step are the neighbouring block's.
+  int64_t ringFault = -1;
   /// If set, receives the explainSharding report after partitioning.
   std::function<void(const std::string &)> explain;
   /// If set, runs the propagation and partitioning passes on the program
