@@ -1,9 +1,10 @@
 //===- AutoLayout.cpp - --auto: choose the parallel layout ----------------===//
 //
-// Searches dp x pp x tp, the schedule, the microbatch size, sequence
-// parallelism, ZeRO and recompute for the fastest simulated step that fits
-// the devices' memory (sim::searchPlans), compiling the small profiles the
-// planner asks for, and sets the compile's options to the chosen layout.
+// Searches dp x pp x tp x cp (with cp's attention partitioning), the
+// schedule, the microbatch size, sequence parallelism, ZeRO and recompute
+// for the fastest simulated step that fits the devices' memory
+// (sim::searchPlans), compiling the small profiles the planner asks for,
+// and sets the compile's options to the chosen layout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,10 +15,37 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <memory>
+#include <numeric>
 
 using namespace mlir;
 
 namespace cleave::compiler {
+
+/// --auto-cp's sizes and --context-parallel's mode (with --auto: the one
+/// attention partitioning its cp candidates take) into `planner`; returns
+/// an error or "".
+static std::string contextParallelChoices(const CompileOptions &opts,
+                                          sim::PlannerOptions &planner) {
+  if (!opts.contextParallel.empty()) {
+    if (opts.contextParallel != "all-to-all" &&
+        opts.contextParallel != "ring" && opts.contextParallel != "auto")
+      return "--context-parallel='" + opts.contextParallel +
+             "': expected all-to-all, ring or auto";
+    planner.contextParallelModes = {opts.contextParallel};
+  }
+  if (opts.autoCp.empty())
+    return "";
+  llvm::SmallVector<llvm::StringRef> sizes;
+  llvm::StringRef(opts.autoCp).split(sizes, ',');
+  for (llvm::StringRef size : sizes) {
+    int64_t cp = 0;
+    if (size.trim().getAsInteger(10, cp) || cp < 1)
+      return "bad --auto-cp '" + opts.autoCp +
+             "' (expected context-parallel sizes such as 1,2,4)";
+    planner.contextParallel.push_back(cp);
+  }
+  return "";
+}
 
 int Driver::planLayout(bool &searchOnly) {
   // What the planner decides is not the user's to give.
@@ -105,10 +133,21 @@ int Driver::planLayout(bool &searchOnly) {
       imports.inputShapes[input->name] = shape;
     }
   };
-  auto meshOf = [](int64_t dp, int64_t pp, int64_t tp) {
+  // The axes in the order --mesh lays them out (Configure.cpp: tp fastest,
+  // inside a node, then pp, then dp; cp, like any axis but those, before
+  // them), which Candidate::options() prints too: the profiles are costed
+  // at the rank placement the chosen layout compiles to, printed or not.
+  // cp's exchanges are as heavy as tp's, so beside tp inside a node would
+  // suit them better; on a cluster of several nodes a cp group placed
+  // outermost spans nodes and is costed over their links. Placing cp beside
+  // tp is a change to --mesh's layout (and then to this order), not one
+  // the planner can make alone.
+  auto meshOf = [](int64_t dp, int64_t pp, int64_t tp, int64_t cp) {
     std::vector<std::pair<std::string, int64_t>> mesh;
-    for (auto [name, size] :
-         {std::pair<const char *, int64_t>{"dp", dp}, {"pp", pp}, {"tp", tp}})
+    for (auto [name, size] : {std::pair<const char *, int64_t>{"cp", cp},
+                              {"dp", dp},
+                              {"pp", pp},
+                              {"tp", tp}})
       if (size > 1)
         mesh.push_back({name, size});
     return mesh;
@@ -120,28 +159,30 @@ int Driver::planLayout(bool &searchOnly) {
       cut += (cut.empty() ? "" : ",") + outline->layers[count / stages * i - 1];
     return cut;
   };
-  auto layoutOptions = [&](PhaseOptions &co, int64_t dp, int64_t pp, int64_t tp,
-                           bool sp, int zero, int64_t microbatches,
-                           const std::string &schedule,
-                           const std::string &recompute, int64_t stages,
-                           int64_t count, bool overlap, double bucketMB) {
-    // pp pipeline ranks run `stages` stage programs (pp * chunks).
-    co.train->microbatches = microbatches;
-    co.train->pipelineRanks = pp;
-    co.train->schedule = pp > 1 ? schedule : "1f1b";
-    co.train->stageBoundaries = pp > 1 ? boundaries(stages, count) : "";
-    co.recompute = recompute;
-    ShardProgramOptions shard;
-    shard.mesh = meshOf(dp, pp, tp);
-    shard.sequenceParallel = sp;
-    shard.zero = zero;
-    shard.overlap = overlap;
-    shard.bucketMB = bucketMB;
-    if (shard.mesh.empty())
-      co.shard.reset();
-    else
-      co.shard = std::move(shard);
-  };
+  auto layoutOptions =
+      [&](PhaseOptions &co, int64_t dp, int64_t pp, int64_t tp, bool sp,
+          int64_t cp, const std::string &cpMode, int zero, int64_t microbatches,
+          const std::string &schedule, const std::string &recompute,
+          int64_t stages, int64_t count, bool overlap, double bucketMB) {
+        // pp pipeline ranks run `stages` stage programs (pp * chunks).
+        co.train->microbatches = microbatches;
+        co.train->pipelineRanks = pp;
+        co.train->schedule = pp > 1 ? schedule : "1f1b";
+        co.train->stageBoundaries = pp > 1 ? boundaries(stages, count) : "";
+        co.recompute = recompute;
+        ShardProgramOptions shard;
+        shard.mesh = meshOf(dp, pp, tp, cp);
+        shard.sequenceParallel = sp;
+        if (cp > 1)
+          shard.contextParallel = cpMode;
+        shard.zero = zero;
+        shard.overlap = overlap;
+        shard.bucketMB = bucketMB;
+        if (shard.mesh.empty())
+          co.shard.reset();
+        else
+          co.shard = std::move(shard);
+      };
 
   // The profiles' model, cut once.
   FailureOr<std::string> cut =
@@ -155,6 +196,13 @@ int Driver::planLayout(bool &searchOnly) {
   planner.globalBatch = opts.globalBatch;
   planner.layers = layers;
   planner.memoryLimit = budget ? double(*budget) : cluster.device.memoryBytes;
+  // cp splits dimension 1 of every batch input of rank 2 or more: the
+  // sizes it may take divide all of them.
+  for (const auto *input : batched)
+    if (input->shape.size() >= 2)
+      planner.sequence = std::gcd(planner.sequence, input->shape[1]);
+  if (std::string e = contextParallelChoices(opts, planner); !e.empty())
+    return fail(e);
   planner.compileProfile = [&](const sim::ProfileKey &key,
                                plan::Plan &out) -> std::string {
     ImportOptions imports = importOptions;
@@ -170,9 +218,9 @@ int Driver::planLayout(bool &searchOnly) {
     co.dump = nullptr;
     co.kernelAssembly = nullptr;
     layoutOptions(co, sim::kProfileDataParallel, sim::kProfileLayers, key.tp,
-                  key.sequenceParallel, key.zero, sim::kProfileMicrobatches,
-                  "1f1b", key.recompute, sim::kProfileLayers,
-                  sim::kProfileLayers,
+                  key.sequenceParallel, key.cp, key.contextParallel, key.zero,
+                  sim::kProfileMicrobatches, "1f1b", key.recompute,
+                  sim::kProfileLayers, sim::kProfileLayers,
                   /*overlap=*/false, opts.bucketMB);
     // Profiles compile on several threads at once: one thread each.
     MLIRContext context(compileRegistry(), MLIRContext::Threading::DISABLED);
@@ -268,8 +316,9 @@ int Driver::planLayout(bool &searchOnly) {
       search.feasible.size() + search.rejected.size(), search.searchSeconds);
   pinBatch(importOptions, opts.globalBatch);
   layoutOptions(phaseOptions, best.dp, best.pp, best.tp, best.sequenceParallel,
-                best.zero, best.microbatches, best.schedule(), best.recompute,
-                best.pp * best.chunks, layers, best.overlap, best.bucketMB);
+                best.cp, best.contextParallel, best.zero, best.microbatches,
+                best.schedule(), best.recompute, best.pp * best.chunks, layers,
+                best.overlap, best.bucketMB);
   // What the reports read.
   opts.microbatches = best.microbatches;
   opts.schedule = best.schedule();

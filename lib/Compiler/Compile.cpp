@@ -240,11 +240,11 @@ int Driver::run() {
       if (searchOnly || io.stopAfterOptions)
         return 0;
     } else if (opts.globalBatch || opts.explain ||
-               !opts.candidatesFile.empty()) {
-      return fail(std::string(opts.explain ? "--explain"
-                              : !opts.candidatesFile.empty()
-                                  ? "--candidates"
-                                  : "--global-batch") +
+               !opts.candidatesFile.empty() || !opts.autoCp.empty()) {
+      return fail(std::string(opts.explain                   ? "--explain"
+                              : !opts.candidatesFile.empty() ? "--candidates"
+                              : !opts.autoCp.empty() ? "--auto-cp"
+                                                     : "--global-batch") +
                   " needs --auto");
     }
     if (io.stopAfterOptions)

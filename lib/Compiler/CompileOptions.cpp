@@ -402,14 +402,15 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "out of the plan (training from scratch; small plans of large "
       "models)");
   add(o.autoPlan, "auto", "",
-      "Choose the parallel layout: search dp x pp x tp over the "
-      "--cluster's devices, the pipeline schedule and its chunks, "
-      "the microbatch size, sequence parallelism, the ZeRO stage "
-      "and the recompute policy for the fastest simulated step "
-      "within the devices' memory (or --max-memory), then compile "
-      "it. Needs --train, --global-batch and a model of repeated "
-      "layers whose inputs have a symbolic batch dimension. With "
-      "--emit=none it only searches");
+      "Choose the parallel layout: search dp x pp x tp x cp over the "
+      "--cluster's devices (cp with --context-parallel all-to-all "
+      "and ring, or the one mode given), the pipeline schedule and "
+      "its chunks, the microbatch size, sequence parallelism, the "
+      "ZeRO stage and the recompute policy for the fastest simulated "
+      "step within the devices' memory (or --max-memory), then "
+      "compile it. Needs --train, --global-batch and a model of "
+      "repeated layers whose inputs have a symbolic batch dimension. "
+      "With --emit=none it only searches");
   add(o.globalBatch, "global-batch", "N",
       "With --auto: the sequences (rows of the batch) one step "
       "trains on, over all data-parallel ranks and microbatches");
@@ -421,6 +422,11 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "With --auto: write every candidate layout as CSV (predicted "
       "step, memory, energy and cost per step, tokens per step, "
       "and why a rejected one lost), for tools/plan_tradeoff.py");
+  add(o.autoCp, "auto-cp", "N,...",
+      "With --auto: the context-parallel sizes to try (default: 1 "
+      "and the powers of two up to the devices per node that divide "
+      "the devices and the inputs' sequence, dimension 1); 1 alone "
+      "searches no context parallelism");
   add(o.keepLayers, "keep-layers", "K",
       "Compile only the first K of the model's repeated layers "
       "(nodes named by layer, e.g. h0.fc or /model/layers.0/mlp), "

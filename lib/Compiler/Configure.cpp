@@ -364,7 +364,8 @@ int Driver::configurePartitioning() {
     return fail("--overlap-collectives needs --mesh");
   } else if (opts.sequenceParallel) {
     return fail("--sequence-parallel needs --mesh with a tp axis");
-  } else if (!opts.contextParallel.empty()) {
+  } else if (!opts.contextParallel.empty() && !opts.autoPlan) {
+    // With --auto it is the mode the planner's cp candidates take.
     return fail("--context-parallel needs --mesh with a cp axis");
   }
   return 0;

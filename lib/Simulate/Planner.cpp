@@ -1,10 +1,10 @@
 //===- Planner.cpp - Search the parallel layouts of a training step -------===//
 //
-// See Planner.h: the search. Chains of profiles, one per tensor-parallel
-// layout, walk their variants (recompute policy, ZeRO stage) and microbatch
-// sizes best first; each profile's candidate layouts are evaluated
-// (PlannerEvaluate.cpp) and pruned against the best found so far. Each
-// round compiles its profiles on llvm's thread pool.
+// See Planner.h: the search. Chains of profiles, one per tensor- and
+// context-parallel layout, walk their variants (recompute policy, ZeRO stage)
+// and microbatch sizes best first; each profile's candidate layouts are
+// evaluated (PlannerEvaluate.cpp) and pruned against the best found so far.
+// Each round compiles its profiles on llvm's thread pool.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,11 +52,14 @@ struct Variant {
   int zero;
 };
 
-/// The profiles of one tensor-parallel layout (tp, with or without sequence
-/// parallelism), a variant at a time, a microbatch size at a time.
+/// The profiles of one tensor- and context-parallel layout (tp, with or
+/// without sequence parallelism; cp with its attention partitioning), a
+/// variant at a time, a microbatch size at a time.
 struct Chain {
   int64_t tp = 1;
   bool sp = false;
+  int64_t cp = 1;
+  std::string mode;
   size_t size = 0, variant = 0;
   double previous = HUGE_VAL;
   Outcome sized;
@@ -114,13 +117,15 @@ private:
   /// Evaluates every candidate of `profile` into `out`.
   Outcome candidatesOf(Profile &profile);
   /// The candidates of `profile` worth a schedule: every dp x pp over the
-  /// devices, 1F1B and interleaved with up to maxChunks chunks, and without
-  /// a pipeline each bucket size with overlap. Those that cannot be tried
-  /// go to out.rejected.
+  /// devices its tp x cp leaves, 1F1B and interleaved with up to maxChunks
+  /// chunks, and without a pipeline each bucket size with overlap. Those that
+  /// cannot be tried go to out.rejected.
   std::vector<Candidate> layoutsOf(Profile &profile);
   /// Replays `d` (a candidate of `profile`) if it fits its states, and
   /// files it into `out` and `o`.
   void record(Candidate &d, Profile &profile, Outcome &o);
+  /// The context-parallel sizes to try, into `cps`; returns an error or "".
+  std::string contextParallelSizes(std::vector<int64_t> &cps) const;
   ProfileKey keyOf(const Chain &c) const;
   void settle(Chain &c) const;
   void nextSize(Chain &c);
@@ -143,12 +148,38 @@ private:
   std::vector<Variant> variants;
   std::vector<Chain> chains;
   std::vector<std::unique_ptr<Profile>> profiles;
-  /// Tensor-parallel sizes whose states alone fit no layout.
-  std::set<int64_t> deadTp;
+  /// Tensor- and context-parallel sizes whose states alone fit no layout
+  /// (a larger cp leaves fewer devices to a pipeline).
+  std::set<std::pair<int64_t, int64_t>> deadTpCp;
   /// Profiles per round: the machine's hardware threads.
   unsigned threads;
   llvm::DefaultThreadPool pool;
 };
+
+std::string
+LayoutSearch::contextParallelSizes(std::vector<int64_t> &cps) const {
+  int64_t seq = options.sequence;
+  if (options.contextParallel.empty()) {
+    cps.push_back(1);
+    for (int64_t t = 2; t <= std::min(g, cluster.devicesPerNode); t *= 2)
+      if (g % t == 0 && seq > 0 && seq % t == 0)
+        cps.push_back(t);
+    return "";
+  }
+  for (int64_t cp : options.contextParallel) {
+    if (cp < 1 || g % cp)
+      return "context-parallel size " + std::to_string(cp) +
+             " does not divide the " + std::to_string(g) + " devices";
+    if (cp > 1 && (seq < 1 || seq % cp))
+      return "context-parallel size " + std::to_string(cp) +
+             " does not divide the sequence (" + std::to_string(seq) +
+             ", dimension 1 of the data inputs)";
+    cps.push_back(cp);
+  }
+  std::sort(cps.begin(), cps.end());
+  cps.erase(std::unique(cps.begin(), cps.end()), cps.end());
+  return "";
+}
 
 std::string LayoutSearch::prepare() {
   if (g < 1 || options.globalBatch < 1)
@@ -176,6 +207,22 @@ std::string LayoutSearch::prepare() {
   zeros.erase(std::unique(zeros.begin(), zeros.end()), zeros.end());
   if (sizes.empty() || zeros.empty() || options.recompute.empty())
     return "no microbatch size, ZeRO stage or recompute policy to try";
+  std::vector<int64_t> cps;
+  if (std::string e = contextParallelSizes(cps); !e.empty())
+    return e;
+  out.tensorParallel = tps;
+  out.contextParallel = cps;
+  // Each cp above 1 with each attention partitioning.
+  std::vector<std::pair<int64_t, std::string>> contexts;
+  for (int64_t cp : cps) {
+    if (cp == 1)
+      contexts.push_back({1, ""});
+    else
+      for (const std::string &mode : options.contextParallelModes)
+        contexts.push_back({cp, mode});
+  }
+  if (cps.back() > 1 && options.contextParallelModes.empty())
+    return "no attention partitioning to try context parallelism with";
   // The variants in the order they cost time: every recompute policy with
   // ZeRO-0 and -1 (which add no communication in the steps), then with
   // ZeRO-2 (a reduce-scatter per microbatch under a pipeline), then with
@@ -187,14 +234,18 @@ std::string LayoutSearch::prepare() {
           variants.push_back({policy, z});
   for (int64_t tp : tps)
     for (bool sp : {false, true})
-      if (g % tp == 0 && (!sp || (tp > 1 && options.sequenceParallel))) {
-        Chain chain;
-        chain.tp = tp;
-        chain.sp = sp;
-        chain.fits.assign(variants.size(), -1);
-        chain.fitsBefore.assign(variants.size(), -1);
-        chains.push_back(chain);
-      }
+      for (const auto &[cp, mode] : contexts)
+        if (g % (tp * cp) == 0 &&
+            (!sp || (tp > 1 && options.sequenceParallel))) {
+          Chain chain;
+          chain.tp = tp;
+          chain.sp = sp;
+          chain.cp = cp;
+          chain.mode = mode;
+          chain.fits.assign(variants.size(), -1);
+          chain.fitsBefore.assign(variants.size(), -1);
+          chains.push_back(chain);
+        }
   for (Chain &c : chains)
     settle(c);
   return "";
@@ -203,18 +254,21 @@ std::string LayoutSearch::prepare() {
 std::vector<Candidate> LayoutSearch::layoutsOf(Profile &profile) {
   std::vector<Candidate> pending;
   const ProfileKey &key = profile.key;
-  for (int64_t pp = 1; pp <= l && key.tp * pp <= g; ++pp) {
-    if (g % (key.tp * pp))
+  int64_t tpcp = key.tp * key.cp;
+  for (int64_t pp = 1; pp <= l && tpcp * pp <= g; ++pp) {
+    if (g % (tpcp * pp))
       continue;
     Candidate c;
     c.tp = key.tp;
+    c.cp = key.cp;
+    c.contextParallel = key.contextParallel;
     c.pp = pp;
-    c.dp = g / (key.tp * pp);
+    c.dp = g / (tpcp * pp);
     c.sequenceParallel = key.sequenceParallel;
     c.microbatchSize = key.microbatchSize;
     c.recompute = key.recompute;
     c.zero = key.zero;
-    if (c.zero > 0 && c.dp < 2)
+    if (c.zero > 0 && c.replicas() < 2)
       continue;
     for (int64_t v = 1; v <= (pp > 1 ? options.maxChunks : 1); ++v) {
       c.chunks = v;
@@ -228,7 +282,7 @@ std::vector<Candidate> LayoutSearch::layoutsOf(Profile &profile) {
       // Without a pipeline and ZeRO: each bucket size with overlap. A
       // layout over memory by its states and one microbatch is with
       // buckets too (they add memory).
-      if (!divisible || pp > 1 || c.zero > 0 || c.dp < 2)
+      if (!divisible || pp > 1 || c.zero > 0 || c.replicas() < 2)
         continue;
       bool overStates = d.rejected.rfind("over memory", 0) == 0;
       for (double bucket : options.bucketMB) {
@@ -294,8 +348,15 @@ Outcome LayoutSearch::candidatesOf(Profile &profile) {
 
 ProfileKey LayoutSearch::keyOf(const Chain &c) const {
   const Variant &v = variants[c.variant];
-  return ProfileKey{c.tp, c.sp, sizes[c.size], options.recompute[v.policy],
-                    v.zero};
+  ProfileKey key;
+  key.tp = c.tp;
+  key.sequenceParallel = c.sp;
+  key.cp = c.cp;
+  key.contextParallel = c.mode;
+  key.microbatchSize = sizes[c.size];
+  key.recompute = options.recompute[v.policy];
+  key.zero = v.zero;
+  return key;
 }
 
 /// Skips ZeRO stages a layout without data parallelism cannot take, and the
@@ -331,13 +392,13 @@ void LayoutSearch::nextSize(Chain &c) {
 }
 
 void LayoutSearch::advance(Chain &c, const Profile &profile, const Outcome &o) {
-  if (!profile.error.empty() || deadTp.count(c.tp)) {
+  if (!profile.error.empty() || deadTpCp.count({c.tp, c.cp})) {
     c.done = true; // this layout does not compile, or cannot fit
     return;
   }
   if (!o.statesFit) {
     // Its parameters and optimizer states alone fit no layout.
-    deadTp.insert(c.tp);
+    deadTpCp.insert({c.tp, c.cp});
     c.done = true;
     return;
   }

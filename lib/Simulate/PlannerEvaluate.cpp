@@ -42,8 +42,8 @@ int64_t heldMicrobatches(const std::vector<std::string> &steps) {
   return peak;
 }
 
-/// What ZeRO stage `stage` splits over dp: 1 the optimizer states, 2 the
-/// gradient accumulators, 3 the parameters.
+/// What ZeRO stage `stage` splits over dp x cp: 1 the optimizer states, 2
+/// the gradient accumulators, 3 the parameters.
 double &zeroPart(StageMemory &m, int stage) {
   return stage == 1   ? m.optimizerStates
          : stage == 2 ? m.accumulators
@@ -118,6 +118,17 @@ int64_t dataParallelAxis(const plan::Mesh &mesh) {
     if (mesh.axisNames[a] == "dp")
       dpAxis = int64_t(a);
   return dpAxis;
+}
+
+/// The axes of `mesh` whose ranks hold the same parameters and see
+/// different data (dp, and cp's slices of the sequence), in mesh order:
+/// the gradients' all-reduces run over them.
+std::vector<uint32_t> replicaAxes(const plan::Mesh &mesh) {
+  std::vector<uint32_t> axes;
+  for (size_t a = 0; a < mesh.axisNames.size(); ++a)
+    if (mesh.axisNames[a] == "dp" || mesh.axisNames[a] == "cp")
+      axes.push_back(uint32_t(a));
+  return axes;
 }
 
 /// The profile's mesh with `dp` and `pp` on its axes.
@@ -316,8 +327,8 @@ VirtualStages virtualStages(const Candidate &c, const Profile &profile,
 }
 
 /// Under --overlap-collectives (one virtual stage): its tail with the
-/// gradient all-reduces packed into buckets over the candidate's dp group,
-/// each packed and sliced back by copies when it holds several
+/// gradient all-reduces packed into buckets over the candidate's dp x cp
+/// group, each packed and sliced back by copies when it holds several
 /// all-reduces, and the buckets' memory.
 void overlapBuckets(const Candidate &c, const Profile &profile,
                     const PlannerOptions &options, const Cluster &cluster,
@@ -328,8 +339,7 @@ void overlapBuckets(const Candidate &c, const Profile &profile,
   bucket.kind = plan::CommandKind::Collective;
   bucket.collective.op = plan::CollectiveOp::AllReduce;
   bucket.collective.dtype = plan::DType::F32;
-  if (int64_t dpAxis = dataParallelAxis(mesh); dpAxis >= 0)
-    bucket.collective.axes = {uint32_t(dpAxis)};
+  bucket.collective.axes = replicaAxes(mesh);
   std::vector<int64_t> group =
       plan::groupOf(mesh, bucket.collective.axes, 0).ranks;
   // Buckets repeat sizes (a layer's gradients each): each size is costed
@@ -381,7 +391,7 @@ Busiest boundBeforeReplay(Candidate &c, const VirtualStages &vs,
   for (int64_t r = 0; r < p; ++r) {
     double fixed = 0, temporaries = 0, work = 0, other = 0, oneMicrobatch = 0;
     // What each ZeRO stage beyond the candidate's would take off: its
-    // part, whole on every rank now, to a 1/dp share.
+    // part, whole on every rank now, to a 1/(dp x cp) share.
     std::array<double, 4> saves = {0, 0, 0, 0};
     for (int64_t k = 0; k < v; ++k) {
       StageMemory sm = vs.memories[k * p + r];
@@ -389,7 +399,7 @@ Busiest boundBeforeReplay(Candidate &c, const VirtualStages &vs,
       fixed += sm.fixed();
       double saved = 0;
       for (int z = c.zero + 1; z <= 3; ++z) {
-        saved += zeroPart(sm, z) * (1 - 1 / double(c.dp));
+        saved += zeroPart(sm, z) * (1 - 1 / double(c.replicas()));
         saves[z] += saved;
       }
       temporaries = std::max(temporaries, sm.temporaries);

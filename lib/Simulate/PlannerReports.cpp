@@ -15,6 +15,8 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 namespace cleave::sim {
 
@@ -40,6 +42,8 @@ std::string ProfileKey::str() const {
   std::string s = "tp=" + std::to_string(tp);
   if (sequenceParallel)
     s += " +sp";
+  if (cp > 1)
+    s += ", cp=" + std::to_string(cp) + " " + contextParallel;
   s += ", microbatch " + std::to_string(microbatchSize) + ", recompute " +
        recompute + ", zero " + std::to_string(zero);
   return s;
@@ -50,9 +54,13 @@ std::string Candidate::schedule() const {
 }
 
 std::string Candidate::options() const {
+  // In the order --mesh lays axes out (cp before dp, pp and tp), so that the
+  // options compile to the placement the candidate was costed at.
   std::string mesh;
-  for (auto [name, size] :
-       {std::pair<const char *, int64_t>{"dp", dp}, {"pp", pp}, {"tp", tp}})
+  for (auto [name, size] : {std::pair<const char *, int64_t>{"cp", cp},
+                            {"dp", dp},
+                            {"pp", pp},
+                            {"tp", tp}})
     if (size > 1)
       mesh += (mesh.empty() ? "" : ",") + std::string(name) + "=" +
               std::to_string(size);
@@ -66,6 +74,8 @@ std::string Candidate::options() const {
     s += " --recompute=" + recompute;
   if (sequenceParallel)
     s += " --sequence-parallel";
+  if (cp > 1)
+    s += " --context-parallel=" + contextParallel;
   if (zero)
     s += " --zero=" + std::to_string(zero);
   if (overlap) {
@@ -78,13 +88,17 @@ std::string Candidate::options() const {
 }
 
 std::string Candidate::layout() const {
+  std::string context;
+  if (cp > 1)
+    context = " cp=" + std::to_string(cp) + ":" + contextParallel;
   char text[192];
-  int n =
-      std::snprintf(text, sizeof text,
-                    "dp=%lld tp=%lld%s pp=%lld v=%lld b=%lld m=%lld zero=%d %s",
-                    (long long)dp, (long long)tp, sequenceParallel ? "+sp" : "",
-                    (long long)pp, (long long)chunks, (long long)microbatchSize,
-                    (long long)microbatches, zero, recompute.c_str());
+  int n = std::snprintf(
+      text, sizeof text,
+      "dp=%lld tp=%lld%s%s pp=%lld v=%lld b=%lld m=%lld zero=%d %s",
+      (long long)dp, (long long)tp, sequenceParallel ? "+sp" : "",
+      context.c_str(), (long long)pp, (long long)chunks,
+      (long long)microbatchSize, (long long)microbatches, zero,
+      recompute.c_str());
   if (overlap && n > 0 && size_t(n) < sizeof text)
     std::snprintf(text + n, sizeof text - n, " overlap:%gM", bucketMB);
   return text;
@@ -145,7 +159,7 @@ std::string whyLost(const Candidate &c, const Candidate &best) {
 std::string fastestTable(const PlanSearch &search, const Cluster &cluster,
                          const PlannerOptions &options, size_t top) {
   std::string s =
-      "  #  layout                                                    "
+      "  #  layout" + std::string(68, ' ') +
       "step       compute    comm      other     bubble  memory     "
       "kWh/step  cost/step\n";
   const Candidate &best = search.feasible.front();
@@ -154,7 +168,7 @@ std::string fastestTable(const PlanSearch &search, const Cluster &cluster,
     const Candidate &c = search.feasible[i];
     StepCost cost = costOfStep(c, cluster, options.devices);
     std::snprintf(line, sizeof line,
-                  "  %-2zu %-57s %-10s %-10s %-9s %-9s %5.1f%%  %-10s %-9.3g "
+                  "  %-2zu %-73s %-10s %-10s %-9s %-9s %5.1f%%  %-10s %-9.3g "
                   "%.3g\n",
                   i + 1, c.layout().c_str(), ms(c.stepSeconds).c_str(),
                   ms(c.stepCompute).c_str(), ms(c.stepComm).c_str(),
@@ -195,6 +209,46 @@ std::string rejectedGroups(const PlanSearch &search) {
   return s;
 }
 
+/// `items` joined by `separator`, each written by `str`.
+template <typename T, typename F>
+std::string joined(const std::vector<T> &items, const char *separator, F str) {
+  std::string s;
+  for (const T &item : items)
+    s += (s.empty() ? "" : separator) + str(item);
+  return s;
+}
+
+/// The axes and choices the search covered, in cleave-compile's words.
+std::string searchedAxes(const PlanSearch &search,
+                         const PlannerOptions &options) {
+  auto number = [](auto n) { return std::to_string(n); };
+  auto text = [](const std::string &t) { return t; };
+  auto mb = [](double b) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", b);
+    return std::string(t);
+  };
+  std::string s = "planner: searched dp, pp (1f1b, interleaved up to " +
+                  number(options.maxChunks) + " chunks), tp " +
+                  joined(search.tensorParallel, ",", number) +
+                  (options.sequenceParallel ? " (with and without sp)" : "") +
+                  ", cp " + joined(search.contextParallel, ",", number);
+  if (std::count_if(search.contextParallel.begin(),
+                    search.contextParallel.end(),
+                    [](int64_t cp) { return cp > 1; }))
+    s += " (" + joined(options.contextParallelModes, ", ", text) + ")";
+  std::vector<int64_t> sizes;
+  for (int64_t b : options.microbatchSizes)
+    if (b > 0 && options.globalBatch % b == 0)
+      sizes.push_back(b);
+  s += ", microbatch " + joined(sizes, ",", number) + ", zero " +
+       joined(options.zero, ",", number) + ", recompute " +
+       joined(options.recompute, ",", text);
+  if (!options.bucketMB.empty())
+    s += ", overlap buckets " + joined(options.bucketMB, ",", mb) + " MiB";
+  return s + "\n";
+}
+
 /// `text` as a CSV field: in double quotes, its own doubled.
 std::string quoted(const std::string &text) {
   std::string q = "\"";
@@ -219,7 +273,7 @@ std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
                 search.feasible.size() + search.rejected.size(),
                 search.feasible.size(), (long long)search.profilesCompiled,
                 search.profileSeconds, search.searchSeconds);
-  std::string s = line;
+  std::string s = line + searchedAxes(search, options);
   if (search.feasible.empty())
     s += "planner: no candidate fits\n";
   else
@@ -230,20 +284,21 @@ std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
 std::string candidatesCsv(const PlanSearch &search, const Cluster &cluster,
                           const PlannerOptions &options, double tokensPerStep) {
   std::string s =
-      "devices,dp,tp,sp,pp,chunks,microbatch_size,microbatches,zero,"
-      "recompute,options,step_s,memory_bytes,kwh_per_step,"
+      "devices,dp,tp,sp,cp,context_parallel,pp,chunks,microbatch_size,"
+      "microbatches,zero,recompute,options,step_s,memory_bytes,kwh_per_step,"
       "cost_per_step,tokens_per_step,rejected\n";
   for (const std::vector<Candidate> *list :
        {&search.feasible, &search.rejected})
     for (const Candidate &c : *list) {
       StepCost cost = costOfStep(c, cluster, options.devices);
       char line[256];
-      std::snprintf(
-          line, sizeof line, "%lld,%lld,%lld,%d,%lld,%lld,%lld,%lld,%d,%s,",
-          (long long)options.devices, (long long)c.dp, (long long)c.tp,
-          c.sequenceParallel ? 1 : 0, (long long)c.pp, (long long)c.chunks,
-          (long long)c.microbatchSize, (long long)c.microbatches, c.zero,
-          c.recompute.c_str());
+      std::snprintf(line, sizeof line,
+                    "%lld,%lld,%lld,%d,%lld,%s,%lld,%lld,%lld,%lld,%d,%s,",
+                    (long long)options.devices, (long long)c.dp,
+                    (long long)c.tp, c.sequenceParallel ? 1 : 0,
+                    (long long)c.cp, c.contextParallel.c_str(), (long long)c.pp,
+                    (long long)c.chunks, (long long)c.microbatchSize,
+                    (long long)c.microbatches, c.zero, c.recompute.c_str());
       s += line + quoted(c.options());
       std::snprintf(line, sizeof line, ",%.6g,%.0f,%.6g,%.6g,%.6g,",
                     c.stepSeconds, c.memoryBytes, cost.kWh, cost.total(),

@@ -121,6 +121,7 @@ struct CompileOptions {
   int64_t globalBatch = 0;
   bool explain = false;
   std::string candidatesFile;
+  std::string autoCp;
   int64_t keepLayers = 0;
 
   /// The schedule a pipeline runs: --schedule, or 1f1b.

@@ -1,26 +1,30 @@
 //===- Planner.h - Search the parallel layouts of a step --------*- C++ -*-===//
 //
-// cleave-compile --auto: which dp x pp x tp, pipeline schedule and chunks,
-// microbatch size, sequence parallelism, ZeRO stage and recompute policy
-// train a model fastest on a cluster within its devices' memory.
+// cleave-compile --auto: which dp x pp x tp x cp (with cp's attention
+// partitioning), pipeline schedule and chunks, microbatch size, sequence
+// parallelism, ZeRO stage and recompute policy train a model fastest on a
+// cluster within its devices' memory.
 //
 // A model of L repeated layers costs what its layers cost: the planner
 // compiles *profiles*, the model cut down to its first three layers
 // (ImportOptions::keepLayers) as a pipeline of three stage programs (the
 // embedding with layer 0, layer 1, layer 2 with the head) over dp = 2 at
-// two microbatches, one per tensor-parallel layout, microbatch size and
-// recompute policy. Layer 1's stage program is one layer; the other two
-// are a layer plus the embedding or the head. Each candidate's virtual
-// stages are then so many layers plus the embedding or head, costed over
-// the candidate's mesh (costStage: its collectives over its groups and
-// links), and its schedule is replayed on those durations as
+// two microbatches, one per tensor-parallel layout, context-parallel size
+// and mode (the profile's mesh has the candidate's cp axis: its stage
+// programs hold a 1/cp slice of each sequence's activations and its
+// attentions' exchanges over cp), microbatch size and recompute policy.
+// Layer 1's stage program is one layer; the other two are a layer plus the
+// embedding or the head. Each candidate's virtual stages are then so many
+// layers plus the embedding or head, costed over the candidate's mesh
+// (costStage: its collectives, cp's exchanges among them, over its groups
+// and links), and its schedule is replayed on those durations as
 // simulateReplay does for a compiled plan. Memory per rank comes from
 // the same stage programs: parameters and optimizer states, gradient
 // accumulators (plan metadata accumulator_bytes), one microbatch's saved
 // activations (activation_bytes) times the microbatches the schedule holds
 // at once, and the rest of the profile's arena (temporaries). What the
-// candidate's ZeRO stage splits over dp (1: optimizer states, 2: also the
-// accumulators, 3: also the parameters) is scaled from the profile's
+// candidate's ZeRO stage splits over dp x cp (1: optimizer states, 2: also
+// the accumulators, 3: also the parameters) is scaled from the profile's
 // dp = 2 to the candidate's, as are its all-gathers over dp. A layout
 // without a pipeline is also tried with --overlap-collectives at each
 // bucket size: its gradient all-reduces, packed into buckets as the last
@@ -51,6 +55,10 @@ namespace cleave::sim {
 struct ProfileKey {
   int64_t tp = 1;
   bool sequenceParallel = false;
+  /// Context parallelism: the cp axis's size and, with cp > 1, how the
+  /// attentions work on the split sequence (--context-parallel's value).
+  int64_t cp = 1;
+  std::string contextParallel;
   int64_t microbatchSize = 1;
   std::string recompute = "none";
   int zero = 0;
@@ -70,6 +78,14 @@ struct PlannerOptions {
   /// Tensor-parallel sizes to try (empty: the powers of two up to the
   /// devices per node).
   std::vector<int64_t> tensorParallel;
+  /// Context-parallel sizes to try (empty: 1 and the powers of two up to
+  /// the devices per node that divide the devices and `sequence`), each
+  /// above 1 with every mode of contextParallelModes.
+  std::vector<int64_t> contextParallel;
+  std::vector<std::string> contextParallelModes = {"all-to-all", "ring"};
+  /// The data inputs' sequence (dimension 1) that cp splits; 0: none, so
+  /// no cp above 1 by default.
+  int64_t sequence = 0;
   std::vector<int64_t> microbatchSizes = {1, 2, 4};
   /// Recompute policies and ZeRO stages (0 to 3), tried in this order for
   /// each tensor-parallel layout and microbatch size until every layout
@@ -81,8 +97,8 @@ struct PlannerOptions {
     return zero.empty() ? 0 : *std::max_element(zero.begin(), zero.end());
   }
   /// All-reduce bucket sizes (MiB) tried with --overlap-collectives on
-  /// the layouts that take it (no pipeline, no ZeRO, dp > 1), beside the
-  /// layout without (empty: none).
+  /// the layouts that take it (no pipeline, no ZeRO, dp x cp > 1), beside
+  /// the layout without (empty: none).
   std::vector<double> bucketMB = {1, 5, 25, 100};
   /// Try sequence parallelism (with tp > 1) as well as without.
   bool sequenceParallel = true;
@@ -90,9 +106,10 @@ struct PlannerOptions {
   int64_t maxChunks = 4;
   SimulateOptions simulate;
   /// Compiles the profile of `key` into `plan` (a pipelined plan of three
-  /// stage programs over dp = 2, pp = 3 and tp at two microbatches, with
-  /// the key's ZeRO stage);
-  /// returns "" or why it cannot be (a tp that does not divide the heads).
+  /// stage programs over dp = 2, pp = 3, tp and cp at two microbatches,
+  /// with the key's ZeRO stage and attention partitioning); returns "" or
+  /// why it cannot be (a tp, or an all-to-all cp, that does not divide the
+  /// heads).
   std::function<std::string(const ProfileKey &, plan::Plan &)> compileProfile;
 };
 
@@ -100,6 +117,9 @@ struct Candidate {
   int64_t dp = 1, tp = 1, pp = 1, chunks = 1, microbatchSize = 1,
           microbatches = 1;
   bool sequenceParallel = false;
+  /// The cp axis's size and, with cp > 1, --context-parallel's mode.
+  int64_t cp = 1;
+  std::string contextParallel;
   int zero = 0;
   std::string recompute = "none";
   /// --overlap-collectives with buckets of bucketMB MiB.
@@ -129,7 +149,10 @@ struct Candidate {
   std::string schedule() const;
   /// The cleave-compile options that compile it.
   std::string options() const;
-  /// "dp=4 tp=2 pp=1 ..." for tables.
+  /// The ranks that hold the same parameters and see different data: dp
+  /// x cp (what ZeRO splits over and the gradients are reduced over).
+  int64_t replicas() const { return dp * cp; }
+  /// "dp=4 tp=2 pp=1 ..." for tables (cp=N:mode after tp where cp > 1).
   std::string layout() const;
 };
 
@@ -140,6 +163,8 @@ struct PlanSearch {
   std::vector<Candidate> rejected;
   int64_t profilesCompiled = 0;
   double profileSeconds = 0, searchSeconds = 0;
+  /// The tensor- and context-parallel sizes searched.
+  std::vector<int64_t> tensorParallel, contextParallel;
 };
 
 /// `bytes` as MiB or GiB with two decimals, as the planner prints memory.
@@ -150,16 +175,16 @@ std::string formatMemory(double bytes);
 std::string searchPlans(const PlannerOptions &options, const Cluster &cluster,
                         PlanSearch &out);
 
-/// The --explain report: the search's size and time, the `top` fastest
-/// candidates with step time, memory, energy and cost per step, and for
-/// the runners-up and pruned ones why they lost.
+/// The --explain report: the axes searched, the search's size and time,
+/// the `top` fastest candidates with step time, memory, energy and cost
+/// per step, and for the runners-up and pruned ones why they lost.
 std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
                           const PlannerOptions &options, size_t top);
 
-/// Every candidate as CSV, one per line after a header: its layout, the
-/// --auto options that compile it, predicted step seconds, memory bytes,
-/// kWh and cost per step on `cluster`, `tokensPerStep`, and why it was
-/// rejected ("" for a feasible one).
+/// Every candidate as CSV, one per line after a header: its layout (cp and
+/// its mode among it), the --auto options that compile it, predicted step
+/// seconds, memory bytes, kWh and cost per step on `cluster`,
+/// `tokensPerStep`, and why it was rejected ("" for a feasible one).
 std::string candidatesCsv(const PlanSearch &search, const Cluster &cluster,
                           const PlannerOptions &options, double tokensPerStep);
 
