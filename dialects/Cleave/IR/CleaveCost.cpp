@@ -81,15 +81,25 @@ int64_t LayerNormOp::getFlops() { return 8 * getType().getNumElements(); }
 // square, mean, normalize, scale.
 int64_t RmsNormOp::getFlops() { return 5 * getType().getNumElements(); }
 
+/// An attention's flops: `perD` and `perDv` flops per score and head
+/// feature (q/k and v), `perScore` elementwise ones, over B x Hq x Sq x
+/// Skv scores, half of them when `halve`.
+static int64_t attentionFlops(Value qValue, Value vValue, int64_t perD,
+                              int64_t perDv, int64_t perScore, bool halve) {
+  auto q = cast<RankedTensorType>(qValue.getType());
+  auto v = cast<RankedTensorType>(vValue.getType());
+  int64_t scores =
+      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
+  if (halve)
+    scores /= 2;
+  return scores * (perD * q.getDimSize(3) + perDv * v.getDimSize(3) + perScore);
+}
+
 /// The two products (2 * D and 2 * Dv per score) and the softmax (5 per
 /// score), over every score, masked or not (the unfused plan computes them
 /// all).
 int64_t AttentionOp::getFlops() {
-  auto q = cast<RankedTensorType>(getQ().getType());
-  auto v = cast<RankedTensorType>(getV().getType());
-  int64_t scores =
-      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
-  return scores * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
+  return attentionFlops(getQ(), getV(), 2, 2, 5, /*halve=*/false);
 }
 
 /// What the fused backward kernel computes per score: the scores twice (a
@@ -97,37 +107,21 @@ int64_t AttentionOp::getFlops() {
 /// each), dv and dp (2 * Dv each), dq and dk (2 * D each), and the
 /// elementwise work between (10).
 int64_t AttentionGradOp::getFlops() {
-  auto q = cast<RankedTensorType>(getQ().getType());
-  auto v = cast<RankedTensorType>(getV().getType());
-  int64_t scores =
-      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
-  return scores * (8 * q.getDimSize(3) + 4 * v.getDimSize(3) + 10);
+  return attentionFlops(getQ(), getV(), 8, 4, 10, /*halve=*/false);
 }
 
 /// A ring attention's block: the forward's work on its scores. A causal
 /// block's share of unmasked scores depends on the ranks' positions; half
 /// is the average over a ring's blocks.
 int64_t AttentionBlockOp::getFlops() {
-  auto q = cast<RankedTensorType>(getQ().getType());
-  auto v = cast<RankedTensorType>(getV().getType());
-  int64_t scores =
-      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
-  if (getCausal())
-    scores /= 2;
-  return scores * (2 * q.getDimSize(3) + 2 * v.getDimSize(3) + 5);
+  return attentionFlops(getQ(), getV(), 2, 2, 5, getCausal());
 }
 
 /// The backward kernel on a block, given the rows' log-sum-exp: the scores
 /// once (2 * D), dv and dp (2 * Dv each), dq and dk (2 * D each) and the
 /// elementwise work between; half the scores when causal (as above).
 int64_t AttentionBlockGradOp::getFlops() {
-  auto q = cast<RankedTensorType>(getQ().getType());
-  auto v = cast<RankedTensorType>(getV().getType());
-  int64_t scores =
-      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * v.getDimSize(2);
-  if (getCausal())
-    scores /= 2;
-  return scores * (6 * q.getDimSize(3) + 4 * v.getDimSize(3) + 10);
+  return attentionFlops(getQ(), getV(), 6, 4, 10, getCausal());
 }
 
 /// Two products and a sum per rotated feature.

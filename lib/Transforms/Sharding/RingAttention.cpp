@@ -293,33 +293,47 @@ AttentionOp forwardOf(AttentionGradOp grad) {
   return fwd;
 }
 
+/// Partitions an attention or its gradient: as a ring where a ring axis
+/// splits its queries' sequence (`build` makes the local results), else by
+/// its rule.
+LogicalResult partitionAsRing(
+    Partitioner &p, OpBuilder &b, Operation *op,
+    llvm::function_ref<SmallVector<Value>(const Ring &, const ShardingRule &,
+                                          ValueRange, TypeRange)>
+        build) {
+  if (p.getRingAxes().empty())
+    return partitionByRule(p, b, op);
+  p.completeOperands(b, op);
+  ShardingRule rule = getShardingRule(op);
+  FailureOr<std::optional<Ring>> ring = findRing(p, op, rule);
+  if (failed(ring))
+    return failure();
+  if (!*ring)
+    return p.partitionWithRule(b, op);
+  return p.partitionWithFactors(
+      b, op, rule, (*ring)->factorAxes, /*wholeOnly=*/false,
+      [&](ValueRange operands,
+          TypeRange resultTypes) -> FailureOr<SmallVector<Value>> {
+        return build(**ring, rule, operands, resultTypes);
+      });
+}
+
 struct AttentionModel
     : PartitionOpInterface::ExternalModel<AttentionModel, AttentionOp> {
   LogicalResult partition(Operation *op, Partitioner &p, OpBuilder &b) const {
-    if (p.getRingAxes().empty())
-      return partitionByRule(p, b, op);
-    p.completeOperands(b, op);
-    ShardingRule rule = getShardingRule(op);
-    FailureOr<std::optional<Ring>> ring = findRing(p, op, rule);
-    if (failed(ring))
-      return failure();
-    if (!*ring)
-      return p.partitionWithRule(b, op);
     auto attention = cast<AttentionOp>(op);
-    return p.partitionWithFactors(
-        b, op, rule, (*ring)->factorAxes, /*wholeOnly=*/false,
-        [&](ValueRange operands,
-            TypeRange resultTypes) -> FailureOr<SmallVector<Value>> {
-          RingBuilder ringBuilder(p, b, op, **ring,
+    return partitionAsRing(
+        p, b, op,
+        [&](const Ring &ring, const ShardingRule &rule, ValueRange operands,
+            TypeRange resultTypes) -> SmallVector<Value> {
+          RingBuilder ringBuilder(p, b, op, ring,
                                   AttentionAttrs::of(attention));
           auto [out, lse] =
               ringBuilder.forward(operands[0], operands[1], operands[2]);
           p.getRingRows()[op] = {
-              lse,
-              projectToTensor(rule, 0, (*ring)->factorAxes, p.getMeshAxes())};
+              lse, projectToTensor(rule, 0, ring.factorAxes, p.getMeshAxes())};
           auto type = cast<RankedTensorType>(resultTypes[0]);
-          return SmallVector<Value>{
-              ringBuilder.convert(out, type.getElementType())};
+          return {ringBuilder.convert(out, type.getElementType())};
         });
   }
 };
@@ -327,26 +341,17 @@ struct AttentionModel
 struct AttentionGradModel
     : PartitionOpInterface::ExternalModel<AttentionGradModel, AttentionGradOp> {
   LogicalResult partition(Operation *op, Partitioner &p, OpBuilder &b) const {
-    if (p.getRingAxes().empty())
-      return partitionByRule(p, b, op);
-    p.completeOperands(b, op);
-    ShardingRule rule = getShardingRule(op);
-    FailureOr<std::optional<Ring>> ring = findRing(p, op, rule);
-    if (failed(ring))
-      return failure();
-    if (!*ring)
-      return p.partitionWithRule(b, op);
     auto grad = cast<AttentionGradOp>(op);
-    return p.partitionWithFactors(
-        b, op, rule, (*ring)->factorAxes, /*wholeOnly=*/false,
-        [&](ValueRange operands,
-            TypeRange resultTypes) -> FailureOr<SmallVector<Value>> {
-          RingBuilder ringBuilder(p, b, op, **ring, AttentionAttrs::of(grad));
+    return partitionAsRing(
+        p, b, op,
+        [&](const Ring &ring, const ShardingRule &rule, ValueRange operands,
+            TypeRange resultTypes) -> SmallVector<Value> {
+          RingBuilder ringBuilder(p, b, op, ring, AttentionAttrs::of(grad));
           // The rows' log-sum-exp: the forward's where its queries were
           // laid out as these, else a forward ring again.
           Value lse;
           DimAxes qDims =
-              projectToTensor(rule, 0, (*ring)->factorAxes, p.getMeshAxes());
+              projectToTensor(rule, 0, ring.factorAxes, p.getMeshAxes());
           if (AttentionOp fwd = forwardOf(grad)) {
             auto it = p.getRingRows().find(fwd);
             if (it != p.getRingRows().end() &&
