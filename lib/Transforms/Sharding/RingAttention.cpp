@@ -206,9 +206,12 @@ public:
     Value qPos = queryPositions(attrs.queries);
     Value out, lse;
     for (int64_t step = 0; step < ring.size; ++step) {
-      if (step > 0) {
-        k = rotate(k);
-        v = rotate(v);
+      // The next block is sent on before this one's products, so that
+      // an asynchronous permute (--overlap-collectives) runs beside them.
+      Value nextK, nextV;
+      if (step + 1 < ring.size) {
+        nextK = rotate(k);
+        nextV = rotate(v);
       }
       auto block = AttentionBlockOp::create(
           b, loc, outType, lseType, q, k, v, qPos,
@@ -221,6 +224,8 @@ public:
       } else {
         std::tie(out, lse) = merge(out, lse, blockOut, block.getLse());
       }
+      k = nextK;
+      v = nextV;
     }
     return {out, lse};
   }
@@ -233,11 +238,16 @@ public:
     Value qPos = queryPositions(attrs.queries);
     Value dq, dk, dv;
     for (int64_t step = 0; step < ring.size; ++step) {
+      // As forward: the next block, and the gradients of the one before,
+      // are sent on before this block's products.
+      Value nextK, nextV, dkIn, dvIn;
+      if (step + 1 < ring.size) {
+        nextK = rotate(k);
+        nextV = rotate(v);
+      }
       if (step > 0) {
-        k = rotate(k);
-        v = rotate(v);
-        dk = rotate(dk);
-        dv = rotate(dv);
+        dkIn = rotate(dk);
+        dvIn = rotate(dv);
       }
       auto block = AttentionBlockGradOp::create(
           b, loc, resultTypes, q, k, v, qPos, keyPositions(attrs.keys, step),
@@ -247,11 +257,13 @@ public:
         dq = block.getDq();
         dk = block.getDk();
         dv = block.getDv();
-        continue;
+      } else {
+        dq = binary(BinaryKind::add, dq, block.getDq());
+        dk = binary(BinaryKind::add, dkIn, block.getDk());
+        dv = binary(BinaryKind::add, dvIn, block.getDv());
       }
-      dq = binary(BinaryKind::add, dq, block.getDq());
-      dk = binary(BinaryKind::add, dk, block.getDk());
-      dv = binary(BinaryKind::add, dv, block.getDv());
+      k = nextK;
+      v = nextV;
     }
     // Rank g holds block g + 1's gradients: home is one step on.
     if (ring.size > 1) {

@@ -9,8 +9,9 @@
 //      that read a member before that point (an optimizer update, a
 //      gradient-norm term) move after it. Each element is reduced exactly as
 //      before, so results are bitwise the same.
-//   2. Overlap. Every remaining synchronous all_reduce, reduce_scatter and
-//      all_gather becomes asynchronous, its `cleave.done` placed right
+//   2. Overlap. Every remaining synchronous all_reduce, reduce_scatter,
+//      all_gather and collective_permute (ring attention's blocks) becomes
+//      asynchronous, its `cleave.done` placed right
 //      before the first op that reads it: the compute in between (the rest
 //      of the backward pass, other buckets' updates) runs while it is in
 //      flight, and an optimizer update waits only for its own bucket.
@@ -247,7 +248,8 @@ struct ScheduleCollectivesPass
       return;
     SmallVector<Operation *> collectives;
     for (Operation &op : body)
-      if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op) &&
+      if (isa<AllReduceOp, ReduceScatterOp, AllGatherOp, CollectivePermuteOp>(
+              op) &&
           !op.hasAttr("async"))
         collectives.push_back(&op);
     LLVM_DEBUG(llvm::dbgs()
