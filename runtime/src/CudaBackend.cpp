@@ -649,13 +649,6 @@ cleave_rt_status CudaBackend::prepare(const std::vector<Command> &commands,
     const Command &c = commands[i];
     if (c.kind == CommandKind::Attention ||
         c.kind == CommandKind::AttentionBackward) {
-      // The kernels take no positions and write no lse.
-      if (attentionIsBlock(c))
-        return makeStatus(CLEAVE_RT_UNIMPLEMENTED,
-                          "command " + std::to_string(i) + " (" +
-                              commandKindName(c.kind) +
-                              "): block attention (ring context "
-                              "parallelism) runs on the CPU backend only");
       out->attentions[i] = std::make_unique<AttentionOp>();
       CLEAVE_RT_RETURN_IF_ERROR(prepareAttention(c, out->attentions[i].get()));
     } else if (c.kind == CommandKind::Gemm) {
