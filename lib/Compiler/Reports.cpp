@@ -112,10 +112,13 @@ static void printPlanStats(llvm::raw_ostream &os, const plan::Plan &program,
   os << "plan: " << stats.commands << " commands (" << stats.kernels
      << (program.target.rfind("cuda-", 0) == 0 ? " kernel launches, "
                                                : " kernels, ")
-     << stats.gemms << " gemms, " << stats.attentions << " attentions), arena "
-     << stats.arenaBytes << " bytes (constants " << stats.constantBytes
-     << "), kernel object " << stats.kernelObjectBytes << " bytes, compiled in "
-     << llvm::format("%.2f", seconds) << " s\n";
+     << stats.gemms << " gemms, " << stats.attentions << " attentions"
+     << (stats.groupedGemms
+             ? ", " + std::to_string(stats.groupedGemms) + " grouped gemms"
+             : std::string())
+     << "), arena " << stats.arenaBytes << " bytes (constants "
+     << stats.constantBytes << "), kernel object " << stats.kernelObjectBytes
+     << " bytes, compiled in " << llvm::format("%.2f", seconds) << " s\n";
   if (!program.hostKernelObject.empty()) {
     size_t args = 0, written = 0;
     for (const auto &kernel : program.hostKernelArgs)
@@ -311,8 +314,14 @@ void Driver::printStats(const plan::Plan &plan, double seconds,
     os << "recognized: " << *attention << " attention, "
        << plan::getMetadata(plan, meta::kRecognizedRmsNorm).value_or(0)
        << " rms_norm, "
-       << plan::getMetadata(plan, meta::kRecognizedSilu).value_or(0)
-       << " silu (--no-recognize-composites keeps them spelled out)\n";
+       << plan::getMetadata(plan, meta::kRecognizedSilu).value_or(0) << " silu"
+       << (plan::getMetadata(plan, meta::kRecognizedExperts)
+               ? ", " +
+                     std::to_string(
+                         *plan::getMetadata(plan, meta::kRecognizedExperts)) +
+                     " expert gemms"
+               : std::string())
+       << " (--no-recognize-composites keeps them spelled out)\n";
   printTimings(os, importSeconds, timings);
 }
 

@@ -50,8 +50,14 @@ void configurePassManager(PassManager &pm, const PhaseOptions &options) {
 void addRecognizeComposites(OpPassManager &pm, const PhaseOptions &options) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createExpandGradientsPass());
-  if (options.recognizeComposites)
-    fn.addPass(createRecognizeCompositesPass());
+  if (options.recognizeComposites) {
+    // Grouped GEMM commands run on the CPU backend only: CUDA plans keep
+    // the experts' gathered weights and batched products.
+    RecognizeCompositesPassOptions recognize;
+    recognize.experts =
+        options.target != Target::CUDA && !options.cpuEmulateCuda;
+    fn.addPass(createRecognizeCompositesPass(recognize));
+  }
 }
 
 void addTrainStepBuild(OpPassManager &pm, const PhaseOptions &options) {
@@ -330,12 +336,12 @@ static FailureOr<plan::Plan> compileToPlanImpl(ModuleOp module,
 
 /// How many of each composite --cleave-recognize-composites made.
 struct RecognizedCounts {
-  int64_t attention = 0, rmsNorm = 0, silu = 0;
+  int64_t attention = 0, rmsNorm = 0, silu = 0, experts = 0;
 };
 
 /// Runs --cleave-expand-gradients and --cleave-recognize-composites on an
-/// imported program; returns how many attentions, RMS normalizations and
-/// SiLUs it recognized.
+/// imported program; returns how many attentions, RMS normalizations,
+/// SiLUs and expert GEMMs it recognized.
 static FailureOr<RecognizedCounts>
 recognizeComposites(ModuleOp module, const PhaseOptions &options) {
   auto count = [&] {
@@ -345,6 +351,7 @@ recognizeComposites(ModuleOp module, const PhaseOptions &options) {
       n.rmsNorm += isa<mlir::cleave::RmsNormOp>(op);
       auto unary = dyn_cast<mlir::cleave::UnaryOp>(op);
       n.silu += unary && unary.getKind() == mlir::cleave::UnaryKind::silu;
+      n.experts += isa<mlir::cleave::GroupedMatmulOp>(op);
     });
     return n;
   };
@@ -355,9 +362,9 @@ recognizeComposites(ModuleOp module, const PhaseOptions &options) {
   if (failed(pm.run(module)))
     return failure();
   RecognizedCounts after = count();
-  return RecognizedCounts{after.attention - before.attention,
-                          after.rmsNorm - before.rmsNorm,
-                          after.silu - before.silu};
+  return RecognizedCounts{
+      after.attention - before.attention, after.rmsNorm - before.rmsNorm,
+      after.silu - before.silu, after.experts - before.experts};
 }
 
 FailureOr<plan::Plan> compileToPlan(ModuleOp module,
@@ -383,6 +390,10 @@ FailureOr<plan::Plan> compileToPlan(ModuleOp module,
     plan::addMetadata(*plan, plan::meta::kRecognizedRmsNorm,
                       recognized->rmsNorm);
     plan::addMetadata(*plan, plan::meta::kRecognizedSilu, recognized->silu);
+    // Only where there are some: other plans stay as they were.
+    if (recognized->experts)
+      plan::addMetadata(*plan, plan::meta::kRecognizedExperts,
+                        recognized->experts);
   }
   if (CompileTimings *t = options.timings)
     t->passesSeconds += secondsSince(start) -

@@ -88,12 +88,13 @@ void PlanBuilder::matchEpilogues() {
 
 void PlanBuilder::markRematerializedBroadcasts() {
   // Readers that become ops of a kernel (addKernelOp): not GEMMs, epilogues,
-  // fused attention commands, communication, reshapes (aliases), other
-  // broadcasts or the return.
+  // fused attention and grouped GEMM commands, communication, reshapes
+  // (aliases), other broadcasts or the return.
   auto inKernel = [&](Operation *user) {
     if (isa<func::ReturnOp, ConstantOp, ReshapeOp, DoneOp, PipelineMarkerOp,
             BroadcastInDimOp, CollectiveOpInterface, AttentionOp,
-            AttentionGradOp, AttentionBlockOp, AttentionBlockGradOp>(user) ||
+            AttentionGradOp, AttentionBlockOp, AttentionBlockGradOp,
+            GroupedMatmulOp, GroupedMatmulWeightGradOp>(user) ||
         absorbedBy.count(user) || isGemm(user) ||
         user->getDialect() !=
             user->getContext()->getLoadedDialect<CleaveDialect>())

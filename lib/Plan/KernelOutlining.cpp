@@ -53,12 +53,14 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels, bool create) {
                   std::to_string(index);
       continue;
     }
-    if (node.kind == Node::Attention) {
-      // In the command's buffer order: q, k, v, [bias], then out and dout
-      // (the gradient), then the results.
+    if (node.kind == Node::Library) {
+      // In the command's buffer order: attention's q, k, v, [bias], then
+      // out and dout (the gradient), then the results.
       Operation *op = node.ops.front();
-      if (isa<AttentionBlockOp, AttentionBlockGradOp>(op)) {
-        // The block forms' operands are in the command's order.
+      if (isa<AttentionBlockOp, AttentionBlockGradOp, GroupedMatmulOp,
+              GroupedMatmulWeightGradOp>(op)) {
+        // The block forms' and the expert GEMMs' operands are in the
+        // command's order.
         node.inputs.assign(op->operand_begin(), op->operand_end());
       } else if (auto a = dyn_cast<AttentionOp>(op)) {
         node.inputs = {a.getQ(), a.getK(), a.getV()};
@@ -72,7 +74,10 @@ LogicalResult PlanBuilder::outline(ModuleOp kernels, bool create) {
         node.inputs.append({g.getOut(), g.getDout()});
       }
       node.outputs.assign(op->result_begin(), op->result_end());
-      node.name = "attention" + std::to_string(index);
+      node.name =
+          (isa<GroupedMatmulOp, GroupedMatmulWeightGradOp>(op) ? "grouped_gemm"
+                                                               : "attention") +
+          std::to_string(index);
       continue;
     }
     if (node.kind == Node::Gemm) {

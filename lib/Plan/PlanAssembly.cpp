@@ -167,6 +167,31 @@ static plan::Command attentionCommand(Operation *op) {
   return cmd;
 }
 
+/// The GroupedGemm command of cleave.grouped_matmul (the forward) or
+/// cleave.grouped_matmul_weight_grad; buffers {x, w | dy, ids, result}.
+static plan::Command groupedGemmCommand(Operation *op) {
+  auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  bool weightGrad = isa<GroupedMatmulWeightGradOp>(op);
+  RankedTensorType x = type(op->getOperand(0));
+  RankedTensorType weights =
+      weightGrad ? type(op->getResult(0)) : type(op->getOperand(1));
+  bool transposeW = op->hasAttr("transpose_w");
+  plan::Command cmd;
+  cmd.kind = plan::CommandKind::GroupedGemm;
+  std::vector<int64_t> &p = cmd.params;
+  p.assign(plan::kGroupedNumParams, 0);
+  p[plan::kGroupedDType] = static_cast<int64_t>(*toDType(x.getElementType()));
+  p[plan::kGroupedIdDType] =
+      static_cast<int64_t>(*toDType(type(op->getOperand(2)).getElementType()));
+  p[plan::kGroupedRows] = x.getDimSize(0);
+  p[plan::kGroupedK] = x.getDimSize(1);
+  p[plan::kGroupedN] = weights.getDimSize(transposeW ? 1 : 2);
+  p[plan::kGroupedExperts] = weights.getDimSize(0);
+  p[plan::kGroupedTransposeW] = transposeW;
+  p[plan::kGroupedWeightGrad] = weightGrad;
+  return cmd;
+}
+
 /// A Kernel command's flops, the bytes of its arguments (what it reads and
 /// writes in the arena) and its serial adds, permuted bytes and
 /// transcendentals, as the kernel_costs metadata lists them.
@@ -413,7 +438,7 @@ void PlanBuilder::writeMemoryReport(const Assembly &a, std::string &out) {
     case Node::Gemm:
       os << "gemm";
       break;
-    case Node::Attention:
+    case Node::Library:
       os << node.name;
       break;
     case Node::Collective:
@@ -509,8 +534,11 @@ LogicalResult PlanBuilder::addCommands(Assembly &a, plan::Plan &p) {
       for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
         cmd.buffers.push_back(offsetOf(v));
       a.kernelCosts.push_back(kernelCost(node));
-    } else if (node.kind == Node::Attention) {
-      cmd = attentionCommand(node.ops.front());
+    } else if (node.kind == Node::Library) {
+      Operation *op = node.ops.front();
+      cmd = isa<GroupedMatmulOp, GroupedMatmulWeightGradOp>(op)
+                ? groupedGemmCommand(op)
+                : attentionCommand(op);
       for (Value v : llvm::concat<Value>(node.inputs, node.outputs))
         cmd.buffers.push_back(offsetOf(v));
     } else {

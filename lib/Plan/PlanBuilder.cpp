@@ -157,6 +157,20 @@ LogicalResult PlanBuilder::group(bool recorded) {
         addGemm(cast<ContractOp>(op));
       continue;
     }
+    if (isa<GroupedMatmulOp, GroupedMatmulWeightGradOp>(op)) {
+      // The runtime's grouped GEMM command (CPU plans).
+      nodeOfOp[&op] = nodes.size();
+      nodes.push_back(Node{Node::Library,
+                           {&op},
+                           {},
+                           plan::GemmEpilogue::None,
+                           {},
+                           {},
+                           {},
+                           {},
+                           {}});
+      continue;
+    }
     if (isa<AttentionOp, AttentionGradOp, AttentionBlockOp,
             AttentionBlockGradOp>(op)) {
       // Left whole by the prepare pipeline for the fused command (CPU and
@@ -166,7 +180,7 @@ LogicalResult PlanBuilder::group(bool recorded) {
                << "has no fused attention kernel for these element types; "
                   "--cleave-decompose-attention should have spelled it out";
       nodeOfOp[&op] = nodes.size();
-      nodes.push_back(Node{Node::Attention,
+      nodes.push_back(Node{Node::Library,
                            {&op},
                            {},
                            plan::GemmEpilogue::None,

@@ -57,10 +57,11 @@ struct Node {
   /// Collective: a communication op (`comm`); Done: the wait for an async
   /// one (`comm` is the cleave.done).
   /// Marker: a pipeline step's begin or end (`comm` is the marker).
-  /// Attention: a cleave.attention or cleave.attention_grad (the one op in
-  /// `ops`) run by the runtime's fused attention command.
-  enum Kind { Kernel, Gemm, Collective, Done, Marker, Attention } kind;
-  /// Kernel members in program order; an Attention node's op.
+  /// Library: one op (the one in `ops`) run by a command of the runtime's
+  /// own: an attention op (the fused Attention and AttentionBackward
+  /// commands) or an expert GEMM (GroupedGemm).
+  enum Kind { Kernel, Gemm, Collective, Done, Marker, Library } kind;
+  /// Kernel members in program order; a Library node's op.
   SmallVector<Operation *> ops;
   ContractOp contract; ///< For GEMMs.
   /// For GEMMs: the epilogue, its bias (or null) and the value written into

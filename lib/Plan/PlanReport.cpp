@@ -298,7 +298,7 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
     if (auto it = doneNode.find(node.comm); it != doneNode.end())
       for (int64_t t = index + 1; t < it->second; ++t)
         if (nodes[t].kind == Node::Kernel || nodes[t].kind == Node::Gemm ||
-            nodes[t].kind == Node::Attention) {
+            nodes[t].kind == Node::Library) {
           ++c.computeCommandsInFlight;
           c.flopsInFlight += nodeFlops(nodes[t]);
         }

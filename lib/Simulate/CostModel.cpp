@@ -212,6 +212,27 @@ double gemmSeconds(const Device &d, int64_t m, int64_t n, int64_t k,
   return std::max(compute, memory) + d.gemmOverhead;
 }
 
+double groupedGemmSeconds(const Device &d, const plan::Command &c) {
+  const std::vector<int64_t> &p = c.params;
+  if (p.size() < plan::kGroupedNumParams)
+    return d.kernelOverhead;
+  int64_t m = p[plan::kGroupedRows], k = p[plan::kGroupedK],
+          n = p[plan::kGroupedN],
+          e = std::max<int64_t>(1, p[plan::kGroupedExperts]);
+  auto dtype = static_cast<DType>(p[plan::kGroupedDType]);
+  int64_t perExpert = (m + e - 1) / e;
+  double gemms =
+      double(e) * (p[plan::kGroupedWeightGrad]
+                       ? gemmSeconds(d, k, n, perExpert, 1, dtype, dtype)
+                       : gemmSeconds(d, perExpert, n, k, 1, dtype, dtype));
+  // The rows gathered into expert order (x, and dy or the result) and
+  // written back: read and written once each.
+  double bytes =
+      2.0 * double(m) * double(k + n) * double(plan::dtypeSize(dtype));
+  double memory = d.memoryBandwidth > 0 ? bytes / d.memoryBandwidth : 0;
+  return gemms + memory;
+}
+
 /// The GEMM calls of the CPU runtime's attention (runtime/src/Attention.cpp)
 /// for parameters `p`: per (batch, query head) and tile of queries x keys
 /// that causal masking leaves, forward q k^T and p v; backward the

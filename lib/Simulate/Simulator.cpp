@@ -341,6 +341,7 @@ bool Simulator::advanceCompute(RankState &r, double now) {
         r.computing = true;
         // Fused attention is mostly its products.
         r.gemm = cmd.kind == CommandKind::Gemm ||
+                 cmd.kind == CommandKind::GroupedGemm ||
                  cmd.kind == CommandKind::Attention ||
                  cmd.kind == CommandKind::AttentionBackward;
         r.remaining = d;
@@ -423,12 +424,14 @@ void Simulator::finishCompute(RankState &r, double end) {
     ++r.pc;
     return;
   }
-  const char *cat = cmd.kind == CommandKind::Gemm     ? "gemm"
-                    : cmd.kind == CommandKind::Kernel ? "kernel"
-                    : cmd.kind == CommandKind::Attention ||
-                            cmd.kind == CommandKind::AttentionBackward
-                        ? "attention"
-                        : "copy";
+  const char *cat =
+      cmd.kind == CommandKind::Gemm || cmd.kind == CommandKind::GroupedGemm
+          ? "gemm"
+      : cmd.kind == CommandKind::Kernel ? "kernel"
+      : cmd.kind == CommandKind::Attention ||
+              cmd.kind == CommandKind::AttentionBackward
+          ? "attention"
+          : "copy";
   if (options.traceCommands)
     span(r, 0, commandName(*r.plan, cmd), cat, r.computeStart, end);
   r.result.computeSeconds += end - r.computeStart;

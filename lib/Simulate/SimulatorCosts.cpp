@@ -90,6 +90,9 @@ detail::PlanCosts detail::costPlan(const plan::Plan &p, const Device &device) {
     case CommandKind::AttentionBackward:
       s = attentionSeconds(device, cmd);
       break;
+    case CommandKind::GroupedGemm:
+      s = groupedGemmSeconds(device, cmd);
+      break;
     case CommandKind::Copy:
       s = copySeconds(device, cmd.params.empty() ? 0 : double(cmd.params[0]));
       break;

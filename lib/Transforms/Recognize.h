@@ -1,9 +1,9 @@
 //===- Recognize.h - Helpers of --cleave-recognize-composites ---*- C++ -*-===//
 //
-// What the recognizers of attention (RecognizeAttention.cpp) and RMS
-// normalization (RecognizeRmsNorm.cpp) share: reading constants, scalar
-// constants through their broadcasts, erasing the ops a rewrite leaves
-// unread.
+// What the recognizers of attention (RecognizeAttention.cpp), RMS
+// normalization (RecognizeRmsNorm.cpp) and expert GEMMs
+// (RecognizeExperts.cpp) share: reading constants, scalar constants through
+// their broadcasts, erasing the ops a rewrite leaves unread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -189,6 +189,10 @@ bool recognizeAttention(SoftmaxOp softmax, MaskCache &masks, bool &causal);
 /// Rewrites the rotary position embedding whose sum is `sum` into
 /// cleave.rotary; false if it is not one the op computes the same.
 bool recognizeRotary(BinaryOp sum);
+
+/// Rewrites a contraction of gathered expert weights with their rows into
+/// cleave.grouped_matmul; false if it is not one (RecognizeExperts.cpp).
+bool recognizeGroupedMatmul(ContractOp op);
 
 /// Rewrites the RMS normalization whose sum of squares is `reduce` into
 /// cleave.rms_norm; false if it is not one.

@@ -1,11 +1,13 @@
 //===- RecognizeComposites.cpp - Spelled-out attention and RMS norm as ops ===//
 //
-// Exporters write attention as matmul-scale-mask-softmax-matmul and RMS
-// normalization as pow-mean-rsqrt-mul. This pass finds those forms in an
-// imported program and rewrites each into the one op ONNX's opset-23
-// `Attention` and `RMSNormalization` import to, where the op computes the
-// same thing; anything it cannot prove the same is left as it is. The
-// forms are RecognizeAttention.cpp's and RecognizeRmsNorm.cpp's.
+// Exporters write attention as matmul-scale-mask-softmax-matmul, RMS
+// normalization as pow-mean-rsqrt-mul and a mixture of experts' GEMMs as
+// gathered weights times their rows. This pass finds those forms in an
+// imported program and rewrites each into one op (those ONNX's opset-23
+// `Attention` and `RMSNormalization` import to; cleave.grouped_matmul),
+// where the op computes the same thing; anything it cannot prove the same
+// is left as it is. The forms are RecognizeAttention.cpp's,
+// RecognizeRmsNorm.cpp's, RecognizeRotary.cpp's and RecognizeExperts.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,6 +153,13 @@ struct RecognizeCompositesPass
       for (BinaryOp op : sums)
         if (::cleave::recognize::recognizeRotary(op))
           ++numRotary;
+    }
+    if (experts) {
+      SmallVector<ContractOp> products;
+      getOperation().walk([&](ContractOp op) { products.push_back(op); });
+      for (ContractOp op : products)
+        if (::cleave::recognize::recognizeGroupedMatmul(op))
+          ++numExperts;
     }
     if (rmsNorm) {
       SmallVector<ReduceOp> reductions;

@@ -3,6 +3,7 @@
 #include "Attention.h"
 #include "Backend.h"
 #include "Gemm.h"
+#include "GroupedGemm.h"
 #include "KernelLibrary.h"
 #include "RandomInit.h"
 
@@ -285,6 +286,13 @@ void CpuBackend::setProfiling(bool on) {
               " Skv=" + std::to_string(c.params[kAttnKVLen]) +
               " D=" + std::to_string(c.params[kAttnHeadDim]);
       break;
+    case CommandKind::GroupedGemm:
+      label = std::string(c.params[kGroupedWeightGrad] ? "dW " : "") +
+              "rows=" + std::to_string(c.params[kGroupedRows]) +
+              " N=" + std::to_string(c.params[kGroupedN]) +
+              " K=" + std::to_string(c.params[kGroupedK]) + " experts " +
+              std::to_string(c.params[kGroupedExperts]);
+      break;
     case CommandKind::Copy:
     case CommandKind::Fill:
       label = std::to_string(c.params[0]) + " bytes";
@@ -331,6 +339,9 @@ cleave_rt_status CpuBackend::runCommand(size_t index, const Command &c) {
   case CommandKind::Attention:
   case CommandKind::AttentionBackward:
     runAttention(c, arena, threads);
+    break;
+  case CommandKind::GroupedGemm:
+    runGroupedGemm(c, arena, &threads);
     break;
   case CommandKind::Copy:
     if (c.params[0])

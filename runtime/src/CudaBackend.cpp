@@ -797,6 +797,9 @@ CudaBackend::enqueueCommands(const std::vector<Command> &commands,
     case CommandKind::Kernel:
       return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
                         "host kernel command in a CUDA plan");
+    case CommandKind::GroupedGemm:
+      return makeStatus(CLEAVE_RT_INVALID_ARGUMENT,
+                        "grouped GEMM command in a CUDA plan (CPU plans only)");
     case CommandKind::Attention:
     case CommandKind::AttentionBackward:
       CLEAVE_RT_RETURN_IF_ERROR(launchAttention(c, *prepared.attentions[i]));

@@ -242,6 +242,8 @@ const char *commandKindName(CommandKind k) {
     return "attention";
   case CommandKind::AttentionBackward:
     return "attention_backward";
+  case CommandKind::GroupedGemm:
+    return "grouped_gemm";
   case CommandKind::Copy:
     return "copy";
   case CommandKind::Fill:

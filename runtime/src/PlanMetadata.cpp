@@ -45,6 +45,7 @@ const std::vector<MetadataKeyInfo> &metadataKeys() {
       {meta::kRecognizedAttention.name, K::Integer, false},
       {meta::kRecognizedRmsNorm.name, K::Integer, false},
       {meta::kRecognizedSilu.name, K::Integer, false},
+      {meta::kRecognizedExperts.name, K::Integer, false},
       {meta::kRecomputePolicy.name, K::Text, false},
       {meta::kSavedActivationBytesBefore.name, K::Integer, false},
       {meta::kSavedActivationBytesAfter.name, K::Integer, false},

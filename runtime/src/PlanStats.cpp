@@ -22,6 +22,7 @@ PlanStats statistics(const Plan &plan) {
     }
     s.attentions += c.kind == CommandKind::Attention ||
                     c.kind == CommandKind::AttentionBackward;
+    s.groupedGemms += c.kind == CommandKind::GroupedGemm;
     if (c.kind == CommandKind::Collective) {
       ++s.collectives;
       s.asyncCollectives += c.stream == kCommStream;

@@ -692,6 +692,11 @@ bool Validator::checkCommand(const char *label, size_t index,
                   std::to_string(c.params[kAttnValueDim]) +
                   " (compile with --no-fused-attention)");
     return true;
+  case CommandKind::GroupedGemm:
+    if (cuda)
+      return fail(what + ": grouped GEMMs (mixture-of-experts layers) run on "
+                         "the CPU backend only");
+    return checkGroupedGemm(what, c);
   case CommandKind::RandomNormal: {
     if (c.params.size() == 5) {
       // The shard of a sharded state.

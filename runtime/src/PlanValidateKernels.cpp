@@ -233,6 +233,73 @@ bool Validator::checkAttention(const std::string &what, const Command &c) {
   return true;
 }
 
+bool Validator::checkGroupedGemm(const std::string &what, const Command &c) {
+  const std::vector<int64_t> &p = c.params;
+  if (p.size() != kGroupedNumParams)
+    return fail(what + ": has " + std::to_string(p.size()) +
+                " parameters, expected " + std::to_string(kGroupedNumParams));
+  bool weightGrad = p[kGroupedWeightGrad] == 1;
+  if (c.buffers.size() != 4)
+    return fail(what + ": has " + std::to_string(c.buffers.size()) +
+                " buffers, expected 4" +
+                (weightGrad ? " (x, dy, ids, dw)" : " (x, w, ids, out)"));
+  int64_t dtype = p[kGroupedDType];
+  if (dtype != static_cast<int64_t>(DType::F32) &&
+      dtype != static_cast<int64_t>(DType::BF16) &&
+      dtype != static_cast<int64_t>(DType::F16))
+    return fail(what + ": dtype code " + std::to_string(dtype) +
+                " is not float32, bfloat16 or float16");
+  int64_t idType = p[kGroupedIdDType];
+  if (idType != static_cast<int64_t>(DType::I64) &&
+      idType != static_cast<int64_t>(DType::I32))
+    return fail(what + ": id dtype code " + std::to_string(idType) +
+                " is not int64 or int32");
+  for (size_t i : {kGroupedTransposeW, kGroupedWeightGrad})
+    if (p[i] != 0 && p[i] != 1)
+      return fail(what + ": " +
+                  (i == kGroupedTransposeW ? "transpose" : "weight-gradient") +
+                  " flag " + std::to_string(p[i]) + " is not 0 or 1");
+  static const char *const dimNames[] = {"rows", "K", "N", "experts"};
+  for (size_t i = kGroupedRows; i <= kGroupedExperts; ++i)
+    if (p[i] < 0 || p[i] > INT32_MAX)
+      return fail(what + ": " + dimNames[i - kGroupedRows] + " " +
+                  std::to_string(p[i]) + " is outside [0, 2^31)");
+  if (p[kGroupedExperts] < 1)
+    return fail(what + ": needs at least one expert");
+  int64_t M = p[kGroupedRows], K = p[kGroupedK], N = p[kGroupedN],
+          E = p[kGroupedExperts];
+  auto code = [](int64_t v) {
+    return static_cast<DType>(static_cast<uint32_t>(v));
+  };
+  struct Operand {
+    const char *name;
+    unsigned __int128 elements;
+    DType dtype;
+  };
+  unsigned __int128 weights = static_cast<unsigned __int128>(E) * K * N;
+  Operand operands[] = {
+      {"x", static_cast<unsigned __int128>(M) * K, code(dtype)},
+      {weightGrad ? "dy" : "w",
+       weightGrad ? static_cast<unsigned __int128>(M) * N : weights,
+       code(dtype)},
+      {"ids", static_cast<unsigned __int128>(M), code(idType)},
+      {weightGrad ? "dw" : "out",
+       weightGrad ? weights : static_cast<unsigned __int128>(M) * N,
+       code(dtype)}};
+  for (size_t i = 0; i < 4; ++i) {
+    size_t elem = dtypeSize(operands[i].dtype);
+    unsigned __int128 bytes = operands[i].elements * elem;
+    if (bytes > plan.arenaBytes)
+      return fail(what + " " + operands[i].name +
+                  ": larger than the arena of " +
+                  std::to_string(plan.arenaBytes) + " bytes");
+    if (!checkAlignedRange(what + " " + operands[i].name, c.buffers[i],
+                           static_cast<uint64_t>(bytes), elem))
+      return false;
+  }
+  return true;
+}
+
 bool Validator::checkGemmEpilogue(const std::string &what, const Command &c) {
   const std::vector<int64_t> &p = c.params;
   if (p.size() <= kGemmEpilogue)

@@ -3,7 +3,7 @@
 // Internal to the plan library: the class behind plan::validate, whose
 // checks are split over PlanValidate.cpp (arena, tensors, commands,
 // collectives, events, states, training, metadata) and
-// PlanValidateKernels.cpp (GEMM and attention commands).
+// PlanValidateKernels.cpp (GEMM, attention and grouped GEMM commands).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +37,7 @@ private:
   bool checkGemm(const std::string &what, const Command &c);
   bool checkGemmEpilogue(const std::string &what, const Command &c);
   bool checkAttention(const std::string &what, const Command &c);
+  bool checkGroupedGemm(const std::string &what, const Command &c);
   bool checkStates();
   bool checkTraining();
   bool checkMesh();

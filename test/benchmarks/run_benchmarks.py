@@ -124,7 +124,7 @@ def cleave_compile(model, plan, extra=(), env=None):
     out, err, wall = sh([COMPILE, model, "-o", plan, "--print-stats", *extra], "cleave-compile " + os.path.basename(model),
                         env=env)
     text = out + err
-    m = re.search(r"plan: (\d+) commands \((\d+) kernels, (\d+) gemms, \d+ attentions\), arena (\d+) bytes \(constants (\d+)\)"
+    m = re.search(r"plan: (\d+) commands \((\d+) kernels, (\d+) gemms, \d+ attentions[^)]*\), arena (\d+) bytes \(constants (\d+)\)"
                   r".*compiled in ([0-9.]+) s", text)
     if not m:
         raise Failure("cannot parse cleave-compile --print-stats output: %r" % text[-400:])

@@ -124,6 +124,20 @@ int64_t AttentionBlockGradOp::getFlops() {
   return attentionFlops(getQ(), getV(), 6, 4, 10, getCausal());
 }
 
+/// A multiply and an add per row, output feature and contracted index:
+/// each row meets only its own expert's weights.
+int64_t GroupedMatmulOp::getFlops() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  return 2 * getType().getNumElements() * x.getDimSize(1);
+}
+
+/// The same products, summed into the expert each row is routed to.
+int64_t GroupedMatmulWeightGradOp::getFlops() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  return 2 * x.getNumElements() * dy.getDimSize(1);
+}
+
 /// Two products and a sum per rotated feature.
 int64_t RotaryOp::getFlops() {
   auto x = cast<RankedTensorType>(getX().getType());

@@ -693,6 +693,68 @@ LogicalResult AttentionBlockGradOp::verify() {
                               getDout(), getDq(), getDk(), getDv());
 }
 
+//===----------------------------------------------------------------------===//
+// Expert GEMMs
+//===----------------------------------------------------------------------===//
+
+/// What grouped_matmul and its weight gradient share: static shapes, one
+/// float element type, `x` M x K, group ids of M, and `weights` (w or the
+/// weight gradient) E x K x N or, transposed, E x N x K. `rowsName` and
+/// `rows` are the M x N tensor (the forward's result or the gradient's dy).
+static LogicalResult verifyGroupedMatmul(Operation *op, Value x, Value weights,
+                                         StringRef weightsName, Value rows,
+                                         StringRef rowsName, Value ids,
+                                         bool transposeW) {
+  if (failed(checkStaticShapes(op)) ||
+      failed(checkSameElementType(op, weights.getType(), x.getType(),
+                                  weightsName, "x")) ||
+      failed(
+          checkSameElementType(op, rows.getType(), x.getType(), rowsName, "x")))
+    return failure();
+  auto xt = tensorType(x), wt = tensorType(weights), rt = tensorType(rows);
+  auto it = tensorType(ids);
+  if (xt.getRank() != 2)
+    return op->emitOpError() << "x must have rank 2 (rows x K), got " << xt;
+  if (wt.getRank() != 3)
+    return op->emitOpError()
+           << weightsName << " must have rank 3 (experts x "
+           << (transposeW ? "N x K" : "K x N") << "), got " << wt;
+  if (rt.getRank() != 2)
+    return op->emitOpError()
+           << rowsName << " must have rank 2 (rows x N), got " << rt;
+  if (it.getRank() != 1 || it.getDimSize(0) != xt.getDimSize(0))
+    return op->emitOpError()
+           << "group_ids " << it << " must be one id per row of x " << xt;
+  int64_t k = wt.getDimSize(transposeW ? 2 : 1);
+  int64_t n = wt.getDimSize(transposeW ? 1 : 2);
+  if (k != xt.getDimSize(1))
+    return op->emitOpError() << weightsName << " " << wt << " has K = " << k
+                             << " (transpose_w: " << (transposeW ? "yes" : "no")
+                             << "), x has K = " << xt.getDimSize(1);
+  if (rt.getDimSize(0) != xt.getDimSize(0) || rt.getDimSize(1) != n)
+    return op->emitOpError()
+           << rowsName << " shape " << shapeStr(rt.getShape())
+           << " differs from rows x N = " << shapeStr({xt.getDimSize(0), n});
+  if (wt.getDimSize(0) < 1)
+    return op->emitOpError()
+           << weightsName << " " << wt << " must hold at least one expert";
+  return success();
+}
+
+int64_t GroupedMatmulOp::getNumGroups() {
+  return tensorType(getW()).getDimSize(0);
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  return verifyGroupedMatmul(*this, getX(), getW(), "w", getResult(), "result",
+                             getGroupIds(), getTransposeW());
+}
+
+LogicalResult GroupedMatmulWeightGradOp::verify() {
+  return verifyGroupedMatmul(*this, getX(), getResult(), "result", getDy(),
+                             "dy", getGroupIds(), getTransposeW());
+}
+
 LogicalResult RotaryOp::verify() {
   if (failed(checkStaticShapes(*this)))
     return failure();

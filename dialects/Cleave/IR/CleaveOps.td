@@ -815,6 +815,7 @@ def Cleave_PipelineSumOp : Cleave_Op<"pipeline_sum",
 }
 
 include "Cleave/IR/CleaveAttention.td"
+include "Cleave/IR/CleaveExperts.td"
 include "Cleave/IR/CleaveGradient.td"
 
 #endif // CLEAVE_IR_CLEAVEOPS_TD

@@ -808,6 +808,50 @@ ShardingRule AttentionBlockGradOp::getShardingRule() {
              "partitioning");
 }
 
+/// The factors of a grouped matmul and its weight gradient: rows (M), the
+/// experts (E), K and N. Rows are parallel in the forward and summed in the
+/// weight gradient (each expert's gradient adds its rows); K is summed in
+/// the forward and parallel in the gradient; N is parallel in both. The
+/// experts are read whole: a row may be routed to any of them (expert
+/// parallelism exchanges rows over an ep axis instead).
+static ShardingRule groupedMatmulRule(Operation *op, Value x, Value weights,
+                                      bool weightsIsResult, Value rows,
+                                      bool rowsIsResult, bool transposeW) {
+  ShardingRule rule = ShardingRule::forOp(op);
+  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(weights);
+  int64_t kDim = transposeW ? 2 : 1, nDim = transposeW ? 1 : 2;
+  int64_t m = rowsIsResult ? rule.addFactor(xs[0])
+                           : rule.addReduction(xs[0], ReduceKind::sum);
+  int64_t e = rule.addFactor(ws[0], FactorKind::NeedReplication);
+  int64_t k = weightsIsResult ? rule.addFactor(xs[1])
+                              : rule.addReduction(xs[1], ReduceKind::sum);
+  int64_t n = rule.addFactor(ws[nDim]);
+  auto map = [&](bool isResult, unsigned index, int64_t dim, int64_t factor) {
+    isResult ? rule.mapResult(index, dim, factor)
+             : rule.mapOperand(index, dim, factor);
+  };
+  // Operands x, weights or dy, group_ids; one result.
+  map(false, 0, 0, m);
+  map(false, 0, 1, k);
+  map(false, 2, 0, m);
+  map(weightsIsResult, weightsIsResult ? 0 : 1, 0, e);
+  map(weightsIsResult, weightsIsResult ? 0 : 1, kDim, k);
+  map(weightsIsResult, weightsIsResult ? 0 : 1, nDim, n);
+  map(rowsIsResult, rowsIsResult ? 0 : 1, 0, m);
+  map(rowsIsResult, rowsIsResult ? 0 : 1, 1, n);
+  return rule;
+}
+
+ShardingRule GroupedMatmulOp::getShardingRule() {
+  return groupedMatmulRule(*this, getX(), getW(), false, getResult(), true,
+                           getTransposeW());
+}
+
+ShardingRule GroupedMatmulWeightGradOp::getShardingRule() {
+  return groupedMatmulRule(*this, getX(), getResult(), true, getDy(), false,
+                           getTransposeW());
+}
+
 ShardingRule RotaryOp::getShardingRule() {
   // Batch, heads and positions are parallel (the angles follow the
   // positions); a feature's partner lies across the feature dimension.

@@ -118,6 +118,13 @@ double gemmSeconds(const Device &device, int64_t m, int64_t n, int64_t k,
 /// gemmSeconds call, overhead included) plus the softmax work at the fp32
 /// peak and one kernel overhead.
 double attentionSeconds(const Device &device, const plan::Command &command);
+/// Seconds of a GroupedGemm command (the expert GEMMs of a mixture of
+/// experts), with the rows spread evenly over the experts (balanced
+/// routing: the router's choices are data): one gemmSeconds per expert of
+/// its share of the rows (the forward: rows/E x N x K; the weight
+/// gradient: K x N over rows/E), plus copying the rows into expert order
+/// and back at the memory bandwidth.
+double groupedGemmSeconds(const Device &device, const plan::Command &command);
 /// The peak FLOP/s of a device for GEMMs with operands of `dtype` (fp32, or
 /// tf32 when the device's f32 GEMMs use it; bf16, fp16; f64 at half fp32).
 double gemmPeak(const Device &device, plan::DType dtype);

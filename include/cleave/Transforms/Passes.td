@@ -114,7 +114,7 @@ def ConvolutionsToGemmPass : Pass<"cleave-convolutions-to-gemm", "::mlir::func::
 }
 
 def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func::FuncOp"> {
-  let summary = "Rewrite spelled-out attention, RMS normalization and rotary embedding as ops";
+  let summary = "Rewrite spelled-out attention, RMS normalization, rotary embedding and expert GEMMs as ops";
   let description = [{
     Finds the forms exporters write for attention and RMS normalization and
     rewrites each into `cleave.attention` or `cleave.rms_norm`, the ops
@@ -149,6 +149,14 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
     as a sum divided by (or multiplied by the inverse of) the count, the
     inverse root as `rsqrt`, `reciprocal(sqrt)`, `1 / sqrt` or `x / sqrt`,
     and the scale optional (ones).
+
+    Expert GEMMs (mixture of experts): a gather of whole weight matrices
+    along the experts' axis of an `E x N x K` (or `E x K x N`) tensor at
+    one id per row, contracted with the rows `M x K` as a batched
+    matrix-vector product (what HF's `batched_mm` experts export to ONNX
+    as GatherND then MatMul): `cleave.grouped_matmul`, which reads each
+    expert's weights once instead of once per row. Off for targets
+    without a grouped GEMM command (CUDA).
 
     Anything else stays as it is: a non-constant scale, a mask that is not
     causal in a `select` (or reads a trained initializer), rotate-half with
@@ -185,6 +193,9 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
            "Recognize rotary position embeddings (off by default: under "
            "tensor and sequence parallelism the recognized op's angle "
            "gradients cost more than the spelled-out form's)">,
+    Option<"experts", "experts", "bool", /*default=*/"true",
+           "Recognize gathered expert weights times their rows as "
+           "cleave.grouped_matmul (mixture of experts)">,
   ];
   let statistics = [
     Statistic<"numAttention", "attention", "Attentions recognized">,
@@ -193,6 +204,7 @@ def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func:
     Statistic<"numRotary", "rotary", "Rotary embeddings recognized">,
     Statistic<"numRmsNorm", "rms-norm", "RMS normalizations recognized">,
     Statistic<"numSilu", "silu", "SiLU activations recognized">,
+    Statistic<"numExperts", "experts", "Expert GEMMs recognized">,
   ];
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }

@@ -65,6 +65,7 @@ CLEAVE_VJP_RULE(ScatterOp)
 CLEAVE_VJP_RULE(TopKOp)
 // Contractions, reductions and composites (VJPRulesReductions.cpp).
 CLEAVE_VJP_RULE(ContractOp)
+CLEAVE_VJP_RULE(GroupedMatmulOp)
 CLEAVE_VJP_RULE(ReduceOp)
 CLEAVE_VJP_RULE(CumSumOp)
 CLEAVE_VJP_RULE(SoftmaxOp)

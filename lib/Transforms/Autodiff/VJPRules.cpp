@@ -36,8 +36,8 @@ void registerVJPExternalModels(DialectRegistry &registry) {
            BinaryOp, SelectOp, ConvertOp, PipelineTransferOp>(ctx);
     attach<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ReverseOp,
            ConcatOp, PadOp, GatherOp, GatherElementsOp, ScatterOp, TopKOp>(ctx);
-    attach<ContractOp, ReduceOp, CumSumOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
-           RmsNormOp, AttentionOp, RotaryOp>(ctx);
+    attach<ContractOp, GroupedMatmulOp, ReduceOp, CumSumOp, SoftmaxOp,
+           LogSoftmaxOp, LayerNormOp, RmsNormOp, AttentionOp, RotaryOp>(ctx);
     attach<ConvOp, ReduceWindowOp>(ctx);
   });
 }

@@ -1,7 +1,9 @@
 //===- VJPRulesReductions.cpp - VJP rules of contractions and reductions --===//
 //
-// contract (two contractions and transposes), reduce (sum, max, min, prod),
-// cumsum and the composites softmax, log_softmax, layer_norm and rms_norm.
+// contract (two contractions and transposes), grouped_matmul (the expert
+// GEMMs: one against the transposed weights, one weight gradient), reduce (sum,
+// max, min, prod), cumsum and the composites softmax, log_softmax, layer_norm
+// and rms_norm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,6 +84,23 @@ VJPResult vjp(ContractOp op, OpBuilder &b, ValueRange cotangents) {
       op.getRhsContractingDimensions(), op.getLhsBatchingDimensions(),
       op.getLhsContractingDimensions(), /*selfFirst=*/false);
   return SmallVector<Value>{lhsGrad, rhsGrad};
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped matmul (expert GEMMs)
+//===----------------------------------------------------------------------===//
+
+VJPResult vjp(GroupedMatmulOp op, OpBuilder &b, ValueRange cotangents) {
+  // dx[m] = dy[m] W[g]^T: the same weights read the other way round; each
+  // expert's dW sums its rows' x^T dy. The ids have no gradient.
+  Value dy = cotangents[0];
+  Value dx = GroupedMatmulOp::create(
+      b, op.getLoc(), op.getX().getType(), dy, op.getW(), op.getGroupIds(),
+      op.getTransposeW() ? UnitAttr() : b.getUnitAttr());
+  Value dw = GroupedMatmulWeightGradOp::create(
+      b, op.getLoc(), op.getW().getType(), op.getX(), dy, op.getGroupIds(),
+      op.getTransposeWAttr());
+  return SmallVector<Value>{dx, dw, Value()};
 }
 
 //===----------------------------------------------------------------------===//

@@ -125,7 +125,8 @@ enum class CommandKind : uint32_t {
   Wait = 8,
   Marker = 9,
   Attention = 10,
-  AttentionBackward = 11
+  AttentionBackward = 11,
+  GroupedGemm = 12
 };
 
 /// Lower-case name of a command kind ("kernel", "gemm", ...), "unknown" else.
@@ -198,6 +199,20 @@ const char *commandKindName(CommandKind);
 ///          renormalized here; dq, dk and dv are this block's
 ///          contributions (written, not accumulated into). CPU plans only.
 ///
+///  GroupedGemm: params = GroupedGemmParam (below): the expert GEMMs of
+///          a mixture of experts, row-major and packed. The forward
+///          (cleave.grouped_matmul, kGroupedWeightGrad = 0) has buffers =
+///          {x, w, ids, out}: x (M x K), w (E x K x N, or E x N x K when
+///          kGroupedTransposeW), ids (M integers of idDType, I64 or I32),
+///          out (M x N): out[m] = x[m] W[g], g = ids[m] (a negative id
+///          counts from the end; one still outside [0, E) gives a row of
+///          zeros). The weight gradient (cleave.grouped_matmul_weight_grad,
+///          kGroupedWeightGrad = 1) has buffers = {x, dy, ids, dw}: dw[g] =
+///          sum over the rows routed to g of x[m]^T dy[m] (transposed with
+///          kGroupedTransposeW), zeros for an expert no row reaches. dtype
+///          F32, BF16 or F16 for every float buffer; the products
+///          accumulate in f32, rows in their order (the result does not
+///          depend on the thread count). CPU plans only.
 ///  Collective: params and buffers empty except {src, dst} buffers (send:
 ///          {src}; recv: {dst}); the operation is Command::collective. On
 ///          stream kComputeStream it blocks until done; on kCommStream it
@@ -490,6 +505,19 @@ enum AttentionParam : size_t {
   kAttnNumParams
 };
 
+/// Indices into Command::params for GroupedGemm commands.
+enum GroupedGemmParam : size_t {
+  kGroupedDType = 0, ///< x, w (dw), dy and out
+  kGroupedIdDType,   ///< I64 or I32
+  kGroupedRows,      ///< M
+  kGroupedK,
+  kGroupedN,
+  kGroupedExperts,    ///< E
+  kGroupedTransposeW, ///< 0: w is E x K x N; 1: E x N x K
+  kGroupedWeightGrad, ///< 0: the forward; 1: the weights' gradient
+  kGroupedNumParams
+};
+
 /// Whether an Attention or AttentionBackward command is the block form
 /// (false for plans written before kAttnBlock).
 inline bool attentionIsBlock(const Command &c) {
@@ -777,10 +805,11 @@ bool validateEntries(const Plan &plan, std::string *error);
 /// --print-stats and the Python module's Plan.stats print these.
 struct PlanStats {
   size_t commands = 0;
-  size_t kernels = 0;     ///< Kernel commands (or GPU launches).
-  size_t gemms = 0;       ///< Library GEMM commands.
-  size_t attentions = 0;  ///< Fused attention commands (forward, backward).
-  size_t collectives = 0; ///< Collective commands, sends and receives.
+  size_t kernels = 0;      ///< Kernel commands (or GPU launches).
+  size_t gemms = 0;        ///< Library GEMM commands.
+  size_t attentions = 0;   ///< Fused attention commands (forward, backward).
+  size_t groupedGemms = 0; ///< Expert GEMM commands (forward, weight gradient).
+  size_t collectives = 0;  ///< Collective commands, sends and receives.
   size_t asyncCollectives = 0; ///< Of them, on the communication stream.
   uint64_t arenaBytes = 0;
   uint64_t constantBytes = 0;   ///< Constant data inside the plan.

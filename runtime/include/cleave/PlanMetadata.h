@@ -90,6 +90,8 @@ inline constexpr TextKey kCudaTf32{"cuda_tf32"};
 inline constexpr IntegerKey kRecognizedAttention{"recognized_attention"};
 inline constexpr IntegerKey kRecognizedRmsNorm{"recognized_rms_norm"};
 inline constexpr IntegerKey kRecognizedSilu{"recognized_silu"};
+/// Written only where the program has some.
+inline constexpr IntegerKey kRecognizedExperts{"recognized_experts"};
 // What --cleave-insert-recompute did.
 inline constexpr TextKey kRecomputePolicy{"recompute_policy"};
 inline constexpr IntegerKey kSavedActivationBytesBefore{

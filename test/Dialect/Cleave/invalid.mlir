@@ -1692,3 +1692,39 @@ func.func @attention_block_grad_shape(%q: tensor<1x2x4x8xf32>, %p: tensor<4xi64>
       : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4xi64>, tensor<4xi64>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>)
   return
 }
+
+// -----
+
+func.func @grouped_matmul_k(%x: tensor<8x16xf32>, %w: tensor<4x16x32xf32>, %ids: tensor<8xi64>) {
+  // expected-error @+1 {{w 'tensor<4x16x32xf32>' has K = 32 (transpose_w: yes), x has K = 16}}
+  %y = cleave.grouped_matmul %x, %w, %ids transpose_w
+      : (tensor<8x16xf32>, tensor<4x16x32xf32>, tensor<8xi64>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_ids(%x: tensor<8x16xf32>, %w: tensor<4x16x32xf32>, %ids: tensor<4x2xi64>) {
+  // expected-error @+1 {{group_ids 'tensor<4x2xi64>' must be one id per row of x 'tensor<8x16xf32>'}}
+  %y = cleave.grouped_matmul %x, %w, %ids
+      : (tensor<8x16xf32>, tensor<4x16x32xf32>, tensor<4x2xi64>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_result(%x: tensor<8x16xf32>, %w: tensor<4x16x32xf32>, %ids: tensor<8xi64>) {
+  // expected-error @+1 {{result shape [8, 16] differs from rows x N = [8, 32]}}
+  %y = cleave.grouped_matmul %x, %w, %ids
+      : (tensor<8x16xf32>, tensor<4x16x32xf32>, tensor<8xi64>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_weight_grad_type(%x: tensor<8x16xf32>, %dy: tensor<8x32xbf16>, %ids: tensor<8xi64>) {
+  // expected-error @+1 {{dy element type 'bf16' differs from x element type 'f32'}}
+  %dw = cleave.grouped_matmul_weight_grad %x, %dy, %ids
+      : (tensor<8x16xf32>, tensor<8x32xbf16>, tensor<8xi64>) -> tensor<4x16x32xf32>
+  return
+}

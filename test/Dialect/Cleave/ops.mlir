@@ -522,6 +522,24 @@ func.func @attention_block(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>,
   return
 }
 
+// The expert GEMMs: rows times their expert's weights (E x N x K read
+// transposed, or E x K x N), int32 or int64 ids; the weights' gradient.
+// CHECK-LABEL: func.func @grouped_matmul
+func.func @grouped_matmul(%x: tensor<16x32xf32>, %w: tensor<4x64x32xf32>,
+                          %wk: tensor<4x32x64xbf16>, %xb: tensor<16x32xbf16>,
+                          %ids: tensor<16xi64>, %ids32: tensor<16xi32>) {
+  // CHECK: cleave.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} transpose_w : (tensor<16x32xf32>, tensor<4x64x32xf32>, tensor<16xi64>) -> tensor<16x64xf32>
+  %y = cleave.grouped_matmul %x, %w, %ids transpose_w
+      : (tensor<16x32xf32>, tensor<4x64x32xf32>, tensor<16xi64>) -> tensor<16x64xf32>
+  // CHECK: cleave.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x32xbf16>, tensor<4x32x64xbf16>, tensor<16xi32>) -> tensor<16x64xbf16>
+  %yb = cleave.grouped_matmul %xb, %wk, %ids32
+      : (tensor<16x32xbf16>, tensor<4x32x64xbf16>, tensor<16xi32>) -> tensor<16x64xbf16>
+  // CHECK: cleave.grouped_matmul_weight_grad %{{.*}}, %{{.*}}, %{{.*}} transpose_w : (tensor<16x32xf32>, tensor<16x64xf32>, tensor<16xi64>) -> tensor<4x64x32xf32>
+  %dw = cleave.grouped_matmul_weight_grad %x, %y, %ids transpose_w
+      : (tensor<16x32xf32>, tensor<16x64xf32>, tensor<16xi64>) -> tensor<4x64x32xf32>
+  return
+}
+
 // Attention: multi-head, grouped-query with a broadcast bias, a causal mask
 // with an offset and a softcap, bf16 operands.
 // CHECK-LABEL: func.func @attention

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Writes one mixture-of-experts layer as ONNX, in the form PyTorch exports
+transformers' MoE blocks with the "batched_mm" experts implementation
+(Mixtral's, Qwen2-MoE's; see test/models/mixtral.onnx):
+
+  router:   logits = x Wr^T (Gemm), probabilities = softmax(logits),
+            weights, ids = TopK(probabilities, k), weights /= sum(weights)
+  dispatch: each token repeated k times (Unsqueeze, Expand, Reshape)
+  experts:  GatherND of each row's expert weights (E x 2I x D), MatMul
+            with the row as a column, the SwiGLU (gate and up halves),
+            GatherND of the down projections (E x D x I), MatMul
+  combine:  rows times their weights, summed over the k choices
+
+`--train --loss=mse:y,target` trains it (the loss adds the target input).
+Weights are drawn from a fixed seed.
+
+    make_moe.py [--tokens 4096] [--d-model 512] [--intermediate 64]
+        [--experts 8] [--top-k 2] [--seed 0] -o moe.onnx
+"""
+
+import argparse
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def build(tokens, d, inter, experts, k, seed):
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+
+    def init(name, shape, scale):
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) * scale).astype(f32), name)
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+    inits = [
+        init("router.weight", (experts, d), d ** -0.5),
+        init("experts.gate_up_proj", (experts, 2 * inter, d), d ** -0.5),
+        init("experts.down_proj", (experts, d, inter), inter ** -0.5),
+        ints("k", [k]),
+        ints("last", [-1]),
+        ints("one", [1]),
+        ints("rows_shape", [tokens * k]),
+        ints("rep_shape", [tokens * k, d]),
+        ints("expand_shape", [tokens, k, d]),
+        ints("tkd_shape", [tokens, k, d]),
+        ints("zero", [0]),
+        ints("inter", [inter]),
+        ints("two_inter", [2 * inter]),
+    ]
+    n = helper.make_node
+    nodes = [
+        # Router.
+        n("Gemm", ["x", "router.weight"], ["logits"], transB=1),
+        n("Softmax", ["logits"], ["probs"], axis=-1),
+        n("TopK", ["probs", "k"], ["top", "ids"], axis=-1, largest=1,
+          sorted=1),
+        n("ReduceSum", ["top", "last"], ["top_sum"], keepdims=1),
+        n("Div", ["top", "top_sum"], ["route_weights"]),
+        # Dispatch: each token k times, the ids flattened.
+        n("Unsqueeze", ["x", "one"], ["x1"]),
+        n("Expand", ["x1", "expand_shape"], ["xk"]),
+        n("Reshape", ["xk", "rep_shape"], ["rows"]),
+        n("Reshape", ["ids", "rows_shape"], ["row_ids"]),
+        n("Unsqueeze", ["row_ids", "last"], ["row_ids1"]),
+        n("Unsqueeze", ["rows", "last"], ["rows_col"]),
+        # Experts: gathered gate/up weights times each row, SwiGLU, then
+        # the gathered down projections.
+        n("GatherND", ["experts.gate_up_proj", "row_ids1"], ["w1"]),
+        n("MatMul", ["w1", "rows_col"], ["h1"]),
+        n("Squeeze", ["h1", "last"], ["h"]),
+        n("Slice", ["h", "zero", "inter", "one"], ["gate"]),
+        n("Slice", ["h", "inter", "two_inter", "one"], ["up"]),
+        n("Sigmoid", ["gate"], ["gate_sig"]),
+        n("Mul", ["gate", "gate_sig"], ["gate_silu"]),
+        n("Mul", ["gate_silu", "up"], ["act"]),
+        n("Unsqueeze", ["act", "last"], ["act_col"]),
+        n("GatherND", ["experts.down_proj", "row_ids1"], ["w2"]),
+        n("MatMul", ["w2", "act_col"], ["o1"]),
+        n("Squeeze", ["o1", "last"], ["o"]),
+        # Combine.
+        n("Reshape", ["route_weights", "rows_shape"], ["rw"]),
+        n("Unsqueeze", ["rw", "last"], ["rw1"]),
+        n("Mul", ["o", "rw1"], ["weighted"]),
+        n("Reshape", ["weighted", "tkd_shape"], ["per_choice"]),
+        n("ReduceSum", ["per_choice", "one"], ["y"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "moe_layer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [tokens, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [tokens, d])],
+        inits)
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", type=int, default=4096)
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--intermediate", type=int, default=64)
+    p.add_argument("--experts", type=int, default=8)
+    p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", required=True)
+    a = p.parse_args()
+    if not 1 <= a.top_k <= a.experts:
+        p.error("--top-k must be between 1 and --experts")
+    model = build(a.tokens, a.d_model, a.intermediate, a.experts, a.top_k,
+                  a.seed)
+    onnx.save(model, a.output)
+
+
+if __name__ == "__main__":
+    main()
