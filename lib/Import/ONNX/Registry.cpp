@@ -15,8 +15,9 @@ void registerQuantizationConverters(llvm::StringMap<ConverterFn> &table);
 // Defined in ScatterGatherOps.cpp and GridSampleOps.cpp.
 void registerScatterGatherConverters(llvm::StringMap<ConverterFn> &table);
 void registerGridSampleConverters(llvm::StringMap<ConverterFn> &table);
-// Defined in AttentionOps.cpp.
+// Defined in AttentionOps.cpp and MoeOps.cpp.
 void registerAttentionConverters(llvm::StringMap<ConverterFn> &table);
+void registerMoeConverters(llvm::StringMap<ConverterFn> &table);
 
 const llvm::StringMap<ConverterFn> &getConverterRegistry() {
   static const llvm::StringMap<ConverterFn> table = [] {
@@ -37,6 +38,7 @@ const llvm::StringMap<ConverterFn> &getConverterRegistry() {
     registerScatterGatherConverters(t);
     registerGridSampleConverters(t);
     registerAttentionConverters(t);
+    registerMoeConverters(t);      // com.microsoft.MoE
     registerTrainingConverters(t); // TrainingOps.cpp
     return t;
   }();
