@@ -5,4 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/tools/setup.sh"
 bash "$root/tools/build.sh"
-ctest --test-dir "${CLEAVE_BUILD_DIR:-$root/build}" --output-on-failure "$@"
+# As many tests at once as there are cores; the suites that use every core
+# themselves declare it (PROCESSORS, test/CMakeLists.txt) and run alone.
+ctest --test-dir "${CLEAVE_BUILD_DIR:-$root/build}" -j"$(nproc)" \
+  --output-on-failure "$@"

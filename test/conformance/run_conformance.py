@@ -24,11 +24,16 @@ another directory of the same layout (e.g. libonnx-testdata's `simple`
 models, such as the Gradient tests). They are listed and counted on their
 own line, `extra (DIR): P passed, F failed, U unsupported of N`, so the node
 count stays comparable, and every selected extra test must pass.
+
+`--skip-same-as DIR` leaves out the tests whose directory is byte for byte
+DIR's test of the same name (the node tests an onnx release regenerated
+unchanged): the run over DIR checks them with the same binaries.
 """
 
 import argparse
 import collections
 import concurrent.futures
+import hashlib
 import os
 import re
 import shutil
@@ -190,6 +195,19 @@ def run_test(args, test_dir):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def tree_digest(path):
+    """SHA-256 of a directory's relative file names and contents."""
+    digest = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            digest.update(os.path.relpath(full, path).encode())
+            with open(full, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--compile", required=True, help="path of cleave-compile")
@@ -208,6 +226,9 @@ def main():
     p.add_argument("--extra-tests", help="another test directory (e.g. .../data/simple)")
     p.add_argument("--extra-filter", default="",
                    help="regex on the names of the --extra-tests tests to run")
+    p.add_argument("--skip-same-as",
+                   help="skip the tests whose directory (model and data) is byte for byte "
+                        "the one of the same name here: another run checks them")
     args = p.parse_args()
 
     if args.floor_file:
@@ -215,6 +236,12 @@ def main():
             args.floor = int(f.read().split()[0])
     tests = sorted(d for d in os.listdir(args.tests)
                    if os.path.isdir(os.path.join(args.tests, d)) and re.search(args.filter, d))
+    same = []
+    if args.skip_same_as:
+        same = [t for t in tests if os.path.isdir(os.path.join(args.skip_same_as, t))
+                and tree_digest(os.path.join(args.tests, t))
+                == tree_digest(os.path.join(args.skip_same_as, t))]
+        tests = [t for t in tests if t not in set(same)]
     extra = []
     if args.extra_tests:
         extra = sorted(d for d in os.listdir(args.extra_tests)
@@ -264,6 +291,9 @@ def main():
     print("\n%d of the passes compiled with shape-deciding inputs frozen (--freeze-input)" % frozen)
     print("\nconformance: %d passed, %d failed, %d unsupported of %d" % (
         counts["passed"], counts["failed"], counts["unsupported"], len(results)))
+    if same:
+        print("skipped: %d tests the same byte for byte as %s's (checked there)"
+              % (len(same), args.skip_same_as))
     rc = 0
     if args.extra_tests:
         extra_counts = collections.Counter(s for s, _, _ in extra_results.values())
