@@ -100,6 +100,26 @@ bool Validator::checkGemm(const std::string &what, const Command &c) {
   return checkGemmEpilogue(what, c);
 }
 
+static DType dtypeCode(int64_t v) {
+  return static_cast<DType>(static_cast<uint32_t>(v));
+}
+
+bool Validator::checkOperands(const std::string &what, const Command &c,
+                              const std::vector<KernelOperand> &operands) {
+  for (size_t i = 0; i < operands.size(); ++i) {
+    size_t elem = dtypeSize(operands[i].dtype);
+    unsigned __int128 bytes = operands[i].elements * elem;
+    if (bytes > plan.arenaBytes)
+      return fail(what + " " + operands[i].name + ": " +
+                  "larger than the arena of " +
+                  std::to_string(plan.arenaBytes) + " bytes");
+    if (!checkAlignedRange(what + " " + operands[i].name, c.buffers[i],
+                           static_cast<uint64_t>(bytes), elem))
+      return false;
+  }
+  return true;
+}
+
 bool Validator::checkAttention(const std::string &what, const Command &c) {
   const std::vector<int64_t> &p = c.params;
   // Plans written before the block flag have one parameter less.
@@ -188,15 +208,8 @@ bool Validator::checkAttention(const std::string &what, const Command &c) {
   auto count = [](int64_t a, int64_t b, int64_t c, int64_t d) {
     return static_cast<unsigned __int128>(a) * b * c * d;
   };
-  auto code = [](int64_t v) {
-    return static_cast<DType>(static_cast<uint32_t>(v));
-  };
-  struct Operand {
-    const char *name;
-    unsigned __int128 elements;
-    DType dtype;
-  };
-  std::vector<Operand> operands = {
+  auto code = dtypeCode;
+  std::vector<KernelOperand> operands = {
       {"q", count(B, Hq, Sq, D), code(p[kAttnDType])},
       {"k", count(B, Hkv, Skv, D), code(p[kAttnDType])},
       {"v", count(B, Hkv, Skv, Dv), code(p[kAttnDType])}};
@@ -207,7 +220,7 @@ bool Validator::checkAttention(const std::string &what, const Command &c) {
     operands.push_back({"qpos", count(1, 1, 1, Sq), DType::I64});
     operands.push_back({"kpos", count(1, 1, 1, Skv), DType::I64});
   }
-  Operand lse = {"lse", count(1, B, Hq, Sq), DType::F32};
+  KernelOperand lse = {"lse", count(1, B, Hq, Sq), DType::F32};
   if (block && backward)
     operands.push_back(lse);
   operands.push_back({"out", count(B, Hq, Sq, Dv), code(p[kAttnDType])});
@@ -219,18 +232,7 @@ bool Validator::checkAttention(const std::string &what, const Command &c) {
     operands.push_back({"dk", count(B, Hkv, Skv, D), code(p[kAttnGradDType])});
     operands.push_back({"dv", count(B, Hkv, Skv, Dv), code(p[kAttnGradDType])});
   }
-  for (size_t i = 0; i < operands.size(); ++i) {
-    size_t elem = dtypeSize(operands[i].dtype);
-    unsigned __int128 bytes = operands[i].elements * elem;
-    if (bytes > plan.arenaBytes)
-      return fail(what + " " + operands[i].name + ": " +
-                  "larger than the arena of " +
-                  std::to_string(plan.arenaBytes) + " bytes");
-    if (!checkAlignedRange(what + " " + operands[i].name, c.buffers[i],
-                           static_cast<uint64_t>(bytes), elem))
-      return false;
-  }
-  return true;
+  return checkOperands(what, c, operands);
 }
 
 bool Validator::checkGroupedGemm(const std::string &what, const Command &c) {
@@ -268,16 +270,9 @@ bool Validator::checkGroupedGemm(const std::string &what, const Command &c) {
     return fail(what + ": needs at least one expert");
   int64_t M = p[kGroupedRows], K = p[kGroupedK], N = p[kGroupedN],
           E = p[kGroupedExperts];
-  auto code = [](int64_t v) {
-    return static_cast<DType>(static_cast<uint32_t>(v));
-  };
-  struct Operand {
-    const char *name;
-    unsigned __int128 elements;
-    DType dtype;
-  };
+  auto code = dtypeCode;
   unsigned __int128 weights = static_cast<unsigned __int128>(E) * K * N;
-  Operand operands[] = {
+  std::vector<KernelOperand> operands = {
       {"x", static_cast<unsigned __int128>(M) * K, code(dtype)},
       {weightGrad ? "dy" : "w",
        weightGrad ? static_cast<unsigned __int128>(M) * N : weights,
@@ -286,18 +281,7 @@ bool Validator::checkGroupedGemm(const std::string &what, const Command &c) {
       {weightGrad ? "dw" : "out",
        weightGrad ? weights : static_cast<unsigned __int128>(M) * N,
        code(dtype)}};
-  for (size_t i = 0; i < 4; ++i) {
-    size_t elem = dtypeSize(operands[i].dtype);
-    unsigned __int128 bytes = operands[i].elements * elem;
-    if (bytes > plan.arenaBytes)
-      return fail(what + " " + operands[i].name +
-                  ": larger than the arena of " +
-                  std::to_string(plan.arenaBytes) + " bytes");
-    if (!checkAlignedRange(what + " " + operands[i].name, c.buffers[i],
-                           static_cast<uint64_t>(bytes), elem))
-      return false;
-  }
-  return true;
+  return checkOperands(what, c, operands);
 }
 
 bool Validator::checkGemmEpilogue(const std::string &what, const Command &c) {

@@ -17,6 +17,14 @@
 
 namespace cleave::plan::detail {
 
+/// A kernel command's operand: its name, element count (in 128 bits: dims
+/// below 2^31 cannot overflow) and element type.
+struct KernelOperand {
+  const char *name;
+  unsigned __int128 elements;
+  DType dtype;
+};
+
 class Validator {
 public:
   Validator(const Plan &plan, std::string *error) : plan(plan), error(error) {}
@@ -38,6 +46,10 @@ private:
   bool checkGemmEpilogue(const std::string &what, const Command &c);
   bool checkAttention(const std::string &what, const Command &c);
   bool checkGroupedGemm(const std::string &what, const Command &c);
+  /// Each operand of a kernel command (in buffer order) fits the arena at
+  /// an offset aligned to its element size.
+  bool checkOperands(const std::string &what, const Command &c,
+                     const std::vector<KernelOperand> &operands);
   bool checkStates();
   bool checkTraining();
   bool checkMesh();
