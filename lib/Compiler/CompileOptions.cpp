@@ -372,6 +372,14 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "Weight decay: decoupled for adamw, L2 otherwise (default 0)");
   add(o.clipGradNorm, "clip-grad-norm", "",
       "Clip gradients to this global norm (default 0: off)");
+  add(o.moeAuxLoss, "moe-aux-loss", "coef",
+      "Add coef times each mixture-of-experts router's load-balancing loss "
+      "(Switch/GShard: E * sum over experts of the fraction of tokens "
+      "routed to it times its mean router probability) to the loss "
+      "(default 0: off)");
+  add(o.moeZLoss, "moe-z-loss", "coef",
+      "Add coef times each router's z-loss (mean over tokens of "
+      "logsumexp(logits)^2) to the loss (default 0: off)");
   add(o.lossScale, "loss-scale", "mode",
       "none, dynamic or a number (static scale); default: dynamic "
       "with --precision=fp16, none otherwise");

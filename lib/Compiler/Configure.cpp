@@ -236,6 +236,8 @@ int Driver::configureTraining(int64_t pipelineRanks) {
     train.epsilon = opts.adamEps;
     train.weightDecay = opts.weightDecay;
     train.clipGradNorm = opts.clipGradNorm;
+    train.moeAuxLoss = opts.moeAuxLoss;
+    train.moeZLoss = opts.moeZLoss;
     train.lossScale = !opts.lossScale.empty()    ? opts.lossScale
                       : opts.precision == "fp16" ? std::string("dynamic")
                                                  : std::string("none");
@@ -408,6 +410,12 @@ int Driver::configureCodegen() {
     return fail("--loss-scale needs --train");
   if (!opts.train && opts.recompute != "none")
     return fail("--recompute needs --train");
+  if (!opts.train && (opts.moeAuxLoss != 0 || opts.moeZLoss != 0))
+    return fail("--moe-aux-loss and --moe-z-loss need --train");
+  if (opts.moeAuxLoss < 0 || opts.moeZLoss < 0 ||
+      !std::isfinite(opts.moeAuxLoss) || !std::isfinite(opts.moeZLoss))
+    return fail("--moe-aux-loss and --moe-z-loss take a finite coefficient "
+                ">= 0");
   RecomputePolicy recompute;
   if (std::string error = parseRecomputePolicy(opts.recompute, recompute);
       !error.empty())

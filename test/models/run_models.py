@@ -285,6 +285,15 @@ class DefaultExport(Model):
                                       np.max(np.abs(want))), TOL_LOGITS)]
 
 
+# The models that check every optimizer run of the manifest (SGD, Adam,
+# AdamW, clipped AdamW): one of each architecture family (decoder with tied
+# embeddings, grouped-query decoder with RMSNorm and rotary, encoder,
+# convolutional with BatchNorm). The optimizers' arithmetic is the same for
+# every model; the others train with AdamW (and bf16), which their layers
+# are what is checked by. --all-runs runs every run of every model.
+EVERY_OPTIMIZER = {"gpt2_tied", "llama", "bert_mlm", "resnet18"}
+
+
 def check_model(name: str, spec: dict, args) -> list[tuple]:
     results = []
 
@@ -299,7 +308,8 @@ def check_model(name: str, spec: dict, args) -> list[tuple]:
     guarded("logits", m.check_logits)
     guarded("grad", m.check_gradients)
     for run_name in spec["runs"]:
-        guarded(run_name, m.check_run, run_name)
+        if args.all_runs or run_name == "adamw" or name in EVERY_OPTIMIZER:
+            guarded(run_name, m.check_run, run_name)
     if "adamw" in spec["runs"]:
         guarded("adamw-bf16", m.check_run, "adamw", "bf16")
     if "default_export" in spec:
@@ -325,6 +335,10 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--only", nargs="*")
     parser.add_argument("-j", type=int, default=2)
+    parser.add_argument("--all-runs", action="store_true",
+                        help="every optimizer run of every model (by default "
+                             "the models of EVERY_OPTIMIZER run them all, the "
+                             "others AdamW alone)")
     args = parser.parse_args()
     manifest = json.loads((HERE / "manifest.json").read_text())
     models = {k: v for k, v in manifest["models"].items()

@@ -93,6 +93,10 @@ private:
   SmallVector<Operation *> opsAfter(Operation *last) const;
 
   const BuildTrainStepPass &o;
+  /// Whether --moe-aux-loss or --moe-z-loss asks for router losses.
+  bool routerLossCoefficients() const {
+    return double(o.moeAuxLoss) != 0 || double(o.moeZLoss) != 0;
+  }
   ModuleOp module;
   func::FuncOp oldMain, newMain;
   Block *body = nullptr;
@@ -243,6 +247,11 @@ LogicalResult TrainStepBuilder::buildBody() {
       failed(prepareForward()))
     return failure();
   if (o.pipelineRanks > 1) {
+    if (routerLossCoefficients())
+      return emitError(loc)
+             << "--moe-aux-loss and --moe-z-loss do not combine with "
+                "pipeline parallelism yet (a router's loss would join the "
+                "last stage's)";
     if (failed(buildPipelined()))
       return failure();
   } else {
@@ -395,6 +404,7 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
   Emitter e{b, loc};
   for (auto [c, v] : llvm::zip(state.buffers, bufferValues))
     stateValues[initializerName(c)] = v;
+  Operation *forwardBegin = lastOp();
   outputs = emitMicrobatchForward(e, forward, dataArgs, stateValues, k, m,
                                   [&](Value v) { return isBatch(v); });
   // Running statistics carry from one microbatch to the next.
@@ -407,6 +417,27 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
                                   ? microbatchOf(e, target, k, m)
                                   : target,
                               denominator);
+  if (routerLossCoefficients()) {
+    SmallVector<Operation *> forwardOps = opsAfter(forwardBegin);
+    forwardOps.resize(llvm::find(forwardOps, forwardEnd) - forwardOps.begin() +
+                      1);
+    FailureOr<SmallVector<Router>> routers = findRouters(forwardOps);
+    if (failed(routers))
+      return failure();
+    if (routers->empty())
+      return emitError(loc)
+             << "--moe-aux-loss and --moe-z-loss need a mixture of experts' "
+                "router: a top-k over a softmax whose indices reach a "
+                "cleave.grouped_matmul (--cleave-recognize-composites{experts} "
+                "makes them from exported experts); the model has none";
+    // Each microbatch routes its own tokens: their mean is the batch's.
+    Value router = e.scale(
+        routerLosses(e, *routers, double(o.moeAuxLoss), double(o.moeZLoss)),
+        1.0 / double(m));
+    lossValue =
+        e.add(lossValue,
+              e.convert(router, Emitter::typeOf(lossValue).getElementType()));
+  }
   if (k == 0) {
     if (m == 1)
       lossF32 = e.convert(lossValue, b.getF32Type());

@@ -53,6 +53,20 @@ FailureOr<LossSpec> resolveLoss(func::FuncOp oldMain, StringRef loss);
 /// own count.
 Value buildLoss(Emitter &e, const LossSpec &spec, ArrayRef<Value> outputs,
                 Value target, Value denominator = {});
+/// A mixture of experts' router: the softmax of its tokens x experts scores
+/// and the top-k that picks each token's experts (RouterLosses.cpp).
+struct Router {
+  SoftmaxOp probs;
+  TopKOp topk;
+};
+/// The routers among `ops` (one microbatch's forward): each top-k whose
+/// indices reach a cleave.grouped_matmul's ids. Fails, naming it, for a
+/// top-k that routes rows but does not take a softmax of tokens x experts.
+FailureOr<SmallVector<Router>> findRouters(ArrayRef<Operation *> ops);
+/// auxCoef times the routers' load-balancing loss (Switch/GShard) plus
+/// zCoef times their z-loss, in f32; null for no routers.
+Value routerLosses(Emitter &e, ArrayRef<Router> routers, double auxCoef,
+                   double zCoef);
 /// What the loss of the whole batch divides by: the labels not ignored
 /// (cross-entropy) or the elements (mse), so that microbatch losses add
 /// up to it.

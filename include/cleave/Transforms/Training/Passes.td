@@ -138,6 +138,12 @@ def BuildTrainStepPass : Pass<"cleave-build-train-step", "::mlir::ModuleOp"> {
            "decay (adamw)">,
     Option<"clipGradNorm", "clip-grad-norm", "::cleave::ExactDouble", "0.0",
            "Clip gradients to this global norm (0: no clipping)">,
+    Option<"moeAuxLoss", "moe-aux-loss", "::cleave::ExactDouble", "0.0",
+           "Adds this times each mixture-of-experts router's load-balancing "
+           "loss (Switch/GShard: E * sum_e f_e P_e) to the loss">,
+    Option<"moeZLoss", "moe-z-loss", "::cleave::ExactDouble", "0.0",
+           "Adds this times each router's z-loss (the mean over tokens of "
+           "logsumexp(logits)^2) to the loss">,
     Option<"lossScale", "loss-scale", "std::string", "\"none\"",
            "none | dynamic | <number> (a static scale): the backward pass "
            "is seeded with the scaled loss and gradients are unscaled in f32 "

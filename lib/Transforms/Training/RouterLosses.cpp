@@ -1,0 +1,124 @@
+//===- RouterLosses.cpp - A mixture of experts' router losses -------------===//
+//
+// --moe-aux-loss and --moe-z-loss: the losses that keep a mixture of
+// experts' routing balanced (Switch Transformer / GShard) and its router
+// logits small (ST-MoE), added to each microbatch's loss. A router is a
+// top-k over the softmax of tokens x experts scores whose indices (through
+// whatever integer ops compute the ids) reach a cleave.grouped_matmul:
+//
+//   aux = coef * E * sum_e f_e * P_e
+//         f_e = (tokens routed to e, over the k choices) / (T * k)
+//         P_e = mean over the T tokens of the router probability of e
+//   z   = coef * mean over tokens of logsumexp_e(logits)^2
+//
+// f_e comes from the indices (no gradient); P_e and the logits carry the
+// gradient into the router. Megatron-Core's switch load-balancing loss and
+// z-loss are these formulas.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TrainStep.h"
+
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace mlir::cleave;
+using namespace mlir::cleave::train_step;
+
+namespace {
+
+/// The top-k ops whose indices `ids` is computed from, through integer ops.
+void topKsFeeding(Value ids, llvm::SetVector<Operation *> &found) {
+  SmallVector<Value> work = {ids};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (auto topk = dyn_cast<TopKOp>(def)) {
+      if (v == topk.getIndices())
+        found.insert(def);
+      continue;
+    }
+    for (Value operand : def->getOperands())
+      if (isa<IntegerType>(getElementTypeOrSelf(operand.getType())))
+        work.push_back(operand);
+  }
+}
+
+} // namespace
+
+FailureOr<SmallVector<Router>>
+train_step::findRouters(ArrayRef<Operation *> ops) {
+  llvm::SetVector<Operation *> topks;
+  for (Operation *op : ops)
+    if (auto grouped = dyn_cast<GroupedMatmulOp>(op))
+      topKsFeeding(grouped.getGroupIds(), topks);
+  SmallVector<Router> routers;
+  for (Operation *op : topks) {
+    auto topk = cast<TopKOp>(op);
+    auto probs = topk.getOperand().getDefiningOp<SoftmaxOp>();
+    auto type = cast<RankedTensorType>(topk.getOperand().getType());
+    if (!probs || type.getRank() != 2 || topk.getDimension() != 1 ||
+        probs.getDimension() != 1)
+      return topk.emitOpError()
+             << "routes a mixture of experts' rows but is not a top-k over "
+                "a softmax of tokens x experts scores: --moe-aux-loss and "
+                "--moe-z-loss take softmax routers only";
+    routers.push_back({probs, topk});
+  }
+  return routers;
+}
+
+Value train_step::routerLosses(Emitter &e, ArrayRef<Router> routers,
+                               double auxCoef, double zCoef) {
+  Type f32 = e.b.getF32Type();
+  Value total;
+  auto accumulate = [&](Value term) {
+    total = total ? e.add(total, term) : term;
+  };
+  for (Router r : routers) {
+    Value probs = e.convert(r.probs.getResult(), f32);
+    auto type = Emitter::typeOf(probs);
+    int64_t tokens = type.getDimSize(0), experts = type.getDimSize(1);
+    if (auxCoef != 0) {
+      // f_e: one-hot of each choice, summed over tokens and choices.
+      Value ids = r.topk.getIndices();
+      int64_t k = Emitter::typeOf(ids).getDimSize(1);
+      auto choiceType =
+          RankedTensorType::get({tokens, k, experts}, e.b.getI64Type());
+      Value expert = IotaOp::create(e.b, e.loc, choiceType, 2);
+      Value chosen = BroadcastInDimOp::create(
+          e.b, e.loc, choiceType.clone(Emitter::typeOf(ids).getElementType()),
+          ids, ArrayRef<int64_t>{0, 1});
+      chosen = e.convert(chosen, e.b.getI64Type());
+      Value onehot = e.convert(
+          CompareOp::create(e.b, e.loc, choiceType.clone(e.b.getI1Type()),
+                            CompareKind::eq, expert, chosen),
+          f32);
+      auto perExpert = RankedTensorType::get({experts}, f32);
+      Value f = e.scale(ReduceOp::create(e.b, e.loc, perExpert, ReduceKind::sum,
+                                         onehot, ArrayRef<int64_t>{0, 1}),
+                        1.0 / double(tokens * k));
+      Value p = e.scale(ReduceOp::create(e.b, e.loc, perExpert, ReduceKind::sum,
+                                         probs, ArrayRef<int64_t>{0}),
+                        1.0 / double(tokens));
+      accumulate(e.scale(e.sumAll(e.mul(f, p)), auxCoef * double(experts)));
+    }
+    if (zCoef != 0) {
+      Value logits = e.convert(r.probs.getOperand(), f32);
+      auto rowType = RankedTensorType::get({tokens}, f32);
+      Value max = ReduceOp::create(e.b, e.loc, rowType, ReduceKind::max, logits,
+                                   ArrayRef<int64_t>{1});
+      Value maxB =
+          BroadcastInDimOp::create(e.b, e.loc, type, max, ArrayRef<int64_t>{0});
+      Value sum = ReduceOp::create(e.b, e.loc, rowType, ReduceKind::sum,
+                                   e.unary(UnaryKind::exp, e.sub(logits, maxB)),
+                                   ArrayRef<int64_t>{1});
+      Value lse = e.add(e.unary(UnaryKind::log, sum), max);
+      accumulate(e.scale(e.sumAll(e.mul(lse, lse)), zCoef / double(tokens)));
+    }
+  }
+  return total;
+}
