@@ -21,13 +21,13 @@ every core.
 """
 
 import argparse
-import json
 import os
 import re
-import statistics
-import subprocess
 import sys
 import tempfile
+
+import benchlib
+from benchlib import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,19 +47,8 @@ WORK = args.work or tempfile.mkdtemp(prefix="cleave-bench-attention-")
 os.makedirs(WORK, exist_ok=True)
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
-    return r.stdout + r.stderr
-
-
 def compile_plan(model, out, extra):
-    text = run([os.path.join(BIN, "cleave-compile"), model, "--print-stats", "-o", out] + extra)
-    m = re.search(r"arena (\d+) bytes", text)
-    if not m:
-        sys.exit("cannot read the arena from cleave-compile --print-stats:\n" + text)
-    return int(m[1])
+    return benchlib.compile_plan(BIN, model, out, extra)[0]
 
 
 def attention_model(path):
@@ -93,11 +82,7 @@ def forward_ms(plan, inputs):
 
 
 def step_ms(plan):
-    log = plan + ".jsonl"
-    run([os.path.join(BIN, "cleave-run"), plan, "--synthetic", "--steps", str(args.steps),
-         "--log-every", "1", "--log-json", log])
-    times = [json.loads(line)["step_ms"] for line in open(log)][2:]
-    return statistics.median(times)
+    return benchlib.step_ms(BIN, plan, args.steps)
 
 
 rows = []

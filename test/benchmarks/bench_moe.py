@@ -32,10 +32,11 @@ import argparse
 import json
 import os
 import re
-import statistics
-import subprocess
 import sys
 import tempfile
+
+import benchlib
+from benchlib import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -53,32 +54,15 @@ WORK = args.work or tempfile.mkdtemp(prefix="cleave-bench-moe-")
 os.makedirs(WORK, exist_ok=True)
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
-    return r.stdout + r.stderr
-
-
 def compile_plan(model, out, extra):
-    text = run([os.path.join(BIN, "cleave-compile"), model, "--print-stats", "-o", out,
-                "--train", "--loss=mse:y,target", "--optimizer=adamw"] + extra)
-    m = re.search(r"arena (\d+) bytes", text)
-    if not m:
-        sys.exit("cannot read the arena from cleave-compile --print-stats:\n" + text)
+    arena, text = benchlib.compile_plan(BIN, model, out, ["--train", "--loss=mse:y,target",
+                                                          "--optimizer=adamw"] + extra)
     grouped = re.search(r"(\d+) grouped gemms", text)
-    return int(m[1]), int(grouped[1]) if grouped else 0
+    return arena, int(grouped[1]) if grouped else 0
 
 
 def step_ms(plan, profile=None):
-    log = plan + ".jsonl"
-    cmd = [os.path.join(BIN, "cleave-run"), plan, "--synthetic", "--steps", str(args.steps),
-           "--log-every", "1", "--log-json", log]
-    if profile:
-        cmd += ["--profile-json", profile]
-    run(cmd)
-    times = [json.loads(line)["step_ms"] for line in open(log)][2:]
-    return statistics.median(times)
+    return benchlib.step_ms(BIN, plan, args.steps, ["--profile-json", profile] if profile else [])
 
 
 model = os.path.join(WORK, "moe.onnx")
