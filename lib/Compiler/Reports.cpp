@@ -310,18 +310,15 @@ void Driver::printStats(const plan::Plan &plan, double seconds,
     printPlanStats(os, plan, seconds);
   }
   namespace meta = plan::meta;
-  if (auto attention = plan::getMetadata(plan, meta::kRecognizedAttention))
+  if (auto attention = plan::getMetadata(plan, meta::kRecognizedAttention)) {
     os << "recognized: " << *attention << " attention, "
        << plan::getMetadata(plan, meta::kRecognizedRmsNorm).value_or(0)
        << " rms_norm, "
-       << plan::getMetadata(plan, meta::kRecognizedSilu).value_or(0) << " silu"
-       << (plan::getMetadata(plan, meta::kRecognizedExperts)
-               ? ", " +
-                     std::to_string(
-                         *plan::getMetadata(plan, meta::kRecognizedExperts)) +
-                     " expert gemms"
-               : std::string())
-       << " (--no-recognize-composites keeps them spelled out)\n";
+       << plan::getMetadata(plan, meta::kRecognizedSilu).value_or(0) << " silu";
+    if (auto experts = plan::getMetadata(plan, meta::kRecognizedExperts))
+      os << ", " << *experts << " expert gemms";
+    os << " (--no-recognize-composites keeps them spelled out)\n";
+  }
   printTimings(os, importSeconds, timings);
 }
 

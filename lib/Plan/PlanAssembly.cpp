@@ -169,13 +169,17 @@ static plan::Command attentionCommand(Operation *op) {
 
 /// The GroupedGemm command of cleave.grouped_matmul (the forward) or
 /// cleave.grouped_matmul_weight_grad; buffers {x, w | dy, ids, result}.
+/// The ops' element types are the command's (f32, bf16, f16; i32, i64).
 static plan::Command groupedGemmCommand(Operation *op) {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
-  bool weightGrad = isa<GroupedMatmulWeightGradOp>(op);
+  auto forward = dyn_cast<GroupedMatmulOp>(op);
+  bool weightGrad = !forward;
   RankedTensorType x = type(op->getOperand(0));
   RankedTensorType weights =
-      weightGrad ? type(op->getResult(0)) : type(op->getOperand(1));
-  bool transposeW = op->hasAttr("transpose_w");
+      forward ? type(forward.getW()) : type(op->getResult(0));
+  bool transposeW = forward
+                        ? forward.getTransposeW()
+                        : cast<GroupedMatmulWeightGradOp>(op).getTransposeW();
   plan::Command cmd;
   cmd.kind = plan::CommandKind::GroupedGemm;
   std::vector<int64_t> &p = cmd.params;

@@ -78,6 +78,12 @@ bool recognizeGroupedMatmul(ContractOp op) {
     Type et = wt.getElementType();
     if (rt.getElementType() != et || op.getType().getElementType() != et)
       return reject("mixed element types");
+    // The types cleave.grouped_matmul (and its command) takes.
+    if (!et.isF32() && !et.isBF16() && !et.isF16())
+      return reject("not f32, bf16 or f16");
+    Type idType = typeOf(ids).getElementType();
+    if (!idType.isInteger(32) && !idType.isInteger(64))
+      return reject("ids are not i32 or i64");
     // Contracting the gathered matrices' last dimension (B) reads w as
     // E x N x K (transposed); their first (A), as E x K x N.
     bool transposeW = gc[0] == batch + 1;
@@ -87,8 +93,6 @@ bool recognizeGroupedMatmul(ContractOp op) {
         t && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1}) {
       w = t.getOperand();
       transposeW = !transposeW;
-    } else if (t && t.getPermutation() == ArrayRef<int64_t>{0, 1, 2}) {
-      w = t.getOperand();
     }
     int64_t m = typeOf(ids).getNumElements();
     int64_t k = rt.getDimSize(rc[0]);

@@ -3,7 +3,8 @@
 // A GroupedGemm command multiplies each row by the weights of the expert its
 // id names (the forward), or sums each expert's rows into its weight
 // gradient. Rows are ordered by expert with a stable counting sort and
-// copied, widened to f32, into contiguous blocks; each expert's block is
+// copied, widened to f32, into contiguous blocks (f32 weights are read and
+// an f32 weight gradient written in place); each expert's block is
 // then ordinary GEMMs (sgemm: oneDNN or OpenBLAS), cut into tiles of the
 // result by their shape alone, one single-threaded call per tile, spread
 // over the kernels' team (as runGemm does): what a tile computes does not
@@ -213,15 +214,22 @@ void runGroupedGemm(const Command &command, uint8_t *arena,
   job.K = K;
   job.N = N;
   job.transposeW = transposeW;
+  bool f32 = dtype == DType::F32;
   if (!weightGrad) {
-    std::vector<float> w(static_cast<size_t>(E * K * N));
-    widen(second, dtype, E * K * N, w.data());
+    // f32 weights are read in place; bf16 and f16 ones widened once.
+    std::vector<float> wide;
+    const float *w = reinterpret_cast<const float *>(second);
+    if (!f32) {
+      wide.resize(static_cast<size_t>(E * K * N));
+      widen(second, dtype, E * K * N, wide.data());
+      w = wide.data();
+    }
     std::vector<float> ys(static_cast<size_t>(routed * N));
     std::vector<Tile> tiles = tilesOf(E, N, [&](int64_t e) {
       return routing.offsets[e + 1] - routing.offsets[e];
     });
     job.tiles = &tiles;
-    job.w = w.data();
+    job.w = w;
     job.out = ys.data();
     KernelThreads::parallelForOneThreadEach(threads, forwardTiles, &job,
                                             static_cast<int64_t>(tiles.size()));
@@ -239,18 +247,26 @@ void runGroupedGemm(const Command &command, uint8_t *arena,
   for (int64_t i = 0; i < routed; ++i)
     widen(second + routing.rows[i] * N * elem, dtype, N, dys.data() + i * N);
   // Each expert's K x N (N x K) gradient; zeros where no row is routed.
-  std::vector<float> dw(static_cast<size_t>(E * K * N), 0.0f);
+  // An f32 gradient is written in place, a bf16 or f16 one rounded once.
+  std::vector<float> narrow;
+  float *dw = reinterpret_cast<float *>(result);
+  if (!f32) {
+    narrow.resize(static_cast<size_t>(E * K * N));
+    dw = narrow.data();
+  }
+  std::fill(dw, dw + E * K * N, 0.0f);
   int64_t rows = transposeW ? N : K, cols = transposeW ? K : N;
   std::vector<Tile> tiles = tilesOf(E, cols, [&](int64_t e) {
     return routing.offsets[e + 1] > routing.offsets[e] ? rows : 0;
   });
   job.tiles = &tiles;
   job.dy = dys.data();
-  job.out = dw.data();
+  job.out = dw;
   KernelThreads::parallelForOneThreadEach(threads, weightGradTiles, &job,
                                           static_cast<int64_t>(tiles.size()));
-  for (int64_t i = 0, n = E * K * N; i < n; ++i)
-    storeFloat(result, dtype, i, dw[i]);
+  if (!f32)
+    for (int64_t i = 0, n = E * K * N; i < n; ++i)
+      storeFloat(result, dtype, i, dw[i]);
 }
 
 } // namespace cleave::rt

@@ -66,3 +66,15 @@ func.func @not_rows(%x: tensor<6x8x2xf32>, %w: tensor<4x16x8xf32>, %ids: tensor<
   %z = cleave.contract %g, %v batch = [] x [] contract = [0] x [1] : tensor<6x16x8xf32>, tensor<8x6xf32> -> tensor<16x8x8xf32>
   return %y, %z : tensor<6x16x2xf32>, tensor<16x8x8xf32>
 }
+
+// -----
+
+// float64, which the grouped GEMM command does not take, stays gathered.
+// CHECK-LABEL: func.func @double
+// CHECK-NOT: cleave.grouped_matmul
+// CHECK: cleave.gather
+func.func @double(%x: tensor<6x8x1xf64>, %w: tensor<4x16x8xf64>, %ids: tensor<6xi64>) -> tensor<6x16x1xf64> {
+  %g = cleave.gather %w, %ids axis = 0 : (tensor<4x16x8xf64>, tensor<6xi64>) -> tensor<6x16x8xf64>
+  %y = cleave.contract %g, %x batch = [0] x [0] contract = [2] x [1] : tensor<6x16x8xf64>, tensor<6x8x1xf64> -> tensor<6x16x1xf64>
+  return %y : tensor<6x16x1xf64>
+}

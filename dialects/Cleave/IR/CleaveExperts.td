@@ -16,13 +16,14 @@ def Cleave_GroupedMatmulOp : Cleave_Op<"grouped_matmul", [],
     The expert GEMMs of a mixture of experts. `x` is `M x K` (one row per
     routed token), `w` holds `E` weight matrices, `E x K x N` (or `E x N x
     K` with `transpose_w`, PyTorch's `Linear` layout), and `group_ids`
-    (`M`, integer) names each row's expert:
+    (`M`, i32 or i64) names each row's expert:
 
       result[m, n] = sum_k x[m, k] * W[g][k, n],   g = group_ids[m]
       W[g] = w[g]  (transpose_w: w[g]^T)
 
     A negative id counts from the end (`g + E`); a row whose id is still
-    outside `[0, E)` gives zeros. This is what exporters spell as a
+    outside `[0, E)` gives zeros. The floats are f32, bf16 or f16, as the
+    grouped GEMM command takes them. This is what exporters spell as a
     gather of each row's weights followed by a batched matrix-vector
     product (`--cleave-recognize-composites{experts}` finds that form):
     the op reads each expert's weights once instead of once per row. The
@@ -38,20 +39,16 @@ def Cleave_GroupedMatmulOp : Cleave_Op<"grouped_matmul", [],
         -> tensor<16x64xf32>
     ```
   }];
-  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x,
-                       RankedTensorOf<[AnyFloat]>:$w,
-                       Cleave_IndexTensor:$group_ids,
+  let arguments = (ins RankedTensorOf<[F32, BF16, F16]>:$x,
+                       RankedTensorOf<[F32, BF16, F16]>:$w,
+                       RankedTensorOf<[I32, I64]>:$group_ids,
                        UnitAttr:$transpose_w);
-  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let results = (outs RankedTensorOf<[F32, BF16, F16]>:$result);
   let assemblyFormat = [{
     $x `,` $w `,` $group_ids (`transpose_w` $transpose_w^)?
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = [{
-    /// E, the number of weight matrices.
-    int64_t getNumGroups();
-  }];
 }
 
 def Cleave_GroupedMatmulWeightGradOp
@@ -77,11 +74,11 @@ def Cleave_GroupedMatmulWeightGradOp
         -> tensor<4x64x32xf32>
     ```
   }];
-  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x,
-                       RankedTensorOf<[AnyFloat]>:$dy,
-                       Cleave_IndexTensor:$group_ids,
+  let arguments = (ins RankedTensorOf<[F32, BF16, F16]>:$x,
+                       RankedTensorOf<[F32, BF16, F16]>:$dy,
+                       RankedTensorOf<[I32, I64]>:$group_ids,
                        UnitAttr:$transpose_w);
-  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let results = (outs RankedTensorOf<[F32, BF16, F16]>:$result);
   let assemblyFormat = [{
     $x `,` $dy `,` $group_ids (`transpose_w` $transpose_w^)?
     attr-dict `:` functional-type(operands, results)

@@ -604,11 +604,20 @@ static LogicalResult verifyAttention(Operation *op, Value qv, Value kv,
   return success();
 }
 
+/// verifyAttention of any of the four attention ops, whose q, k, v, scale,
+/// softcap and causal mask are named alike; `out` is the forward's result
+/// or the gradients' operand.
+template <typename OpTy>
+static LogicalResult verifyAttentionOf(OpTy op, Value bias, Value out,
+                                       StringRef outName) {
+  return verifyAttention(op, op.getQ(), op.getK(), op.getV(), bias, out,
+                         outName, op.getScale().convertToDouble(),
+                         op.getSoftcap().convertToDouble(), op.getCausal(),
+                         static_cast<int64_t>(op.getCausalOffset()));
+}
+
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQ(), getK(), getV(), getBias(), getResult(),
-                         "result", getScale().convertToDouble(),
-                         getSoftcap().convertToDouble(), getCausal(),
-                         static_cast<int64_t>(getCausalOffset()));
+  return verifyAttentionOf(*this, getBias(), getResult(), "result");
 }
 
 /// The checks of an attention gradient's `dout` and results against its
@@ -642,10 +651,7 @@ static LogicalResult verifyAttentionGrads(Operation *op, Value q, Value k,
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getBias(), getOut(),
-                             "out", getScale().convertToDouble(),
-                             getSoftcap().convertToDouble(), getCausal(),
-                             static_cast<int64_t>(getCausalOffset()))))
+  if (failed(verifyAttentionOf(*this, getBias(), getOut(), "out")))
     return failure();
   return verifyAttentionGrads(*this, getQ(), getK(), getV(), getOut(),
                               getDout(), getDq(), getDk(), getDv());
@@ -672,20 +678,14 @@ static LogicalResult verifyBlockPositions(Operation *op, Value q, Value k,
 }
 
 LogicalResult AttentionBlockOp::verify() {
-  if (failed(verifyAttention(*this, getQ(), getK(), getV(), Value(), getOut(),
-                             "out", getScale().convertToDouble(),
-                             getSoftcap().convertToDouble(), getCausal(),
-                             static_cast<int64_t>(getCausalOffset()))))
+  if (failed(verifyAttentionOf(*this, Value(), getOut(), "out")))
     return failure();
   return verifyBlockPositions(*this, getQ(), getK(), getQPositions(),
                               getKPositions(), getLse());
 }
 
 LogicalResult AttentionBlockGradOp::verify() {
-  if (failed(verifyAttention(*this, getQ(), getK(), getV(), Value(), getOut(),
-                             "out", getScale().convertToDouble(),
-                             getSoftcap().convertToDouble(), getCausal(),
-                             static_cast<int64_t>(getCausalOffset()))) ||
+  if (failed(verifyAttentionOf(*this, Value(), getOut(), "out")) ||
       failed(verifyBlockPositions(*this, getQ(), getK(), getQPositions(),
                                   getKPositions(), getLse())))
     return failure();
@@ -739,10 +739,6 @@ static LogicalResult verifyGroupedMatmul(Operation *op, Value x, Value weights,
     return op->emitOpError()
            << weightsName << " " << wt << " must hold at least one expert";
   return success();
-}
-
-int64_t GroupedMatmulOp::getNumGroups() {
-  return tensorType(getW()).getDimSize(0);
 }
 
 LogicalResult GroupedMatmulOp::verify() {

@@ -104,8 +104,10 @@ LogicalResult convertMoE(NodeContext &ctx) {
   }
 
   Type et = elemOf(x);
-  if (!isa<FloatType>(et)) {
-    ctx.error() << "input must be a float tensor, got " << x.getType();
+  if (!et.isF32() && !et.isBF16() && !et.isF16()) {
+    ctx.error() << "input must be float32, bfloat16 or float16 (what the "
+                   "grouped GEMMs take), got "
+                << x.getType();
     return failure();
   }
   for (auto [name, v] : {std::pair<const char *, Value>{"router_probs", router},

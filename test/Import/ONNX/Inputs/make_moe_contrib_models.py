@@ -41,14 +41,14 @@ def weights(rng, fused):
     }
 
 
-def model(inputs, w, x_shape, **attrs):
+def model(inputs, w, x_shape, elem=TensorProto.FLOAT, **attrs):
     inits = [numpy_helper.from_array(v, k) for k, v in w.items()]
     node = helper.make_node("MoE", inputs, ["y"], domain="com.microsoft", **attrs)
     graph = helper.make_graph(
         [node], "moe",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
-         helper.make_tensor_value_info("router", TensorProto.FLOAT, [T, E])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, x_shape)], inits)
+        [helper.make_tensor_value_info("x", elem, x_shape),
+         helper.make_tensor_value_info("router", elem, [T, E])],
+        [helper.make_tensor_value_info("y", elem, x_shape)], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                 helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
@@ -100,6 +100,8 @@ def refused():
         "old_layout": model(full, old, [T, D], k=2, activation_type="silu"),
         "k_too_large": model(full, w, [T, D], k=5, activation_type="silu"),
         "unknown_activation": model(full, w, [T, D], k=2, activation_type="relu2"),
+        "double": model(full, {k: v.astype(np.float64) for k, v in w.items()}, [T, D],
+                        TensorProto.DOUBLE, k=2, activation_type="silu"),
     }
 
 
