@@ -270,11 +270,16 @@ int Driver::configurePartitioning() {
       return fail(error);
     // Rank placement: a rank is the row-major index of its coordinates, so
     // the last axis varies fastest. tp goes last (its ranks exchange the
-    // most, inside a node), then pp, then dp (across nodes); other axes
-    // keep their place before them.
+    // most, inside a node), then pp, then ep (its all-to-alls inside a node
+    // where they fit), then dp (across nodes); other axes keep their place
+    // before them.
     {
       auto place = [](const std::string &axis) {
-        return axis == "dp" ? 1 : axis == "pp" ? 2 : axis == "tp" ? 3 : 0;
+        return axis == "dp"   ? 1
+               : axis == "ep" ? 2
+               : axis == "pp" ? 3
+               : axis == "tp" ? 4
+                              : 0;
       };
       auto placed = shardOptions.mesh;
       std::stable_sort(placed.begin(), placed.end(),
@@ -289,7 +294,7 @@ int Driver::configurePartitioning() {
         errs() << "cleave-compile: note: --mesh " << opts.mesh
                << " laid out as " << order
                << " (rank = row-major index: tp fastest, inside a "
-                  "node; then pp; then dp, across nodes)\n";
+                  "node; then pp; then ep; then dp, across nodes)\n";
         shardOptions.mesh = std::move(placed);
       }
     }

@@ -147,8 +147,11 @@ private:
 
 bool GlooCommunicator::wait(gloo::transport::UnboundBuffer &b, bool recv,
                             Clock::time_point deadline, std::string *error) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - Clock::now());
+  // Rounded up: Gloo waits whole milliseconds, and a wait that gives up
+  // before `deadline` would read as a lost connection to the callers, which
+  // tell a timeout from a closed pair by whether the deadline has passed.
+  auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() < 0)
     left = std::chrono::milliseconds(0); // negative means "unset" to Gloo
   try {

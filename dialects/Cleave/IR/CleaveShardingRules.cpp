@@ -812,8 +812,7 @@ ShardingRule AttentionBlockGradOp::getShardingRule() {
 /// experts (E), K and N. Rows are parallel in the forward and summed in the
 /// weight gradient (each expert's gradient adds its rows); K is summed in
 /// the forward and parallel in the gradient; N is parallel in both. The
-/// experts are read whole: a row may be routed to any of them (expert
-/// parallelism exchanges rows over an ep axis instead).
+/// experts (E) are a sum in the forward, parallel in the gradient.
 static ShardingRule groupedMatmulRule(Operation *op, Value x, Value weights,
                                       bool weightsIsResult, Value rows,
                                       bool rowsIsResult, bool transposeW) {
@@ -822,7 +821,12 @@ static ShardingRule groupedMatmulRule(Operation *op, Value x, Value weights,
   int64_t kDim = transposeW ? 2 : 1, nDim = transposeW ? 1 : 2;
   int64_t m = rowsIsResult ? rule.addFactor(xs[0])
                            : rule.addReduction(xs[0], ReduceKind::sum);
-  int64_t e = rule.addFactor(ws[0], FactorKind::NeedReplication);
+  // Experts split over ranks (expert parallelism): each rank multiplies
+  // the rows routed to the experts it holds and gives zeros for the others,
+  // so the forward's results are partial sums over the split; the weight
+  // gradient's experts are its own (PartitionOpModels.cpp shifts the ids).
+  int64_t e = weightsIsResult ? rule.addFactor(ws[0])
+                              : rule.addReduction(ws[0], ReduceKind::sum);
   int64_t k = weightsIsResult ? rule.addFactor(xs[1])
                               : rule.addReduction(xs[1], ReduceKind::sum);
   int64_t n = rule.addFactor(ws[nDim]);

@@ -6,7 +6,8 @@
 // round each rank's addend, pipeline messages scattered over their group,
 // splat constants and iotas built at the local shape (`partition`); and a
 // log_softmax split along its rows, a gather from a table split along its
-// gathered axis, slices and grouped convolutions (`buildLocalOp`).
+// gathered axis, grouped matmuls with their experts split, slices and
+// grouped convolutions (`buildLocalOp`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -277,6 +278,43 @@ struct LogSoftmaxModel
   }
 };
 
+/// This rank's indices into its slice of a table of `size` rows split over
+/// `over`: negative indices count from the end of the whole table, and the
+/// rows other ranks hold map to the local row count, which reads zero (an
+/// index out of range does, in the ops that take these).
+static Value localIndices(Partitioner &p, OpBuilder &b, Location loc,
+                          Value indices, int64_t size,
+                          ArrayRef<StringAttr> over, const Twine &why) {
+  auto idxType = cast<RankedTensorType>(indices.getType());
+  Type et = idxType.getElementType();
+  int64_t localRows = size / p.getMeshAxes().size(over);
+  auto scalar = [&](int64_t v) -> Value {
+    auto t = RankedTensorType::get({}, et);
+    auto c = ConstantOp::create(
+        b, loc, t, DenseElementsAttr::get(t, b.getIntegerAttr(et, v)));
+    return BroadcastInDimOp::create(b, loc, idxType, c,
+                                    b.getDenseI64ArrayAttr({}));
+  };
+  Value first = p.rankOffset(b, loc, et, size, over, why);
+  Value offset = idxType.getRank() == 0
+                     ? first
+                     : Value(BroadcastInDimOp::create(
+                           b, loc, idxType, first, b.getDenseI64ArrayAttr({})));
+  auto boolType = RankedTensorType::get(idxType.getShape(), b.getI1Type());
+  Value zero = scalar(0), count = scalar(size), local = scalar(localRows);
+  Value negative =
+      CompareOp::create(b, loc, boolType, CompareKind::lt, indices, zero);
+  Value wrapped = BinaryOp::create(b, loc, BinaryKind::add, indices, count);
+  Value global = SelectOp::create(b, loc, negative, wrapped, indices);
+  Value shifted = BinaryOp::create(b, loc, BinaryKind::sub, global, offset);
+  Value below =
+      CompareOp::create(b, loc, boolType, CompareKind::lt, shifted, zero);
+  Value above =
+      CompareOp::create(b, loc, boolType, CompareKind::ge, shifted, local);
+  Value outside = BinaryOp::create(b, loc, BinaryKind::lor, below, above);
+  return SelectOp::create(b, loc, outside, local, shifted);
+}
+
 /// A gather from a table split along its gathered axis (its reduction is
 /// split): every rank looks up the rows it holds (indices shifted by its
 /// first row) and reads zero for the others; the partitioner sums the
@@ -289,47 +327,44 @@ struct GatherModel
     if (layout.partial.empty())
       return cloneOnLocalShapes(b, op, operands, resultTypes);
     auto gather = cast<GatherOp>(op);
-    Location loc = op->getLoc();
-    Value table = operands[0], indices = operands[1];
-    auto idxType = cast<RankedTensorType>(indices.getType());
-    Type et = idxType.getElementType();
-    int64_t axis = gather.getAxis();
-    int64_t rows = gather.getOperand().getType().getDimSize(axis);
-    int64_t parts = p.getMeshAxes().size(layout.partial);
-    int64_t localRows = rows / parts;
-    auto scalar = [&](int64_t v) -> Value {
-      auto t = RankedTensorType::get({}, et);
-      auto c = ConstantOp::create(
-          b, loc, t, DenseElementsAttr::get(t, b.getIntegerAttr(et, v)));
-      return BroadcastInDimOp::create(b, loc, idxType, c,
-                                      b.getDenseI64ArrayAttr({}));
-    };
-    Value first = p.rankOffset(b, loc, et, rows, layout.partial,
-                               "the first row of this rank's slice of the "
-                               "table of " +
-                                   op->getName().getStringRef());
-    Value offset =
-        idxType.getRank() == 0
-            ? first
-            : Value(BroadcastInDimOp::create(b, loc, idxType, first,
-                                             b.getDenseI64ArrayAttr({})));
-    auto boolType = RankedTensorType::get(idxType.getShape(), b.getI1Type());
-    // Negative indices count from the end of the whole table.
-    Value zero = scalar(0), count = scalar(rows), local = scalar(localRows);
-    Value negative =
-        CompareOp::create(b, loc, boolType, CompareKind::lt, indices, zero);
-    Value wrapped = BinaryOp::create(b, loc, BinaryKind::add, indices, count);
-    Value global = SelectOp::create(b, loc, negative, wrapped, indices);
-    Value shifted = BinaryOp::create(b, loc, BinaryKind::sub, global, offset);
-    // Rows other ranks hold become `localRows`, which reads zero.
-    Value below =
-        CompareOp::create(b, loc, boolType, CompareKind::lt, shifted, zero);
-    Value above =
-        CompareOp::create(b, loc, boolType, CompareKind::ge, shifted, local);
-    Value outside = BinaryOp::create(b, loc, BinaryKind::lor, below, above);
-    Value mapped = SelectOp::create(b, loc, outside, local, shifted);
-    return GatherOp::create(b, loc, resultTypes[0], table, mapped,
-                            gather.getAxisAttr());
+    int64_t rows = gather.getOperand().getType().getDimSize(gather.getAxis());
+    Value mapped =
+        localIndices(p, b, op->getLoc(), operands[1], rows, layout.partial,
+                     "the first row of this rank's slice of the table of " +
+                         op->getName().getStringRef());
+    return GatherOp::create(b, op->getLoc(), resultTypes[0], operands[0],
+                            mapped, gather.getAxisAttr());
+  }
+};
+
+/// Grouped matmuls with their experts split (expert parallelism): each
+/// rank multiplies the rows routed to the experts it holds, their ids
+/// shifted by its first expert, and the rows routed elsewhere read zero (in
+/// the forward, whose results are then partial sums over the experts'
+/// axes) or add nothing (in the weight gradient, whose experts are its
+/// own). Factor 1 of both rules is the experts.
+template <typename OpT>
+struct GroupedMatmulModel
+    : PartitionOpInterface::ExternalModel<GroupedMatmulModel<OpT>, OpT> {
+  Operation *buildLocalOp(Operation *op, Partitioner &p, OpBuilder &b,
+                          const LocalLayout &layout, ValueRange operands,
+                          TypeRange resultTypes) const {
+    ArrayRef<StringAttr> over = layout.factorAxes[1];
+    if (over.empty())
+      return cloneOnLocalShapes(b, op, operands, resultTypes);
+    auto grouped = cast<OpT>(op);
+    Value weights;
+    if constexpr (std::is_same_v<OpT, GroupedMatmulOp>)
+      weights = grouped.getW();
+    else
+      weights = grouped.getResult();
+    int64_t experts = cast<RankedTensorType>(weights.getType()).getDimSize(0);
+    SmallVector<Value> locals(operands);
+    locals[2] = localIndices(p, b, op->getLoc(), operands[2], experts, over,
+                             "the first expert of this rank's slice of the "
+                             "experts of " +
+                                 op->getName().getStringRef());
+    return cloneOnLocalShapes(b, op, locals, resultTypes);
   }
 };
 
@@ -379,6 +414,9 @@ void partition::registerPartitionExternalModels(DialectRegistry &registry) {
     IotaOp::attachInterface<IotaModel>(*ctx);
     LogSoftmaxOp::attachInterface<LogSoftmaxModel>(*ctx);
     GatherOp::attachInterface<GatherModel>(*ctx);
+    GroupedMatmulOp::attachInterface<GroupedMatmulModel<GroupedMatmulOp>>(*ctx);
+    GroupedMatmulWeightGradOp::attachInterface<
+        GroupedMatmulModel<GroupedMatmulWeightGradOp>>(*ctx);
     SliceOp::attachInterface<SliceModel>(*ctx);
     ConvOp::attachInterface<ConvModel>(*ctx);
     registerRingAttentionModels(ctx);

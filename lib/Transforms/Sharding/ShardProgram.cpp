@@ -160,10 +160,20 @@ static LogicalResult seedAndPartition(ModuleOp module,
            << "': expected all-to-all, ring or auto";
   if (options.zero < 0 || options.zero > 3)
     return mlir::emitError(module.getLoc()) << "--zero must be 0, 1, 2 or 3";
-  int64_t dpSize = hasDp ? mesh.getShape()[mesh.getAxisIndex("dp")] : 1;
   int64_t cpAxis = mesh.getAxisIndex("cp");
   int64_t cpSize = cpAxis >= 0 ? mesh.getShape()[cpAxis] : 1;
   bool hasCp = cpSize > 1;
+  // Expert parallelism: the ranks along ep see different tokens, as along
+  // dp, and hold different experts.
+  int64_t epAxis = mesh.getAxisIndex("ep");
+  int64_t epSize = epAxis >= 0 ? mesh.getShape()[epAxis] : 1;
+  bool hasEp = epSize > 1;
+  SmallVector<StringAttr> batchAxes;
+  if (hasDp)
+    batchAxes.push_back(b.getStringAttr("dp"));
+  if (hasEp)
+    batchAxes.push_back(b.getStringAttr("ep"));
+  int64_t batchSize = getAxesSize(mesh, batchAxes);
   // ZeRO splits over the axes whose ranks hold the same parameters and
   // see different data (isReplicaAxis): dp, then cp, the order in which
   // the gradients' partial sums over the batch and the sequence come.
@@ -257,6 +267,45 @@ static LogicalResult seedAndPartition(ModuleOp module,
     }
   }
 
+  // The experts of every grouped matmul's weights over ep (through the
+  // low-precision copy mixed precision multiplies with).
+  llvm::DenseMap<unsigned, TensorShardingAttr> epSeeds;
+  if (hasEp) {
+    WalkResult walk = main.walk([&](GroupedMatmulOp grouped) {
+      Value w = grouped.getW();
+      while (auto convert = w.getDefiningOp<ConvertOp>())
+        w = convert.getOperand();
+      auto arg = dyn_cast<BlockArgument>(w);
+      if (!arg || arg.getOwner() != &main.front() ||
+          !isParameterArg(main, arg.getArgNumber()))
+        return WalkResult::advance();
+      auto type = cast<RankedTensorType>(w.getType());
+      if (type.getDimSize(0) % epSize != 0) {
+        auto name = getArgName(main, arg.getArgNumber());
+        mlir::emitError(grouped.getLoc())
+            << "the " << type.getDimSize(0) << " experts of parameter '"
+            << (name ? name.getValue()
+                     : StringRef(std::to_string(arg.getArgNumber())))
+            << "' do not divide over mesh axis ep (" << epSize << " ranks)";
+        return WalkResult::interrupt();
+      }
+      SmallVector<DimShardingAttr> dims(
+          type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
+      dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("ep")}, false, 0);
+      epSeeds[arg.getArgNumber()] = TensorShardingAttr::get(ctx, meshRef, dims);
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    if (epSeeds.empty())
+      return mlir::emitError(module.getLoc())
+             << "mesh axis ep (" << epSize
+             << " ranks) splits nothing: no parameter is the expert weights "
+                "of a grouped matmul (cleave.grouped_matmul, which "
+                "--recognize-composites finds in mixture-of-experts "
+                "exports); drop the axis";
+  }
+
   // The user's sharding of each parameter, for ZeRO's gradients.
   llvm::StringMap<std::pair<TensorShardingAttr, RankedTensorType>> paramBase;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
@@ -278,6 +327,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
       }
     if (auto it = tpSeeds.find(i); it != tpSeeds.end())
       chosen = it->second;
+    if (auto it = epSeeds.find(i); it != epSeeds.end() && !chosen)
+      chosen = it->second;
     // Data inputs: #cleave.role<data> in a training step; in a forward
     // program, every input that is not a parameter or state.
     std::optional<Role> role = getArgRole(main, i);
@@ -285,18 +336,20 @@ static LogicalResult seedAndPartition(ModuleOp module,
                        : !hasArgState(main, i) &&
                              !main.getArgAttr(i, attr::kInitialValue);
     // With microbatches (rows k, k + m, ... of the batch), each
-    // microbatch's rows must divide over dp too, or every dp rank would
-    // compute the whole microbatch.
+    // microbatch's rows must divide over dp (and ep) too, or every dp rank
+    // would compute the whole microbatch.
     if (auto micro = main->getAttrOfType<IntegerAttr>(attr::kMicrobatches);
-        micro && hasDp && isData && type.getRank() > 0 &&
+        micro && !batchAxes.empty() && isData && type.getRank() > 0 &&
         type.getDimSize(0) % micro.getInt() == 0 &&
-        (type.getDimSize(0) / micro.getInt()) % dpSize != 0)
+        (type.getDimSize(0) / micro.getInt()) % batchSize != 0)
       return mlir::emitError(main.getLoc())
              << what << ": each of the " << micro.getInt()
              << " microbatches has " << type.getDimSize(0) / micro.getInt()
              << " of its " << type.getDimSize(0)
-             << " rows, which do not divide over mesh axis dp (" << dpSize
-             << " ranks)";
+             << " rows, which do not divide over "
+             << (batchAxes.size() > 1 ? "mesh axes dp, ep" : "mesh axis ")
+             << (batchAxes.size() > 1 ? "" : batchAxes[0].getValue()) << " ("
+             << batchSize << " ranks)";
     // Context parallelism: the sequence (dimension 1 of a data input of
     // rank 2 or more: tokens, labels, masks) over cp.
     bool cpSplits = hasCp && isData && type.getRank() >= 2;
@@ -305,14 +358,14 @@ static LogicalResult seedAndPartition(ModuleOp module,
              << what << ": its sequence dimension (dimension 1, "
              << type.getDimSize(1) << ") does not divide over mesh axis cp ("
              << cpSize << " ranks)";
-    if (!chosen && (hasDp || cpSplits) && isData && type.getRank() > 0) {
-      // The batch dimension over dp, the sequence over cp, below user
-      // rules in priority.
+    if (!chosen && (!batchAxes.empty() || cpSplits) && isData &&
+        type.getRank() > 0) {
+      // The batch dimension over dp and ep, the sequence over cp, below
+      // user rules in priority.
       SmallVector<DimShardingAttr> dims(
           type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
-      if (hasDp)
-        dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("dp")}, false,
-                                       kBatchPriority);
+      if (!batchAxes.empty())
+        dims[0] = DimShardingAttr::get(ctx, batchAxes, false, kBatchPriority);
       if (cpSplits)
         dims[1] = DimShardingAttr::get(ctx, {b.getStringAttr("cp")}, false,
                                        kBatchPriority);

@@ -133,3 +133,14 @@ func.func @rotary(%x: tensor<2x4x16x8xf32>, %c: tensor<1x16x3xf32>, %c2: tensor<
   return
 }
 
+
+// Grouped matmuls: rows and N parallel; the experts and K summed in the
+// forward (a rank holding some experts gives zeros for rows routed to the
+// others: expert parallelism), the rows summed in the weight gradient.
+func.func @grouped_matmul(%x: tensor<16x32xf32>, %w: tensor<4x64x32xf32>, %ids: tensor<16xi64>, %dy: tensor<16x64xf32>) {
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, k], [j, l, k], [i]) -> ([i, l]) {i=16, j=4, k=32, l=64} reduction={j, k}
+  %0 = cleave.grouped_matmul %x, %w, %ids transpose_w : (tensor<16x32xf32>, tensor<4x64x32xf32>, tensor<16xi64>) -> tensor<16x64xf32>
+  // CHECK: :[[@LINE+1]]:{{[0-9]+}}: remark: ([i, k], [i, l], [i]) -> ([j, l, k]) {i=16, j=4, k=32, l=64} reduction={i}
+  %1 = cleave.grouped_matmul_weight_grad %x, %dy, %ids transpose_w : (tensor<16x32xf32>, tensor<16x64xf32>, tensor<16xi64>) -> tensor<4x64x32xf32>
+  return
+}
