@@ -377,6 +377,12 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "(Switch/GShard: E * sum over experts of the fraction of tokens "
       "routed to it times its mean router probability) to the loss "
       "(default 0: off)");
+  add(o.moeCapacityFactor, "moe-capacity-factor", "F",
+      "Give each mixture-of-experts expert F x (routed rows per batch row / "
+      "experts) slots per batch row, rounded up (GShard's capacity form): "
+      "rows past their expert's slots are dropped (zero results), and "
+      "under an ep mesh axis the rows travel by all_to_all (default 0: "
+      "dropless, every routed row computed)");
   add(o.moeZLoss, "moe-z-loss", "coef",
       "Add coef times each router's z-loss (mean over tokens of "
       "logsumexp(logits)^2) to the loss (default 0: off)");

@@ -421,6 +421,16 @@ int Driver::configureCodegen() {
       !std::isfinite(opts.moeAuxLoss) || !std::isfinite(opts.moeZLoss))
     return fail("--moe-aux-loss and --moe-z-loss take a finite coefficient "
                 ">= 0");
+  if (opts.moeCapacityFactor < 0 || !std::isfinite(opts.moeCapacityFactor))
+    return fail("--moe-capacity-factor takes a finite factor > 0");
+  if (opts.moeCapacityFactor > 0 && opts.noRecognizeComposites)
+    return fail("--moe-capacity-factor applies to the grouped expert GEMMs "
+                "that --no-recognize-composites turns off");
+  if (opts.moeCapacityFactor > 0 &&
+      (opts.target == "cuda" || opts.cpuEmulateCuda))
+    return fail("--moe-capacity-factor needs the grouped expert GEMMs, "
+                "which CUDA plans do not recognize yet");
+  phaseOptions.moeCapacityFactor = opts.moeCapacityFactor;
   RecomputePolicy recompute;
   if (std::string error = parseRecomputePolicy(opts.recompute, recompute);
       !error.empty())

@@ -58,6 +58,11 @@ void addRecognizeComposites(OpPassManager &pm, const PhaseOptions &options) {
         options.target != Target::CUDA && !options.cpuEmulateCuda;
     fn.addPass(createRecognizeCompositesPass(recognize));
   }
+  if (options.moeCapacityFactor > 0) {
+    ExpertCapacityPassOptions capacity;
+    capacity.factor = options.moeCapacityFactor;
+    pm.addPass(createExpertCapacityPass(capacity));
+  }
 }
 
 void addTrainStepBuild(OpPassManager &pm, const PhaseOptions &options) {

@@ -12,10 +12,13 @@ transformers' MoE blocks with the "batched_mm" experts implementation
   combine:  rows times their weights, summed over the k choices
 
 `--train --loss=mse:y,target` trains it (the loss adds the target input).
-Weights are drawn from a fixed seed.
+Weights are drawn from a fixed seed. With `--batch B`, x and y are
+B x tokens/B x d (sequences of tokens, flattened around the layer as
+transformers do), so that each batch row is a group of its own for
+--moe-capacity-factor.
 
-    make_moe.py [--tokens 4096] [--d-model 512] [--intermediate 64]
-        [--experts 8] [--top-k 2] [--seed 0] -o moe.onnx
+    make_moe.py [--tokens 4096] [--batch 0] [--d-model 512]
+        [--intermediate 64] [--experts 8] [--top-k 2] [--seed 0] -o moe.onnx
 """
 
 import argparse
@@ -25,7 +28,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def build(tokens, d, inter, experts, k, seed):
+def build(tokens, d, inter, experts, k, seed, batch=0):
     rng = np.random.default_rng(seed)
     f32 = np.float32
 
@@ -54,14 +57,14 @@ def build(tokens, d, inter, experts, k, seed):
     n = helper.make_node
     nodes = [
         # Router.
-        n("Gemm", ["x", "router.weight"], ["logits"], transB=1),
+        n("Gemm", ["xt", "router.weight"], ["logits"], transB=1),
         n("Softmax", ["logits"], ["probs"], axis=-1),
         n("TopK", ["probs", "k"], ["top", "ids"], axis=-1, largest=1,
           sorted=1),
         n("ReduceSum", ["top", "last"], ["top_sum"], keepdims=1),
         n("Div", ["top", "top_sum"], ["route_weights"]),
         # Dispatch: each token k times, the ids flattened.
-        n("Unsqueeze", ["x", "one"], ["x1"]),
+        n("Unsqueeze", ["xt", "one"], ["x1"]),
         n("Expand", ["x1", "expand_shape"], ["xk"]),
         n("Reshape", ["xk", "rep_shape"], ["rows"]),
         n("Reshape", ["ids", "rows_shape"], ["row_ids"]),
@@ -86,12 +89,22 @@ def build(tokens, d, inter, experts, k, seed):
         n("Unsqueeze", ["rw", "last"], ["rw1"]),
         n("Mul", ["o", "rw1"], ["weighted"]),
         n("Reshape", ["weighted", "tkd_shape"], ["per_choice"]),
-        n("ReduceSum", ["per_choice", "one"], ["y"], keepdims=0),
+        n("ReduceSum", ["per_choice", "one"], ["yt"], keepdims=0),
     ]
+    shape = [tokens, d]
+    if batch:
+        # Sequences: flattened to tokens around the layer.
+        shape = [batch, tokens // batch, d]
+        inits += [ints("flat_shape", [tokens, d]), ints("seq_shape", shape)]
+        nodes.insert(0, n("Reshape", ["x", "flat_shape"], ["xt"]))
+        nodes.append(n("Reshape", ["yt", "seq_shape"], ["y"]))
+    else:
+        nodes.insert(0, n("Identity", ["x"], ["xt"]))
+        nodes.append(n("Identity", ["yt"], ["y"]))
     graph = helper.make_graph(
         nodes, "moe_layer",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [tokens, d])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [tokens, d])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
         inits)
     model = helper.make_model(graph,
                               opset_imports=[helper.make_opsetid("", 17)])
@@ -103,6 +116,7 @@ def build(tokens, d, inter, experts, k, seed):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokens", type=int, default=4096)
+    p.add_argument("--batch", type=int, default=0)
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--intermediate", type=int, default=64)
     p.add_argument("--experts", type=int, default=8)
@@ -112,8 +126,10 @@ def main():
     a = p.parse_args()
     if not 1 <= a.top_k <= a.experts:
         p.error("--top-k must be between 1 and --experts")
+    if a.batch < 0 or (a.batch and a.tokens % a.batch):
+        p.error("--batch must divide --tokens")
     model = build(a.tokens, a.d_model, a.intermediate, a.experts, a.top_k,
-                  a.seed)
+                  a.seed, a.batch)
     onnx.save(model, a.output)
 
 

@@ -186,6 +186,10 @@ struct PhaseOptions {
   /// (--cleave-recognize-composites) before anything else; how many goes to
   /// the plan's metadata (recognized_attention, recognized_rms_norm).
   bool recognizeComposites = true;
+  /// Above 0: each expert's capacity per batch row, as a factor of the
+  /// routed rows per expert (--cleave-expert-capacity after recognition);
+  /// 0: dropless grouped matmuls.
+  double moeCapacityFactor = 0;
   /// If set, applied to every pass manager the phases make (after the
   /// verifier): cleave-compile applies MLIR's pass manager options here
   /// (--mlir-print-ir-after-all, --mlir-print-ir-after-change, ...).

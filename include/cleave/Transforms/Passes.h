@@ -5,6 +5,7 @@
 
 #include "Cleave/IR/CleaveDialect.h"
 #include "Cleave/IR/CleaveOps.h"
+#include "cleave/Transforms/PassOptionTypes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"

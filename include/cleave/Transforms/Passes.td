@@ -113,6 +113,44 @@ def ConvolutionsToGemmPass : Pass<"cleave-convolutions-to-gemm", "::mlir::func::
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def ExpertCapacityPass : Pass<"cleave-expert-capacity", "::mlir::ModuleOp"> {
+  let summary = "Give each expert a capacity per batch row: grouped matmuls in GShard's dispatch-and-combine form";
+  let description = [{
+    Rewrites every `cleave.grouped_matmul` of @main into the capacity form
+    of GShard and Switch Transformer. The routed rows of each batch row (a
+    sequence's tokens times their k choices, `R` rows) share each expert's
+    `C = ceil(factor * R / E)` slots (at least 1, at most R), taken in row
+    order; a row past its expert's slots is dropped and gives zeros, as a
+    row whose id is out of range does. The kept rows are scattered into a
+    `G x E x C x K` buffer, the experts multiply it as one contraction
+    batched over E, and each kept row gathers its result back.
+
+    Dropless (no factor) is the grouped matmul itself. With the experts
+    split over an `ep` mesh axis, the partitioner moves the buffer's split
+    from the batch rows to the experts and back: an all_to_all over ep each
+    way, GShard's dispatch and combine. The groups are whole batch rows, so
+    which rows are dropped does not depend on the mesh.
+
+    ```mlir
+    // Before (2 batch rows of 8 routed rows, 4 experts):
+    %y = cleave.grouped_matmul %x, %w, %ids
+        : (tensor<16x32xf32>, tensor<4x32x64xf32>, tensor<16xi64>)
+        -> tensor<16x64xf32>
+    // After, factor 1.0 (C = 2): the slots of the kept rows (one-hot of
+    // the ids, cumsum down each group's rows), a scatter into
+    // tensor<2x8x32xf32> (2 x E*C x K), the contraction with %w batched
+    // over E (tensor<4x2x2x64xf32>), and a gather_elements of each row's
+    // slot, zero where dropped.
+    ```
+  }];
+  let options = [
+    Option<"factor", "factor", "::cleave::ExactDouble", /*default=*/"1.0",
+           "Slots per expert and batch row: factor x routed rows per batch "
+           "row / experts, rounded up">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
 def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func::FuncOp"> {
   let summary = "Rewrite spelled-out attention, RMS normalization, rotary embedding and expert GEMMs as ops";
   let description = [{

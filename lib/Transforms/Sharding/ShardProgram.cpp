@@ -267,12 +267,25 @@ static LogicalResult seedAndPartition(ModuleOp module,
     }
   }
 
-  // The experts of every grouped matmul's weights over ep (through the
-  // low-precision copy mixed precision multiplies with).
+  // The experts of every grouped matmul's weights over ep, and of every
+  // parameter a contraction is batched over by its leading dimension (the
+  // experts of the capacity form, or of an einsum MoE); through the
+  // low-precision copy mixed precision multiplies with.
   llvm::DenseMap<unsigned, TensorShardingAttr> epSeeds;
   if (hasEp) {
-    WalkResult walk = main.walk([&](GroupedMatmulOp grouped) {
-      Value w = grouped.getW();
+    WalkResult walk = main.walk([&](Operation *op) {
+      Value w;
+      if (auto grouped = dyn_cast<GroupedMatmulOp>(op))
+        w = grouped.getW();
+      else if (auto contract = dyn_cast<ContractOp>(op))
+        for (auto [operand, batch] :
+             {std::pair(contract.getLhs(), contract.getLhsBatchingDimensions()),
+              std::pair(contract.getRhs(),
+                        contract.getRhsBatchingDimensions())})
+          if (llvm::is_contained(batch, 0))
+            w = operand;
+      if (!w)
+        return WalkResult::advance();
       while (auto convert = w.getDefiningOp<ConvertOp>())
         w = convert.getOperand();
       auto arg = dyn_cast<BlockArgument>(w);
@@ -282,7 +295,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
       auto type = cast<RankedTensorType>(w.getType());
       if (type.getDimSize(0) % epSize != 0) {
         auto name = getArgName(main, arg.getArgNumber());
-        mlir::emitError(grouped.getLoc())
+        mlir::emitError(op->getLoc())
             << "the " << type.getDimSize(0) << " experts of parameter '"
             << (name ? name.getValue()
                      : StringRef(std::to_string(arg.getArgNumber())))
@@ -303,7 +316,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
              << " ranks) splits nothing: no parameter is the expert weights "
                 "of a grouped matmul (cleave.grouped_matmul, which "
                 "--recognize-composites finds in mixture-of-experts "
-                "exports); drop the axis";
+                "exports) or a contraction batched over its leading "
+                "dimension; drop the axis";
   }
 
   // The user's sharding of each parameter, for ZeRO's gradients.
