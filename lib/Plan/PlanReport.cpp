@@ -262,15 +262,22 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
       continue;
     ++report.parameterTensors;
     auto type = cast<RankedTensorType>(arg.getType());
-    int64_t elements = type.getNumElements();
-    int64_t replica = elements;
+    int64_t local = type.getNumElements();
+    int64_t elements = local, replica = local;
+    bool expert = false;
     if (auto sharding = getSharding(arg); sharding && mesh)
       for (DimShardingAttr dim : sharding.getDims())
         for (StringAttr axis : dim.getAxes()) {
           int64_t size = getAxesSize(mesh, axis);
           elements *= size;
           replica *= isReplicaAxis(axis.getValue()) ? size : 1;
+          expert |= axis.getValue() == "ep";
         }
+    if (expert) {
+      ++report.expertTensors;
+      report.expertElements += elements;
+      report.expertLocalElements += local;
+    }
     report.parameterElements += elements;
     report.replicaParameterElements += replica;
     if (llvm::any_of(arg.getUsers(), isLoweringConvert))
@@ -278,6 +285,10 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
   }
   if (!result.plan.mesh.empty())
     report.mesh = result.plan.mesh.str();
+  for (auto [name, size] :
+       llvm::zip(result.plan.mesh.axisNames, result.plan.mesh.shape))
+    if (name == "ep")
+      report.epRanks = size;
   DenseMap<Operation *, int64_t> doneNode;
   for (auto [index, node] : llvm::enumerate(nodes))
     if (node.kind == Node::Done)

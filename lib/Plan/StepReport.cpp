@@ -83,6 +83,40 @@ static std::string bytesText(uint64_t bytes) {
   return text;
 }
 
+/// Expert parallelism: what each rank holds of the experts, and the
+/// collectives over ep alone by how they move the routed rows.
+template <typename Rows>
+static void printExperts(const StepReport &r, const Rows &rows,
+                         llvm::raw_ostream &os) {
+  if (r.expertTensors == 0)
+    return;
+  os << llvm::formatv("experts (ep={0}): {1} weight tensors split over ep, "
+                      "{2} of their {3} elements on each rank\n",
+                      r.epRanks, r.expertTensors, r.expertLocalElements,
+                      r.expertElements);
+  auto over = [&](llvm::StringRef kind) {
+    auto it = rows.find({"ep", kind.str()});
+    return it == rows.end()
+               ? std::make_pair(int64_t(0), uint64_t(0))
+               : std::make_pair(it->second.count, it->second.bytes);
+  };
+  auto [a2a, a2aBytes] = over("all_to_all");
+  auto [gathers, gatherBytes] = over("all_gather");
+  auto [scatters, scatterBytes] = over("reduce_scatter");
+  if (a2a)
+    os << llvm::formatv("  routed rows to their experts' ranks and back "
+                        "(--moe-capacity-factor): {0} all_to_all over ep, "
+                        "{1} bytes per rank per step\n",
+                        a2a, bytesText(a2aBytes));
+  if (gathers || scatters)
+    os << llvm::formatv(
+        "  routed rows gathered to the experts' ranks, their results summed "
+        "back (dropless): {0} all_gather and {1} reduce_scatter over ep, {2} "
+        "bytes per rank per step (the all_reduce over ep also sums the other "
+        "parameters' gradients)\n",
+        gathers, scatters, bytesText(gatherBytes + scatterBytes));
+}
+
 void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
   os << "memory per rank"
      << (r.mesh.empty() ? std::string(" (one rank)") : " (mesh " + r.mesh + ")")
@@ -208,6 +242,7 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
   line("all", "all", all);
   os << llvm::formatv("  overlapped: {0:F1}% of the bytes sent\n",
                       all.bytes ? 100.0 * all.inFlightBytes / all.bytes : 0.0);
+  printExperts(r, rows, os);
 }
 
 void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,

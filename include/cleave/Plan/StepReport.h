@@ -110,6 +110,11 @@ struct StepReport {
   /// Bytes of the gradients the optimizer reads that are held in 4-byte
   /// elements.
   uint64_t wideGradientBytes = 0;
+  /// Expert parallelism: the parameters split over the `ep` mesh axis
+  /// (the experts' weights), their global elements, this rank's, and the
+  /// axis' ranks (1 without one).
+  int64_t expertTensors = 0, expertElements = 0, expertLocalElements = 0;
+  int64_t epRanks = 1;
   std::string mesh; ///< "dp=2,tp=2", empty for one rank.
   std::vector<ReportCollective> collectives;
 };
