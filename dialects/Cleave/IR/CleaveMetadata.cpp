@@ -91,6 +91,8 @@ const MetadataAttrInfo kMetadataAttrs[] = {
      "the layout a result is resharded to once for all its users"},
     {attr::kShardingConflicts, K::StringArray, kOnOp,
      "the sharding conflicts propagation settled on an op"},
+    {attr::kExpertsOver, K::StringArray, kOnOp,
+     "the mesh axes a partitioned grouped matmul's experts are split over"},
     {attr::kRowKernel, K::Unit, kOnOp, "a loop that is one row kernel"},
     {attr::kScratchBytes, K::Integer, kOnOp,
      "the scratch bytes a kernel function needs"},

@@ -74,6 +74,7 @@ inline constexpr llvm::StringLiteral kSyncEvery = "cleave.sync_every";
 inline constexpr llvm::StringLiteral kReshardOnce = "cleave.reshard_once";
 inline constexpr llvm::StringLiteral kShardingConflicts =
     "cleave.sharding_conflicts";
+inline constexpr llvm::StringLiteral kExpertsOver = "cleave.experts_over";
 inline constexpr llvm::StringLiteral kRowKernel = "cleave.row_kernel";
 inline constexpr llvm::StringLiteral kScratchBytes = "cleave.scratch_bytes";
 inline constexpr llvm::StringLiteral kKernel = "cleave.kernel";

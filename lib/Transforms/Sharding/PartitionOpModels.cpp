@@ -364,7 +364,10 @@ struct GroupedMatmulModel
                              "the first expert of this rank's slice of the "
                              "experts of " +
                                  op->getName().getStringRef());
-    return cloneOnLocalShapes(b, op, locals, resultTypes);
+    Operation *local = cloneOnLocalShapes(b, op, locals, resultTypes);
+    // For --cleave-elide-expert-sums.
+    local->setAttr(attr::kExpertsOver, p.axesAttr(over));
+    return local;
   }
 };
 

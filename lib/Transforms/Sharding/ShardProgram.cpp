@@ -619,6 +619,8 @@ static LogicalResult seedAndPartition(ModuleOp module,
           partition.requireExchange = options.contextParallel == "all-to-all";
         }
         pm.addPass(createPartitionPass(partition));
+        if (hasEp)
+          pm.addNestedPass<func::FuncOp>(createElideExpertSumsPass());
         if (options.overlap) {
           ScheduleCollectivesPassOptions schedule;
           schedule.bucketMB = options.bucketMB;

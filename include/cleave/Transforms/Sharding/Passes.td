@@ -183,6 +183,35 @@ def PartitionPass : Pass<"cleave-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def ElideExpertSumsPass : Pass<"cleave-elide-expert-sums", "::mlir::func::FuncOp"> {
+  let summary = "Drop the sums over ep between expert GEMMs that only the experts' own rows reach";
+  let description = [{
+    On a partitioned program under expert parallelism, a grouped matmul
+    whose experts are split over an axis gives, on each rank, the rows
+    routed to the rank's experts and zeros for the others; the partitioner
+    sums these partial results over the axis (`cleave.all_reduce`). Where
+    everything that reads the sum works row by row (elementwise ops,
+    slices, reshapes and reductions that keep the rows) and ends in grouped
+    matmuls or weight gradients with the same ids whose experts are split
+    over the same axes, the sum is not needed: those read only the rows
+    routed to this rank's experts, which this rank computed whole, and the
+    other rows never reach a result. The all_reduce is dropped; its operand
+    is read instead. This is the expert MLP between the dispatch and the
+    combine (gate/up GEMM, activation, down GEMM), forward and backward.
+
+    ```mlir
+    // Before (experts split over ep):
+    %h = cleave.grouped_matmul %x, %w1, %ids {cleave.experts_over = ["ep"]} ...
+    %s = cleave.all_reduce sum %h over @mesh ["ep"] : tensor<32x64xf32>
+    %a = cleave.unary silu %s : tensor<32x64xf32>
+    %y = cleave.grouped_matmul %a, %w2, %ids {cleave.experts_over = ["ep"]} ...
+    // After:
+    %a = cleave.unary silu %h : tensor<32x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
 def ScheduleCollectivesPass : Pass<"cleave-schedule-collectives", "::mlir::func::FuncOp"> {
   let summary = "Bucket gradient all-reduces and overlap collectives with compute";
   let description = [{
