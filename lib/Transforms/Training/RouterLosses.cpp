@@ -51,10 +51,15 @@ void topKsFeeding(Value ids, llvm::SetVector<Operation *> &found) {
 
 FailureOr<SmallVector<Router>>
 train_step::findRouters(ArrayRef<Operation *> ops) {
+  // The rows' ids: a grouped matmul's, or the slots of the capacity form
+  // (--cleave-expert-capacity), which scatters the rows to their slots.
   llvm::SetVector<Operation *> topks;
   for (Operation *op : ops)
     if (auto grouped = dyn_cast<GroupedMatmulOp>(op))
       topKsFeeding(grouped.getGroupIds(), topks);
+    else if (auto scatter = dyn_cast<ScatterOp>(op);
+             scatter && isa<FloatType>(getElementTypeOrSelf(scatter.getType())))
+      topKsFeeding(scatter.getIndices(), topks);
   SmallVector<Router> routers;
   for (Operation *op : topks) {
     auto topk = cast<TopKOp>(op);

@@ -60,7 +60,8 @@ struct Router {
   TopKOp topk;
 };
 /// The routers among `ops` (one microbatch's forward): each top-k whose
-/// indices reach a cleave.grouped_matmul's ids. Fails, naming it, for a
+/// indices reach a cleave.grouped_matmul's ids, or the slots a scatter of
+/// the capacity form puts rows in. Fails, naming it, for a
 /// top-k that routes rows but does not take a softmax of tokens x experts.
 FailureOr<SmallVector<Router>> findRouters(ArrayRef<Operation *> ops);
 /// auxCoef times the routers' load-balancing loss (Switch/GShard) plus
