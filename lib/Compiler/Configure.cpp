@@ -426,10 +426,6 @@ int Driver::configureCodegen() {
   if (opts.moeCapacityFactor > 0 && opts.noRecognizeComposites)
     return fail("--moe-capacity-factor applies to the grouped expert GEMMs "
                 "that --no-recognize-composites turns off");
-  if (opts.moeCapacityFactor > 0 &&
-      (opts.target == "cuda" || opts.cpuEmulateCuda))
-    return fail("--moe-capacity-factor needs the grouped expert GEMMs, "
-                "which CUDA plans do not recognize yet");
   phaseOptions.moeCapacityFactor = opts.moeCapacityFactor;
   RecomputePolicy recompute;
   if (std::string error = parseRecomputePolicy(opts.recompute, recompute);

@@ -47,22 +47,34 @@ void configurePassManager(PassManager &pm, const PhaseOptions &options) {
     options.configurePassManager(pm);
 }
 
-void addRecognizeComposites(OpPassManager &pm, const PhaseOptions &options) {
+/// --cleave-expand-gradients and --cleave-recognize-composites.
+static void addRecognition(OpPassManager &pm, const PhaseOptions &options) {
   OpPassManager &fn = pm.nest<func::FuncOp>();
   fn.addPass(createExpandGradientsPass());
   if (options.recognizeComposites) {
     // Grouped GEMM commands run on the CPU backend only: CUDA plans keep
-    // the experts' gathered weights and batched products.
+    // the experts' gathered weights and batched products, unless a capacity
+    // factor rewrites every grouped matmul into ordinary ops (below).
     RecognizeCompositesPassOptions recognize;
     recognize.experts =
-        options.target != Target::CUDA && !options.cpuEmulateCuda;
+        options.moeCapacityFactor > 0 ||
+        (options.target != Target::CUDA && !options.cpuEmulateCuda);
     fn.addPass(createRecognizeCompositesPass(recognize));
   }
+}
+
+/// --cleave-expert-capacity, with a capacity factor.
+static void addExpertCapacity(OpPassManager &pm, const PhaseOptions &options) {
   if (options.moeCapacityFactor > 0) {
     ExpertCapacityPassOptions capacity;
     capacity.factor = options.moeCapacityFactor;
     pm.addPass(createExpertCapacityPass(capacity));
   }
+}
+
+void addRecognizeComposites(OpPassManager &pm, const PhaseOptions &options) {
+  addRecognition(pm, options);
+  addExpertCapacity(pm, options);
 }
 
 void addTrainStepBuild(OpPassManager &pm, const PhaseOptions &options) {
@@ -363,10 +375,16 @@ recognizeComposites(ModuleOp module, const PhaseOptions &options) {
   RecognizedCounts before = count();
   PassManager pm(module.getContext());
   configurePassManager(pm, options);
-  addRecognizeComposites(pm, options);
+  addRecognition(pm, options);
   if (failed(pm.run(module)))
     return failure();
+  // Counted before a capacity factor rewrites the expert GEMMs.
   RecognizedCounts after = count();
+  PassManager capacity(module.getContext());
+  configurePassManager(capacity, options);
+  addExpertCapacity(capacity, options);
+  if (failed(capacity.run(module)))
+    return failure();
   return RecognizedCounts{
       after.attention - before.attention, after.rmsNorm - before.rmsNorm,
       after.silu - before.silu, after.experts - before.experts};

@@ -46,7 +46,8 @@ void configurePassManager(mlir::PassManager &pm, const PhaseOptions &options);
 
 /// The train-step phase, in three parts:
 /// --cleave-expand-gradients and --cleave-recognize-composites (unless
-/// PhaseOptions::recognizeComposites is off), then --cleave-mark-index-ranges
+/// PhaseOptions::recognizeComposites is off) and, with a capacity factor,
+/// --cleave-expert-capacity; then --cleave-mark-index-ranges
 /// and --cleave-build-train-step (or, for a forward model in bf16/fp16,
 /// --cleave-apply-mixed-precision; with local SGD, --cleave-build-local-sgd
 /// and --cleave-split-sync-entry, which moves @sync into the nested
