@@ -243,6 +243,7 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
   plan::TrainingInfo &training = p.training;
   training = options.training;
+  std::vector<std::string> metrics;
   for (BlockArgument arg : main.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto name = getArgName(main, i);
@@ -305,8 +306,12 @@ LogicalResult PlanBuilder::addTables(Assembly &a, plan::Plan &p) {
       training.lossOutput = p.outputs.size();
     else if (role == Role::grad_norm)
       training.gradNormOutput = p.outputs.size();
+    else if (role == Role::metric)
+      metrics.push_back(info.name);
     p.outputs.push_back(std::move(info));
   }
+  if (!metrics.empty())
+    plan::addMetadata(p, plan::meta::kMetricOutputs, metrics);
   training.enabled = !p.states.empty();
   if (training.enabled && !training.dataInputs.empty()) {
     const plan::TensorInfo &first = p.inputs[training.dataInputs.front()];

@@ -621,6 +621,22 @@ public:
       d["loss_scale"] = m.lossScale;
       d["skipped"] = m.skipped;
     }
+    // The plan's metrics (moe.expert_load, moe.dropped_rows): scalars as
+    // floats, tensors as flat lists with their shapes beside.
+    for (const train::StepMetrics::Metric &metric : m.metrics) {
+      if (metric.shape.empty()) {
+        d[metric.name.c_str()] = metric.values.front();
+        continue;
+      }
+      nb::list values;
+      for (double v : metric.values)
+        values.append(v);
+      d[metric.name.c_str()] = values;
+      nb::list shape;
+      for (int64_t n : metric.shape)
+        shape.append(n);
+      d[(metric.name + ".shape").c_str()] = shape;
+    }
     d[m.tokenModel ? "tokens_per_s" : "samples_per_s"] = m.rate;
     d["step_ms"] = m.stepMs;
     d["peak_bytes"] = m.peakBytes;

@@ -1,5 +1,7 @@
 """Trainer: the training loop of cleave-run, from Python."""
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -169,3 +171,21 @@ def test_data_inputs_metadata_and_repr(gpt_plan):
         assert t.rank == 0 and t.steps_done == 0
         t.step()
         assert t.steps_done == 1 and len(t.history) == 1
+
+
+def test_mixture_of_experts_metrics():
+    # Each step's dict carries the plan's metrics: every MoE layer's rows
+    # per expert (all of a batch's routed rows) and the rows dropped past
+    # capacity, as cleave-run's JSON log has them.
+    model = os.path.join(os.path.dirname(__file__), "..", "..", "test",
+                         "models", "mixtral_b4.onnx")
+    plan = cleave.compile(model, train=True,
+                          loss="cross_entropy:logits,labels",
+                          moe_capacity_factor=1.0)
+    with cleave.Trainer(plan, synthetic=True, seed=1, log_every=0) as t:
+        first = t.fit(steps=1)[0]
+    assert first["moe.expert_load.shape"] == [2, 4]
+    load = np.array(first["moe.expert_load"]).reshape(2, 4)
+    # 4 sequences of 8 tokens, 2 experts each, per layer.
+    assert load.sum(axis=1).tolist() == [64.0, 64.0]
+    assert 0 <= first["moe.dropped_rows"] <= 128

@@ -32,6 +32,7 @@ const std::vector<MetadataKeyInfo> &metadataKeys() {
       {meta::kUntied.name, K::Text, false},
       {meta::kFolded.name, K::Text, false},
       {meta::kPipelineSteps.name, K::List, false},
+      {meta::kMetricOutputs.name, K::List, false},
       {meta::kActivationBytes.name, K::Integer, false},
       {meta::kAccumulatorBytes.name, K::Integer, false},
       {meta::kKeptBytes.name, K::Integer, false},

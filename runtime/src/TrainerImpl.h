@@ -105,6 +105,14 @@ struct Trainer::Impl {
   bool tokenModel = false, progress = false;
   uint64_t peak = 0;
   size_t foundInfOutput = SIZE_MAX, lossScaleOutput = SIZE_MAX;
+  /// The outputs the plan names as metrics (meta::kMetricOutputs): name,
+  /// index and shape.
+  struct MetricOutput {
+    std::string name;
+    size_t index;
+    std::vector<int64_t> shape;
+  };
+  std::vector<MetricOutput> metricOutputs;
   std::vector<std::vector<uint8_t>> batchData;
   std::vector<uint8_t> shardData;
   /// Checks each data input of `batch` against its range (specs[k].range).

@@ -274,6 +274,36 @@ int Trainer::Impl::setBatch(const std::vector<const void *> *given) {
   return -1;
 }
 
+/// The metrics' part of the log line: the experts' worst load against
+/// their mean over the routers (1 is even), and the rows dropped at
+/// capacity with their share of the routed rows; other scalars by name.
+static void printMetrics(const std::vector<StepMetrics::Metric> &metrics) {
+  double routed = 0;
+  for (const StepMetrics::Metric &metric : metrics) {
+    if (metric.name == "moe.expert_load" && metric.shape.size() == 2) {
+      int64_t experts = metric.shape[1];
+      double worst = 0;
+      for (size_t r = 0; r + experts <= metric.values.size(); r += experts) {
+        double sum = 0, max = 0;
+        for (int64_t e = 0; e < experts; ++e) {
+          sum += metric.values[r + e];
+          max = std::max(max, metric.values[r + e]);
+        }
+        routed += sum;
+        if (sum > 0)
+          worst = std::max(worst, max / (sum / double(experts)));
+      }
+      std::printf(" | expert load max/mean %.2f", worst);
+    } else if (metric.name == "moe.dropped_rows" && metric.shape.empty()) {
+      std::printf(" | dropped %.0f", metric.values.front());
+      if (routed > 0)
+        std::printf(" (%.1f%%)", 100.0 * metric.values.front() / routed);
+    } else if (metric.shape.empty()) {
+      std::printf(" | %s %.4g", metric.name.c_str(), metric.values.front());
+    }
+  }
+}
+
 /// The step's log line (stdout) and JSON record, on rank 0.
 void Trainer::Impl::log(const StepMetrics &m) {
   int stepWidth = std::max<int>(6, std::to_string(o.steps).size());
@@ -284,6 +314,7 @@ void Trainer::Impl::log(const StepMetrics &m) {
               total.c_str(), m.loss, m.lr);
   if (m.hasGradNorm)
     std::printf(" | grad norm %.3f", m.gradNorm);
+  printMetrics(m.metrics);
   std::printf(" | %.0f %s/s | %.1f ms/step | peak mem %.1f MiB\n", m.rate,
               tokenModel ? "tokens" : "samples", m.stepMs,
               static_cast<double>(peak) / (1024.0 * 1024.0));
@@ -300,6 +331,28 @@ void Trainer::Impl::log(const StepMetrics &m) {
   if (m.hasLossScale) {
     record["loss_scale"] = json::number(m.lossScale, "%.9g");
     record["skipped"] = m.skipped;
+  }
+  for (const StepMetrics::Metric &metric : m.metrics) {
+    // Scalars as numbers, [rows, columns] as nested arrays.
+    auto number = [](double v) { return json::number(v, "%.9g"); };
+    if (metric.shape.empty()) {
+      record[metric.name] = number(metric.values.front());
+      continue;
+    }
+    int64_t columns = metric.shape.back();
+    auto rowOf = [&](size_t first) {
+      json::Value row = json::Value::array();
+      for (int64_t c = 0; c < columns; ++c)
+        row.push_back(number(metric.values[first + c]));
+      return row;
+    };
+    json::Value rows = json::Value::array();
+    if (metric.shape.size() == 1)
+      rows = rowOf(0);
+    else
+      for (size_t r = 0; r + columns <= metric.values.size(); r += columns)
+        rows.push_back(rowOf(r));
+    record[metric.name] = std::move(rows);
   }
   record[tokenModel ? "tokens_per_s" : "samples_per_s"] =
       json::number(m.rate, "%.1f");
@@ -374,6 +427,15 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
     std::memcpy(&gradNorm, p, 4);
     m.gradNorm = gradNorm;
     m.hasGradNorm = true;
+  }
+  for (const MetricOutput &metric : metricOutputs) {
+    TRY(cleave_rt_executor_output(exec, metric.index, &p, &n));
+    StepMetrics::Metric &out = m.metrics.emplace_back();
+    out.name = metric.name;
+    out.shape = metric.shape;
+    std::vector<float> values(n / 4);
+    std::memcpy(values.data(), p, values.size() * 4);
+    out.values.assign(values.begin(), values.end());
   }
   if (foundInfOutput != SIZE_MAX && lossScaleOutput != SIZE_MAX) {
     float foundInf = 0, lossScale = 0;

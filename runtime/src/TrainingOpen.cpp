@@ -304,6 +304,27 @@ int Trainer::Impl::open() {
       cleave_rt_status_free(st);
     }
   }
+  // The metrics the log line and the JSON log carry (f32 outputs).
+  if (const char *list =
+          cleave_rt_program_metadata(program, plan::meta::kMetricOutputs.name))
+    for (const std::string &name : plan::splitMetadataList(list)) {
+      MetricOutput m{name, 0, {}};
+      cleave_rt_tensor_desc_t desc;
+      if (cleave_rt_status st =
+              cleave_rt_program_find_output(program, name.c_str(), &m.index)) {
+        cleave_rt_status_free(st);
+        continue;
+      }
+      if (cleave_rt_status st =
+              cleave_rt_program_output_desc(program, m.index, &desc)) {
+        cleave_rt_status_free(st);
+        continue;
+      }
+      if (desc.dtype != static_cast<uint32_t>(plan::DType::F32))
+        continue;
+      m.shape.assign(desc.dims, desc.dims + desc.rank);
+      metricOutputs.push_back(std::move(m));
+    }
   return -1;
 }
 

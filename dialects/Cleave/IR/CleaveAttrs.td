@@ -37,7 +37,9 @@ def Cleave_RoleAttr : EnumAttr<Cleave_Dialect, Cleave_Role, "role"> {
     On a training step's arguments: `data` (a batch input), `lr` (the
     learning rate), `step` (the step number). On its results: `loss`,
     `grad_norm`, `loss_scale` and `found_inf` (dynamic loss scaling),
-    `gradient` (a returned gradient), `probe` (an activation probe).
+    `gradient` (a returned gradient), `probe` (an activation probe),
+    `metric` (a figure the training loop logs each step under its name,
+    such as `moe.expert_load`).
 
     ```mlir
     -> (tensor<f32> {cleave.name = "loss", cleave.role = #cleave.role<loss>})

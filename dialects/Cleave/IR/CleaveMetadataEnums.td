@@ -33,7 +33,8 @@ def Cleave_Role : I32EnumAttr<"Role",
     I32EnumAttrCase<"loss_scale", 5>,
     I32EnumAttrCase<"found_inf", 6>,
     I32EnumAttrCase<"gradient", 7>,
-    I32EnumAttrCase<"probe", 8>
+    I32EnumAttrCase<"probe", 8>,
+    I32EnumAttrCase<"metric", 9>
   ]> {
   let cppNamespace = "::mlir::cleave";
   let genSpecializedAttr = 0;

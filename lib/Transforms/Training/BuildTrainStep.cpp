@@ -133,6 +133,12 @@ private:
   /// Ops kept in f32 under mixed precision (mark-fp32-ops).
   SmallVector<Operation *> fp32Ops;
 
+  /// The experts' figures (expertMetrics), summed over the microbatches.
+  SmallVector<Value> expertLoads;
+  Value droppedRows;
+  /// The names of the metric results, the last results of the step.
+  SmallVector<std::string> metricNames;
+
   // Reduction, update and results.
   Value lossOut;
   SmallVector<Value> pendingArgs, newPending;
@@ -417,10 +423,22 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
                                   ? microbatchOf(e, target, k, m)
                                   : target,
                               denominator);
+  SmallVector<Operation *> forwardOps = opsAfter(forwardBegin);
+  forwardOps.resize(llvm::find(forwardOps, forwardEnd) - forwardOps.begin() +
+                    1);
+  // The experts' figures for the log, summed over the microbatches (each
+  // routes its own tokens; their routers come in the same order).
+  ExpertMetrics metrics = expertMetrics(e, forwardOps);
+  if (k == 0 || metrics.loads.size() != expertLoads.size()) {
+    expertLoads = metrics.loads;
+    droppedRows = metrics.dropped;
+  } else {
+    for (auto [total, load] : llvm::zip(expertLoads, metrics.loads))
+      total = e.add(total, load);
+    if (droppedRows && metrics.dropped)
+      droppedRows = e.add(droppedRows, metrics.dropped);
+  }
   if (routerLossCoefficients()) {
-    SmallVector<Operation *> forwardOps = opsAfter(forwardBegin);
-    forwardOps.resize(llvm::find(forwardOps, forwardEnd) - forwardOps.begin() +
-                      1);
     FailureOr<SmallVector<Router>> routers = findRouters(forwardOps);
     if (failed(routers))
       return failure();
@@ -574,6 +592,32 @@ void TrainStepBuilder::finishBody() {
   if (o.returnGradients)
     llvm::append_range(results, clipped.unscaled);
   llvm::append_range(results, newPending);
+  // The metrics the training loop logs: each router's load as one
+  // [routers, experts] tensor (where the routers have as many experts), and
+  // the rows dropped at capacity.
+  if (!expertLoads.empty() &&
+      llvm::all_equal(llvm::map_range(expertLoads, [](Value v) {
+        return Emitter::typeOf(v).getDimSize(0);
+      }))) {
+    int64_t experts = Emitter::typeOf(expertLoads.front()).getDimSize(0);
+    SmallVector<Value> rowsOf;
+    for (Value load : expertLoads)
+      rowsOf.push_back(ReshapeOp::create(
+          b, loc, RankedTensorType::get({1, experts}, b.getF32Type()), load));
+    results.push_back(
+        rowsOf.size() == 1
+            ? rowsOf.front()
+            : Value(ConcatOp::create(
+                  b, loc,
+                  RankedTensorType::get({int64_t(rowsOf.size()), experts},
+                                        b.getF32Type()),
+                  rowsOf, 0)));
+    metricNames.push_back("moe.expert_load");
+  }
+  if (droppedRows) {
+    results.push_back(droppedRows);
+    metricNames.push_back("moe.dropped_rows");
+  }
   if (o.markFp32Ops) {
     llvm::append_range(fp32Ops, opsAfter(backwardEnd));
     for (Operation *op : fp32Ops)
@@ -597,7 +641,7 @@ void TrainStepBuilder::replaceMain() {
   StepSignature signature{oldMain,        state.params,    state.buffers,
                           slots,          scaling.dynamic, o.returnGradients,
                           o.dataParallel, *spec,           extraNames,
-                          pendingArgs};
+                          pendingArgs,    metricNames};
   annotateStepSignature(newMain, signature);
   oldMain.erase();
   module.push_back(newMain);

@@ -49,20 +49,49 @@ void topKsFeeding(Value ids, llvm::SetVector<Operation *> &found) {
 
 } // namespace
 
+SmallVector<RoutingTopK>
+train_step::findRoutingTopKs(ArrayRef<Operation *> ops) {
+  // The rows' ids: a grouped matmul's, or the slots of the capacity form
+  // (--cleave-expert-capacity), which scatters the rows to their slots in
+  // a G x E*C x K buffer.
+  llvm::SetVector<Operation *> topks;
+  llvm::DenseMap<Operation *, std::pair<int64_t, int64_t>> capacityOf;
+  for (Operation *op : ops) {
+    if (auto grouped = dyn_cast<GroupedMatmulOp>(op)) {
+      topKsFeeding(grouped.getGroupIds(), topks);
+      continue;
+    }
+    auto scatter = dyn_cast<ScatterOp>(op);
+    if (!scatter || !isa<FloatType>(getElementTypeOrSelf(scatter.getType())))
+      continue;
+    llvm::SetVector<Operation *> feeding;
+    topKsFeeding(scatter.getIndices(), feeding);
+    auto buffer = cast<RankedTensorType>(scatter.getType());
+    for (Operation *topk : feeding) {
+      topks.insert(topk);
+      int64_t experts = cast<RankedTensorType>(topk->getOperand(0).getType())
+                            .getDimSize(cast<TopKOp>(topk).getDimension());
+      if (buffer.getRank() == 3 && experts > 0 &&
+          buffer.getDimSize(1) % experts == 0)
+        capacityOf[topk] = {buffer.getDimSize(0),
+                            buffer.getDimSize(1) / experts};
+    }
+  }
+  SmallVector<RoutingTopK> found;
+  for (Operation *op : topks) {
+    RoutingTopK r{cast<TopKOp>(op)};
+    if (auto it = capacityOf.find(op); it != capacityOf.end())
+      std::tie(r.groups, r.capacity) = it->second;
+    found.push_back(r);
+  }
+  return found;
+}
+
 FailureOr<SmallVector<Router>>
 train_step::findRouters(ArrayRef<Operation *> ops) {
-  // The rows' ids: a grouped matmul's, or the slots of the capacity form
-  // (--cleave-expert-capacity), which scatters the rows to their slots.
-  llvm::SetVector<Operation *> topks;
-  for (Operation *op : ops)
-    if (auto grouped = dyn_cast<GroupedMatmulOp>(op))
-      topKsFeeding(grouped.getGroupIds(), topks);
-    else if (auto scatter = dyn_cast<ScatterOp>(op);
-             scatter && isa<FloatType>(getElementTypeOrSelf(scatter.getType())))
-      topKsFeeding(scatter.getIndices(), topks);
   SmallVector<Router> routers;
-  for (Operation *op : topks) {
-    auto topk = cast<TopKOp>(op);
+  for (RoutingTopK routing : findRoutingTopKs(ops)) {
+    TopKOp topk = routing.topk;
     auto probs = topk.getOperand().getDefiningOp<SoftmaxOp>();
     auto type = cast<RankedTensorType>(topk.getOperand().getType());
     if (!probs || type.getRank() != 2 || topk.getDimension() != 1 ||
@@ -74,6 +103,61 @@ train_step::findRouters(ArrayRef<Operation *> ops) {
     routers.push_back({probs, topk});
   }
   return routers;
+}
+
+/// The k choices of each of `ids`' T rows (T x k) as a T x k x E one-hot,
+/// in f32.
+static Value oneHot(Emitter &e, Value ids, int64_t experts) {
+  auto idsType = Emitter::typeOf(ids);
+  auto choiceType = RankedTensorType::get(
+      {idsType.getDimSize(0), idsType.getDimSize(1), experts},
+      e.b.getI64Type());
+  Value expert = IotaOp::create(e.b, e.loc, choiceType, 2);
+  Value chosen = BroadcastInDimOp::create(
+      e.b, e.loc, choiceType.clone(idsType.getElementType()), ids,
+      ArrayRef<int64_t>{0, 1});
+  chosen = e.convert(chosen, e.b.getI64Type());
+  return e.convert(CompareOp::create(e.b, e.loc,
+                                     choiceType.clone(e.b.getI1Type()),
+                                     CompareKind::eq, expert, chosen),
+                   e.b.getF32Type());
+}
+
+ExpertMetrics train_step::expertMetrics(Emitter &e, ArrayRef<Operation *> ops) {
+  ExpertMetrics metrics;
+  Type f32 = e.b.getF32Type();
+  for (RoutingTopK routing : findRoutingTopKs(ops)) {
+    TopKOp topk = routing.topk;
+    Value ids = topk.getIndices();
+    auto scores = cast<RankedTensorType>(topk.getOperand().getType());
+    if (scores.getRank() != 2 || topk.getDimension() != 1)
+      continue;
+    int64_t tokens = scores.getDimSize(0), experts = scores.getDimSize(1);
+    int64_t k = Emitter::typeOf(ids).getDimSize(1);
+    Value choices = oneHot(e, ids, experts);
+    metrics.loads.push_back(
+        ReduceOp::create(e.b, e.loc, RankedTensorType::get({experts}, f32),
+                         ReduceKind::sum, choices, ArrayRef<int64_t>{0, 1}));
+    if (routing.capacity == 0 || (tokens * k) % routing.groups != 0)
+      continue;
+    // Each group's rows (token-major, then choice) per expert, past the
+    // capacity: the rows the capacity form drops.
+    int64_t g = routing.groups, rowsPerGroup = tokens * k / g;
+    Value grouped = ReshapeOp::create(
+        e.b, e.loc, RankedTensorType::get({g, rowsPerGroup, experts}, f32),
+        choices);
+    Value counts =
+        ReduceOp::create(e.b, e.loc, RankedTensorType::get({g, experts}, f32),
+                         ReduceKind::sum, grouped, ArrayRef<int64_t>{1});
+    Value over = e.binary(
+        BinaryKind::max,
+        e.sub(counts, e.splat(f32, {g, experts}, double(routing.capacity))),
+        e.splat(f32, {g, experts}, 0.0));
+    Value dropped = e.sumAll(over);
+    metrics.dropped =
+        metrics.dropped ? e.add(metrics.dropped, dropped) : dropped;
+  }
+  return metrics;
 }
 
 Value train_step::routerLosses(Emitter &e, ArrayRef<Router> routers,
@@ -91,17 +175,7 @@ Value train_step::routerLosses(Emitter &e, ArrayRef<Router> routers,
       // f_e: one-hot of each choice, summed over tokens and choices.
       Value ids = r.topk.getIndices();
       int64_t k = Emitter::typeOf(ids).getDimSize(1);
-      auto choiceType =
-          RankedTensorType::get({tokens, k, experts}, e.b.getI64Type());
-      Value expert = IotaOp::create(e.b, e.loc, choiceType, 2);
-      Value chosen = BroadcastInDimOp::create(
-          e.b, e.loc, choiceType.clone(Emitter::typeOf(ids).getElementType()),
-          ids, ArrayRef<int64_t>{0, 1});
-      chosen = e.convert(chosen, e.b.getI64Type());
-      Value onehot = e.convert(
-          CompareOp::create(e.b, e.loc, choiceType.clone(e.b.getI1Type()),
-                            CompareKind::eq, expert, chosen),
-          f32);
+      Value onehot = oneHot(e, ids, experts);
       auto perExpert = RankedTensorType::get({experts}, f32);
       Value f = e.scale(ReduceOp::create(e.b, e.loc, perExpert, ReduceKind::sum,
                                          onehot, ArrayRef<int64_t>{0, 1}),

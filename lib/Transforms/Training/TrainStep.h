@@ -59,6 +59,24 @@ struct Router {
   SoftmaxOp probs;
   TopKOp topk;
 };
+/// A top-k that routes rows to experts, and where its rows take the
+/// capacity form (--cleave-expert-capacity): its groups (batch rows) and
+/// each expert's slots per group (0: dropless).
+struct RoutingTopK {
+  TopKOp topk;
+  int64_t groups = 0, capacity = 0;
+};
+/// The top-ks among `ops` whose indices reach a cleave.grouped_matmul's
+/// ids or the slots a scatter of the capacity form puts rows in.
+SmallVector<RoutingTopK> findRoutingTopKs(ArrayRef<Operation *> ops);
+/// One microbatch's expert figures for the log: each router's load (its
+/// choices per expert, [E] f32) and, where rows take the capacity form, the
+/// rows past their expert's capacity (0-d f32; null if none).
+struct ExpertMetrics {
+  SmallVector<Value> loads;
+  Value dropped;
+};
+ExpertMetrics expertMetrics(Emitter &e, ArrayRef<Operation *> ops);
 /// The routers among `ops` (one microbatch's forward): each top-k whose
 /// indices reach a cleave.grouped_matmul's ids, or the slots a scatter of
 /// the capacity form puts rows in. Fails, naming it, for a
@@ -313,6 +331,8 @@ struct StepSignature {
   ArrayRef<std::string> extraNames;
   /// Delayed reduction: the pending gradients, arguments of the step.
   ArrayRef<Value> pendingArgs;
+  /// The names of the metrics the step returns last (role metric).
+  ArrayRef<std::string> metricNames;
 };
 
 /// Sets the attributes the plan builder reads on `step`'s arguments and

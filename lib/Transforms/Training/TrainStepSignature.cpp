@@ -146,6 +146,13 @@ static void annotateResults(func::FuncOp step, const StepSignature &sig) {
     setResultUpdates(step, firstPendingResult + i, index);
     setResultName(step, firstPendingResult + i, (name + ".pending_grad").str());
   }
+
+  // The metrics, last.
+  unsigned firstMetric = step.getNumResults() - sig.metricNames.size();
+  for (auto [i, name] : llvm::enumerate(sig.metricNames)) {
+    setResultName(step, firstMetric + i, name);
+    setResultRole(step, firstMetric + i, Role::metric);
+  }
 }
 
 void train_step::annotateStepSignature(func::FuncOp step,

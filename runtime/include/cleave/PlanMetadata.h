@@ -92,6 +92,11 @@ inline constexpr IntegerKey kRecognizedRmsNorm{"recognized_rms_norm"};
 inline constexpr IntegerKey kRecognizedSilu{"recognized_silu"};
 /// Written only where the program has some.
 inline constexpr IntegerKey kRecognizedExperts{"recognized_experts"};
+/// The outputs of a training step the training loop logs each step by
+/// name (role metric): "moe.expert_load" (each router's rows per expert,
+/// routers x experts), "moe.dropped_rows" (rows past their expert's
+/// capacity).
+inline constexpr ListKey kMetricOutputs{"metric_outputs"};
 // What --cleave-insert-recompute did.
 inline constexpr TextKey kRecomputePolicy{"recompute_policy"};
 inline constexpr IntegerKey kSavedActivationBytesBefore{

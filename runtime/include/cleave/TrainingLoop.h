@@ -148,6 +148,14 @@ struct StepMetrics {
   double rate = 0; ///< Tokens per second (tokenModel) or samples per second.
   bool tokenModel = false;
   uint64_t peakBytes = 0; ///< The plan's arena.
+  /// The plan's metric outputs (meta::kMetricOutputs), by name: their
+  /// elements, row-major, and shape.
+  struct Metric {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<double> values;
+  };
+  std::vector<Metric> metrics;
 };
 
 /// The training loop of one rank, a step at a time: runTraining is open,
