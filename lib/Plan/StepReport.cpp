@@ -90,7 +90,7 @@ static void printExperts(const StepReport &r, const Rows &rows,
                          llvm::raw_ostream &os) {
   if (r.expertTensors == 0)
     return;
-  os << llvm::formatv("experts (ep={0}): {1} weight tensors split over ep, "
+  os << llvm::formatv("experts (ep={0}): {1} parameters split over ep, "
                       "{2} of their {3} elements on each rank\n",
                       r.epRanks, r.expertTensors, r.expertLocalElements,
                       r.expertElements);
@@ -104,16 +104,16 @@ static void printExperts(const StepReport &r, const Rows &rows,
   auto [gathers, gatherBytes] = over("all_gather");
   auto [scatters, scatterBytes] = over("reduce_scatter");
   if (a2a)
-    os << llvm::formatv("  routed rows to their experts' ranks and back "
-                        "(--moe-capacity-factor): {0} all_to_all over ep, "
-                        "{1} bytes per rank per step\n",
+    os << llvm::formatv("  tokens exchanged with the experts' ranks (slots "
+                        "of a capacity): {0} all_to_all over ep, {1} bytes "
+                        "per rank per step\n",
                         a2a, bytesText(a2aBytes));
   if (gathers || scatters)
     os << llvm::formatv(
-        "  routed rows gathered to the experts' ranks, their results summed "
-        "back (dropless): {0} all_gather and {1} reduce_scatter over ep, {2} "
-        "bytes per rank per step (the all_reduce over ep also sums the other "
-        "parameters' gradients)\n",
+        "  rows gathered over ep and results summed back (dropless grouped "
+        "GEMMs; also any other gather over ep): {0} all_gather and {1} "
+        "reduce_scatter, {2} bytes per rank per step (the all_reduce over ep "
+        "sums the gradients of the parameters ep does not split)\n",
         gathers, scatters, bytesText(gatherBytes + scatterBytes));
 }
 

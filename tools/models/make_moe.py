@@ -15,7 +15,9 @@ transformers' MoE blocks with the "batched_mm" experts implementation
 Weights are drawn from a fixed seed. With `--batch B`, x and y are
 B x tokens/B x d (sequences of tokens, flattened around the layer as
 transformers do), so that each batch row is a group of its own for
---moe-capacity-factor.
+--moe-capacity-factor. `--form gshard --capacity C` writes GShard's einsum
+MoE instead (top-1 gating, C slots per expert and batch row, dispatch and
+combine masks, experts as einsums batched over E).
 
     make_moe.py [--tokens 4096] [--batch 0] [--d-model 512]
         [--intermediate 64] [--experts 8] [--top-k 2] [--seed 0] -o moe.onnx
@@ -113,6 +115,86 @@ def build(tokens, d, inter, experts, k, seed, batch=0):
     return model
 
 
+def build_gshard(tokens, d, inter, experts, capacity, seed, batch):
+    """GShard's einsum MoE (Lepikhin et al. 2020) with Switch's top-1
+    gating: each batch row (a group of tokens/batch tokens) gives each expert
+    `capacity` slots, taken in token order; the dispatch mask G x S x E x C
+    moves the tokens into E x G x C x D, the experts (ReLU MLPs) run as
+    einsums batched over E, and the gate-weighted combine mask brings the
+    results back. Tokens past capacity are dropped (zero)."""
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    seq = tokens // batch
+
+    def init(name, shape, scale):
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) * scale).astype(f32), name)
+
+    def ints(name, value):
+        return numpy_helper.from_array(np.array(value, dtype=np.int64), name)
+
+    def const(name, value):
+        return helper.make_node(
+            "Constant", [], [name],
+            value=numpy_helper.from_array(np.array(value, dtype=f32), name))
+
+    inits = [
+        init("router.weight", (d, experts), d ** -0.5),
+        init("experts.wi", (experts, d, inter), d ** -0.5),
+        init("experts.wo", (experts, inter, d), inter ** -0.5),
+        ints("one", [1]), ints("last", [-1]), ints("seq_axis", 1),
+        ints("experts", experts), ints("capacity", capacity),
+    ]
+    n = helper.make_node
+    nodes = [
+        const("off_on", [0.0, 1.0]), const("slots", float(capacity)),
+        const("one_f", 1.0),
+        # Gating: top-1 of the softmax; each token's place among its
+        # group's tokens routed to the same expert (an inclusive cumsum).
+        n("Einsum", ["x", "router.weight"], ["logits"], equation="GSM,ME->GSE"),
+        n("Softmax", ["logits"], ["probs"], axis=-1),
+        n("TopK", ["probs", "one"], ["gate", "choice"], axis=-1),
+        n("Squeeze", ["choice", "last"], ["expert"]),
+        n("OneHot", ["expert", "experts", "off_on"], ["routed"], axis=-1),
+        n("CumSum", ["routed", "seq_axis"], ["count"]),
+        n("Mul", ["count", "routed"], ["place_e"]),
+        n("ReduceSum", ["place_e", "last"], ["place1"], keepdims=0),
+        n("Sub", ["place1", "one_f"], ["place"]),
+        n("Less", ["place", "slots"], ["kept"]),
+        n("Cast", ["kept"], ["kept_f"], to=TensorProto.FLOAT),
+        n("Cast", ["place"], ["place_i"], to=TensorProto.INT64),
+        n("OneHot", ["place_i", "capacity", "off_on"], ["slot"], axis=-1),
+        n("Unsqueeze", ["kept_f", "last"], ["kept_1"]),
+        n("Mul", ["slot", "kept_1"], ["kept_slot"]),
+        n("Einsum", ["routed", "kept_slot"], ["dispatch"],
+          equation="GSE,GSC->GSEC"),
+        n("Squeeze", ["gate", "last"], ["gate_s"]),
+        n("Einsum", ["dispatch", "gate_s"], ["combine"],
+          equation="GSEC,GS->GSEC"),
+        # Dispatch, experts, combine.
+        n("Einsum", ["dispatch", "x"], ["dispatched"],
+          equation="GSEC,GSM->EGCM"),
+        n("Einsum", ["dispatched", "experts.wi"], ["h_pre"],
+          equation="EGCM,EMH->EGCH"),
+        n("Relu", ["h_pre"], ["h"]),
+        n("Einsum", ["h", "experts.wo"], ["expert_out"],
+          equation="EGCH,EHM->EGCM"),
+        n("Einsum", ["combine", "expert_out"], ["y"],
+          equation="GSEC,EGCM->GSM"),
+    ]
+    shape = [batch, seq, d]
+    graph = helper.make_graph(
+        nodes, "gshard_moe_layer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits)
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokens", type=int, default=4096)
@@ -122,8 +204,20 @@ def main():
     p.add_argument("--experts", type=int, default=8)
     p.add_argument("--top-k", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--form", choices=["batched_mm", "gshard"],
+                   default="batched_mm")
+    p.add_argument("--capacity", type=int, default=0,
+                   help="--form gshard: slots per expert and batch row")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
+    if a.form == "gshard":
+        if a.batch < 1 or a.tokens % a.batch or a.capacity < 1:
+            p.error("--form gshard needs --batch dividing --tokens and "
+                    "--capacity >= 1")
+        onnx.save(build_gshard(a.tokens, a.d_model, a.intermediate,
+                               a.experts, a.capacity, a.seed, a.batch),
+                  a.output)
+        return
     if not 1 <= a.top_k <= a.experts:
         p.error("--top-k must be between 1 and --experts")
     if a.batch < 0 or (a.batch and a.tokens % a.batch):

@@ -289,6 +289,11 @@ LogicalResult convertEinsum(NodeContext &ctx) {
       break;
     }
     Operand next = ops[i];
+    // A label of both that the output and the operands after `next` do not
+    // have is contracted here; one they have stays a batch dimension.
+    std::set<int> later = outSet;
+    for (size_t j = i + 1; j < ops.size(); ++j)
+      later.insert(ops[j].labels.begin(), ops[j].labels.end());
     std::set<int> keepA = keep, keepB = keep;
     keepA.insert(next.labels.begin(), next.labels.end());
     keepB.insert(acc.labels.begin(), acc.labels.end());
@@ -302,7 +307,7 @@ LogicalResult convertEinsum(NodeContext &ctx) {
       if (it == next.labels.end())
         continue;
       int64_t e = it - next.labels.begin();
-      if (keep.count(l)) {
+      if (later.count(l)) {
         lb.push_back(d);
         rb.push_back(e);
         batch.push_back(l);

@@ -316,8 +316,9 @@ static LogicalResult seedAndPartition(ModuleOp module,
              << " ranks) splits nothing: no parameter is the expert weights "
                 "of a grouped matmul (cleave.grouped_matmul, which "
                 "--recognize-composites finds in mixture-of-experts "
-                "exports) or a contraction batched over its leading "
-                "dimension; drop the axis";
+                "exports; for CUDA plans only with --moe-capacity-factor) "
+                "or a contraction batched over its leading dimension; drop "
+                "the axis";
   }
 
   // The user's sharding of each parameter, for ZeRO's gradients.
