@@ -13,6 +13,9 @@ as the causal mask are Constant nodes, as in PyTorch exports).
     make_gpt.py --layers 4 --d-model 128 --heads 4 --seq 64 --vocab 256 -o gpt.onnx
     make_gpt.py --preset gpt2-small -o gpt2.onnx   # 124M parameters
 
+With --experts E (--top-k, --expert-intermediate) each MLP is a mixture of
+experts as transformers exports Mixtral's ("batched_mm" experts).
+
 With --encoder (preset bert-base) it is a BERT-style encoder instead: no
 causal mask, post-norm blocks (LayerNormalization after each residual Add),
 an embedding LayerNormalization, and the same tied output projection (a
@@ -40,7 +43,8 @@ PRESETS = {
 
 
 def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False, absent_weights=None,
-          encoder=False, attention_op=False, dynamic_batch=False, dropout=0.0):
+          encoder=False, attention_op=False, dynamic_batch=False, dropout=0.0, experts=0,
+          top_k=2, expert_intermediate=0):
     """absent_weights: a file name. The weight matrices are then declared as
     external data in that file, which is not written (a model of any size
     whose plans start from --init-parameters); vectors stay inline.
@@ -95,6 +99,47 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         return node("Dropout", [t, ratio, training], name=name) if dropout else t
 
     x = drop(x, "embed_dropout")
+
+    def moe_block(t, p):
+        """A mixture of experts in place of the MLP, as transformers exports
+        Mixtral's with the "batched_mm" experts: a softmax router, top-k,
+        the weights renormalized, each token's rows gathered experts'
+        SwiGLU weights times the row, and the weighted sum over the k."""
+        tokens, inter = batch * seq, expert_intermediate
+        shape = lambda name, v: const(p + name, np.array(v, np.int64))
+        flat = node("Reshape", [t, shape("moe_flat", [tokens, d_model])], name=p + "moe_flat")
+        logits = node("MatMul", [flat, param(p + "moe.router.weight", (d_model, experts))],
+                      name=p + "moe_router")
+        probs = node("Softmax", [logits], name=p + "moe_softmax", axis=-1)
+        top, ids = node("TopK", [probs, shape("moe_k", [top_k])], n_out=2, name=p + "moe_topk",
+                        axis=-1)
+        total = node("ReduceSum", [top, shape("moe_last", [-1])], name=p + "moe_top_sum",
+                     keepdims=1)
+        weights = node("Div", [top, total], name=p + "moe_renorm")
+        rows = node("Expand", [node("Unsqueeze", [flat, shape("moe_one", [1])], name=p + "moe_rep1"),
+                               shape("moe_expand", [tokens, top_k, d_model])], name=p + "moe_rep")
+        rows = node("Reshape", [rows, shape("moe_rows", [tokens * top_k, d_model, 1])],
+                    name=p + "moe_rows")
+        row_ids = node("Reshape", [ids, shape("moe_row_ids", [tokens * top_k, 1])],
+                       name=p + "moe_row_ids")
+        w1 = node("GatherND", [param(p + "moe.experts.gate_up_proj", (experts, 2 * inter, d_model)),
+                               row_ids], name=p + "moe_gather_gate_up")
+        h = node("MatMul", [w1, rows], name=p + "moe_gate_up")
+        h = node("Reshape", [h, shape("moe_h", [tokens * top_k, 2 * inter])], name=p + "moe_h")
+        gate, up = node("Split", [h, shape("moe_split", [inter, inter])], n_out=2,
+                        name=p + "moe_split", axis=1)
+        act = node("Mul", [node("Mul", [gate, node("Sigmoid", [gate], name=p + "moe_sig")],
+                                name=p + "moe_silu"), up], name=p + "moe_act")
+        act = node("Reshape", [act, shape("moe_act_col", [tokens * top_k, inter, 1])],
+                   name=p + "moe_act_col")
+        w2 = node("GatherND", [param(p + "moe.experts.down_proj", (experts, d_model, inter)),
+                               row_ids], name=p + "moe_gather_down")
+        o = node("MatMul", [w2, act], name=p + "moe_down")
+        o = node("Reshape", [o, shape("moe_o", [tokens, top_k, d_model])], name=p + "moe_o")
+        o = node("Mul", [o, node("Unsqueeze", [weights, shape("moe_last2", [-1])],
+                                 name=p + "moe_w")], name=p + "moe_weighted")
+        y = node("ReduceSum", [o, shape("moe_choice_axis", [1])], name=p + "moe_sum", keepdims=0)
+        return node("Reshape", [y, shape("moe_seq", [batch, seq, d_model])], name=p + "moe_out")
 
     def layer_norm(t, name):
         return node("LayerNormalization", [t, param(name + ".weight", None, value=np.ones(d_model, np.float32)),
@@ -162,6 +207,10 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         if encoder:
             x = layer_norm(x, p + "ln_1")
         ln2 = x if encoder else layer_norm(x, p + "ln_2")
+        if experts:
+            h = moe_block(ln2, p)
+            x = node("Add", [x, drop(h, p + "mlp_dropout")], name=p + "residual_2")
+            continue
         h = node("MatMul", [ln2, param(p + "mlp.c_fc.weight", (d_model, 4 * d_model))], name=p + "fc")
         h = node("Add", [h, param(p + "mlp.c_fc.bias", None, value=np.zeros(4 * d_model, np.float32))],
                  name=p + "fc_bias")
@@ -223,14 +272,25 @@ def main():
     p.add_argument("--dropout", type=float, default=0.0,
                    help="training-mode Dropout at this ratio where Megatron-LM's GPT has it "
                         "(embeddings, attention probabilities, block outputs)")
+    p.add_argument("--experts", type=int, default=0,
+                   help="a mixture of experts of this many SwiGLU experts in place of each "
+                        "MLP, exported as transformers' \"batched_mm\" experts (Mixtral's "
+                        "form; static batch only)")
+    p.add_argument("--top-k", type=int, default=2, help="--experts: experts per token")
+    p.add_argument("--expert-intermediate", type=int, default=0,
+                   help="--experts: each expert's hidden size (default 4 x d-model / top-k)")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
+    if a.experts and a.dynamic_batch:
+        p.error("--experts needs a static batch")
     cfg = dict(PRESETS[a.preset])
     for k in ("layers", "d_model", "heads", "seq", "vocab", "batch", "encoder"):
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
     model = build(seed=a.seed, separate_qkv=a.separate_qkv, attention_op=a.attention_op,
-                  dynamic_batch=a.dynamic_batch, dropout=a.dropout,
+                  dynamic_batch=a.dynamic_batch, dropout=a.dropout, experts=a.experts,
+                  top_k=a.top_k,
+                  expert_intermediate=a.expert_intermediate or 4 * cfg["d_model"] // a.top_k,
                   absent_weights=os.path.basename(a.output) + ".weights" if a.absent_weights else None,
                   **cfg)
     if a.external_data:
