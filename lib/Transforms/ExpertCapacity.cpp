@@ -29,6 +29,13 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/CSE.h"
+
+#include "llvm/ADT/SetVector.h"
 
 #include <cmath>
 
@@ -42,26 +49,73 @@ using namespace mlir::cleave;
 
 namespace {
 
-/// Builds the capacity form of one grouped matmul with `groups` groups of
-/// rows and `capacity` slots per expert and group.
+/// Builds the capacity form of grouped matmuls that share one routing:
+/// `groups` groups of rows, `capacity` slots per expert and group.
 class CapacityBuilder {
 public:
   CapacityBuilder(GroupedMatmulOp op, int64_t groups, int64_t capacity)
-      : op(op), b(op), loc(op.getLoc()), g(groups), c(capacity) {
+      : b(op), loc(op.getLoc()), g(groups), c(capacity) {
     auto xt = cast<RankedTensorType>(op.getX().getType());
-    auto wt = cast<RankedTensorType>(op.getW().getType());
     r = xt.getDimSize(0) / g;
-    k = xt.getDimSize(1);
-    e = wt.getDimSize(0);
-    n = wt.getDimSize(op.getTransposeW() ? 1 : 2);
-    ft = xt.getElementType();
+    e = cast<RankedTensorType>(op.getW().getType()).getDimSize(0);
+    route(op.getGroupIds());
   }
 
-  Value build() {
-    // Each row's expert (negative from the end) and its place among the
-    // group's rows routed there: an inclusive count down the rows of a
-    // one-hot of the experts.
-    Value ids = convert(reshape(op.getGroupIds(), {g, r}), i64());
+  /// `x` (M x K) dispatched: each kept row in its slot, G x E x C x K.
+  Value dispatch(Value x) {
+    auto xt = cast<RankedTensorType>(x.getType());
+    int64_t k = xt.getDimSize(1);
+    Type ft = xt.getElementType();
+    auto grk = RankedTensorType::get({g, r, k}, ft);
+    Value keptK = broadcast(kept, grk.clone(b.getI1Type()), {0, 1});
+    Value rows = select(keptK, reshape(x, {g, r, k}), splat(ft, {g, r, k}, 0));
+    Value buffer =
+        ScatterOp::create(b, loc, RankedTensorType::get({g, e * c, k}, ft),
+                          ScatterKind::add, splat(ft, {g, e * c, k}, 0),
+                          broadcast(slot, grk.clone(i64()), {0, 1}), rows, 1);
+    return reshape(buffer, {g, e, c, k});
+  }
+
+  /// Each slot's row times its expert's weights, one contraction batched
+  /// over the experts (dimension `expertDim` of `slots`, G x E x C x K or
+  /// E x G x C x K): E x G x C x N.
+  Value experts(Value slots, int64_t expertDim, Value w, bool transposeW) {
+    auto st = cast<RankedTensorType>(slots.getType());
+    auto wt = cast<RankedTensorType>(w.getType());
+    int64_t n = wt.getDimSize(transposeW ? 1 : 2);
+    return ContractOp::create(
+        b, loc, RankedTensorType::get({e, g, c, n}, st.getElementType()), slots,
+        w, b.getDenseI64ArrayAttr({expertDim}), b.getDenseI64ArrayAttr({0}),
+        b.getDenseI64ArrayAttr({3}),
+        b.getDenseI64ArrayAttr({transposeW ? 2 : 1}));
+  }
+
+  /// The slots' results (E x G x C x N) combined: each kept row reads its
+  /// slot, the others zero; M x N.
+  Value combine(Value results) {
+    auto st = cast<RankedTensorType>(results.getType());
+    int64_t n = st.getDimSize(3);
+    Type ft = st.getElementType();
+    Value slots =
+        TransposeOp::create(b, loc, RankedTensorType::get({g, e, c, n}, ft),
+                            results, ArrayRef<int64_t>{1, 0, 2, 3});
+    auto grn = RankedTensorType::get({g, r, n}, ft);
+    Value y =
+        GatherElementsOp::create(b, loc, grn, reshape(slots, {g, e * c, n}),
+                                 broadcast(slot, grn.clone(i64()), {0, 1}), 1);
+    y = select(broadcast(kept, grn.clone(b.getI1Type()), {0, 1}), y,
+               splat(ft, {g, r, n}, 0));
+    return reshape(y, {g * r, n});
+  }
+
+  OpBuilder &builder() { return b; }
+
+private:
+  /// Each row's expert (negative from the end) and its place among the
+  /// group's rows routed there (an inclusive count down the rows of a
+  /// one-hot of the experts): `kept` and `slot` (G x R).
+  void route(Value groupIds) {
+    Value ids = convert(reshape(groupIds, {g, r}), i64());
     Value negative = compare(CompareKind::lt, ids, splat(i64(), {g, r}, 0));
     ids = select(negative, add(ids, splat(i64(), {g, r}, e)), ids);
     Value routed = and_(compare(CompareKind::ge, ids, splat(i64(), {g, r}, 0)),
@@ -76,41 +130,18 @@ public:
                                    ReduceKind::sum, mul(oneHot, counts),
                                    ArrayRef<int64_t>{2});
     place = sub(place, splat(i64(), {g, r}, 1));
-    Value kept =
+    kept =
         and_(routed, compare(CompareKind::lt, place, splat(i64(), {g, r}, c)));
     // Dropped rows read and write slot 0 with zeros.
-    Value slot = select(kept, add(mul(ids, splat(i64(), {g, r}, c)), place),
-                        splat(i64(), {g, r}, 0));
+    slot = select(kept, add(mul(ids, splat(i64(), {g, r}, c)), place),
+                  splat(i64(), {g, r}, 0));
+  }
 
-    // Dispatch: the kept rows into their slots.
-    auto grk = RankedTensorType::get({g, r, k}, ft);
-    Value keptK = broadcast(kept, grk.clone(b.getI1Type()), {0, 1});
-    Value rows =
-        select(keptK, reshape(op.getX(), {g, r, k}), splat(ft, {g, r, k}, 0));
-    auto bufferType = RankedTensorType::get({g, e * c, k}, ft);
-    Value buffer = ScatterOp::create(
-        b, loc, bufferType, ScatterKind::add, splat(ft, {g, e * c, k}, 0),
-        broadcast(slot, grk.clone(i64()), {0, 1}), rows, 1);
-    buffer = reshape(buffer, {g, e, c, k});
-
-    // The experts, one batched contraction: E x G x C x N.
-    int64_t wContract = op.getTransposeW() ? 2 : 1;
-    Value results = ContractOp::create(
-        b, loc, RankedTensorType::get({e, g, c, n}, ft), buffer, op.getW(),
-        b.getDenseI64ArrayAttr({1}), b.getDenseI64ArrayAttr({0}),
-        b.getDenseI64ArrayAttr({3}), b.getDenseI64ArrayAttr({wContract}));
-    results =
-        TransposeOp::create(b, loc, RankedTensorType::get({g, e, c, n}, ft),
-                            results, ArrayRef<int64_t>{1, 0, 2, 3});
-    results = reshape(results, {g, e * c, n});
-
-    // Combine: each kept row reads its slot.
-    auto grn = RankedTensorType::get({g, r, n}, ft);
-    Value y = GatherElementsOp::create(
-        b, loc, grn, results, broadcast(slot, grn.clone(i64()), {0, 1}), 1);
-    y = select(broadcast(kept, grn.clone(b.getI1Type()), {0, 1}), y,
-               splat(ft, {g, r, n}, 0));
-    return reshape(y, {g * r, n});
+public:
+  /// One grouped matmul in the capacity form.
+  Value build(GroupedMatmulOp op) {
+    return combine(
+        experts(dispatch(op.getX()), 1, op.getW(), op.getTransposeW()));
   }
 
 private:
@@ -160,12 +191,149 @@ private:
     return BinaryOp::create(b, loc, BinaryKind::land, lhs, rhs);
   }
 
-  GroupedMatmulOp op;
   OpBuilder b;
   Location loc;
-  int64_t g, c, r = 0, k = 0, e = 0, n = 0;
-  Type ft;
+  int64_t g, c, r = 0, e = 0;
+  Value kept, slot;
 };
+
+/// The row-wise ops between two grouped matmuls of one routing.
+struct ExpertChain {
+  SmallVector<Operation *> ops; ///< In program order.
+  GroupedMatmulOp second;
+};
+
+/// Whether `op`, with `rows` rows along dimension 0 in its tensors of
+/// that many rows, keeps rows apart in a way cloneOnSlots can redo at
+/// another row count.
+bool keepsRows(Operation *op, int64_t rows) {
+  if (op->getNumResults() != 1)
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || type.getRank() == 0 || type.getDimSize(0) != rows)
+    return false;
+  if (isa<UnaryOp, BinaryOp, SelectOp, CompareOp, ConvertOp>(op))
+    return true;
+  if (auto slice = dyn_cast<SliceOp>(op))
+    return slice.getStartIndices()[0] == 0 && slice.getStrides()[0] == 1;
+  if (auto reshape = dyn_cast<ReshapeOp>(op))
+    return cast<RankedTensorType>(reshape.getOperand().getType())
+               .getDimSize(0) == rows;
+  if (auto transpose = dyn_cast<TransposeOp>(op))
+    return transpose.getPermutation()[0] == 0;
+  return false;
+}
+
+/// The chain from `first`'s result to the one grouped matmul of the same
+/// ids and experts reading it (through row-wise ops) as its rows; none if
+/// anything else reads a value of the chain.
+std::optional<ExpertChain> findChain(GroupedMatmulOp first) {
+  int64_t rows = first.getX().getType().getDimSize(0);
+  int64_t experts = first.getW().getType().getDimSize(0);
+  ExpertChain chain;
+  llvm::SetVector<Value> reached;
+  reached.insert(first.getResult());
+  for (size_t i = 0; i < reached.size(); ++i) {
+    for (OpOperand &use : reached[i].getUses()) {
+      Operation *user = use.getOwner();
+      if (auto second = dyn_cast<GroupedMatmulOp>(user)) {
+        if (use.getOperandNumber() != 0 ||
+            second.getGroupIds() != first.getGroupIds() ||
+            second.getW().getType().getDimSize(0) != experts ||
+            (chain.second && chain.second != second))
+          return std::nullopt;
+        chain.second = second;
+        continue;
+      }
+      if (!keepsRows(user, rows))
+        return std::nullopt;
+      if (!llvm::is_contained(chain.ops, user))
+        chain.ops.push_back(user);
+      reached.insert(user->getResult(0));
+    }
+  }
+  if (!chain.second)
+    return std::nullopt;
+  llvm::sort(chain.ops,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return chain;
+}
+
+/// `chain` again on the slots (`slots`, E x G x C x N, standing for `from`,
+/// M x N): the routed rows' dimension of each op becomes the slots' three,
+/// and each operand from outside the chain with the routed rows is made
+/// again at the slots' shape (a splat constant, or a broadcast that does
+/// not read along the rows). The second GEMM's rows as slots; failure
+/// (nothing built that is used) where an outside operand cannot be made
+/// again.
+FailureOr<Value> cloneOnSlots(OpBuilder &b, const ExpertChain &chain,
+                              Value from, Value slots) {
+  int64_t rows = cast<RankedTensorType>(from.getType()).getDimSize(0);
+  ArrayRef<int64_t> lead =
+      cast<RankedTensorType>(slots.getType()).getShape().take_front(3);
+  auto atSlots = [&](Type t) {
+    auto type = cast<RankedTensorType>(t);
+    SmallVector<int64_t> shape(lead);
+    llvm::append_range(shape, type.getShape().drop_front());
+    return type.clone(shape);
+  };
+  // An attribute per dimension with the rows' entry replaced by three.
+  auto widen = [](ArrayRef<int64_t> values, ArrayRef<int64_t> first) {
+    SmallVector<int64_t> out(first);
+    llvm::append_range(out, values.drop_front());
+    return out;
+  };
+  IRMapping map;
+  map.map(from, slots);
+  SmallVector<Operation *> built;
+  auto discard = [&] {
+    for (Operation *op : llvm::reverse(built))
+      op->erase();
+    return failure();
+  };
+  for (Operation *op : chain.ops) {
+    for (Value operand : op->getOperands()) {
+      auto type = dyn_cast<RankedTensorType>(operand.getType());
+      if (map.contains(operand) || !type || type.getRank() == 0 ||
+          type.getDimSize(0) != rows)
+        continue;
+      DenseElementsAttr value;
+      if (matchPattern(operand, m_Constant(&value)) && value.isSplat()) {
+        auto slotType = atSlots(type);
+        built.push_back(ConstantOp::create(
+            b, operand.getLoc(), slotType,
+            DenseElementsAttr::get(slotType,
+                                   value.getSplatValue<Attribute>())));
+      } else if (auto bcast = operand.getDefiningOp<BroadcastInDimOp>();
+                 bcast &&
+                 !llvm::is_contained(bcast.getBroadcastDimensions(), 0)) {
+        SmallVector<int64_t> dims;
+        for (int64_t d : bcast.getBroadcastDimensions())
+          dims.push_back(d + 2);
+        built.push_back(BroadcastInDimOp::create(
+            b, operand.getLoc(), atSlots(type), bcast.getOperand(), dims));
+      } else {
+        return discard();
+      }
+      map.map(operand, built.back()->getResult(0));
+    }
+    Operation *clone = b.clone(*op, map);
+    built.push_back(clone);
+    clone->getResult(0).setType(atSlots(clone->getResult(0).getType()));
+    if (auto slice = dyn_cast<SliceOp>(clone)) {
+      slice.setStartIndices(widen(slice.getStartIndices(), {0, 0, 0}));
+      slice.setLimitIndices(widen(slice.getLimitIndices(), lead));
+      slice.setStrides(widen(slice.getStrides(), {1, 1, 1}));
+    } else if (auto transpose = dyn_cast<TransposeOp>(clone)) {
+      SmallVector<int64_t> perm = {0, 1, 2};
+      for (int64_t p : transpose.getPermutation().drop_front())
+        perm.push_back(p + 2);
+      transpose.setPermutation(perm);
+    }
+  }
+  GroupedMatmulOp second = chain.second;
+  return map.lookup(second.getX());
+}
 
 struct ExpertCapacityPass
     : ::cleave::impl::ExpertCapacityPassBase<ExpertCapacityPass> {
@@ -201,20 +369,56 @@ struct ExpertCapacityPass
       return signalPassFailure();
     }
     int64_t groups = first.getDimSize(0);
-    for (GroupedMatmulOp op : ops) {
+    auto capacityOf = [&](GroupedMatmulOp op) -> std::optional<int64_t> {
       int64_t rows = op.getX().getType().getDimSize(0);
       int64_t experts = op.getW().getType().getDimSize(0);
       if (rows % groups != 0) {
         op.emitError() << "--moe-capacity-factor: the " << rows
                        << " routed rows do not split into the batch's "
                        << groups << " rows";
-        return signalPassFailure();
+        return std::nullopt;
       }
       int64_t perGroup = rows / groups;
       int64_t capacity = static_cast<int64_t>(
           std::ceil(f * static_cast<double>(perGroup) / experts));
-      capacity = std::clamp<int64_t>(capacity, 1, perGroup);
-      Value y = CapacityBuilder(op, groups, capacity).build();
+      return std::clamp<int64_t>(capacity, 1, perGroup);
+    };
+    // The ids each export computes for each gathered weight, made one.
+    IRRewriter rewriter(&getContext());
+    DominanceInfo dominance;
+    eliminateCommonSubExpressions(rewriter, dominance, main);
+    ops.clear();
+    main.walk([&](GroupedMatmulOp op) { ops.push_back(op); });
+    llvm::SmallPtrSet<Operation *, 8> done;
+    for (GroupedMatmulOp op : ops) {
+      if (done.contains(op))
+        continue;
+      std::optional<int64_t> capacity = capacityOf(op);
+      if (!capacity)
+        return signalPassFailure();
+      // An expert MLP (a grouped matmul, row-wise ops, a grouped matmul of
+      // the same routing) stays in the slots between its two GEMMs: one
+      // dispatch and one combine, not two of each.
+      if (std::optional<ExpertChain> chain = findChain(op)) {
+        GroupedMatmulOp second = chain->second;
+        CapacityBuilder builder(second, groups, *capacity);
+        Value slots = builder.experts(builder.dispatch(op.getX()), 1, op.getW(),
+                                      op.getTransposeW());
+        FailureOr<Value> x2 =
+            cloneOnSlots(builder.builder(), *chain, op.getResult(), slots);
+        if (succeeded(x2)) {
+          Value y = builder.combine(
+              builder.experts(*x2, 0, second.getW(), second.getTransposeW()));
+          second.getResult().replaceAllUsesWith(y);
+          second.erase();
+          for (Operation *chained : llvm::reverse(chain->ops))
+            chained->erase();
+          op.erase();
+          done.insert(second);
+          continue;
+        }
+      }
+      Value y = CapacityBuilder(op, groups, *capacity).build(op);
       op.getResult().replaceAllUsesWith(y);
       op.erase();
     }
