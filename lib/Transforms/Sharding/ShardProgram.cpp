@@ -271,7 +271,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
   // parameter a contraction is batched over by its leading dimension (the
   // experts of the capacity form, or of an einsum MoE); through the
   // low-precision copy mixed precision multiplies with.
-  llvm::DenseMap<unsigned, TensorShardingAttr> epSeeds;
+  llvm::StringMap<std::pair<TensorShardingAttr, ArrayRef<int64_t>>> epSeedOf;
   if (hasEp) {
     WalkResult walk = main.walk([&](Operation *op) {
       Value w;
@@ -305,12 +305,15 @@ static LogicalResult seedAndPartition(ModuleOp module,
       SmallVector<DimShardingAttr> dims(
           type.getRank(), DimShardingAttr::get(ctx, {}, false, -1));
       dims[0] = DimShardingAttr::get(ctx, {b.getStringAttr("ep")}, false, 0);
-      epSeeds[arg.getArgNumber()] = TensorShardingAttr::get(ctx, meshRef, dims);
+      auto param = getArgParameter(main, arg.getArgNumber());
+      if (param)
+        epSeedOf[param.getValue()] = {
+            TensorShardingAttr::get(ctx, meshRef, dims), type.getShape()};
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
       return failure();
-    if (epSeeds.empty())
+    if (epSeedOf.empty())
       return mlir::emitError(module.getLoc())
              << "mesh axis ep (" << epSize
              << " ranks) splits nothing: no parameter is the expert weights "
@@ -342,8 +345,12 @@ static LogicalResult seedAndPartition(ModuleOp module,
       }
     if (auto it = tpSeeds.find(i); it != tpSeeds.end())
       chosen = it->second;
-    if (auto it = epSeeds.find(i); it != epSeeds.end() && !chosen)
-      chosen = it->second;
+    // The experts' weights over ep, and their optimizer states (of the
+    // weights' shape) with them.
+    if (auto it = epSeedOf.find(key); it != epSeedOf.end() && !chosen &&
+                                      it->second.second == type.getShape() &&
+                                      getArgState(main, i))
+      chosen = it->second.first;
     // Data inputs: #cleave.role<data> in a training step; in a forward
     // program, every input that is not a parameter or state.
     std::optional<Role> role = getArgRole(main, i);
