@@ -103,8 +103,13 @@ def build(tokens, d, inter, experts, k, seed, batch=0):
     else:
         nodes.insert(0, n("Identity", ["x"], ["xt"]))
         nodes.append(n("Identity", ["yt"], ["y"]))
+    return finish("moe_layer", nodes, inits, shape)
+
+
+def finish(name, nodes, inits, shape):
+    """The checked opset-17 model of `nodes`: input x, output y of `shape`."""
     graph = helper.make_graph(
-        nodes, "moe_layer",
+        nodes, name,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
         inits)
@@ -182,17 +187,7 @@ def build_gshard(tokens, d, inter, experts, capacity, seed, batch):
         n("Einsum", ["combine", "expert_out"], ["y"],
           equation="GSEC,EGCM->GSM"),
     ]
-    shape = [batch, seq, d]
-    graph = helper.make_graph(
-        nodes, "gshard_moe_layer",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-        inits)
-    model = helper.make_model(graph,
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return finish("gshard_moe_layer", nodes, inits, [batch, seq, d])
 
 
 def main():

@@ -341,6 +341,9 @@ Value NodeContext::broadcastTo(Value v, ArrayRef<int64_t> shape) {
 }
 
 SmallVector<Value> NodeContext::broadcastAll(ArrayRef<Value> values) {
+  // A null value is the result of a step that failed, having said why.
+  if (llvm::any_of(values, [](Value v) { return !v; }))
+    return {};
   SmallVector<int64_t> shape;
   for (Value v : values) {
     auto s = broadcastShapes(shape, shapeOf(v));
@@ -359,6 +362,8 @@ SmallVector<Value> NodeContext::broadcastAll(ArrayRef<Value> values) {
 }
 
 Value NodeContext::unary(UnaryKind kind, Value v) {
+  if (!v)
+    return {};
   return UnaryOp::create(b, loc, v.getType(), kind, v).getResult();
 }
 

@@ -123,6 +123,8 @@ LogicalResult convertAdagrad(NodeContext &ctx) {
     Value xNew = ctx.binary(
         BinaryKind::sub, x,
         ctx.binary(BinaryKind::div, ctx.binary(BinaryKind::mul, r, gr), hSqrt));
+    if (!xNew || !hNew)
+      return failure();
     setOut(ctx, i, xNew, x);
     setOut(ctx, in->n + i, hNew, h);
   }
@@ -168,6 +170,8 @@ LogicalResult convertMomentum(NodeContext &ctx) {
           ctx.binary(BinaryKind::mul, ctx.splatLike(vNew, alpha), vNew));
     Value xNew = ctx.binary(BinaryKind::sub, x,
                             ctx.binary(BinaryKind::mul, in->r, step));
+    if (!xNew || !vNew)
+      return failure();
     setOut(ctx, i, xNew, x);
     setOut(ctx, in->n + i, vNew, v);
   }
@@ -217,6 +221,8 @@ LogicalResult convertAdam(NodeContext &ctx) {
     if (normPost != 0.0)
       xNew = ctx.binary(BinaryKind::mul, ctx.splatLike(xNew, 1.0 - normPost),
                         xNew);
+    if (!xNew || !vNew || !hNew)
+      return failure();
     setOut(ctx, i, xNew, x);
     setOut(ctx, in->n + i, vNew, v);
     setOut(ctx, 2 * in->n + i, hNew, h);
