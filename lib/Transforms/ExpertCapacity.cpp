@@ -26,14 +26,12 @@
 #include "cleave/Transforms/Passes.h"
 
 #include "Cleave/IR/CleaveOps.h"
+#include "Cleave/Utils/ValueEquivalence.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/CSE.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -224,10 +222,27 @@ bool keepsRows(Operation *op, int64_t rows) {
   return false;
 }
 
+/// Whether an operand from outside a chain, with the routed rows (`rows`
+/// along dimension 0), can be made again at the slots' shape: a splat
+/// constant, or a broadcast that does not read along the rows.
+bool remakeable(Value v, int64_t rows) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || type.getRank() == 0 || type.getDimSize(0) != rows)
+    return true; // Not along the rows: read as it is.
+  DenseElementsAttr value;
+  if (matchPattern(v, m_Constant(&value)))
+    return value.isSplat();
+  auto bcast = v.getDefiningOp<BroadcastInDimOp>();
+  return bcast && !llvm::is_contained(bcast.getBroadcastDimensions(), 0);
+}
+
 /// The chain from `first`'s result to the one grouped matmul of the same
-/// ids and experts reading it (through row-wise ops) as its rows; none if
-/// anything else reads a value of the chain.
-std::optional<ExpertChain> findChain(GroupedMatmulOp first) {
+/// routing (`routing` decides that its ids compute `first`'s) and experts
+/// reading it (through row-wise ops) as its rows; none if anything else
+/// reads a value of the chain or an outside operand cannot be made again
+/// at the slots' shape.
+std::optional<ExpertChain> findChain(GroupedMatmulOp first,
+                                     ValueEquivalence &routing) {
   int64_t rows = first.getX().getType().getDimSize(0);
   int64_t experts = first.getW().getType().getDimSize(0);
   ExpertChain chain;
@@ -238,7 +253,7 @@ std::optional<ExpertChain> findChain(GroupedMatmulOp first) {
       Operation *user = use.getOwner();
       if (auto second = dyn_cast<GroupedMatmulOp>(user)) {
         if (use.getOperandNumber() != 0 ||
-            second.getGroupIds() != first.getGroupIds() ||
+            !routing.same(second.getGroupIds(), first.getGroupIds()) ||
             second.getW().getType().getDimSize(0) != experts ||
             (chain.second && chain.second != second))
           return std::nullopt;
@@ -254,6 +269,10 @@ std::optional<ExpertChain> findChain(GroupedMatmulOp first) {
   }
   if (!chain.second)
     return std::nullopt;
+  for (Operation *op : chain.ops)
+    for (Value operand : op->getOperands())
+      if (!reached.contains(operand) && !remakeable(operand, rows))
+        return std::nullopt;
   llvm::sort(chain.ops,
              [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return chain;
@@ -262,12 +281,10 @@ std::optional<ExpertChain> findChain(GroupedMatmulOp first) {
 /// `chain` again on the slots (`slots`, E x G x C x N, standing for `from`,
 /// M x N): the routed rows' dimension of each op becomes the slots' three,
 /// and each operand from outside the chain with the routed rows is made
-/// again at the slots' shape (a splat constant, or a broadcast that does
-/// not read along the rows). The second GEMM's rows as slots; failure
-/// (nothing built that is used) where an outside operand cannot be made
-/// again.
-FailureOr<Value> cloneOnSlots(OpBuilder &b, const ExpertChain &chain,
-                              Value from, Value slots) {
+/// again at the slots' shape (findChain checked that it can be). The second
+/// GEMM's rows, as slots.
+Value cloneOnSlots(OpBuilder &b, const ExpertChain &chain, Value from,
+                   Value slots) {
   int64_t rows = cast<RankedTensorType>(from.getType()).getDimSize(0);
   ArrayRef<int64_t> lead =
       cast<RankedTensorType>(slots.getType()).getShape().take_front(3);
@@ -285,12 +302,6 @@ FailureOr<Value> cloneOnSlots(OpBuilder &b, const ExpertChain &chain,
   };
   IRMapping map;
   map.map(from, slots);
-  SmallVector<Operation *> built;
-  auto discard = [&] {
-    for (Operation *op : llvm::reverse(built))
-      op->erase();
-    return failure();
-  };
   for (Operation *op : chain.ops) {
     for (Value operand : op->getOperands()) {
       auto type = dyn_cast<RankedTensorType>(operand.getType());
@@ -298,27 +309,23 @@ FailureOr<Value> cloneOnSlots(OpBuilder &b, const ExpertChain &chain,
           type.getDimSize(0) != rows)
         continue;
       DenseElementsAttr value;
-      if (matchPattern(operand, m_Constant(&value)) && value.isSplat()) {
+      Value again;
+      if (matchPattern(operand, m_Constant(&value))) {
         auto slotType = atSlots(type);
-        built.push_back(ConstantOp::create(
+        again = ConstantOp::create(
             b, operand.getLoc(), slotType,
-            DenseElementsAttr::get(slotType,
-                                   value.getSplatValue<Attribute>())));
-      } else if (auto bcast = operand.getDefiningOp<BroadcastInDimOp>();
-                 bcast &&
-                 !llvm::is_contained(bcast.getBroadcastDimensions(), 0)) {
+            DenseElementsAttr::get(slotType, value.getSplatValue<Attribute>()));
+      } else {
+        auto bcast = operand.getDefiningOp<BroadcastInDimOp>();
         SmallVector<int64_t> dims;
         for (int64_t d : bcast.getBroadcastDimensions())
           dims.push_back(d + 2);
-        built.push_back(BroadcastInDimOp::create(
-            b, operand.getLoc(), atSlots(type), bcast.getOperand(), dims));
-      } else {
-        return discard();
+        again = BroadcastInDimOp::create(b, operand.getLoc(), atSlots(type),
+                                         bcast.getOperand(), dims);
       }
-      map.map(operand, built.back()->getResult(0));
+      map.map(operand, again);
     }
     Operation *clone = b.clone(*op, map);
-    built.push_back(clone);
     clone->getResult(0).setType(atSlots(clone->getResult(0).getType()));
     if (auto slice = dyn_cast<SliceOp>(clone)) {
       slice.setStartIndices(widen(slice.getStartIndices(), {0, 0, 0}));
@@ -381,14 +388,10 @@ struct ExpertCapacityPass
       int64_t perGroup = rows / groups;
       int64_t capacity = static_cast<int64_t>(
           std::ceil(f * static_cast<double>(perGroup) / experts));
-      return std::clamp<int64_t>(capacity, 1, perGroup);
+      return std::max<int64_t>(1, std::min(capacity, perGroup));
     };
-    // The ids each export computes for each gathered weight, made one.
-    IRRewriter rewriter(&getContext());
-    DominanceInfo dominance;
-    eliminateCommonSubExpressions(rewriter, dominance, main);
-    ops.clear();
-    main.walk([&](GroupedMatmulOp op) { ops.push_back(op); });
+    // Exports compute the ids once per gathered weight.
+    ValueEquivalence routing;
     llvm::SmallPtrSet<Operation *, 8> done;
     for (GroupedMatmulOp op : ops) {
       if (done.contains(op))
@@ -399,24 +402,22 @@ struct ExpertCapacityPass
       // An expert MLP (a grouped matmul, row-wise ops, a grouped matmul of
       // the same routing) stays in the slots between its two GEMMs: one
       // dispatch and one combine, not two of each.
-      if (std::optional<ExpertChain> chain = findChain(op)) {
+      if (std::optional<ExpertChain> chain = findChain(op, routing)) {
         GroupedMatmulOp second = chain->second;
         CapacityBuilder builder(second, groups, *capacity);
         Value slots = builder.experts(builder.dispatch(op.getX()), 1, op.getW(),
                                       op.getTransposeW());
-        FailureOr<Value> x2 =
+        Value x2 =
             cloneOnSlots(builder.builder(), *chain, op.getResult(), slots);
-        if (succeeded(x2)) {
-          Value y = builder.combine(
-              builder.experts(*x2, 0, second.getW(), second.getTransposeW()));
-          second.getResult().replaceAllUsesWith(y);
-          second.erase();
-          for (Operation *chained : llvm::reverse(chain->ops))
-            chained->erase();
-          op.erase();
-          done.insert(second);
-          continue;
-        }
+        Value y = builder.combine(
+            builder.experts(x2, 0, second.getW(), second.getTransposeW()));
+        second.getResult().replaceAllUsesWith(y);
+        second.erase();
+        for (Operation *chained : llvm::reverse(chain->ops))
+          chained->erase();
+        op.erase();
+        done.insert(second);
+        continue;
       }
       Value y = CapacityBuilder(op, groups, *capacity).build(op);
       op.getResult().replaceAllUsesWith(y);

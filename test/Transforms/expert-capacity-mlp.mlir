@@ -2,8 +2,9 @@
 
 // An expert MLP: a gate/up grouped matmul, SwiGLU row by row, and a down
 // grouped matmul of the same routing (ids computed twice, as exports
-// compute them for each gathered weight: CSE makes them one). It stays in
-// the slots between its GEMMs: one dispatch (scatter) of the rows, the
+// compute them for each gathered weight: the pass sees they compute the
+// same). It stays in the slots between its GEMMs: one dispatch (scatter)
+// of the rows, the
 // SwiGLU on the slots (experts x batch rows x slots, 4 x 2 x 2), and one
 // combine (gather_elements) of the results.
 

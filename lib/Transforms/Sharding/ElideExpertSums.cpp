@@ -14,9 +14,9 @@
 
 #include "Partitioner.h"
 
-#include "cleave/Transforms/Sharding/Passes.h"
+#include "Cleave/Utils/ValueEquivalence.h"
 
-#include "mlir/IR/OperationSupport.h"
+#include "cleave/Transforms/Sharding/Passes.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -29,34 +29,6 @@ using namespace mlir;
 using namespace mlir::cleave;
 
 namespace {
-
-/// Whether `a` and `b` compute the same value: equal, or results of the
-/// same index of ops alike (their metadata aside) whose operands compute
-/// the same values. The partitioner shifts the ids for each grouped matmul
-/// apart, and exports compute each gather's indices apart too. `known`
-/// caches the answers.
-bool sameValue(Value a, Value b, DenseMap<std::pair<Value, Value>, bool> &known,
-               int depth = 64) {
-  if (a == b)
-    return true;
-  auto ra = dyn_cast<OpResult>(a), rb = dyn_cast<OpResult>(b);
-  if (depth == 0 || !ra || !rb || ra.getResultNumber() != rb.getResultNumber())
-    return false;
-  if (auto it = known.find({a, b}); it != known.end())
-    return it->second;
-  known[{a, b}] = false; // Until shown.
-  bool same = OperationEquivalence::isEquivalentTo(
-      ra.getOwner(), rb.getOwner(),
-      [&](Value x, Value y) {
-        return success(sameValue(x, y, known, depth - 1));
-      },
-      /*markEquivalent=*/nullptr,
-      OperationEquivalence::Flags(
-          OperationEquivalence::IgnoreLocations |
-          OperationEquivalence::IgnoreDiscardableAttrs));
-  known[{a, b}] = same;
-  return same;
-}
 
 /// The expert axes of a local grouped matmul or weight gradient and its
 /// ids; null where it has none.
@@ -106,7 +78,7 @@ bool keepsRows(Operation *user, Value v) {
 /// by grouped matmuls and weight gradients of `producer`'s routing and
 /// experts.
 bool onlyOwnRowsRead(AllReduceOp sum, Operation *producer,
-                     DenseMap<std::pair<Value, Value>, bool> &known) {
+                     ValueEquivalence &routing) {
   auto [over, ids] = expertsOf(producer);
   if (!over || sum.getMeshAxes() != over ||
       sum.getKind() != CollectiveReduceKind::sum)
@@ -124,7 +96,7 @@ bool onlyOwnRowsRead(AllReduceOp sum, Operation *producer,
         bool rowsOperand = isa<GroupedMatmulOp>(user)
                                ? use.getOperandNumber() == 0
                                : use.getOperandNumber() <= 1;
-        if (!rowsOperand || userOver != over || !sameValue(userIds, ids, known))
+        if (!rowsOperand || userOver != over || !routing.same(userIds, ids))
           return false;
         continue;
       }
@@ -140,11 +112,11 @@ struct ElideExpertSumsPass
     : ::cleave::impl::ElideExpertSumsPassBase<ElideExpertSumsPass> {
   void runOnOperation() override {
     SmallVector<AllReduceOp> sums;
-    DenseMap<std::pair<Value, Value>, bool> known;
+    ValueEquivalence routing;
     getOperation().walk([&](AllReduceOp sum) {
       Operation *producer = sum.getOperand().getDefiningOp();
       if (producer && isa<GroupedMatmulOp>(producer) &&
-          onlyOwnRowsRead(sum, producer, known))
+          onlyOwnRowsRead(sum, producer, routing))
         sums.push_back(sum);
     });
     for (AllReduceOp sum : sums) {

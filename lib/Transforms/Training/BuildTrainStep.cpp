@@ -428,7 +428,8 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
                     1);
   // The experts' figures for the log, summed over the microbatches (each
   // routes its own tokens; their routers come in the same order).
-  ExpertMetrics metrics = expertMetrics(e, forwardOps);
+  SmallVector<RoutingTopK> routing = findRoutingTopKs(forwardOps);
+  ExpertMetrics metrics = expertMetrics(e, routing);
   if (k == 0 || metrics.loads.size() != expertLoads.size()) {
     expertLoads = metrics.loads;
     droppedRows = metrics.dropped;
@@ -439,7 +440,7 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
       droppedRows = e.add(droppedRows, metrics.dropped);
   }
   if (routerLossCoefficients()) {
-    FailureOr<SmallVector<Router>> routers = findRouters(forwardOps);
+    FailureOr<SmallVector<Router>> routers = findRouters(routing);
     if (failed(routers))
       return failure();
     if (routers->empty())

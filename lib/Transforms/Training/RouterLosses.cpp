@@ -88,9 +88,9 @@ train_step::findRoutingTopKs(ArrayRef<Operation *> ops) {
 }
 
 FailureOr<SmallVector<Router>>
-train_step::findRouters(ArrayRef<Operation *> ops) {
+train_step::findRouters(ArrayRef<RoutingTopK> routingTopKs) {
   SmallVector<Router> routers;
-  for (RoutingTopK routing : findRoutingTopKs(ops)) {
+  for (RoutingTopK routing : routingTopKs) {
     TopKOp topk = routing.topk;
     auto probs = topk.getOperand().getDefiningOp<SoftmaxOp>();
     auto type = cast<RankedTensorType>(topk.getOperand().getType());
@@ -123,10 +123,11 @@ static Value oneHot(Emitter &e, Value ids, int64_t experts) {
                    e.b.getF32Type());
 }
 
-ExpertMetrics train_step::expertMetrics(Emitter &e, ArrayRef<Operation *> ops) {
+ExpertMetrics train_step::expertMetrics(Emitter &e,
+                                        ArrayRef<RoutingTopK> routingTopKs) {
   ExpertMetrics metrics;
   Type f32 = e.b.getF32Type();
-  for (RoutingTopK routing : findRoutingTopKs(ops)) {
+  for (RoutingTopK routing : routingTopKs) {
     TopKOp topk = routing.topk;
     Value ids = topk.getIndices();
     auto scores = cast<RankedTensorType>(topk.getOperand().getType());

@@ -76,12 +76,11 @@ struct ExpertMetrics {
   SmallVector<Value> loads;
   Value dropped;
 };
-ExpertMetrics expertMetrics(Emitter &e, ArrayRef<Operation *> ops);
-/// The routers among `ops` (one microbatch's forward): each top-k whose
-/// indices reach a cleave.grouped_matmul's ids, or the slots a scatter of
-/// the capacity form puts rows in. Fails, naming it, for a
-/// top-k that routes rows but does not take a softmax of tokens x experts.
-FailureOr<SmallVector<Router>> findRouters(ArrayRef<Operation *> ops);
+ExpertMetrics expertMetrics(Emitter &e, ArrayRef<RoutingTopK> routingTopKs);
+/// The routers of `routingTopKs` (one microbatch's, findRoutingTopKs): a
+/// softmax and its top-k each. Fails, naming it, for a top-k that routes
+/// rows but does not take a softmax of tokens x experts.
+FailureOr<SmallVector<Router>> findRouters(ArrayRef<RoutingTopK> routingTopKs);
 /// auxCoef times the routers' load-balancing loss (Switch/GShard) plus
 /// zCoef times their z-loss, in f32; null for no routers.
 Value routerLosses(Emitter &e, ArrayRef<Router> routers, double auxCoef,
