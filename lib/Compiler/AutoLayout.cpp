@@ -1,16 +1,20 @@
 //===- AutoLayout.cpp - --auto: choose the parallel layout ----------------===//
 //
-// Searches dp x pp x tp x cp (with cp's attention partitioning), the
+// Searches dp x ep x pp x tp x cp (with cp's attention partitioning), the
 // schedule, the microbatch size, sequence parallelism, ZeRO and recompute
 // for the fastest simulated step that fits the devices' memory
 // (sim::searchPlans), compiling the small profiles the planner asks for,
-// and sets the compile's options to the chosen layout.
+// and sets the compile's options to the chosen layout. ep is searched for
+// models with experts (recognized on the profiles' cut model first).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
 
+#include "cleave/Analysis/ExpertWeights.h"
 #include "cleave/FileUtil.h"
+
+#include "mlir/Pass/PassManager.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -20,6 +24,22 @@
 using namespace mlir;
 
 namespace cleave::compiler {
+
+/// A list of sizes, "1,2,4", given to `flag` into `out`; returns an error
+/// or "".
+static std::string parseSizes(const std::string &flag, const std::string &text,
+                              const char *what, std::vector<int64_t> &out) {
+  llvm::SmallVector<llvm::StringRef> sizes;
+  llvm::StringRef(text).split(sizes, ',');
+  for (llvm::StringRef size : sizes) {
+    int64_t n = 0;
+    if (size.trim().getAsInteger(10, n) || n < 1)
+      return "bad " + flag + " '" + text + "' (expected " + what +
+             " such as 1,2,4)";
+    out.push_back(n);
+  }
+  return "";
+}
 
 /// --auto-cp's sizes and --context-parallel's mode (with --auto: the one
 /// attention partitioning its cp candidates take) into `planner`; returns
@@ -35,16 +55,8 @@ static std::string contextParallelChoices(const CompileOptions &opts,
   }
   if (opts.autoCp.empty())
     return "";
-  llvm::SmallVector<llvm::StringRef> sizes;
-  llvm::StringRef(opts.autoCp).split(sizes, ',');
-  for (llvm::StringRef size : sizes) {
-    int64_t cp = 0;
-    if (size.trim().getAsInteger(10, cp) || cp < 1)
-      return "bad --auto-cp '" + opts.autoCp +
-             "' (expected context-parallel sizes such as 1,2,4)";
-    planner.contextParallel.push_back(cp);
-  }
-  return "";
+  return parseSizes("--auto-cp", opts.autoCp, "context-parallel sizes",
+                    planner.contextParallel);
 }
 
 int Driver::planLayout(bool &searchOnly) {
@@ -134,19 +146,20 @@ int Driver::planLayout(bool &searchOnly) {
     }
   };
   // The axes in the order --mesh lays them out (Configure.cpp: tp fastest,
-  // inside a node, then pp, then dp; cp, like any axis but those, before
-  // them), which Candidate::options() prints too: the profiles are costed
-  // at the rank placement the chosen layout compiles to, printed or not.
+  // inside a node, then ep, then pp, then dp; cp, like any axis but those,
+  // before them), which Candidate::options() prints too: the profiles are
+  // costed at the rank placement the chosen layout compiles to, printed or not.
   // cp's exchanges are as heavy as tp's, so beside tp inside a node would
   // suit them better; on a cluster of several nodes a cp group placed
   // outermost spans nodes and is costed over their links. Placing cp beside
   // tp is a change to --mesh's layout (and then to this order), not one
   // the planner can make alone.
-  auto meshOf = [](int64_t dp, int64_t pp, int64_t tp, int64_t cp) {
+  auto meshOf = [](int64_t dp, int64_t ep, int64_t pp, int64_t tp, int64_t cp) {
     std::vector<std::pair<std::string, int64_t>> mesh;
     for (auto [name, size] : {std::pair<const char *, int64_t>{"cp", cp},
                               {"dp", dp},
                               {"pp", pp},
+                              {"ep", ep},
                               {"tp", tp}})
       if (size > 1)
         mesh.push_back({name, size});
@@ -159,30 +172,31 @@ int Driver::planLayout(bool &searchOnly) {
       cut += (cut.empty() ? "" : ",") + outline->layers[count / stages * i - 1];
     return cut;
   };
-  auto layoutOptions =
-      [&](PhaseOptions &co, int64_t dp, int64_t pp, int64_t tp, bool sp,
-          int64_t cp, const std::string &cpMode, int zero, int64_t microbatches,
-          const std::string &schedule, const std::string &recompute,
-          int64_t stages, int64_t count, bool overlap, double bucketMB) {
-        // pp pipeline ranks run `stages` stage programs (pp * chunks).
-        co.train->microbatches = microbatches;
-        co.train->pipelineRanks = pp;
-        co.train->schedule = pp > 1 ? schedule : "1f1b";
-        co.train->stageBoundaries = pp > 1 ? boundaries(stages, count) : "";
-        co.recompute = recompute;
-        ShardProgramOptions shard;
-        shard.mesh = meshOf(dp, pp, tp, cp);
-        shard.sequenceParallel = sp;
-        if (cp > 1)
-          shard.contextParallel = cpMode;
-        shard.zero = zero;
-        shard.overlap = overlap;
-        shard.bucketMB = bucketMB;
-        if (shard.mesh.empty())
-          co.shard.reset();
-        else
-          co.shard = std::move(shard);
-      };
+  auto layoutOptions = [&](PhaseOptions &co, int64_t dp, int64_t ep, int64_t pp,
+                           int64_t tp, bool sp, int64_t cp,
+                           const std::string &cpMode, int zero,
+                           int64_t microbatches, const std::string &schedule,
+                           const std::string &recompute, int64_t stages,
+                           int64_t count, bool overlap, double bucketMB) {
+    // pp pipeline ranks run `stages` stage programs (pp * chunks).
+    co.train->microbatches = microbatches;
+    co.train->pipelineRanks = pp;
+    co.train->schedule = pp > 1 ? schedule : "1f1b";
+    co.train->stageBoundaries = pp > 1 ? boundaries(stages, count) : "";
+    co.recompute = recompute;
+    ShardProgramOptions shard;
+    shard.mesh = meshOf(dp, ep, pp, tp, cp);
+    shard.sequenceParallel = sp;
+    if (cp > 1)
+      shard.contextParallel = cpMode;
+    shard.zero = zero;
+    shard.overlap = overlap;
+    shard.bucketMB = bucketMB;
+    if (shard.mesh.empty())
+      co.shard.reset();
+    else
+      co.shard = std::move(shard);
+  };
 
   // The profiles' model, cut once.
   FailureOr<std::string> cut =
@@ -203,12 +217,57 @@ int Driver::planLayout(bool &searchOnly) {
       planner.sequence = std::gcd(planner.sequence, input->shape[1]);
   if (std::string e = contextParallelChoices(opts, planner); !e.empty())
     return fail(e);
+  // ep: the sizes that split the experts of every layer, where the model
+  // has any (recognized on the cut model, as the profiles will be).
+  int64_t experts = 0;
+  {
+    MLIRContext context(compileRegistry(), MLIRContext::Threading::DISABLED);
+    context.loadAllAvailableDialects();
+    ScopedDiagnosticHandler handler(&context, [this](Diagnostic &d) {
+      printDiagnostic(d);
+      return success();
+    });
+    ImportOptions imports = importOptions;
+    imports.modelBytes = profileModel;
+    pinBatch(imports, 1);
+    FailureOr<OwningOpRef<ModuleOp>> module =
+        importONNXFile(opts.input, context, imports);
+    if (failed(module))
+      return 1;
+    PassManager pm(&context);
+    addRecognizeComposites(pm, phaseOptions);
+    if (failed(pm.run(**module)))
+      return 1;
+    experts = commonExpertCount(**module);
+  }
+  std::vector<int64_t> eps;
+  if (!opts.autoEp.empty()) {
+    if (std::string e =
+            parseSizes("--auto-ep", opts.autoEp, "expert-parallel sizes", eps);
+        !e.empty())
+      return fail(e);
+    for (int64_t ep : eps)
+      if (ep > 1 && (!experts || experts % ep))
+        return fail("--auto-ep " + std::to_string(ep) + ": " +
+                    (experts
+                         ? "the model's " + std::to_string(experts) +
+                               " experts do not divide over it"
+                         : std::string("the model has no experts to split (no "
+                                       "grouped matmul or contraction batched "
+                                       "over its weights' experts)")));
+  } else {
+    eps.push_back(1);
+    for (int64_t ep = 2; experts && ep <= planner.devices; ep *= 2)
+      if (experts % ep == 0 && planner.devices % ep == 0)
+        eps.push_back(ep);
+  }
+  planner.expertParallel = eps;
   planner.compileProfile = [&](const sim::ProfileKey &key,
                                plan::Plan &out) -> std::string {
     ImportOptions imports = importOptions;
     imports.modelBytes = profileModel;
-    pinBatch(imports, sim::kProfileDataParallel * sim::kProfileMicrobatches *
-                          key.microbatchSize);
+    pinBatch(imports, sim::kProfileDataParallel * key.ep *
+                          sim::kProfileMicrobatches * key.microbatchSize);
     PhaseOptions co = phaseOptions;
     co.kernelCode = false;
     co.verifyPasses = false;
@@ -217,9 +276,9 @@ int Driver::planLayout(bool &searchOnly) {
     co.memoryReport = nullptr;
     co.dump = nullptr;
     co.kernelAssembly = nullptr;
-    layoutOptions(co, sim::kProfileDataParallel, sim::kProfileLayers, key.tp,
-                  key.sequenceParallel, key.cp, key.contextParallel, key.zero,
-                  sim::kProfileMicrobatches, "1f1b", key.recompute,
+    layoutOptions(co, sim::kProfileDataParallel, key.ep, sim::kProfileLayers,
+                  key.tp, key.sequenceParallel, key.cp, key.contextParallel,
+                  key.zero, sim::kProfileMicrobatches, "1f1b", key.recompute,
                   sim::kProfileLayers, sim::kProfileLayers,
                   /*overlap=*/false, opts.bucketMB);
     // Profiles compile on several threads at once: one thread each.
@@ -315,10 +374,10 @@ int Driver::planLayout(bool &searchOnly) {
       sim::formatMemory(best.memoryBytes),
       search.feasible.size() + search.rejected.size(), search.searchSeconds);
   pinBatch(importOptions, opts.globalBatch);
-  layoutOptions(phaseOptions, best.dp, best.pp, best.tp, best.sequenceParallel,
-                best.cp, best.contextParallel, best.zero, best.microbatches,
-                best.schedule(), best.recompute, best.pp * best.chunks, layers,
-                best.overlap, best.bucketMB);
+  layoutOptions(phaseOptions, best.dp, best.ep, best.pp, best.tp,
+                best.sequenceParallel, best.cp, best.contextParallel, best.zero,
+                best.microbatches, best.schedule(), best.recompute,
+                best.pp * best.chunks, layers, best.overlap, best.bucketMB);
   // What the reports read.
   opts.microbatches = best.microbatches;
   opts.schedule = best.schedule();

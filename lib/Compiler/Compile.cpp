@@ -240,10 +240,12 @@ int Driver::run() {
       if (searchOnly || io.stopAfterOptions)
         return 0;
     } else if (opts.globalBatch || opts.explain ||
-               !opts.candidatesFile.empty() || !opts.autoCp.empty()) {
+               !opts.candidatesFile.empty() || !opts.autoCp.empty() ||
+               !opts.autoEp.empty()) {
       return fail(std::string(opts.explain                   ? "--explain"
                               : !opts.candidatesFile.empty() ? "--candidates"
-                              : !opts.autoCp.empty() ? "--auto-cp"
+                              : !opts.autoCp.empty()         ? "--auto-cp"
+                              : !opts.autoEp.empty() ? "--auto-ep"
                                                      : "--global-batch") +
                   " needs --auto");
     }
@@ -278,8 +280,16 @@ int Driver::run() {
 
     if (!opts.initParameters.empty())
       initParametersRandomly(*plan, initStddev, initSeed);
-    if (budget)
-      if (std::string over = overBudget(*plan, *budget); !over.empty()) {
+    // --auto holds its choice to the devices' memory where no --max-memory
+    // is given, as its search did.
+    std::optional<uint64_t> limit = budget;
+    std::string device;
+    if (!limit && opts.autoPlan && cluster.device.memoryBytes > 0) {
+      limit = uint64_t(cluster.device.memoryBytes);
+      device = cluster.device.name;
+    }
+    if (limit)
+      if (std::string over = overBudget(*plan, *limit, device); !over.empty()) {
         if (!opts.autoPlan)
           return fail(over);
         if (autoAttempt.tried.size() >= kAutoAttempts)

@@ -441,6 +441,11 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "and the powers of two up to the devices per node that divide "
       "the devices and the inputs' sequence, dimension 1); 1 alone "
       "searches no context parallelism");
+  add(o.autoEp, "auto-ep", "N,...",
+      "With --auto: the expert-parallel sizes to try (default: 1 and "
+      "the powers of two that divide the devices and every expert "
+      "weight's experts, for a model with a mixture of experts); 1 "
+      "alone searches no expert parallelism");
   add(o.keepLayers, "keep-layers", "K",
       "Compile only the first K of the model's repeated layers "
       "(nodes named by layer, e.g. h0.fc or /model/layers.0/mlp), "

@@ -270,14 +270,14 @@ int Driver::configurePartitioning() {
       return fail(error);
     // Rank placement: a rank is the row-major index of its coordinates, so
     // the last axis varies fastest. tp goes last (its ranks exchange the
-    // most, inside a node), then pp, then ep (its all-to-alls inside a node
-    // where they fit), then dp (across nodes); other axes keep their place
-    // before them.
+    // most, inside a node), then ep (its all-to-alls, every layer, inside a
+    // node where tp x ep fit), then pp (one activation per stage boundary),
+    // then dp (across nodes); other axes keep their place before them.
     {
       auto place = [](const std::string &axis) {
         return axis == "dp"   ? 1
-               : axis == "ep" ? 2
-               : axis == "pp" ? 3
+               : axis == "pp" ? 2
+               : axis == "ep" ? 3
                : axis == "tp" ? 4
                               : 0;
       };
@@ -294,7 +294,7 @@ int Driver::configurePartitioning() {
         errs() << "cleave-compile: note: --mesh " << opts.mesh
                << " laid out as " << order
                << " (rank = row-major index: tp fastest, inside a "
-                  "node; then pp; then ep; then dp, across nodes)\n";
+                  "node; then ep; then pp; then dp, across nodes)\n";
         shardOptions.mesh = std::move(placed);
       }
     }

@@ -138,8 +138,10 @@ private:
 std::optional<uint64_t> parseByteCount(llvm::StringRef text);
 
 /// Why `plan` (each pipeline stage) needs more than `budget` bytes per
-/// rank, naming its largest tensor; "" when it fits.
-std::string overBudget(const plan::Plan &plan, uint64_t budget);
+/// rank, naming its largest tensor; "" when it fits. The budget is
+/// --max-memory's, or with `device` the memory of one such device.
+std::string overBudget(const plan::Plan &plan, uint64_t budget,
+                       const std::string &device = "");
 
 } // namespace cleave::compiler
 

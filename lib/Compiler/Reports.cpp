@@ -28,7 +28,8 @@ namespace cleave::compiler {
 
 /// Why `plan` (each pipeline stage) needs more than `budget` bytes per
 /// rank, naming its largest tensor; "" when it fits.
-std::string overBudget(const plan::Plan &plan, uint64_t budget) {
+std::string overBudget(const plan::Plan &plan, uint64_t budget,
+                       const std::string &device) {
   auto check = [&](const plan::Plan &program,
                    const std::string &what) -> std::string {
     if (program.arenaBytes <= budget)
@@ -46,7 +47,10 @@ std::string overBudget(const plan::Plan &plan, uint64_t budget) {
       consider(st.info);
     std::string message =
         what + " needs " + std::to_string(program.arenaBytes) +
-        " bytes per rank, over --max-memory of " + std::to_string(budget);
+        " bytes per rank, over " +
+        (device.empty() ? "--max-memory of " + std::to_string(budget)
+                        : "the memory of one " + device + " (" +
+                              std::to_string(budget) + " bytes)");
     if (largest)
       message += "; its largest tensor is '" + largest->name + "' (" +
                  std::to_string(largest->byteSize()) + " bytes)";

@@ -1,8 +1,8 @@
 //===- Planner.cpp - Search the parallel layouts of a training step -------===//
 //
-// See Planner.h: the search. Chains of profiles, one per tensor- and
-// context-parallel layout, walk their variants (recompute policy, ZeRO stage)
-// and microbatch sizes best first; each profile's candidate layouts are
+// See Planner.h: the search. Chains of profiles, one per tensor-, context-
+// and expert-parallel layout, walk their variants (recompute policy, ZeRO
+// stage) and microbatch sizes best first; each profile's candidate layouts are
 // evaluated (PlannerEvaluate.cpp) and pruned against the best found so far.
 // Each round compiles its profiles on llvm's thread pool.
 //
@@ -52,14 +52,15 @@ struct Variant {
   int zero;
 };
 
-/// The profiles of one tensor- and context-parallel layout (tp, with or
-/// without sequence parallelism; cp with its attention partitioning), a
-/// variant at a time, a microbatch size at a time.
+/// The profiles of one tensor-, context- and expert-parallel layout (tp,
+/// with or without sequence parallelism; cp with its attention
+/// partitioning; ep), a variant at a time, a microbatch size at a time.
 struct Chain {
   int64_t tp = 1;
   bool sp = false;
   int64_t cp = 1;
   std::string mode;
+  int64_t ep = 1;
   size_t size = 0, variant = 0;
   double previous = HUGE_VAL;
   Outcome sized;
@@ -80,7 +81,7 @@ struct Chain {
 std::string whyNotTried(const Profile &profile, const PlannerOptions &options,
                         Candidate &d) {
   int64_t l = options.layers, stages = d.pp * d.chunks,
-          rows = d.dp * d.microbatchSize;
+          rows = d.dp * d.ep * d.microbatchSize;
   if (!profile.error.empty())
     return "its profile (" + profile.key.str() +
            ") did not compile: " + profile.error;
@@ -89,7 +90,9 @@ std::string whyNotTried(const Profile &profile, const PlannerOptions &options,
            std::to_string(stages) + " equal stages";
   if (options.globalBatch % rows)
     return "the global batch " + std::to_string(options.globalBatch) +
-           " does not split into dp x microbatch = " + std::to_string(rows);
+           (d.ep > 1 ? " does not split into dp x ep x microbatch = "
+                     : " does not split into dp x microbatch = ") +
+           std::to_string(rows);
   d.microbatches = options.globalBatch / rows;
   if (d.microbatches < d.pp)
     return "fewer microbatches (" + std::to_string(d.microbatches) +
@@ -117,7 +120,7 @@ private:
   /// Evaluates every candidate of `profile` into `out`.
   Outcome candidatesOf(Profile &profile);
   /// The candidates of `profile` worth a schedule: every dp x pp over the
-  /// devices its tp x cp leaves, 1F1B and interleaved with up to maxChunks
+  /// devices its tp x cp x ep leaves, 1F1B and interleaved with up to maxChunks
   /// chunks, and without a pipeline each bucket size with overlap. Those that
   /// cannot be tried go to out.rejected.
   std::vector<Candidate> layoutsOf(Profile &profile);
@@ -126,6 +129,8 @@ private:
   void record(Candidate &d, Profile &profile, Outcome &o);
   /// The context-parallel sizes to try, into `cps`; returns an error or "".
   std::string contextParallelSizes(std::vector<int64_t> &cps) const;
+  /// The expert-parallel sizes to try, into `eps`; returns an error or "".
+  std::string expertParallelSizes(std::vector<int64_t> &eps) const;
   ProfileKey keyOf(const Chain &c) const;
   void settle(Chain &c) const;
   void nextSize(Chain &c);
@@ -148,9 +153,9 @@ private:
   std::vector<Variant> variants;
   std::vector<Chain> chains;
   std::vector<std::unique_ptr<Profile>> profiles;
-  /// Tensor- and context-parallel sizes whose states alone fit no layout
-  /// (a larger cp leaves fewer devices to a pipeline).
-  std::set<std::pair<int64_t, int64_t>> deadTpCp;
+  /// Tensor-, context- and expert-parallel sizes whose states alone fit no
+  /// layout (a larger cp leaves fewer devices to a pipeline).
+  std::set<std::array<int64_t, 3>> deadSplits;
   /// Profiles per round: the machine's hardware threads.
   unsigned threads;
   llvm::DefaultThreadPool pool;
@@ -181,6 +186,19 @@ LayoutSearch::contextParallelSizes(std::vector<int64_t> &cps) const {
   return "";
 }
 
+std::string LayoutSearch::expertParallelSizes(std::vector<int64_t> &eps) const {
+  eps = options.expertParallel;
+  if (eps.empty())
+    eps.push_back(1);
+  for (int64_t ep : eps)
+    if (ep < 1 || g % ep)
+      return "expert-parallel size " + std::to_string(ep) +
+             " does not divide the " + std::to_string(g) + " devices";
+  std::sort(eps.begin(), eps.end());
+  eps.erase(std::unique(eps.begin(), eps.end()), eps.end());
+  return "";
+}
+
 std::string LayoutSearch::prepare() {
   if (g < 1 || options.globalBatch < 1)
     return "the planner needs the devices and the global batch";
@@ -207,11 +225,14 @@ std::string LayoutSearch::prepare() {
   zeros.erase(std::unique(zeros.begin(), zeros.end()), zeros.end());
   if (sizes.empty() || zeros.empty() || options.recompute.empty())
     return "no microbatch size, ZeRO stage or recompute policy to try";
-  std::vector<int64_t> cps;
+  std::vector<int64_t> cps, eps;
   if (std::string e = contextParallelSizes(cps); !e.empty())
+    return e;
+  if (std::string e = expertParallelSizes(eps); !e.empty())
     return e;
   out.tensorParallel = tps;
   out.contextParallel = cps;
+  out.expertParallel = eps;
   // Each cp above 1 with each attention partitioning.
   std::vector<std::pair<int64_t, std::string>> contexts;
   for (int64_t cp : cps) {
@@ -235,17 +256,19 @@ std::string LayoutSearch::prepare() {
   for (int64_t tp : tps)
     for (bool sp : {false, true})
       for (const auto &[cp, mode] : contexts)
-        if (g % (tp * cp) == 0 &&
-            (!sp || (tp > 1 && options.sequenceParallel))) {
-          Chain chain;
-          chain.tp = tp;
-          chain.sp = sp;
-          chain.cp = cp;
-          chain.mode = mode;
-          chain.fits.assign(variants.size(), -1);
-          chain.fitsBefore.assign(variants.size(), -1);
-          chains.push_back(chain);
-        }
+        for (int64_t ep : eps)
+          if (g % (tp * cp * ep) == 0 &&
+              (!sp || (tp > 1 && options.sequenceParallel))) {
+            Chain chain;
+            chain.tp = tp;
+            chain.sp = sp;
+            chain.cp = cp;
+            chain.mode = mode;
+            chain.ep = ep;
+            chain.fits.assign(variants.size(), -1);
+            chain.fitsBefore.assign(variants.size(), -1);
+            chains.push_back(chain);
+          }
   for (Chain &c : chains)
     settle(c);
   return "";
@@ -254,16 +277,17 @@ std::string LayoutSearch::prepare() {
 std::vector<Candidate> LayoutSearch::layoutsOf(Profile &profile) {
   std::vector<Candidate> pending;
   const ProfileKey &key = profile.key;
-  int64_t tpcp = key.tp * key.cp;
-  for (int64_t pp = 1; pp <= l && tpcp * pp <= g; ++pp) {
-    if (g % (tpcp * pp))
+  int64_t split = key.tp * key.cp * key.ep;
+  for (int64_t pp = 1; pp <= l && split * pp <= g; ++pp) {
+    if (g % (split * pp))
       continue;
     Candidate c;
     c.tp = key.tp;
     c.cp = key.cp;
     c.contextParallel = key.contextParallel;
+    c.ep = key.ep;
     c.pp = pp;
-    c.dp = g / (tpcp * pp);
+    c.dp = g / (split * pp);
     c.sequenceParallel = key.sequenceParallel;
     c.microbatchSize = key.microbatchSize;
     c.recompute = key.recompute;
@@ -281,8 +305,10 @@ std::vector<Candidate> LayoutSearch::layoutsOf(Profile &profile) {
       (divisible ? pending : out.rejected).push_back(d);
       // Without a pipeline and ZeRO: each bucket size with overlap. A
       // layout over memory by its states and one microbatch is with
-      // buckets too (they add memory).
-      if (!divisible || pp > 1 || c.zero > 0 || c.replicas() < 2)
+      // buckets too (they add memory). Not with ep: the buckets are costed
+      // as all-reduces over dp x cp, while an ep layout reduces its dense
+      // gradients over dp x ep x cp and its experts' over dp x cp.
+      if (!divisible || pp > 1 || c.zero > 0 || c.replicas() < 2 || c.ep > 1)
         continue;
       bool overStates = d.rejected.rfind("over memory", 0) == 0;
       for (double bucket : options.bucketMB) {
@@ -353,6 +379,7 @@ ProfileKey LayoutSearch::keyOf(const Chain &c) const {
   key.sequenceParallel = c.sp;
   key.cp = c.cp;
   key.contextParallel = c.mode;
+  key.ep = c.ep;
   key.microbatchSize = sizes[c.size];
   key.recompute = options.recompute[v.policy];
   key.zero = v.zero;
@@ -366,7 +393,7 @@ ProfileKey LayoutSearch::keyOf(const Chain &c) const {
 /// flight, each twice as large, on the same states.)
 void LayoutSearch::settle(Chain &c) const {
   while (c.variant < variants.size() &&
-         ((variants[c.variant].zero > 0 && g / c.tp < 2) ||
+         ((variants[c.variant].zero > 0 && g / (c.tp * c.ep) < 2) ||
           c.fitsBefore[c.variant] == 0))
     ++c.variant;
   c.done |= c.variant == variants.size();
@@ -392,13 +419,13 @@ void LayoutSearch::nextSize(Chain &c) {
 }
 
 void LayoutSearch::advance(Chain &c, const Profile &profile, const Outcome &o) {
-  if (!profile.error.empty() || deadTpCp.count({c.tp, c.cp})) {
+  if (!profile.error.empty() || deadSplits.count({c.tp, c.cp, c.ep})) {
     c.done = true; // this layout does not compile, or cannot fit
     return;
   }
   if (!o.statesFit) {
     // Its parameters and optimizer states alone fit no layout.
-    deadTpCp.insert({c.tp, c.cp});
+    deadSplits.insert({c.tp, c.cp, c.ep});
     c.done = true;
     return;
   }
@@ -459,13 +486,13 @@ void LayoutSearch::compileRound(const std::vector<Chain *> &live) {
   out.profilesCompiled += int64_t(live.size());
 }
 
-// One chain per tensor-parallel layout. For each microbatch size from the
-// smallest, a chain tries the variants from the fastest on, until every
-// layout fits, or the fastest of them (memory aside, without the optimizer)
-// cannot beat the best found: the rest would only add time. Each round
-// compiles one profile per live chain, then evaluates their candidates in
-// the chains' order, so the result does not depend on which profile
-// compiles first.
+// One chain per tensor-, context- and expert-parallel layout. For each
+// microbatch size from the smallest, a chain tries the variants from the
+// fastest on, until every layout fits, or the fastest of them (memory aside,
+// without the optimizer) cannot beat the best found: the rest would only add
+// time. Each round compiles one profile per live chain, then evaluates their
+// candidates in the chains' order, so the result does not depend on which
+// profile compiles first.
 void LayoutSearch::run() {
   while (true) {
     std::vector<Chain *> live = liveChains();

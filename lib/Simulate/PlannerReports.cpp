@@ -44,6 +44,8 @@ std::string ProfileKey::str() const {
     s += " +sp";
   if (cp > 1)
     s += ", cp=" + std::to_string(cp) + " " + contextParallel;
+  if (ep > 1)
+    s += ", ep=" + std::to_string(ep);
   s += ", microbatch " + std::to_string(microbatchSize) + ", recompute " +
        recompute + ", zero " + std::to_string(zero);
   return s;
@@ -54,12 +56,13 @@ std::string Candidate::schedule() const {
 }
 
 std::string Candidate::options() const {
-  // In the order --mesh lays axes out (cp before dp, pp and tp), so that the
-  // options compile to the placement the candidate was costed at.
+  // In the order --mesh lays axes out (cp before dp, pp, ep and tp), so
+  // that the options compile to the placement the candidate was costed at.
   std::string mesh;
   for (auto [name, size] : {std::pair<const char *, int64_t>{"cp", cp},
                             {"dp", dp},
                             {"pp", pp},
+                            {"ep", ep},
                             {"tp", tp}})
     if (size > 1)
       mesh += (mesh.empty() ? "" : ",") + std::string(name) + "=" +
@@ -88,17 +91,19 @@ std::string Candidate::options() const {
 }
 
 std::string Candidate::layout() const {
-  std::string context;
+  std::string context, experts;
   if (cp > 1)
     context = " cp=" + std::to_string(cp) + ":" + contextParallel;
+  if (ep > 1)
+    experts = " ep=" + std::to_string(ep);
   char text[192];
   int n = std::snprintf(
       text, sizeof text,
-      "dp=%lld tp=%lld%s%s pp=%lld v=%lld b=%lld m=%lld zero=%d %s",
-      (long long)dp, (long long)tp, sequenceParallel ? "+sp" : "",
-      context.c_str(), (long long)pp, (long long)chunks,
-      (long long)microbatchSize, (long long)microbatches, zero,
-      recompute.c_str());
+      "dp=%lld%s tp=%lld%s%s pp=%lld v=%lld b=%lld m=%lld zero=%d %s",
+      (long long)dp, experts.c_str(), (long long)tp,
+      sequenceParallel ? "+sp" : "", context.c_str(), (long long)pp,
+      (long long)chunks, (long long)microbatchSize, (long long)microbatches,
+      zero, recompute.c_str());
   if (overlap && n > 0 && size_t(n) < sizeof text)
     std::snprintf(text + n, sizeof text - n, " overlap:%gM", bucketMB);
   return text;
@@ -237,6 +242,10 @@ std::string searchedAxes(const PlanSearch &search,
                     search.contextParallel.end(),
                     [](int64_t cp) { return cp > 1; }))
     s += " (" + joined(options.contextParallelModes, ", ", text) + ")";
+  // ep only where the model has experts to split.
+  if (std::count_if(search.expertParallel.begin(), search.expertParallel.end(),
+                    [](int64_t ep) { return ep > 1; }))
+    s += ", ep " + joined(search.expertParallel, ",", number);
   std::vector<int64_t> sizes;
   for (int64_t b : options.microbatchSizes)
     if (b > 0 && options.globalBatch % b == 0)
@@ -284,7 +293,7 @@ std::string explainSearch(const PlanSearch &search, const Cluster &cluster,
 std::string candidatesCsv(const PlanSearch &search, const Cluster &cluster,
                           const PlannerOptions &options, double tokensPerStep) {
   std::string s =
-      "devices,dp,tp,sp,cp,context_parallel,pp,chunks,microbatch_size,"
+      "devices,dp,tp,sp,cp,context_parallel,ep,pp,chunks,microbatch_size,"
       "microbatches,zero,recompute,options,step_s,memory_bytes,kwh_per_step,"
       "cost_per_step,tokens_per_step,rejected\n";
   for (const std::vector<Candidate> *list :
@@ -293,12 +302,13 @@ std::string candidatesCsv(const PlanSearch &search, const Cluster &cluster,
       StepCost cost = costOfStep(c, cluster, options.devices);
       char line[256];
       std::snprintf(line, sizeof line,
-                    "%lld,%lld,%lld,%d,%lld,%s,%lld,%lld,%lld,%lld,%d,%s,",
+                    "%lld,%lld,%lld,%d,%lld,%s,%lld,%lld,%lld,%lld,%lld,%d,%s,",
                     (long long)options.devices, (long long)c.dp,
                     (long long)c.tp, c.sequenceParallel ? 1 : 0,
-                    (long long)c.cp, c.contextParallel.c_str(), (long long)c.pp,
-                    (long long)c.chunks, (long long)c.microbatchSize,
-                    (long long)c.microbatches, c.zero, c.recompute.c_str());
+                    (long long)c.cp, c.contextParallel.c_str(), (long long)c.ep,
+                    (long long)c.pp, (long long)c.chunks,
+                    (long long)c.microbatchSize, (long long)c.microbatches,
+                    c.zero, c.recompute.c_str());
       s += line + quoted(c.options());
       std::snprintf(line, sizeof line, ",%.6g,%.0f,%.6g,%.6g,%.6g,",
                     c.stepSeconds, c.memoryBytes, cost.kWh, cost.total(),

@@ -105,9 +105,10 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
         Mixtral's with the "batched_mm" experts: a softmax router, top-k,
         the weights renormalized, each token's rows gathered experts'
         SwiGLU weights times the row, and the weighted sum over the k."""
-        tokens, inter = batch * seq, expert_intermediate
+        # Every token count is -1: the block takes any batch.
+        inter = expert_intermediate
         shape = lambda name, v: const(p + name, np.array(v, np.int64))
-        flat = node("Reshape", [t, shape("moe_flat", [tokens, d_model])], name=p + "moe_flat")
+        flat = node("Reshape", [t, shape("moe_flat", [-1, d_model])], name=p + "moe_flat")
         logits = node("MatMul", [flat, param(p + "moe.router.weight", (d_model, experts))],
                       name=p + "moe_router")
         probs = node("Softmax", [logits], name=p + "moe_softmax", axis=-1)
@@ -117,29 +118,29 @@ def build(layers, d_model, heads, seq, vocab, batch, seed=0, separate_qkv=False,
                      keepdims=1)
         weights = node("Div", [top, total], name=p + "moe_renorm")
         rows = node("Expand", [node("Unsqueeze", [flat, shape("moe_one", [1])], name=p + "moe_rep1"),
-                               shape("moe_expand", [tokens, top_k, d_model])], name=p + "moe_rep")
-        rows = node("Reshape", [rows, shape("moe_rows", [tokens * top_k, d_model, 1])],
+                               shape("moe_expand", [1, top_k, 1])], name=p + "moe_rep")
+        rows = node("Reshape", [rows, shape("moe_rows", [-1, d_model, 1])],
                     name=p + "moe_rows")
-        row_ids = node("Reshape", [ids, shape("moe_row_ids", [tokens * top_k, 1])],
+        row_ids = node("Reshape", [ids, shape("moe_row_ids", [-1, 1])],
                        name=p + "moe_row_ids")
         w1 = node("GatherND", [param(p + "moe.experts.gate_up_proj", (experts, 2 * inter, d_model)),
                                row_ids], name=p + "moe_gather_gate_up")
         h = node("MatMul", [w1, rows], name=p + "moe_gate_up")
-        h = node("Reshape", [h, shape("moe_h", [tokens * top_k, 2 * inter])], name=p + "moe_h")
+        h = node("Reshape", [h, shape("moe_h", [-1, 2 * inter])], name=p + "moe_h")
         gate, up = node("Split", [h, shape("moe_split", [inter, inter])], n_out=2,
                         name=p + "moe_split", axis=1)
         act = node("Mul", [node("Mul", [gate, node("Sigmoid", [gate], name=p + "moe_sig")],
                                 name=p + "moe_silu"), up], name=p + "moe_act")
-        act = node("Reshape", [act, shape("moe_act_col", [tokens * top_k, inter, 1])],
+        act = node("Reshape", [act, shape("moe_act_col", [-1, inter, 1])],
                    name=p + "moe_act_col")
         w2 = node("GatherND", [param(p + "moe.experts.down_proj", (experts, d_model, inter)),
                                row_ids], name=p + "moe_gather_down")
         o = node("MatMul", [w2, act], name=p + "moe_down")
-        o = node("Reshape", [o, shape("moe_o", [tokens, top_k, d_model])], name=p + "moe_o")
+        o = node("Reshape", [o, shape("moe_o", [-1, top_k, d_model])], name=p + "moe_o")
         o = node("Mul", [o, node("Unsqueeze", [weights, shape("moe_last2", [-1])],
                                  name=p + "moe_w")], name=p + "moe_weighted")
         y = node("ReduceSum", [o, shape("moe_choice_axis", [1])], name=p + "moe_sum", keepdims=0)
-        return node("Reshape", [y, shape("moe_seq", [batch, seq, d_model])], name=p + "moe_out")
+        return node("Reshape", [y, shape("moe_seq", [-1, seq, d_model])], name=p + "moe_out")
 
     def layer_norm(t, name):
         return node("LayerNormalization", [t, param(name + ".weight", None, value=np.ones(d_model, np.float32)),
@@ -281,8 +282,6 @@ def main():
                    help="--experts: each expert's hidden size (default 4 x d-model / top-k)")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
-    if a.experts and a.dynamic_batch:
-        p.error("--experts needs a static batch")
     cfg = dict(PRESETS[a.preset])
     for k in ("layers", "d_model", "heads", "seq", "vocab", "batch", "encoder"):
         if getattr(a, k) is not None:

@@ -123,6 +123,7 @@ struct CompileOptions {
   bool explain = false;
   std::string candidatesFile;
   std::string autoCp;
+  std::string autoEp;
   int64_t keepLayers = 0;
 
   /// The schedule a pipeline runs: --schedule, or 1f1b.

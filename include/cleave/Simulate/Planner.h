@@ -1,6 +1,6 @@
 //===- Planner.h - Search the parallel layouts of a step --------*- C++ -*-===//
 //
-// cleave-compile --auto: which dp x pp x tp x cp (with cp's attention
+// cleave-compile --auto: which dp x ep x pp x tp x cp (with cp's attention
 // partitioning), pipeline schedule and chunks, microbatch size, sequence
 // parallelism, ZeRO stage and recompute policy train a model fastest on a
 // cluster within its devices' memory.
@@ -12,7 +12,9 @@
 // two microbatches, one per tensor-parallel layout, context-parallel size
 // and mode (the profile's mesh has the candidate's cp axis: its stage
 // programs hold a 1/cp slice of each sequence's activations and its
-// attentions' exchanges over cp), microbatch size and recompute policy.
+// attentions' exchanges over cp), expert-parallel size (likewise: a 1/ep
+// share of the experts and their states, the dispatch and combine over ep,
+// the batch split over dp x ep), microbatch size and recompute policy.
 // Layer 1's stage program is one layer; the other two are a layer plus the
 // embedding or the head. Each candidate's virtual stages are then so many
 // layers plus the embedding or head, costed over the candidate's mesh
@@ -59,6 +61,8 @@ struct ProfileKey {
   /// attentions work on the split sequence (--context-parallel's value).
   int64_t cp = 1;
   std::string contextParallel;
+  /// Expert parallelism: the ep axis's size.
+  int64_t ep = 1;
   int64_t microbatchSize = 1;
   std::string recompute = "none";
   int zero = 0;
@@ -86,6 +90,10 @@ struct PlannerOptions {
   /// The data inputs' sequence (dimension 1) that cp splits; 0: none, so
   /// no cp above 1 by default.
   int64_t sequence = 0;
+  /// Expert-parallel sizes to try (empty: 1 alone). The driver gives the
+  /// sizes that divide the devices and the model's experts, where it has
+  /// any.
+  std::vector<int64_t> expertParallel;
   std::vector<int64_t> microbatchSizes = {1, 2, 4};
   /// Recompute policies and ZeRO stages (0 to 3), tried in this order for
   /// each tensor-parallel layout and microbatch size until every layout
@@ -106,10 +114,10 @@ struct PlannerOptions {
   int64_t maxChunks = 4;
   SimulateOptions simulate;
   /// Compiles the profile of `key` into `plan` (a pipelined plan of three
-  /// stage programs over dp = 2, pp = 3, tp and cp at two microbatches,
-  /// with the key's ZeRO stage and attention partitioning); returns "" or
-  /// why it cannot be (a tp, or an all-to-all cp, that does not divide the
-  /// heads).
+  /// stage programs over dp = 2, ep, pp = 3, tp and cp at two
+  /// microbatches, with the key's ZeRO stage and attention partitioning);
+  /// returns "" or why it cannot be (a tp, or an all-to-all cp, that does
+  /// not divide the heads).
   std::function<std::string(const ProfileKey &, plan::Plan &)> compileProfile;
 };
 
@@ -120,6 +128,8 @@ struct Candidate {
   /// The cp axis's size and, with cp > 1, --context-parallel's mode.
   int64_t cp = 1;
   std::string contextParallel;
+  /// The ep axis's size: the experts split over it, the batch over dp x ep.
+  int64_t ep = 1;
   int zero = 0;
   std::string recompute = "none";
   /// --overlap-collectives with buckets of bucketMB MiB.
@@ -150,9 +160,12 @@ struct Candidate {
   /// The cleave-compile options that compile it.
   std::string options() const;
   /// The ranks that hold the same parameters and see different data: dp
-  /// x cp (what ZeRO splits over and the gradients are reduced over).
+  /// x cp (what ZeRO splits over and the gradients are reduced over; the
+  /// dense parameters' gradients are reduced over ep as well, but ZeRO
+  /// splits over dp x cp only).
   int64_t replicas() const { return dp * cp; }
-  /// "dp=4 tp=2 pp=1 ..." for tables (cp=N:mode after tp where cp > 1).
+  /// "dp=4 tp=2 pp=1 ..." for tables (cp=N:mode after tp where cp > 1,
+  /// ep=N after dp where ep > 1).
   std::string layout() const;
 };
 
@@ -163,8 +176,8 @@ struct PlanSearch {
   std::vector<Candidate> rejected;
   int64_t profilesCompiled = 0;
   double profileSeconds = 0, searchSeconds = 0;
-  /// The tensor- and context-parallel sizes searched.
-  std::vector<int64_t> tensorParallel, contextParallel;
+  /// The tensor-, context- and expert-parallel sizes searched.
+  std::vector<int64_t> tensorParallel, contextParallel, expertParallel;
 };
 
 /// `bytes` as MiB or GiB with two decimals, as the planner prints memory.

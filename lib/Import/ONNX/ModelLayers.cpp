@@ -35,10 +35,20 @@ struct Layers {
   std::string mismatch;
 };
 
+/// A node's attributes as bytes that compare equal where the attributes
+/// do, but for a tensor's name: a Constant node's value is often named
+/// after its node, and so after its layer.
 std::string attributesKey(const onnx::NodeProto &node) {
   std::string key;
-  for (const onnx::AttributeProto &a : node.attribute())
-    key += a.SerializeAsString() + '\0';
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    if (a.has_t() && !a.t().name().empty()) {
+      onnx::AttributeProto unnamed = a;
+      unnamed.mutable_t()->clear_name();
+      key += unnamed.SerializeAsString() + '\0';
+    } else {
+      key += a.SerializeAsString() + '\0';
+    }
+  }
   return key;
 }
 

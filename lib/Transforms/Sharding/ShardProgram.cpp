@@ -1,6 +1,7 @@
 //===- ShardProgram.cpp - Mesh, shardings, propagation, partition ---------===//
 
 #include "cleave/Transforms/Sharding/ShardProgram.h"
+#include "cleave/Analysis/ExpertWeights.h"
 #include "cleave/Analysis/TrainingTags.h"
 #include "cleave/Transforms/Sharding/Passes.h"
 
@@ -273,21 +274,7 @@ static LogicalResult seedAndPartition(ModuleOp module,
   // low-precision copy mixed precision multiplies with.
   llvm::StringMap<std::pair<TensorShardingAttr, ArrayRef<int64_t>>> epSeedOf;
   if (hasEp) {
-    WalkResult walk = main.walk([&](Operation *op) {
-      Value w;
-      if (auto grouped = dyn_cast<GroupedMatmulOp>(op))
-        w = grouped.getW();
-      else if (auto contract = dyn_cast<ContractOp>(op))
-        for (auto [operand, batch] :
-             {std::pair(contract.getLhs(), contract.getLhsBatchingDimensions()),
-              std::pair(contract.getRhs(),
-                        contract.getRhsBatchingDimensions())})
-          if (llvm::is_contained(batch, 0))
-            w = operand;
-      if (!w)
-        return WalkResult::advance();
-      while (auto convert = w.getDefiningOp<ConvertOp>())
-        w = convert.getOperand();
+    WalkResult walk = forEachExpertWeight(main, [&](Operation *op, Value w) {
       auto arg = dyn_cast<BlockArgument>(w);
       if (!arg || arg.getOwner() != &main.front() ||
           !isParameterArg(main, arg.getArgNumber()))
