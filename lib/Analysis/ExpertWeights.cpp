@@ -9,6 +9,8 @@
 
 #include "Cleave/IR/CleaveOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <numeric>
@@ -37,6 +39,25 @@ forEachExpertWeight(Operation *root,
       w = convert.getOperand();
     return visit(op, w);
   });
+}
+
+void topKsFeeding(Value ids, llvm::SetVector<Operation *> &found) {
+  SmallVector<Value> work = {ids};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (auto topk = dyn_cast<TopKOp>(def)) {
+      if (v == topk.getIndices())
+        found.insert(def);
+      continue;
+    }
+    for (Value operand : def->getOperands())
+      if (isa<IntegerType>(getElementTypeOrSelf(operand.getType())))
+        work.push_back(operand);
+  }
 }
 
 int64_t commonExpertCount(Operation *root) {

@@ -383,6 +383,11 @@ void visitCompileOptions(CompileOptions &o, CompileOptionVisitor &visitor) {
       "rows past their expert's slots are dropped (zero results), and "
       "under an ep mesh axis the rows travel by all_to_all (default 0: "
       "dropless, every routed row computed)");
+  add(o.moeBiasUpdate, "moe-bias-update", "rate",
+      "DeepSeek-V3's auxiliary-loss-free balancing: each router picks its "
+      "experts by its scores plus a bias per expert (gating by the scores "
+      "alone), and each training step moves an expert's bias by rate x "
+      "sign(mean load - its load) (default 0: off; DeepSeek-V3 uses 1e-3)");
   add(o.moeZLoss, "moe-z-loss", "coef",
       "Add coef times each router's z-loss (mean over tokens of "
       "logsumexp(logits)^2) to the loss (default 0: off)");

@@ -427,6 +427,14 @@ int Driver::configureCodegen() {
     return fail("--moe-capacity-factor applies to the grouped expert GEMMs "
                 "that --no-recognize-composites turns off");
   phaseOptions.moeCapacityFactor = opts.moeCapacityFactor;
+  if (opts.moeBiasUpdate < 0 || !std::isfinite(opts.moeBiasUpdate))
+    return fail("--moe-bias-update takes a finite rate > 0");
+  if (opts.moeBiasUpdate > 0 && !opts.train)
+    return fail("--moe-bias-update needs --train (the step moves the biases)");
+  if (opts.moeBiasUpdate > 0 && opts.noRecognizeComposites)
+    return fail("--moe-bias-update applies to the routers of the grouped "
+                "expert GEMMs that --no-recognize-composites turns off");
+  phaseOptions.moeBiasUpdate = opts.moeBiasUpdate;
   RecomputePolicy recompute;
   if (std::string error = parseRecomputePolicy(opts.recompute, recompute);
       !error.empty())

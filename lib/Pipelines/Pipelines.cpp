@@ -63,8 +63,14 @@ static void addRecognition(OpPassManager &pm, const PhaseOptions &options) {
   }
 }
 
+/// --cleave-expert-bias, with a bias update rate, then
 /// --cleave-expert-capacity, with a capacity factor.
 static void addExpertCapacity(OpPassManager &pm, const PhaseOptions &options) {
+  if (options.moeBiasUpdate > 0) {
+    ExpertBiasPassOptions bias;
+    bias.rate = options.moeBiasUpdate;
+    pm.addPass(createExpertBiasPass(bias));
+  }
   if (options.moeCapacityFactor > 0) {
     ExpertCapacityPassOptions capacity;
     capacity.factor = options.moeCapacityFactor;

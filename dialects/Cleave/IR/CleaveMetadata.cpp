@@ -70,6 +70,9 @@ const MetadataAttrInfo kMetadataAttrs[] = {
      "what an imported initializer becomes in training"},
     {attr::kBatchNormStatistic, K::Unit, kOnOp,
      "a BatchNorm running statistic (a buffer in training)"},
+    {attr::kExpertBias, K::Float, kOnOp,
+     "a router's expert biases (a buffer the training step moves by this "
+     "rate toward an even load)"},
     {attr::kLayer, K::String, kOnOp, "the layer an op belongs to"},
     {attr::kPhase, K::String, kOnOp, "why an op was built"},
     {attr::kStage, K::Integer, kOnOp, "the pipeline stage an op runs in"},
@@ -112,6 +115,8 @@ StringRef describe(MetadataKind kind) {
     return "a string";
   case K::Integer:
     return "an integer";
+  case K::Float:
+    return "a float";
   case K::Unit:
     return "a unit attribute";
   case K::StateKind:
@@ -148,6 +153,8 @@ bool holds(MetadataKind kind, Attribute value, bool onOp) {
     return isa<StringAttr>(value);
   case K::Integer:
     return isa<IntegerAttr>(value);
+  case K::Float:
+    return isa<FloatAttr>(value);
   case K::Unit:
     return isa<UnitAttr>(value);
   case K::StateKind:

@@ -59,6 +59,7 @@ inline constexpr llvm::StringLiteral kInitializerKind =
     "cleave.initializer_kind";
 inline constexpr llvm::StringLiteral kBatchNormStatistic =
     "cleave.batch_norm_statistic";
+inline constexpr llvm::StringLiteral kExpertBias = "cleave.expert_bias";
 inline constexpr llvm::StringLiteral kLayer = "cleave.layer";
 inline constexpr llvm::StringLiteral kPhase = "cleave.phase";
 inline constexpr llvm::StringLiteral kStage = "cleave.stage";
@@ -91,6 +92,7 @@ inline constexpr llvm::StringLiteral kRecomputeStats = "cleave.recompute_stats";
 enum class MetadataKind {
   String,          ///< a string
   Integer,         ///< an integer
+  Float,           ///< a floating-point number
   Unit,            ///< a unit attribute (a tag)
   StateKind,       ///< a #cleave.state (or unit: see cleave.state's entry)
   Role,            ///< a #cleave.role

@@ -2,7 +2,8 @@
 //
 // Which values hold the experts of a mixture of experts: what the
 // partitioner splits over mesh axis ep (ShardProgram), and what --auto reads
-// to know which ep sizes a model can take.
+// to know which ep sizes a model can take; and which top-ks route rows to
+// them (the router losses, the log's expert figures, the experts' biases).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,8 @@
 #include "mlir/IR/Value.h"
 #include "mlir/IR/Visitors.h"
 #include "mlir/Support/LLVM.h"
+
+#include "llvm/ADT/SetVector.h"
 
 #include <cstdint>
 
@@ -36,6 +39,11 @@ forEachExpertWeight(mlir::Operation *root,
 /// 0 where there are none: the ep sizes that split every expert weight
 /// divide it.
 int64_t commonExpertCount(mlir::Operation *root);
+
+/// Adds to `found` the cleave.top_k ops whose indices `ids` is computed
+/// from, through ops on integers (a grouped matmul's group ids, the slots
+/// of the capacity form).
+void topKsFeeding(mlir::Value ids, llvm::SetVector<mlir::Operation *> &found);
 
 } // namespace cleave
 

@@ -84,7 +84,7 @@ struct CompileOptions {
   double adamEps = 1e-8;
   double weightDecay = 0;
   double clipGradNorm = 0;
-  double moeAuxLoss = 0, moeZLoss = 0, moeCapacityFactor = 0;
+  double moeAuxLoss = 0, moeZLoss = 0, moeCapacityFactor = 0, moeBiasUpdate = 0;
   std::string lossScale;
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;

@@ -46,7 +46,8 @@ void configurePassManager(mlir::PassManager &pm, const PhaseOptions &options);
 
 /// The train-step phase, in three parts:
 /// --cleave-expand-gradients and --cleave-recognize-composites (unless
-/// PhaseOptions::recognizeComposites is off) and, with a capacity factor,
+/// PhaseOptions::recognizeComposites is off), with a bias update rate
+/// --cleave-expert-bias, and with a capacity factor
 /// --cleave-expert-capacity; then --cleave-mark-index-ranges
 /// and --cleave-build-train-step (or, for a forward model in bf16/fp16,
 /// --cleave-apply-mixed-precision; with local SGD, --cleave-build-local-sgd
@@ -191,6 +192,10 @@ struct PhaseOptions {
   /// routed rows per expert (--cleave-expert-capacity after recognition);
   /// 0: dropless grouped matmuls.
   double moeCapacityFactor = 0;
+  /// Above 0: each router picks its experts by its scores plus a bias per
+  /// expert that each training step moves by this rate toward an even load
+  /// (--cleave-expert-bias after recognition, before the capacity form).
+  double moeBiasUpdate = 0;
   /// If set, applied to every pass manager the phases make (after the
   /// verifier): cleave-compile applies MLIR's pass manager options here
   /// (--mlir-print-ir-after-all, --mlir-print-ir-after-change, ...).

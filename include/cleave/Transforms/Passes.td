@@ -151,6 +151,41 @@ def ExpertCapacityPass : Pass<"cleave-expert-capacity", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::cleave::CleaveDialect"];
 }
 
+def ExpertBiasPass : Pass<"cleave-expert-bias", "::mlir::ModuleOp"> {
+  let summary = "Route by scores plus a bias per expert: DeepSeek's auxiliary-loss-free load balancing";
+  let description = [{
+    For every router of @main (a `cleave.top_k` over tokens x experts
+    scores along the experts whose indices reach a `cleave.grouped_matmul`'s
+    ids), adds a bias per expert, a `tensor<E x f32>` initializer of zeros
+    named `<node>.expert_bias` and tagged `cleave.expert_bias = rate` (a
+    buffer of the training step, never a parameter): the top-k picks the experts by the scores plus the bias, and
+    the gating weights are the scores of the experts picked, without it
+    (DeepSeek-V3's auxiliary-loss-free balancing). The training step
+    (`--cleave-build-train-step`) then moves each bias, once per step, by
+    `rate * sign(mean load - load)`: an expert given more than the mean of
+    the step's routed rows is picked less the next step.
+
+    ```mlir
+    // Before:
+    %v, %i = cleave.top_k %s k = 2 dim = 1 largest = true sorted = true
+        : tensor<8x4xf32> -> tensor<8x2xf32>, tensor<8x2xi64>
+    // After:
+    %b = cleave.constant dense<0.0> {cleave.initializer = "moe_topk.expert_bias",
+        cleave.expert_bias = 1.0e-3 : f64} : tensor<4xf32>
+    %bb = cleave.broadcast_in_dim %b dims = [1] : tensor<4xf32> -> tensor<8x4xf32>
+    %sel = cleave.binary add %s, %bb : ...
+    %_, %i2 = cleave.top_k %sel k = 2 dim = 1 largest = true sorted = true ...
+    %v2 = cleave.gather_elements %s, %i2 axis = 1 ...
+    ```
+  }];
+  let options = [
+    Option<"rate", "rate", "::cleave::ExactDouble", /*default=*/"1e-3",
+           "How far each step moves an expert's bias (DeepSeek-V3's "
+           "gamma)">,
+  ];
+  let dependentDialects = ["::mlir::cleave::CleaveDialect"];
+}
+
 def RecognizeCompositesPass : Pass<"cleave-recognize-composites", "::mlir::func::FuncOp"> {
   let summary = "Rewrite spelled-out attention, RMS normalization, rotary embedding and expert GEMMs as ops";
   let description = [{

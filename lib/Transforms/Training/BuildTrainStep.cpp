@@ -75,6 +75,13 @@ private:
   LogicalResult prepareForward();
   LogicalResult buildPipelined();
   LogicalResult buildMicrobatch(int64_t k);
+  /// Adds each biased router's load (metrics.loads, in routing's order) to
+  /// biasLoads at its bias's buffer.
+  void addBiasLoads(Emitter &e, ArrayRef<RoutingTopK> routing,
+                    const ExpertMetrics &metrics);
+  /// The expert biases' new values, into bufferValues: each moved by its
+  /// rate times sign(mean load - load) over the step's rows.
+  LogicalResult updateExpertBiases();
   void keyRandomStreams();
   void tagGradients();
   LogicalResult reduceGradients();
@@ -135,6 +142,9 @@ private:
 
   /// The experts' figures (expertMetrics), summed over the microbatches.
   SmallVector<Value> expertLoads;
+  /// Per buffer that is a router's expert biases (cleave.expert_bias), its
+  /// router's load summed over the microbatches; null for other buffers.
+  SmallVector<Value> biasLoads;
   Value droppedRows;
   /// The names of the metric results, the last results of the step.
   SmallVector<std::string> metricNames;
@@ -147,6 +157,45 @@ private:
 };
 
 } // namespace
+
+void TrainStepBuilder::addBiasLoads(Emitter &e, ArrayRef<RoutingTopK> routing,
+                                    const ExpertMetrics &metrics) {
+  biasLoads.resize(bufferArgs.size());
+  for (auto [i, r] : llvm::enumerate(routing)) {
+    BlockArgument bias = expertBiasOf(r.topk);
+    if (!bias || i >= metrics.loads.size())
+      continue;
+    auto *it = llvm::find(bufferArgs, bias);
+    if (it == bufferArgs.end())
+      continue;
+    Value &total = biasLoads[it - bufferArgs.begin()];
+    total = total ? e.add(total, metrics.loads[i]) : metrics.loads[i];
+  }
+}
+
+LogicalResult TrainStepBuilder::updateExpertBiases() {
+  Emitter e{b, loc};
+  for (auto [j, c] : llvm::enumerate(state.buffers)) {
+    auto rate = c->getAttrOfType<FloatAttr>(attr::kExpertBias);
+    if (!rate)
+      continue;
+    if (j >= biasLoads.size() || !biasLoads[j])
+      return c.emitError() << "expert biases '" << initializerName(c)
+                           << "' bias no router of the step (a top-k over "
+                              "the scores plus them whose indices reach the "
+                              "experts)";
+    Value load = biasLoads[j];
+    auto type = Emitter::typeOf(load);
+    int64_t experts = type.getDimSize(0);
+    Value mean = e.broadcast(e.scale(e.sumAll(load), 1.0 / double(experts)),
+                             type.getShape());
+    Value step = e.scale(e.unary(UnaryKind::sign, e.sub(mean, load)),
+                         rate.getValueAsDouble());
+    bufferValues[j] =
+        e.add(e.convert(bufferArgs[j], type.getElementType()), step);
+  }
+  return success();
+}
 
 SmallVector<Operation *> TrainStepBuilder::opsAfter(Operation *last) const {
   SmallVector<Operation *> ops;
@@ -266,6 +315,8 @@ LogicalResult TrainStepBuilder::buildBody() {
         return failure();
     if (m > 1)
       lossF32 = Emitter{b, loc}.convert(lossTotal, b.getF32Type());
+    if (failed(updateExpertBiases()))
+      return failure();
   }
   keyRandomStreams();
   tagGradients();
@@ -413,9 +464,11 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
   Operation *forwardBegin = lastOp();
   outputs = emitMicrobatchForward(e, forward, dataArgs, stateValues, k, m,
                                   [&](Value v) { return isBatch(v); });
-  // Running statistics carry from one microbatch to the next.
+  // Running statistics carry from one microbatch to the next; expert
+  // biases stay until the step's end.
   for (auto [j, r] : llvm::enumerate(state.bufferResults))
-    bufferValues[j] = outputs[r];
+    if (r != ::cleave::training::TrainingState::kStepUpdated)
+      bufferValues[j] = outputs[r];
 
   Operation *forwardEnd = lastOp();
   Value lossValue = buildLoss(e, *spec, outputs,
@@ -430,6 +483,7 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
   // routes its own tokens; their routers come in the same order).
   SmallVector<RoutingTopK> routing = findRoutingTopKs(forwardOps);
   ExpertMetrics metrics = expertMetrics(e, routing);
+  addBiasLoads(e, routing, metrics);
   if (k == 0 || metrics.loads.size() != expertLoads.size()) {
     expertLoads = metrics.loads;
     droppedRows = metrics.dropped;
@@ -582,8 +636,7 @@ void TrainStepBuilder::finishBody() {
     results.push_back(scaleUpdate->log2);
     results.push_back(scaleUpdate->goodSteps);
   }
-  for (unsigned i : state.bufferResults)
-    results.push_back(outputs[i]);
+  llvm::append_range(results, bufferValues);
   results.push_back(lossOut);
   results.push_back(clipped.norm);
   if (scaleUpdate) {

@@ -19,35 +19,21 @@
 
 #include "TrainStep.h"
 
+#include "cleave/Analysis/ExpertWeights.h"
+
 #include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 using namespace mlir::cleave;
 using namespace mlir::cleave::train_step;
 
-namespace {
-
-/// The top-k ops whose indices `ids` is computed from, through integer ops.
-void topKsFeeding(Value ids, llvm::SetVector<Operation *> &found) {
-  SmallVector<Value> work = {ids};
-  llvm::SmallPtrSet<Operation *, 16> seen;
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    Operation *def = v.getDefiningOp();
-    if (!def || !seen.insert(def).second)
-      continue;
-    if (auto topk = dyn_cast<TopKOp>(def)) {
-      if (v == topk.getIndices())
-        found.insert(def);
-      continue;
-    }
-    for (Value operand : def->getOperands())
-      if (isa<IntegerType>(getElementTypeOrSelf(operand.getType())))
-        work.push_back(operand);
-  }
+BlockArgument train_step::expertBiasOf(TopKOp topk) {
+  auto add = topk.getOperand().getDefiningOp<BinaryOp>();
+  if (!add || add.getKind() != BinaryKind::add)
+    return {};
+  auto bias = add.getRhs().getDefiningOp<BroadcastInDimOp>();
+  return bias ? dyn_cast<BlockArgument>(bias.getOperand()) : BlockArgument();
 }
-
-} // namespace
 
 SmallVector<RoutingTopK>
 train_step::findRoutingTopKs(ArrayRef<Operation *> ops) {
@@ -58,14 +44,14 @@ train_step::findRoutingTopKs(ArrayRef<Operation *> ops) {
   llvm::DenseMap<Operation *, std::pair<int64_t, int64_t>> capacityOf;
   for (Operation *op : ops) {
     if (auto grouped = dyn_cast<GroupedMatmulOp>(op)) {
-      topKsFeeding(grouped.getGroupIds(), topks);
+      ::cleave::topKsFeeding(grouped.getGroupIds(), topks);
       continue;
     }
     auto scatter = dyn_cast<ScatterOp>(op);
     if (!scatter || !isa<FloatType>(getElementTypeOrSelf(scatter.getType())))
       continue;
     llvm::SetVector<Operation *> feeding;
-    topKsFeeding(scatter.getIndices(), feeding);
+    ::cleave::topKsFeeding(scatter.getIndices(), feeding);
     auto buffer = cast<RankedTensorType>(scatter.getType());
     for (Operation *topk : feeding) {
       topks.insert(topk);
@@ -92,7 +78,14 @@ train_step::findRouters(ArrayRef<RoutingTopK> routingTopKs) {
   SmallVector<Router> routers;
   for (RoutingTopK routing : routingTopKs) {
     TopKOp topk = routing.topk;
-    auto probs = topk.getOperand().getDefiningOp<SoftmaxOp>();
+    // Through --cleave-expert-bias's scores + bias.
+    Value scores = topk.getOperand();
+    if (expertBiasOf(topk)) {
+      scores = scores.getDefiningOp<BinaryOp>().getLhs();
+      if (auto convert = scores.getDefiningOp<ConvertOp>())
+        scores = convert.getOperand();
+    }
+    auto probs = scores.getDefiningOp<SoftmaxOp>();
     auto type = cast<RankedTensorType>(topk.getOperand().getType());
     if (!probs || type.getRank() != 2 || topk.getDimension() != 1 ||
         probs.getDimension() != 1)

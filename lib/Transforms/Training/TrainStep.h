@@ -69,6 +69,9 @@ struct RoutingTopK {
 /// The top-ks among `ops` whose indices reach a cleave.grouped_matmul's
 /// ids or the slots a scatter of the capacity form puts rows in.
 SmallVector<RoutingTopK> findRoutingTopKs(ArrayRef<Operation *> ops);
+/// The step's argument that biases `topk`'s pick (--cleave-expert-bias:
+/// a top-k of scores plus broadcast biases), or null.
+BlockArgument expertBiasOf(TopKOp topk);
 /// One microbatch's expert figures for the log: each router's load (its
 /// choices per expert, [E] f32) and, where rows take the capacity form, the
 /// rows past their expert's capacity (0-d f32; null if none).

@@ -108,8 +108,8 @@ LogicalResult train_step::checkPipelineOptions(Location loc,
   if (pipelineRanks > 1024)
     refused = "at most 1024 pipeline ranks";
   else if (hasBuffers)
-    refused = "model buffers (BatchNorm running statistics) are not "
-              "supported in pipeline stages yet";
+    refused = "model buffers (BatchNorm running statistics, expert biases) "
+              "are not supported in pipeline stages yet";
   else if (returnGradients)
     refused = "--return-gradients is not supported with pipeline stages";
   else if (dataParallel > 1)

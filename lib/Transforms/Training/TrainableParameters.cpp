@@ -115,6 +115,13 @@ FailureOr<TrainingState> selectTrainingState(func::FuncOp main,
     state.buffers.push_back(cst);
     state.bufferResults.push_back(i);
   }
+  // Expert biases (--cleave-expert-bias): buffers the step moves itself.
+  for (auto cst : body.getOps<ConstantOp>())
+    if (cst->hasAttr(attr::kExpertBias) &&
+        !llvm::is_contained(state.buffers, cst)) {
+      state.buffers.push_back(cst);
+      state.bufferResults.push_back(TrainingState::kStepUpdated);
+    }
 
   for (auto cst : body.getOps<ConstantOp>()) {
     auto name = getInitializerName(cst);

@@ -31,9 +31,12 @@ struct ParameterOptions {
 struct TrainingState {
   llvm::SmallVector<mlir::cleave::ConstantOp> params;
   /// Initializers the program updates, and the @main results that hold
-  /// their new values (`cleave.updates_initializer`).
+  /// their new values (`cleave.updates_initializer`); kStepUpdated for a
+  /// buffer the training step updates itself (a router's expert biases,
+  /// `cleave.expert_bias`).
   llvm::SmallVector<mlir::cleave::ConstantOp> buffers;
   llvm::SmallVector<unsigned> bufferResults;
+  static constexpr unsigned kStepUpdated = ~0u;
 };
 
 /// Unties the initializers `options.untie` names (each use gets a copy:
