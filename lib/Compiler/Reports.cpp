@@ -255,22 +255,34 @@ void Driver::printReports(const plan::Plan &plan, llvm::raw_ostream &os) {
       os << "pipeline stage " << c << " (pp rank " << c << "):\n";
     printStepReport(report, os);
     if (program.training.enabled && !program.mesh.empty()) {
-      int64_t dpRanks = 1;
+      // ZeRO's axes (ShardProgram): dp, ep with dp, and cp; the experts
+      // split over ep take the others.
+      int64_t dpRanks = 1, expertRanks = 1, ep = 1;
+      bool hasDp = false;
       std::string zeroAxes;
       for (auto [name, size] :
-           llvm::zip(program.mesh.axisNames, program.mesh.shape))
+           llvm::zip(program.mesh.axisNames, program.mesh.shape)) {
+        if (name == "ep")
+          ep = size;
         if (mlir::cleave::isReplicaAxis(name) && size > 1) {
           dpRanks *= size;
+          expertRanks *= size;
+          hasDp |= name == "dp";
           zeroAxes += (zeroAxes.empty() ? "" : ", ") + name;
         }
+      }
+      if (hasDp && ep > 1) {
+        dpRanks *= ep;
+        zeroAxes += ", ep";
+      }
       StringRef optimizer = program.training.optimizer;
       unsigned optimizerBytes =
           optimizer == "adam" || optimizer == "adamw"          ? 8
           : optimizer == "momentum" || optimizer == "nesterov" ? 4
                                                                : 0;
       if (dpRanks > 1)
-        printZeroFormula(report, opts.zero, dpRanks, zeroAxes, optimizerBytes,
-                         os);
+        printZeroFormula(report, opts.zero, dpRanks, expertRanks, zeroAxes,
+                         optimizerBytes, os);
     }
   }
   if (plan.isPipelined())

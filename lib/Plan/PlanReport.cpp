@@ -267,11 +267,17 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
     bool expert = false;
     if (auto sharding = getSharding(arg); sharding && mesh)
       for (DimShardingAttr dim : sharding.getDims())
-        for (StringAttr axis : dim.getAxes()) {
+        for (auto [k, axis] : llvm::enumerate(dim.getAxes())) {
           int64_t size = getAxesSize(mesh, axis);
           elements *= size;
-          replica *= isReplicaAxis(axis.getValue()) ? size : 1;
-          expert |= axis.getValue() == "ep";
+          // ep splits experts first on their dimension; after dp, it is
+          // ZeRO's split of a parameter every ep rank holds.
+          bool experts = axis.getValue() == "ep" && k == 0;
+          replica *= isReplicaAxis(axis.getValue()) ||
+                             (axis.getValue() == "ep" && !experts)
+                         ? size
+                         : 1;
+          expert |= experts;
         }
     if (expert) {
       ++report.expertTensors;
@@ -280,6 +286,8 @@ void PlanBuilder::fillReport(BuiltPlan &result, ArrayRef<Value> bufferValues,
     }
     report.parameterElements += elements;
     report.replicaParameterElements += replica;
+    if (expert)
+      report.replicaExpertElements += replica;
     if (llvm::any_of(arg.getUsers(), isLoweringConvert))
       report.replicaLowPrecisionElements += replica;
   }

@@ -246,8 +246,8 @@ void printStepReport(const StepReport &r, llvm::raw_ostream &os) {
 }
 
 void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
-                      llvm::StringRef axes, unsigned optimizerBytes,
-                      llvm::raw_ostream &os) {
+                      int64_t expertRanks, llvm::StringRef axes,
+                      unsigned optimizerBytes, llvm::raw_ostream &os) {
   auto at = [&](MemoryClass cls) { return r.held[static_cast<unsigned>(cls)]; };
   // Mixed precision (some parameters have f32 masters): the paper's
   // variant, 2-byte parameters and gradients, the master with the
@@ -255,10 +255,13 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
   const bool mixed = r.replicaLowPrecisionElements > 0;
   const unsigned paramBytes = mixed ? 2 : 4, gradBytes = mixed ? 2 : 4,
                  stateBytes = optimizerBytes + (mixed ? 4 : 0);
-  const double psi = r.replicaParameterElements, n = dpRanks;
-  const double p = paramBytes * psi / (stage >= 3 ? n : 1),
-               g = gradBytes * psi / (stage >= 2 ? n : 1),
-               o = stateBytes * psi / (stage >= 1 ? n : 1);
+  // Ψ over N, the experts' Ψ_e over their own N (without ep).
+  const double psi = r.replicaParameterElements, psiE = r.replicaExpertElements,
+               split = (psi - psiE) / double(dpRanks) +
+                       psiE / double(std::max<int64_t>(1, expertRanks));
+  const double p = paramBytes * (stage >= 3 ? split : psi),
+               g = gradBytes * (stage >= 2 ? split : psi),
+               o = stateBytes * (stage >= 1 ? split : psi);
   uint64_t states =
       at(MemoryClass::OptimizerStates) + at(MemoryClass::MasterParameters);
   uint64_t measured =
@@ -270,6 +273,10 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
       stage, dpRanks, r.replicaParameterElements,
       mixed ? "mixed-precision" : "fp32", paramBytes, stateBytes,
       mixed ? "f32 master and " : "", axes);
+  if (r.replicaExpertElements > 0 && expertRanks != dpRanks)
+    os << llvm::formatv("  (of Ψ, the experts' {0} take N = {1}: ep splits "
+                        "them already)\n",
+                        r.replicaExpertElements, expertRanks);
   auto line = [&](llvm::StringRef what, llvm::StringRef formula,
                   double expected, uint64_t got) {
     os << llvm::formatv("  {0,-18} {1,-10} {2,16:F0} expected {3,16} "
@@ -319,6 +326,10 @@ void printZeroFormula(const StepReport &r, int stage, int64_t dpRanks,
     if (!notes.empty())
       os << "  (where Cleave departs from the formula: "
          << llvm::join(notes, "; ") << ")\n";
+  } else if (stage == 1 && at(MemoryClass::Gradients) < uint64_t(g + 0.5)) {
+    os << "  (where Cleave departs from the formula: each gradient is "
+          "sliced right after its all-reduce, so a rank holds only the part "
+          "its optimizer reads)\n";
   }
   uint64_t gradientsLive =
       r.peakLive[static_cast<unsigned>(MemoryClass::Gradients)];

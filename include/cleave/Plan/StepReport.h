@@ -99,9 +99,12 @@ struct StepReport {
   /// computed and applied inside the same kernels, never stored).
   int64_t gradientsTraced = 0, gradientsHeld = 0;
   /// Parameter elements one data-parallel replica holds: each parameter's
-  /// global elements over the sizes of its non-`dp` axes (ZeRO's Ψ when
-  /// the mesh also has tensor-parallel axes).
+  /// global elements over the sizes of its model-parallel axes (tp, and ep
+  /// where it splits experts; ZeRO's Ψ when the mesh also has such axes).
   int64_t replicaParameterElements = 0;
+  /// Of those, the experts' (split over ep): ZeRO splits them over the
+  /// replica axes but ep, the others over ep too.
+  int64_t replicaExpertElements = 0;
   /// Of those, the elements of parameters with an f32 master (mixed
   /// precision: the step computes with their bf16/f16 copies).
   int64_t replicaLowPrecisionElements = 0;
@@ -130,12 +133,13 @@ void printStepReport(const StepReport &report, llvm::raw_ostream &os);
 /// ones, for the fp32 variant Cleave keeps: 4-byte parameters (the f32
 /// master weights), 4-byte gradients and `optimizerBytes` of optimizer
 /// state per parameter, Ψ = replicaParameterElements, N = `dpRanks` (the
-/// ranks of the ZeRO `axes`: dp, and cp).
+/// ranks of the ZeRO `axes`: dp, ep and cp) for all but the experts, whose
+/// Ψ_e = replicaExpertElements take N = `expertRanks` (dp and cp).
 /// Stage 1 divides the optimizer states by N, 2 also the gradients, 3 also
 /// the parameters.
 void printZeroFormula(const StepReport &report, int stage, int64_t dpRanks,
-                      llvm::StringRef axes, unsigned optimizerBytes,
-                      llvm::raw_ostream &os);
+                      int64_t expertRanks, llvm::StringRef axes,
+                      unsigned optimizerBytes, llvm::raw_ostream &os);
 
 } // namespace cleave
 

@@ -176,11 +176,17 @@ static LogicalResult seedAndPartition(ModuleOp module,
     batchAxes.push_back(b.getStringAttr("ep"));
   int64_t batchSize = getAxesSize(mesh, batchAxes);
   // ZeRO splits over the axes whose ranks hold the same parameters and
-  // see different data (isReplicaAxis): dp, then cp, the order in which
-  // the gradients' partial sums over the batch and the sequence come.
+  // see different data (isReplicaAxis): dp, then ep, then cp, the order in
+  // which the gradients' partial sums over the batch and the sequence
+  // come. A tensor already split over one of them (the experts over ep)
+  // is split over the others only: Megatron-Core's distributed optimizer
+  // splits the dense parameters' states over dp x ep and the experts'
+  // over dp.
   SmallVector<StringAttr> zeroAxes;
   if (hasDp)
     zeroAxes.push_back(b.getStringAttr("dp"));
+  if (hasDp && hasEp)
+    zeroAxes.push_back(b.getStringAttr("ep"));
   if (hasCp)
     zeroAxes.push_back(b.getStringAttr("cp"));
   if (options.zero > 0 && zeroAxes.empty())
@@ -196,13 +202,23 @@ static LogicalResult seedAndPartition(ModuleOp module,
     if (base)
       for (auto [d, dim] : llvm::enumerate(base.getDims()))
         axes[d].assign(dim.getAxes().begin(), dim.getAxes().end());
-    bool has = llvm::any_of(zeroAxes, [&](StringAttr z) {
+    auto used = [&](StringAttr z) {
       return llvm::any_of(axes,
                           [&](auto &a) { return llvm::is_contained(a, z); });
-    });
-    SmallVector<ArrayRef<StringAttr>> tries = {zeroAxes};
-    if (zeroAxes.size() > 1)
-      tries.push_back(ArrayRef<StringAttr>(zeroAxes).take_front(1));
+    };
+    // The zero axes this tensor is not split over already; ep alone does
+    // not keep it from the others (the experts).
+    SmallVector<StringAttr> free;
+    bool has = false;
+    for (StringAttr z : zeroAxes) {
+      if (!used(z))
+        free.push_back(z);
+      else if (z.getValue() != "ep")
+        has = true;
+    }
+    SmallVector<ArrayRef<StringAttr>> tries = {free};
+    if (free.size() > 1)
+      tries.push_back(ArrayRef<StringAttr>(free).take_front(1));
     for (ArrayRef<StringAttr> add : tries) {
       int64_t size = getAxesSize(mesh, add);
       for (int64_t d = 0; !has && d < type.getRank(); ++d)
