@@ -80,13 +80,22 @@ DimAxes partition::slicedBeforeReduction(ArrayRef<Axes> produced,
                                          ArrayRef<Axes> target,
                                          ArrayRef<StringAttr> partial) {
   DimAxes sliced(produced.begin(), produced.end());
+  // An axis another dimension is split over is not free to slice with: it
+  // moves there after the reduction (an all_to_all), or the layout would
+  // split two dimensions over one axis.
+  auto usedElsewhere = [&](StringAttr a, int64_t d) {
+    for (int64_t o = 0, e = sliced.size(); o < e; ++o)
+      if (o != d && llvm::is_contained(sliced[o], a))
+        return true;
+    return false;
+  };
   for (int64_t d = 0, e = produced.size(); d < e; ++d) {
     if (!isPrefix(produced[d], target[d]))
       continue;
     ArrayRef<StringAttr> extra =
         ArrayRef(target[d]).drop_front(produced[d].size());
     if (llvm::none_of(extra, [&](StringAttr a) {
-          return llvm::is_contained(partial, a);
+          return llvm::is_contained(partial, a) || usedElsewhere(a, d);
         }))
       sliced[d] = target[d];
   }

@@ -196,7 +196,11 @@ static LogicalResult seedAndPartition(ModuleOp module,
               "(nor a cp axis, which it splits over too)";
   // A tensor's layout with the ZeRO axes added: on the first dimension
   // whose local size divides by all of them, else by the first of them
-  // alone; a tensor with neither stays whole over them.
+  // alone; a tensor with neither stays whole over them. The experts'
+  // dimension (ep) takes them last, and keeps its own priority: ZeRO's
+  // lowest one would let the tokens' batch split take ep from the experts
+  // wherever propagation meets the two (a recomputed expert GEMM that read
+  // ZeRO's low-precision copy gathered every expert).
   auto withZeroAxes = [&](TensorShardingAttr base, RankedTensorType type) {
     SmallVector<SmallVector<StringAttr>> axes(type.getRank());
     if (base)
@@ -219,21 +223,35 @@ static LogicalResult seedAndPartition(ModuleOp module,
     SmallVector<ArrayRef<StringAttr>> tries = {free};
     if (free.size() > 1)
       tries.push_back(ArrayRef<StringAttr>(free).take_front(1));
+    auto isExperts = [&](int64_t d) {
+      return llvm::any_of(axes[d],
+                          [](StringAttr a) { return a.getValue() == "ep"; });
+    };
+    SmallVector<int64_t> order;
+    for (bool experts : {false, true})
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (isExperts(d) == experts)
+          order.push_back(d);
+    SmallVector<bool> zeroed(type.getRank(), false);
     for (ArrayRef<StringAttr> add : tries) {
       int64_t size = getAxesSize(mesh, add);
-      for (int64_t d = 0; !has && d < type.getRank(); ++d)
-        if ((type.getDimSize(d) / getAxesSize(mesh, axes[d])) % size == 0) {
+      for (int64_t d : order)
+        if (!has &&
+            (type.getDimSize(d) / getAxesSize(mesh, axes[d])) % size == 0) {
           llvm::append_range(axes[d], add);
-          has = true;
+          zeroed[d] = has = true;
         }
     }
     // The lowest priority: ZeRO lays out these tensors but must not move
     // the activations' batch split (a parameter split over dp would
     // otherwise split the hidden dimension of everything it multiplies).
     SmallVector<DimShardingAttr> dims;
-    for (auto &a : axes)
-      dims.push_back(
-          DimShardingAttr::get(ctx, a, /*closed=*/true, kZeroPriority));
+    for (auto [d, a] : llvm::enumerate(axes)) {
+      int64_t priority = kZeroPriority;
+      if (base && !zeroed[d] && isExperts(d))
+        priority = base.getDims()[d].getPriority();
+      dims.push_back(DimShardingAttr::get(ctx, a, /*closed=*/true, priority));
+    }
     return TensorShardingAttr::get(ctx, meshRef, dims);
   };
   // A layout with every dimension closed (whole where it has no axes):

@@ -210,3 +210,20 @@ func.func @slice(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@mesh,
   %0 = cleave.slice %x start = [0, 2] limit = [8, 6] strides = [1, 1] : tensor<8x16xf32> -> tensor<8x4xf32>
   return %0 : tensor<8x4xf32>
 }
+
+// Partial sums over tp whose result moves its dp split from dimension 1 to
+// dimension 0: reduced, then one all_to_all over dp. Slicing dimension 0
+// over dp before the reduction would split both dimensions over dp (a
+// ZeRO-3 expert weight split over dp on its output dimension did, and
+// gathered rows of other ranks).
+// CHECK-LABEL: func.func @moved(
+// CHECK: %[[C:.*]] = cleave.contract {{.*}} -> tensor<8x4xf32>
+// CHECK-NEXT: %[[R:.*]] = cleave.all_reduce sum %[[C]] over @mesh ["tp"]
+// CHECK-NEXT: %[[M:.*]] = cleave.all_to_all %[[R]] over @mesh ["dp"] split = 0 concat = 1
+// CHECK-NEXT: return %[[M]] : tensor<4x8xf32>
+func.func @moved(%x: tensor<8x16xf32> {cleave.sharding = #cleave.sharding<@mesh, [{}, {"tp"}]>},
+                 %w: tensor<16x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"tp"}, {"dp"}]>})
+    -> (tensor<8x8xf32> {cleave.sharding = #cleave.sharding<@mesh, [{"dp"}, {}]>}) {
+  %0 = cleave.contract %x, %w batch = [] x [] contract = [1] x [0] : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
