@@ -113,6 +113,16 @@ struct Trainer::Impl {
     std::vector<int64_t> shape;
   };
   std::vector<MetricOutput> metricOutputs;
+  /// The experts' figures over the run, for its summary: the steps that
+  /// had them, the routed rows (the loads' sum) and the rows dropped past
+  /// capacity, and the worst step's worst expert against the mean.
+  struct ExpertTotals {
+    int64_t steps = 0, worstStep = 0;
+    double routed = 0, dropped = 0, worst = 0;
+    bool capacity = false;
+  } expertTotals;
+  /// Adds a step's metrics to expertTotals.
+  void addExpertTotals(const StepMetrics &m);
   std::vector<std::vector<uint8_t>> batchData;
   std::vector<uint8_t> shardData;
   /// Checks each data input of `batch` against its range (specs[k].range).

@@ -304,6 +304,33 @@ static void printMetrics(const std::vector<StepMetrics::Metric> &metrics) {
   }
 }
 
+void Trainer::Impl::addExpertTotals(const StepMetrics &m) {
+  ExpertTotals &t = expertTotals;
+  bool counted = false;
+  for (const StepMetrics::Metric &metric : m.metrics) {
+    if (metric.name == "moe.expert_load" && metric.shape.size() == 2) {
+      int64_t experts = metric.shape[1];
+      for (size_t r = 0; r + experts <= metric.values.size(); r += experts) {
+        double sum = 0, max = 0;
+        for (int64_t e = 0; e < experts; ++e) {
+          sum += metric.values[r + e];
+          max = std::max(max, double(metric.values[r + e]));
+        }
+        t.routed += sum;
+        if (sum > 0 && max * double(experts) / sum > t.worst) {
+          t.worst = max * double(experts) / sum;
+          t.worstStep = m.step;
+        }
+      }
+      counted = true;
+    } else if (metric.name == "moe.dropped_rows" && metric.shape.empty()) {
+      t.dropped += metric.values.front();
+      t.capacity = true;
+    }
+  }
+  t.steps += counted;
+}
+
 /// The step's log line (stdout) and JSON record, on rank 0.
 void Trainer::Impl::log(const StepMetrics &m) {
   int stepWidth = std::max<int>(6, std::to_string(o.steps).size());
@@ -464,6 +491,7 @@ int Trainer::Impl::step(const std::vector<const void *> *given,
     warn("step " + std::to_string(m.step) + ": loss is " +
          (std::isnan(m.loss) ? "NaN" : "infinite"));
   }
+  addExpertTotals(m);
   if (isLeader() && o.logEvery > 0 &&
       (m.step % o.logEvery == 0 || m.step == o.steps))
     log(m);
@@ -541,6 +569,17 @@ int Trainer::Impl::finish() {
          " of --steps " + std::to_string(o.steps));
   if (nonFinite)
     warn(std::to_string(nonFinite) + " step(s) had a non-finite loss");
+  // The run's expert figures: what the compile's --report cannot know.
+  if (const ExpertTotals &t = expertTotals; t.steps > 0 && isLeader()) {
+    std::fprintf(stderr, "%s: experts over %" PRId64 " steps: %.0f routed rows",
+                 programName().c_str(), t.steps, t.routed);
+    if (t.capacity)
+      std::fprintf(stderr, ", %.0f dropped past capacity (%.2f%%)", t.dropped,
+                   t.routed > 0 ? 100.0 * t.dropped / t.routed : 0.0);
+    std::fprintf(stderr,
+                 "; worst expert load %.2f of the mean (step %" PRId64 ")\n",
+                 t.worst, t.worstStep);
+  }
 
   if (!o.outputDir.empty() && ran) {
     int rc = writeOutputs(program, exec, o.outputDir, ctx);
