@@ -50,6 +50,18 @@ TEST(MemoryPlanner, LiveTogetherNeverShare) {
   EXPECT_EQ(plan.arenaBytes, 128u + 256u + 320u);
 }
 
+TEST(MemoryPlanner, PacksWhereLargestFirstFragments) {
+  // Largest first puts the 384-byte buffers at 0 and 384, the 320 at 0
+  // (the first 384 is dead by then), and the 256, live with the second 384
+  // and the 320, fits in no gap: 1024 bytes. First live first puts the 256
+  // at 0 and the 320 above it: 768, the peak of live bytes (command 2).
+  std::vector<BufferInterval> bufs = {
+      {320, 4, 6}, {384, 0, 2}, {384, 2, 3}, {256, 3, 7}};
+  MemoryPlan plan = planMemory(bufs, 64);
+  checkPlan(bufs, plan, 64);
+  EXPECT_EQ(plan.arenaBytes, 768u);
+}
+
 TEST(MemoryPlanner, ZeroSizedBuffersGetDistinctSlots) {
   std::vector<BufferInterval> bufs = {{0, 0, 1}, {0, 0, 1}};
   MemoryPlan plan = planMemory(bufs, 64);

@@ -27,9 +27,12 @@ struct MemoryPlan {
   uint64_t naiveBytes = 0;       ///< Sum of all sizes (no reuse), for reports.
 };
 
-/// Greedy-by-size placement: buffers are placed largest first at the lowest
-/// aligned offset that does not collide with an already placed buffer whose
-/// lifetime overlaps. Deterministic for equal inputs.
+/// Greedy placement: buffers are placed one by one at an aligned offset
+/// that does not collide with an already placed buffer whose lifetime
+/// overlaps, in three orders (largest first, largest bytes x lifetime
+/// first, first live first) with two fits (lowest gap, tightest gap); the
+/// smallest arena is kept (largest first at the lowest gap on a tie).
+/// Deterministic for equal inputs.
 MemoryPlan planMemory(const std::vector<BufferInterval> &buffers,
                       uint64_t alignment = 64);
 
