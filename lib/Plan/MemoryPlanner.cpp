@@ -6,10 +6,11 @@
 // simulators do, in a few orders (largest first; largest area, bytes x
 // lifetime, first; first live first) and two fits (the lowest gap, and the
 // tightest gap, which keeps large gaps for large buffers); the smallest
-// arena wins, the first on a tie. No order is best on every program:
-// largest-first packs layer programs tightly, while a pipeline's saved
-// activations (many equal buffers with staggered lifetimes) pack better by
-// area or by time.
+// arena wins, the first on a tie, and the search stops at the first that
+// reaches the peak of live bytes, which none can beat. No order is best on
+// every program: largest-first packs layer programs tightly, while a pipeline's
+// saved activations (many equal buffers with staggered lifetimes) pack better
+// by area or by time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,8 +85,29 @@ MemoryPlan place(const std::vector<BufferInterval> &buffers,
 
 } // namespace
 
+/// The most aligned bytes live at once: no placement's arena is smaller.
+static uint64_t peakLive(const std::vector<BufferInterval> &buffers,
+                         uint64_t alignment) {
+  // (command, +bytes at its first use / -bytes after its last), frees first.
+  std::vector<std::pair<int64_t, int64_t>> events;
+  events.reserve(2 * buffers.size());
+  for (const BufferInterval &b : buffers) {
+    int64_t size = int64_t(alignTo(std::max<uint64_t>(b.size, 1), alignment));
+    events.push_back({b.firstUse, size});
+    events.push_back({b.lastUse + 1, -size});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, peak = 0;
+  for (auto [at, delta] : events) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+  return uint64_t(peak);
+}
+
 MemoryPlan cleave::planMemory(const std::vector<BufferInterval> &buffers,
                               uint64_t alignment) {
+  const uint64_t bound = peakLive(buffers, alignment);
   std::vector<size_t> base(buffers.size());
   std::iota(base.begin(), base.end(), 0);
   auto sizeOf = [&](size_t i) { return buffers[i].size; };
@@ -123,6 +145,9 @@ MemoryPlan cleave::planMemory(const std::vector<BufferInterval> &buffers,
       if (first || plan.arenaBytes < best.arenaBytes)
         best = std::move(plan);
       first = false;
+      // At the peak of live bytes no order can do better.
+      if (best.arenaBytes <= bound)
+        return best;
     }
   }
   return best;
