@@ -31,29 +31,51 @@ namespace {
 
 enum class Fit { Lowest, Tightest };
 
+/// Commands per block of the index of placed buffers by time.
+constexpr int64_t kBlock = 64;
+
 /// Places the buffers in `order`, each at the gap `fit` chooses among the
-/// placed buffers whose lifetimes meet its own.
+/// placed buffers whose lifetimes meet its own. The placed buffers are
+/// indexed by blocks of kBlock commands they live in, so that finding
+/// those alive with a buffer reads its blocks, not every placed buffer.
 MemoryPlan place(const std::vector<BufferInterval> &buffers,
                  const std::vector<size_t> &order, uint64_t alignment,
                  Fit fit) {
   MemoryPlan plan;
   plan.offsets.assign(buffers.size(), 0);
-  struct Placed {
-    uint64_t begin, end;
-    int64_t firstUse, lastUse;
+  if (buffers.empty())
+    return plan;
+  int64_t first = buffers.front().firstUse, last = buffers.front().lastUse;
+  for (const BufferInterval &b : buffers) {
+    first = std::min(first, b.firstUse);
+    last = std::max(last, std::max(b.firstUse, b.lastUse));
+  }
+  auto blockOf = [&](int64_t command) {
+    return size_t((command - first) / kBlock);
   };
-  std::vector<Placed> placed;
-  placed.reserve(buffers.size());
+  std::vector<std::vector<uint32_t>> blocks(blockOf(last) + 1);
+  std::vector<uint64_t> begins(buffers.size()), ends(buffers.size());
+  std::vector<uint32_t> seen(buffers.size(), 0);
+  uint32_t visit = 0;
   std::vector<std::pair<uint64_t, uint64_t>> busy;
   for (size_t idx : order) {
     const BufferInterval &buf = buffers[idx];
     uint64_t size = alignTo(std::max<uint64_t>(buf.size, 1), alignment);
     plan.naiveBytes += size;
     // The memory ranges of placed buffers alive at the same time, by start.
+    size_t from = blockOf(buf.firstUse),
+           to = blockOf(std::max(buf.firstUse, buf.lastUse));
     busy.clear();
-    for (const Placed &p : placed)
-      if (p.firstUse <= buf.lastUse && buf.firstUse <= p.lastUse)
-        busy.push_back({p.begin, p.end});
+    ++visit;
+    for (size_t k = from; k <= to; ++k)
+      for (uint32_t j : blocks[k]) {
+        if (seen[j] == visit)
+          continue;
+        seen[j] = visit;
+        const BufferInterval &p = buffers[j];
+        if (p.firstUse <= buf.lastUse && buf.firstUse <= p.lastUse)
+          busy.push_back({begins[j], ends[j]});
+      }
     std::sort(busy.begin(), busy.end());
     uint64_t offset = 0, cursor = 0;
     uint64_t bestGap = std::numeric_limits<uint64_t>::max();
@@ -77,7 +99,10 @@ MemoryPlan place(const std::vector<BufferInterval> &buffers,
     if (!found)
       offset = cursor; // above everything alive with it
     plan.offsets[idx] = offset;
-    placed.push_back({offset, offset + size, buf.firstUse, buf.lastUse});
+    begins[idx] = offset;
+    ends[idx] = offset + size;
+    for (size_t k = from; k <= to; ++k)
+      blocks[k].push_back(uint32_t(idx));
     plan.arenaBytes = std::max(plan.arenaBytes, offset + size);
   }
   return plan;
