@@ -145,26 +145,14 @@ int Driver::planLayout(bool &searchOnly) {
       imports.inputShapes[input->name] = shape;
     }
   };
-  // The axes in the order --mesh lays them out (Configure.cpp: tp fastest,
-  // inside a node, then ep, then pp, then dp; cp, like any axis but those,
-  // before them), which Candidate::options() prints too: the profiles are
-  // costed at the rank placement the chosen layout compiles to, printed or not.
-  // cp's exchanges are as heavy as tp's, so beside tp inside a node would
-  // suit them better; on a cluster of several nodes a cp group placed
-  // outermost spans nodes and is costed over their links. Placing cp beside
-  // tp is a change to --mesh's layout (and then to this order), not one
-  // the planner can make alone.
-  auto meshOf = [](int64_t dp, int64_t ep, int64_t pp, int64_t tp, int64_t cp) {
-    std::vector<std::pair<std::string, int64_t>> mesh;
-    for (auto [name, size] : {std::pair<const char *, int64_t>{"cp", cp},
-                              {"dp", dp},
-                              {"pp", pp},
-                              {"ep", ep},
-                              {"tp", tp}})
-      if (size > 1)
-        mesh.push_back({name, size});
-    return mesh;
-  };
+  // The meshes are sim::layoutMesh's, in the order --mesh lays them out,
+  // which Candidate::options() prints too: the profiles are costed at the
+  // rank placement the chosen layout compiles to, printed or not. cp's
+  // exchanges are as heavy as tp's, so beside tp inside a node would suit
+  // them better; on a cluster of several nodes a cp group placed outermost
+  // spans nodes and is costed over their links. Placing cp beside tp is a
+  // change to --mesh's layout (and then to this order), not one the planner
+  // can make alone.
   // Stage boundaries cutting the layers into `stages` equal runs.
   auto boundaries = [&](int64_t stages, int64_t count) {
     std::string cut;
@@ -185,7 +173,7 @@ int Driver::planLayout(bool &searchOnly) {
     co.train->stageBoundaries = pp > 1 ? boundaries(stages, count) : "";
     co.recompute = recompute;
     ShardProgramOptions shard;
-    shard.mesh = meshOf(dp, ep, pp, tp, cp);
+    shard.mesh = sim::layoutMesh(dp, ep, pp, tp, cp);
     shard.sequenceParallel = sp;
     if (cp > 1)
       shard.contextParallel = cpMode;

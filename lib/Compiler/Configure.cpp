@@ -273,6 +273,7 @@ int Driver::configurePartitioning() {
     // most, inside a node), then ep (its all-to-alls, every layer, inside a
     // node where tp x ep fit), then pp (one activation per stage boundary),
     // then dp (across nodes); other axes keep their place before them.
+    // sim::layoutMesh writes --auto's layouts in this order.
     {
       auto place = [](const std::string &axis) {
         return axis == "dp"   ? 1

@@ -255,25 +255,21 @@ void Driver::printReports(const plan::Plan &plan, llvm::raw_ostream &os) {
       os << "pipeline stage " << c << " (pp rank " << c << "):\n";
     printStepReport(report, os);
     if (program.training.enabled && !program.mesh.empty()) {
-      // ZeRO's axes (ShardProgram): dp, ep with dp, and cp; the experts
-      // split over ep take the others.
-      int64_t dpRanks = 1, expertRanks = 1, ep = 1;
-      bool hasDp = false;
+      // ZeRO's axes; the experts, split over ep, take the others.
+      int64_t dpRanks = 1, expertRanks = 1;
       std::string zeroAxes;
-      for (auto [name, size] :
-           llvm::zip(program.mesh.axisNames, program.mesh.shape)) {
-        if (name == "ep")
-          ep = size;
-        if (mlir::cleave::isReplicaAxis(name) && size > 1) {
-          dpRanks *= size;
-          expertRanks *= size;
-          hasDp |= name == "dp";
-          zeroAxes += (zeroAxes.empty() ? "" : ", ") + name;
-        }
-      }
-      if (hasDp && ep > 1) {
-        dpRanks *= ep;
-        zeroAxes += ", ep";
+      auto ranksOf = [&](StringRef axis) -> int64_t {
+        for (auto [name, size] :
+             llvm::zip(program.mesh.axisNames, program.mesh.shape))
+          if (name == axis)
+            return size;
+        return 0;
+      };
+      for (StringRef axis : mlir::cleave::getZeroAxes(ranksOf)) {
+        dpRanks *= ranksOf(axis);
+        if (axis != "ep")
+          expertRanks *= ranksOf(axis);
+        zeroAxes += (zeroAxes.empty() ? "" : ", ") + axis.str();
       }
       StringRef optimizer = program.training.optimizer;
       unsigned optimizerBytes =

@@ -55,18 +55,23 @@ std::string Candidate::schedule() const {
   return chunks > 1 ? "interleaved:" + std::to_string(chunks) : "1f1b";
 }
 
-std::string Candidate::options() const {
-  // In the order --mesh lays axes out (cp before dp, pp, ep and tp), so
-  // that the options compile to the placement the candidate was costed at.
-  std::string mesh;
+std::vector<std::pair<std::string, int64_t>>
+layoutMesh(int64_t dp, int64_t ep, int64_t pp, int64_t tp, int64_t cp) {
+  std::vector<std::pair<std::string, int64_t>> mesh;
   for (auto [name, size] : {std::pair<const char *, int64_t>{"cp", cp},
                             {"dp", dp},
                             {"pp", pp},
                             {"ep", ep},
                             {"tp", tp}})
     if (size > 1)
-      mesh += (mesh.empty() ? "" : ",") + std::string(name) + "=" +
-              std::to_string(size);
+      mesh.push_back({name, size});
+  return mesh;
+}
+
+std::string Candidate::options() const {
+  std::string mesh;
+  for (const auto &[name, size] : layoutMesh(dp, ep, pp, tp, cp))
+    mesh += (mesh.empty() ? "" : ",") + name + "=" + std::to_string(size);
   std::string s;
   if (!mesh.empty())
     s += "--mesh " + mesh + " ";

@@ -41,17 +41,6 @@ using namespace mlir::cleave;
 
 namespace {
 
-/// The name of the ONNX node `loc` names, or "".
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string n = nodeName(inner); !n.empty())
-        return n;
-  return "";
-}
-
 struct ExpertBiasPass : ::cleave::impl::ExpertBiasPassBase<ExpertBiasPass> {
   using ExpertBiasPassBase::ExpertBiasPassBase;
 
@@ -95,7 +84,7 @@ struct ExpertBiasPass : ::cleave::impl::ExpertBiasPassBase<ExpertBiasPass> {
         return signalPassFailure();
       }
       int64_t experts = scores.getDimSize(1);
-      std::string base = nodeName(topk.getLoc());
+      std::string base = getNodeName(topk.getLoc()).str();
       if (base.empty())
         base = "router" + std::to_string(n);
       std::string name = base + ".expert_bias";

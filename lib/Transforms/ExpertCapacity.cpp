@@ -106,6 +106,12 @@ public:
     return reshape(y, {g * r, n});
   }
 
+  /// One grouped matmul in the capacity form.
+  Value build(GroupedMatmulOp op) {
+    return combine(
+        experts(dispatch(op.getX()), 1, op.getW(), op.getTransposeW()));
+  }
+
   OpBuilder &builder() { return b; }
 
 private:
@@ -135,14 +141,6 @@ private:
                   splat(i64(), {g, r}, 0));
   }
 
-public:
-  /// One grouped matmul in the capacity form.
-  Value build(GroupedMatmulOp op) {
-    return combine(
-        experts(dispatch(op.getX()), 1, op.getW(), op.getTransposeW()));
-  }
-
-private:
   Type i64() { return b.getI64Type(); }
   Value splat(Type et, ArrayRef<int64_t> shape, int64_t v) {
     auto scalarType = RankedTensorType::get({}, et);

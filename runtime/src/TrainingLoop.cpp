@@ -274,26 +274,43 @@ int Trainer::Impl::setBatch(const std::vector<const void *> *given) {
   return -1;
 }
 
+namespace {
+/// A step's moe.expert_load (routers x experts): the rows routed, and the
+/// worst expert's load against its router's mean (1 is even).
+struct ExpertLoad {
+  double routed = 0, worst = 0;
+};
+ExpertLoad expertLoadOf(const StepMetrics::Metric &metric) {
+  ExpertLoad load;
+  int64_t experts = metric.shape[1];
+  for (size_t r = 0; r + experts <= metric.values.size(); r += experts) {
+    double sum = 0, max = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      sum += metric.values[r + e];
+      max = std::max(max, metric.values[r + e]);
+    }
+    load.routed += sum;
+    if (sum > 0)
+      load.worst = std::max(load.worst, max / (sum / double(experts)));
+  }
+  return load;
+}
+bool isExpertLoad(const StepMetrics::Metric &metric) {
+  return metric.name == "moe.expert_load" && metric.shape.size() == 2 &&
+         metric.shape[1] > 0;
+}
+} // namespace
+
 /// The metrics' part of the log line: the experts' worst load against
 /// their mean over the routers (1 is even), and the rows dropped at
 /// capacity with their share of the routed rows; other scalars by name.
 static void printMetrics(const std::vector<StepMetrics::Metric> &metrics) {
   double routed = 0;
   for (const StepMetrics::Metric &metric : metrics) {
-    if (metric.name == "moe.expert_load" && metric.shape.size() == 2) {
-      int64_t experts = metric.shape[1];
-      double worst = 0;
-      for (size_t r = 0; r + experts <= metric.values.size(); r += experts) {
-        double sum = 0, max = 0;
-        for (int64_t e = 0; e < experts; ++e) {
-          sum += metric.values[r + e];
-          max = std::max(max, metric.values[r + e]);
-        }
-        routed += sum;
-        if (sum > 0)
-          worst = std::max(worst, max / (sum / double(experts)));
-      }
-      std::printf(" | expert load max/mean %.2f", worst);
+    if (isExpertLoad(metric)) {
+      ExpertLoad load = expertLoadOf(metric);
+      routed += load.routed;
+      std::printf(" | expert load max/mean %.2f", load.worst);
     } else if (metric.name == "moe.dropped_rows" && metric.shape.empty()) {
       std::printf(" | dropped %.0f", metric.values.front());
       if (routed > 0)
@@ -308,19 +325,12 @@ void Trainer::Impl::addExpertTotals(const StepMetrics &m) {
   ExpertTotals &t = expertTotals;
   bool counted = false;
   for (const StepMetrics::Metric &metric : m.metrics) {
-    if (metric.name == "moe.expert_load" && metric.shape.size() == 2) {
-      int64_t experts = metric.shape[1];
-      for (size_t r = 0; r + experts <= metric.values.size(); r += experts) {
-        double sum = 0, max = 0;
-        for (int64_t e = 0; e < experts; ++e) {
-          sum += metric.values[r + e];
-          max = std::max(max, double(metric.values[r + e]));
-        }
-        t.routed += sum;
-        if (sum > 0 && max * double(experts) / sum > t.worst) {
-          t.worst = max * double(experts) / sum;
-          t.worstStep = m.step;
-        }
+    if (isExpertLoad(metric)) {
+      ExpertLoad load = expertLoadOf(metric);
+      t.routed += load.routed;
+      if (load.worst > t.worst) {
+        t.worst = load.worst;
+        t.worstStep = m.step;
       }
       counted = true;
     } else if (metric.name == "moe.dropped_rows" && metric.shape.empty()) {

@@ -56,6 +56,24 @@ inline bool isReplicaAxis(StringRef name) {
   return name == "dp" || name == "cp";
 }
 
+/// The axes ZeRO splits the training states over, in the order the
+/// gradients' partial sums come (`ranksOf`: an axis's ranks, 0 where the
+/// mesh lacks it): dp where the mesh has it, then ep of more than one rank
+/// with dp (its ranks hold the same dense parameters; a tensor ep splits
+/// already, the experts, takes the others), then cp of more than one rank.
+inline SmallVector<StringRef>
+getZeroAxes(function_ref<int64_t(StringRef)> ranksOf) {
+  SmallVector<StringRef> axes;
+  bool dp = ranksOf("dp") > 0;
+  if (dp)
+    axes.push_back("dp");
+  if (dp && ranksOf("ep") > 1)
+    axes.push_back("ep");
+  if (ranksOf("cp") > 1)
+    axes.push_back("cp");
+  return axes;
+}
+
 /// The number of ranks the axes split a dimension into.
 int64_t getAxesSize(MeshOp mesh, ArrayRef<StringAttr> axes);
 /// The shape each rank holds of a tensor of `globalShape`.

@@ -180,6 +180,13 @@ struct PlanSearch {
   std::vector<int64_t> tensorParallel, contextParallel, expertParallel;
 };
 
+/// A layout's mesh axes of more than one rank, in the order --mesh lays
+/// them out (cp, dp, pp, ep, tp: Driver::configurePartitioning's rank
+/// placement), so that a profile and the chosen options compile to the
+/// placement the planner costs.
+std::vector<std::pair<std::string, int64_t>>
+layoutMesh(int64_t dp, int64_t ep, int64_t pp, int64_t tp, int64_t cp);
+
 /// `bytes` as MiB or GiB with two decimals, as the planner prints memory.
 std::string formatMemory(double bytes);
 

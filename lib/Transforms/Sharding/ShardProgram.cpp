@@ -175,20 +175,16 @@ static LogicalResult seedAndPartition(ModuleOp module,
   if (hasEp)
     batchAxes.push_back(b.getStringAttr("ep"));
   int64_t batchSize = getAxesSize(mesh, batchAxes);
-  // ZeRO splits over the axes whose ranks hold the same parameters and
-  // see different data (isReplicaAxis): dp, then ep, then cp, the order in
-  // which the gradients' partial sums over the batch and the sequence
-  // come. A tensor already split over one of them (the experts over ep)
-  // is split over the others only: Megatron-Core's distributed optimizer
-  // splits the dense parameters' states over dp x ep and the experts'
-  // over dp.
+  // ZeRO's axes (getZeroAxes): dp, ep, cp. A tensor already split over
+  // one of them (the experts over ep) is split over the others only:
+  // Megatron-Core's distributed optimizer splits the dense parameters'
+  // states over dp x ep and the experts' over dp.
   SmallVector<StringAttr> zeroAxes;
-  if (hasDp)
-    zeroAxes.push_back(b.getStringAttr("dp"));
-  if (hasDp && hasEp)
-    zeroAxes.push_back(b.getStringAttr("ep"));
-  if (hasCp)
-    zeroAxes.push_back(b.getStringAttr("cp"));
+  for (StringRef axis : getZeroAxes([&](StringRef a) {
+         int64_t i = mesh.getAxisIndex(a);
+         return i < 0 ? int64_t(0) : mesh.getShape()[i];
+       }))
+    zeroAxes.push_back(b.getStringAttr(axis));
   if (options.zero > 0 && zeroAxes.empty())
     return mlir::emitError(module.getLoc())
            << "--zero=" << options.zero

@@ -75,10 +75,9 @@ private:
   LogicalResult prepareForward();
   LogicalResult buildPipelined();
   LogicalResult buildMicrobatch(int64_t k);
-  /// Adds each biased router's load (metrics.loads, in routing's order) to
-  /// biasLoads at its bias's buffer.
-  void addBiasLoads(Emitter &e, ArrayRef<RoutingTopK> routing,
-                    const ExpertMetrics &metrics);
+  /// Adds each biased router's load (of `metrics`) to biasLoads at its
+  /// bias's buffer.
+  void addBiasLoads(Emitter &e, const ExpertMetrics &metrics);
   /// The expert biases' new values, into bufferValues: each moved by its
   /// rate times sign(mean load - load) over the step's rows.
   LogicalResult updateExpertBiases();
@@ -158,18 +157,14 @@ private:
 
 } // namespace
 
-void TrainStepBuilder::addBiasLoads(Emitter &e, ArrayRef<RoutingTopK> routing,
-                                    const ExpertMetrics &metrics) {
+void TrainStepBuilder::addBiasLoads(Emitter &e, const ExpertMetrics &metrics) {
   biasLoads.resize(bufferArgs.size());
-  for (auto [i, r] : llvm::enumerate(routing)) {
-    BlockArgument bias = expertBiasOf(r.topk);
-    if (!bias || i >= metrics.loads.size())
-      continue;
-    auto *it = llvm::find(bufferArgs, bias);
+  for (auto [router, load] : llvm::zip(metrics.routers, metrics.loads)) {
+    auto *it = llvm::find(bufferArgs, expertBiasOf(router));
     if (it == bufferArgs.end())
       continue;
     Value &total = biasLoads[it - bufferArgs.begin()];
-    total = total ? e.add(total, metrics.loads[i]) : metrics.loads[i];
+    total = total ? e.add(total, load) : load;
   }
 }
 
@@ -483,7 +478,7 @@ LogicalResult TrainStepBuilder::buildMicrobatch(int64_t k) {
   // routes its own tokens; their routers come in the same order).
   SmallVector<RoutingTopK> routing = findRoutingTopKs(forwardOps);
   ExpertMetrics metrics = expertMetrics(e, routing);
-  addBiasLoads(e, routing, metrics);
+  addBiasLoads(e, metrics);
   if (k == 0 || metrics.loads.size() != expertLoads.size()) {
     expertLoads = metrics.loads;
     droppedRows = metrics.dropped;

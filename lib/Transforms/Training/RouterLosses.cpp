@@ -129,6 +129,7 @@ ExpertMetrics train_step::expertMetrics(Emitter &e,
     int64_t tokens = scores.getDimSize(0), experts = scores.getDimSize(1);
     int64_t k = Emitter::typeOf(ids).getDimSize(1);
     Value choices = oneHot(e, ids, experts);
+    metrics.routers.push_back(topk);
     metrics.loads.push_back(
         ReduceOp::create(e.b, e.loc, RankedTensorType::get({experts}, f32),
                          ReduceKind::sum, choices, ArrayRef<int64_t>{0, 1}));

@@ -73,10 +73,12 @@ SmallVector<RoutingTopK> findRoutingTopKs(ArrayRef<Operation *> ops);
 /// a top-k of scores plus broadcast biases), or null.
 BlockArgument expertBiasOf(TopKOp topk);
 /// One microbatch's expert figures for the log: each router's load (its
-/// choices per expert, [E] f32) and, where rows take the capacity form, the
-/// rows past their expert's capacity (0-d f32; null if none).
+/// choices per expert, [E] f32; `routers[i]` is the top-k of `loads[i]`)
+/// and, where rows take the capacity form, the rows past their expert's
+/// capacity (0-d f32; null if none).
 struct ExpertMetrics {
   SmallVector<Value> loads;
+  SmallVector<TopKOp> routers;
   Value dropped;
 };
 ExpertMetrics expertMetrics(Emitter &e, ArrayRef<RoutingTopK> routingTopKs);

@@ -3,12 +3,14 @@
 
     moe_bias_check.py LOG.jsonl CHECKPOINT_DIR RATE
 
-For every step N of the JSON log whose checkpoint CHECKPOINT_DIR/step-N
-holds the biases (each '*.expert_bias' tensor, in router order as the log's
-moe.expert_load rows): the biases after step N equal those after step N-1
-(zeros before step 1) plus RATE * sign(mean load - load) of step N's load,
-in f32, exactly. Prints one line per step and 'biases as the loads say'
-when every step matches; exits 1 otherwise."""
+For every step N of the JSON log, the checkpoint CHECKPOINT_DIR/step-N
+(run with --save-every 1) holds the biases, one '*.expert_bias' tensor per
+row of the log's moe.expert_load (taken in name order: meant for models
+whose biases' names sort as their routers do, such as one router): the
+biases after step N equal those after step N-1 (zeros before step 1) plus
+RATE * sign(mean load - load) of step N's load, in f32, exactly. Prints one
+line per step and 'biases as the loads say' when every step has its
+checkpoint and matches; exits 1 otherwise."""
 import glob
 import json
 import os
@@ -30,11 +32,18 @@ def main():
         n = s["step"]
         path = os.path.join(ckdir, "step-%d" % n, "model.safetensors")
         if not os.path.exists(path):
+            print("step %d: no checkpoint %s" % (n, path))
+            ok = False
             continue
         state = read_safetensors(path)
         names = sorted(k for k in state if k.endswith(".expert_bias"))
-        bias = np.stack([state[k] for k in names])
         load = np.asarray(s["moe.expert_load"], np.float32)
+        if len(names) != load.shape[0]:
+            print("step %d: %d expert biases for %d routers" %
+                  (n, len(names), load.shape[0]))
+            ok = False
+            continue
+        bias = np.stack([state[k] for k in names])
         if previous is None:
             previous = np.zeros_like(bias)
         mean = load.sum(axis=1, keepdims=True) / np.float32(load.shape[1])
